@@ -1,0 +1,131 @@
+//! Command-line arguments, one struct per subsystem. Every flag has an environment twin.
+
+use crate::rules::force_delete::{ForceDeletePolicy, HumanForceDelete};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "volguard",
+    version,
+    about = "Storage-safety layer for Kubernetes"
+)]
+pub struct Cli {
+    /// Log format.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "VOLGUARD_LOG_FORMAT"
+    )]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// HTTPS admission webhook (mutating + validating).
+    Serve(ServeArgs),
+    /// Generate a development CA and serving certificate (what `make certs` runs).
+    DevCerts(DevCertsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// HTTPS admission listener.
+    #[arg(long, default_value = "0.0.0.0:8443", env = "VOLGUARD_LISTEN")]
+    pub listen: String,
+    /// Plain-HTTP listener for /healthz, /readyz and /metrics.
+    #[arg(long, default_value = "0.0.0.0:8080", env = "VOLGUARD_PROBE_LISTEN")]
+    pub probe_listen: String,
+    /// PEM certificate chain (leaf first).
+    #[arg(long, env = "VOLGUARD_TLS_CERT")]
+    pub tls_cert: PathBuf,
+    /// PEM private key.
+    #[arg(long, env = "VOLGUARD_TLS_KEY")]
+    pub tls_key: PathBuf,
+    /// How often the certificate files are re-read (milliseconds).
+    #[arg(long, default_value_t = 2000, env = "VOLGUARD_TLS_RELOAD_INTERVAL_MS")]
+    pub tls_reload_interval_ms: u64,
+    /// Serve from a state file (Kubernetes List or multi-document YAML) instead of a cluster.
+    #[arg(long, env = "VOLGUARD_STATE")]
+    pub state: Option<PathBuf>,
+    /// Kubeconfig file (default: in-cluster config, then $KUBECONFIG / ~/.kube/config).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub force_delete: ForceDeleteArgs,
+    /// Usernames of volguard's controller, exempt from the finalizer-stripping guard.
+    #[arg(
+        long = "controller-user",
+        value_delimiter = ',',
+        default_value = "system:serviceaccount:volguard-system:volguard-controller",
+        env = "VOLGUARD_CONTROLLER_USERS"
+    )]
+    pub controller_users: Vec<String>,
+    /// Admission requests decided at once; more wait.
+    #[arg(long, default_value_t = 512, env = "VOLGUARD_MAX_CONCURRENT_REQUESTS")]
+    pub max_concurrent_requests: usize,
+    /// Open HTTPS connections; more are closed at accept.
+    #[arg(long, default_value_t = 1024, env = "VOLGUARD_MAX_CONNECTIONS")]
+    pub max_connections: usize,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ForceDeleteArgs {
+    /// Row 8 of the force-delete rule: `confirm` needs the pod annotation
+    /// volguard.io/confirm-force-delete=true; `warn` always lets humans through with a warning.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "confirm",
+        env = "VOLGUARD_HUMAN_FORCE_DELETE"
+    )]
+    pub human_force_delete: HumanForceDelete,
+    /// Users always allowed to force-delete running pods (e.g. a fencing controller).
+    #[arg(
+        long = "force-delete-allow-user",
+        value_delimiter = ',',
+        env = "VOLGUARD_FORCE_DELETE_ALLOW_USERS"
+    )]
+    pub allow_users: Vec<String>,
+    /// Groups always allowed to force-delete running pods.
+    #[arg(
+        long = "force-delete-allow-group",
+        value_delimiter = ',',
+        env = "VOLGUARD_FORCE_DELETE_ALLOW_GROUPS"
+    )]
+    pub allow_groups: Vec<String>,
+}
+
+impl ServeArgs {
+    pub fn force_delete_policy(&self) -> ForceDeletePolicy {
+        ForceDeletePolicy {
+            human: self.force_delete.human_force_delete,
+            allow_users: self.force_delete.allow_users.clone(),
+            allow_groups: self.force_delete.allow_groups.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct DevCertsArgs {
+    /// Output directory (ca.crt, tls.crt, tls.key).
+    #[arg(long, default_value = "certs")]
+    pub out_dir: PathBuf,
+    /// DNS names and IPs of the serving certificate.
+    #[arg(
+        long = "san",
+        value_delimiter = ',',
+        default_value = "localhost,127.0.0.1,volguard-webhook.volguard-system.svc,volguard-webhook.volguard-system.svc.cluster.local"
+    )]
+    pub sans: Vec<String>,
+}

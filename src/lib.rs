@@ -1,0 +1,17 @@
+//! volguard: keeps Kubernetes storage from being lost by accident.
+//!
+//! - `rules`: the pure decisions of SPEC.md (no I/O), shared by webhook and controller.
+//! - `model`: pruned Kubernetes objects the rules read.
+//! - `state`: the cluster view (state file or live watches).
+//! - `admission`: AdmissionReview v1 decode/encode and dispatch to rules.
+//! - `server`: TLS, HTTP, probes, metrics.
+
+pub mod admission;
+pub mod cli;
+pub mod devcerts;
+pub mod error;
+pub mod kubeclient;
+pub mod model;
+pub mod rules;
+pub mod server;
+pub mod state;

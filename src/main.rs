@@ -1,0 +1,46 @@
+use clap::Parser;
+use volguard::cli::{Cli, Command, LogFormat};
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let result = match cli.command {
+        Command::Serve(args) => volguard::server::run(args).await,
+        Command::DevCerts(args) => volguard::devcerts::generate(&args.sans)
+            .map_err(anyhow::Error::from)
+            .and_then(|pki| {
+                volguard::devcerts::write(&args.out_dir, &pki).map_err(anyhow::Error::from)
+            })
+            .map(|()| {
+                eprintln!(
+                    "wrote {}/{{ca.crt,tls.crt,tls.key}}",
+                    args.out_dir.display()
+                )
+            }),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("volguard: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! Pruned Kubernetes objects: only the fields volguard's rules, controller and report read.
+//!
+//! The same types decode AdmissionReview objects, `--state` files and (through serde) the objects
+//! of live watches, so there is one mapping from the Kubernetes wire format. Unknown fields are
+//! ignored, which is what keeps a cache of 100k objects small; a field of the wrong JSON type is a
+//! decode error, which admission turns into a 400.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const PVC_FINALIZER: &str = "kubernetes.io/pvc-protection";
+pub const PV_FINALIZER: &str = "kubernetes.io/pv-protection";
+
+/// Annotations volguard reads; every other annotation is dropped from cached objects.
+pub const ANNOTATION_PREFIX: &str = "volguard.io/";
+pub const ALLOW_FINALIZER_REMOVAL: &str = "volguard.io/allow-finalizer-removal";
+pub const CONFIRM_FORCE_DELETE: &str = "volguard.io/confirm-force-delete";
+pub const UNUSED_SINCE: &str = "volguard.io/unused-since";
+pub const IGNORE_UNUSED: &str = "volguard.io/ignore-unused";
+
+pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Meta {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_grace_period_seconds: Option<i64>,
+    /// `None` when absent or `null`: the mutating patch must then create the list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalizers: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_references: Option<Vec<OwnerReference>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference {
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<bool>,
+}
+
+impl Meta {
+    pub fn is_terminating(&self) -> bool {
+        self.deletion_timestamp.is_some()
+    }
+
+    pub fn has_finalizer(&self, finalizer: &str) -> bool {
+        self.finalizers
+            .as_deref()
+            .is_some_and(|f| f.iter().any(|x| x == finalizer))
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.as_ref()?.get(key).map(String::as_str)
+    }
+
+    /// Annotation set to exactly `"true"` (Kubernetes convention for boolean annotations).
+    pub fn annotation_true(&self, key: &str) -> bool {
+        self.annotation(key) == Some("true")
+    }
+
+    /// UID of the controller owner reference, if any.
+    pub fn controller_uid(&self) -> Option<&str> {
+        self.owner_references
+            .as_deref()?
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.uid.as_str())
+    }
+
+    /// Drop what no rule reads (annotations of other tools, labels when not wanted), for caches.
+    pub fn prune(&mut self, keep_labels: bool) {
+        if let Some(a) = &mut self.annotations {
+            a.retain(|k, _| k.starts_with(ANNOTATION_PREFIX));
+            if a.is_empty() {
+                self.annotations = None;
+            }
+        }
+        if !keep_labels {
+            self.labels = None;
+        }
+        self.creation_timestamp = None;
+    }
+}
+
+// ---------------------------------------------------------------- Pod
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pod {
+    #[serde(default)]
+    pub metadata: Meta,
+    #[serde(default)]
+    pub spec: PodSpec,
+    #[serde(default)]
+    pub status: PodStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Volume {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<ClaimSource>,
+    /// Only presence matters: the claim is `<pod>-<volume>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ephemeral: Option<Present>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimSource {
+    #[serde(default)]
+    pub claim_name: String,
+}
+
+/// A JSON object whose content is irrelevant (decodes from any object, encodes as `{}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Present {}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+}
+
+impl Pod {
+    pub fn node_name(&self) -> Option<&str> {
+        self.spec.node_name.as_deref().filter(|n| !n.is_empty())
+    }
+    /// SPEC "scheduled pod": `spec.nodeName != ""`.
+    pub fn is_scheduled(&self) -> bool {
+        self.node_name().is_some()
+    }
+    /// SPEC "terminal pod": phase Succeeded or Failed.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.status.phase.as_deref(), Some("Succeeded" | "Failed"))
+    }
+    /// SPEC "shut-down pod": being deleted with grace period 0.
+    pub fn is_shut_down(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+            && self.metadata.deletion_grace_period_seconds == Some(0)
+    }
+    pub fn phase(&self) -> &str {
+        self.status.phase.as_deref().unwrap_or("Unknown")
+    }
+}
+
+// ---------------------------------------------------------------- PVC
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pvc {
+    #[serde(default)]
+    pub metadata: Meta,
+    #[serde(default)]
+    pub spec: PvcSpec,
+    #[serde(default)]
+    pub status: PvcStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PvcSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PvcStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+impl Pvc {
+    pub fn volume_name(&self) -> Option<&str> {
+        self.spec.volume_name.as_deref().filter(|n| !n.is_empty())
+    }
+    pub fn is_bound(&self) -> bool {
+        self.status.phase.as_deref() == Some("Bound")
+    }
+    pub fn requested_storage(&self) -> Option<&str> {
+        self.spec
+            .resources
+            .as_ref()?
+            .requests
+            .as_ref()?
+            .get("storage")
+            .map(String::as_str)
+    }
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.status.conditions.iter().find(|c| c.type_ == type_)
+    }
+    /// For caches: keep only the `Unused` condition, the one volguard reads.
+    pub fn prune(&mut self) {
+        self.metadata.prune(true);
+        self.status.conditions.retain(|c| c.type_ == "Unused");
+        if let Some(r) = &mut self.spec.resources
+            && let Some(req) = &mut r.requests
+        {
+            req.retain(|k, _| k == "storage");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- PV
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pv {
+    #[serde(default)]
+    pub metadata: Meta,
+    #[serde(default)]
+    pub spec: PvSpec,
+    #[serde(default)]
+    pub status: PvStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PvSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_ref: Option<ClaimRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_reclaim_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimRef {
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PvStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+}
+
+impl Pv {
+    /// SPEC 3: a PV is in use while `status.phase == Bound`.
+    pub fn is_bound(&self) -> bool {
+        self.status.phase.as_deref() == Some("Bound")
+    }
+}
+
+// ---------------------------------------------------------------- Node
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Node {
+    #[serde(default)]
+    pub metadata: Meta,
+    #[serde(default)]
+    pub spec: NodeSpec,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Taint {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(default)]
+    pub effect: String,
+}
+
+impl Node {
+    pub fn is_out_of_service(&self) -> bool {
+        self.spec
+            .taints
+            .iter()
+            .any(|t| t.key == OUT_OF_SERVICE_TAINT)
+    }
+    /// For caches: only the out-of-service taint matters.
+    pub fn prune(&mut self) {
+        self.metadata.prune(false);
+        self.spec.taints.retain(|t| t.key == OUT_OF_SERVICE_TAINT);
+    }
+}
+
+/// DeleteOptions as sent in a DELETE admission request's `options`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<i64>,
+}
+
+/// The authenticated caller of an admission request (authentication.k8s.io/v1 UserInfo).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserInfo {
+    #[serde(default)]
+    pub username: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+}
+
+impl UserInfo {
+    pub fn in_group(&self, group: &str) -> bool {
+        self.groups.iter().any(|g| g == group)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finalizers_null_and_absent_decode_as_none() {
+        let p: Pvc =
+            serde_json::from_str(r#"{"metadata":{"name":"a","finalizers":null}}"#).expect("decode");
+        assert_eq!(p.metadata.finalizers, None);
+        let p: Pvc = serde_json::from_str(r#"{"metadata":{"name":"a"}}"#).expect("decode");
+        assert_eq!(p.metadata.finalizers, None);
+        let p: Pvc =
+            serde_json::from_str(r#"{"metadata":{"name":"a","finalizers":[]}}"#).expect("decode");
+        assert_eq!(p.metadata.finalizers, Some(vec![]));
+    }
+
+    #[test]
+    fn wrong_field_type_is_an_error() {
+        let r: Result<Pod, _> = serde_json::from_str(r#"{"spec":{"volumes":"nope"}}"#);
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn pod_states() {
+        let mut p = Pod::default();
+        assert!(!p.is_scheduled());
+        p.spec.node_name = Some(String::new());
+        assert!(!p.is_scheduled(), "empty nodeName is unscheduled");
+        p.spec.node_name = Some("n1".into());
+        assert!(p.is_scheduled());
+        p.status.phase = Some("Failed".into());
+        assert!(p.is_terminal());
+        p.metadata.deletion_timestamp = Some("2026-01-01T00:00:00Z".into());
+        assert!(!p.is_shut_down(), "graceful deletion is not shut down");
+        p.metadata.deletion_grace_period_seconds = Some(0);
+        assert!(p.is_shut_down());
+    }
+
+    #[test]
+    fn prune_keeps_only_volguard_annotations() {
+        let mut m = Meta {
+            annotations: Some(
+                [
+                    ("a".to_string(), "1".to_string()),
+                    (UNUSED_SINCE.to_string(), "x".to_string()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        m.prune(false);
+        assert_eq!(m.annotation(UNUSED_SINCE), Some("x"));
+        assert_eq!(m.annotation("a"), None);
+    }
+}

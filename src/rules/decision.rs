@@ -1,0 +1,102 @@
+//! What a rule returns, and how it receives facts that may be missing or unknown.
+
+/// The outcome of one rule. `rule` is a short stable name for logs and metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub allowed: bool,
+    /// HTTP-style status code carried in the AdmissionResponse status (200 when allowed).
+    pub code: u16,
+    pub rule: &'static str,
+    pub message: Option<String>,
+    pub warnings: Vec<String>,
+    pub patch: Option<json_patch::Patch>,
+}
+
+impl Decision {
+    pub fn allow(rule: &'static str) -> Self {
+        Decision {
+            allowed: true,
+            code: 200,
+            rule,
+            message: None,
+            warnings: Vec::new(),
+            patch: None,
+        }
+    }
+
+    pub fn deny(rule: &'static str, message: impl Into<String>) -> Self {
+        Decision {
+            allowed: false,
+            code: 403,
+            rule,
+            message: Some(message.into()),
+            warnings: Vec::new(),
+            patch: None,
+        }
+    }
+
+    /// A request volguard could not understand (the object does not decode as its kind).
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Decision {
+            code: 400,
+            ..Decision::deny("bad-request", message)
+        }
+    }
+
+    /// Refused because a fact needed for safety could not be read.
+    pub fn unavailable(rule: &'static str, message: impl Into<String>) -> Self {
+        Decision {
+            code: 500,
+            ..Decision::deny(rule, message)
+        }
+    }
+
+    pub fn with_warning(mut self, warning: impl Into<String>) -> Self {
+        self.warnings.push(warning.into());
+        self
+    }
+
+    /// The label used for the `decision` metric dimension.
+    pub fn outcome(&self) -> &'static str {
+        match (self.allowed, self.patch.is_some(), self.code) {
+            (true, true, _) => "patched",
+            (true, false, _) => "allowed",
+            (false, _, 400) => "invalid",
+            (false, _, 500) => "error",
+            (false, _, _) => "denied",
+        }
+    }
+}
+
+/// A fact read from the cluster: present, confirmed absent, or unknown because the read failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fact<T> {
+    Found(T),
+    Missing,
+    Unknown(String),
+}
+
+impl<T> Fact<T> {
+    pub fn as_ref(&self) -> Fact<&T> {
+        match self {
+            Fact::Found(t) => Fact::Found(t),
+            Fact::Missing => Fact::Missing,
+            Fact::Unknown(e) => Fact::Unknown(e.clone()),
+        }
+    }
+
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Fact<U> {
+        match self {
+            Fact::Found(t) => Fact::Found(f(t)),
+            Fact::Missing => Fact::Missing,
+            Fact::Unknown(e) => Fact::Unknown(e),
+        }
+    }
+
+    pub fn found(&self) -> Option<&T> {
+        match self {
+            Fact::Found(t) => Some(t),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! SPEC 2c: refuse stripping a protection finalizer while the volume is in use.
+//!
+//! `kubectl patch pvc X -p '{"metadata":{"finalizers":null}}'` is the folk remedy for a PVC stuck
+//! in Terminating; while a pod still mounts the volume it destroys data. The PVC check uses a live
+//! list of the namespace's pods (never a cache), handed in by the caller.
+
+use super::in_use::{blocking_pods, describe_pods, pv_in_use};
+use super::{Decision, Fact};
+use crate::model::{
+    ALLOW_FINALIZER_REMOVAL, Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UserInfo,
+};
+
+/// Controller identities that remove protection finalizers as their job.
+pub const UPSTREAM_CONTROLLERS: [&str; 3] = [
+    "system:serviceaccount:kube-system:pvc-protection-controller",
+    "system:serviceaccount:kube-system:pv-protection-controller",
+    "system:kube-controller-manager",
+];
+
+/// True when this update drops `finalizer` from the object.
+pub fn strips(old: &Meta, new: &Meta, finalizer: &str) -> bool {
+    old.has_finalizer(finalizer) && !new.has_finalizer(finalizer)
+}
+
+/// Who may always remove the finalizer: volguard's controller, the upstream controllers, and
+/// anyone when the object carries the break-glass annotation (before or in this update).
+pub fn exempt(
+    user: &UserInfo,
+    own_controllers: &[String],
+    old: &Meta,
+    new: &Meta,
+) -> Option<&'static str> {
+    if own_controllers.contains(&user.username) {
+        Some("volguard controller")
+    } else if UPSTREAM_CONTROLLERS.contains(&user.username.as_str()) {
+        Some("upstream protection controller")
+    } else if new.annotation_true(ALLOW_FINALIZER_REMOVAL)
+        || old.annotation_true(ALLOW_FINALIZER_REMOVAL)
+    {
+        Some("break-glass annotation")
+    } else {
+        None
+    }
+}
+
+/// PVC UPDATE that strips `kubernetes.io/pvc-protection` (caller checked `strips` and `exempt`).
+pub fn pvc_finalizer_removal(pvc: &Pvc, pods: Fact<&[Pod]>) -> Decision {
+    let pods = match pods {
+        Fact::Found(p) => p,
+        Fact::Missing => &[][..],
+        // Safety first: unsure means in use.
+        Fact::Unknown(err) => {
+            return Decision::unavailable(
+                "strip-pvc-finalizer",
+                format!(
+                    "refusing to remove {PVC_FINALIZER} from PersistentVolumeClaim {:?}: \
+                     volguard could not list the pods of namespace {:?} to prove it unused ({err})",
+                    pvc.metadata.name, pvc.metadata.namespace
+                ),
+            );
+        }
+    };
+    let blocking = blocking_pods(pvc, pods);
+    if blocking.is_empty() {
+        return Decision::allow("strip-pvc-finalizer");
+    }
+    Decision::deny(
+        "strip-pvc-finalizer",
+        format!(
+            "refusing to remove {PVC_FINALIZER} from PersistentVolumeClaim {:?}: it is in use by pod(s) {}. \
+             Removing it would delete the volume under them. Delete those pods and the claim goes away by \
+             itself; to override, annotate the claim {ALLOW_FINALIZER_REMOVAL}=true",
+            pvc.metadata.name,
+            describe_pods(&blocking)
+        ),
+    )
+}
+
+/// PV UPDATE that strips `kubernetes.io/pv-protection` (caller checked `strips` and `exempt`).
+pub fn pv_finalizer_removal(old: &Pv, new: &Pv) -> Decision {
+    if !(pv_in_use(old) || pv_in_use(new)) {
+        return Decision::allow("strip-pv-finalizer");
+    }
+    let claim = old
+        .spec
+        .claim_ref
+        .as_ref()
+        .map(|c| format!(" to PersistentVolumeClaim {}/{}", c.namespace, c.name))
+        .unwrap_or_default();
+    Decision::deny(
+        "strip-pv-finalizer",
+        format!(
+            "refusing to remove {PV_FINALIZER} from PersistentVolume {:?}: it is Bound{claim}. \
+             Delete the claim first; to override, annotate the volume {ALLOW_FINALIZER_REMOVAL}=true",
+            old.metadata.name
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ClaimSource, Volume};
+
+    fn meta(fins: Option<Vec<&str>>) -> Meta {
+        Meta {
+            finalizers: fins.map(|f| f.into_iter().map(Into::into).collect()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn strip_detection_null_empty_and_partial() {
+        let old = meta(Some(vec![PVC_FINALIZER, "x"]));
+        assert!(strips(&old, &meta(None), PVC_FINALIZER), "finalizers: null");
+        assert!(strips(&old, &meta(Some(vec![])), PVC_FINALIZER));
+        assert!(strips(&old, &meta(Some(vec!["x"])), PVC_FINALIZER));
+        assert!(!strips(
+            &old,
+            &meta(Some(vec![PVC_FINALIZER])),
+            PVC_FINALIZER
+        ));
+        assert!(!strips(&meta(None), &meta(None), PVC_FINALIZER));
+    }
+
+    #[test]
+    fn exemptions() {
+        let m = meta(None);
+        let own = vec!["system:serviceaccount:volguard-system:volguard-controller".to_string()];
+        let user = |n: &str| UserInfo {
+            username: n.into(),
+            ..Default::default()
+        };
+        assert!(exempt(&user(&own[0]), &own, &m, &m).is_some());
+        for u in UPSTREAM_CONTROLLERS {
+            assert!(exempt(&user(u), &own, &m, &m).is_some(), "{u}");
+        }
+        assert!(exempt(&user("alice"), &own, &m, &m).is_none());
+        let mut glass = meta(None);
+        glass.annotations =
+            Some([(ALLOW_FINALIZER_REMOVAL.to_string(), "true".to_string())].into());
+        assert!(exempt(&user("alice"), &own, &m, &glass).is_some());
+        assert!(exempt(&user("alice"), &own, &glass, &m).is_some());
+        glass.annotations = Some([(ALLOW_FINALIZER_REMOVAL.to_string(), "yes".to_string())].into());
+        assert!(
+            exempt(&user("alice"), &own, &m, &glass).is_none(),
+            "only \"true\""
+        );
+    }
+
+    fn using_pod(node: Option<&str>) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = "app".into();
+        p.metadata.namespace = "ns".into();
+        p.spec.node_name = node.map(Into::into);
+        p.status.phase = Some("Running".into());
+        p.spec.volumes = vec![Volume {
+            name: "d".into(),
+            persistent_volume_claim: Some(ClaimSource {
+                claim_name: "data".into(),
+            }),
+            ..Default::default()
+        }];
+        p
+    }
+
+    #[test]
+    fn pvc_in_use_denied_listing_pods() {
+        let mut pvc = Pvc::default();
+        pvc.metadata.name = "data".into();
+        pvc.metadata.namespace = "ns".into();
+        let pods = vec![using_pod(Some("n1"))];
+        let d = pvc_finalizer_removal(&pvc, Fact::Found(&pods));
+        assert!(!d.allowed);
+        assert!(
+            d.message
+                .is_some_and(|m| m.contains("app (phase Running, node n1)"))
+        );
+        let pods = vec![using_pod(None)];
+        assert!(pvc_finalizer_removal(&pvc, Fact::Found(&pods)).allowed);
+        let d = pvc_finalizer_removal(&pvc, Fact::Unknown("boom".into()));
+        assert_eq!((d.allowed, d.code), (false, 500));
+    }
+
+    #[test]
+    fn pv_bound_denied() {
+        let mut pv = Pv::default();
+        pv.metadata.name = "pv1".into();
+        assert!(pv_finalizer_removal(&pv, &pv).allowed);
+        pv.status.phase = Some("Bound".into());
+        let d = pv_finalizer_removal(&pv, &pv);
+        assert!(!d.allowed);
+        assert!(d.message.is_some_and(|m| m.contains("it is Bound")));
+    }
+}

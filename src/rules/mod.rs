@@ -1,0 +1,26 @@
+//! The pure rules of SPEC.md: every admission decision and every "is this volume in use" answer.
+//!
+//! Nothing here does I/O, reads a clock or logs. Callers (the admission dispatcher, the
+//! controller) gather the facts a rule needs and pass them in as plain data, so "why was this
+//! denied" is answered by reading the one file of that rule:
+//!
+//! | SPEC | file |
+//! |---|---|
+//! | words: claims of a pod | `claims.rs` |
+//! | 1 finalizers on create | `protect.rs` |
+//! | 2a pod on terminating claim | `pod_create.rs` |
+//! | 2b binding to terminating PV | `binding.rs` |
+//! | 2c finalizer stripping | `finalizer_guard.rs` |
+//! | 2d force delete | `force_delete.rs` |
+//! | 3 in use | `in_use.rs` |
+
+pub mod binding;
+pub mod claims;
+pub mod decision;
+pub mod finalizer_guard;
+pub mod force_delete;
+pub mod in_use;
+pub mod pod_create;
+pub mod protect;
+
+pub use decision::{Decision, Fact};

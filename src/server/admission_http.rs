@@ -1,0 +1,186 @@
+//! The admission HTTP surface: `POST /mutate`, `POST /validate`, and precise errors for the rest.
+//! Testable without sockets: `router()` is a plain axum Router.
+
+use super::metrics::{CodeLabels, KindLabels, Metrics, RequestLabels};
+use crate::admission::{self, Admission, Endpoint};
+use crate::error::ReviewError;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::Instrument;
+
+/// The apiserver sends at most 3 MiB objects (etcd's limit) inside a review; 7 MiB leaves room
+/// for object + oldObject while bounding memory per request.
+pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub admission: Arc<Admission>,
+    pub metrics: Arc<Metrics>,
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/mutate",
+            post(|s, h, b| handle(s, h, b, Endpoint::Mutate)).fallback(method_not_allowed),
+        )
+        .route(
+            "/validate",
+            post(|s, h, b| handle(s, h, b, Endpoint::Validate)).fallback(method_not_allowed),
+        )
+        .fallback(not_found)
+        .with_state(state)
+}
+
+fn json_error(metrics: &Metrics, code: StatusCode, message: impl Into<String>) -> Response {
+    metrics
+        .rejected_bodies
+        .get_or_create(&CodeLabels {
+            code: code.as_u16(),
+        })
+        .inc();
+    let body = serde_json::json!({ "code": code.as_u16(), "error": message.into() });
+    (code, axum::Json(body)).into_response()
+}
+
+async fn not_found(State(s): State<AppState>) -> Response {
+    json_error(
+        &s.metrics,
+        StatusCode::NOT_FOUND,
+        "no such endpoint: use POST /mutate or POST /validate",
+    )
+}
+
+async fn method_not_allowed(State(s): State<AppState>) -> Response {
+    let mut r = json_error(
+        &s.metrics,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "admission endpoints accept POST only",
+    );
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    r
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
+}
+
+async fn read_body(body: Body) -> Result<Bytes, (StatusCode, String)> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|e| {
+            let too_big = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                || e.to_string().contains("length limit");
+            if too_big {
+                (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("request body exceeds {MAX_BODY_BYTES} bytes"),
+                )
+            } else {
+                (
+                    StatusCode::BAD_REQUEST,
+                    format!("cannot read request body: {e}"),
+                )
+            }
+        })
+}
+
+async fn handle(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+    endpoint: Endpoint,
+) -> Response {
+    if !is_json(&headers) {
+        return json_error(
+            &s.metrics,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        );
+    }
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        && len > MAX_BODY_BYTES
+    {
+        return json_error(
+            &s.metrics,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body exceeds {MAX_BODY_BYTES} bytes"),
+        );
+    }
+    let bytes = match read_body(body).await {
+        Ok(b) => b,
+        Err((code, msg)) => return json_error(&s.metrics, code, msg),
+    };
+    let req = match admission::decode(&bytes) {
+        Ok(r) => r,
+        Err(e) => return json_error(&s.metrics, StatusCode::BAD_REQUEST, review_error(&e)),
+    };
+    let started = Instant::now();
+    s.metrics.in_flight.inc();
+    let span = tracing::debug_span!(
+        "admission",
+        uid = %req.uid,
+        endpoint = endpoint.as_str(),
+        kind = %req.kind.kind,
+        operation = %req.operation,
+        object = %req.target(),
+        user = %req.user_info.username,
+    );
+    let decision = s.admission.decide(endpoint, &req).instrument(span).await;
+    s.metrics.in_flight.dec();
+    s.metrics.duration.observe(started.elapsed().as_secs_f64());
+    s.metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            endpoint: endpoint.as_str(),
+            kind: req.kind.kind.clone(),
+            operation: req.operation.clone(),
+            decision: decision.outcome(),
+        })
+        .inc();
+    if decision.rule == "unknown-kind" {
+        s.metrics
+            .unknown_kinds
+            .get_or_create(&KindLabels {
+                kind: req.kind.kind.clone(),
+            })
+            .inc();
+    }
+    if decision.allowed {
+        tracing::debug!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
+            object = %req.target(), decision = decision.outcome(), rule = decision.rule, "admitted");
+    } else {
+        tracing::info!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
+            object = %req.target(), user = %req.user_info.username, decision = decision.outcome(),
+            rule = decision.rule, message = decision.message.as_deref().unwrap_or(""), "refused");
+    }
+    let body = admission::encode(&req.uid, &decision);
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+fn review_error(e: &ReviewError) -> String {
+    e.to_string()
+}

@@ -1,0 +1,128 @@
+//! Prometheus metrics (`volguard_*`), rendered in the text exposition format on the probe port.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::Mutex;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub endpoint: &'static str,
+    pub kind: String,
+    pub operation: String,
+    pub decision: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabels {
+    pub code: u16,
+}
+
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    pub requests: Family<RequestLabels, Counter>,
+    pub duration: Histogram,
+    pub rejected_bodies: Family<CodeLabels, Counter>,
+    pub unknown_kinds: Family<KindLabels, Counter>,
+    pub tls_reloads: Family<ResultLabels, Counter>,
+    pub tls_cert_not_after: Gauge,
+    pub in_flight: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        // 50µs .. ~1.6s: the apiserver waits for every call, so the low end matters.
+        let duration = Histogram::new(
+            [
+                0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                0.25, 0.5, 1.0, 2.5,
+            ],
+        );
+        let rejected_bodies = Family::<CodeLabels, Counter>::default();
+        let unknown_kinds = Family::<KindLabels, Counter>::default();
+        let tls_reloads = Family::<ResultLabels, Counter>::default();
+        let tls_cert_not_after = Gauge::default();
+        let in_flight = Gauge::default();
+        registry.register(
+            "volguard_admission_requests",
+            "Admission requests by endpoint, kind, operation and decision",
+            requests.clone(),
+        );
+        registry.register(
+            "volguard_admission_request_duration_seconds",
+            "Time to decide one admission request",
+            duration.clone(),
+        );
+        registry.register(
+            "volguard_admission_rejected_bodies",
+            "HTTP requests rejected before any rule ran, by HTTP status code",
+            rejected_bodies.clone(),
+        );
+        registry.register(
+            "volguard_admission_unknown_kind_requests",
+            "Requests for kinds volguard has no rule for (a webhook configuration mistake)",
+            unknown_kinds.clone(),
+        );
+        registry.register(
+            "volguard_tls_reloads",
+            "Serving certificate reloads by result",
+            tls_reloads.clone(),
+        );
+        registry.register(
+            "volguard_tls_certificate_not_after_seconds",
+            "Expiry (unix time) of the serving certificate in use",
+            tls_cert_not_after.clone(),
+        );
+        registry.register(
+            "volguard_admission_in_flight_requests",
+            "Admission requests being decided now",
+            in_flight.clone(),
+        );
+        Metrics {
+            registry: Mutex::new(registry),
+            requests,
+            duration,
+            rejected_bodies,
+            unknown_kinds,
+            tls_reloads,
+            tls_cert_not_after,
+            in_flight,
+        }
+    }
+
+    /// Add metrics owned by another subsystem (controller, report gauges).
+    pub fn with_registry<R>(&self, f: impl FnOnce(&mut Registry) -> R) -> R {
+        let mut r = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut r)
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let r = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        if prometheus_client::encoding::text::encode(&mut out, &r).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

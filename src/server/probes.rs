@@ -1,0 +1,46 @@
+//! Plain-HTTP probes and metrics: `/healthz`, `/readyz`, `/metrics`. Never admission.
+
+use super::metrics::Metrics;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use std::sync::Arc;
+
+/// Reports why the process is not ready yet (`None` when ready).
+pub type ReadyCheck = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+#[derive(Clone)]
+struct ProbeState {
+    metrics: Arc<Metrics>,
+    ready: ReadyCheck,
+}
+
+pub fn router(metrics: Arc<Metrics>, ready: ReadyCheck) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(ProbeState { metrics, ready })
+}
+
+async fn readyz(State(s): State<ProbeState>) -> impl IntoResponse {
+    match (s.ready)() {
+        None => (StatusCode::OK, "ready\n".to_string()),
+        Some(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        ),
+    }
+}
+
+async fn metrics_text(State(s): State<ProbeState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        s.metrics.render(),
+    )
+}

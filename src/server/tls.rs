@@ -1,0 +1,163 @@
+//! Serving certificate with hot reload.
+//!
+//! The kubelet updates a mounted Secret by swapping the `..data` symlink, so the files' inodes and
+//! paths never change in a way a file watch reliably sees (Kubewarden policy-server#1026). Instead
+//! the files' bytes are re-read on a short interval; when they differ and form a valid pair, new
+//! handshakes get the new certificate. A broken pair keeps the old one and says why.
+
+use super::metrics::{Metrics, ResultLabels};
+use crate::error::TlsError;
+use arc_swap::ArcSwap;
+use rustls::ServerConfig;
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Parse a PEM chain (leaf first, intermediates after) and its key; check they belong together.
+pub fn load_pair(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    cert_path: &Path,
+    key_path: &Path,
+) -> Result<CertifiedKey, TlsError> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .filter_map(Result::ok)
+        .collect();
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: cert_path.display().to_string(),
+        });
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError::NoKey {
+        path: key_path.display().to_string(),
+        detail: e.to_string(),
+    })?;
+    let signing = provider()
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| TlsError::NoKey {
+            path: key_path.display().to_string(),
+            detail: e.to_string(),
+        })?;
+    let ck = CertifiedKey::new(chain, signing);
+    ck.keys_match().map_err(|e| TlsError::Pair(e.to_string()))?;
+    Ok(ck)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Hands the current certificate to every new handshake.
+#[derive(Debug)]
+pub struct CertResolver {
+    current: ArcSwap<CertifiedKey>,
+}
+
+impl ResolvesServerCert for CertResolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current.load_full())
+    }
+}
+
+pub struct CertReloader {
+    cert_path: PathBuf,
+    key_path: PathBuf,
+    resolver: Arc<CertResolver>,
+    seen: std::sync::Mutex<(Vec<u8>, Vec<u8>)>,
+    metrics: Arc<Metrics>,
+}
+
+impl CertReloader {
+    /// Load the initial pair; failing here is fatal (nothing to serve with).
+    pub fn new(
+        cert_path: PathBuf,
+        key_path: PathBuf,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Self>, TlsError> {
+        let (c, k) = (read(&cert_path)?, read(&key_path)?);
+        let ck = load_pair(&c, &k, &cert_path, &key_path)?;
+        Ok(Arc::new(CertReloader {
+            resolver: Arc::new(CertResolver {
+                current: ArcSwap::from_pointee(ck),
+            }),
+            cert_path,
+            key_path,
+            seen: std::sync::Mutex::new((c, k)),
+            metrics,
+        }))
+    }
+
+    /// TLS 1.2+ with ALPN `h2` and `http/1.1`, certificate from this reloader.
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        let mut cfg = ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|e| TlsError::Pair(e.to_string()))?
+            .with_no_client_auth()
+            .with_cert_resolver(self.resolver.clone());
+        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(cfg))
+    }
+
+    /// Re-read the files once; swap in a changed, valid pair. Returns true when swapped.
+    pub fn reload_once(&self) -> bool {
+        let (c, k) = match (read(&self.cert_path), read(&self.key_path)) {
+            (Ok(c), Ok(k)) => (c, k),
+            (Err(e), _) | (_, Err(e)) => {
+                // Transient during a non-atomic rewrite; the old pair stays in use.
+                tracing::debug!(error = %e, "certificate files unreadable; keeping the current pair");
+                return false;
+            }
+        };
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.0 == c && seen.1 == k {
+            return false;
+        }
+        let result = load_pair(&c, &k, &self.cert_path, &self.key_path);
+        *seen = (c, k);
+        match result {
+            Ok(ck) => {
+                self.resolver.current.store(Arc::new(ck));
+                self.metrics
+                    .tls_reloads
+                    .get_or_create(&ResultLabels { result: "success" })
+                    .inc();
+                tracing::info!(cert = %self.cert_path.display(), "serving certificate reloaded");
+                true
+            }
+            Err(e) => {
+                self.metrics
+                    .tls_reloads
+                    .get_or_create(&ResultLabels { result: "failure" })
+                    .inc();
+                tracing::error!(error = %e, "new serving certificate rejected; keeping the current one");
+                false
+            }
+        }
+    }
+
+    pub async fn run(self: Arc<Self>, every: Duration) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let me = self.clone();
+            // File reads are blocking I/O.
+            if let Err(e) = tokio::task::spawn_blocking(move || me.reload_once()).await {
+                tracing::error!(error = %e, "certificate reload task failed");
+            }
+        }
+    }
+}

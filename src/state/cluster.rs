@@ -1,0 +1,64 @@
+//! Where admission facts come from: a state file (authoritative, offline) or a live cluster
+//! (watch caches first, a live GET on a miss, a live LIST for the finalizer guard).
+
+use super::Store;
+use super::live::LiveCluster;
+use crate::model::{Node, Pod, Pv, Pvc};
+use crate::rules::Fact;
+use std::sync::Arc;
+
+#[derive(Clone)]
+pub enum Cluster {
+    /// `--state FILE`: the file is the whole truth.
+    Offline(Arc<Store>),
+    Live(Arc<LiveCluster>),
+}
+
+impl Cluster {
+    pub async fn pvc(&self, namespace: &str, name: &str) -> Fact<Arc<Pvc>> {
+        match self {
+            Cluster::Offline(s) => from_cache(s.pvcs.get(namespace, name)),
+            Cluster::Live(l) => l.pvc(namespace, name).await,
+        }
+    }
+
+    pub async fn pv(&self, name: &str) -> Fact<Arc<Pv>> {
+        match self {
+            Cluster::Offline(s) => from_cache(s.pvs.get("", name)),
+            Cluster::Live(l) => l.pv(name).await,
+        }
+    }
+
+    pub async fn node(&self, name: &str) -> Fact<Arc<Node>> {
+        match self {
+            Cluster::Offline(s) => from_cache(s.nodes.get("", name)),
+            Cluster::Live(l) => l.node(name).await,
+        }
+    }
+
+    /// The pods of a namespace, read consistently (a live LIST, never a cache).
+    pub async fn pods_consistent(&self, namespace: &str) -> Fact<Vec<Pod>> {
+        match self {
+            Cluster::Offline(s) => Fact::Found(
+                s.pods
+                    .in_namespace(namespace)
+                    .into_iter()
+                    .map(|p| (*p).clone())
+                    .collect(),
+            ),
+            Cluster::Live(l) => l.pods_consistent(namespace).await,
+        }
+    }
+
+    /// Caches synced (always true offline).
+    pub fn synced(&self) -> bool {
+        match self {
+            Cluster::Offline(_) => true,
+            Cluster::Live(l) => l.synced(),
+        }
+    }
+}
+
+fn from_cache<T>(o: Option<Arc<T>>) -> Fact<Arc<T>> {
+    o.map_or(Fact::Missing, Fact::Found)
+}

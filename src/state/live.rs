@@ -1,0 +1,231 @@
+//! Live cluster state: kube-rs watches feeding the pruned stores, plus live reads for what a cache
+//! must not answer alone.
+
+use super::{Object, ObjectMap, Store};
+use crate::model::{Node, Pod, Pv, Pvc};
+use crate::rules::Fact;
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1 as k8s;
+use kube::api::{Api, ListParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Live reads must answer within the apiserver's webhook timeout (≤ 3 s in our manifests).
+const LIVE_READ_TIMEOUT: Duration = Duration::from_millis(2000);
+
+/// A change seen by a watch, after it was applied to the store.
+pub enum Change<T> {
+    Applied {
+        old: Option<Arc<T>>,
+        new: Arc<T>,
+    },
+    Deleted(Arc<T>),
+    /// A relist replaced the store (objects may have vanished without a delete event).
+    Relisted,
+}
+
+pub struct LiveCluster {
+    pub client: kube::Client,
+    pub store: Arc<Store>,
+    synced: [Arc<AtomicBool>; 3],
+}
+
+impl LiveCluster {
+    /// Start watches on PVCs, PVs and Nodes (the admission caches).
+    pub fn start(client: kube::Client) -> Arc<Self> {
+        let store = Arc::new(Store::default());
+        let synced: [Arc<AtomicBool>; 3] = Default::default();
+        tokio::spawn(run_watch(
+            Api::<k8s::PersistentVolumeClaim>::all(client.clone()),
+            watcher::Config::default(),
+            store_ref(&store, |s| &s.pvcs),
+            synced[0].clone(),
+            |_| {},
+        ));
+        tokio::spawn(run_watch(
+            Api::<k8s::PersistentVolume>::all(client.clone()),
+            watcher::Config::default(),
+            store_ref(&store, |s| &s.pvs),
+            synced[1].clone(),
+            |_| {},
+        ));
+        tokio::spawn(run_watch(
+            Api::<k8s::Node>::all(client.clone()),
+            watcher::Config::default(),
+            store_ref(&store, |s| &s.nodes),
+            synced[2].clone(),
+            |_| {},
+        ));
+        Arc::new(LiveCluster {
+            client,
+            store,
+            synced,
+        })
+    }
+
+    pub fn synced(&self) -> bool {
+        self.synced.iter().all(|s| s.load(Ordering::Acquire))
+    }
+
+    pub async fn pvc(&self, namespace: &str, name: &str) -> Fact<Arc<Pvc>> {
+        if let Some(p) = self.store.pvcs.get(namespace, name) {
+            return Fact::Found(p);
+        }
+        get_live(
+            Api::<k8s::PersistentVolumeClaim>::namespaced(self.client.clone(), namespace),
+            name,
+        )
+        .await
+    }
+
+    pub async fn pv(&self, name: &str) -> Fact<Arc<Pv>> {
+        if let Some(p) = self.store.pvs.get("", name) {
+            return Fact::Found(p);
+        }
+        get_live(Api::<k8s::PersistentVolume>::all(self.client.clone()), name).await
+    }
+
+    /// A node missing from the cache is confirmed live: "node gone" allows force deletes.
+    pub async fn node(&self, name: &str) -> Fact<Arc<Node>> {
+        if let Some(n) = self.store.nodes.get("", name) {
+            return Fact::Found(n);
+        }
+        get_live(Api::<k8s::Node>::all(self.client.clone()), name).await
+    }
+
+    pub async fn pods_consistent(&self, namespace: &str) -> Fact<Vec<Pod>> {
+        list_pods_consistent(&self.client, namespace).await
+    }
+}
+
+/// LIST pods of a namespace with no resourceVersion: served from etcd by quorum read, never from
+/// the apiserver's watch cache (#75980).
+pub async fn list_pods_consistent(client: &kube::Client, namespace: &str) -> Fact<Vec<Pod>> {
+    let api = Api::<k8s::Pod>::namespaced(client.clone(), namespace);
+    match tokio::time::timeout(LIVE_READ_TIMEOUT, api.list(&ListParams::default())).await {
+        Err(_) => Fact::Unknown(format!("listing pods of {namespace:?} timed out")),
+        Ok(Err(e)) => Fact::Unknown(format!("listing pods of {namespace:?}: {e}")),
+        Ok(Ok(list)) => {
+            let mut out = Vec::with_capacity(list.items.len());
+            for p in &list.items {
+                match convert::<_, Pod>(p) {
+                    Ok(p) => out.push(p),
+                    Err(e) => return Fact::Unknown(format!("decoding a pod: {e}")),
+                }
+            }
+            Fact::Found(out)
+        }
+    }
+}
+
+async fn get_live<K, T>(api: Api<K>, name: &str) -> Fact<Arc<T>>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+    T: Object + DeserializeOwned,
+{
+    match tokio::time::timeout(LIVE_READ_TIMEOUT, api.get_opt(name)).await {
+        Err(_) => Fact::Unknown(format!("reading {} {name:?} timed out", T::KIND)),
+        Ok(Err(e)) => Fact::Unknown(format!("reading {} {name:?}: {e}", T::KIND)),
+        Ok(Ok(None)) => Fact::Missing,
+        Ok(Ok(Some(k))) => match convert::<_, T>(&k) {
+            Ok(mut t) => {
+                t.prune();
+                Fact::Found(Arc::new(t))
+            }
+            Err(e) => Fact::Unknown(format!("decoding {} {name:?}: {e}", T::KIND)),
+        },
+    }
+}
+
+/// k8s-openapi object → pruned model, through serde: the model's serde mapping is the only one.
+pub fn convert<K: Serialize, T: DeserializeOwned>(k: &K) -> Result<T, serde_json::Error> {
+    serde_json::to_value(k).and_then(serde_json::from_value)
+}
+
+/// A handle on one map of a shared store.
+pub struct StoreRef<T> {
+    store: Arc<Store>,
+    pick: fn(&Store) -> &ObjectMap<T>,
+}
+
+impl<T: Object> StoreRef<T> {
+    pub fn map(&self) -> &ObjectMap<T> {
+        (self.pick)(&self.store)
+    }
+}
+
+pub fn store_ref<T>(store: &Arc<Store>, pick: fn(&Store) -> &ObjectMap<T>) -> StoreRef<T> {
+    StoreRef {
+        store: store.clone(),
+        pick,
+    }
+}
+
+/// Keep `target` equal to the watched collection; call `notify` after each change. Runs until the
+/// task is dropped; watch errors are retried with kube-runtime's default backoff.
+pub async fn run_watch<K, T>(
+    api: Api<K>,
+    config: watcher::Config,
+    target: StoreRef<T>,
+    synced: Arc<AtomicBool>,
+    mut notify: impl FnMut(Change<T>) + Send,
+) where
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug + Send + 'static,
+    T: Object + DeserializeOwned,
+{
+    let stream = watcher::watcher(api, config).default_backoff();
+    futures::pin_mut!(stream);
+    let mut buffer: Vec<T> = Vec::new();
+    while let Some(ev) = next(&mut stream).await {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                tracing::warn!(kind = T::KIND, error = %e, "watch error; retrying");
+                continue;
+            }
+        };
+        let map = target.map();
+        match ev {
+            Event::Init => buffer.clear(),
+            Event::InitApply(k) => match convert::<_, T>(&k) {
+                Ok(t) => buffer.push(t),
+                Err(e) => tracing::error!(kind = T::KIND, error = %e, "cannot decode object"),
+            },
+            Event::InitDone => {
+                map.replace(std::mem::take(&mut buffer));
+                synced.store(true, Ordering::Release);
+                tracing::info!(kind = T::KIND, objects = map.len(), "cache synced");
+                notify(Change::Relisted);
+            }
+            Event::Apply(k) => match convert::<_, T>(&k) {
+                Ok(t) => {
+                    let old = map.apply(t.clone());
+                    let m = t.meta();
+                    if let Some(new) = map.get(&m.namespace, &m.name) {
+                        notify(Change::Applied { old, new });
+                    }
+                }
+                Err(e) => tracing::error!(kind = T::KIND, error = %e, "cannot decode object"),
+            },
+            Event::Delete(k) => match convert::<_, T>(&k) {
+                Ok(t) => {
+                    let m = t.meta();
+                    let old = map.delete(&m.namespace, &m.name);
+                    let mut t = t;
+                    t.prune();
+                    notify(Change::Deleted(old.unwrap_or_else(|| Arc::new(t))));
+                }
+                Err(e) => tracing::error!(kind = T::KIND, error = %e, "cannot decode object"),
+            },
+        }
+    }
+}
+
+async fn next<S: Stream + Unpin>(s: &mut S) -> Option<S::Item> {
+    s.next().await
+}

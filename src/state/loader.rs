@@ -1,0 +1,182 @@
+//! `--state FILE`: a Kubernetes `List` (JSON or YAML, as `kubectl get pvc,pv,nodes,pods -A -o yaml`
+//! prints it) or multi-document YAML, loaded into a [`Store`].
+
+use super::Store;
+use crate::error::StateError;
+use crate::model::{Node, Pod, Pv, Pvc};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// What a load found, for the startup log line: nothing is dropped silently.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LoadSummary {
+    pub pvcs: usize,
+    pub pvs: usize,
+    pub nodes: usize,
+    pub pods: usize,
+    /// Objects of kinds volguard does not read, by kind.
+    pub skipped: BTreeMap<String, usize>,
+}
+
+pub fn load_file(path: &Path, store: &Store) -> Result<LoadSummary, StateError> {
+    let text = std::fs::read_to_string(path).map_err(|source| StateError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    load_str(&text, store).map_err(|e| e.in_file(path))
+}
+
+pub fn load_str(text: &str, store: &Store) -> Result<LoadSummary, StateError> {
+    let docs = parse_documents(text)?;
+    let mut summary = LoadSummary::default();
+    let mut index = 0usize;
+    for doc in docs {
+        for item in flatten(doc) {
+            add(item, index, store, &mut summary)?;
+            index += 1;
+        }
+    }
+    Ok(summary)
+}
+
+fn parse_documents(text: &str) -> Result<Vec<Value>, StateError> {
+    if text.trim_start().starts_with('{') {
+        let v: Value = serde_json::from_str(text).map_err(|e| StateError::Parse {
+            document: 0,
+            message: e.to_string(),
+        })?;
+        return Ok(vec![v]);
+    }
+    let mut out = Vec::new();
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let v = Value::deserialize(doc).map_err(|e| StateError::Parse {
+            document: i,
+            message: e.to_string(),
+        })?;
+        if !v.is_null() {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// A `List` (any `*List` kind with `items`) becomes its items; anything else is one object.
+fn flatten(doc: Value) -> Vec<Value> {
+    match doc {
+        Value::Object(mut m)
+            if m.get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| k.ends_with("List"))
+                && m.get("items").is_some_and(Value::is_array) =>
+        {
+            match m.remove("items") {
+                Some(Value::Array(items)) => items,
+                _ => Vec::new(),
+            }
+        }
+        other => vec![other],
+    }
+}
+
+fn add(item: Value, index: usize, store: &Store, s: &mut LoadSummary) -> Result<(), StateError> {
+    let kind = item
+        .get("kind")
+        .and_then(Value::as_str)
+        .ok_or(StateError::MissingKind { index })?
+        .to_string();
+    let bad = |e: serde_json::Error| StateError::Object {
+        index,
+        kind: kind.clone(),
+        message: e.to_string(),
+    };
+    match kind.as_str() {
+        "PersistentVolumeClaim" => {
+            store
+                .pvcs
+                .apply(serde_json::from_value::<Pvc>(item).map_err(bad)?);
+            s.pvcs += 1;
+        }
+        "PersistentVolume" => {
+            store
+                .pvs
+                .apply(serde_json::from_value::<Pv>(item).map_err(bad)?);
+            s.pvs += 1;
+        }
+        "Node" => {
+            store
+                .nodes
+                .apply(serde_json::from_value::<Node>(item).map_err(bad)?);
+            s.nodes += 1;
+        }
+        "Pod" => {
+            store
+                .pods
+                .apply(serde_json::from_value::<Pod>(item).map_err(bad)?);
+            s.pods += 1;
+        }
+        _ => *s.skipped.entry(kind).or_default() += 1,
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_list_and_multi_doc() {
+        let store = Store::default();
+        let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: PersistentVolumeClaim
+  metadata: {name: data, namespace: ns}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ns}
+spec: {nodeName: n1}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c, namespace: ns}
+"#;
+        let s = load_str(text, &store).expect("load");
+        assert_eq!((s.pvcs, s.nodes, s.pods), (1, 1, 1));
+        assert_eq!(s.skipped.get("ConfigMap"), Some(&1));
+        assert!(store.pvcs.get("ns", "data").is_some());
+        assert!(store.nodes.get("", "n1").is_some());
+    }
+
+    #[test]
+    fn json_list() {
+        let store = Store::default();
+        let s = load_str(
+            r#"{"kind":"List","items":[{"kind":"PersistentVolume","metadata":{"name":"pv1"}}]}"#,
+            &store,
+        )
+        .expect("load");
+        assert_eq!(s.pvs, 1);
+    }
+
+    #[test]
+    fn errors_are_precise() {
+        let store = Store::default();
+        let e = load_str("{not json", &store).expect_err("bad json");
+        assert!(e.to_string().contains("document 0"), "{e}");
+        let e =
+            load_str("kind: List\nitems:\n- metadata: {name: x}\n", &store).expect_err("no kind");
+        assert!(e.to_string().contains("object 0 has no kind"), "{e}");
+        let e = load_str("kind: Pod\nspec: {volumes: 3}\n", &store).expect_err("bad pod");
+        assert!(e.to_string().contains("object 0 (Pod)"), "{e}");
+        let e = load_file(Path::new("/nonexistent/state.yaml"), &store).expect_err("missing");
+        assert!(e.to_string().contains("/nonexistent/state.yaml"), "{e}");
+    }
+}

@@ -1,0 +1,10 @@
+//! The read-only cluster view the rules consume: in-memory stores of pruned objects, filled
+//! either from a `--state` file (offline) or by watches on a live cluster.
+
+pub mod cluster;
+pub mod live;
+pub mod loader;
+pub mod store;
+
+pub use cluster::Cluster;
+pub use store::{Object, ObjectMap, Store};

@@ -53,12 +53,10 @@ impl Metrics {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
         // 50µs .. ~1.6s: the apiserver waits for every call, so the low end matters.
-        let duration = Histogram::new(
-            [
-                0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                0.25, 0.5, 1.0, 2.5,
-            ],
-        );
+        let duration = Histogram::new([
+            0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+            0.5, 1.0, 2.5,
+        ]);
         let rejected_bodies = Family::<CodeLabels, Counter>::default();
         let unknown_kinds = Family::<KindLabels, Counter>::default();
         let tls_reloads = Family::<ResultLabels, Counter>::default();

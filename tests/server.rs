@@ -1,0 +1,257 @@
+//! Serving behaviour of the real binary: certificate rotation through a `..data` symlink swap,
+//! rejection of a broken pair, h2 and HTTP/1.1, probes, and graceful shutdown on SIGTERM.
+
+mod common;
+
+use common::{Certs, Server, client, repo};
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn review_body() -> Vec<u8> {
+    let fx: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(repo().join("tests/fixtures/reviews/mutate-pvc-create-no-finalizers.json"))
+            .expect("fixture"),
+    )
+    .expect("json");
+    serde_json::to_vec(&fx["body"]).expect("body")
+}
+
+fn state_arg() -> String {
+    repo()
+        .join("manifests/examples/state.yaml")
+        .display()
+        .to_string()
+}
+
+/// Lay out a directory the way the kubelet mounts a Secret: files behind `..data` → `..<ts>`.
+fn kubelet_dir(root: &Path, generation: &str, pki: &volguard::devcerts::DevPki) {
+    let ts = root.join(format!("..{generation}"));
+    volguard::devcerts::write(&ts, pki).expect("write");
+    let tmp = root.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    symlink(format!("..{generation}"), &tmp).expect("symlink");
+    std::fs::rename(&tmp, root.join("..data")).expect("atomic swap");
+    for f in ["tls.crt", "tls.key"] {
+        let link = root.join(f);
+        if std::fs::symlink_metadata(&link).is_err() {
+            symlink(format!("..data/{f}"), &link).expect("link");
+        }
+    }
+}
+
+async fn post_ok(
+    http: &reqwest::Client,
+    server: &Server,
+) -> Result<reqwest::Response, reqwest::Error> {
+    http.post(server.url("/mutate"))
+        .header("Content-Type", "application/json")
+        .body(review_body())
+        .send()
+        .await
+}
+
+#[tokio::test]
+async fn rotation_through_data_symlink_swap() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let sans = ["localhost".to_string()];
+    let first = volguard::devcerts::generate(&sans).expect("pki");
+    kubelet_dir(dir.path(), "2026_11_21_a", &first);
+    let server = Server::start(
+        &dir.path().join("tls.crt"),
+        &dir.path().join("tls.key"),
+        &["--state", &state_arg(), "--tls-reload-interval-ms", "200"],
+    );
+    let old_client = client(&first.ca_pem);
+    assert_eq!(
+        post_ok(&old_client, &server)
+            .await
+            .expect("first cert")
+            .status(),
+        200
+    );
+
+    // A broken new pair (certificate of one CA, key of another) is refused; the old one stays.
+    let other = volguard::devcerts::generate(&sans).expect("pki");
+    let broken = volguard::devcerts::DevPki {
+        ca_pem: other.ca_pem.clone(),
+        cert_pem: other.cert_pem.clone(),
+        key_pem: first.key_pem.clone(),
+    };
+    kubelet_dir(dir.path(), "2026_11_21_b", &broken);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let fresh_old = client(&first.ca_pem);
+    assert_eq!(
+        post_ok(&fresh_old, &server)
+            .await
+            .expect("old pair kept")
+            .status(),
+        200
+    );
+    let metrics = reqwest::get(server.probe_url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("volguard_tls_reloads_total{result=\"failure\"} 1"),
+        "{metrics}"
+    );
+
+    // A valid new pair is presented to new handshakes within seconds.
+    let second = volguard::devcerts::generate(&sans).expect("pki");
+    kubelet_dir(dir.path(), "2026_11_21_c", &second);
+    let new_client = client(&second.ca_pem);
+    let started = Instant::now();
+    loop {
+        if let Ok(r) = post_ok(&new_client, &server).await {
+            assert_eq!(r.status(), 200);
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "new certificate never served"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // And the old CA no longer verifies new connections.
+    let old_again = client(&first.ca_pem);
+    assert!(
+        post_ok(&old_again, &server).await.is_err(),
+        "old certificate still served"
+    );
+}
+
+#[tokio::test]
+async fn full_chain_is_accepted_and_served() {
+    let certs = Certs::new();
+    // Append the CA to tls.crt: a chain as cert-manager writes it.
+    let chain = format!(
+        "{}{}",
+        std::fs::read_to_string(certs.cert()).expect("cert"),
+        certs.ca_pem
+    );
+    std::fs::write(certs.cert(), chain).expect("write");
+    let server = Server::start(&certs.cert(), &certs.key(), &["--state", &state_arg()]);
+    assert_eq!(
+        post_ok(&client(&certs.ca_pem), &server)
+            .await
+            .expect("chain")
+            .status(),
+        200
+    );
+}
+
+#[tokio::test]
+async fn h2_and_http1_both_served() {
+    let certs = Certs::new();
+    let server = Server::start(&certs.cert(), &certs.key(), &["--state", &state_arg()]);
+    let ca = reqwest::Certificate::from_pem(certs.ca_pem.as_bytes()).expect("ca");
+    let h2 = reqwest::Client::builder()
+        .add_root_certificate(ca.clone())
+        .tls_built_in_root_certs(false)
+        .build()
+        .expect("client");
+    let r = post_ok(&h2, &server).await.expect("h2");
+    assert_eq!(r.version(), reqwest::Version::HTTP_2, "ALPN should pick h2");
+    assert_eq!(r.status(), 200);
+    let body: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(body["response"]["allowed"], true);
+    let h1 = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .tls_built_in_root_certs(false)
+        .http1_only()
+        .build()
+        .expect("client");
+    let r = post_ok(&h1, &server).await.expect("http1");
+    assert_eq!(r.version(), reqwest::Version::HTTP_11);
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test]
+async fn plain_http_is_not_served_on_the_webhook_port() {
+    let certs = Certs::new();
+    let server = Server::start(&certs.cert(), &certs.key(), &["--state", &state_arg()]);
+    let url = format!("http://{}/validate", server.webhook);
+    let r = reqwest::Client::new()
+        .post(url)
+        .header("Content-Type", "application/json")
+        .body(review_body())
+        .send()
+        .await;
+    assert!(
+        r.is_err() || r.is_ok_and(|r| r.status() != 200),
+        "plain HTTP admission must not work"
+    );
+    // TLS garbage did not hurt: the next real request works.
+    assert_eq!(
+        post_ok(&client(&certs.ca_pem), &server)
+            .await
+            .expect("tls")
+            .status(),
+        200
+    );
+}
+
+#[tokio::test]
+async fn sigterm_finishes_in_flight_request_then_exits_zero() {
+    let certs = Certs::new();
+    let mut server = Server::start(&certs.cert(), &certs.key(), &["--state", &state_arg()]);
+    let http = client(&certs.ca_pem);
+    let body = review_body();
+    let (first, rest) = body.split_at(body.len() / 2);
+    let (first, rest) = (first.to_vec(), rest.to_vec());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let stream = futures::stream::unfold(
+        (Some(first), Some(rest), Some(rx)),
+        |(a, b, rx)| async move {
+            if let Some(a) = a {
+                return Some((Ok::<_, std::io::Error>(a), (None, b, rx)));
+            }
+            if let Some(rx) = rx {
+                let _ = rx.await;
+            }
+            b.map(|b| (Ok(b), (None, None, None)))
+        },
+    );
+    let len = body.len();
+    let request = tokio::spawn({
+        let url = server.url("/mutate");
+        async move {
+            http.post(url)
+                .header("Content-Type", "application/json")
+                .header("Content-Length", len)
+                .body(reqwest::Body::wrap_stream(stream))
+                .send()
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = server.child.id().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        server.child.try_wait().expect("wait").is_none(),
+        "exited with a request in flight"
+    );
+    let _ = tx.send(());
+    let resp = request
+        .await
+        .expect("join")
+        .expect("in-flight request answered");
+    assert_eq!(resp.status(), 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(st) = server.child.try_wait().expect("wait") {
+            assert!(st.success(), "exit status {st:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "did not exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

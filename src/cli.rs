@@ -34,6 +34,8 @@ pub enum LogFormat {
 pub enum Command {
     /// HTTPS admission webhook (mutating + validating).
     Serve(ServeArgs),
+    /// Reconcile loop: finalizer backfill, safe release, DeletionPostponed events, unused-since.
+    Controller(ControllerArgs),
     /// Generate a development CA and serving certificate (what `make certs` runs).
     DevCerts(DevCertsArgs),
 }
@@ -128,4 +130,65 @@ pub struct DevCertsArgs {
         default_value = "localhost,127.0.0.1,volguard-webhook.volguard-system.svc,volguard-webhook.volguard-system.svc.cluster.local"
     )]
     pub sans: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Kubeconfig file (default: in-cluster config, then $KUBECONFIG / ~/.kube/config).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Plain-HTTP listener for /healthz, /readyz and /metrics.
+    #[arg(long, default_value = "0.0.0.0:8080", env = "VOLGUARD_PROBE_LISTEN")]
+    pub probe_listen: String,
+    /// Run only while holding the Lease (several replicas, one active).
+    #[arg(long, env = "VOLGUARD_LEADER_ELECT")]
+    pub leader_elect: bool,
+    #[arg(
+        long,
+        default_value = "volguard-controller",
+        env = "VOLGUARD_LEASE_NAME"
+    )]
+    pub lease_name: String,
+    #[arg(
+        long,
+        default_value = "volguard-system",
+        env = "VOLGUARD_LEASE_NAMESPACE"
+    )]
+    pub lease_namespace: String,
+    /// Lease duration: a follower takes over at most this long after the leader stops renewing.
+    #[arg(long, default_value_t = 15, env = "VOLGUARD_LEASE_DURATION_SECONDS")]
+    pub lease_duration_seconds: u64,
+    /// How often the leader renews (and followers retry).
+    #[arg(long, default_value_t = 2, env = "VOLGUARD_LEASE_RENEW_SECONDS")]
+    pub lease_renew_seconds: u64,
+    /// Holder identity (default: $POD_NAME or hostname, plus the process id).
+    #[arg(long, env = "VOLGUARD_IDENTITY")]
+    pub identity: Option<String>,
+    /// Reconcile workers.
+    #[arg(long, default_value_t = 4, env = "VOLGUARD_WORKERS")]
+    pub workers: usize,
+    /// Client-side rate limit for writes and consistent LISTs (requests per second).
+    #[arg(long, default_value_t = 50.0, env = "VOLGUARD_QPS")]
+    pub qps: f64,
+    #[arg(long, default_value_t = 100, env = "VOLGUARD_BURST")]
+    pub burst: u32,
+    /// Most terminating PVCs of one namespace released on one consistent pod LIST.
+    #[arg(long, default_value_t = 100, env = "VOLGUARD_LIST_BATCH")]
+    pub list_batch: usize,
+    /// Per-key retry backoff: first delay (ms) and cap (s).
+    #[arg(long, default_value_t = 200, env = "VOLGUARD_BACKOFF_BASE_MS")]
+    pub backoff_base_ms: u64,
+    #[arg(long, default_value_t = 120, env = "VOLGUARD_BACKOFF_MAX_SECONDS")]
+    pub backoff_max_seconds: u64,
+}
+
+impl ControllerArgs {
+    pub fn identity(&self) -> String {
+        self.identity.clone().unwrap_or_else(|| {
+            let host = std::env::var("POD_NAME")
+                .or_else(|_| std::env::var("HOSTNAME"))
+                .unwrap_or_else(|_| "volguard".into());
+            format!("{host}_{}", std::process::id())
+        })
+    }
 }

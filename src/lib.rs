@@ -5,9 +5,11 @@
 //! - `state`: the cluster view (state file or live watches).
 //! - `admission`: AdmissionReview v1 decode/encode and dispatch to rules.
 //! - `server`: TLS, HTTP, probes, metrics.
+//! - `controller`: the reconcile loop (queue, leader election, patches, events).
 
 pub mod admission;
 pub mod cli;
+pub mod controller;
 pub mod devcerts;
 pub mod error;
 pub mod kubeclient;

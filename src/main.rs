@@ -23,6 +23,7 @@ async fn main() -> std::process::ExitCode {
     init_logging(cli.log_format);
     let result = match cli.command {
         Command::Serve(args) => volguard::server::run(args).await,
+        Command::Controller(args) => volguard::controller::run(args).await,
         Command::DevCerts(args) => volguard::devcerts::generate(&args.sans)
             .map_err(anyhow::Error::from)
             .and_then(|pki| {

@@ -13,6 +13,7 @@
 //! | 2c finalizer stripping | `finalizer_guard.rs` |
 //! | 2d force delete | `force_delete.rs` |
 //! | 3 in use | `in_use.rs` |
+//! | 4 controller decisions | `release.rs` |
 
 pub mod binding;
 pub mod claims;
@@ -22,5 +23,6 @@ pub mod force_delete;
 pub mod in_use;
 pub mod pod_create;
 pub mod protect;
+pub mod release;
 
 pub use decision::{Decision, Fact};

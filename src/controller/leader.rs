@@ -1,0 +1,195 @@
+//! Leader election on a coordination.k8s.io/v1 Lease, in the manner of client-go's: acquire when
+//! free or expired, renew every `retry`, give up leadership when a renewal cannot be written
+//! within the lease duration, and release on shutdown so a follower takes over at once.
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Api;
+use kube::api::PostParams;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    pub name: String,
+    pub namespace: String,
+    pub identity: String,
+    pub duration: Duration,
+    pub retry: Duration,
+}
+
+/// Pure: may `me` take a lease held as `spec` at `now`?
+pub fn can_acquire(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> bool {
+    let Some(spec) = spec else { return true };
+    let holder = spec.holder_identity.as_deref().unwrap_or("");
+    if holder.is_empty() || holder == me {
+        return true;
+    }
+    let duration = spec.lease_duration_seconds.unwrap_or(0).max(0) as i64;
+    let renewed = spec
+        .renew_time
+        .as_ref()
+        .map(|t| t.0)
+        .or(spec.acquire_time.as_ref().map(|t| t.0));
+    match renewed {
+        Some(t) => now.as_second() > t.as_second() + duration,
+        None => true,
+    }
+}
+
+pub struct Elector {
+    api: Api<Lease>,
+    cfg: LeaseConfig,
+}
+
+impl Elector {
+    pub fn new(client: kube::Client, cfg: LeaseConfig) -> Self {
+        Elector {
+            api: Api::namespaced(client, &cfg.namespace),
+            cfg,
+        }
+    }
+
+    /// One attempt to acquire or renew. Ok(true): we hold the lease now.
+    pub async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
+        let now = Timestamp::now();
+        let existing = self.api.get_opt(&self.cfg.name).await?;
+        let Some(mut lease) = existing else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.cfg.name.clone()),
+                    namespace: Some(self.cfg.namespace.clone()),
+                    ..Default::default()
+                },
+                spec: Some(self.spec(now, now, 0)),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            };
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        if !can_acquire(Some(&spec), &self.cfg.identity, now) {
+            return Ok(false);
+        }
+        let ours = spec.holder_identity.as_deref() == Some(self.cfg.identity.as_str());
+        let acquired = if ours {
+            spec.acquire_time.map(|t| t.0).unwrap_or(now)
+        } else {
+            now
+        };
+        let transitions = spec.lease_transitions.unwrap_or(0) + i32::from(!ours);
+        lease.spec = Some(self.spec(acquired, now, transitions));
+        // replace carries resourceVersion: a concurrent taker makes this a 409, not a split brain.
+        match self
+            .api
+            .replace(&self.cfg.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn spec(&self, acquired: Timestamp, renewed: Timestamp, transitions: i32) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(self.cfg.identity.clone()),
+            lease_duration_seconds: Some(self.cfg.duration.as_secs() as i32),
+            acquire_time: Some(MicroTime(acquired)),
+            renew_time: Some(MicroTime(renewed)),
+            lease_transitions: Some(transitions),
+            ..Default::default()
+        }
+    }
+
+    /// Give the lease up (holder cleared) so a follower need not wait for expiry.
+    pub async fn release(&self) {
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.cfg.name).await else {
+            return;
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return;
+        };
+        if spec.holder_identity.as_deref() != Some(self.cfg.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        match self
+            .api
+            .replace(&self.cfg.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => tracing::info!(lease = %self.cfg.name, "leadership released"),
+            Err(e) => tracing::warn!(error = %e, "could not release the lease"),
+        }
+    }
+
+    /// Block until we are leader.
+    pub async fn acquire(&self) {
+        loop {
+            match self.try_acquire_or_renew().await {
+                Ok(true) => {
+                    tracing::info!(identity = %self.cfg.identity, lease = %self.cfg.name, "became leader");
+                    return;
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "lease acquisition failed"),
+            }
+            tokio::time::sleep(self.cfg.retry).await;
+        }
+    }
+
+    /// Renew until a renewal has not succeeded for the lease duration; returns when leadership is lost.
+    pub async fn hold(&self) {
+        let mut last_ok = std::time::Instant::now();
+        loop {
+            tokio::time::sleep(self.cfg.retry).await;
+            match self.try_acquire_or_renew().await {
+                Ok(true) => last_ok = std::time::Instant::now(),
+                Ok(false) => {
+                    tracing::error!("lease taken by another replica");
+                    return;
+                }
+                Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
+            }
+            // Stop before the lease can expire in the eyes of others.
+            if last_ok.elapsed() + self.cfg.retry >= self.cfg.duration {
+                tracing::error!("could not renew the lease in time");
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(holder: &str, renewed: i64, duration: i32) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(holder.into()),
+            lease_duration_seconds: Some(duration),
+            renew_time: Some(MicroTime(Timestamp::from_second(renewed).expect("ts"))),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn acquisition_rules() {
+        let now = Timestamp::from_second(1_000).expect("ts");
+        assert!(can_acquire(None, "me", now), "no lease");
+        assert!(can_acquire(Some(&spec("me", 999, 15)), "me", now), "ours");
+        assert!(
+            !can_acquire(Some(&spec("other", 990, 15)), "me", now),
+            "held and fresh"
+        );
+        assert!(
+            can_acquire(Some(&spec("other", 980, 15)), "me", now),
+            "expired"
+        );
+        assert!(can_acquire(Some(&spec("", 999, 15)), "me", now), "released");
+    }
+}

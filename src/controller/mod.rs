@@ -1,0 +1,169 @@
+//! `volguard controller`: keeps protection finalizers on live volumes, removes them only when a
+//! consistent read proves the volume unused, explains postponed deletions, and keeps
+//! `volguard.io/unused-since` (SPEC 4). Decisions come from `rules::release` and `rules::in_use`.
+
+pub mod index;
+pub mod leader;
+pub mod metrics;
+pub mod queue;
+pub mod reconcile;
+
+use crate::cli::ControllerArgs;
+use crate::server::metrics::Metrics;
+use crate::server::{probes, shutdown_signal};
+use crate::state::Store;
+use crate::state::live::{Change, run_watch, store_ref};
+use index::ClaimIndex;
+use k8s_openapi::api::core::v1 as k8s;
+use kube::Api;
+use kube::runtime::watcher;
+use queue::{Backoff, Queue};
+use reconcile::{Key, Reconciler};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Wire watches to the queue: every change enqueues the keys SPEC 4 names.
+fn start_watches(client: &kube::Client, r: &Arc<Reconciler>, synced: &[Arc<AtomicBool>; 3]) {
+    let store = r.store.clone();
+    let q = r.queue.clone();
+    let q2 = q.clone();
+    let rs = r.clone();
+    tokio::spawn(run_watch(
+        Api::<k8s::PersistentVolumeClaim>::all(client.clone()),
+        watcher::Config::default(),
+        store_ref(&store, |s| &s.pvcs),
+        synced[0].clone(),
+        move |c| match c {
+            Change::Applied { new, .. } => {
+                q.add(Key::pvc(&new.metadata.namespace, &new.metadata.name))
+            }
+            Change::Deleted(old) => rs.forget_pvc(&old.metadata.namespace, &old.metadata.name),
+            Change::Relisted => {
+                for p in rs.store.pvcs.all() {
+                    q.add(Key::pvc(&p.metadata.namespace, &p.metadata.name));
+                }
+            }
+        },
+    ));
+    let rs = r.clone();
+    tokio::spawn(run_watch(
+        Api::<k8s::PersistentVolume>::all(client.clone()),
+        watcher::Config::default(),
+        store_ref(&store, |s| &s.pvs),
+        synced[1].clone(),
+        move |c| match c {
+            Change::Applied { new, .. } => q2.add(Key::Pv(new.metadata.name.clone())),
+            Change::Deleted(_) => {}
+            Change::Relisted => {
+                for p in rs.store.pvs.all() {
+                    q2.add(Key::Pv(p.metadata.name.clone()));
+                }
+            }
+        },
+    ));
+    let rs = r.clone();
+    tokio::spawn(run_watch(
+        Api::<k8s::Pod>::all(client.clone()),
+        watcher::Config::default(),
+        store_ref(&store, |s| &s.pods),
+        synced[2].clone(),
+        move |c| rs.on_pod_change(c),
+    ));
+}
+
+pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
+    let client = crate::kubeclient::client(args.kubeconfig.as_deref()).await?;
+    let metrics = Arc::new(Metrics::new());
+    let cmetrics = Arc::new(metrics::ControllerMetrics::register(&metrics));
+    let store = Arc::new(Store::default());
+    let queue = Queue::new(Backoff {
+        base: Duration::from_millis(args.backoff_base_ms),
+        max: Duration::from_secs(args.backoff_max_seconds),
+    });
+    let reconciler = Arc::new(Reconciler::new(
+        client.clone(),
+        store.clone(),
+        Arc::new(ClaimIndex::default()),
+        queue.clone(),
+        cmetrics.clone(),
+        &args,
+    ));
+    let synced: [Arc<AtomicBool>; 3] = Default::default();
+    // Followers keep warm caches too, so a takeover starts from synced state.
+    start_watches(&client, &reconciler, &synced);
+
+    let ready_synced = synced.clone();
+    let ready: probes::ReadyCheck = Arc::new(move || {
+        if ready_synced.iter().all(|s| s.load(Ordering::Acquire)) {
+            None
+        } else {
+            Some("caches not synced".into())
+        }
+    });
+    let probe_listener = tokio::net::TcpListener::bind(&args.probe_listen).await?;
+    tracing::info!(probes = %probe_listener.local_addr()?, "volguard controller starting");
+    let probe_app = probes::router(metrics.clone(), ready);
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(probe_listener, probe_app).await {
+            tracing::error!(error = %e, "probe server failed");
+        }
+    });
+
+    let elector = args.leader_elect.then(|| {
+        leader::Elector::new(
+            client.clone(),
+            leader::LeaseConfig {
+                name: args.lease_name.clone(),
+                namespace: args.lease_namespace.clone(),
+                identity: args.identity(),
+                duration: Duration::from_secs(args.lease_duration_seconds),
+                retry: Duration::from_secs(args.lease_renew_seconds),
+            },
+        )
+    });
+
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    if let Some(e) = &elector {
+        tokio::select! {
+            _ = e.acquire() => {}
+            _ = &mut shutdown => return Ok(()),
+        }
+    }
+    cmetrics.leader.set(1);
+    // Wait for synced caches before acting on them.
+    while !synced.iter().all(|s| s.load(Ordering::Acquire)) {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = &mut shutdown => return Ok(()),
+        }
+    }
+    let mut workers = Vec::new();
+    for _ in 0..args.workers.max(1) {
+        let r = reconciler.clone();
+        workers.push(tokio::spawn(async move { r.work().await }));
+    }
+    let lost = async {
+        match &elector {
+            Some(e) => e.hold().await,
+            None => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        _ = &mut shutdown => Ok(()),
+        _ = lost => Err(anyhow::anyhow!("leadership lost; exiting so a fresh replica can take over")),
+    };
+    queue.shut_down();
+    cmetrics.leader.set(0);
+    for w in workers {
+        // Workers finish their current item (a patch in flight) before stopping.
+        let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
+    }
+    if let Some(e) = &elector
+        && result.is_ok()
+    {
+        e.release().await;
+    }
+    result
+}

@@ -1,0 +1,240 @@
+//! A work queue in the manner of client-go's: a key is queued at most once, a key being processed
+//! and re-added is processed again afterwards (never twice at once), failures back off
+//! exponentially per key, and an empty queue sleeps instead of spinning.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            base: Duration::from_millis(200),
+            max: Duration::from_secs(120),
+        }
+    }
+}
+
+impl Backoff {
+    /// Delay before retry number `failures` (1-based): base·2^(failures-1), capped.
+    pub fn delay(&self, failures: u32) -> Duration {
+        let exp = failures.saturating_sub(1).min(20);
+        self.base.saturating_mul(1u32 << exp).min(self.max)
+    }
+}
+
+struct Inner<K> {
+    ready: VecDeque<K>,
+    queued: HashSet<K>,
+    processing: HashSet<K>,
+    dirty: HashSet<K>,
+    failures: HashMap<K, u32>,
+    shut_down: bool,
+}
+
+pub struct Queue<K> {
+    inner: Mutex<Inner<K>>,
+    notify: Notify,
+    backoff: Backoff,
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
+    pub fn new(backoff: Backoff) -> Arc<Self> {
+        Arc::new(Queue {
+            inner: Mutex::new(Inner {
+                ready: VecDeque::new(),
+                queued: HashSet::new(),
+                processing: HashSet::new(),
+                dirty: HashSet::new(),
+                failures: HashMap::new(),
+                shut_down: false,
+            }),
+            notify: Notify::new(),
+            backoff,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<K>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn add(&self, key: K) {
+        let mut q = self.lock();
+        if q.shut_down {
+            return;
+        }
+        if q.processing.contains(&key) {
+            q.dirty.insert(key);
+            return;
+        }
+        if q.queued.insert(key.clone()) {
+            q.ready.push_back(key);
+            drop(q);
+            self.notify.notify_one();
+        }
+    }
+
+    /// Re-add after this key's backoff; the failure count grows until `forget`.
+    pub fn add_rate_limited(self: &Arc<Self>, key: K) {
+        let failures = {
+            let mut q = self.lock();
+            let f = q.failures.entry(key.clone()).or_insert(0);
+            *f += 1;
+            *f
+        };
+        let delay = self.backoff.delay(failures);
+        let me = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            me.add(key);
+        });
+    }
+
+    pub fn failures(&self, key: &K) -> u32 {
+        self.lock().failures.get(key).copied().unwrap_or(0)
+    }
+
+    /// Success: reset the key's backoff.
+    pub fn forget(&self, key: &K) {
+        self.lock().failures.remove(key);
+    }
+
+    /// Wait for the next key (None after shutdown). Call `done` when finished with it.
+    pub async fn next(&self) -> Option<K> {
+        loop {
+            let notified = self.notify.notified();
+            {
+                let mut q = self.lock();
+                if q.shut_down {
+                    return None;
+                }
+                if let Some(k) = q.ready.pop_front() {
+                    q.queued.remove(&k);
+                    q.processing.insert(k.clone());
+                    return Some(k);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Take queued keys matching `pred` (for batching one LIST over several keys).
+    pub fn take_matching(&self, mut pred: impl FnMut(&K) -> bool, max: usize) -> Vec<K> {
+        let mut q = self.lock();
+        let mut taken = Vec::new();
+        let mut keep = VecDeque::with_capacity(q.ready.len());
+        while let Some(k) = q.ready.pop_front() {
+            if taken.len() < max && pred(&k) {
+                taken.push(k);
+            } else {
+                keep.push_back(k);
+            }
+        }
+        q.ready = keep;
+        for k in &taken {
+            q.queued.remove(k);
+            q.processing.insert(k.clone());
+        }
+        taken
+    }
+
+    pub fn done(&self, key: &K) {
+        let mut q = self.lock();
+        q.processing.remove(key);
+        if q.dirty.remove(key) && q.queued.insert(key.clone()) {
+            q.ready.push_back(key.clone());
+            drop(q);
+            self.notify.notify_one();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().ready.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn shut_down(&self) {
+        self.lock().shut_down = true;
+        self.notify.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn dedupes_and_reprocesses_dirty_keys() {
+        let q = Queue::new(Backoff::default());
+        q.add("a");
+        q.add("a");
+        q.add("b");
+        assert_eq!(q.len(), 2);
+        let k = q.next().await;
+        assert_eq!(k, Some("a"));
+        q.add("a"); // while processing: dirty, not queued twice
+        assert_eq!(q.len(), 1);
+        q.done(&"a");
+        assert_eq!(q.len(), 2, "dirty key re-queued after done");
+    }
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let b = Backoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        };
+        assert_eq!(b.delay(1), Duration::from_millis(100));
+        assert_eq!(b.delay(2), Duration::from_millis(200));
+        assert_eq!(b.delay(4), Duration::from_millis(800));
+        assert_eq!(b.delay(5), Duration::from_secs(1));
+        assert_eq!(b.delay(50), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limited_add_waits_and_forget_resets() {
+        let q = Queue::new(Backoff {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+        });
+        q.add_rate_limited("k");
+        q.add_rate_limited("k");
+        assert_eq!(q.failures(&"k"), 2);
+        assert!(q.is_empty());
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        assert_eq!(q.len(), 1);
+        q.forget(&"k");
+        assert_eq!(q.failures(&"k"), 0);
+    }
+
+    #[tokio::test]
+    async fn take_matching_batches() {
+        let q = Queue::new(Backoff::default());
+        for k in ["ns1/a", "ns2/b", "ns1/c"] {
+            q.add(k.to_string());
+        }
+        let batch = q.take_matching(|k| k.starts_with("ns1/"), 10);
+        assert_eq!(batch, vec!["ns1/a".to_string(), "ns1/c".to_string()]);
+        assert_eq!(q.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn empty_queue_waits_without_spinning() {
+        let q: Arc<Queue<u32>> = Queue::new(Backoff::default());
+        let r = tokio::time::timeout(Duration::from_millis(50), q.next()).await;
+        assert!(r.is_err(), "next() must wait on an empty queue");
+        q.shut_down();
+        assert_eq!(q.next().await, None);
+    }
+}

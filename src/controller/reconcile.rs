@@ -1,0 +1,507 @@
+//! One reconcile per key: read the cache, ask the rules, confirm with a consistent read before
+//! anything is released, patch with a `test`, retry with backoff on any error.
+
+use super::index::ClaimIndex;
+use super::metrics::{ControllerMetrics, ResourceLabel, ResultLabel};
+use super::queue::Queue;
+use crate::cli::ControllerArgs;
+use crate::model::{PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UNUSED_SINCE};
+use crate::rules::Fact;
+use crate::rules::release::{self, Blocker, PvPlan, PvcPlan, UnusedSince};
+use crate::state::Store;
+use crate::state::live::{Change, convert, list_pods_consistent};
+use k8s_openapi::api::core::v1 as k8s;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Key {
+    Pvc { namespace: String, name: String },
+    Pv(String),
+}
+
+impl Key {
+    pub fn pvc(namespace: &str, name: &str) -> Key {
+        Key::Pvc {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
+}
+
+/// How one key's reconcile ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Done,
+    Retry(String),
+}
+
+pub struct Reconciler {
+    pub client: kube::Client,
+    pub store: Arc<Store>,
+    pub index: Arc<ClaimIndex>,
+    pub queue: Arc<Queue<Key>>,
+    metrics: Arc<ControllerMetrics>,
+    recorder: Recorder,
+    /// Last blocker set announced per terminating PVC: an event only when it changes.
+    announced: Mutex<HashMap<(String, String), Vec<Blocker>>>,
+    field_manager: String,
+    batch: usize,
+    limiter: RateLimiter,
+}
+
+impl Reconciler {
+    pub fn new(
+        client: kube::Client,
+        store: Arc<Store>,
+        index: Arc<ClaimIndex>,
+        queue: Arc<Queue<Key>>,
+        metrics: Arc<ControllerMetrics>,
+        args: &ControllerArgs,
+    ) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "volguard-controller".into(),
+                instance: Some(args.identity()),
+            },
+        );
+        Reconciler {
+            client,
+            store,
+            index,
+            queue,
+            metrics,
+            recorder,
+            announced: Mutex::new(HashMap::new()),
+            field_manager: "volguard-controller".into(),
+            batch: args.list_batch,
+            limiter: RateLimiter::new(args.qps, args.burst),
+        }
+    }
+
+    /// Pod watch events: keep the claim index and enqueue the claims that may have changed state.
+    pub fn on_pod_change(&self, change: Change<Pod>) {
+        let (old, new) = match &change {
+            Change::Applied { old, new } => (old.as_deref(), Some(new.as_ref())),
+            Change::Deleted(old) => (Some(old.as_ref()), None),
+            Change::Relisted => {
+                let pods = self.store.pods.all();
+                self.index.rebuild(pods.iter().map(|p| p.as_ref()));
+                // Deletes may have been missed while the watch was down: look at every PVC again.
+                for p in self.store.pvcs.all() {
+                    self.queue
+                        .add(Key::pvc(&p.metadata.namespace, &p.metadata.name));
+                }
+                return;
+            }
+        };
+        if let Some(o) = old {
+            self.index.remove(o);
+        }
+        if let Some(n) = new {
+            self.index.add(n);
+        }
+        for (ns, claim) in release::claims_to_requeue(old, new) {
+            self.queue.add(Key::pvc(&ns, &claim));
+        }
+    }
+
+    pub fn forget_pvc(&self, namespace: &str, name: &str) {
+        self.lock_announced()
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    fn lock_announced(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Vec<Blocker>>> {
+        self.announced.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn cached_pods(&self, namespace: &str, claim: &str) -> Vec<Arc<Pod>> {
+        self.index
+            .pods_naming(namespace, claim)
+            .into_iter()
+            .filter_map(|n| self.store.pods.get(namespace, &n))
+            .collect()
+    }
+
+    pub async fn work(self: Arc<Self>) {
+        while let Some(key) = self.queue.next().await {
+            self.metrics.queue_depth.set(self.queue.len() as i64);
+            match &key {
+                Key::Pv(name) => {
+                    let out = self.reconcile_pv(name).await;
+                    self.finish(&key, out);
+                }
+                Key::Pvc { namespace, name } => {
+                    let Some(pvc) = self.store.pvcs.get(namespace, name) else {
+                        self.finish(&key, Outcome::Done);
+                        continue;
+                    };
+                    let cached = self.cached_pods(namespace, name);
+                    match release::pvc_plan(&pvc, cached.iter().map(|p| p.as_ref())) {
+                        PvcPlan::ConfirmUnused => {
+                            // Batch: other queued terminating PVCs of this namespace share one LIST.
+                            let mut batch = vec![(key.clone(), pvc)];
+                            let more = self.queue.take_matching(
+                                |k| matches!(k, Key::Pvc { namespace: ns, name: n } if ns == namespace && self.needs_confirm(ns, n)),
+                                self.batch,
+                            );
+                            for k in more {
+                                if let Key::Pvc {
+                                    namespace: ns,
+                                    name: n,
+                                } = &k
+                                    && let Some(p) = self.store.pvcs.get(ns, n)
+                                {
+                                    batch.push((k.clone(), p));
+                                } else {
+                                    self.finish(&k, Outcome::Done);
+                                }
+                            }
+                            self.release_batch(namespace, batch).await;
+                        }
+                        plan => {
+                            let out = self.reconcile_pvc(&pvc, plan, &cached).await;
+                            self.finish(&key, out);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn needs_confirm(&self, ns: &str, name: &str) -> bool {
+        self.store.pvcs.get(ns, name).is_some_and(|p| {
+            let cached = self.cached_pods(ns, name);
+            release::pvc_plan(&p, cached.iter().map(|p| p.as_ref())) == PvcPlan::ConfirmUnused
+        })
+    }
+
+    fn finish(&self, key: &Key, out: Outcome) {
+        match out {
+            Outcome::Done => {
+                self.metrics
+                    .reconciles
+                    .get_or_create(&ResultLabel { result: "success" })
+                    .inc();
+                self.queue.forget(key);
+            }
+            Outcome::Retry(why) => {
+                self.metrics
+                    .reconciles
+                    .get_or_create(&ResultLabel { result: "retry" })
+                    .inc();
+                tracing::warn!(?key, reason = %why, failures = self.queue.failures(key) + 1, "reconcile failed; retrying with backoff");
+                self.queue.add_rate_limited(key.clone());
+            }
+        }
+        self.queue.done(key);
+    }
+
+    async fn reconcile_pvc(&self, pvc: &Pvc, plan: PvcPlan, cached: &[Arc<Pod>]) -> Outcome {
+        let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
+        match plan {
+            PvcPlan::AddFinalizer => {
+                let Some(patch) = release::finalizer_add_patch(&pvc.metadata, PVC_FINALIZER) else {
+                    return Outcome::Done;
+                };
+                if let Err(o) = self
+                    .patch_pvc(ns, name, Patch::Json::<serde_json::Value>(patch))
+                    .await
+                {
+                    return o;
+                }
+                self.metrics
+                    .finalizers_added
+                    .get_or_create(&ResourceLabel { resource: "pvc" })
+                    .inc();
+                tracing::info!(pvc = %format!("{ns}/{name}"), "protection finalizer backfilled");
+                Outcome::Done
+            }
+            PvcPlan::Blocked(blockers) => {
+                self.announce(pvc, blockers).await;
+                Outcome::Done
+            }
+            PvcPlan::Keep => self.maintain_unused_since(pvc, cached).await,
+            PvcPlan::ConfirmUnused => Outcome::Retry("unexpected plan".into()),
+        }
+    }
+
+    async fn maintain_unused_since(&self, pvc: &Pvc, cached: &[Arc<Pod>]) -> Outcome {
+        let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
+        let value = match release::unused_since(pvc, cached.iter().map(|p| p.as_ref())) {
+            UnusedSince::Keep => return Outcome::Done,
+            UnusedSince::Set => serde_json::Value::String(now_rfc3339()),
+            UnusedSince::Clear => serde_json::Value::Null,
+        };
+        let patch = serde_json::json!({"metadata": {"annotations": {UNUSED_SINCE: value}}});
+        match self.patch_pvc(ns, name, Patch::Merge(patch)).await {
+            Ok(()) => Outcome::Done,
+            Err(o) => o,
+        }
+    }
+
+    /// Emit `DeletionPostponed` when the set of blocking pods changed since the last event.
+    async fn announce(&self, pvc: &Pvc, blockers: Vec<Blocker>) {
+        let key = (pvc.metadata.namespace.clone(), pvc.metadata.name.clone());
+        {
+            let mut a = self.lock_announced();
+            if a.get(&key) == Some(&blockers) {
+                return;
+            }
+            a.insert(key.clone(), blockers.clone());
+            self.metrics.blocked_pvcs.set(a.len() as i64);
+        }
+        let reference = k8s::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("PersistentVolumeClaim".into()),
+            name: Some(pvc.metadata.name.clone()),
+            namespace: Some(pvc.metadata.namespace.clone()),
+            uid: Some(pvc.metadata.uid.clone()).filter(|u| !u.is_empty()),
+            ..Default::default()
+        };
+        let ev = Event {
+            type_: EventType::Normal,
+            reason: "DeletionPostponed".into(),
+            note: Some(release::postponed_message(pvc, &blockers)),
+            action: "KeepFinalizer".into(),
+            secondary: None,
+        };
+        self.limiter.acquire().await;
+        if let Err(e) = self.recorder.publish(&ev, &reference).await {
+            tracing::warn!(error = %e, "could not publish DeletionPostponed event");
+            // Allow a retry on the next change.
+            self.lock_announced().remove(&key);
+        }
+    }
+
+    /// One consistent LIST for the namespace, then each PVC of the batch decided on it.
+    async fn release_batch(&self, namespace: &str, batch: Vec<(Key, Arc<Pvc>)>) {
+        self.limiter.acquire().await;
+        self.metrics.consistent_lists.inc();
+        let pods = match list_pods_consistent(&self.client, namespace).await {
+            Fact::Found(p) => p,
+            Fact::Missing | Fact::Unknown(_) => {
+                // Nothing is released on a guess: every PVC of the batch retries with backoff.
+                for (k, _) in batch {
+                    self.finish(
+                        &k,
+                        Outcome::Retry(format!("consistent pod list of {namespace:?} failed")),
+                    );
+                }
+                return;
+            }
+        };
+        for (key, pvc) in batch {
+            let out = self.release_one(&pvc, &pods).await;
+            self.finish(&key, out);
+        }
+    }
+
+    async fn release_one(&self, pvc: &Pvc, live_pods: &[Pod]) -> Outcome {
+        let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
+        let blockers = release::blockers(pvc, live_pods);
+        if !blockers.is_empty() {
+            // The cache was behind: the live list shows users.
+            self.announce(pvc, blockers).await;
+            return Outcome::Done;
+        }
+        let Some(patch) = release::finalizer_removal_patch(&pvc.metadata, PVC_FINALIZER) else {
+            return Outcome::Done;
+        };
+        if let Err(o) = self
+            .patch_pvc(ns, name, Patch::Json::<serde_json::Value>(patch))
+            .await
+        {
+            return o;
+        }
+        self.forget_pvc(ns, name);
+        self.metrics
+            .blocked_pvcs
+            .set(self.lock_announced().len() as i64);
+        self.metrics
+            .finalizers_removed
+            .get_or_create(&ResourceLabel { resource: "pvc" })
+            .inc();
+        tracing::info!(pvc = %format!("{ns}/{name}"), "no pod uses the claim (consistent read); protection finalizer removed");
+        Outcome::Done
+    }
+
+    async fn reconcile_pv(&self, name: &str) -> Outcome {
+        let Some(pv) = self.store.pvs.get("", name) else {
+            return Outcome::Done;
+        };
+        match release::pv_plan(&pv) {
+            PvPlan::Keep => Outcome::Done,
+            PvPlan::AddFinalizer => {
+                let Some(patch) = release::finalizer_add_patch(&pv.metadata, PV_FINALIZER) else {
+                    return Outcome::Done;
+                };
+                match self.patch_pv(name, patch).await {
+                    Ok(()) => {
+                        self.metrics
+                            .finalizers_added
+                            .get_or_create(&ResourceLabel { resource: "pv" })
+                            .inc();
+                        Outcome::Done
+                    }
+                    Err(o) => o,
+                }
+            }
+            PvPlan::Release => {
+                // Confirm on a live read: the cache may lag a binding.
+                let api = Api::<k8s::PersistentVolume>::all(self.client.clone());
+                self.limiter.acquire().await;
+                let live: Pv = match api.get_opt(name).await {
+                    Ok(Some(k)) => match convert(&k) {
+                        Ok(p) => p,
+                        Err(e) => return Outcome::Retry(e.to_string()),
+                    },
+                    Ok(None) => return Outcome::Done,
+                    Err(e) => return Outcome::Retry(e.to_string()),
+                };
+                if release::pv_plan(&live) != PvPlan::Release {
+                    return Outcome::Done;
+                }
+                let Some(patch) = release::finalizer_removal_patch(&live.metadata, PV_FINALIZER)
+                else {
+                    return Outcome::Done;
+                };
+                match self.patch_pv(name, patch).await {
+                    Ok(()) => {
+                        self.metrics
+                            .finalizers_removed
+                            .get_or_create(&ResourceLabel { resource: "pv" })
+                            .inc();
+                        tracing::info!(pv = %name, "volume not bound; protection finalizer removed");
+                        Outcome::Done
+                    }
+                    Err(o) => o,
+                }
+            }
+        }
+    }
+
+    fn patch_params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..Default::default()
+        }
+    }
+
+    async fn patch_pvc(
+        &self,
+        ns: &str,
+        name: &str,
+        patch: Patch<serde_json::Value>,
+    ) -> Result<(), Outcome> {
+        self.limiter.acquire().await;
+        let api = Api::<k8s::PersistentVolumeClaim>::namespaced(self.client.clone(), ns);
+        classify(
+            api.patch(name, &self.patch_params(), &patch)
+                .await
+                .map(|_| ()),
+        )
+    }
+
+    async fn patch_pv(&self, name: &str, patch: json_patch::Patch) -> Result<(), Outcome> {
+        self.limiter.acquire().await;
+        let api = Api::<k8s::PersistentVolume>::all(self.client.clone());
+        classify(
+            api.patch(name, &self.patch_params(), &Patch::Json::<()>(patch))
+                .await
+                .map(|_| ()),
+        )
+    }
+}
+
+/// 404: the object is gone, nothing left to do. Anything else (a failed `test` is 422 or 409,
+/// network errors, throttling) retries with backoff after the watch delivers fresh state.
+fn classify(r: Result<(), kube::Error>) -> Result<(), Outcome> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Err(Outcome::Done),
+        Err(e) => Err(Outcome::Retry(e.to_string())),
+    }
+}
+
+fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Client-side token bucket: `qps` sustained, `burst` at once, so a startup over many objects
+/// does not stampede the apiserver.
+pub struct RateLimiter {
+    state: tokio::sync::Mutex<(f64, tokio::time::Instant)>,
+    qps: f64,
+    burst: f64,
+}
+
+impl RateLimiter {
+    pub fn new(qps: f64, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        RateLimiter {
+            state: tokio::sync::Mutex::new((burst, tokio::time::Instant::now())),
+            qps: qps.max(0.001),
+            burst,
+        }
+    }
+
+    pub async fn acquire(&self) {
+        let mut s = self.state.lock().await;
+        let now = tokio::time::Instant::now();
+        s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.qps).min(self.burst);
+        s.1 = now;
+        if s.0 < 1.0 {
+            let wait = (1.0 - s.0) / self.qps;
+            tokio::time::sleep(std::time::Duration::from_secs_f64(wait)).await;
+            s.0 = 1.0;
+            s.1 = tokio::time::Instant::now();
+        }
+        s.0 -= 1.0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limiter_bursts_then_paces() {
+        let l = RateLimiter::new(10.0, 5);
+        let start = tokio::time::Instant::now();
+        for _ in 0..5 {
+            l.acquire().await;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_millis(1),
+            "burst is free"
+        );
+        for _ in 0..10 {
+            l.acquire().await;
+        }
+        let e = start.elapsed().as_secs_f64();
+        assert!(
+            (0.9..1.2).contains(&e),
+            "10 more at 10 qps take ~1s, took {e}"
+        );
+    }
+
+    #[test]
+    fn classify_not_found_is_done_others_retry() {
+        let status = |code: u16| -> kube::Error {
+            kube::Error::Api(Box::new(
+                serde_json::from_value(serde_json::json!({"status": "Failure", "message": "m", "reason": "r", "code": code}))
+                    .expect("status"),
+            ))
+        };
+        let nf = status(404);
+        assert_eq!(classify(Err(nf)), Err(Outcome::Done));
+        let conflict = status(422);
+        assert!(matches!(classify(Err(conflict)), Err(Outcome::Retry(_))));
+    }
+}

@@ -1,0 +1,416 @@
+//! SPEC 4, the controller's decisions: when to add a finalizer, when a terminating volume may be
+//! released, what to tell users, and how "unused since" moves. Pure: the controller supplies the
+//! cached and consistently-read pods.
+
+use super::claims::claims_of;
+use super::in_use::{blocking_pods, pv_in_use, unused_for_since};
+use crate::model::{Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UNUSED_SINCE};
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{Patch, PatchOperation, ReplaceOperation, TestOperation};
+use serde_json::Value;
+
+/// What to do with a PVC after looking at the cache.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PvcPlan {
+    /// Live, without the finalizer (webhook was down or failed open): add it.
+    AddFinalizer,
+    /// Terminating and the cache shows scheduled pods using it: keep it, tell the user.
+    Blocked(Vec<Blocker>),
+    /// Terminating and the cache shows no user: confirm with a consistent read before releasing.
+    ConfirmUnused,
+    /// Nothing to do about the finalizer.
+    Keep,
+}
+
+/// A pod that keeps a PVC from being deleted, as reported in the `DeletionPostponed` event.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Blocker {
+    pub name: String,
+    pub phase: String,
+    pub node: String,
+    pub terminal: bool,
+}
+
+impl Blocker {
+    fn of(p: &Pod) -> Self {
+        Blocker {
+            name: p.metadata.name.clone(),
+            phase: p.phase().to_string(),
+            node: p.node_name().unwrap_or_default().to_string(),
+            terminal: p.is_terminal(),
+        }
+    }
+}
+
+pub fn pvc_plan<'a, P: AsRef<Pod> + 'a>(
+    pvc: &Pvc,
+    cached_pods: impl IntoIterator<Item = &'a P>,
+) -> PvcPlan {
+    let m = &pvc.metadata;
+    if !m.is_terminating() {
+        return if m.has_finalizer(PVC_FINALIZER) {
+            PvcPlan::Keep
+        } else {
+            PvcPlan::AddFinalizer
+        };
+    }
+    if !m.has_finalizer(PVC_FINALIZER) {
+        return PvcPlan::Keep;
+    }
+    match blockers(pvc, cached_pods) {
+        b if b.is_empty() => PvcPlan::ConfirmUnused,
+        b => PvcPlan::Blocked(b),
+    }
+}
+
+/// The blocking pods, sorted, for events and for the "did the set change" comparison.
+pub fn blockers<'a, P: AsRef<Pod> + 'a>(
+    pvc: &Pvc,
+    pods: impl IntoIterator<Item = &'a P>,
+) -> Vec<Blocker> {
+    let mut b: Vec<Blocker> = blocking_pods(pvc, pods)
+        .into_iter()
+        .map(Blocker::of)
+        .collect();
+    b.sort();
+    b
+}
+
+/// The `DeletionPostponed` event message.
+pub fn postponed_message(pvc: &Pvc, blockers: &[Blocker]) -> String {
+    let list = blockers
+        .iter()
+        .map(|b| {
+            let node = if b.node.is_empty() { "none" } else { &b.node };
+            if b.terminal {
+                format!(
+                    "{} ({} on node {node}; it has finished: delete pod {} to release it)",
+                    b.name, b.phase, b.name
+                )
+            } else {
+                format!("{} ({} on node {node})", b.name, b.phase)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "PersistentVolumeClaim {} is kept until no pod uses it; used by pod(s): {list}",
+        pvc.metadata.name
+    )
+}
+
+/// Terminating PV without the guard of a binding: release it. Live PV without the finalizer: add it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PvPlan {
+    AddFinalizer,
+    Release,
+    Keep,
+}
+
+pub fn pv_plan(pv: &Pv) -> PvPlan {
+    let m = &pv.metadata;
+    match (m.is_terminating(), m.has_finalizer(PV_FINALIZER)) {
+        (false, false) => PvPlan::AddFinalizer,
+        (true, true) if !pv_in_use(pv) => PvPlan::Release,
+        _ => PvPlan::Keep,
+    }
+}
+
+/// KEP-5541 for a Bound, non-terminating PVC: what to do with `volguard.io/unused-since`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnusedSince {
+    /// Seen unused and not yet marked: stamp it with the observation time (later than the truth,
+    /// never earlier).
+    Set,
+    /// A pod uses it again: remove the mark.
+    Clear,
+    Keep,
+}
+
+pub fn unused_since<'a, P: AsRef<Pod> + 'a>(
+    pvc: &Pvc,
+    pods: impl IntoIterator<Item = &'a P>,
+) -> UnusedSince {
+    if !pvc.is_bound() || pvc.metadata.is_terminating() {
+        return UnusedSince::Keep;
+    }
+    let marked = pvc.metadata.annotation(UNUSED_SINCE).is_some();
+    match (unused_for_since(pvc, pods), marked) {
+        (true, false) => UnusedSince::Set,
+        (false, true) => UnusedSince::Clear,
+        _ => UnusedSince::Keep,
+    }
+}
+
+/// Remove `finalizer` with a JSON patch that first `test`s the whole current list, so a concurrent
+/// writer (kube-controller-manager, a user) makes the patch fail and the controller re-read
+/// instead of clobbering their change. `None` when the finalizer is not there.
+pub fn finalizer_removal_patch(meta: &Meta, finalizer: &str) -> Option<Patch> {
+    let current = meta.finalizers.as_ref()?;
+    if !current.iter().any(|f| f == finalizer) {
+        return None;
+    }
+    let rest: Vec<Value> = current
+        .iter()
+        .filter(|f| *f != finalizer)
+        .map(|f| Value::String(f.clone()))
+        .collect();
+    let path = PointerBuf::from_tokens(["metadata", "finalizers"]);
+    Some(Patch(vec![
+        PatchOperation::Test(TestOperation {
+            path: path.clone(),
+            value: Value::Array(current.iter().map(|f| Value::String(f.clone())).collect()),
+        }),
+        PatchOperation::Replace(ReplaceOperation {
+            path,
+            value: Value::Array(rest),
+        }),
+    ]))
+}
+
+/// Add `finalizer` guarded by the object's resourceVersion (an absent list cannot be `test`ed).
+pub fn finalizer_add_patch(meta: &Meta, finalizer: &str) -> Option<Patch> {
+    let mut ops = Vec::new();
+    if let Some(rv) = &meta.resource_version {
+        ops.push(PatchOperation::Test(TestOperation {
+            path: PointerBuf::from_tokens(["metadata", "resourceVersion"]),
+            value: Value::String(rv.clone()),
+        }));
+    }
+    ops.extend(super::protect::finalizer_patch(meta, finalizer)?.0);
+    Some(Patch(ops))
+}
+
+/// Claim keys (`namespace`, `claim`) a pod change should re-examine (SPEC 4 enqueue rules):
+/// add, delete, a change of node, phase, deletion or UID (delete+recreate with the same name,
+/// #80476: the old pod's claims are released too).
+pub fn claims_to_requeue(old: Option<&Pod>, new: Option<&Pod>) -> Vec<(String, String)> {
+    let relevant = match (old, new) {
+        (Some(o), Some(n)) => {
+            o.metadata.uid != n.metadata.uid
+                || o.node_name() != n.node_name()
+                || o.status.phase != n.status.phase
+                || o.metadata.deletion_timestamp != n.metadata.deletion_timestamp
+                || o.metadata.deletion_grace_period_seconds
+                    != n.metadata.deletion_grace_period_seconds
+                || o.spec.volumes != n.spec.volumes
+        }
+        _ => true,
+    };
+    if !relevant {
+        return Vec::new();
+    }
+    let mut keys: Vec<(String, String)> = old
+        .into_iter()
+        .chain(new)
+        .flat_map(|p| claims_of(p).map(move |c| (p.metadata.namespace.clone(), c.name)))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ClaimSource, Volume};
+
+    fn pvc(terminating: bool, fins: Option<Vec<&str>>) -> Pvc {
+        let mut p = Pvc::default();
+        p.metadata.namespace = "ns".into();
+        p.metadata.name = "data".into();
+        p.metadata.resource_version = Some("7".into());
+        if terminating {
+            p.metadata.deletion_timestamp = Some("t".into());
+        }
+        p.metadata.finalizers = fins.map(|f| f.into_iter().map(Into::into).collect());
+        p
+    }
+
+    fn pod(name: &str, node: Option<&str>, phase: &str) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.namespace = "ns".into();
+        p.metadata.name = name.into();
+        p.metadata.uid = format!("uid-{name}");
+        p.spec.node_name = node.map(Into::into);
+        p.status.phase = Some(phase.into());
+        p.spec.volumes = vec![Volume {
+            name: "v".into(),
+            persistent_volume_claim: Some(ClaimSource {
+                claim_name: "data".into(),
+            }),
+            ..Default::default()
+        }];
+        p
+    }
+
+    fn plan(p: &Pvc, pods: &[Pod]) -> PvcPlan {
+        pvc_plan(p, pods)
+    }
+
+    #[test]
+    fn upstream_table() {
+        let t = pvc(true, Some(vec![PVC_FINALIZER]));
+        // A scheduled Pending pod blocks; a Failed pod still blocks; an unscheduled pod does not.
+        assert!(matches!(
+            plan(&t, &[pod("a", Some("n"), "Pending")]),
+            PvcPlan::Blocked(_)
+        ));
+        assert!(matches!(
+            plan(&t, &[pod("a", Some("n"), "Failed")]),
+            PvcPlan::Blocked(_)
+        ));
+        assert_eq!(
+            plan(&t, &[pod("a", None, "Pending")]),
+            PvcPlan::ConfirmUnused
+        );
+        assert_eq!(plan(&t, &[]), PvcPlan::ConfirmUnused);
+        // Unrelated and emptyDir volumes do not count.
+        let mut other = pod("b", Some("n"), "Running");
+        other.spec.volumes = vec![
+            Volume {
+                name: "tmp".into(),
+                ..Default::default()
+            },
+            Volume {
+                name: "x".into(),
+                persistent_volume_claim: Some(ClaimSource {
+                    claim_name: "other".into(),
+                }),
+                ..Default::default()
+            },
+        ];
+        assert_eq!(plan(&t, &[other]), PvcPlan::ConfirmUnused);
+        // Live PVC without the finalizer gets it; terminating without it is left alone.
+        assert_eq!(plan(&pvc(false, None), &[]), PvcPlan::AddFinalizer);
+        assert_eq!(
+            plan(&pvc(false, Some(vec![PVC_FINALIZER])), &[]),
+            PvcPlan::Keep
+        );
+        assert_eq!(plan(&pvc(true, Some(vec!["x"])), &[]), PvcPlan::Keep);
+    }
+
+    #[test]
+    fn postponed_message_names_pods_phase_node_and_terminal_hint() {
+        let t = pvc(true, Some(vec![PVC_FINALIZER]));
+        let b = blockers(
+            &t,
+            &[
+                pod("web", Some("n1"), "Running"),
+                pod("job", Some("n2"), "Succeeded"),
+            ],
+        );
+        let m = postponed_message(&t, &b);
+        assert!(m.contains("web (Running on node n1)"), "{m}");
+        assert!(
+            m.contains("job (Succeeded on node n2; it has finished: delete pod job to release it)"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn removal_patch_tests_whole_list_and_conflicts_fail() {
+        let meta = pvc(true, Some(vec!["a/b", PVC_FINALIZER])).metadata;
+        let patch = finalizer_removal_patch(&meta, PVC_FINALIZER).expect("patch");
+        let mut doc = serde_json::json!({"metadata": {"finalizers": ["a/b", PVC_FINALIZER]}});
+        json_patch::patch(&mut doc, &patch).expect("applies");
+        assert_eq!(doc["metadata"]["finalizers"], serde_json::json!(["a/b"]));
+        // Someone else already changed the list: the test fails, nothing is clobbered.
+        let mut changed = serde_json::json!({"metadata": {"finalizers": [PVC_FINALIZER]}});
+        assert!(json_patch::patch(&mut changed, &patch).is_err());
+        assert_eq!(
+            changed["metadata"]["finalizers"],
+            serde_json::json!([PVC_FINALIZER])
+        );
+        assert!(finalizer_removal_patch(&pvc(true, None).metadata, PVC_FINALIZER).is_none());
+    }
+
+    #[test]
+    fn add_patch_guards_resource_version() {
+        let meta = pvc(false, None).metadata;
+        let patch = finalizer_add_patch(&meta, PVC_FINALIZER).expect("patch");
+        let mut doc = serde_json::json!({"metadata": {"resourceVersion": "7"}});
+        json_patch::patch(&mut doc, &patch).expect("applies");
+        assert_eq!(
+            doc["metadata"]["finalizers"],
+            serde_json::json!([PVC_FINALIZER])
+        );
+        let mut newer = serde_json::json!({"metadata": {"resourceVersion": "8"}});
+        assert!(json_patch::patch(&mut newer, &patch).is_err());
+    }
+
+    #[test]
+    fn pv_plans() {
+        let mut pv = Pv::default();
+        assert_eq!(pv_plan(&pv), PvPlan::AddFinalizer);
+        pv.metadata.finalizers = Some(vec![PV_FINALIZER.into()]);
+        assert_eq!(pv_plan(&pv), PvPlan::Keep);
+        pv.metadata.deletion_timestamp = Some("t".into());
+        pv.status.phase = Some("Bound".into());
+        assert_eq!(pv_plan(&pv), PvPlan::Keep);
+        pv.status.phase = Some("Released".into());
+        assert_eq!(pv_plan(&pv), PvPlan::Release);
+    }
+
+    #[test]
+    fn unused_since_transitions() {
+        let mut c = pvc(false, Some(vec![PVC_FINALIZER]));
+        assert_eq!(
+            unused_since(&c, &[] as &[Pod]),
+            UnusedSince::Keep,
+            "not Bound"
+        );
+        c.status.phase = Some("Bound".into());
+        assert_eq!(unused_since(&c, &[] as &[Pod]), UnusedSince::Set);
+        assert_eq!(
+            unused_since(&c, &[pod("a", None, "Pending")]),
+            UnusedSince::Keep,
+            "pending pod uses it"
+        );
+        c.metadata.annotations =
+            Some([(UNUSED_SINCE.to_string(), "2026-01-01T00:00:00Z".to_string())].into());
+        assert_eq!(
+            unused_since(&c, &[pod("a", Some("n"), "Running")]),
+            UnusedSince::Clear
+        );
+        assert_eq!(
+            unused_since(&c, &[pod("a", Some("n"), "Succeeded")]),
+            UnusedSince::Keep
+        );
+        c.metadata.deletion_timestamp = Some("t".into());
+        assert_eq!(
+            unused_since(&c, &[pod("a", Some("n"), "Running")]),
+            UnusedSince::Keep,
+            "terminating"
+        );
+    }
+
+    #[test]
+    fn requeue_on_relevant_pod_changes_only() {
+        let a = pod("a", Some("n"), "Running");
+        assert_eq!(
+            claims_to_requeue(None, Some(&a)),
+            vec![("ns".to_string(), "data".to_string())]
+        );
+        assert_eq!(claims_to_requeue(Some(&a), None).len(), 1);
+        let mut b = a.clone();
+        b.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+        assert!(
+            claims_to_requeue(Some(&a), Some(&b)).is_empty(),
+            "label change is irrelevant"
+        );
+        b.status.phase = Some("Succeeded".into());
+        assert_eq!(
+            claims_to_requeue(Some(&a), Some(&b)).len(),
+            1,
+            "became terminal"
+        );
+        // Delete+recreate with the same name and a different claim: both claims re-examined.
+        let mut c = pod("a", Some("n"), "Running");
+        c.metadata.uid = "uid-new".into();
+        c.spec.volumes[0].persistent_volume_claim = Some(ClaimSource {
+            claim_name: "other".into(),
+        });
+        assert_eq!(claims_to_requeue(Some(&a), Some(&c)).len(), 2);
+    }
+}

@@ -120,6 +120,7 @@ impl Admission {
             }
             None => None,
         };
+        tracing::debug!(pod = %pod.metadata.name, grace_period_seconds = ?grace, "pod delete seen");
         // The node is only read when the cheap rows did not decide (force delete of a scheduled pod).
         let node = match pod.node_name() {
             Some(n) if is_force(grace) => self.cluster.node(n).await,

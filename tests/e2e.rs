@@ -1,0 +1,602 @@
+//! End-to-end: volguard against a real kube-apiserver + etcd (and kube-controller-manager in the
+//! "beside upstream" profile), built from Go modules by `make controlplane`. No fake API server.
+//! Run with `make e2e` (part of `make test`).
+
+#[path = "e2e/harness.rs"]
+mod harness;
+
+use harness::{ControlPlane, Profile, eventually};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount,
+};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use std::time::Duration;
+
+const PVCF: &str = "kubernetes.io/pvc-protection";
+const PVF: &str = "kubernetes.io/pv-protection";
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn namespace(c: &kube::Client, name: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    // The beside-upstream profile runs the ServiceAccount admission plugin without its controller.
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("sa");
+    let _ = Api::<ServiceAccount>::namespaced(c.clone(), name)
+        .create(&PostParams::default(), &sa)
+        .await;
+}
+
+async fn node(c: &kube::Client, name: &str) {
+    let n: Node = serde_json::from_value(json!({"metadata": {"name": name}})).expect("node");
+    let _ = Api::<Node>::all(c.clone())
+        .create(&PostParams::default(), &n)
+        .await;
+}
+
+async fn pvc(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    volume: Option<&str>,
+) -> Result<PersistentVolumeClaim, kube::Error> {
+    let mut spec = json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": ""});
+    if let Some(v) = volume {
+        spec["volumeName"] = json!(v);
+    }
+    let p: PersistentVolumeClaim =
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("pvc");
+    Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &p)
+        .await
+}
+
+async fn pv(c: &kube::Client, name: &str, extra_finalizers: &[&str]) -> PersistentVolume {
+    let mut meta = json!({"name": name});
+    if !extra_finalizers.is_empty() {
+        meta["finalizers"] = json!(extra_finalizers);
+    }
+    let p: PersistentVolume = serde_json::from_value(json!({
+        "metadata": meta,
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "persistentVolumeReclaimPolicy": "Retain",
+                 "hostPath": {"path": format!("/tmp/{name}")}}
+    }))
+    .expect("pv");
+    Api::<PersistentVolume>::all(c.clone())
+        .create(&PostParams::default(), &p)
+        .await
+        .expect("create pv")
+}
+
+fn pod_json(name: &str, node: Option<&str>, claims: &[&str], tgps: i64) -> Pod {
+    let vols: Vec<_> = claims
+        .iter()
+        .enumerate()
+        .map(|(i, c)| json!({"name": format!("v{i}"), "persistentVolumeClaim": {"claimName": c}}))
+        .collect();
+    let mut spec = json!({"containers": [{"name": "app", "image": "example.invalid/app:1"}], "volumes": vols,
+                          "terminationGracePeriodSeconds": tgps, "automountServiceAccountToken": false});
+    if let Some(n) = node {
+        spec["nodeName"] = json!(n);
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("pod")
+}
+
+async fn pod(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    node: Option<&str>,
+    claims: &[&str],
+) -> Result<Pod, kube::Error> {
+    Api::<Pod>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &pod_json(name, node, claims, 30))
+        .await
+}
+
+async fn set_pod_phase(c: &kube::Client, ns: &str, name: &str, phase: &str) {
+    Api::<Pod>::namespaced(c.clone(), ns)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": phase}})),
+        )
+        .await
+        .expect("pod status");
+}
+
+async fn set_status_phase<K>(api: &Api<K>, name: &str, phase: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": phase}})),
+    )
+    .await
+    .expect("status");
+}
+
+fn finalizers<K: kube::Resource>(o: &K) -> Vec<String> {
+    o.meta().finalizers.clone().unwrap_or_default()
+}
+
+fn denial(e: kube::Error) -> (u16, String) {
+    match e {
+        kube::Error::Api(s) => (s.code, s.message.clone()),
+        other => panic!("expected an API error, got {other}"),
+    }
+}
+
+fn force() -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    }
+}
+
+async fn gone<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    matches!(api.get_opt(name).await, Ok(None))
+}
+
+// ---------------------------------------------------------------- scenarios
+
+/// 1. PVC and PV created → carry the protection finalizer.
+async fn s1_finalizers_on_create(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let created = pvc(&c, ns, "s1", None).await.expect("pvc");
+    assert_eq!(
+        finalizers(&created),
+        vec![PVCF.to_string()],
+        "PVC finalizer"
+    );
+    let v = pv(&c, &format!("{ns}-s1"), &[]).await;
+    assert_eq!(finalizers(&v), vec![PVF.to_string()], "PV finalizer");
+    Api::<PersistentVolume>::all(c)
+        .delete(&format!("{ns}-s1"), &DeleteParams::default())
+        .await
+        .expect("cleanup");
+}
+
+/// 2 + 3. A used PVC deleted stays Terminating with DeletionPostponed naming the pod; a new pod on
+/// it is refused; when the pod goes, the PVC goes.
+async fn s2_s3_postponed_then_released(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    node(&c, "node-a").await;
+    pvc(&c, ns, "data", None).await.expect("pvc");
+    pod(&c, ns, "app", Some("node-a"), &["data"])
+        .await
+        .expect("pod");
+    set_pod_phase(&c, ns, "app", "Running").await;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    pvcs.delete("data", &DeleteParams::default())
+        .await
+        .expect("delete pvc");
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(c.clone(), ns);
+    let note = eventually("DeletionPostponed event", WAIT, || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("DeletionPostponed"))
+                .and_then(|e| e.note)
+        }
+    })
+    .await;
+    assert!(note.contains("app (Running on node node-a)"), "{note}");
+    let still = pvcs.get("data").await.expect("pvc kept");
+    assert!(still.metadata.deletion_timestamp.is_some());
+    // 3. A new pod on the terminating claim is refused by the apiserver with volguard's message.
+    let err = pod(&c, ns, "late", Some("node-a"), &["data"])
+        .await
+        .expect_err("pod on terminating claim");
+    let (code, msg) = denial(err);
+    assert_eq!(code, 403);
+    assert!(
+        msg.contains(r#"pod "late" uses PersistentVolumeClaim "data", which is being deleted"#),
+        "{msg}"
+    );
+    // The kubelet confirms the containers are gone and deletes the pod; the claim follows.
+    let kubelet = cp.kubelet("node-a").await;
+    Api::<Pod>::namespaced(kubelet, ns)
+        .delete("app", &force())
+        .await
+        .expect("kubelet delete");
+    eventually("PVC released", WAIT, || {
+        let pvcs = pvcs.clone();
+        async move { gone(&pvcs, "data").await.then_some(()) }
+    })
+    .await;
+}
+
+/// 4. Stripping the finalizer while a pod uses the PVC is refused; the break-glass annotation allows it.
+async fn s4_finalizer_strip_guard(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    node(&c, "node-a").await;
+    pvc(&c, ns, "keep", None).await.expect("pvc");
+    pod(&c, ns, "user", Some("node-a"), &["keep"])
+        .await
+        .expect("pod");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let err = pvcs
+        .patch("keep", &PatchParams::default(), &strip)
+        .await
+        .expect_err("strip refused");
+    let (code, msg) = denial(err);
+    assert_eq!(code, 403);
+    assert!(
+        msg.contains("refusing to remove kubernetes.io/pvc-protection")
+            && msg.contains("user (phase Pending, node node-a)"),
+        "{msg}"
+    );
+    let glass = Patch::Merge(
+        json!({"metadata": {"annotations": {"volguard.io/allow-finalizer-removal": "true"}, "finalizers": null}}),
+    );
+    pvcs.patch("keep", &PatchParams::default(), &glass)
+        .await
+        .expect("break glass allowed");
+}
+
+/// 5. Force delete of a running pod.
+async fn s5_force_delete(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    for n in ["node-a", "node-b", "node-x", "node-down"] {
+        node(&c, n).await;
+    }
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    for (name, n) in [
+        ("db-0", "node-a"),
+        ("db-1", "node-a"),
+        ("db-2", "node-a"),
+        ("db-3", "node-x"),
+        ("db-4", "node-down"),
+    ] {
+        pod(&c, ns, name, Some(n), &[]).await.expect("pod");
+        set_pod_phase(&c, ns, name, "Running").await;
+    }
+    // As admin: refused, with how to proceed.
+    let (code, msg) = denial(
+        pods.delete("db-0", &force())
+            .await
+            .expect_err("admin force delete refused"),
+    );
+    assert_eq!(code, 403);
+    assert!(
+        msg.contains("may keep running") && msg.contains("volguard.io/confirm-force-delete=true"),
+        "{msg}"
+    );
+    // Admin with the confirm annotation: allowed.
+    pods.patch(
+        "db-0",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"volguard.io/confirm-force-delete": "true"}}}),
+        ),
+    )
+    .await
+    .expect("annotate");
+    pods.delete("db-0", &force())
+        .await
+        .expect("confirmed force delete");
+    // That pod's kubelet: allowed.
+    Api::<Pod>::namespaced(cp.kubelet("node-a").await, ns)
+        .delete("db-1", &force())
+        .await
+        .expect("own kubelet");
+    // Another node's kubelet: refused (by the Node authorizer/NodeRestriction or by volguard).
+    let err = Api::<Pod>::namespaced(cp.kubelet("node-b").await, ns)
+        .delete("db-2", &force())
+        .await
+        .expect_err("other kubelet");
+    assert_eq!(denial(err).0, 403);
+    assert!(pods.get_opt("db-2").await.expect("get").is_some());
+    // After the Node object is deleted: allowed.
+    Api::<Node>::all(c.clone())
+        .delete("node-x", &DeleteParams::default())
+        .await
+        .expect("delete node");
+    eventually("force delete after node deletion", WAIT, || {
+        let pods = pods.clone();
+        async move { pods.delete("db-3", &force()).await.ok().map(|_| ()) }
+    })
+    .await;
+    // Node tainted out-of-service: allowed.
+    Api::<Node>::all(c.clone())
+        .patch("node-down", &PatchParams::default(), &Patch::Merge(json!({"spec": {"taints": [
+            {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]}})))
+        .await
+        .expect("taint");
+    eventually("force delete on out-of-service node", WAIT, || {
+        let pods = pods.clone();
+        async move { pods.delete("db-4", &force()).await.ok().map(|_| ()) }
+    })
+    .await;
+    // What the webhook sees: a pod with terminationGracePeriodSeconds 0 deleted without options.
+    pods.create(
+        &PostParams::default(),
+        &pod_json("fast", Some("node-a"), &[], 0),
+    )
+    .await
+    .expect("pod");
+    set_pod_phase(&c, ns, "fast", "Running").await;
+    let sa = cp
+        .client_as("system:e2e-deleter", &["system:masters"])
+        .await;
+    Api::<Pod>::namespaced(sa, ns)
+        .delete("fast", &DeleteParams::default())
+        .await
+        .expect("tgps 0 pod delete allowed");
+    let log = harness::read_log(cp.serve.as_ref().expect("serve"));
+    let seen = log
+        .lines()
+        .find(|l| l.contains("pod delete seen") && l.contains("\"pod\":\"fast\""))
+        .unwrap_or("(volguard was not called)")
+        .to_string();
+    println!(
+        "recorded: delete of a terminationGracePeriodSeconds=0 pod without options reaches volguard as: {seen}"
+    );
+    assert!(
+        seen.contains("Some(0)"),
+        "apiserver lowers the grace period to the pod's 0 before admission: {seen}"
+    );
+}
+
+/// 6. A PVC pre-bound to a terminating PV is refused.
+async fn s6_prebound_terminating_pv(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let name = format!("{ns}-going");
+    pv(&c, &name, &["e2e.volguard.io/hold"]).await;
+    let pvs = Api::<PersistentVolume>::all(c.clone());
+    pvs.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete pv");
+    let (code, msg) = denial(
+        pvc(&c, ns, "prebound", Some(&name))
+            .await
+            .expect_err("bind refused"),
+    );
+    assert_eq!(code, 403);
+    assert!(msg.contains("which is being deleted"), "{msg}");
+    pvs.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("cleanup");
+}
+
+/// 7. A Bound PV deleted stays until unbound, then goes.
+async fn s7_bound_pv(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let name = format!("{ns}-bound");
+    pv(&c, &name, &[]).await;
+    let pvs = Api::<PersistentVolume>::all(c.clone());
+    set_status_phase(&pvs, &name, "Bound").await;
+    pvs.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let kept = pvs.get(&name).await.expect("bound PV kept");
+    assert!(
+        kept.metadata.deletion_timestamp.is_some() && finalizers(&kept).contains(&PVF.to_string())
+    );
+    set_status_phase(&pvs, &name, "Released").await;
+    eventually("PV released", WAIT, || {
+        let pvs = pvs.clone();
+        let name = name.clone();
+        async move { gone(&pvs, &name).await.then_some(()) }
+    })
+    .await;
+}
+
+/// 8. volguard.io/unused-since appears when the last pod goes, disappears when a pod uses it again.
+async fn s8_unused_since(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    pvc(&c, ns, "idle", None).await.expect("pvc");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    set_status_phase(&pvcs, "idle", "Bound").await;
+    let has = |want: bool| {
+        let pvcs = pvcs.clone();
+        async move {
+            let p = pvcs.get("idle").await.ok()?;
+            let present = p
+                .metadata
+                .annotations
+                .unwrap_or_default()
+                .contains_key("volguard.io/unused-since");
+            (present == want).then_some(())
+        }
+    };
+    eventually("unused-since set", WAIT, || has(true)).await;
+    pod(&c, ns, "reader", None, &["idle"]).await.expect("pod");
+    eventually("unused-since cleared by a pending pod", WAIT, || has(false)).await;
+    Api::<Pod>::namespaced(c.clone(), ns)
+        .delete("reader", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("unused-since set again", WAIT, || has(true)).await;
+}
+
+/// 9. Webhook stopped: PVC and pod creation still work; the controller backfills the finalizer.
+async fn s9_webhook_down(cp: &mut ControlPlane, ns: &str) {
+    cp.stop_webhook();
+    let c = cp.admin().await;
+    let created = pvc(&c, ns, "while-down", None)
+        .await
+        .expect("PVC creation works without the webhook");
+    pod(&c, ns, "while-down", None, &["while-down"])
+        .await
+        .expect("pod creation works without the webhook");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    if finalizers(&created).is_empty() {
+        eventually("controller backfills the finalizer", WAIT, || {
+            let pvcs = pvcs.clone();
+            async move {
+                pvcs.get("while-down")
+                    .await
+                    .ok()
+                    .filter(|p| finalizers(p).contains(&PVCF.to_string()))
+                    .map(|_| ())
+            }
+        })
+        .await;
+    }
+    cp.start_webhook().await;
+}
+
+/// 10. Kill the leader during a pending release; the other replica finishes it.
+async fn s10_leader_failover(cp: &mut ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    node(&c, "node-a").await;
+    let second = cp.start_controller("replica-b").await;
+    pvc(&c, ns, "ha", None).await.expect("pvc");
+    pod(&c, ns, "ha-user", Some("node-a"), &["ha"])
+        .await
+        .expect("pod");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    pvcs.delete("ha", &DeleteParams::default())
+        .await
+        .expect("delete");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cp.controllers[0].kill();
+    Api::<Pod>::namespaced(cp.kubelet("node-a").await, ns)
+        .delete("ha-user", &force())
+        .await
+        .expect("kubelet delete");
+    eventually(
+        "the follower releases the PVC",
+        Duration::from_secs(45),
+        || {
+            let pvcs = pvcs.clone();
+            async move { gone(&pvcs, "ha").await.then_some(()) }
+        },
+    )
+    .await;
+    let log = harness::read_log(&cp.controllers[second]);
+    assert!(log.contains("became leader"), "replica-b never led:\n{log}");
+}
+
+async fn run_or_dump<F: std::future::Future<Output = ()>>(cp: &ControlPlane, name: &str, f: F) {
+    let started = std::time::Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(120), f).await;
+    if r.is_err() {
+        panic!("{name} timed out\n{}", cp.logs());
+    }
+    println!(
+        "scenario {name}: ok ({:.1}s)",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_profile() {
+    let mut cp = ControlPlane::start(Profile::Standalone).await;
+    let version = cp.admin().await.apiserver_version().await.expect("version");
+    println!("kube-apiserver {}", version.git_version);
+    cp.start_webhook().await;
+    cp.start_controller("replica-a").await;
+    let c = cp.admin().await;
+    for ns in ["s1", "s2", "s4", "s5", "s6", "s7", "s8", "s9", "s10"] {
+        namespace(&c, ns).await;
+    }
+    run_or_dump(
+        &cp,
+        "1 finalizers on create",
+        s1_finalizers_on_create(&cp, "s1"),
+    )
+    .await;
+    run_or_dump(
+        &cp,
+        "2+3 postponed, refused, released",
+        s2_s3_postponed_then_released(&cp, "s2"),
+    )
+    .await;
+    run_or_dump(
+        &cp,
+        "4 finalizer strip guard",
+        s4_finalizer_strip_guard(&cp, "s4"),
+    )
+    .await;
+    run_or_dump(&cp, "5 force delete", s5_force_delete(&cp, "s5")).await;
+    run_or_dump(
+        &cp,
+        "6 prebound terminating PV",
+        s6_prebound_terminating_pv(&cp, "s6"),
+    )
+    .await;
+    run_or_dump(&cp, "7 bound PV", s7_bound_pv(&cp, "s7")).await;
+    run_or_dump(&cp, "8 unused-since", s8_unused_since(&cp, "s8")).await;
+    let started = std::time::Instant::now();
+    s9_webhook_down(&mut cp, "s9").await;
+    println!(
+        "scenario 9 webhook down: ok ({:.1}s)",
+        started.elapsed().as_secs_f64()
+    );
+    let started = std::time::Instant::now();
+    s10_leader_failover(&mut cp, "s10").await;
+    println!(
+        "scenario 10 leader failover: ok ({:.1}s)",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beside_upstream_profile() {
+    let mut cp = ControlPlane::start(Profile::BesideUpstream).await;
+    cp.start_webhook().await;
+    cp.start_controller("replica-a").await;
+    let c = cp.admin().await;
+    for ns in ["u1", "u2", "u4"] {
+        namespace(&c, ns).await;
+    }
+    run_or_dump(
+        &cp,
+        "11/1 finalizers on create",
+        s1_finalizers_on_create(&cp, "u1"),
+    )
+    .await;
+    run_or_dump(
+        &cp,
+        "11/2+3 postponed, refused, released",
+        s2_s3_postponed_then_released(&cp, "u2"),
+    )
+    .await;
+    run_or_dump(
+        &cp,
+        "11/4 finalizer strip guard",
+        s4_finalizer_strip_guard(&cp, "u4"),
+    )
+    .await;
+    // No retry loop between the two controllers: volguard's retries stay at a handful at most.
+    let metrics = reqwest::get(format!(
+        "http://127.0.0.1:{}/metrics",
+        cp.controller_probes[0]
+    ))
+    .await
+    .expect("metrics")
+    .text()
+    .await
+    .expect("text");
+    let retries: f64 = metrics
+        .lines()
+        .find(|l| l.starts_with("volguard_controller_reconciles_total{result=\"retry\"}"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    println!("volguard controller retries beside kube-controller-manager: {retries}");
+    assert!(
+        retries <= 3.0,
+        "retry loop between controllers? {retries} retries\n{metrics}"
+    );
+}

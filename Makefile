@@ -52,7 +52,7 @@ lint:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 
 unit:
-	$(CARGO) test --locked --lib --bins --test fixtures --test server
+	$(CARGO) test --locked --lib --bins --test fixtures --test server --test report
 
 test: lint unit e2e
 

@@ -36,6 +36,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Reconcile loop: finalizer backfill, safe release, DeletionPostponed events, unused-since.
     Controller(ControllerArgs),
+    /// Reports for operators.
+    #[command(subcommand)]
+    Report(ReportCommand),
     /// Generate a development CA and serving certificate (what `make certs` runs).
     DevCerts(DevCertsArgs),
 }
@@ -180,6 +183,10 @@ pub struct ControllerArgs {
     pub backoff_base_ms: u64,
     #[arg(long, default_value_t = 120, env = "VOLGUARD_BACKOFF_MAX_SECONDS")]
     pub backoff_max_seconds: u64,
+    /// Export `volguard_pvc_unused_seconds` with one series per unused PVC (cardinality grows
+    /// with the number of unused claims; off by default).
+    #[arg(long, env = "VOLGUARD_PER_PVC_UNUSED_METRICS")]
+    pub per_pvc_unused_metrics: bool,
 }
 
 impl ControllerArgs {
@@ -191,4 +198,36 @@ impl ControllerArgs {
             format!("{host}_{}", std::process::id())
         })
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// PVCs no pod has used, since when, and what they hold (KEP-5541 semantics).
+    Unused(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Read a state file instead of a cluster.
+    #[arg(long, env = "VOLGUARD_STATE")]
+    pub state: Option<PathBuf>,
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Only this namespace.
+    #[arg(short = 'n', long, conflicts_with = "all_namespaces")]
+    pub namespace: Option<String>,
+    /// All namespaces (the default when -n is not given).
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Label selector on the claims (kubectl syntax).
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    /// Only claims idle at least this long: 30d, 12h, 2w (claims with an unknown time are left out).
+    #[arg(long)]
+    pub older_than: Option<String>,
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: crate::report::render::Format,
+    /// Evaluate at this time instead of now (RFC 3339), for reproducible reports.
+    #[arg(long, hide = true)]
+    pub now: Option<String>,
 }

@@ -14,6 +14,7 @@ pub mod devcerts;
 pub mod error;
 pub mod kubeclient;
 pub mod model;
+pub mod report;
 pub mod rules;
 pub mod server;
 pub mod state;

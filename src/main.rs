@@ -24,6 +24,9 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Serve(args) => volguard::server::run(args).await,
         Command::Controller(args) => volguard::controller::run(args).await,
+        Command::Report(volguard::cli::ReportCommand::Unused(args)) => {
+            volguard::report::run(args).await
+        }
         Command::DevCerts(args) => volguard::devcerts::generate(&args.sans)
             .map_err(anyhow::Error::from)
             .and_then(|pki| {

@@ -166,6 +166,62 @@ async fn s1_finalizers_on_create(cp: &ControlPlane, ns: &str) {
         .expect("cleanup");
 }
 
+/// The controller's removal patch `test`s the finalizer list: against the real apiserver a stale
+/// view is rejected and nothing is clobbered; a fresh view applies.
+async fn s_conflict_patch(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let created = pvc(&c, ns, "contested", None).await.expect("pvc");
+    assert_eq!(finalizers(&created), vec![PVCF.to_string()]);
+    let stale: volguard::model::Pvc =
+        serde_json::from_value(serde_json::to_value(&created).expect("json")).expect("model");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    // Another writer adds a finalizer after we read.
+    pvcs.patch(
+        "contested",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(json!([
+        {"op": "add", "path": "/metadata/finalizers/-", "value": "example.com/other"}]))
+            .expect("patch"),
+        ),
+    )
+    .await
+    .expect("other writer");
+    let patch =
+        volguard::rules::release::finalizer_removal_patch(&stale.metadata, PVCF).expect("patch");
+    let err = pvcs
+        .patch(
+            "contested",
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await
+        .expect_err("stale removal must fail");
+    println!(
+        "stale removal patch rejected by the apiserver with HTTP {}",
+        denial(err).0
+    );
+    let now = pvcs.get("contested").await.expect("get");
+    assert_eq!(
+        finalizers(&now),
+        vec![PVCF.to_string(), "example.com/other".to_string()],
+        "nothing clobbered"
+    );
+    let fresh: volguard::model::Pvc =
+        serde_json::from_value(serde_json::to_value(&now).expect("json")).expect("model");
+    let patch =
+        volguard::rules::release::finalizer_removal_patch(&fresh.metadata, PVCF).expect("patch");
+    let after = pvcs
+        .patch(
+            "contested",
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await
+        .expect("fresh removal applies");
+    assert_eq!(finalizers(&after), vec!["example.com/other".to_string()]);
+}
+
 /// 2 + 3. A used PVC deleted stays Terminating with DeletionPostponed naming the pod; a new pod on
 /// it is refused; when the pod goes, the PVC goes.
 async fn s2_s3_postponed_then_released(cp: &ControlPlane, ns: &str) {
@@ -419,6 +475,21 @@ async fn s8_unused_since(cp: &ControlPlane, ns: &str) {
         }
     };
     eventually("unused-since set", WAIT, || has(true)).await;
+    // The report reads the same cluster.
+    let kc = cp.kubeconfig_file("report", "e2e-report", &["system:masters"]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_volguard"))
+        .args(["report", "unused", "-o", "json", "-n", ns, "--kubeconfig"])
+        .arg(&kc)
+        .output()
+        .expect("report");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["items"][0]["name"], "idle", "{v}");
+    assert_eq!(v["items"][0]["unusedSinceSource"], "annotation", "{v}");
     pod(&c, ns, "reader", None, &["idle"]).await.expect("pod");
     eventually("unused-since cleared by a pending pod", WAIT, || has(false)).await;
     Api::<Pod>::namespaced(c.clone(), ns)
@@ -507,7 +578,18 @@ async fn standalone_profile() {
     cp.start_webhook().await;
     cp.start_controller("replica-a").await;
     let c = cp.admin().await;
-    for ns in ["s1", "s2", "s4", "s5", "s6", "s7", "s8", "s9", "s10"] {
+    for ns in [
+        "s1",
+        "s2",
+        "s-conflict",
+        "s4",
+        "s5",
+        "s6",
+        "s7",
+        "s8",
+        "s9",
+        "s10",
+    ] {
         namespace(&c, ns).await;
     }
     run_or_dump(
@@ -520,6 +602,12 @@ async fn standalone_profile() {
         &cp,
         "2+3 postponed, refused, released",
         s2_s3_postponed_then_released(&cp, "s2"),
+    )
+    .await;
+    run_or_dump(
+        &cp,
+        "test-guarded finalizer removal",
+        s_conflict_patch(&cp, "s-conflict"),
     )
     .await;
     run_or_dump(

@@ -16,7 +16,24 @@ pub struct ResourceLabel {
     pub resource: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClassLabels {
+    pub namespace: String,
+    pub storageclass: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PvcLabels {
+    pub namespace: String,
+    pub persistentvolumeclaim: String,
+    pub storageclass: String,
+}
+
 pub struct ControllerMetrics {
+    pub unused_pvcs: Family<ClassLabels, Gauge>,
+    pub unused_bytes: Family<ClassLabels, Gauge>,
+    /// Per-PVC idle seconds: one series per unused PVC, so only behind `--per-pvc-unused-metrics`.
+    pub unused_seconds: Family<PvcLabels, Gauge>,
     pub queue_depth: Gauge,
     pub reconciles: Family<ResultLabel, Counter>,
     pub finalizers_removed: Family<ResourceLabel, Counter>,
@@ -29,6 +46,9 @@ pub struct ControllerMetrics {
 impl ControllerMetrics {
     pub fn register(m: &Metrics) -> Self {
         let c = ControllerMetrics {
+            unused_pvcs: Family::default(),
+            unused_bytes: Family::default(),
+            unused_seconds: Family::default(),
             queue_depth: Gauge::default(),
             reconciles: Family::default(),
             finalizers_removed: Family::default(),
@@ -69,11 +89,119 @@ impl ControllerMetrics {
                 c.blocked_pvcs.clone(),
             );
             r.register(
+                "volguard_unused_pvcs",
+                "Bound PVCs no non-terminal pod uses (KEP-5541), by namespace and StorageClass",
+                c.unused_pvcs.clone(),
+            );
+            r.register(
+                "volguard_unused_pvc_requested_bytes",
+                "Requested storage of unused PVCs, by namespace and StorageClass",
+                c.unused_bytes.clone(),
+            );
+            r.register(
                 "volguard_controller_leader",
                 "1 while this replica leads",
                 c.leader.clone(),
             );
         });
         c
+    }
+
+    pub fn register_per_pvc(&self, m: &Metrics) {
+        m.with_registry(|r| {
+            r.register(
+                "volguard_pvc_unused_seconds",
+                "Seconds since each unused PVC was last used (known times only)",
+                self.unused_seconds.clone(),
+            )
+        });
+    }
+
+    /// Replace the unused-storage gauges with the content of `report`.
+    pub fn set_unused(&self, report: &crate::report::Report, per_pvc: bool) {
+        self.unused_pvcs.clear();
+        self.unused_bytes.clear();
+        self.unused_seconds.clear();
+        for r in &report.items {
+            let l = ClassLabels {
+                namespace: r.namespace.clone(),
+                storageclass: r.storage_class.clone(),
+            };
+            self.unused_pvcs.get_or_create(&l).inc();
+            self.unused_bytes
+                .get_or_create(&l)
+                .inc_by(i64::try_from(r.requested_bytes.unwrap_or(0)).unwrap_or(i64::MAX));
+            if per_pvc && let Some(idle) = r.idle_seconds {
+                self.unused_seconds
+                    .get_or_create(&PvcLabels {
+                        namespace: r.namespace.clone(),
+                        persistentvolumeclaim: r.name.clone(),
+                        storageclass: r.storage_class.clone(),
+                    })
+                    .set(idle);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Report, Row, SinceSource};
+
+    fn row(ns: &str, name: &str, class: &str, bytes: u128, idle: Option<i64>) -> Row {
+        Row {
+            namespace: ns.into(),
+            name: name.into(),
+            unused_since: None,
+            unused_since_source: SinceSource::Unknown,
+            idle_seconds: idle,
+            requested: None,
+            requested_bytes: Some(bytes),
+            storage_class: class.into(),
+            volume: String::new(),
+            reclaim_policy: String::new(),
+        }
+    }
+
+    #[test]
+    fn unused_gauges_follow_the_report() {
+        let m = Metrics::new();
+        let c = ControllerMetrics::register(&m);
+        c.register_per_pvc(&m);
+        let report = Report {
+            items: vec![
+                row("a", "x", "fast", 100, Some(60)),
+                row("a", "y", "fast", 50, None),
+                row("b", "z", "slow", 7, Some(5)),
+            ],
+            totals: vec![],
+        };
+        c.set_unused(&report, true);
+        let text = m.render();
+        assert!(
+            text.contains(r#"volguard_unused_pvcs{namespace="a",storageclass="fast"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"volguard_unused_pvc_requested_bytes{namespace="a",storageclass="fast"} 150"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains(r#"volguard_pvc_unused_seconds{namespace="a",persistentvolumeclaim="x",storageclass="fast"} 60"#));
+        assert!(
+            !text.contains(r#"persistentvolumeclaim="y""#),
+            "unknown times are not exported"
+        );
+        // A claim that is used again disappears from the gauges.
+        c.set_unused(
+            &Report {
+                items: vec![],
+                totals: vec![],
+            },
+            true,
+        );
+        assert!(!m.render().contains(r#"namespace="b""#));
     }
 }

@@ -139,6 +139,27 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
             _ = &mut shutdown => return Ok(()),
         }
     }
+    // Unused-storage gauges, from the leader's caches.
+    {
+        let (store, cm, per_pvc) = (store.clone(), cmetrics.clone(), args.per_pvc_unused_metrics);
+        if per_pvc {
+            cm.register_per_pvc(&metrics);
+        }
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(30));
+            loop {
+                tick.tick().await;
+                let report = crate::report::build(
+                    &store.pvcs.all(),
+                    &store.pvs.all(),
+                    &store.pods.all(),
+                    &crate::report::Filter::default(),
+                    jiff::Timestamp::now(),
+                );
+                cm.set_unused(&report, per_pvc);
+            }
+        });
+    }
     let mut workers = Vec::new();
     for _ in 0..args.workers.max(1) {
         let r = reconciler.clone();

@@ -1,0 +1,369 @@
+//! `volguard report unused`: which PVCs nobody has used for how long, and what they hold.
+//! The query is pure (objects + now → rows); reading the cluster and rendering sit around it.
+
+pub mod quantity;
+pub mod render;
+pub mod selector;
+
+use crate::model::{IGNORE_UNUSED, Pod, Pv, Pvc, UNUSED_SINCE};
+use crate::rules::in_use::unused_for_since;
+use quantity::parse_bytes;
+use selector::Selector;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Where an "unused since" time came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SinceSource {
+    /// Upstream condition `type: Unused` (KEP-5541), written by kube-controller-manager.
+    Condition,
+    /// volguard's `volguard.io/unused-since` annotation.
+    Annotation,
+    /// Not observed yet.
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    pub namespace: String,
+    pub name: String,
+    pub unused_since: Option<String>,
+    pub unused_since_source: SinceSource,
+    pub idle_seconds: Option<i64>,
+    pub requested: Option<String>,
+    pub requested_bytes: Option<u128>,
+    pub storage_class: String,
+    pub volume: String,
+    /// What deleting the claim does to the volume: Delete, Retain, Recycle, or "" when unknown.
+    pub reclaim_policy: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Total {
+    pub storage_class: String,
+    pub count: usize,
+    pub requested_bytes: u128,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub items: Vec<Row>,
+    pub totals: Vec<Total>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// None: all namespaces.
+    pub namespace: Option<String>,
+    pub selector: Option<Selector>,
+    /// Only PVCs idle at least this long (PVCs with an unknown time are left out).
+    pub older_than_seconds: Option<i64>,
+}
+
+/// KEP-5541: unused means Bound, not terminating, and no non-terminal pod references it.
+/// Opted-out claims (`volguard.io/ignore-unused: "true"`) are never reported.
+pub fn is_reportable_unused<'a>(pvc: &Pvc, pods: impl IntoIterator<Item = &'a Pod>) -> bool {
+    pvc.is_bound()
+        && !pvc.metadata.is_terminating()
+        && !pvc.metadata.annotation_true(IGNORE_UNUSED)
+        && unused_for_since(pvc, pods)
+}
+
+/// The time the claim became unused: the upstream condition when present and True, else the
+/// annotation, else unknown.
+pub fn unused_since(pvc: &Pvc) -> (Option<String>, SinceSource) {
+    if let Some(c) = pvc.condition("Unused")
+        && c.status == "True"
+        && let Some(t) = &c.last_transition_time
+    {
+        return (Some(t.clone()), SinceSource::Condition);
+    }
+    match pvc.metadata.annotation(UNUSED_SINCE) {
+        Some(t) => (Some(t.to_string()), SinceSource::Annotation),
+        None => (None, SinceSource::Unknown),
+    }
+}
+
+pub fn build<P: AsRef<Pvc>, V: AsRef<Pv>, Q: AsRef<Pod>>(
+    pvcs: &[P],
+    pvs: &[V],
+    pods: &[Q],
+    filter: &Filter,
+    now: jiff::Timestamp,
+) -> Report {
+    let pvs: HashMap<&str, &Pv> = pvs
+        .iter()
+        .map(|v| (v.as_ref().metadata.name.as_str(), v.as_ref()))
+        .collect();
+    let mut pods_by_ns: HashMap<&str, Vec<&Pod>> = HashMap::new();
+    for p in pods {
+        let p = p.as_ref();
+        pods_by_ns
+            .entry(p.metadata.namespace.as_str())
+            .or_default()
+            .push(p);
+    }
+    let mut items = Vec::new();
+    for pvc in pvcs {
+        let pvc = pvc.as_ref();
+        let m = &pvc.metadata;
+        if filter
+            .namespace
+            .as_deref()
+            .is_some_and(|ns| ns != m.namespace)
+        {
+            continue;
+        }
+        if filter
+            .selector
+            .as_ref()
+            .is_some_and(|s| !s.matches(m.labels.as_ref()))
+        {
+            continue;
+        }
+        let ns_pods = pods_by_ns
+            .get(m.namespace.as_str())
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        if !is_reportable_unused(pvc, ns_pods.iter().copied()) {
+            continue;
+        }
+        let (since, source) = unused_since(pvc);
+        let idle = since
+            .as_deref()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map(|t| (now.as_second() - t.as_second()).max(0));
+        if let Some(min) = filter.older_than_seconds
+            && idle.is_none_or(|i| i < min)
+        {
+            continue;
+        }
+        let volume = pvc.volume_name().unwrap_or_default().to_string();
+        let pv = pvs.get(volume.as_str());
+        items.push(Row {
+            namespace: m.namespace.clone(),
+            name: m.name.clone(),
+            unused_since: since,
+            unused_since_source: source,
+            idle_seconds: idle,
+            requested: pvc.requested_storage().map(str::to_string),
+            requested_bytes: pvc.requested_storage().and_then(parse_bytes),
+            storage_class: pvc
+                .spec
+                .storage_class_name
+                .clone()
+                .or_else(|| pv.and_then(|v| v.spec.storage_class_name.clone()))
+                .unwrap_or_default(),
+            reclaim_policy: pv
+                .and_then(|v| v.spec.persistent_volume_reclaim_policy.clone())
+                .unwrap_or_default(),
+            volume,
+        });
+    }
+    // Longest idle first; unknown times last; then by namespace/name for a stable order.
+    items.sort_by(|a, b| {
+        b.idle_seconds
+            .unwrap_or(-1)
+            .cmp(&a.idle_seconds.unwrap_or(-1))
+            .then_with(|| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)))
+    });
+    let mut totals: BTreeMap<String, Total> = BTreeMap::new();
+    for r in &items {
+        let t = totals
+            .entry(r.storage_class.clone())
+            .or_insert_with(|| Total {
+                storage_class: r.storage_class.clone(),
+                count: 0,
+                requested_bytes: 0,
+            });
+        t.count += 1;
+        t.requested_bytes += r.requested_bytes.unwrap_or(0);
+    }
+    Report {
+        items,
+        totals: totals.into_values().collect(),
+    }
+}
+
+/// Run the `report unused` command: read, query, print.
+pub async fn run(args: crate::cli::ReportArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let selector = args
+        .selector
+        .as_deref()
+        .map(Selector::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let older_than_seconds = match &args.older_than {
+        Some(s) => Some(quantity::parse_duration(s).with_context(|| {
+            format!("--older-than {s:?}: expected a number and one of s, m, h, d, w (e.g. 30d)")
+        })?),
+        None => None,
+    };
+    let now = match &args.now {
+        Some(t) => t
+            .parse()
+            .with_context(|| format!("--now {t:?} is not an RFC 3339 time"))?,
+        None => jiff::Timestamp::now(),
+    };
+    let filter = Filter {
+        namespace: args.namespace.clone(),
+        selector,
+        older_than_seconds,
+    };
+    let report = match &args.state {
+        Some(path) => {
+            let store = crate::state::Store::default();
+            crate::state::loader::load_file(path, &store)?;
+            build(
+                &store.pvcs.all(),
+                &store.pvs.all(),
+                &store.pods.all(),
+                &filter,
+                now,
+            )
+        }
+        None => {
+            let client = crate::kubeclient::client(args.kubeconfig.as_deref()).await?;
+            let (pvcs, pvs, pods) = live::read(&client, &filter).await?;
+            build(&pvcs, &pvs, &pods, &filter, now)
+        }
+    };
+    print!(
+        "{}",
+        render::render(&report, args.output).map_err(anyhow::Error::msg)?
+    );
+    Ok(())
+}
+
+mod live {
+    use super::Filter;
+    use crate::model::{Pod, Pv, Pvc};
+    use crate::state::live::convert;
+    use k8s_openapi::api::core::v1 as k8s;
+    use kube::api::{Api, ListParams};
+
+    pub async fn read(
+        client: &kube::Client,
+        f: &Filter,
+    ) -> anyhow::Result<(Vec<Pvc>, Vec<Pv>, Vec<Pod>)> {
+        let mut lp = ListParams::default();
+        if let Some(s) = &f.selector {
+            lp = lp.labels(s.as_str());
+        }
+        let (pvc_api, pod_api) = match &f.namespace {
+            Some(ns) => (
+                Api::<k8s::PersistentVolumeClaim>::namespaced(client.clone(), ns),
+                Api::<k8s::Pod>::namespaced(client.clone(), ns),
+            ),
+            None => (Api::all(client.clone()), Api::all(client.clone())),
+        };
+        let pvcs = pvc_api
+            .list(&lp)
+            .await?
+            .items
+            .iter()
+            .map(convert)
+            .collect::<Result<_, _>>()?;
+        let pvs = Api::<k8s::PersistentVolume>::all(client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .map(convert)
+            .collect::<Result<_, _>>()?;
+        let pods = pod_api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .map(convert)
+            .collect::<Result<_, _>>()?;
+        Ok((pvcs, pvs, pods))
+    }
+}
+
+impl AsRef<Pvc> for Pvc {
+    fn as_ref(&self) -> &Pvc {
+        self
+    }
+}
+impl AsRef<Pv> for Pv {
+    fn as_ref(&self) -> &Pv {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ClaimSource, Condition, Volume};
+
+    fn pvc(name: &str) -> Pvc {
+        let mut p = Pvc::default();
+        p.metadata.namespace = "ns".into();
+        p.metadata.name = name.into();
+        p.status.phase = Some("Bound".into());
+        p
+    }
+
+    #[test]
+    fn since_prefers_true_condition_then_annotation() {
+        let mut p = pvc("a");
+        assert_eq!(unused_since(&p), (None, SinceSource::Unknown));
+        p.metadata.annotations =
+            Some([(UNUSED_SINCE.to_string(), "2026-01-01T00:00:00Z".to_string())].into());
+        assert_eq!(unused_since(&p).1, SinceSource::Annotation);
+        p.status.conditions.push(Condition {
+            type_: "Unused".into(),
+            status: "False".into(),
+            reason: Some("PodUsingPVC".into()),
+            last_transition_time: Some("2026-02-01T00:00:00Z".into()),
+        });
+        assert_eq!(
+            unused_since(&p).1,
+            SinceSource::Annotation,
+            "False condition is ignored"
+        );
+        p.status.conditions[0].status = "True".into();
+        assert_eq!(
+            unused_since(&p),
+            (Some("2026-02-01T00:00:00Z".into()), SinceSource::Condition)
+        );
+    }
+
+    #[test]
+    fn reportable_cases() {
+        let p = pvc("a");
+        assert!(is_reportable_unused(&p, []));
+        let mut unbound = pvc("b");
+        unbound.status.phase = Some("Pending".into());
+        assert!(!is_reportable_unused(&unbound, []));
+        let mut term = pvc("c");
+        term.metadata.deletion_timestamp = Some("t".into());
+        assert!(!is_reportable_unused(&term, []));
+        let mut ignored = pvc("d");
+        ignored.metadata.annotations =
+            Some([(IGNORE_UNUSED.to_string(), "true".to_string())].into());
+        assert!(!is_reportable_unused(&ignored, []));
+        let mut user = Pod::default();
+        user.metadata.namespace = "ns".into();
+        user.spec.volumes.push(Volume {
+            name: "v".into(),
+            persistent_volume_claim: Some(ClaimSource {
+                claim_name: "a".into(),
+            }),
+            ..Default::default()
+        });
+        user.status.phase = Some("Pending".into());
+        assert!(!is_reportable_unused(&p, [&user]), "pending pod uses it");
+        user.status.phase = Some("Succeeded".into());
+        assert!(
+            is_reportable_unused(&p, [&user]),
+            "terminal-only pods do not"
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! Label selectors as `kubectl -l` takes them: `a=b`, `a==b`, `a!=b`, `a`, `!a`,
+//! `a in (x,y)`, `a notin (x,y)`, comma-separated (all must hold).
+
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Req {
+    Eq(String, String),
+    Ne(String, String),
+    Exists(String),
+    Absent(String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Selector {
+    reqs: Vec<Req>,
+    raw: String,
+}
+
+impl Selector {
+    pub fn parse(s: &str) -> Result<Selector, String> {
+        let mut reqs = Vec::new();
+        for part in split_top(s) {
+            let p = part.trim();
+            if p.is_empty() {
+                continue;
+            }
+            let req = if let Some((k, rest)) = p.split_once(" notin ") {
+                Req::NotIn(k.trim().into(), set(rest)?)
+            } else if let Some((k, rest)) = p.split_once(" in ") {
+                Req::In(k.trim().into(), set(rest)?)
+            } else if let Some((k, v)) = p.split_once("!=") {
+                Req::Ne(k.trim().into(), v.trim().into())
+            } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
+                Req::Eq(k.trim().into(), v.trim().into())
+            } else if let Some(k) = p.strip_prefix('!') {
+                Req::Absent(k.trim().into())
+            } else {
+                Req::Exists(p.into())
+            };
+            let key = match &req {
+                Req::Eq(k, _)
+                | Req::Ne(k, _)
+                | Req::Exists(k)
+                | Req::Absent(k)
+                | Req::In(k, _)
+                | Req::NotIn(k, _) => k,
+            };
+            if key.is_empty() || key.contains(char::is_whitespace) {
+                return Err(format!(
+                    "invalid label selector {s:?}: bad requirement {p:?}"
+                ));
+            }
+            reqs.push(req);
+        }
+        Ok(Selector {
+            reqs,
+            raw: s.to_string(),
+        })
+    }
+
+    pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+        let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+        self.reqs.iter().all(|r| match r {
+            Req::Eq(k, v) => get(k) == Some(v),
+            Req::Ne(k, v) => get(k) != Some(v),
+            Req::Exists(k) => get(k).is_some(),
+            Req::Absent(k) => get(k).is_none(),
+            Req::In(k, vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
+            Req::NotIn(k, vs) => get(k).is_none_or(|x| !vs.iter().any(|v| v == x)),
+        })
+    }
+
+    /// The selector as the API server takes it (for server-side filtering).
+    pub fn as_str(&self) -> &str {
+        &self.raw
+    }
+}
+
+/// Split on commas outside parentheses.
+fn split_top(s: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+fn set(s: &str) -> Result<Vec<String>, String> {
+    let s = s.trim();
+    let inner = s
+        .strip_prefix('(')
+        .and_then(|x| x.strip_suffix(')'))
+        .ok_or_else(|| format!("invalid set {s:?}: expected (a,b)"))?;
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn selectors() {
+        let l = labels(&[("app", "db"), ("tier", "gold")]);
+        for (s, want) in [
+            ("app=db", true),
+            ("app==db", true),
+            ("app!=db", false),
+            ("app", true),
+            ("!app", false),
+            ("!team", true),
+            ("tier in (gold,silver)", true),
+            ("tier notin (gold)", false),
+            ("app=db,tier in (silver)", false),
+            ("app=db,tier in (silver, gold)", true),
+        ] {
+            assert_eq!(Selector::parse(s).expect(s).matches(Some(&l)), want, "{s}");
+        }
+        assert!(Selector::parse("").expect("empty").matches(None));
+        assert!(Selector::parse("a b=c").is_err());
+        assert!(Selector::parse("x in a,b").is_err());
+    }
+}

@@ -1,0 +1,129 @@
+//! `volguard report unused` over a state file with every case, in each output format, through the
+//! real binary.
+
+mod common;
+
+use serde_json::Value;
+use std::process::Command;
+
+fn report(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_volguard"))
+        .args(["report", "unused", "--state"])
+        .arg(common::repo().join("tests/fixtures/report/state.yaml"))
+        .args(["--now", "2026-11-21T00:00:00Z"])
+        .args(args)
+        .output()
+        .expect("run");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(args: &[&str]) -> Value {
+    let mut a = vec!["-o", "json"];
+    a.extend_from_slice(args);
+    let (ok, out, err) = report(&a);
+    assert!(ok, "{err}");
+    serde_json::from_str(&out).expect("json")
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn every_case_sorted_by_idle_time() {
+    let v = json(&["-A"]);
+    // both (condition 112d) > annot (51d) > cond (10d) > terminal-only (7d) > neither (unknown).
+    assert_eq!(
+        names(&v),
+        ["both", "annot", "cond", "terminal-only", "neither"]
+    );
+    let items = v["items"].as_array().expect("items");
+    assert_eq!(
+        items[0]["unusedSince"], "2026-08-01T00:00:00Z",
+        "condition wins over annotation"
+    );
+    assert_eq!(items[0]["unusedSinceSource"], "condition");
+    assert_eq!(items[1]["unusedSinceSource"], "annotation");
+    assert_eq!(items[1]["idleSeconds"], 51 * 86_400);
+    assert_eq!(items[1]["reclaimPolicy"], "Delete");
+    assert_eq!(items[2]["reclaimPolicy"], "Retain");
+    assert_eq!(items[4]["unusedSinceSource"], "unknown");
+    assert!(items[4]["idleSeconds"].is_null());
+    let totals = v["totals"].as_array().expect("totals");
+    let fast = totals
+        .iter()
+        .find(|t| t["storageClass"] == "fast")
+        .expect("fast");
+    assert_eq!(fast["count"], 4);
+    assert_eq!(
+        fast["requestedBytes"],
+        10u64 * 1024 * 1024 * 1024
+            + 500 * 1024 * 1024
+            + 1024 * 1024 * 1024
+            + 2 * 1024 * 1024 * 1024
+    );
+}
+
+#[test]
+fn filters() {
+    assert_eq!(names(&json(&["-n", "team-a"])), ["annot", "cond"]);
+    assert_eq!(names(&json(&["-l", "app=db"])), ["annot"]);
+    assert_eq!(
+        names(&json(&["-l", "app in (db,web)", "-n", "team-a"])),
+        ["annot", "cond"]
+    );
+    // --older-than leaves out unknown times.
+    assert_eq!(names(&json(&["--older-than", "30d"])), ["both", "annot"]);
+    assert_eq!(
+        names(&json(&["--older-than", "1w"])),
+        ["both", "annot", "cond", "terminal-only"]
+    );
+}
+
+#[test]
+fn table_and_yaml() {
+    let (ok, out, err) = report(&[]);
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("NAMESPACE")
+            && lines[0].contains("UNUSED SINCE")
+            && lines[0].contains("RECLAIM")
+    );
+    assert!(
+        lines[1].starts_with("team-b") && lines[1].contains("both") && lines[1].contains("112d 0h"),
+        "{out}"
+    );
+    assert!(out.contains("unknown (not yet observed)"));
+    assert!(
+        out.contains("total fast: 4 claim(s), 13.5Gi requested"),
+        "{out}"
+    );
+    assert!(
+        lines.iter().all(|l| l.chars().count() <= 160),
+        "table should fit a terminal"
+    );
+    let (ok, out, err) = report(&["-o", "yaml"]);
+    assert!(ok, "{err}");
+    let y: Value = serde_yaml::from_str(&out).expect("yaml");
+    assert_eq!(y, json(&[]), "yaml and json carry the same data");
+}
+
+#[test]
+fn bad_flags_are_clear_errors() {
+    let (ok, _, err) = report(&["--older-than", "3y"]);
+    assert!(!ok);
+    assert!(err.contains("--older-than \"3y\""), "{err}");
+    let (ok, _, err) = report(&["-l", "a b=c"]);
+    assert!(!ok);
+    assert!(err.contains("invalid label selector"), "{err}");
+}

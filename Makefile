@@ -13,8 +13,11 @@ K8S_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) 
   -X k8s.io/component-base/version.gitMinor=$(word 3,$(subst ., ,$(K8S_VERSION:v%=x.%))) \
   -X k8s.io/component-base/version.gitTreeState=clean
 STATE ?= manifests/examples/state.yaml
+# cert-manager's CRDs ship inside its Go module: fetched through the Go module proxy, not downloaded.
+CM_VERSION ?= v1.21.2
+CM_CRDS := $(CACHE)/cert-manager-$(CM_VERSION)/crds
 
-.PHONY: all build release certs run try test unit lint e2e controlplane bench fuzz chaos clean help
+.PHONY: all build release certs run try image test unit lint e2e controlplane bench fuzz chaos clean help
 
 all: build
 
@@ -67,8 +70,19 @@ $(CP_DIR)/etcd:
 	mkdir -p $(CP_DIR)
 	cd e2e/etcd && CGO_ENABLED=0 go build -trimpath -o $(CP_DIR)/etcd -ldflags "-s -w" .
 
-e2e: controlplane
-	VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) $(CARGO) test --locked --test e2e -- --test-threads=1
+$(CM_CRDS)/.done:
+	mkdir -p $(CM_CRDS)
+	dir=$$(cd $(CACHE) && go mod download -json github.com/cert-manager/cert-manager@$(CM_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	  test -n "$$dir" && cp "$$dir"/deploy/crds/*.yaml $(CM_CRDS)/
+	touch $@
+
+e2e: controlplane $(CM_CRDS)/.done
+	VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) $(CARGO) test --locked --test e2e -- --test-threads=1
+
+IMAGE ?= volguard:dev
+# Needs a Docker engine (none runs on the CI machines; see README).
+image:
+	docker build -t $(IMAGE) .
 
 clean:
 	$(CARGO) clean

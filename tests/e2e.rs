@@ -558,6 +558,60 @@ async fn s10_leader_failover(cp: &mut ControlPlane, ns: &str) {
     assert!(log.contains("became leader"), "replica-b never led:\n{log}");
 }
 
+/// The ServiceAccounts of the manifests can do their job (the scenarios run with them) and no more.
+async fn least_privilege(cp: &ControlPlane) {
+    let webhook = cp.sa_client("volguard-webhook").await;
+    let controller = cp.sa_client("volguard-controller").await;
+    let c = cp.admin().await;
+    namespace(&c, "rbac").await;
+    pvc(&c, "rbac", "probe", None).await.expect("pvc");
+    let forbidden = |r: Result<PersistentVolumeClaim, kube::Error>| matches!(r, Err(kube::Error::Api(s)) if s.code == 403);
+    let patch = Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}));
+    assert!(
+        forbidden(
+            Api::<PersistentVolumeClaim>::namespaced(webhook.clone(), "rbac")
+                .patch("probe", &PatchParams::default(), &patch)
+                .await
+        ),
+        "the webhook must not write PVCs"
+    );
+    let pod_get = Api::<Pod>::namespaced(webhook.clone(), "rbac")
+        .get_opt("nope")
+        .await;
+    assert!(
+        matches!(&pod_get, Err(kube::Error::Api(s)) if s.code == 403),
+        "the webhook only lists pods: {pod_get:?}"
+    );
+    let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+        controller.clone(),
+        "volguard-system",
+    )
+    .list(&Default::default())
+    .await;
+    assert!(
+        matches!(secrets, Err(kube::Error::Api(s)) if s.code == 403),
+        "the controller must not read secrets"
+    );
+    let del = Api::<Pod>::namespaced(controller.clone(), "rbac")
+        .delete("nope", &DeleteParams::default())
+        .await;
+    assert!(
+        matches!(del, Err(kube::Error::Api(s)) if s.code == 403),
+        "the controller must not delete pods"
+    );
+    let other_lease =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(controller, "volguard-system")
+            .get_opt("someone-else")
+            .await;
+    assert!(
+        matches!(other_lease, Err(kube::Error::Api(s)) if s.code == 403),
+        "only its own Lease"
+    );
+    println!(
+        "least privilege: webhook cannot write PVCs or get pods; controller cannot read secrets, delete pods, or read other Leases"
+    );
+}
+
 async fn run_or_dump<F: std::future::Future<Output = ()>>(cp: &ControlPlane, name: &str, f: F) {
     let started = std::time::Instant::now();
     let r = tokio::time::timeout(Duration::from_secs(120), f).await;
@@ -575,8 +629,18 @@ async fn standalone_profile() {
     let mut cp = ControlPlane::start(Profile::Standalone).await;
     let version = cp.admin().await.apiserver_version().await.expect("version");
     println!("kube-apiserver {}", version.git_version);
+    let applied = cp.install_manifests().await;
+    println!(
+        "manifests applied (namespace, RBAC, CRDs for real; the rest server-side dry run): {}",
+        applied.join(", ")
+    );
+    assert!(
+        applied.iter().any(|a| a == "Certificate/volguard-webhook"),
+        "cert-manager objects dry-run"
+    );
     cp.start_webhook().await;
     cp.start_controller("replica-a").await;
+    least_privilege(&cp).await;
     let c = cp.admin().await;
     for ns in [
         "s1",
@@ -642,6 +706,7 @@ async fn standalone_profile() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beside_upstream_profile() {
     let mut cp = ControlPlane::start(Profile::BesideUpstream).await;
+    cp.install_manifests().await;
     cp.start_webhook().await;
     cp.start_controller("replica-a").await;
     let c = cp.admin().await;

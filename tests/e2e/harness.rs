@@ -322,14 +322,56 @@ impl ControlPlane {
 
     /// A kubeconfig with a client certificate for `user` in `groups`.
     pub fn kubeconfig_yaml(&self, user: &str, groups: &[&str]) -> String {
+        self.kubeconfig_impersonating(user, groups, None)
+    }
+
+    /// As `kubeconfig_yaml`, acting as the ServiceAccount `namespace/name` (impersonation): the
+    /// process then holds exactly the RBAC the manifests give that ServiceAccount.
+    pub fn kubeconfig_impersonating(
+        &self,
+        user: &str,
+        groups: &[&str],
+        sa: Option<(&str, &str)>,
+    ) -> String {
         let pair = self.pki.issue(user, groups, &[]);
+        let imp = match sa {
+            Some((ns, name)) => format!(
+                "    as: system:serviceaccount:{ns}:{name}\n    as-groups: [system:serviceaccounts, \"system:serviceaccounts:{ns}\", system:authenticated]\n"
+            ),
+            None => String::new(),
+        };
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {}\n    certificate-authority-data: {}\nusers:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: c\n  context: {{cluster: e2e, user: u}}\ncurrent-context: c\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {}\n    certificate-authority-data: {}\nusers:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n{imp}contexts:\n- name: c\n  context: {{cluster: e2e, user: u}}\ncurrent-context: c\n",
             self.api_url,
             b64(&self.pki.ca_pem),
             b64(&pair.cert_pem),
             b64(&pair.key_pem)
         )
+    }
+
+    pub fn sa_kubeconfig_file(&self, sa: &str) -> PathBuf {
+        let p = self.dir.path().join(format!("{sa}.kubeconfig"));
+        let text = self.kubeconfig_impersonating(
+            "e2e-impersonator",
+            &["system:masters"],
+            Some(("volguard-system", sa)),
+        );
+        std::fs::write(&p, text).expect("write kubeconfig");
+        p
+    }
+
+    pub async fn sa_client(&self, sa: &str) -> kube::Client {
+        let text = self.kubeconfig_impersonating(
+            "e2e-impersonator",
+            &["system:masters"],
+            Some(("volguard-system", sa)),
+        );
+        let kc: kube::config::Kubeconfig = serde_yaml::from_str(&text).expect("kubeconfig");
+        let cfg =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .expect("config");
+        kube::Client::try_from(cfg).expect("client")
     }
 
     pub fn kubeconfig_file(&self, name: &str, user: &str, groups: &[&str]) -> PathBuf {
@@ -368,7 +410,7 @@ impl ControlPlane {
             volguard::devcerts::write(&d.join("webhook-certs"), &pki).expect("write");
             self.webhook_ca = pki.ca_pem;
         }
-        let kc = self.kubeconfig_file("serve", "volguard-webhook-e2e", &["system:masters"]);
+        let kc = self.sa_kubeconfig_file("volguard-webhook");
         let probe = free_port();
         self.serve = Some(Proc::spawn(
             "volguard-serve",
@@ -385,7 +427,6 @@ impl ControlPlane {
                     d.join("webhook-certs/tls.key").display()
                 ))
                 .arg(format!("--kubeconfig={}", kc.display()))
-                .arg("--controller-user=volguard-controller-e2e")
                 .env("RUST_LOG", "volguard=debug,info"),
             &d,
         ));
@@ -488,7 +529,7 @@ impl ControlPlane {
                 .arg(format!("--probe-listen=127.0.0.1:{probe}"))
                 .args([
                     "--leader-elect",
-                    "--lease-namespace=default",
+                    "--lease-namespace=volguard-system",
                     "--lease-duration-seconds=6",
                     "--lease-renew-seconds=1",
                 ])
@@ -505,6 +546,39 @@ impl ControlPlane {
         .await
         .unwrap_or_else(|e| panic!("controller not ready: {e}"));
         self.controllers.len() - 1
+    }
+
+    /// Install the project's manifests: the namespace, RBAC and cert-manager CRDs for real, then
+    /// every resource of manifests/base/kustomization.yaml with a server-side dry run.
+    pub async fn install_manifests(&self) -> Vec<String> {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base");
+        let mut applied = Vec::new();
+        for f in ["namespace.yaml", "rbac.yaml"] {
+            applied.extend(apply_file(&self.admin().await, &base.join(f), false).await);
+        }
+        let crds = std::env::var("VOLGUARD_CERT_MANAGER_CRDS").unwrap_or_else(|_| {
+            panic!("VOLGUARD_CERT_MANAGER_CRDS is not set: run the e2e tests with `make e2e`")
+        });
+        let mut crd_files: Vec<_> = std::fs::read_dir(&crds)
+            .expect("crd dir")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+            .collect();
+        crd_files.sort();
+        assert!(!crd_files.is_empty(), "no cert-manager CRDs in {crds}");
+        for f in &crd_files {
+            applied.extend(apply_file(&self.admin().await, f, false).await);
+        }
+        let kustomization: serde_json::Value = serde_yaml::from_str(
+            &std::fs::read_to_string(base.join("kustomization.yaml")).expect("kustomization"),
+        )
+        .expect("yaml");
+        for r in kustomization["resources"].as_array().expect("resources") {
+            let f = base.join(r.as_str().expect("resource path"));
+            applied.extend(apply_file(&self.admin().await, &f, true).await);
+        }
+        applied
     }
 
     pub fn logs(&self) -> String {
@@ -577,3 +651,58 @@ pub fn read_log(p: &Proc) -> String {
 }
 
 pub type Shared<T> = Arc<Mutex<T>>;
+
+/// Server-side apply every document of `path` (dry run or for real); returns "Kind/name" of each.
+pub async fn apply_file(client: &kube::Client, path: &Path, dry_run: bool) -> Vec<String> {
+    use kube::api::{DynamicObject, GroupVersionKind, Patch, PatchParams};
+    use kube::discovery::Scope;
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
+        if v.is_null() {
+            continue;
+        }
+        let obj: DynamicObject = serde_json::from_value(v).expect("object");
+        let types = obj.types.clone().expect("apiVersion/kind");
+        let gvk = GroupVersionKind::try_from(&types).expect("gvk");
+        let name = obj.metadata.name.clone().expect("name");
+        // CRDs applied just before may take a moment to be served.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (ar, caps) = loop {
+            // A group whose CRD was just created can 404 for a moment; retry until it is served.
+            if let Ok(found) = kube::discovery::pinned_kind(client, &gvk).await {
+                break found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: kind {gvk:?} is not served",
+                path.display()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                obj.metadata.namespace.as_deref().unwrap_or("default"),
+                &ar,
+            ),
+            Scope::Cluster => Api::all_with(client.clone(), &ar),
+        };
+        let mut pp = PatchParams::apply("volguard-e2e").force();
+        if dry_run {
+            pp = pp.dry_run();
+        }
+        api.patch(&name, &pp, &Patch::Apply(&obj))
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} {}/{name} rejected by the apiserver: {e}",
+                    path.display(),
+                    types.kind
+                )
+            });
+        out.push(format!("{}/{name}", types.kind));
+    }
+    out
+}

@@ -5,6 +5,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends musl-tools && r
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY benches ./benches
 RUN cargo build --locked --release --target x86_64-unknown-linux-musl --bin volguard \
  && cp target/x86_64-unknown-linux-musl/release/volguard /volguard
 

@@ -79,6 +79,11 @@ $(CM_CRDS)/.done:
 e2e: controlplane $(CM_CRDS)/.done
 	VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) $(CARGO) test --locked --test e2e -- --test-threads=1
 
+# Benchmarks measure and print (target/bench/report.json); they never fail on a missed target.
+bench: controlplane $(CM_CRDS)/.done
+	$(CARGO) build --locked --release --example floor
+	VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) $(CARGO) bench --locked --bench bench
+
 IMAGE ?= volguard:dev
 # Needs a Docker engine (none runs on the CI machines; see README).
 image:

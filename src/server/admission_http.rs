@@ -22,6 +22,9 @@ pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
 pub struct AppState {
     pub admission: Arc<Admission>,
     pub metrics: Arc<Metrics>,
+    /// A decision that takes longer is answered as an error (the apiserver's own timeout is ≤ 3 s
+    /// in our manifests; answering first keeps the failure explicit and logged).
+    pub decide_timeout: std::time::Duration,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -141,7 +144,18 @@ async fn handle(
         object = %req.target(),
         user = %req.user_info.username,
     );
-    let decision = s.admission.decide(endpoint, &req).instrument(span).await;
+    let decision = match tokio::time::timeout(
+        s.decide_timeout,
+        s.admission.decide(endpoint, &req).instrument(span),
+    )
+    .await
+    {
+        Ok(d) => d,
+        Err(_) => crate::rules::Decision::unavailable(
+            "timeout",
+            format!("volguard could not decide within {:?}", s.decide_timeout),
+        ),
+    };
     s.metrics.in_flight.dec();
     s.metrics.duration.observe(started.elapsed().as_secs_f64());
     s.metrics

@@ -81,6 +81,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let app = admission_http::router(admission_http::AppState {
         admission,
         metrics: metrics.clone(),
+        decide_timeout: Duration::from_millis(2500),
     })
     .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
         args.max_concurrent_requests,

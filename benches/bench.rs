@@ -1,0 +1,574 @@
+//! `make bench`: admission throughput and latency against a floor server, cache memory, the
+//! controller's release time against kube-controller-manager's on a real apiserver, and startup.
+//! Prints a table and writes target/bench/report.json. Measures; never fails on a missed target.
+
+#[path = "../tests/e2e/harness.rs"]
+#[allow(dead_code)]
+mod harness;
+mod load;
+mod synth;
+
+use serde_json::{Value, json};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Counts live heap bytes, so cache memory is measured exactly rather than through noisy RSS.
+struct Counting;
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rss_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .map(str::to_string)
+        })
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|k| k.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+struct Proc(std::process::Child);
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start a server process that prints its address; return it with the webhook address.
+fn start_server(
+    cmd: &mut Command,
+    find: impl Fn(&str) -> Option<String>,
+) -> (Proc, std::net::SocketAddr, Option<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let out = child.stdout.take().expect("stdout");
+    let err = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let tx2 = tx.clone();
+    std::thread::spawn(move || {
+        BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .for_each(|l| drop(tx.send(l)))
+    });
+    std::thread::spawn(move || {
+        BufReader::new(err)
+            .lines()
+            .map_while(Result::ok)
+            .for_each(|l| drop(tx2.send(l)))
+    });
+    let proc = Proc(child);
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("server did not start");
+        if let Some(addr) = find(&line) {
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            let probes = v["probes"].as_str().map(str::to_string);
+            std::thread::spawn(move || for _ in rx.iter() {});
+            return (proc, addr.parse().expect("addr"), probes);
+        }
+    }
+}
+
+async fn wait_ready(url: &str) {
+    harness::wait_http_ok(url, Duration::from_secs(600))
+        .await
+        .expect("ready");
+}
+
+#[derive(Default)]
+struct Table(Vec<[String; 4]>);
+impl Table {
+    fn row(
+        &mut self,
+        what: impl Into<String>,
+        value: impl Into<String>,
+        target: impl Into<String>,
+        ok: Option<bool>,
+    ) {
+        let mark = match ok {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "",
+        };
+        self.0
+            .push([what.into(), value.into(), target.into(), mark.into()]);
+    }
+    fn print(&self) {
+        let mut w = [0usize; 4];
+        for r in &self.0 {
+            for (i, c) in r.iter().enumerate() {
+                w[i] = w[i].max(c.len());
+            }
+        }
+        println!(
+            "\n{:<a$}  {:>b$}  {:<c$}  {}",
+            "measure",
+            "value",
+            "target",
+            "",
+            a = w[0],
+            b = w[1],
+            c = w[2]
+        );
+        for r in &self.0 {
+            println!(
+                "{:<a$}  {:>b$}  {:<c$}  {}",
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                a = w[0],
+                b = w[1],
+                c = w[2]
+            );
+        }
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(run());
+}
+
+async fn run() {
+    let out_dir = repo().join("target/bench");
+    std::fs::create_dir_all(&out_dir).expect("out dir");
+    let secs = env_usize("VOLGUARD_BENCH_SECONDS", 5) as u64;
+    let n_pvc = env_usize("VOLGUARD_BENCH_PVCS", 100_000);
+    let n_pods = env_usize("VOLGUARD_BENCH_PODS", 300_000);
+    let mut report = json!({"machine": machine(), "admission": {}, "memory": {}, "controller": {}, "startup": {}});
+    let mut table = Table::default();
+
+    // ---------------------------------------------------------------- state + memory
+    eprintln!("generating state: {n_pvc} PVCs, {n_pvc} PVs, 5000 nodes");
+    let state_path = out_dir.join("state.json");
+    let text = serde_json::to_string(&synth::state(n_pvc, n_pvc, 5_000)).expect("state json");
+    std::fs::write(&state_path, &text).expect("write state");
+    let serve_objects = 2 * n_pvc + 5_000;
+    let before = live();
+    let store = volguard::state::Store::default();
+    volguard::state::loader::load_str(&text, &store).expect("load");
+    let serve_bpo = (live() - before) as f64 / serve_objects as f64;
+    drop(store);
+    drop(text);
+    report["memory"]["serve_bytes_per_object"] = json!(serve_bpo);
+    table.row(
+        "serve cache bytes/object (PVC+PV+Node)",
+        format!("{serve_bpo:.0}"),
+        "<= 600",
+        Some(serve_bpo <= 600.0),
+    );
+
+    eprintln!("controller caches: {n_pods} pods, {n_pvc} PVCs");
+    let before = live();
+    let store = volguard::state::Store::default();
+    let index = volguard::controller::index::ClaimIndex::default();
+    for i in 0..n_pods {
+        let ns = synth::ns(i);
+        let p: volguard::model::Pod = serde_json::from_value(synth::pod(
+            &format!("db-{i}"),
+            &ns,
+            &format!("node-{}", i % 5000),
+            &[format!("data-{}", i % n_pvc)],
+        ))
+        .expect("pod");
+        index.add(&p);
+        store.pods.apply(p);
+    }
+    for i in 0..n_pvc {
+        store
+            .pvcs
+            .apply(serde_json::from_value(synth::pvc(i)).expect("pvc"));
+    }
+    let ctl_bpo = (live() - before) as f64 / (n_pods + n_pvc) as f64;
+    drop(store);
+    drop(index);
+    report["memory"]["controller_bytes_per_object"] = json!(ctl_bpo);
+    table.row(
+        "controller cache bytes/object (pod+PVC, with claim index)",
+        format!("{ctl_bpo:.0}"),
+        "<= 600",
+        Some(ctl_bpo <= 600.0),
+    );
+
+    // ---------------------------------------------------------------- servers
+    let certs = tempfile::tempdir().expect("tmp");
+    let pki = volguard::devcerts::generate(&["localhost".into(), "127.0.0.1".into()]).expect("pki");
+    volguard::devcerts::write(certs.path(), &pki).expect("certs");
+    let (cert, key) = (certs.path().join("tls.crt"), certs.path().join("tls.key"));
+    let started = Instant::now();
+    let (serve, serve_addr, probes) = start_server(
+        Command::new(env!("CARGO_BIN_EXE_volguard"))
+            .args([
+                "--log-format",
+                "json",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--probe-listen",
+                "127.0.0.1:0",
+                "--state",
+            ])
+            .arg(&state_path)
+            .arg("--tls-cert")
+            .arg(&cert)
+            .arg("--tls-key")
+            .arg(&key)
+            .env("RUST_LOG", "warn,volguard::server=info"),
+        |l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .and_then(|v| v["webhook"].as_str().map(str::to_string))
+        },
+    );
+    wait_ready(&format!("http://{}/readyz", probes.expect("probe addr"))).await;
+    let startup = started.elapsed().as_secs_f64();
+    report["startup"]["state_seconds"] = json!(startup);
+    report["startup"]["state_pvcs"] = json!(n_pvc);
+    table.row(
+        format!("serve start→ready, state file {n_pvc} PVCs"),
+        format!("{startup:.2} s"),
+        "<= 5 s",
+        Some(startup <= 5.0),
+    );
+    let rss = rss_bytes(serve.0.id());
+    report["memory"]["serve_rss_bytes"] = json!(rss);
+    table.row(
+        "serve RSS with that state",
+        format!("{:.0} MiB", rss as f64 / 1048576.0),
+        "",
+        None,
+    );
+
+    let floor_bin = repo().join("target/release/examples/floor");
+    let (_floor, floor_addr, _) = start_server(
+        Command::new(&floor_bin)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--tls-cert")
+            .arg(&cert)
+            .arg("--tls-key")
+            .arg(&key),
+        |l| l.strip_prefix("listening ").map(str::to_string),
+    );
+    let vg = load::Target {
+        addr: serve_addr,
+        ca_pem: pki.ca_pem.clone(),
+    };
+    let fl = load::Target {
+        addr: floor_addr,
+        ca_pem: pki.ca_pem.clone(),
+    };
+
+    // ---------------------------------------------------------------- admission
+    let dur = Duration::from_secs(secs);
+    for (name, path, body) in synth::reviews() {
+        for proto in [load::Proto::H1, load::Proto::H2] {
+            // Interleave volguard and floor twice each so drift in machine load hits both.
+            let mut v = 0.0;
+            let mut f = 0.0;
+            for _ in 0..2 {
+                v += load::closed_loop(&vg, proto, 32, path, &body, dur / 2).await / 2.0;
+                f += load::closed_loop(&fl, proto, 32, path, &body, dur / 2).await / 2.0;
+            }
+            let ratio = v / f;
+            report["admission"][name][proto.name()] =
+                json!({"volguard_rps": v, "floor_rps": f, "ratio": ratio});
+            table.row(
+                format!("admission {name} {} req/s (floor {f:.0})", proto.name()),
+                format!("{v:.0} ({ratio:.2}x)"),
+                ">= 0.8x floor",
+                Some(ratio >= 0.8),
+            );
+        }
+    }
+    let (_, path, body) = &synth::reviews()[1];
+    let lat = load::open_loop(&vg, 32, path, body, 2000.0, Duration::from_secs(secs * 2)).await;
+    let flat = load::open_loop(&fl, 32, path, body, 2000.0, Duration::from_secs(secs * 2)).await;
+    report["admission"]["latency_2000rps"] = json!({"p50_ms": lat.p50_ms, "p99_ms": lat.p99_ms, "p999_ms": lat.p999_ms, "requests": lat.sent,
+        "floor_p50_ms": flat.p50_ms, "floor_p99_ms": flat.p99_ms, "floor_p999_ms": flat.p999_ms});
+    table.row(
+        "latency @2000 req/s pod create: p50",
+        format!("{:.3} ms (floor {:.3})", lat.p50_ms, flat.p50_ms),
+        "",
+        None,
+    );
+    table.row(
+        "latency @2000 req/s pod create: p99",
+        format!("{:.3} ms (floor {:.3})", lat.p99_ms, flat.p99_ms),
+        "<= 1 ms",
+        Some(lat.p99_ms <= 1.0),
+    );
+    table.row(
+        "latency @2000 req/s pod create: p99.9",
+        format!("{:.3} ms (floor {:.3})", lat.p999_ms, flat.p999_ms),
+        "",
+        None,
+    );
+    drop(serve);
+
+    // ---------------------------------------------------------------- controller vs kube-controller-manager
+    if std::env::var("VOLGUARD_CONTROLPLANE_DIR").is_ok() {
+        let n = env_usize("VOLGUARD_BENCH_RELEASE_PVCS", 2000);
+        let (vs, vreq) = release_run(true, n).await;
+        let (ks, kreq) = release_run(false, n).await;
+        report["controller"] = json!({"pvcs": n, "volguard_seconds": vs, "kcm_seconds": ks, "ratio": vs / ks,
+            "volguard_requests_per_pvc": vreq, "kcm_requests_per_pvc": kreq});
+        table.row(
+            format!("release {n} PVCs: volguard (kcm {ks:.1} s)"),
+            format!("{vs:.1} s ({:.2}x)", vs / ks),
+            "<= 0.5x kcm",
+            Some(vs / ks <= 0.5),
+        );
+        table.row(
+            format!("API requests per released PVC (kcm {kreq:.2})"),
+            format!("{vreq:.2}"),
+            "<= kcm",
+            Some(vreq <= kreq),
+        );
+        let m = env_usize("VOLGUARD_BENCH_API_PVCS", 20_000);
+        let s = startup_from_apiserver(m).await;
+        report["startup"]["apiserver_seconds"] = json!(s);
+        report["startup"]["apiserver_pvcs"] = json!(m);
+        table.row(
+            format!("serve start→ready from a real apiserver with {m} PVCs"),
+            format!("{s:.2} s"),
+            "",
+            None,
+        );
+    } else {
+        eprintln!(
+            "VOLGUARD_CONTROLPLANE_DIR not set: controller and apiserver startup benchmarks need `make bench`"
+        );
+    }
+
+    table.print();
+    let path = out_dir.join("report.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json"))
+        .expect("write report");
+    println!("\nwrote {}", path.display());
+}
+
+fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    json!({"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), "cpu": cpu})
+}
+
+async fn apiserver_requests(c: &kube::Client) -> f64 {
+    let req = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("req");
+    let text = c.request_text(req).await.unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Time from the pods' deletion until every PVC is gone, and apiserver requests per PVC in that
+/// window (the driver's own requests subtracted).
+async fn release_run(volguard: bool, n: usize) -> (f64, f64) {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
+    use kube::api::{Api, DeleteParams, ListParams, PostParams};
+    let profile = if volguard {
+        harness::Profile::Standalone
+    } else {
+        harness::Profile::BesideUpstream
+    };
+    let mut cp = harness::ControlPlane::start(profile).await;
+    let c = cp.admin().await;
+    if volguard {
+        cp.install_manifests().await;
+        cp.start_controller("bench").await;
+    }
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "bench"}})).expect("ns");
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("ns");
+    let sa: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("sa");
+    let _ = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(c.clone(), "bench")
+        .create(&PostParams::default(), &sa)
+        .await;
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "node-a"}})).expect("node");
+    Api::<Node>::all(c.clone())
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("node");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), "bench");
+    let pods = Api::<Pod>::namespaced(c.clone(), "bench");
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let (pvcs, pods) = (pvcs.clone(), pods.clone());
+            async move {
+                let p: PersistentVolumeClaim = serde_json::from_value(json!({"metadata": {"name": format!("c-{i}"), "finalizers": ["kubernetes.io/pvc-protection"]},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": ""}})).expect("pvc");
+                pvcs.create(&PostParams::default(), &p).await.expect("create pvc");
+                let pod: Pod = serde_json::from_value(json!({"metadata": {"name": format!("p-{i}")}, "spec": {"nodeName": "node-a", "automountServiceAccountToken": false,
+                    "containers": [{"name": "c", "image": "example.invalid/c"}], "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": format!("c-{i}")}}]}})).expect("pod");
+                pods.create(&PostParams::default(), &pod).await.expect("create pod");
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let pvcs = pvcs.clone();
+            async move {
+                pvcs.delete(&format!("c-{i}"), &DeleteParams::default())
+                    .await
+                    .expect("delete pvc")
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    // Let the controller see every claim blocked before the clock starts.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = apiserver_requests(&c).await;
+    let kubelet = Api::<Pod>::namespaced(cp.kubelet("node-a").await, "bench");
+    let start = Instant::now();
+    let force = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let (kubelet, force) = (kubelet.clone(), force.clone());
+            async move {
+                kubelet
+                    .delete(&format!("p-{i}"), &force)
+                    .await
+                    .expect("kubelet delete")
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    let mut polls = 0usize;
+    let lp = ListParams::default().limit(1);
+    loop {
+        polls += 1;
+        let l = pvcs.list_metadata(&lp).await.expect("list");
+        if l.items.is_empty() {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(900) {
+            eprintln!("release did not finish within 900 s");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let after = apiserver_requests(&c).await;
+    // Driver: n pod deletes, the polls, and one /metrics read.
+    let controller_requests = (after - before - n as f64 - polls as f64 - 1.0).max(0.0);
+    eprintln!(
+        "{}: released {n} PVCs in {secs:.1} s, {controller_requests} controller requests",
+        if volguard { "volguard" } else { "kcm" }
+    );
+    drop(cp);
+    (secs, controller_requests / n as f64)
+}
+
+async fn startup_from_apiserver(m: usize) -> f64 {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim};
+    use kube::api::{Api, PostParams};
+    let mut cp = harness::ControlPlane::start(harness::Profile::Standalone).await;
+    cp.install_manifests().await;
+    let c = cp.admin().await;
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "many"}})).expect("ns");
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("ns");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), "many");
+    futures::stream::iter(0..m)
+        .map(|i| {
+            let pvcs = pvcs.clone();
+            async move {
+                let p: PersistentVolumeClaim = serde_json::from_value(synth::pvc(i)).expect("pvc");
+                let mut p = p;
+                p.metadata.namespace = None;
+                p.metadata.uid = None;
+                p.metadata.resource_version = None;
+                p.metadata.managed_fields = None;
+                p.metadata.creation_timestamp = None;
+                p.status = None;
+                let _ = pvcs.create(&PostParams::default(), &p).await;
+            }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await;
+    let start = Instant::now();
+    cp.start_webhook().await;
+    start.elapsed().as_secs_f64()
+}
+
+#[allow(dead_code)]
+fn unused(_: &Path) {}

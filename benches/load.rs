@@ -1,0 +1,216 @@
+//! A small HTTPS load generator on hyper + tokio-rustls: closed loop over N keep-alive
+//! connections (HTTP/1.1 or h2), and an open loop at a fixed rate whose latencies are measured
+//! from the intended send time (no coordinated omission).
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::ServerName;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio_rustls::TlsConnector;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    H1,
+    H2,
+}
+
+impl Proto {
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::H1 => "http1",
+            Proto::H2 => "h2",
+        }
+    }
+}
+
+enum Sender {
+    H1(hyper::client::conn::http1::SendRequest<Full<Bytes>>),
+    H2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+}
+
+pub struct Target {
+    pub addr: std::net::SocketAddr,
+    pub ca_pem: String,
+}
+
+fn tls(ca_pem: &str, proto: Proto) -> TlsConnector {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()).flatten() {
+        let _ = roots.add(c);
+    }
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    cfg.alpn_protocols = vec![match proto {
+        Proto::H1 => b"http/1.1".to_vec(),
+        Proto::H2 => b"h2".to_vec(),
+    }];
+    TlsConnector::from(Arc::new(cfg))
+}
+
+async fn connect(t: &Target, proto: Proto) -> Sender {
+    let tcp = tokio::net::TcpStream::connect(t.addr)
+        .await
+        .expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    let stream = tls(&t.ca_pem, proto)
+        .connect(ServerName::try_from("localhost").expect("name"), tcp)
+        .await
+        .expect("tls");
+    let io = TokioIo::new(stream);
+    match proto {
+        Proto::H1 => {
+            let (s, conn) = hyper::client::conn::http1::handshake(io).await.expect("h1");
+            tokio::spawn(conn);
+            Sender::H1(s)
+        }
+        Proto::H2 => {
+            let (s, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                .await
+                .expect("h2");
+            tokio::spawn(conn);
+            Sender::H2(s)
+        }
+    }
+}
+
+async fn send(s: &mut Sender, path: &str, body: &Bytes) -> bool {
+    let req = Request::post(path)
+        .header("content-type", "application/json")
+        .header("host", "localhost")
+        .body(Full::new(body.clone()))
+        .expect("request");
+    let resp = match s {
+        Sender::H1(s) => {
+            if s.ready().await.is_err() {
+                return false;
+            }
+            s.send_request(req).await
+        }
+        Sender::H2(s) => {
+            if s.ready().await.is_err() {
+                return false;
+            }
+            s.send_request(req).await
+        }
+    };
+    match resp {
+        Ok(r) => {
+            let ok = r.status() == 200;
+            r.into_body().collect().await.is_ok() && ok
+        }
+        Err(_) => false,
+    }
+}
+
+/// Requests per second over `conns` connections for `dur`, each connection one request at a time.
+pub async fn closed_loop(
+    t: &Target,
+    proto: Proto,
+    conns: usize,
+    path: &'static str,
+    body: &[u8],
+    dur: Duration,
+) -> f64 {
+    let body = Bytes::copy_from_slice(body);
+    let done = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut senders = Vec::new();
+    for _ in 0..conns {
+        senders.push(connect(t, proto).await);
+    }
+    // Warm-up so both servers run hot before the clock starts.
+    for s in senders.iter_mut() {
+        send(s, path, &body).await;
+    }
+    let start = Instant::now();
+    let deadline = start + dur;
+    let mut tasks = Vec::new();
+    for mut s in senders {
+        let (body, done, errors) = (body.clone(), done.clone(), errors.clone());
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                if send(&mut s, path, &body).await {
+                    done.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let e = errors.load(Ordering::Relaxed);
+    if e > 0 {
+        eprintln!("warning: {e} failed requests");
+    }
+    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+pub struct Latency {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub sent: usize,
+}
+
+/// Fixed-rate load: requests are due every 1/rate s; latency counts from the due time.
+pub async fn open_loop(
+    t: &Target,
+    conns: usize,
+    path: &'static str,
+    body: &[u8],
+    rate: f64,
+    dur: Duration,
+) -> Latency {
+    let body = Bytes::copy_from_slice(body);
+    let (tx, rx) = async_channel::unbounded::<Instant>();
+    let mut workers = Vec::new();
+    for _ in 0..conns {
+        let mut s = connect(t, Proto::H1).await;
+        send(&mut s, path, &body).await;
+        let (rx, body) = (rx.clone(), body.clone());
+        workers.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            while let Ok(due) = rx.recv().await {
+                send(&mut s, path, &body).await;
+                lat.push(due.elapsed().as_secs_f64() * 1000.0);
+            }
+            lat
+        }));
+    }
+    let start = Instant::now();
+    let total = (rate * dur.as_secs_f64()) as usize;
+    for i in 0..total {
+        let due = start + Duration::from_secs_f64(i as f64 / rate);
+        tokio::time::sleep_until(due.into()).await;
+        let _ = tx.send(due).await;
+    }
+    drop(tx);
+    let mut all = Vec::with_capacity(total);
+    for w in workers {
+        all.extend(w.await.unwrap_or_default());
+    }
+    all.sort_by(|a, b| a.total_cmp(b));
+    let pct = |p: f64| {
+        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    Latency {
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+        p999_ms: pct(0.999),
+        sent: all.len(),
+    }
+}

@@ -3,14 +3,13 @@
 //! Prints a table and writes target/bench/report.json. Measures; never fails on a missed target.
 
 #[path = "../tests/e2e/harness.rs"]
-#[allow(dead_code)]
 mod harness;
 mod load;
 mod synth;
 
 use serde_json::{Value, json};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
@@ -150,11 +149,10 @@ impl Table {
             }
         }
         println!(
-            "\n{:<a$}  {:>b$}  {:<c$}  {}",
+            "\n{:<a$}  {:>b$}  {:<c$}  result",
             "measure",
             "value",
             "target",
-            "",
             a = w[0],
             b = w[1],
             c = w[2]
@@ -569,6 +567,3 @@ async fn startup_from_apiserver(m: usize) -> f64 {
     cp.start_webhook().await;
     start.elapsed().as_secs_f64()
 }
-
-#[allow(dead_code)]
-fn unused(_: &Path) {}

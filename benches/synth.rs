@@ -84,6 +84,7 @@ pub fn state(pvcs: usize, pvs: usize, nodes: usize) -> Value {
     json!({"apiVersion": "v1", "kind": "List", "items": items})
 }
 
+#[allow(clippy::too_many_arguments)] // one argument per AdmissionRequest field
 fn review(
     uid: &str,
     kind: &str,

@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// Admission requests decided at once; more wait.
     #[arg(long, default_value_t = 512, env = "VOLGUARD_MAX_CONCURRENT_REQUESTS")]
     pub max_concurrent_requests: usize,
+    /// Bound on a TLS handshake, on reading request headers and on reading a request body
+    /// (slow clients, slowloris), in milliseconds.
+    #[arg(long, default_value_t = 10_000, env = "VOLGUARD_READ_TIMEOUT_MS")]
+    pub read_timeout_ms: u64,
     /// Open HTTPS connections; more are closed at accept.
     #[arg(long, default_value_t = 1024, env = "VOLGUARD_MAX_CONNECTIONS")]
     pub max_connections: usize,

@@ -25,6 +25,8 @@ pub struct AppState {
     /// A decision that takes longer is answered as an error (the apiserver's own timeout is ≤ 3 s
     /// in our manifests; answering first keeps the failure explicit and logged).
     pub decide_timeout: std::time::Duration,
+    /// A body not fully received in this time is answered 408 (slow-body attacks hold a slot).
+    pub body_timeout: std::time::Duration,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -125,9 +127,16 @@ async fn handle(
             format!("request body exceeds {MAX_BODY_BYTES} bytes"),
         );
     }
-    let bytes = match read_body(body).await {
-        Ok(b) => b,
-        Err((code, msg)) => return json_error(&s.metrics, code, msg),
+    let bytes = match tokio::time::timeout(s.body_timeout, read_body(body)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err((code, msg))) => return json_error(&s.metrics, code, msg),
+        Err(_) => {
+            return json_error(
+                &s.metrics,
+                StatusCode::REQUEST_TIMEOUT,
+                format!("request body not received within {:?}", s.body_timeout),
+            );
+        }
     };
     let req = match admission::decode(&bytes) {
         Ok(r) => r,

@@ -82,6 +82,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         admission,
         metrics: metrics.clone(),
         decide_timeout: Duration::from_millis(2500),
+        body_timeout: Duration::from_millis(args.read_timeout_ms),
     })
     .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
         args.max_concurrent_requests,
@@ -126,6 +127,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let limits = listener::Limits {
         max_connections: args.max_connections,
+        handshake_timeout: Duration::from_millis(args.read_timeout_ms),
+        header_read_timeout: Duration::from_millis(args.read_timeout_ms),
         ..Default::default()
     };
     let mut webhook_stop = stop_rx.clone();

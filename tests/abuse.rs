@@ -1,0 +1,253 @@
+//! Protocol abuse: the server survives and keeps answering slow headers, slow bodies, many idle
+//! connections, h2 rapid reset, deeply nested JSON, huge strings and TLS garbage, with bounded
+//! memory and a clear answer where one is possible.
+
+mod common;
+
+use common::{Certs, Server, client, repo};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const READ_TIMEOUT_MS: &str = "500";
+
+fn start(certs: &Certs) -> Server {
+    let state = repo().join("manifests/examples/state.yaml");
+    Server::start(
+        &certs.cert(),
+        &certs.key(),
+        &[
+            "--state",
+            state.to_str().expect("path"),
+            "--read-timeout-ms",
+            READ_TIMEOUT_MS,
+        ],
+    )
+}
+
+async fn tls(
+    server: &Server,
+    ca_pem: &str,
+    alpn: &[u8],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()).flatten() {
+        roots.add(c).expect("root");
+    }
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    cfg.alpn_protocols = vec![alpn.to_vec()];
+    let tcp = tokio::net::TcpStream::connect(&server.webhook)
+        .await
+        .expect("connect");
+    tokio_rustls::TlsConnector::from(Arc::new(cfg))
+        .connect(
+            rustls_pki_types::ServerName::try_from("localhost").expect("name"),
+            tcp,
+        )
+        .await
+        .expect("tls")
+}
+
+async fn still_serves(server: &Server, ca: &str) {
+    let body =
+        std::fs::read(repo().join("tests/fixtures/reviews/mutate-pvc-create-no-finalizers.json"))
+            .expect("fixture");
+    let v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    let r = client(ca)
+        .post(server.url("/mutate"))
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&v["body"]).expect("body"))
+        .send()
+        .await
+        .expect("server still answers");
+    assert_eq!(r.status(), 200);
+}
+
+fn rss_mib(server: &Server) -> f64 {
+    let s =
+        std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|k| k.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn slow_headers_are_cut_off() {
+    let certs = Certs::new();
+    let server = start(&certs);
+    let mut s = tls(&server, &certs.ca_pem, b"http/1.1").await;
+    s.write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\n")
+        .await
+        .expect("write");
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    // The server closes (or answers 408) once the header timeout passes; it never waits forever.
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+        .await
+        .expect("server closed the slow connection");
+    let n = n.unwrap_or(0);
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(n == 0 || text.contains("408"), "unexpected answer {text:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    still_serves(&server, &certs.ca_pem).await;
+}
+
+#[tokio::test]
+async fn slow_body_gets_408() {
+    let certs = Certs::new();
+    let server = start(&certs);
+    let mut s = tls(&server, &certs.ca_pem, b"http/1.1").await;
+    s.write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"apiVersion\"")
+        .await
+        .expect("write");
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+        .await
+        .expect("answer")
+        .expect("read");
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("request body not received within"), "{text}");
+    still_serves(&server, &certs.ca_pem).await;
+}
+
+#[tokio::test]
+async fn many_idle_connections_and_tls_garbage() {
+    let certs = Certs::new();
+    let server = start(&certs);
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(tls(&server, &certs.ca_pem, b"http/1.1").await);
+    }
+    still_serves(&server, &certs.ca_pem).await;
+    // Garbage instead of a ClientHello, and a truncated one.
+    for junk in [
+        &b"\x16\x03\x01\x02\x00garbage-garbage-garbage"[..],
+        &[0u8; 4096][..],
+        b"GET / HTTP/1.1\r\n\r\n",
+    ] {
+        let mut t = tokio::net::TcpStream::connect(&server.webhook)
+            .await
+            .expect("connect");
+        let _ = t.write_all(junk).await;
+        let mut buf = [0u8; 64];
+        let _ = tokio::time::timeout(Duration::from_secs(5), t.read(&mut buf)).await;
+    }
+    still_serves(&server, &certs.ca_pem).await;
+    assert!(rss_mib(&server) < 256.0, "RSS {} MiB", rss_mib(&server));
+    drop(idle);
+}
+
+#[tokio::test]
+async fn h2_rapid_reset_does_not_hurt() {
+    use bytes::Bytes;
+    use http_body_util::Full;
+    let certs = Certs::new();
+    let server = start(&certs);
+    let s = tls(&server, &certs.ca_pem, b"h2").await;
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(s),
+    )
+    .await
+    .expect("h2");
+    tokio::spawn(conn);
+    let mut reset = 0;
+    for _ in 0..5000 {
+        if sender.ready().await.is_err() {
+            break; // the server may close an abusive connection: that is a fine answer
+        }
+        let req = hyper::Request::post("/validate")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from_static(b"{}")))
+            .expect("req");
+        let fut = sender.send_request(req);
+        // Poll once so HEADERS go out, then drop: the client sends RST_STREAM.
+        let _ = tokio::time::timeout(Duration::from_micros(1), fut).await;
+        reset += 1;
+    }
+    assert!(reset > 0);
+    still_serves(&server, &certs.ca_pem).await;
+    assert!(rss_mib(&server) < 256.0, "RSS {} MiB", rss_mib(&server));
+}
+
+#[tokio::test]
+async fn hostile_json_gets_clear_answers() {
+    let certs = Certs::new();
+    let server = start(&certs);
+    let http = client(&certs.ca_pem);
+    let post = |body: Vec<u8>| {
+        http.post(server.url("/validate"))
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+    };
+    // 100k levels of nesting: rejected before any recursion (not an object), 400.
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let r = post(deep.into_bytes()).await.expect("answer");
+    assert_eq!(r.status(), 400);
+    let v: serde_json::Value = r.json().await.expect("json error body");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not an AdmissionReview"),
+        "{v}"
+    );
+    // Deep nesting inside the embedded object.
+    let deep_obj = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"operation":"CREATE","object":{}{}}}}}"#,
+        "[".repeat(3_000_000),
+        "]".repeat(3_000_000)
+    );
+    // Deep nesting as the embedded object: skipped without recursion while parsing the review,
+    // then refused by the Pod decoder's recursion limit: an AdmissionReview with code 400.
+    let r = post(deep_obj.into_bytes()).await.expect("answer");
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.expect("review");
+    assert_eq!(v["response"]["allowed"], false);
+    assert_eq!(v["response"]["status"]["code"], 400);
+    assert!(
+        v["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("does not decode as a Pod"),
+        "{v}"
+    );
+    // A 6 MiB string in a pod annotation is decided normally.
+    let huge = "x".repeat(6 * 1024 * 1024);
+    let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "huge", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE", "namespace": "shop",
+        "userInfo": {"username": "alice"},
+        "object": {"metadata": {"name": "big", "namespace": "shop", "annotations": {"blob": huge}},
+                   "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data-web-1"}}]}}}});
+    let r = post(serde_json::to_vec(&review).expect("json"))
+        .await
+        .expect("answer");
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.expect("review");
+    assert_eq!(v["response"]["uid"], "huge");
+    assert_eq!(
+        v["response"]["allowed"], false,
+        "still the real decision: data-web-1 is terminating"
+    );
+    // Invalid UTF-8 inside a string.
+    let mut bad =
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":""#
+            .to_vec();
+    bad.extend_from_slice(&[0xff, 0xfe]);
+    bad.extend_from_slice(br#""}}"#);
+    assert_eq!(post(bad).await.expect("answer").status(), 400);
+    still_serves(&server, &certs.ca_pem).await;
+    assert!(rss_mib(&server) < 256.0, "RSS {} MiB", rss_mib(&server));
+}

@@ -274,6 +274,39 @@ async fn s2_s3_postponed_then_released(cp: &ControlPlane, ns: &str) {
     .await;
 }
 
+/// kube-controller-manager alone: a used PVC deleted stays, and goes when its pod goes.
+async fn s2_s3_postponed_release_without_event(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    node(&c, "node-a").await;
+    pvc(&c, ns, "data", None).await.expect("pvc");
+    pod(&c, ns, "app", Some("node-a"), &["data"])
+        .await
+        .expect("pod");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    pvcs.delete("data", &DeleteParams::default())
+        .await
+        .expect("delete pvc");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        pvcs.get("data")
+            .await
+            .expect("kept while used")
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    let kubelet = cp.kubelet("node-a").await;
+    Api::<Pod>::namespaced(kubelet, ns)
+        .delete("app", &force())
+        .await
+        .expect("kubelet delete");
+    eventually("kube-controller-manager releases the PVC", WAIT, || {
+        let pvcs = pvcs.clone();
+        async move { gone(&pvcs, "data").await.then_some(()) }
+    })
+    .await;
+}
+
 /// 4. Stripping the finalizer while a pod uses the PVC is refused; the break-glass annotation allows it.
 async fn s4_finalizer_strip_guard(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
@@ -752,4 +785,24 @@ async fn beside_upstream_profile() {
         retries <= 3.0,
         "retry loop between controllers? {retries} retries\n{metrics}"
     );
+    let kcm_log = harness::read_log(cp.kcm.as_ref().expect("kcm"));
+    assert!(
+        !kcm_log.contains("forbidden"),
+        "kube-controller-manager lacks RBAC:\n{kcm_log}"
+    );
+    let kcm_errors = kcm_log
+        .matches("Error removing protection finalizer")
+        .count();
+    println!("kube-controller-manager finalizer-removal errors beside volguard: {kcm_errors}");
+    assert!(
+        kcm_errors <= 3,
+        "retry loop on the kube-controller-manager side:\n{kcm_log}"
+    );
+    // kube-controller-manager really is active: with volguard's controller stopped it releases alone.
+    for p in cp.controllers.iter_mut() {
+        p.kill();
+    }
+    namespace(&c, "u-kcm").await;
+    s2_s3_postponed_release_without_event(&cp, "u-kcm").await;
+    println!("scenario 11/kcm alone releases: ok");
 }

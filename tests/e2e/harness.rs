@@ -268,7 +268,7 @@ impl ControlPlane {
         cp.apiserver_args = args;
         cp.start_apiserver().await;
         if profile == Profile::BesideUpstream {
-            cp.start_kcm();
+            cp.start_kcm().await;
         }
         cp
     }
@@ -305,7 +305,24 @@ impl ControlPlane {
         }
     }
 
-    fn start_kcm(&mut self) {
+    /// kube-controller-manager runs as `system:kube-controller-manager` (no per-controller
+    /// ServiceAccount credentials here), so it is bound to the bootstrap roles of the two
+    /// protection controllers, which is what those controllers get in a real cluster.
+    async fn start_kcm(&mut self) {
+        use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+        let admin = self.admin().await;
+        for ctl in ["pvc-protection-controller", "pv-protection-controller"] {
+            let b: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("e2e-kcm-{ctl}")},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("system:controller:{ctl}")},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:kube-controller-manager"}]
+            }))
+            .expect("binding");
+            Api::<ClusterRoleBinding>::all(admin.clone())
+                .create(&PostParams::default(), &b)
+                .await
+                .expect("bind kcm");
+        }
         let d = self.dir.path().to_path_buf();
         let kc = self.kubeconfig_file("kcm", "system:kube-controller-manager", &[]);
         self.kcm = Some(Proc::spawn(

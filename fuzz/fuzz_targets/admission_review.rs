@@ -1,0 +1,32 @@
+//! AdmissionReview decoding and dispatch: any bytes either give a precise decode error or an
+//! AdmissionReview answer echoing the uid; nothing panics.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use std::sync::{Arc, OnceLock};
+use volguard::admission::{self, Admission, Endpoint};
+use volguard::state::{Cluster, Store, loader};
+
+fn admission() -> &'static (tokio::runtime::Runtime, Admission) {
+    static A: OnceLock<(tokio::runtime::Runtime, Admission)> = OnceLock::new();
+    A.get_or_init(|| {
+        let store = Store::default();
+        let text = include_str!("../../manifests/examples/state.yaml");
+        loader::load_str(text, &store).expect("example state loads");
+        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let a = Admission::new(Cluster::Offline(Arc::new(store)), Default::default(), vec![]);
+        (rt, a)
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let (rt, a) = admission();
+    let Ok(req) = admission::decode(data) else { return };
+    for ep in [Endpoint::Mutate, Endpoint::Validate] {
+        let d = rt.block_on(a.decide(ep, &req));
+        let out = admission::encode(&req.uid, &d);
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("response is JSON");
+        assert_eq!(v["response"]["uid"].as_str(), Some(req.uid.as_str()));
+        assert_eq!(v["response"]["allowed"].as_bool(), Some(d.allowed));
+    }
+});

@@ -1,0 +1,40 @@
+//! Every rule over arbitrary objects: decode what decodes, run each rule with each kind of fact.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use volguard::model::{Node, Pod, Pv, Pvc, UserInfo};
+use volguard::rules::claims::claims_of;
+use volguard::rules::{Fact, binding, finalizer_guard, force_delete, in_use, pod_create, protect, release};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else { return };
+    let pod: Pod = serde_json::from_value(v["pod"].clone()).unwrap_or_default();
+    let pvc: Pvc = serde_json::from_value(v["pvc"].clone()).unwrap_or_default();
+    let pv: Pv = serde_json::from_value(v["pv"].clone()).unwrap_or_default();
+    let node: Node = serde_json::from_value(v["node"].clone()).unwrap_or_default();
+    let user: UserInfo = serde_json::from_value(v["user"].clone()).unwrap_or_default();
+    let grace = v["grace"].as_i64();
+    let pods = vec![pod.clone()];
+
+    let claims: Vec<_> = claims_of(&pod).map(|c| (c, Fact::Found(&pvc))).collect();
+    let _ = pod_create::pod_create(&pod, &claims);
+    let _ = pod_create::pod_create(&pod, &claims_of(&pod).map(|c| (c, Fact::Missing)).collect::<Vec<_>>());
+    if let Some(name) = binding::newly_bound_volume(None, &pvc) {
+        let _ = binding::pvc_binding(&pvc, name, Fact::Found(&pv));
+    }
+    let _ = finalizer_guard::pvc_finalizer_removal(&pvc, Fact::Found(&pods));
+    let _ = finalizer_guard::pv_finalizer_removal(&pv, &pv);
+    for n in [Fact::Found(&node), Fact::Missing, Fact::Unknown("x".into())] {
+        let d = force_delete::pod_delete(&user, &pod, grace, n, &Default::default());
+        // A graceful delete is never refused.
+        if !force_delete::is_force(grace) {
+            assert!(d.allowed);
+        }
+    }
+    let _ = protect::protect_on_create(&pvc.metadata, "kubernetes.io/pvc-protection");
+    let _ = in_use::pod_blocks_deletion(&pod, &pvc);
+    let _ = release::pvc_plan(&pvc, &pods);
+    let _ = release::unused_since(&pvc, &pods);
+    let _ = release::pv_plan(&pv);
+    let _ = release::claims_to_requeue(Some(&pod), Some(&pod));
+});

@@ -17,7 +17,7 @@ STATE ?= manifests/examples/state.yaml
 CM_VERSION ?= v1.21.2
 CM_CRDS := $(CACHE)/cert-manager-$(CM_VERSION)/crds
 
-.PHONY: all build release certs run try image test unit lint e2e controlplane bench fuzz chaos clean help
+.PHONY: all build release certs run try image fuzz bench chaos test unit lint e2e controlplane bench fuzz chaos clean help
 
 all: build
 
@@ -83,6 +83,19 @@ e2e: controlplane $(CM_CRDS)/.done
 bench: controlplane $(CM_CRDS)/.done
 	$(CARGO) build --locked --release --example floor
 	VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) $(CARGO) bench --locked --bench bench
+
+# Coverage-guided fuzzing (libFuzzer through cargo-fuzz) for a bounded time per target. Safe Rust
+# needs no sanitizer to find what matters here (panics, failed invariants), so `-s none`;
+# RUSTC_BOOTSTRAP lets the stable toolchain take cargo-fuzz's -Z flags.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := admission_review rules_objects state_loader finalizer_patch
+fuzz:
+	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+	  mkdir -p corpus/$$t; if [ -d seeds/$$t ]; then cp -n seeds/$$t/* corpus/$$t/; fi; \
+	  RUSTC_BOOTSTRAP=1 cargo fuzz run -s none $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 2>&1 | \
+	    grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss|Done|==|thread|panicked)|cov:" | tail -4; \
+	done
 
 IMAGE ?= volguard:dev
 # Needs a Docker engine (none runs on the CI machines; see README).

@@ -77,7 +77,13 @@ $(CM_CRDS)/.done:
 	touch $@
 
 e2e: controlplane $(CM_CRDS)/.done
-	VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) $(CARGO) test --locked --test e2e -- --test-threads=1
+	VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) $(CARGO) test --locked --test e2e --test chaos -- --test-threads=1 --nocapture
+
+# Chaos on the real control plane; `make test` runs a short form (20 s), this a longer one.
+CHAOS_SECONDS ?= 120
+chaos: controlplane $(CM_CRDS)/.done
+	VOLGUARD_CHAOS_SECONDS=$(CHAOS_SECONDS) VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) \
+	  $(CARGO) test --locked --test chaos -- --nocapture
 
 # Benchmarks measure and print (target/bench/report.json); they never fail on a missed target.
 bench: controlplane $(CM_CRDS)/.done

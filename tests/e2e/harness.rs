@@ -175,6 +175,11 @@ fn b64(s: &str) -> String {
 
 impl ControlPlane {
     pub async fn start(profile: Profile) -> ControlPlane {
+        Self::start_with(profile, &[]).await
+    }
+
+    /// As `start`, with extra kube-apiserver flags (the chaos test keeps full etcd history).
+    pub async fn start_with(profile: Profile, extra_apiserver_args: &[&str]) -> ControlPlane {
         let dir = tempfile::tempdir().expect("tmp");
         let d = dir.path().to_path_buf();
         let pki = Pki::new();
@@ -265,6 +270,7 @@ impl ControlPlane {
                 "--disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection".into(),
             );
         }
+        args.extend(extra_apiserver_args.iter().map(|a| a.to_string()));
         cp.apiserver_args = args;
         cp.start_apiserver().await;
         if profile == Profile::BesideUpstream {
@@ -532,11 +538,7 @@ impl ControlPlane {
     /// Start a `volguard controller` (leader election on) and return its index.
     pub async fn start_controller(&mut self, identity: &str) -> usize {
         let d = self.dir.path().to_path_buf();
-        let kc = self.kubeconfig_file(
-            &format!("controller-{identity}"),
-            "volguard-controller-e2e",
-            &["system:masters"],
-        );
+        let kc = self.sa_kubeconfig_file("volguard-controller");
         let probe = free_port();
         let p = Proc::spawn(
             &format!("volguard-controller-{identity}"),

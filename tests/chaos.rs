@@ -6,6 +6,7 @@
 //! 1. no PVC was deleted while a scheduled pod naming it existed;
 //! 2. every PVC whose pods are gone is released;
 //! 3. no force delete of a running pod by a controller identity succeeded while the webhook ran.
+//!
 //! `VOLGUARD_CHAOS_SECONDS` (default 20) bounds the run, `VOLGUARD_CHAOS_SEED` reproduces one.
 
 #[path = "e2e/harness.rs"]
@@ -114,8 +115,12 @@ async fn chaos_invariants() {
                     }
                     *stats.faults.entry("controller leader killed").or_default() += 1;
                     if apiserver_up {
-                        cp.start_controller(if k % 2 == 0 { "replica-a" } else { "replica-b" })
-                            .await;
+                        cp.start_controller(if k.is_multiple_of(2) {
+                            "replica-a"
+                        } else {
+                            "replica-b"
+                        })
+                        .await;
                     }
                 }
                 1 => {
@@ -206,7 +211,8 @@ async fn chaos_invariants() {
         .unwrap_or_default();
 
     // Oracle over the complete history.
-    let violations = oracle(&c, &start_rv).await;
+    let violations = oracle(&c, NS, &start_rv).await;
+    oracle_self_check(&cp, &start_rv).await;
     let total_ops: usize = stats.ops.values().sum();
     let total_faults: usize = stats.faults.values().sum();
     println!("operations: {total_ops} {:?}", stats.ops);
@@ -393,7 +399,7 @@ enum Ev {
     Pod {
         rv: u64,
         deleted: bool,
-        pod: Pod,
+        pod: Box<Pod>,
     },
     Pvc {
         rv: u64,
@@ -411,8 +417,8 @@ fn rv_of(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 
 
 /// Every pod and PVC event since `from` (etcd keeps it all), merged in resourceVersion order;
 /// returns the PVC deletions that happened while a scheduled pod naming the claim existed.
-async fn oracle(c: &kube::Client, from: &str) -> Vec<String> {
-    let end: u64 = Api::<Pod>::namespaced(c.clone(), NS)
+async fn oracle(c: &kube::Client, ns: &str, from: &str) -> Vec<String> {
+    let end: u64 = Api::<Pod>::namespaced(c.clone(), ns)
         .list_metadata(&ListParams::default())
         .await
         .expect("list")
@@ -422,19 +428,19 @@ async fn oracle(c: &kube::Client, from: &str) -> Vec<String> {
         .expect("rv");
     let mut events = Vec::new();
     let wp = WatchParams::default().timeout(10);
-    let pods = Api::<Pod>::namespaced(c.clone(), NS);
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
     let mut s = pods.watch(&wp, from).await.expect("pod history").boxed();
     while let Ok(Some(Ok(ev))) = tokio::time::timeout(Duration::from_secs(3), s.next()).await {
         match ev {
             WatchEvent::Added(p) | WatchEvent::Modified(p) => events.push(Ev::Pod {
                 rv: rv_of(&p.metadata),
                 deleted: false,
-                pod: p,
+                pod: Box::new(p),
             }),
             WatchEvent::Deleted(p) => events.push(Ev::Pod {
                 rv: rv_of(&p.metadata),
                 deleted: true,
-                pod: p,
+                pod: Box::new(p),
             }),
             WatchEvent::Bookmark(b)
                 if b.metadata.resource_version.parse::<u64>().unwrap_or(0) >= end =>
@@ -453,7 +459,7 @@ async fn oracle(c: &kube::Client, from: &str) -> Vec<String> {
             break;
         }
     }
-    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), NS);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
     let mut s = pvcs.watch(&wp, from).await.expect("pvc history").boxed();
     while let Ok(Some(Ok(ev))) = tokio::time::timeout(Duration::from_secs(3), s.next()).await {
         match ev {
@@ -485,7 +491,7 @@ async fn oracle(c: &kube::Client, from: &str) -> Vec<String> {
                 live.remove(pod.metadata.name.as_deref().unwrap_or_default());
             }
             Ev::Pod { pod, .. } => {
-                live.insert(pod.metadata.name.clone().unwrap_or_default(), pod);
+                live.insert(pod.metadata.name.clone().unwrap_or_default(), *pod);
             }
             Ev::Pvc {
                 deleted: true,
@@ -523,4 +529,54 @@ async fn oracle(c: &kube::Client, from: &str) -> Vec<String> {
         deleted.len()
     );
     violations
+}
+
+/// The oracle must be able to fail: break glass on a used claim, delete it, and expect exactly
+/// that deletion to be reported (in a namespace of its own, outside the chaos run).
+async fn oracle_self_check(cp: &ControlPlane, from: &str) {
+    let c = cp.admin().await;
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "oracle-check"}})).expect("ns");
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("ns");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), "oracle-check");
+    let p: PersistentVolumeClaim = serde_json::from_value(json!({"metadata": {"name": "victim"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": ""}})).expect("pvc");
+    pvcs.create(&PostParams::default(), &p).await.expect("pvc");
+    let pod: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "user"}, "spec": {"nodeName": "n0",
+        "containers": [{"name": "c", "image": "example.invalid/c"}],
+        "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "victim"}}]}}),
+    )
+    .expect("pod");
+    Api::<Pod>::namespaced(c.clone(), "oracle-check")
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("pod");
+    let glass = Patch::Merge(
+        json!({"metadata": {"annotations": {"volguard.io/allow-finalizer-removal": "true"}, "finalizers": null}}),
+    );
+    pvcs.patch("victim", &PatchParams::default(), &glass)
+        .await
+        .expect("break glass");
+    // The controller would backfill the finalizer on a live claim; delete at once.
+    let _ = pvcs.delete("victim", &DeleteParams::default()).await;
+    let found = oracle(&c, "oracle-check", from).await;
+    // The claim may have been re-protected before the delete landed; then it is only terminating.
+    let still = pvcs.get_opt("victim").await.ok().flatten().is_some();
+    assert!(
+        still || found.len() == 1,
+        "oracle missed a deletion under a running pod: {found:?}"
+    );
+    println!(
+        "oracle self-check: {} ({})",
+        if still {
+            "claim re-protected in time"
+        } else {
+            "violation detected as it must be"
+        },
+        found.len()
+    );
 }

@@ -1,7 +1,7 @@
 //! The admission HTTP surface: `POST /mutate`, `POST /validate`, and precise errors for the rest.
 //! Testable without sockets: `router()` is a plain axum Router.
 
-use super::metrics::{CodeLabels, KindLabels, Metrics, RequestLabels};
+use super::metrics::{CodeLabels, KindLabels, Metrics, RequestLabels, kind_label, operation_label};
 use crate::admission::{self, Admission, Endpoint};
 use crate::error::ReviewError;
 use axum::Router;
@@ -171,8 +171,8 @@ async fn handle(
         .requests
         .get_or_create(&RequestLabels {
             endpoint: endpoint.as_str(),
-            kind: req.kind.kind.clone(),
-            operation: req.operation.clone(),
+            kind: kind_label(&req.kind.kind),
+            operation: operation_label(&req.operation),
             decision: decision.outcome(),
         })
         .inc();
@@ -187,7 +187,7 @@ async fn handle(
     if decision.allowed {
         tracing::debug!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
             object = %req.target(), decision = decision.outcome(), rule = decision.rule, "admitted");
-    } else {
+    } else if REFUSAL_LOG.admit() {
         tracing::info!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
             object = %req.target(), user = %req.user_info.username, decision = decision.outcome(),
             rule = decision.rule, message = decision.message.as_deref().unwrap_or(""), "refused");
@@ -202,6 +202,41 @@ async fn handle(
         body,
     )
         .into_response()
+}
+
+/// Refusals are logged, but at most `PER_SECOND` lines a second: a storm of denied requests (a
+/// controller retrying a force delete) must not turn into a logging cost on the request path.
+/// Every decision is still counted in `volguard_admission_requests_total`.
+struct LogBudget {
+    window: std::sync::atomic::AtomicU64,
+    used: std::sync::atomic::AtomicU64,
+}
+
+static REFUSAL_LOG: LogBudget = LogBudget {
+    window: std::sync::atomic::AtomicU64::new(0),
+    used: std::sync::atomic::AtomicU64::new(0),
+};
+
+impl LogBudget {
+    const PER_SECOND: u64 = 50;
+
+    fn admit(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        if self.window.swap(now, Relaxed) != now {
+            let skipped = self.used.swap(0, Relaxed).saturating_sub(Self::PER_SECOND);
+            if skipped > 0 {
+                tracing::info!(
+                    skipped,
+                    "refusals not logged in the previous second (rate limit)"
+                );
+            }
+        }
+        self.used.fetch_add(1, Relaxed) < Self::PER_SECOND
+    }
 }
 
 fn review_error(e: &ReviewError) -> String {

@@ -11,9 +11,30 @@ use std::sync::Mutex;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     pub endpoint: &'static str,
-    pub kind: String,
-    pub operation: String,
+    pub kind: &'static str,
+    pub operation: &'static str,
     pub decision: &'static str,
+}
+
+/// Bounded label values without a per-request allocation.
+pub fn kind_label(kind: &str) -> &'static str {
+    match kind {
+        "Pod" => "Pod",
+        "PersistentVolumeClaim" => "PersistentVolumeClaim",
+        "PersistentVolume" => "PersistentVolume",
+        "Node" => "Node",
+        _ => "other",
+    }
+}
+
+pub fn operation_label(op: &str) -> &'static str {
+    match op {
+        "CREATE" => "CREATE",
+        "UPDATE" => "UPDATE",
+        "DELETE" => "DELETE",
+        "CONNECT" => "CONNECT",
+        _ => "other",
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

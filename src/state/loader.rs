@@ -29,37 +29,101 @@ pub fn load_file(path: &Path, store: &Store) -> Result<LoadSummary, StateError> 
 }
 
 pub fn load_str(text: &str, store: &Store) -> Result<LoadSummary, StateError> {
-    let docs = parse_documents(text)?;
     let mut summary = LoadSummary::default();
     let mut index = 0usize;
-    for doc in docs {
-        for item in flatten(doc) {
-            add(item, index, store, &mut summary)?;
+    if text.trim_start().starts_with('{') {
+        // JSON: objects stay raw until decoded straight into their pruned type, so a 100k-object
+        // List never becomes a tree of `Value`s (the startup cost at that size).
+        let doc: RawDoc<'_> = serde_json::from_str(text).map_err(|e| StateError::Parse {
+            document: 0,
+            message: e.to_string(),
+        })?;
+        match doc.items {
+            Some(items) if doc.kind.as_deref().is_some_and(|k| k.ends_with("List")) => {
+                for item in items {
+                    add_raw(item.get(), index, store, &mut summary)?;
+                    index += 1;
+                }
+            }
+            _ => add_raw(text, 0, store, &mut summary)?,
+        }
+        return Ok(summary);
+    }
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let v = Value::deserialize(doc).map_err(|e| StateError::Parse {
+            document: i,
+            message: e.to_string(),
+        })?;
+        if v.is_null() {
+            continue;
+        }
+        for item in flatten(v) {
+            // YAML is for hand-written and kubectl-sized files: one JSON round trip per object
+            // keeps a single decoding path.
+            let raw = serde_json::to_string(&item).map_err(|e| StateError::Object {
+                index,
+                kind: String::new(),
+                message: e.to_string(),
+            })?;
+            add_raw(&raw, index, store, &mut summary)?;
             index += 1;
         }
     }
     Ok(summary)
 }
 
-fn parse_documents(text: &str) -> Result<Vec<Value>, StateError> {
-    if text.trim_start().starts_with('{') {
-        let v: Value = serde_json::from_str(text).map_err(|e| StateError::Parse {
-            document: 0,
-            message: e.to_string(),
-        })?;
-        return Ok(vec![v]);
-    }
-    let mut out = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let v = Value::deserialize(doc).map_err(|e| StateError::Parse {
-            document: i,
-            message: e.to_string(),
-        })?;
-        if !v.is_null() {
-            out.push(v);
+#[derive(Deserialize)]
+struct RawDoc<'a> {
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(borrow, default)]
+    items: Option<Vec<&'a serde_json::value::RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct KindOnly {
+    #[serde(default)]
+    kind: Option<String>,
+}
+
+fn add_raw(raw: &str, index: usize, store: &Store, s: &mut LoadSummary) -> Result<(), StateError> {
+    let kind = serde_json::from_str::<KindOnly>(raw)
+        .ok()
+        .and_then(|k| k.kind)
+        .ok_or(StateError::MissingKind { index })?;
+    let bad = |e: serde_json::Error| StateError::Object {
+        index,
+        kind: kind.clone(),
+        message: e.to_string(),
+    };
+    match kind.as_str() {
+        "PersistentVolumeClaim" => {
+            store
+                .pvcs
+                .apply(serde_json::from_str::<Pvc>(raw).map_err(bad)?);
+            s.pvcs += 1;
         }
+        "PersistentVolume" => {
+            store
+                .pvs
+                .apply(serde_json::from_str::<Pv>(raw).map_err(bad)?);
+            s.pvs += 1;
+        }
+        "Node" => {
+            store
+                .nodes
+                .apply(serde_json::from_str::<Node>(raw).map_err(bad)?);
+            s.nodes += 1;
+        }
+        "Pod" => {
+            store
+                .pods
+                .apply(serde_json::from_str::<Pod>(raw).map_err(bad)?);
+            s.pods += 1;
+        }
+        _ => *s.skipped.entry(kind).or_default() += 1,
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A `List` (any `*List` kind with `items`) becomes its items; anything else is one object.
@@ -78,47 +142,6 @@ fn flatten(doc: Value) -> Vec<Value> {
         }
         other => vec![other],
     }
-}
-
-fn add(item: Value, index: usize, store: &Store, s: &mut LoadSummary) -> Result<(), StateError> {
-    let kind = item
-        .get("kind")
-        .and_then(Value::as_str)
-        .ok_or(StateError::MissingKind { index })?
-        .to_string();
-    let bad = |e: serde_json::Error| StateError::Object {
-        index,
-        kind: kind.clone(),
-        message: e.to_string(),
-    };
-    match kind.as_str() {
-        "PersistentVolumeClaim" => {
-            store
-                .pvcs
-                .apply(serde_json::from_value::<Pvc>(item).map_err(bad)?);
-            s.pvcs += 1;
-        }
-        "PersistentVolume" => {
-            store
-                .pvs
-                .apply(serde_json::from_value::<Pv>(item).map_err(bad)?);
-            s.pvs += 1;
-        }
-        "Node" => {
-            store
-                .nodes
-                .apply(serde_json::from_value::<Node>(item).map_err(bad)?);
-            s.nodes += 1;
-        }
-        "Pod" => {
-            store
-                .pods
-                .apply(serde_json::from_value::<Pod>(item).map_err(bad)?);
-            s.pods += 1;
-        }
-        _ => *s.skipped.entry(kind).or_default() += 1,
-    }
-    Ok(())
 }
 
 #[cfg(test)]

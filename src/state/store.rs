@@ -28,6 +28,9 @@ impl Object for Pv {
     }
     fn prune(&mut self) {
         self.metadata.prune(false);
+        // No rule reads a PV's uid or owners.
+        self.metadata.uid = String::new();
+        self.metadata.owner_references = None;
     }
 }
 impl Object for Node {
@@ -36,7 +39,10 @@ impl Object for Node {
         &self.metadata
     }
     fn prune(&mut self) {
-        Node::prune(self)
+        Node::prune(self);
+        self.metadata.uid = String::new();
+        self.metadata.resource_version = None;
+        self.metadata.owner_references = None;
     }
 }
 impl Object for Pod {

@@ -111,35 +111,5 @@ fn set(s: &str) -> Result<Vec<String>, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn selectors() {
-        let l = labels(&[("app", "db"), ("tier", "gold")]);
-        for (s, want) in [
-            ("app=db", true),
-            ("app==db", true),
-            ("app!=db", false),
-            ("app", true),
-            ("!app", false),
-            ("!team", true),
-            ("tier in (gold,silver)", true),
-            ("tier notin (gold)", false),
-            ("app=db,tier in (silver)", false),
-            ("app=db,tier in (silver, gold)", true),
-        ] {
-            assert_eq!(Selector::parse(s).expect(s).matches(Some(&l)), want, "{s}");
-        }
-        assert!(Selector::parse("").expect("empty").matches(None));
-        assert!(Selector::parse("a b=c").is_err());
-        assert!(Selector::parse("x in a,b").is_err());
-    }
-}
+#[path = "selector_tests.rs"]
+mod tests;

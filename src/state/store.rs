@@ -153,24 +153,5 @@ pub struct Store {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn namespaces_scope_names() {
-        let m: ObjectMap<Pvc> = ObjectMap::default();
-        let mut a = Pvc::default();
-        a.metadata.namespace = "a".into();
-        a.metadata.name = "data".into();
-        let mut b = a.clone();
-        b.metadata.namespace = "b".into();
-        m.apply(a);
-        m.apply(b);
-        assert_eq!(m.len(), 2);
-        assert!(m.get("a", "data").is_some());
-        assert!(m.get("c", "data").is_none());
-        assert!(m.delete("a", "data").is_some());
-        assert!(m.get("a", "data").is_none());
-        assert_eq!(m.in_namespace("b").len(), 1);
-    }
-}
+#[path = "store_tests.rs"]
+mod tests;

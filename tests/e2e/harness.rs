@@ -481,52 +481,25 @@ impl ControlPlane {
         .expect("manifest");
         let client = self.admin().await;
         let ca = base64::engine::general_purpose::STANDARD.encode(&self.webhook_ca);
-        let ca = k8s_openapi::ByteString(
-            base64::engine::general_purpose::STANDARD
-                .decode(ca)
-                .expect("b64"),
-        );
         for doc in serde_yaml::Deserializer::from_str(&text) {
-            let v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
+            let mut v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
+            // Same rewrite for both kinds: service reference -> loopback URL with the dev CA.
+            for h in v["webhooks"].as_array_mut().into_iter().flatten() {
+                let cc = &mut h["clientConfig"];
+                let path = cc["service"]["path"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                *cc = serde_json::json!({"url": format!("https://127.0.0.1:{}{path}", self.webhook_port), "caBundle": ca});
+            }
             match v["kind"].as_str() {
                 Some("MutatingWebhookConfiguration") => {
-                    let mut w: MutatingWebhookConfiguration =
-                        serde_json::from_value(v).expect("mwc");
-                    for h in w.webhooks.iter_mut().flatten() {
-                        let path = h
-                            .client_config
-                            .service
-                            .as_ref()
-                            .and_then(|s| s.path.clone())
-                            .unwrap_or_default();
-                        h.client_config.service = None;
-                        h.client_config.url =
-                            Some(format!("https://127.0.0.1:{}{path}", self.webhook_port));
-                        h.client_config.ca_bundle = Some(ca.clone());
-                    }
-                    replace_or_create(Api::<MutatingWebhookConfiguration>::all(client.clone()), w)
-                        .await;
+                    let w: MutatingWebhookConfiguration = serde_json::from_value(v).expect("mwc");
+                    replace_or_create(Api::all(client.clone()), w).await;
                 }
                 Some("ValidatingWebhookConfiguration") => {
-                    let mut w: ValidatingWebhookConfiguration =
-                        serde_json::from_value(v).expect("vwc");
-                    for h in w.webhooks.iter_mut().flatten() {
-                        let path = h
-                            .client_config
-                            .service
-                            .as_ref()
-                            .and_then(|s| s.path.clone())
-                            .unwrap_or_default();
-                        h.client_config.service = None;
-                        h.client_config.url =
-                            Some(format!("https://127.0.0.1:{}{path}", self.webhook_port));
-                        h.client_config.ca_bundle = Some(ca.clone());
-                    }
-                    replace_or_create(
-                        Api::<ValidatingWebhookConfiguration>::all(client.clone()),
-                        w,
-                    )
-                    .await;
+                    let w: ValidatingWebhookConfiguration = serde_json::from_value(v).expect("vwc");
+                    replace_or_create(Api::all(client.clone()), w).await;
                 }
                 _ => {}
             }

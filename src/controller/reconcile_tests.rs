@@ -1,0 +1,119 @@
+//! Unit tests of `src/controller/reconcile.rs`.
+
+use super::*;
+
+fn args() -> ControllerArgs {
+    use clap::Parser;
+    match crate::cli::Cli::parse_from(["volguard", "controller", "--backoff-base-ms", "50"]).command
+    {
+        crate::cli::Command::Controller(a) => a,
+        _ => unreachable!("parsed a controller command"),
+    }
+}
+
+fn pvc(ns: &str, name: &str, terminating: bool) -> Pvc {
+    let mut p = Pvc::default();
+    p.metadata.namespace = ns.into();
+    p.metadata.name = name.into();
+    p.metadata.finalizers = Some(vec![PVC_FINALIZER.into()]);
+    if terminating {
+        p.metadata.deletion_timestamp = Some("2026-11-21T00:00:00Z".into());
+    }
+    p
+}
+
+/// A real client aimed at a closed port: every API call fails the way an unreachable
+/// apiserver does. No fake server is involved.
+fn unreachable_client() -> kube::Client {
+    let cfg = kube::Config::new("http://127.0.0.1:1".parse().expect("uri"));
+    kube::Client::try_from(cfg).expect("client")
+}
+
+#[tokio::test]
+async fn list_failure_retries_that_pvc_and_goes_on_with_the_next() {
+    let store = Arc::new(Store::default());
+    store.pvcs.apply(pvc("ns1", "gone-soon", true));
+    store.pvcs.apply(pvc("ns2", "live", false));
+    let queue = Queue::new(super::super::queue::Backoff {
+        base: std::time::Duration::from_secs(60),
+        max: std::time::Duration::from_secs(60),
+    });
+    let m = crate::server::metrics::Metrics::new();
+    let cm = Arc::new(ControllerMetrics::register(&m));
+    let r = Arc::new(Reconciler::new(
+        unreachable_client(),
+        store.clone(),
+        Arc::new(ClaimIndex::default()),
+        queue.clone(),
+        cm,
+        &args(),
+    ));
+    let failing = Key::pvc("ns1", "gone-soon");
+    let next = Key::pvc("ns2", "live");
+    queue.add(failing.clone());
+    queue.add(next.clone());
+    let worker = tokio::spawn(r.clone().work());
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while queue.failures(&failing) == 0
+        || !m
+            .render()
+            .contains(r#"volguard_controller_reconciles_total{result="success"} 1"#)
+    {
+        assert!(tokio::time::Instant::now() < deadline, "{}", m.render());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        queue.failures(&failing),
+        1,
+        "the PVC whose LIST failed is retried with backoff"
+    );
+    assert_eq!(
+        queue.failures(&next),
+        0,
+        "the next PVC was processed normally"
+    );
+    assert!(
+        m.render()
+            .contains("volguard_controller_consistent_lists_total 1")
+    );
+    // Nothing was released on a guess.
+    let kept = store.pvcs.get("ns1", "gone-soon").expect("pvc");
+    assert!(kept.metadata.has_finalizer(PVC_FINALIZER));
+    queue.shut_down();
+    let _ = worker.await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limiter_bursts_then_paces() {
+    let l = RateLimiter::new(10.0, 5);
+    let start = tokio::time::Instant::now();
+    for _ in 0..5 {
+        l.acquire().await;
+    }
+    assert!(
+        start.elapsed() < std::time::Duration::from_millis(1),
+        "burst is free"
+    );
+    for _ in 0..10 {
+        l.acquire().await;
+    }
+    let e = start.elapsed().as_secs_f64();
+    assert!(
+        (0.9..1.2).contains(&e),
+        "10 more at 10 qps take ~1s, took {e}"
+    );
+}
+
+#[test]
+fn classify_not_found_is_done_others_retry() {
+    let status = |code: u16| -> kube::Error {
+        kube::Error::Api(Box::new(
+            serde_json::from_value(serde_json::json!({"status": "Failure", "message": "m", "reason": "r", "code": code}))
+                .expect("status"),
+        ))
+    };
+    let nf = status(404);
+    assert_eq!(classify(Err(nf)), Err(Outcome::Done));
+    let conflict = status(422);
+    assert!(matches!(classify(Err(conflict)), Err(Outcome::Retry(_))));
+}

@@ -1,0 +1,68 @@
+//! Unit tests of `src/report/mod.rs`.
+
+use super::*;
+use crate::model::{ClaimSource, Condition, Volume};
+
+fn pvc(name: &str) -> Pvc {
+    let mut p = Pvc::default();
+    p.metadata.namespace = "ns".into();
+    p.metadata.name = name.into();
+    p.status.phase = Some("Bound".into());
+    p
+}
+
+#[test]
+fn since_prefers_true_condition_then_annotation() {
+    let mut p = pvc("a");
+    assert_eq!(unused_since(&p), (None, SinceSource::Unknown));
+    p.metadata.annotations =
+        Some([(UNUSED_SINCE.to_string(), "2026-01-01T00:00:00Z".to_string())].into());
+    assert_eq!(unused_since(&p).1, SinceSource::Annotation);
+    p.status.conditions.push(Condition {
+        type_: "Unused".into(),
+        status: "False".into(),
+        reason: Some("PodUsingPVC".into()),
+        last_transition_time: Some("2026-02-01T00:00:00Z".into()),
+    });
+    assert_eq!(
+        unused_since(&p).1,
+        SinceSource::Annotation,
+        "False condition is ignored"
+    );
+    p.status.conditions[0].status = "True".into();
+    assert_eq!(
+        unused_since(&p),
+        (Some("2026-02-01T00:00:00Z".into()), SinceSource::Condition)
+    );
+}
+
+#[test]
+fn reportable_cases() {
+    let p = pvc("a");
+    assert!(is_reportable_unused(&p, []));
+    let mut unbound = pvc("b");
+    unbound.status.phase = Some("Pending".into());
+    assert!(!is_reportable_unused(&unbound, []));
+    let mut term = pvc("c");
+    term.metadata.deletion_timestamp = Some("t".into());
+    assert!(!is_reportable_unused(&term, []));
+    let mut ignored = pvc("d");
+    ignored.metadata.annotations = Some([(IGNORE_UNUSED.to_string(), "true".to_string())].into());
+    assert!(!is_reportable_unused(&ignored, []));
+    let mut user = Pod::default();
+    user.metadata.namespace = "ns".into();
+    user.spec.volumes.push(Volume {
+        name: "v".into(),
+        persistent_volume_claim: Some(ClaimSource {
+            claim_name: "a".into(),
+        }),
+        ..Default::default()
+    });
+    user.status.phase = Some("Pending".into());
+    assert!(!is_reportable_unused(&p, [&user]), "pending pod uses it");
+    user.status.phase = Some("Succeeded".into());
+    assert!(
+        is_reportable_unused(&p, [&user]),
+        "terminal-only pods do not"
+    );
+}

@@ -1,0 +1,57 @@
+//! Unit tests of `src/rules/claims.rs`.
+
+use super::*;
+use crate::model::{ClaimSource, Present, Volume};
+
+fn pod() -> Pod {
+    let mut p = Pod::default();
+    p.metadata.name = "web-0".into();
+    p.metadata.namespace = "ns".into();
+    p.spec.volumes = vec![
+        Volume {
+            name: "data".into(),
+            persistent_volume_claim: Some(ClaimSource {
+                claim_name: "data-web-0".into(),
+            }),
+            ephemeral: None,
+        },
+        Volume {
+            name: "scratch".into(),
+            persistent_volume_claim: None,
+            ephemeral: Some(Present {}),
+        },
+        Volume {
+            name: "tmp".into(),
+            ..Default::default()
+        },
+    ];
+    p
+}
+
+#[test]
+fn plain_and_ephemeral_claims() {
+    let claims: Vec<_> = claims_of(&pod()).collect();
+    assert_eq!(
+        claims,
+        vec![
+            Claim {
+                name: "data-web-0".into(),
+                ephemeral: false
+            },
+            Claim {
+                name: "web-0-scratch".into(),
+                ephemeral: true
+            },
+        ]
+    );
+}
+
+#[test]
+fn namespace_scopes_claim_names() {
+    assert!(find_claim(&pod(), "ns", "data-web-0").is_some());
+    assert!(find_claim(&pod(), "other", "data-web-0").is_none());
+    assert!(
+        find_claim(&pod(), "ns", "tmp").is_none(),
+        "emptyDir is no claim"
+    );
+}

@@ -1,0 +1,182 @@
+//! Unit tests of `src/rules/force_delete.rs`.
+
+use super::*;
+use crate::model::Taint;
+
+fn pod() -> Pod {
+    let mut p = Pod::default();
+    p.metadata.name = "db-0".into();
+    p.metadata.namespace = "ns".into();
+    p.spec.node_name = Some("n1".into());
+    p.status.phase = Some("Running".into());
+    p
+}
+fn user(name: &str, groups: &[&str]) -> UserInfo {
+    UserInfo {
+        username: name.into(),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+        ..Default::default()
+    }
+}
+fn node() -> Node {
+    let mut n = Node::default();
+    n.metadata.name = "n1".into();
+    n
+}
+fn decide(u: &UserInfo, p: &Pod, grace: Option<i64>, n: Fact<&Node>) -> Decision {
+    pod_delete(u, p, grace, n, &ForceDeletePolicy::default())
+}
+
+#[test]
+fn row1_graceful_allowed() {
+    let admin = user("admin", &["system:masters"]);
+    let n = node();
+    assert_eq!(
+        decide(&admin, &pod(), None, Fact::Found(&n)).rule,
+        "graceful-delete"
+    );
+    assert_eq!(
+        decide(&admin, &pod(), Some(30), Fact::Found(&n)).rule,
+        "graceful-delete"
+    );
+    assert!(!decide(&admin, &pod(), Some(0), Fact::Found(&n)).allowed);
+    assert!(
+        !decide(&admin, &pod(), Some(-1), Fact::Found(&n)).allowed,
+        "negative is force"
+    );
+}
+
+#[test]
+fn row2_own_kubelet_only() {
+    let n = node();
+    let own = user("system:node:n1", &["system:nodes", "system:authenticated"]);
+    assert!(decide(&own, &pod(), Some(0), Fact::Found(&n)).allowed);
+    let other = user("system:node:n2", &["system:nodes"]);
+    assert!(!decide(&other, &pod(), Some(0), Fact::Found(&n)).allowed);
+    let no_group = user("system:node:n1", &[]);
+    assert!(!decide(&no_group, &pod(), Some(0), Fact::Found(&n)).allowed);
+}
+
+#[test]
+fn row3_unscheduled_or_terminal() {
+    let ctl = user(
+        "system:serviceaccount:kube-system:pod-garbage-collector",
+        &["system:serviceaccounts"],
+    );
+    let mut p = pod();
+    p.spec.node_name = None;
+    assert!(decide(&ctl, &p, Some(0), Fact::Missing).allowed);
+    for phase in ["Succeeded", "Failed"] {
+        let mut p = pod();
+        p.status.phase = Some(phase.into());
+        assert_eq!(
+            decide(&ctl, &p, Some(0), Fact::Found(&node())).rule,
+            "force-delete-not-running"
+        );
+    }
+}
+
+#[test]
+fn row4_and_5_node_gone_or_out_of_service() {
+    let ctl = user(
+        "system:serviceaccount:kube-system:pod-garbage-collector",
+        &[],
+    );
+    assert_eq!(
+        decide(&ctl, &pod(), Some(0), Fact::Missing).rule,
+        "force-delete-node-gone"
+    );
+    let mut n = node();
+    n.spec.taints.push(Taint {
+        key: OUT_OF_SERVICE_TAINT.into(),
+        value: Some("nodeshutdown".into()),
+        effect: "NoExecute".into(),
+    });
+    assert!(decide(&ctl, &pod(), Some(0), Fact::Found(&n)).allowed);
+    // Unknown node is not a confirmed partition.
+    assert!(!decide(&ctl, &pod(), Some(0), Fact::Unknown("timeout".into())).allowed);
+}
+
+#[test]
+fn row6_pod_opted_in_warns() {
+    let mut p = pod();
+    p.spec.termination_grace_period_seconds = Some(0);
+    let d = decide(
+        &user("system:serviceaccount:x:y", &[]),
+        &p,
+        Some(0),
+        Fact::Found(&node()),
+    );
+    assert!(d.allowed);
+    assert_eq!(d.warnings.len(), 1);
+}
+
+#[test]
+fn row7_allow_list() {
+    let policy = ForceDeletePolicy {
+        allow_users: vec!["system:serviceaccount:ops:fencer".into()],
+        allow_groups: vec!["storage-admins".into()],
+        ..Default::default()
+    };
+    let n = node();
+    assert!(
+        pod_delete(
+            &user("system:serviceaccount:ops:fencer", &[]),
+            &pod(),
+            Some(0),
+            Fact::Found(&n),
+            &policy
+        )
+        .allowed
+    );
+    assert!(
+        pod_delete(
+            &user("bob", &["storage-admins"]),
+            &pod(),
+            Some(0),
+            Fact::Found(&n),
+            &policy
+        )
+        .allowed
+    );
+    assert!(
+        !pod_delete(
+            &user("bob", &["devs"]),
+            &pod(),
+            Some(0),
+            Fact::Found(&n),
+            &policy
+        )
+        .allowed
+    );
+}
+
+#[test]
+fn row8_humans_confirm_or_warn_mode() {
+    let n = node();
+    let alice = user("alice", &["system:authenticated"]);
+    let d = decide(&alice, &pod(), Some(0), Fact::Found(&n));
+    assert!(!d.allowed);
+    let msg = d.message.unwrap_or_default();
+    assert!(msg.contains("may keep running"));
+    assert!(msg.contains(OUT_OF_SERVICE_TAINT) && msg.contains(CONFIRM_FORCE_DELETE));
+    let mut p = pod();
+    p.metadata.annotations = Some([(CONFIRM_FORCE_DELETE.to_string(), "true".to_string())].into());
+    let d = decide(&alice, &p, Some(0), Fact::Found(&n));
+    assert!(d.allowed);
+    assert_eq!(d.warnings, vec![KUBECTL_WARNING.to_string()]);
+    // Controllers cannot use the human confirmation.
+    let sa = user(
+        "system:serviceaccount:kube-system:statefulset-controller",
+        &["system:serviceaccounts"],
+    );
+    assert!(!decide(&sa, &p, Some(0), Fact::Found(&n)).allowed);
+    let sa_no_prefix = user("robot", &["system:serviceaccounts"]);
+    assert!(!decide(&sa_no_prefix, &p, Some(0), Fact::Found(&n)).allowed);
+    let warn = ForceDeletePolicy {
+        human: HumanForceDelete::Warn,
+        ..Default::default()
+    };
+    assert!(pod_delete(&alice, &pod(), Some(0), Fact::Found(&n), &warn).allowed);
+    assert!(!pod_delete(&sa, &pod(), Some(0), Fact::Found(&n), &warn).allowed);
+}

@@ -1,0 +1,203 @@
+//! Unit tests of `src/rules/release.rs`.
+
+use super::*;
+use crate::model::{ClaimSource, Volume};
+
+fn pvc(terminating: bool, fins: Option<Vec<&str>>) -> Pvc {
+    let mut p = Pvc::default();
+    p.metadata.namespace = "ns".into();
+    p.metadata.name = "data".into();
+    p.metadata.resource_version = Some("7".into());
+    if terminating {
+        p.metadata.deletion_timestamp = Some("t".into());
+    }
+    p.metadata.finalizers = fins.map(|f| f.into_iter().map(Into::into).collect());
+    p
+}
+
+fn pod(name: &str, node: Option<&str>, phase: &str) -> Pod {
+    let mut p = Pod::default();
+    p.metadata.namespace = "ns".into();
+    p.metadata.name = name.into();
+    p.metadata.uid = format!("uid-{name}");
+    p.spec.node_name = node.map(Into::into);
+    p.status.phase = Some(phase.into());
+    p.spec.volumes = vec![Volume {
+        name: "v".into(),
+        persistent_volume_claim: Some(ClaimSource {
+            claim_name: "data".into(),
+        }),
+        ..Default::default()
+    }];
+    p
+}
+
+fn plan(p: &Pvc, pods: &[Pod]) -> PvcPlan {
+    pvc_plan(p, pods)
+}
+
+#[test]
+fn upstream_table() {
+    let t = pvc(true, Some(vec![PVC_FINALIZER]));
+    // A scheduled Pending pod blocks; a Failed pod still blocks; an unscheduled pod does not.
+    assert!(matches!(
+        plan(&t, &[pod("a", Some("n"), "Pending")]),
+        PvcPlan::Blocked(_)
+    ));
+    assert!(matches!(
+        plan(&t, &[pod("a", Some("n"), "Failed")]),
+        PvcPlan::Blocked(_)
+    ));
+    assert_eq!(
+        plan(&t, &[pod("a", None, "Pending")]),
+        PvcPlan::ConfirmUnused
+    );
+    assert_eq!(plan(&t, &[]), PvcPlan::ConfirmUnused);
+    // Unrelated and emptyDir volumes do not count.
+    let mut other = pod("b", Some("n"), "Running");
+    other.spec.volumes = vec![
+        Volume {
+            name: "tmp".into(),
+            ..Default::default()
+        },
+        Volume {
+            name: "x".into(),
+            persistent_volume_claim: Some(ClaimSource {
+                claim_name: "other".into(),
+            }),
+            ..Default::default()
+        },
+    ];
+    assert_eq!(plan(&t, &[other]), PvcPlan::ConfirmUnused);
+    // Live PVC without the finalizer gets it; terminating without it is left alone.
+    assert_eq!(plan(&pvc(false, None), &[]), PvcPlan::AddFinalizer);
+    assert_eq!(
+        plan(&pvc(false, Some(vec![PVC_FINALIZER])), &[]),
+        PvcPlan::Keep
+    );
+    assert_eq!(plan(&pvc(true, Some(vec!["x"])), &[]), PvcPlan::Keep);
+}
+
+#[test]
+fn postponed_message_names_pods_phase_node_and_terminal_hint() {
+    let t = pvc(true, Some(vec![PVC_FINALIZER]));
+    let b = blockers(
+        &t,
+        &[
+            pod("web", Some("n1"), "Running"),
+            pod("job", Some("n2"), "Succeeded"),
+        ],
+    );
+    let m = postponed_message(&t, &b);
+    assert!(m.contains("web (Running on node n1)"), "{m}");
+    assert!(
+        m.contains("job (Succeeded on node n2; it has finished: delete pod job to release it)"),
+        "{m}"
+    );
+}
+
+#[test]
+fn removal_patch_tests_whole_list_and_conflicts_fail() {
+    let meta = pvc(true, Some(vec!["a/b", PVC_FINALIZER])).metadata;
+    let patch = finalizer_removal_patch(&meta, PVC_FINALIZER).expect("patch");
+    let mut doc = serde_json::json!({"metadata": {"finalizers": ["a/b", PVC_FINALIZER]}});
+    json_patch::patch(&mut doc, &patch).expect("applies");
+    assert_eq!(doc["metadata"]["finalizers"], serde_json::json!(["a/b"]));
+    // Someone else already changed the list: the test fails, nothing is clobbered.
+    let mut changed = serde_json::json!({"metadata": {"finalizers": [PVC_FINALIZER]}});
+    assert!(json_patch::patch(&mut changed, &patch).is_err());
+    assert_eq!(
+        changed["metadata"]["finalizers"],
+        serde_json::json!([PVC_FINALIZER])
+    );
+    assert!(finalizer_removal_patch(&pvc(true, None).metadata, PVC_FINALIZER).is_none());
+}
+
+#[test]
+fn add_patch_guards_resource_version() {
+    let meta = pvc(false, None).metadata;
+    let patch = finalizer_add_patch(&meta, PVC_FINALIZER).expect("patch");
+    let mut doc = serde_json::json!({"metadata": {"resourceVersion": "7"}});
+    json_patch::patch(&mut doc, &patch).expect("applies");
+    assert_eq!(
+        doc["metadata"]["finalizers"],
+        serde_json::json!([PVC_FINALIZER])
+    );
+    let mut newer = serde_json::json!({"metadata": {"resourceVersion": "8"}});
+    assert!(json_patch::patch(&mut newer, &patch).is_err());
+}
+
+#[test]
+fn pv_plans() {
+    let mut pv = Pv::default();
+    assert_eq!(pv_plan(&pv), PvPlan::AddFinalizer);
+    pv.metadata.finalizers = Some(vec![PV_FINALIZER.into()]);
+    assert_eq!(pv_plan(&pv), PvPlan::Keep);
+    pv.metadata.deletion_timestamp = Some("t".into());
+    pv.status.phase = Some("Bound".into());
+    assert_eq!(pv_plan(&pv), PvPlan::Keep);
+    pv.status.phase = Some("Released".into());
+    assert_eq!(pv_plan(&pv), PvPlan::Release);
+}
+
+#[test]
+fn unused_since_transitions() {
+    let mut c = pvc(false, Some(vec![PVC_FINALIZER]));
+    assert_eq!(
+        unused_since(&c, &[] as &[Pod]),
+        UnusedSince::Keep,
+        "not Bound"
+    );
+    c.status.phase = Some("Bound".into());
+    assert_eq!(unused_since(&c, &[] as &[Pod]), UnusedSince::Set);
+    assert_eq!(
+        unused_since(&c, &[pod("a", None, "Pending")]),
+        UnusedSince::Keep,
+        "pending pod uses it"
+    );
+    c.metadata.annotations =
+        Some([(UNUSED_SINCE.to_string(), "2026-01-01T00:00:00Z".to_string())].into());
+    assert_eq!(
+        unused_since(&c, &[pod("a", Some("n"), "Running")]),
+        UnusedSince::Clear
+    );
+    assert_eq!(
+        unused_since(&c, &[pod("a", Some("n"), "Succeeded")]),
+        UnusedSince::Keep
+    );
+    c.metadata.deletion_timestamp = Some("t".into());
+    assert_eq!(
+        unused_since(&c, &[pod("a", Some("n"), "Running")]),
+        UnusedSince::Keep,
+        "terminating"
+    );
+}
+
+#[test]
+fn requeue_on_relevant_pod_changes_only() {
+    let a = pod("a", Some("n"), "Running");
+    assert_eq!(
+        claims_to_requeue(None, Some(&a)),
+        vec![("ns".to_string(), "data".to_string())]
+    );
+    assert_eq!(claims_to_requeue(Some(&a), None).len(), 1);
+    let mut b = a.clone();
+    b.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+    assert!(
+        claims_to_requeue(Some(&a), Some(&b)).is_empty(),
+        "label change is irrelevant"
+    );
+    b.status.phase = Some("Succeeded".into());
+    assert_eq!(
+        claims_to_requeue(Some(&a), Some(&b)).len(),
+        1,
+        "became terminal"
+    );
+    // Delete+recreate with the same name and a different claim: both claims re-examined.
+    let mut c = pod("a", Some("n"), "Running");
+    c.metadata.uid = "uid-new".into();
+    c.spec.volumes[0].persistent_volume_claim = Some(ClaimSource {
+        claim_name: "other".into(),
+    });
+    assert_eq!(claims_to_requeue(Some(&a), Some(&c)).len(), 2);
+}

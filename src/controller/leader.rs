@@ -40,6 +40,9 @@ pub fn can_acquire(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> bool {
 pub struct Elector {
     api: Api<Lease>,
     cfg: LeaseConfig,
+    /// The Lease as we last wrote it: a renewal is then one conditional PUT (its resourceVersion
+    /// guards against a concurrent taker), not a GET and a PUT.
+    held: tokio::sync::Mutex<Option<Lease>>,
 }
 
 impl Elector {
@@ -47,12 +50,32 @@ impl Elector {
         Elector {
             api: Api::namespaced(client, &cfg.namespace),
             cfg,
+            held: tokio::sync::Mutex::new(None),
         }
     }
 
     /// One attempt to acquire or renew. Ok(true): we hold the lease now.
     pub async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
         let now = Timestamp::now();
+        let mut held = self.held.lock().await;
+        if let Some(mut lease) = held.take() {
+            let spec = lease.spec.clone().unwrap_or_default();
+            let acquired = spec.acquire_time.map(|t| t.0).unwrap_or(now);
+            lease.spec = Some(self.spec(acquired, now, spec.lease_transitions.unwrap_or(0)));
+            match self
+                .api
+                .replace(&self.cfg.name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(written) => {
+                    *held = Some(written);
+                    return Ok(true);
+                }
+                // Changed under us (or gone): fall through to a fresh read.
+                Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
         let existing = self.api.get_opt(&self.cfg.name).await?;
         let Some(mut lease) = existing else {
             let lease = Lease {
@@ -64,7 +87,10 @@ impl Elector {
                 spec: Some(self.spec(now, now, 0)),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
+                Ok(written) => {
+                    *held = Some(written);
+                    Ok(true)
+                }
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
                 Err(e) => Err(e),
             };
@@ -87,7 +113,10 @@ impl Elector {
             .replace(&self.cfg.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(written) => {
+                *held = Some(written);
+                Ok(true)
+            }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
             Err(e) => Err(e),
         }
@@ -106,6 +135,7 @@ impl Elector {
 
     /// Give the lease up (holder cleared) so a follower need not wait for expiry.
     pub async fn release(&self) {
+        *self.held.lock().await = None;
         let Ok(Some(mut lease)) = self.api.get_opt(&self.cfg.name).await else {
             return;
         };

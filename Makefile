@@ -76,8 +76,9 @@ $(CM_CRDS)/.done:
 	  test -n "$$dir" && cp "$$dir"/deploy/crds/*.yaml $(CM_CRDS)/
 	touch $@
 
+# The short chaos run in `make test` uses a fixed seed; `make chaos` picks a new one each run.
 e2e: controlplane $(CM_CRDS)/.done
-	VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) $(CARGO) test --locked --test e2e --test chaos -- --test-threads=1 --nocapture
+	VOLGUARD_CHAOS_SEED=$${VOLGUARD_CHAOS_SEED:-20261121} VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) $(CARGO) test --locked --test e2e --test chaos -- --test-threads=1 --nocapture
 
 # Chaos on the real control plane; `make test` runs a short form (20 s), this a longer one.
 CHAOS_SECONDS ?= 120

@@ -105,23 +105,32 @@ async fn chaos_invariants() {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut k = 0usize;
     while Instant::now() < deadline {
-        // Faults: one at a time, each undone before the next.
-        if Instant::now() >= next_fault {
+        // Faults: one at a time, each undone before the next is injected.
+        if Instant::now() >= next_fault && webhook_up && apiserver_up {
             match rng.below(3) {
                 0 => {
-                    // Kill every running controller (one of them leads), start a fresh one.
-                    for p in cp.controllers.iter_mut() {
+                    // Kill the replica holding the Lease and start it again (as a follower now).
+                    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+                        c.clone(),
+                        "volguard-system",
+                    )
+                    .get_opt("volguard-controller")
+                    .await
+                    .ok()
+                    .flatten();
+                    let holder = lease
+                        .and_then(|l| l.spec?.holder_identity)
+                        .unwrap_or_default();
+                    let target = format!("volguard-controller-{holder}");
+                    for p in cp.controllers.iter_mut().filter(|p| p.name == target) {
                         p.kill();
                     }
-                    *stats.faults.entry("controller leader killed").or_default() += 1;
-                    if apiserver_up {
-                        cp.start_controller(if k.is_multiple_of(2) {
-                            "replica-a"
-                        } else {
-                            "replica-b"
-                        })
-                        .await;
+                    cp.controllers
+                        .retain_mut(|p| p.child.try_wait().ok().flatten().is_none());
+                    if !holder.is_empty() {
+                        cp.start_controller(&holder).await;
                     }
+                    *stats.faults.entry("controller leader killed").or_default() += 1;
                 }
                 1 => {
                     cp.stop_webhook();

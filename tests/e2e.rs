@@ -589,6 +589,25 @@ async fn s10_leader_failover(cp: &mut ControlPlane, ns: &str) {
     .await;
     let log = harness::read_log(&cp.controllers[second]);
     assert!(log.contains("became leader"), "replica-b never led:\n{log}");
+    // SIGTERM: the leader stops cleanly and gives the Lease up for the next replica.
+    let status = cp.controllers[second].terminate();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "controller exit on SIGTERM: {status:?}"
+    );
+    let lease =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(c.clone(), "volguard-system")
+            .get("volguard-controller")
+            .await
+            .expect("lease");
+    let holder = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    assert!(
+        holder.is_empty(),
+        "lease still held by {holder:?} after SIGTERM"
+    );
 }
 
 /// The ServiceAccounts of the manifests can do their job (the scenarios run with them) and no more.

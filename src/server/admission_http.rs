@@ -152,7 +152,10 @@ async fn handle(
         operation = %req.operation,
         object = %req.target(),
         user = %req.user_info.username,
+        decision = tracing::field::Empty,
+        rule = tracing::field::Empty,
     );
+    let span_handle = span.clone();
     let decision = match tokio::time::timeout(
         s.decide_timeout,
         s.admission.decide(endpoint, &req).instrument(span),
@@ -165,6 +168,8 @@ async fn handle(
             format!("volguard could not decide within {:?}", s.decide_timeout),
         ),
     };
+    span_handle.record("decision", decision.outcome());
+    span_handle.record("rule", decision.rule);
     s.metrics.in_flight.dec();
     s.metrics.duration.observe(started.elapsed().as_secs_f64());
     s.metrics

@@ -242,6 +242,11 @@ async fn run() {
         Some(ctl_bpo <= 600.0),
     );
 
+    if std::env::var("VOLGUARD_BENCH_ONLY").as_deref() == Ok("memory") {
+        table.print();
+        return;
+    }
+
     // ---------------------------------------------------------------- servers
     let certs = tempfile::tempdir().expect("tmp");
     let pki = volguard::devcerts::generate(&["localhost".into(), "127.0.0.1".into()]).expect("pki");

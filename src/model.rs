@@ -32,8 +32,6 @@ pub struct Meta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub creation_timestamp: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_grace_period_seconds: Option<i64>,
@@ -41,9 +39,9 @@ pub struct Meta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalizers: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<BTreeMap<String, String>>,
+    pub annotations: Option<SmallMap>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub labels: Option<BTreeMap<String, String>>,
+    pub labels: Option<SmallMap>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_references: Option<Vec<OwnerReference>>,
 }
@@ -73,7 +71,7 @@ impl Meta {
     }
 
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.annotations.as_ref()?.get(key).map(String::as_str)
+        self.annotations.as_ref()?.get(key)
     }
 
     /// Annotation set to exactly `"true"` (Kubernetes convention for boolean annotations).
@@ -101,7 +99,73 @@ impl Meta {
         if !keep_labels {
             self.labels = None;
         }
-        self.creation_timestamp = None;
+    }
+}
+
+/// A string map stored as a sorted boxed slice. Cached objects carry a handful of labels at most,
+/// and a `BTreeMap` allocates a node for eleven entries whatever the count: this keeps a cache of
+/// 100k objects small. Decodes from and encodes to a JSON object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SmallMap(Box<[(Box<str>, Box<str>)]>);
+
+impl SmallMap {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.0[i].1)
+    }
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+    pub fn retain(&mut self, mut keep: impl FnMut(&str, &str) -> bool) {
+        let kept: Vec<_> = std::mem::take(&mut self.0)
+            .into_vec()
+            .into_iter()
+            .filter(|(k, v)| keep(k, v))
+            .collect();
+        self.0 = kept.into_boxed_slice();
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+}
+
+impl FromIterator<(String, String)> for SmallMap {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(iter: I) -> Self {
+        // Through a BTreeMap: sorted, last value wins for a repeated key, as in JSON decoding.
+        let m: BTreeMap<String, String> = iter.into_iter().collect();
+        SmallMap(
+            m.into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+                .collect(),
+        )
+    }
+}
+
+impl<const N: usize> From<[(String, String); N]> for SmallMap {
+    fn from(a: [(String, String); N]) -> Self {
+        a.into_iter().collect()
+    }
+}
+
+impl Serialize for SmallMap {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for SmallMap {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(BTreeMap::<String, String>::deserialize(d)?
+            .into_iter()
+            .collect())
     }
 }
 
@@ -209,7 +273,14 @@ pub struct PvcSpec {
 #[serde(rename_all = "camelCase")]
 pub struct Resources {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests: Option<BTreeMap<String, String>>,
+    pub requests: Option<StorageRequest>,
+}
+
+/// `resources.requests`: only `storage` is read (other keys are ignored while decoding).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorageRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -247,8 +318,8 @@ impl Pvc {
             .as_ref()?
             .requests
             .as_ref()?
-            .get("storage")
-            .map(String::as_str)
+            .storage
+            .as_deref()
     }
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.status.conditions.iter().find(|c| c.type_ == type_)
@@ -257,11 +328,7 @@ impl Pvc {
     pub fn prune(&mut self) {
         self.metadata.prune(true);
         self.status.conditions.retain(|c| c.type_ == "Unused");
-        if let Some(r) = &mut self.spec.resources
-            && let Some(req) = &mut r.requests
-        {
-            req.retain(|k, _| k == "storage");
-        }
+        self.status.conditions.shrink_to_fit();
     }
 }
 

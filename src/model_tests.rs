@@ -52,3 +52,22 @@ fn prune_keeps_only_volguard_annotations() {
     assert_eq!(m.annotation(UNUSED_SINCE), Some("x"));
     assert_eq!(m.annotation("a"), None);
 }
+
+#[test]
+fn small_map_decodes_sorts_and_encodes_as_an_object() {
+    let m: SmallMap = serde_json::from_str(r#"{"b":"2","a":"1"}"#).expect("decode");
+    assert_eq!(m.get("a"), Some("1"));
+    assert_eq!(m.get("b"), Some("2"));
+    assert_eq!(m.get("c"), None);
+    assert_eq!(
+        serde_json::to_string(&m).expect("encode"),
+        r#"{"a":"1","b":"2"}"#
+    );
+    let mut m = m;
+    m.retain(|k, _| k == "b");
+    assert_eq!(m.len(), 1);
+    assert!(
+        serde_json::from_str::<SmallMap>(r#"{"a":1}"#).is_err(),
+        "values must be strings"
+    );
+}

@@ -216,7 +216,7 @@ pub async fn run(args: crate::cli::ReportArgs) -> anyhow::Result<()> {
     };
     let report = match &args.state {
         Some(path) => {
-            let store = crate::state::Store::default();
+            let store = crate::state::Store::keeping_labels();
             crate::state::loader::load_file(path, &store)?;
             build(
                 &store.pvcs.all(),

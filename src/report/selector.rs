@@ -1,7 +1,7 @@
 //! Label selectors as `kubectl -l` takes them: `a=b`, `a==b`, `a!=b`, `a`, `!a`,
 //! `a in (x,y)`, `a notin (x,y)`, comma-separated (all must hold).
 
-use std::collections::BTreeMap;
+use crate::model::SmallMap;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Req {
@@ -61,8 +61,8 @@ impl Selector {
         })
     }
 
-    pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
-        let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    pub fn matches(&self, labels: Option<&SmallMap>) -> bool {
+        let get = |k: &str| labels.and_then(|l| l.get(k));
         self.reqs.iter().all(|r| match r {
             Req::Eq(k, v) => get(k) == Some(v),
             Req::Ne(k, v) => get(k) != Some(v),

@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+fn labels(pairs: &[(&str, &str)]) -> SmallMap {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -1,7 +1,7 @@
 //! In-memory maps of pruned objects, keyed namespace → name so lookups borrow `&str` keys.
 
 use crate::model::{Meta, Node, Pod, Pv, Pvc};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// A cached Kubernetes object type.
@@ -10,9 +10,13 @@ pub trait Object: Clone + Send + Sync + 'static {
     fn meta(&self) -> &Meta;
     /// Drop fields no rule reads (memory matters at 100k objects).
     fn prune(&mut self);
+    fn drop_labels(&mut self);
 }
 
 impl Object for Pvc {
+    fn drop_labels(&mut self) {
+        self.metadata.labels = None;
+    }
     const KIND: &'static str = "PersistentVolumeClaim";
     fn meta(&self) -> &Meta {
         &self.metadata
@@ -22,18 +26,27 @@ impl Object for Pvc {
     }
 }
 impl Object for Pv {
+    fn drop_labels(&mut self) {
+        self.metadata.labels = None;
+    }
     const KIND: &'static str = "PersistentVolume";
     fn meta(&self) -> &Meta {
         &self.metadata
     }
     fn prune(&mut self) {
         self.metadata.prune(false);
-        // No rule reads a PV's uid or owners.
+        // No rule reads a PV's uid or owners, nor its claim's uid.
         self.metadata.uid = String::new();
         self.metadata.owner_references = None;
+        if let Some(c) = &mut self.spec.claim_ref {
+            c.uid = None;
+        }
     }
 }
 impl Object for Node {
+    fn drop_labels(&mut self) {
+        self.metadata.labels = None;
+    }
     const KIND: &'static str = "Node";
     fn meta(&self) -> &Meta {
         &self.metadata
@@ -46,6 +59,9 @@ impl Object for Node {
     }
 }
 impl Object for Pod {
+    fn drop_labels(&mut self) {
+        self.metadata.labels = None;
+    }
     const KIND: &'static str = "Pod";
     fn meta(&self) -> &Meta {
         &self.metadata
@@ -53,20 +69,51 @@ impl Object for Pod {
     fn prune(&mut self) {
         self.metadata.prune(false);
         self.metadata.owner_references = None;
+        // Pods are never patched by volguard: no resourceVersion needed.
+        self.metadata.resource_version = None;
+        // Only claim-bearing volumes matter to the rules (projected tokens, configMaps... do not).
+        self.spec
+            .volumes
+            .retain(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some());
+        self.spec.volumes.shrink_to_fit();
     }
 }
 
-type Inner<T> = HashMap<String, HashMap<String, Arc<T>>>;
+/// A cached object keyed by its own name: the set needs no second copy of every name.
+struct ByName<T>(Arc<T>);
+
+impl<T: Object> std::borrow::Borrow<str> for ByName<T> {
+    fn borrow(&self) -> &str {
+        &self.0.meta().name
+    }
+}
+impl<T: Object> std::hash::Hash for ByName<T> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        // Must hash exactly like the `str` it borrows as.
+        std::borrow::Borrow::<str>::borrow(self).hash(h)
+    }
+}
+impl<T: Object> PartialEq for ByName<T> {
+    fn eq(&self, o: &Self) -> bool {
+        self.0.meta().name == o.0.meta().name
+    }
+}
+impl<T: Object> Eq for ByName<T> {}
+
+type Inner<T> = HashMap<String, HashSet<ByName<T>>>;
 
 /// namespace → name → object. Cluster-scoped objects live under namespace `""`.
 pub struct ObjectMap<T> {
     inner: RwLock<Inner<T>>,
+    /// Labels are only read by `report unused -l`; every other cache drops them.
+    keep_labels: bool,
 }
 
 impl<T: Object> Default for ObjectMap<T> {
     fn default() -> Self {
         ObjectMap {
             inner: RwLock::new(HashMap::new()),
+            keep_labels: false,
         }
     }
 }
@@ -82,24 +129,31 @@ impl<T: Object> ObjectMap<T> {
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
-        self.read().get(namespace)?.get(name).cloned()
+        self.read().get(namespace)?.get(name).map(|e| e.0.clone())
+    }
+
+    fn prune(&self, obj: &mut T) {
+        obj.prune();
+        if !self.keep_labels {
+            obj.drop_labels();
+        }
     }
 
     /// Insert or replace, pruning first. Returns the previous object.
     pub fn apply(&self, mut obj: T) -> Option<Arc<T>> {
-        obj.prune();
-        let m = obj.meta();
-        let (ns, name) = (m.namespace.clone(), m.name.clone());
+        self.prune(&mut obj);
+        let ns = obj.meta().namespace.clone();
         self.write()
             .entry(ns)
             .or_default()
-            .insert(name, Arc::new(obj))
+            .replace(ByName(Arc::new(obj)))
+            .map(|e| e.0)
     }
 
     pub fn delete(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
         let mut w = self.write();
         let ns = w.get_mut(namespace)?;
-        let old = ns.remove(name);
+        let old = ns.take(name).map(|e| e.0);
         if ns.is_empty() {
             w.remove(namespace);
         }
@@ -110,12 +164,11 @@ impl<T: Object> ObjectMap<T> {
     pub fn replace(&self, objs: Vec<T>) {
         let mut fresh: Inner<T> = HashMap::new();
         for mut o in objs {
-            o.prune();
-            let m = o.meta();
+            self.prune(&mut o);
             fresh
-                .entry(m.namespace.clone())
+                .entry(o.meta().namespace.clone())
                 .or_default()
-                .insert(m.name.clone(), Arc::new(o));
+                .replace(ByName(Arc::new(o)));
         }
         *self.write() = fresh;
     }
@@ -123,19 +176,19 @@ impl<T: Object> ObjectMap<T> {
     pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<T>> {
         self.read()
             .get(namespace)
-            .map(|m| m.values().cloned().collect())
+            .map(|m| m.iter().map(|e| e.0.clone()).collect())
             .unwrap_or_default()
     }
 
     pub fn all(&self) -> Vec<Arc<T>> {
         self.read()
             .values()
-            .flat_map(|m| m.values().cloned())
+            .flat_map(|m| m.iter().map(|e| e.0.clone()))
             .collect()
     }
 
     pub fn len(&self) -> usize {
-        self.read().values().map(HashMap::len).sum()
+        self.read().values().map(HashSet::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -155,3 +208,16 @@ pub struct Store {
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
+
+impl Store {
+    /// A store whose PVCs keep their labels (for label selectors in reports).
+    pub fn keeping_labels() -> Store {
+        Store {
+            pvcs: ObjectMap {
+                inner: RwLock::new(HashMap::new()),
+                keep_labels: true,
+            },
+            ..Default::default()
+        }
+    }
+}

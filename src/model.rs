@@ -163,9 +163,30 @@ impl Serialize for SmallMap {
 
 impl<'de> Deserialize<'de> for SmallMap {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(BTreeMap::<String, String>::deserialize(d)?
-            .into_iter()
-            .collect())
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = SmallMap;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of strings")
+            }
+            // Straight into the final slice (this runs for every admitted object's labels).
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<SmallMap, A::Error> {
+                let mut v: Vec<(Box<str>, Box<str>)> =
+                    Vec::with_capacity(a.size_hint().unwrap_or(0));
+                while let Some((k, val)) = a.next_entry::<String, String>()? {
+                    v.push((k.into_boxed_str(), val.into_boxed_str()));
+                }
+                // Sorted for binary search; for a repeated key the last value wins, as in JSON.
+                v.reverse();
+                v.sort_by(|x, y| x.0.cmp(&y.0));
+                v.dedup_by(|later, earlier| later.0 == earlier.0);
+                Ok(SmallMap(v.into_boxed_slice()))
+            }
+        }
+        d.deserialize_map(V)
     }
 }
 

@@ -71,3 +71,10 @@ fn small_map_decodes_sorts_and_encodes_as_an_object() {
         "values must be strings"
     );
 }
+
+#[test]
+fn small_map_repeated_key_keeps_the_last_value() {
+    let m: SmallMap = serde_json::from_str(r#"{"a":"1","b":"x","a":"2"}"#).expect("decode");
+    assert_eq!(m.get("a"), Some("2"));
+    assert_eq!(m.len(), 2);
+}

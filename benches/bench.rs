@@ -6,6 +6,8 @@
 mod harness;
 mod load;
 mod synth;
+#[path = "../tests/common/tls_client.rs"]
+mod tls_client;
 
 use serde_json::{Value, json};
 use std::alloc::{GlobalAlloc, Layout, System};

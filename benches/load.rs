@@ -38,23 +38,11 @@ pub struct Target {
 }
 
 fn tls(ca_pem: &str, proto: Proto) -> TlsConnector {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()).flatten() {
-        let _ = roots.add(c);
-    }
-    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    cfg.alpn_protocols = vec![match proto {
-        Proto::H1 => b"http/1.1".to_vec(),
-        Proto::H2 => b"h2".to_vec(),
-    }];
-    TlsConnector::from(Arc::new(cfg))
+    let alpn: &[u8] = match proto {
+        Proto::H1 => b"http/1.1",
+        Proto::H2 => b"h2",
+    };
+    super::tls_client::connector(ca_pem, alpn)
 }
 
 async fn connect(t: &Target, proto: Proto) -> Sender {

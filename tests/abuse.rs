@@ -5,7 +5,6 @@
 mod common;
 
 use common::{Certs, Server, client, repo};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -30,23 +29,10 @@ async fn tls(
     ca_pem: &str,
     alpn: &[u8],
 ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()).flatten() {
-        roots.add(c).expect("root");
-    }
-    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    cfg.alpn_protocols = vec![alpn.to_vec()];
     let tcp = tokio::net::TcpStream::connect(&server.webhook)
         .await
         .expect("connect");
-    tokio_rustls::TlsConnector::from(Arc::new(cfg))
+    common::tls_client::connector(ca_pem, alpn)
         .connect(
             rustls_pki_types::ServerName::try_from("localhost").expect("name"),
             tcp,

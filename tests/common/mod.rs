@@ -1,6 +1,8 @@
 //! Shared test harness: start the real `volguard` binary with generated certificates.
 #![allow(dead_code)]
 
+pub mod tls_client;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

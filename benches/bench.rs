@@ -70,6 +70,21 @@ fn rss_bytes(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time (user + system) a process has used so far. /proc reports clock ticks of USER_HZ,
+/// which Linux fixes at 100 for userland.
+fn cpu_seconds(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // Fields after the parenthesised command name; utime and stime are 14 and 15.
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?)
+        })
+        .map(|ticks| ticks / 100.0)
+        .unwrap_or(f64::NAN)
+}
+
 struct Proc(std::process::Child);
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -299,7 +314,7 @@ async fn run() {
     );
 
     let floor_bin = repo().join("target/release/examples/floor");
-    let (_floor, floor_addr, _) = start_server(
+    let (floor, floor_addr, _) = start_server(
         Command::new(&floor_bin)
             .arg("--listen")
             .arg("127.0.0.1:0")
@@ -309,6 +324,7 @@ async fn run() {
             .arg(&key),
         |l| l.strip_prefix("listening ").map(str::to_string),
     );
+    let (vg_pid, fl_pid) = (serve.0.id(), floor.0.id());
     let vg = load::Target {
         addr: serve_addr,
         ca_pem: pki.ca_pem.clone(),
@@ -323,20 +339,37 @@ async fn run() {
     for (name, path, body) in synth::reviews() {
         for proto in [load::Proto::H1, load::Proto::H2] {
             // Interleave volguard and floor twice each so drift in machine load hits both.
-            let mut v = 0.0;
-            let mut f = 0.0;
+            // Server CPU per request is measured alongside: it does not depend on how the two
+            // cores are shared with the load generator, so it shows volguard's own cost plainly.
+            let (mut v, mut f, mut vcpu, mut fcpu, mut vn, mut fn_) = (0.0, 0.0, 0.0, 0.0, 0, 0);
             for _ in 0..2 {
-                v += load::closed_loop(&vg, proto, 32, path, &body, dur / 2).await / 2.0;
-                f += load::closed_loop(&fl, proto, 32, path, &body, dur / 2).await / 2.0;
+                let c = cpu_seconds(vg_pid);
+                let t = load::closed_loop(&vg, proto, 32, path, &body, dur / 2).await;
+                vcpu += cpu_seconds(vg_pid) - c;
+                (v, vn) = (v + t.rps / 2.0, vn + t.requests);
+                let c = cpu_seconds(fl_pid);
+                let t = load::closed_loop(&fl, proto, 32, path, &body, dur / 2).await;
+                fcpu += cpu_seconds(fl_pid) - c;
+                (f, fn_) = (f + t.rps / 2.0, fn_ + t.requests);
             }
             let ratio = v / f;
-            report["admission"][name][proto.name()] =
-                json!({"volguard_rps": v, "floor_rps": f, "ratio": ratio});
+            let (vus, fus) = (vcpu * 1e6 / vn as f64, fcpu * 1e6 / fn_ as f64);
+            report["admission"][name][proto.name()] = json!({"volguard_rps": v, "floor_rps": f, "ratio": ratio,
+                "volguard_server_cpu_us": vus, "floor_server_cpu_us": fus});
             table.row(
                 format!("admission {name} {} req/s (floor {f:.0})", proto.name()),
                 format!("{v:.0} ({ratio:.2}x)"),
                 ">= 0.8x floor",
                 Some(ratio >= 0.8),
+            );
+            table.row(
+                format!(
+                    "  server CPU µs/request {name} {} (floor {fus:.1})",
+                    proto.name()
+                ),
+                format!("{vus:.1} (+{:.1})", vus - fus),
+                "",
+                None,
             );
         }
     }

@@ -11,6 +11,10 @@ use serde::Deserialize;
 use std::sync::Arc;
 use volguard::server::{listener, metrics::Metrics, tls::CertReloader};
 
+/// The same allocator as `volguard` (src/main.rs): the floor is the same stack.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Deserialize)]
 struct Review<'a> {
     #[serde(borrow)]

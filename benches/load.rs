@@ -100,6 +100,11 @@ async fn send(s: &mut Sender, path: &str, body: &Bytes) -> bool {
     }
 }
 
+pub struct Throughput {
+    pub rps: f64,
+    pub requests: u64,
+}
+
 /// Requests per second over `conns` connections for `dur`, each connection one request at a time.
 pub async fn closed_loop(
     t: &Target,
@@ -108,7 +113,7 @@ pub async fn closed_loop(
     path: &'static str,
     body: &[u8],
     dur: Duration,
-) -> f64 {
+) -> Throughput {
     let body = Bytes::copy_from_slice(body);
     let done = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
@@ -142,7 +147,11 @@ pub async fn closed_loop(
     if e > 0 {
         eprintln!("warning: {e} failed requests");
     }
-    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+    let requests = done.load(Ordering::Relaxed);
+    Throughput {
+        rps: requests as f64 / start.elapsed().as_secs_f64(),
+        requests,
+    }
 }
 
 pub struct Latency {

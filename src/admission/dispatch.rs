@@ -1,13 +1,12 @@
 //! Route each admission request to its rule, gathering the cluster facts the rule needs first.
 
-use super::review::Request;
+use super::review::{Embedded, EmbeddedKind, Request};
 use crate::model::{DeleteOptions, Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc};
 use crate::rules::claims::claims_of;
 use crate::rules::force_delete::{ForceDeletePolicy, is_force};
 use crate::rules::{Decision, Fact, binding, finalizer_guard, force_delete, pod_create, protect};
 use crate::state::Cluster;
-use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
@@ -61,11 +60,11 @@ impl Admission {
         }
         match (endpoint, kind, op) {
             (Endpoint::Mutate, "PersistentVolumeClaim", "CREATE") => {
-                let pvc: Pvc = object(req.object, "PersistentVolumeClaim", "object")?;
+                let pvc = object::<Pvc>(&req.object, "object")?;
                 Ok(protect::protect_on_create(&pvc.metadata, PVC_FINALIZER))
             }
             (Endpoint::Mutate, "PersistentVolume", "CREATE") => {
-                let pv: Pv = object(req.object, "PersistentVolume", "object")?;
+                let pv = object::<Pv>(&req.object, "object")?;
                 Ok(protect::protect_on_create(&pv.metadata, PV_FINALIZER))
             }
             (Endpoint::Mutate, "PersistentVolumeClaim" | "PersistentVolume" | "Pod", _) => {
@@ -100,8 +99,8 @@ impl Admission {
     }
 
     async fn pod_create(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let mut pod: Pod = object(req.object, "Pod", "object")?;
-        fill_namespace(&mut pod.metadata, req);
+        let mut pod = object::<Pod>(&req.object, "object")?;
+        fill_namespace(&mut pod, req);
         let ns = pod.metadata.namespace.clone();
         let mut facts = Vec::new();
         for claim in claims_of(&pod) {
@@ -113,10 +112,16 @@ impl Admission {
     }
 
     async fn pod_delete(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let pod: Pod = object(req.old_object, "Pod", "oldObject")?;
+        let pod = object::<Pod>(&req.old_object, "oldObject")?;
         let grace = match req.options {
             Some(raw) => {
-                object::<DeleteOptions>(Some(raw), "DeleteOptions", "options")?.grace_period_seconds
+                serde_json::from_str::<DeleteOptions>(raw.get())
+                    .map_err(|e| {
+                        Decision::bad_request(format!(
+                            "request.options does not decode as a DeleteOptions: {e}"
+                        ))
+                    })?
+                    .grace_period_seconds
             }
             None => None,
         };
@@ -136,10 +141,10 @@ impl Admission {
     }
 
     async fn pvc_write(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let mut new: Pvc = object(req.object, "PersistentVolumeClaim", "object")?;
-        fill_namespace(&mut new.metadata, req);
-        let old: Option<Pvc> = match (req.operation.as_str(), req.old_object) {
-            ("UPDATE", raw) => Some(object(raw, "PersistentVolumeClaim", "oldObject")?),
+        let mut new = object::<Pvc>(&req.object, "object")?;
+        fill_namespace(&mut new, req);
+        let old = match req.operation.as_str() {
+            "UPDATE" => Some(object::<Pvc>(&req.old_object, "oldObject")?),
             _ => None,
         };
         let mut warnings = Vec::new();
@@ -168,7 +173,7 @@ impl Admission {
                 }
             }
         }
-        let mut d = match binding::newly_bound_volume(old.as_ref(), &new) {
+        let mut d = match binding::newly_bound_volume(old.as_deref(), &new) {
             Some(pv_name) => {
                 let pv = self.cluster.pv(pv_name).await;
                 binding::pvc_binding(&new, pv_name, deref(&pv))
@@ -180,8 +185,8 @@ impl Admission {
     }
 
     fn pv_update(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let new: Pv = object(req.object, "PersistentVolume", "object")?;
-        let old: Pv = object(req.old_object, "PersistentVolume", "oldObject")?;
+        let new = object::<Pv>(&req.object, "object")?;
+        let old = object::<Pv>(&req.old_object, "oldObject")?;
         if !finalizer_guard::strips(&old.metadata, &new.metadata, PV_FINALIZER) {
             return Ok(Decision::allow("pv-update"));
         }
@@ -198,26 +203,40 @@ impl Admission {
     }
 }
 
-/// Decode one embedded object; a missing or malformed object is the caller's mistake (400).
-fn object<T: DeserializeOwned>(
-    raw: Option<&RawValue>,
-    kind: &str,
-    field: &str,
-) -> Result<T, Decision> {
-    let raw = raw.ok_or_else(|| {
-        Decision::bad_request(format!("request.{field} is missing; expected a {kind}"))
-    })?;
-    serde_json::from_str(raw.get()).map_err(|e| {
-        Decision::bad_request(format!("request.{field} does not decode as a {kind}: {e}"))
-    })
+/// One embedded object; a missing or malformed object is the caller's mistake (400).
+fn object<'r, T: EmbeddedKind>(e: &'r Embedded<'_>, field: &str) -> Result<Cow<'r, T>, Decision> {
+    e.get(field).map_err(Decision::bad_request)
 }
 
 /// Objects being created may omit their namespace; the request carries it.
-fn fill_namespace(meta: &mut Meta, req: &Request<'_>) {
-    if meta.namespace.is_empty()
+fn fill_namespace<T: Clone + HasMeta>(obj: &mut Cow<'_, T>, req: &Request<'_>) {
+    if obj.meta().namespace.is_empty()
         && let Some(ns) = &req.namespace
     {
-        meta.namespace = ns.clone();
+        obj.to_mut().meta_mut().namespace = ns.clone();
+    }
+}
+
+trait HasMeta {
+    fn meta(&self) -> &Meta;
+    fn meta_mut(&mut self) -> &mut Meta;
+}
+
+impl HasMeta for Pod {
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.metadata
+    }
+}
+
+impl HasMeta for Pvc {
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.metadata
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use serde_json::{Value, json};
+use std::borrow::Cow;
 
 #[test]
 fn decode_errors_are_precise() {
@@ -24,6 +25,12 @@ fn decode_errors_are_precise() {
     assert_eq!(
         decode(no_req.to_string().as_bytes()).err(),
         Some(ReviewError::NoRequest)
+    );
+    let mut bad_utf8 = br#"{"apiVersion":"admission.k8s.io/v1","request":{"uid":""#.to_vec();
+    bad_utf8.extend_from_slice(&[0xff, b'"', b'}', b'}']);
+    assert_eq!(
+        decode(&bad_utf8).err().map(|e| e.to_string()),
+        Some("request body is not valid JSON: invalid UTF-8 at byte 54 of 58".into())
     );
     let no_uid = json!({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}});
     assert_eq!(
@@ -63,4 +70,85 @@ fn encode_denial_has_status_and_warnings() {
     assert_eq!(out["response"]["status"]["code"], 403);
     assert_eq!(out["response"]["status"]["message"], "no");
     assert_eq!(out["response"]["warnings"], json!(["w"]));
+}
+
+fn pod_review(request: Value) -> Vec<u8> {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+        .to_string()
+        .into_bytes()
+}
+
+#[test]
+fn objects_decode_in_the_same_pass_when_the_kind_comes_first() {
+    let pod = json!({"metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]}});
+    let body = pod_review(
+        json!({"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "CREATE", "object": pod, "oldObject": null}),
+    );
+    let req = decode(&body).expect("review");
+    assert!(matches!(req.object, Embedded::Pod(_)), "{:?}", req.object);
+    assert!(matches!(req.old_object, Embedded::Absent));
+    let p = req.object.get::<Pod>("object").expect("pod");
+    assert_eq!(p.metadata.name, "p");
+    assert!(matches!(p, Cow::Borrowed(_)));
+}
+
+#[test]
+fn objects_before_their_kind_or_of_other_kinds_stay_raw_and_decode_alike() {
+    // serde_json keeps key order when writing a json! map only with `preserve_order`; write it.
+    let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+        "object":{"metadata":{"name":"p"},"spec":{"volumes":[{"name":"d","persistentVolumeClaim":{"claimName":"c"}}]}},
+        "uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE"}}"#;
+    let req = decode(body).expect("review");
+    assert!(matches!(req.object, Embedded::Raw(_)));
+    let p = req.object.get::<Pod>("object").expect("pod");
+    assert_eq!(p.spec.volumes.len(), 1);
+    let other = pod_review(
+        json!({"uid": "u", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "operation": "CREATE", "object": {"spec": {"replicas": 1}}}),
+    );
+    assert!(matches!(
+        decode(&other).expect("review").object,
+        Embedded::Raw(_)
+    ));
+}
+
+#[test]
+fn a_malformed_object_is_named_by_its_field_not_a_broken_review() {
+    let body = pod_review(
+        json!({"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "CREATE", "object": {"metadata": {"name": 7}}}),
+    );
+    let req = decode(&body).expect("the review itself is fine");
+    assert!(matches!(req.object, Embedded::Raw(_)));
+    let err = req
+        .object
+        .get::<Pod>("object")
+        .expect_err("name is a number");
+    assert!(
+        err.starts_with("request.object does not decode as a Pod: invalid type: integer `7`"),
+        "{err}"
+    );
+    assert_eq!(
+        req.old_object.get::<Pod>("oldObject").expect_err("absent"),
+        "request.oldObject is missing; expected a Pod"
+    );
+}
+
+#[test]
+fn repeated_fields_and_escaped_keys() {
+    let dup =
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",
+        "kind":{"group":"","version":"v1","kind":"Pod"},"object":{},"object":{}}}"#;
+    let err = decode(dup).expect_err("two objects");
+    assert!(
+        err.to_string().contains("duplicate field `object`"),
+        "{err}"
+    );
+    let escaped = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"\u0075id":"u",
+        "kind":{"group":"","version":"v1","kind":"Pod"},"operation":"DELETE","\u006fldObject":{"metadata":{"name":"p"}}}}"#;
+    let req = decode(escaped).expect("escaped keys are keys");
+    assert_eq!(req.uid, "u");
+    assert!(matches!(req.old_object, Embedded::Pod(_)));
 }

@@ -13,7 +13,7 @@ use volguard::server::{listener, metrics::Metrics, tls::CertReloader};
 
 /// The same allocator as `volguard` (src/main.rs): the floor is the same stack.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: volguard::alloc::Allocator = volguard::alloc::Allocator;
 
 #[derive(Deserialize)]
 struct Review<'a> {

@@ -8,6 +8,7 @@
 //! - `controller`: the reconcile loop (queue, leader election, patches, events).
 
 pub mod admission;
+pub mod alloc;
 pub mod cli;
 pub mod controller;
 pub mod devcerts;

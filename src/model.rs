@@ -6,6 +6,7 @@
 //! decode error, which admission turns into a 400.
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 pub const PVC_FINALIZER: &str = "kubernetes.io/pvc-protection";
@@ -38,7 +39,11 @@ pub struct Meta {
     /// `None` when absent or `null`: the mutating patch must then create the list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalizers: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "volguard_annotations"
+    )]
     pub annotations: Option<SmallMap>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<SmallMap>,
@@ -163,30 +168,88 @@ impl Serialize for SmallMap {
 
 impl<'de> Deserialize<'de> for SmallMap {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = SmallMap;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a map of strings")
-            }
-            // Straight into the final slice (this runs for every admitted object's labels).
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut a: A,
-            ) -> Result<SmallMap, A::Error> {
-                let mut v: Vec<(Box<str>, Box<str>)> =
-                    Vec::with_capacity(a.size_hint().unwrap_or(0));
-                while let Some((k, val)) = a.next_entry::<String, String>()? {
-                    v.push((k.into_boxed_str(), val.into_boxed_str()));
-                }
-                // Sorted for binary search; for a repeated key the last value wins, as in JSON.
-                v.reverse();
-                v.sort_by(|x, y| x.0.cmp(&y.0));
-                v.dedup_by(|later, earlier| later.0 == earlier.0);
-                Ok(SmallMap(v.into_boxed_slice()))
+        d.deserialize_map(SmallMapVisitor { keep: |_| true })
+    }
+}
+
+/// Decodes a JSON object of strings straight into the final slice (this runs for every admitted
+/// object), keeping the keys `keep` accepts; the values of the others are skipped, not copied.
+struct SmallMapVisitor {
+    keep: fn(&str) -> bool,
+}
+
+impl<'de> serde::de::Visitor<'de> for SmallMapVisitor {
+    type Value = SmallMap;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a map of strings")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<SmallMap, A::Error> {
+        let mut v: Vec<(Box<str>, Box<str>)> = Vec::new();
+        while let Some(Key(k)) = a.next_key()? {
+            if (self.keep)(&k) {
+                let val: String = a.next_value()?;
+                v.push((k.into(), val.into_boxed_str()));
+            } else {
+                a.next_value::<serde::de::IgnoredAny>()?;
             }
         }
-        d.deserialize_map(V)
+        // Sorted for binary search; for a repeated key the last value wins, as in JSON.
+        v.reverse();
+        v.sort_by(|x, y| x.0.cmp(&y.0));
+        v.dedup_by(|later, earlier| later.0 == earlier.0);
+        Ok(SmallMap(v.into_boxed_slice()))
+    }
+}
+
+/// `metadata.annotations` keeping only volguard's own (`volguard.io/...`): no rule reads any
+/// other, and a pod carries many (kubectl's last-applied configuration can be kilobytes).
+fn volguard_annotations<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<SmallMap>, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Option<SmallMap>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("null or a map of strings")
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            let m = d.deserialize_map(SmallMapVisitor {
+                keep: |k| k.starts_with(ANNOTATION_PREFIX),
+            })?;
+            Ok((!m.is_empty()).then_some(m))
+        }
+    }
+    d.deserialize_option(V)
+}
+
+/// A JSON object key, borrowed from the input when it has no escapes.
+pub(crate) struct Key<'de>(pub Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                v: &'de str,
+            ) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_identifier(V)
     }
 }
 

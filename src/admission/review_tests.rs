@@ -152,3 +152,46 @@ fn repeated_fields_and_escaped_keys() {
     assert_eq!(req.uid, "u");
     assert!(matches!(req.old_object, Embedded::Pod(_)));
 }
+
+#[test]
+fn encoded_strings_round_trip_through_a_json_parser() {
+    let mut every: String = (0u8..0x80).map(char::from).collect();
+    every.push_str("é ✓ 🦀 \u{2028} \\\" end");
+    // A character needing an escape at every offset of the eight-byte scan.
+    let mut cases: Vec<String> = (0..20)
+        .flat_map(|at| {
+            ['"', '\\', '\u{1f}', 'é']
+                .map(|c| format!("{}{c}{}", "a".repeat(at), "b".repeat(19 - at)))
+        })
+        .collect();
+    cases.extend([
+        every,
+        "".into(),
+        "plain".into(),
+        "\"quoted\"".into(),
+        "tab\there\nline".into(),
+    ]);
+    for s in cases.iter().map(String::as_str) {
+        let d = Decision::deny("r", s).with_warning(s);
+        let out: Value = serde_json::from_slice(&encode(s, &d)).expect("valid JSON");
+        assert_eq!(out["response"]["uid"], s);
+        assert_eq!(out["response"]["status"]["message"], s);
+        assert_eq!(out["response"]["warnings"], json!([s]));
+    }
+}
+
+#[test]
+fn encoded_response_has_exactly_the_fields_of_an_admission_response() {
+    let allowed: Value = serde_json::from_slice(&encode("u", &Decision::allow("r"))).expect("json");
+    assert_eq!(
+        allowed,
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+               "response": {"uid": "u", "allowed": true}})
+    );
+    let bad: Value =
+        serde_json::from_slice(&encode("u", &Decision::bad_request("no object"))).expect("json");
+    assert_eq!(
+        bad["response"]["status"],
+        json!({"status": "Failure", "code": 400, "reason": "BadRequest", "message": "no object"})
+    );
+}

@@ -1,7 +1,7 @@
 //! The admission HTTP surface: `POST /mutate`, `POST /validate`, and precise errors for the rest.
 //! Testable without sockets: `router()` is a plain axum Router.
 
-use super::metrics::{CodeLabels, KindLabels, Metrics, RequestLabels, kind_label, operation_label};
+use super::metrics::{CodeLabels, KindLabels, Metrics};
 use crate::admission::{self, Admission, Endpoint};
 use crate::error::ReviewError;
 use axum::Router;
@@ -172,15 +172,12 @@ async fn handle(
     span_handle.record("rule", decision.rule);
     s.metrics.in_flight.dec();
     s.metrics.duration.observe(started.elapsed().as_secs_f64());
-    s.metrics
-        .requests
-        .get_or_create(&RequestLabels {
-            endpoint: endpoint.as_str(),
-            kind: kind_label(&req.kind.kind),
-            operation: operation_label(&req.operation),
-            decision: decision.outcome(),
-        })
-        .inc();
+    s.metrics.count_request(
+        endpoint.as_str(),
+        &req.kind.kind,
+        &req.operation,
+        decision.outcome(),
+    );
     if decision.rule == "unknown-kind" {
         s.metrics
             .unknown_kinds

@@ -46,6 +46,7 @@ pub async fn cluster_from(
             let store = Store::default();
             let started = std::time::Instant::now();
             let summary = loader::load_file(path, &store)?;
+            crate::alloc::release_free_memory();
             tracing::info!(
                 file = %path.display(), pvcs = summary.pvcs, pvs = summary.pvs, nodes = summary.nodes,
                 pods = summary.pods, skipped = ?summary.skipped, seconds = started.elapsed().as_secs_f64(),

@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
         let d = rt.block_on(a.decide(ep, &req));
         let out = admission::encode(&req.uid, &d);
         let v: serde_json::Value = serde_json::from_slice(&out).expect("response is JSON");
-        assert_eq!(v["response"]["uid"].as_str(), Some(req.uid.as_str()));
+        assert_eq!(v["response"]["uid"].as_str(), Some(&*req.uid));
         assert_eq!(v["response"]["allowed"].as_bool(), Some(d.allowed));
     }
 });

@@ -53,8 +53,8 @@ impl Admission {
         if !req.kind.group.is_empty() {
             return Ok(self.unknown_kind(req));
         }
-        let kind = req.kind.kind.as_str();
-        let op = req.operation.as_str();
+        let kind = &*req.kind.kind;
+        let op = &*req.operation;
         if req.subresource().is_some() {
             return Ok(Decision::allow("subresource"));
         }
@@ -143,7 +143,7 @@ impl Admission {
     async fn pvc_write(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let mut new = object::<Pvc>(&req.object, "object")?;
         fill_namespace(&mut new, req);
-        let old = match req.operation.as_str() {
+        let old = match &*req.operation {
             "UPDATE" => Some(object::<Pvc>(&req.old_object, "oldObject")?),
             _ => None,
         };
@@ -213,7 +213,7 @@ fn fill_namespace<T: Clone + HasMeta>(obj: &mut Cow<'_, T>, req: &Request<'_>) {
     if obj.meta().namespace.is_empty()
         && let Some(ns) = &req.namespace
     {
-        obj.to_mut().meta_mut().namespace = ns.clone();
+        obj.to_mut().meta_mut().namespace = ns.to_string();
     }
 }
 

@@ -29,14 +29,15 @@ struct ReviewIn<'a> {
     request: Option<Request<'a>>,
 }
 
+/// The fields of an AdmissionRequest volguard reads; strings borrow from the body.
 #[derive(Debug, Default)]
 pub struct Request<'a> {
-    pub uid: String,
-    pub kind: GroupVersionKind,
-    pub sub_resource: Option<String>,
-    pub name: Option<String>,
-    pub namespace: Option<String>,
-    pub operation: String,
+    pub uid: Cow<'a, str>,
+    pub kind: GroupVersionKind<'a>,
+    pub sub_resource: Option<Cow<'a, str>>,
+    pub name: Option<Cow<'a, str>>,
+    pub namespace: Option<Cow<'a, str>>,
+    pub operation: Cow<'a, str>,
     pub user_info: UserInfo,
     pub object: Embedded<'a>,
     pub old_object: Embedded<'a>,
@@ -45,14 +46,18 @@ pub struct Request<'a> {
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct GroupVersionKind {
-    #[serde(default)]
-    pub group: String,
-    #[serde(default)]
-    pub version: String,
-    #[serde(default)]
-    pub kind: String,
+pub struct GroupVersionKind<'a> {
+    #[serde(default, borrow)]
+    pub group: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub version: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub kind: Cow<'a, str>,
 }
+
+/// A JSON string, borrowed from the body when it has no escapes.
+#[derive(Deserialize)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 
 /// `request.object` / `request.oldObject`: absent (or null), decoded in the review's pass, or raw.
 #[derive(Debug, Default)]
@@ -270,7 +275,7 @@ impl<'de> Visitor<'de> for RequestSeed {
             match key.as_ref() {
                 "uid" => {
                     seen.first(1, "uid")?;
-                    r.uid = map.next_value()?;
+                    r.uid = map.next_value::<Text>()?.0;
                 }
                 "kind" => {
                     seen.first(2, "kind")?;
@@ -278,19 +283,19 @@ impl<'de> Visitor<'de> for RequestSeed {
                 }
                 "subResource" => {
                     seen.first(4, "subResource")?;
-                    r.sub_resource = map.next_value()?;
+                    r.sub_resource = map.next_value::<Option<Text>>()?.map(|t| t.0);
                 }
                 "name" => {
                     seen.first(8, "name")?;
-                    r.name = map.next_value()?;
+                    r.name = map.next_value::<Option<Text>>()?.map(|t| t.0);
                 }
                 "namespace" => {
                     seen.first(16, "namespace")?;
-                    r.namespace = map.next_value()?;
+                    r.namespace = map.next_value::<Option<Text>>()?.map(|t| t.0);
                 }
                 "operation" => {
                     seen.first(32, "operation")?;
-                    r.operation = map.next_value()?;
+                    r.operation = map.next_value::<Text>()?.0;
                 }
                 "userInfo" => {
                     seen.first(64, "userInfo")?;
@@ -323,7 +328,7 @@ impl<'de> Visitor<'de> for RequestSeed {
 
 impl RequestSeed {
     fn embedded(&self, kind: &GroupVersionKind) -> EmbeddedSeed {
-        let known = match (kind.group.as_str(), kind.kind.as_str()) {
+        let known = match (&*kind.group, &*kind.kind) {
             ("", "Pod") => Some(Kinds::Pod),
             ("", "PersistentVolumeClaim") => Some(Kinds::Pvc),
             ("", "PersistentVolume") => Some(Kinds::Pv),

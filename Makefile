@@ -17,7 +17,7 @@ STATE ?= manifests/examples/state.yaml
 CM_VERSION ?= v1.21.2
 CM_CRDS := $(CACHE)/cert-manager-$(CM_VERSION)/crds
 
-.PHONY: all build release certs run try image fuzz bench chaos test unit lint e2e controlplane bench fuzz chaos clean help
+.PHONY: all build release certs run try image fuzz bench profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -26,6 +26,7 @@ help:
 	@echo "make test     lint, unit + fixture tests, end-to-end tests on a real control plane"
 	@echo "make e2e      end-to-end tests only (builds kube-apiserver/etcd/kcm once into .cache/)"
 	@echo "make bench    benchmarks (table + target/bench/report.json)"
+	@echo "make profile  instructions per admission request, volguard vs floor (callgrind)"
 
 build:
 	$(CARGO) build --locked
@@ -90,6 +91,11 @@ chaos: controlplane $(CM_CRDS)/.done
 bench: controlplane $(CM_CRDS)/.done
 	$(CARGO) build --locked --release --example floor
 	VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) $(CARGO) bench --locked --bench bench
+
+# Instructions per admission request, volguard against the floor, in process (needs valgrind).
+profile:
+	$(CARGO) build --locked --release --example handler
+	benches/profile.sh target/release/examples/handler
 
 # Coverage-guided fuzzing (libFuzzer through cargo-fuzz) for a bounded time per target. Safe Rust
 # needs no sanitizer to find what matters here (panics, failed invariants), so `-s none`;

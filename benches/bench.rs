@@ -339,7 +339,12 @@ async fn run() {
 
     // ---------------------------------------------------------------- admission
     let dur = Duration::from_secs(secs);
+    // VOLGUARD_BENCH_REVIEW=pod_delete_force_deny: one review kind only (for profiling).
+    let only_review = std::env::var("VOLGUARD_BENCH_REVIEW").ok();
     for (name, path, body) in synth::reviews() {
+        if only_review.as_deref().is_some_and(|r| r != name) {
+            continue;
+        }
         for proto in [load::Proto::H1, load::Proto::H2] {
             // Interleave volguard and floor twice each so drift in machine load hits both.
             // Server CPU per request is measured alongside: it does not depend on how the two
@@ -377,8 +382,14 @@ async fn run() {
         }
     }
     let (_, path, body) = &synth::reviews()[1];
-    let lat = load::open_loop(&vg, 32, path, body, 2000.0, Duration::from_secs(secs * 2)).await;
-    let flat = load::open_loop(&fl, 32, path, body, 2000.0, Duration::from_secs(secs * 2)).await;
+    // Three interleaved rounds each, so a burst of noise from the machine lands on both.
+    let (mut lat, mut flat) = (load::Samples::default(), load::Samples::default());
+    for _ in 0..3 {
+        let round = Duration::from_secs(secs * 2) / 3;
+        lat.extend(load::open_loop(&vg, 32, path, body, 2000.0, round).await);
+        flat.extend(load::open_loop(&fl, 32, path, body, 2000.0, round).await);
+    }
+    let (lat, flat) = (lat.summary(), flat.summary());
     report["admission"]["latency_2000rps"] = json!({"p50_ms": lat.p50_ms, "p99_ms": lat.p99_ms, "p999_ms": lat.p999_ms, "requests": lat.sent,
         "floor_p50_ms": flat.p50_ms, "floor_p99_ms": flat.p99_ms, "floor_p999_ms": flat.p999_ms,
         "pacer_late_p99_ms": lat.pacer_late_p99_ms.max(flat.pacer_late_p99_ms)});

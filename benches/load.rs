@@ -163,6 +163,36 @@ pub struct Latency {
     pub pacer_late_p99_ms: f64,
 }
 
+/// Latencies (ms from each request's due time) and the pacer's lateness, over one or more runs.
+#[derive(Default)]
+pub struct Samples {
+    latency_ms: Vec<f64>,
+    late_ms: Vec<f64>,
+}
+
+impl Samples {
+    pub fn extend(&mut self, other: Samples) {
+        self.latency_ms.extend(other.latency_ms);
+        self.late_ms.extend(other.late_ms);
+    }
+
+    pub fn summary(mut self) -> Latency {
+        let pct = |v: &mut Vec<f64>, p: f64| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            v.get(((v.len() as f64 * p) as usize).min(v.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or(f64::NAN)
+        };
+        Latency {
+            p50_ms: pct(&mut self.latency_ms, 0.50),
+            p99_ms: pct(&mut self.latency_ms, 0.99),
+            p999_ms: pct(&mut self.latency_ms, 0.999),
+            sent: self.latency_ms.len(),
+            pacer_late_p99_ms: pct(&mut self.late_ms, 0.99),
+        }
+    }
+}
+
 /// Fixed-rate load: requests are due every 1/rate s; latency counts from the due time.
 ///
 /// The pacer is an OS thread sleeping on the kernel's high-resolution timers: tokio's timer
@@ -175,7 +205,7 @@ pub async fn open_loop(
     body: &[u8],
     rate: f64,
     dur: Duration,
-) -> Latency {
+) -> Samples {
     let body = Bytes::copy_from_slice(body);
     let (tx, rx) = async_channel::unbounded::<Instant>();
     let mut workers = Vec::new();
@@ -208,24 +238,15 @@ pub async fn open_loop(
         }
         late
     });
-    let mut all = Vec::with_capacity(total);
+    let mut latency_ms = Vec::with_capacity(total);
     for w in workers {
-        all.extend(w.await.unwrap_or_default());
+        latency_ms.extend(w.await.unwrap_or_default());
     }
-    let mut late = tokio::task::spawn_blocking(move || pacer.join().unwrap_or_default())
+    let late_ms = tokio::task::spawn_blocking(move || pacer.join().unwrap_or_default())
         .await
         .unwrap_or_default();
-    let pct = |v: &mut Vec<f64>, p: f64| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v.get(((v.len() as f64 * p) as usize).min(v.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or(f64::NAN)
-    };
-    Latency {
-        p50_ms: pct(&mut all, 0.50),
-        p99_ms: pct(&mut all, 0.99),
-        p999_ms: pct(&mut all, 0.999),
-        sent: all.len(),
-        pacer_late_p99_ms: pct(&mut late, 0.99),
+    Samples {
+        latency_ms,
+        late_ms,
     }
 }

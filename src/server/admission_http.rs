@@ -27,11 +27,38 @@ pub struct AppState {
     pub decide_timeout: std::time::Duration,
     /// A body not fully received in this time is answered 408 (slow-body attacks hold a slot).
     pub body_timeout: std::time::Duration,
-    /// Requests being read and decided at once; more wait, bodies unread, for a slot.
-    pub concurrency: Arc<tokio::sync::Semaphore>,
+    /// Requests read and decided at once; more wait, bodies unread, for a slot.
+    pub max_concurrent_requests: usize,
+}
+
+/// What every request shares, behind one `Arc`: axum clones the state for each request, and
+/// each clone of a shared reference count is an atomic write both cores contend for.
+struct Shared {
+    admission: Arc<Admission>,
+    metrics: Arc<Metrics>,
+    decide_timeout: std::time::Duration,
+    body_timeout: std::time::Duration,
+    concurrency: Arc<tokio::sync::Semaphore>,
 }
 
 pub fn router(state: AppState) -> Router {
+    let limit = state.max_concurrent_requests;
+    let concurrency = Arc::new(tokio::sync::Semaphore::new(limit));
+    // In-flight requests are the slots taken, read when /metrics is scraped rather than counted
+    // on every request.
+    let slots = Arc::downgrade(&concurrency);
+    state.metrics.in_flight_from(move || {
+        slots
+            .upgrade()
+            .map_or(0, |s| limit.saturating_sub(s.available_permits()))
+    });
+    let shared = Arc::new(Shared {
+        admission: state.admission,
+        metrics: state.metrics,
+        decide_timeout: state.decide_timeout,
+        body_timeout: state.body_timeout,
+        concurrency,
+    });
     Router::new()
         .route(
             "/mutate",
@@ -42,7 +69,7 @@ pub fn router(state: AppState) -> Router {
             post(|s, r| handle(s, r, Endpoint::Validate)).fallback(method_not_allowed),
         )
         .fallback(not_found)
-        .with_state(state)
+        .with_state(shared)
 }
 
 fn json_error(metrics: &Metrics, code: StatusCode, message: impl Into<String>) -> Response {
@@ -56,7 +83,7 @@ fn json_error(metrics: &Metrics, code: StatusCode, message: impl Into<String>) -
     (code, axum::Json(body)).into_response()
 }
 
-async fn not_found(State(s): State<AppState>) -> Response {
+async fn not_found(State(s): State<Arc<Shared>>) -> Response {
     json_error(
         &s.metrics,
         StatusCode::NOT_FOUND,
@@ -64,7 +91,7 @@ async fn not_found(State(s): State<AppState>) -> Response {
     )
 }
 
-async fn method_not_allowed(State(s): State<AppState>) -> Response {
+async fn method_not_allowed(State(s): State<Arc<Shared>>) -> Response {
     let mut r = json_error(
         &s.metrics,
         StatusCode::METHOD_NOT_ALLOWED,
@@ -106,7 +133,7 @@ async fn read_body(body: Body) -> Result<Bytes, (StatusCode, String)> {
 
 // The whole request rather than `HeaderMap` + `Body` extractors: axum's `HeaderMap` extractor
 // clones every header, a cost the floor does not pay.
-async fn handle(State(s): State<AppState>, request: Request, endpoint: Endpoint) -> Response {
+async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoint) -> Response {
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     if !is_json(headers) {
@@ -147,7 +174,6 @@ async fn handle(State(s): State<AppState>, request: Request, endpoint: Endpoint)
         Err(e) => return json_error(&s.metrics, StatusCode::BAD_REQUEST, review_error(&e)),
     };
     let started = Instant::now();
-    s.metrics.in_flight.inc();
     let span = tracing::debug_span!(
         "admission",
         uid = %req.uid,
@@ -174,7 +200,6 @@ async fn handle(State(s): State<AppState>, request: Request, endpoint: Endpoint)
     };
     span_handle.record("decision", decision.outcome());
     span_handle.record("rule", decision.rule);
-    s.metrics.in_flight.dec();
     s.metrics.duration.observe(started.elapsed().as_secs_f64());
     s.metrics.count_request(
         endpoint.as_str(),
@@ -232,6 +257,11 @@ impl LogBudget {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
+        // Plain loads first: under a storm of refusals the budget is spent and nothing is
+        // written, so the two cores do not fight over this cache line on every request.
+        if self.window.load(Relaxed) == now && self.used.load(Relaxed) >= Self::PER_SECOND {
+            return false;
+        }
         if self.window.swap(now, Relaxed) != now {
             let skipped = self.used.swap(0, Relaxed).saturating_sub(Self::PER_SECOND);
             if skipped > 0 {

@@ -63,6 +63,7 @@ pub struct Metrics {
     pub tls_reloads: Family<ResultLabels, Counter>,
     pub tls_cert_not_after: Gauge,
     pub in_flight: Gauge,
+    in_flight_source: OnceLock<Box<dyn Fn() -> usize + Send + Sync>>,
 }
 
 impl Default for Metrics {
@@ -130,6 +131,7 @@ impl Metrics {
             tls_reloads,
             tls_cert_not_after,
             in_flight,
+            in_flight_source: OnceLock::new(),
         }
     }
 
@@ -165,7 +167,16 @@ impl Metrics {
         f(&mut r)
     }
 
+    /// Where `volguard_admission_in_flight_requests` is read from at scrape time.
+    pub fn in_flight_from(&self, source: impl Fn() -> usize + Send + Sync + 'static) {
+        let _ = self.in_flight_source.set(Box::new(source));
+    }
+
     pub fn render(&self) -> String {
+        if let Some(source) = self.in_flight_source.get() {
+            self.in_flight
+                .set(i64::try_from(source()).unwrap_or(i64::MAX));
+        }
         let mut out = String::new();
         let r = self.registry.lock().unwrap_or_else(|e| e.into_inner());
         if prometheus_client::encoding::text::encode(&mut out, &r).is_err() {

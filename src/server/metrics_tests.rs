@@ -22,3 +22,20 @@ fn requests_are_counted_per_series_and_unknown_values_become_other() {
         2
     );
 }
+
+#[test]
+fn in_flight_is_read_from_its_source_when_scraped() {
+    let m = Metrics::new();
+    let taken = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(3));
+    let source = taken.clone();
+    m.in_flight_from(move || source.load(std::sync::atomic::Ordering::Relaxed));
+    assert!(
+        m.render()
+            .contains("volguard_admission_in_flight_requests 3")
+    );
+    taken.store(0, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        m.render()
+            .contains("volguard_admission_in_flight_requests 0")
+    );
+}

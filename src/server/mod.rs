@@ -84,7 +84,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         decide_timeout: Duration::from_millis(2500),
         body_timeout: Duration::from_millis(args.read_timeout_ms),
-        concurrency: Arc::new(tokio::sync::Semaphore::new(args.max_concurrent_requests)),
+        max_concurrent_requests: args.max_concurrent_requests,
     });
 
     let listener = TcpListener::bind(&args.listen)

@@ -303,11 +303,15 @@ impl<'de> Visitor<'de> for RequestSeed {
                 }
                 "object" => {
                     seen.first(128, "object")?;
-                    r.object = map.next_value_seed(self.embedded(&r.kind))?;
+                    r.object = map
+                        .next_value_seed(Optional(self.embedded(&r.kind)))?
+                        .unwrap_or_default();
                 }
                 "oldObject" => {
                     seen.first(256, "oldObject")?;
-                    r.old_object = map.next_value_seed(self.embedded(&r.kind))?;
+                    r.old_object = map
+                        .next_value_seed(Optional(self.embedded(&r.kind)))?
+                        .unwrap_or_default();
                 }
                 "options" => {
                     seen.first(512, "options")?;
@@ -345,27 +349,13 @@ enum Kinds {
     Pv,
 }
 
+/// One object, decoded as its kind when known in time, else kept raw (`null` is handled by the
+/// `Optional` around it).
 struct EmbeddedSeed(Option<Kinds>);
 
 impl<'de> DeserializeSeed<'de> for EmbeddedSeed {
     type Value = Embedded<'de>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_option(self)
-    }
-}
-
-impl<'de> Visitor<'de> for EmbeddedSeed {
-    type Value = Embedded<'de>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("null or a Kubernetes object")
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Embedded::Absent)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Embedded::Absent)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         Ok(match self.0 {
             Some(Kinds::Pod) => Embedded::Pod(Pod::deserialize(d)?),
             Some(Kinds::Pvc) => Embedded::Pvc(Pvc::deserialize(d)?),

@@ -118,7 +118,7 @@ impl Metrics {
         );
         registry.register(
             "volguard_admission_in_flight_requests",
-            "Admission requests being decided now",
+            "Admission requests holding a concurrency slot (body being read or decision being made)",
             in_flight.clone(),
         );
         Metrics {

@@ -6,12 +6,12 @@
 mod harness;
 mod load;
 mod synth;
-#[path = "../tests/common/tls_client.rs"]
-mod tls_client;
+// The tests' harness for `volguard serve` (certificates, start, wait until ready) and its TLS client.
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use serde_json::{Value, json};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
@@ -47,10 +47,6 @@ fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn rss_bytes(pid: u32) -> u64 {
@@ -93,51 +89,28 @@ impl Drop for Proc {
     }
 }
 
-/// Start a server process that prints its address; return it with the webhook address.
-fn start_server(
-    cmd: &mut Command,
-    find: impl Fn(&str) -> Option<String>,
-) -> (Proc, std::net::SocketAddr, Option<String>) {
+/// Start the floor server; return it with the address it prints.
+fn start_floor(cert: &std::path::Path, key: &std::path::Path) -> (Proc, std::net::SocketAddr) {
     use std::io::{BufRead, BufReader};
-    let mut child = cmd
+    let mut child = Command::new(common::repo().join("target/release/examples/floor"))
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--tls-cert")
+        .arg(cert)
+        .arg("--tls-key")
+        .arg(key)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
-        .expect("spawn");
+        .expect("spawn floor (make bench builds it)");
     let out = child.stdout.take().expect("stdout");
-    let err = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let tx2 = tx.clone();
-    std::thread::spawn(move || {
-        BufReader::new(out)
-            .lines()
-            .map_while(Result::ok)
-            .for_each(|l| drop(tx.send(l)))
-    });
-    std::thread::spawn(move || {
-        BufReader::new(err)
-            .lines()
-            .map_while(Result::ok)
-            .for_each(|l| drop(tx2.send(l)))
-    });
     let proc = Proc(child);
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(120))
-            .expect("server did not start");
-        if let Some(addr) = find(&line) {
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            let probes = v["probes"].as_str().map(str::to_string);
-            std::thread::spawn(move || for _ in rx.iter() {});
-            return (proc, addr.parse().expect("addr"), probes);
-        }
-    }
-}
-
-async fn wait_ready(url: &str) {
-    harness::wait_http_ok(url, Duration::from_secs(600))
-        .await
-        .expect("ready");
+    let addr = BufReader::new(out)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("listening ").map(str::to_string))
+        .expect("floor did not print its address");
+    (proc, addr.parse().expect("addr"))
 }
 
 #[derive(Default)]
@@ -199,7 +172,7 @@ fn main() {
 }
 
 async fn run() {
-    let out_dir = repo().join("target/bench");
+    let out_dir = common::repo().join("target/bench");
     std::fs::create_dir_all(&out_dir).expect("out dir");
     let secs = env_usize("VOLGUARD_BENCH_SECONDS", 5) as u64;
     let n_pvc = env_usize("VOLGUARD_BENCH_PVCS", 100_000);
@@ -268,36 +241,12 @@ async fn run() {
     }
 
     // ---------------------------------------------------------------- servers
-    let certs = tempfile::tempdir().expect("tmp");
-    let pki = volguard::devcerts::generate(&["localhost".into(), "127.0.0.1".into()]).expect("pki");
-    volguard::devcerts::write(certs.path(), &pki).expect("certs");
-    let (cert, key) = (certs.path().join("tls.crt"), certs.path().join("tls.key"));
+    let certs = common::Certs::new();
+    let (cert, key) = (certs.cert(), certs.key());
     let started = Instant::now();
-    let (serve, serve_addr, probes) = start_server(
-        Command::new(env!("CARGO_BIN_EXE_volguard"))
-            .args([
-                "--log-format",
-                "json",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--probe-listen",
-                "127.0.0.1:0",
-                "--state",
-            ])
-            .arg(&state_path)
-            .arg("--tls-cert")
-            .arg(&cert)
-            .arg("--tls-key")
-            .arg(&key)
-            .env("RUST_LOG", "warn,volguard::server=info"),
-        |l| {
-            serde_json::from_str::<Value>(l)
-                .ok()
-                .and_then(|v| v["webhook"].as_str().map(str::to_string))
-        },
-    );
-    wait_ready(&format!("http://{}/readyz", probes.expect("probe addr"))).await;
+    let state_arg = state_path.to_string_lossy().into_owned();
+    let serve = common::Server::start(&cert, &key, &["--state", &state_arg]);
+    let serve_addr: std::net::SocketAddr = serve.webhook.parse().expect("webhook address");
     let startup = started.elapsed().as_secs_f64();
     report["startup"]["state_seconds"] = json!(startup);
     report["startup"]["state_pvcs"] = json!(n_pvc);
@@ -307,7 +256,7 @@ async fn run() {
         "<= 5 s",
         Some(startup <= 5.0),
     );
-    let rss = rss_bytes(serve.0.id());
+    let rss = rss_bytes(serve.child.id());
     report["memory"]["serve_rss_bytes"] = json!(rss);
     table.row(
         "serve RSS with that state",
@@ -316,25 +265,15 @@ async fn run() {
         None,
     );
 
-    let floor_bin = repo().join("target/release/examples/floor");
-    let (floor, floor_addr, _) = start_server(
-        Command::new(&floor_bin)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .arg("--tls-cert")
-            .arg(&cert)
-            .arg("--tls-key")
-            .arg(&key),
-        |l| l.strip_prefix("listening ").map(str::to_string),
-    );
-    let (vg_pid, fl_pid) = (serve.0.id(), floor.0.id());
+    let (floor, floor_addr) = start_floor(&cert, &key);
+    let (vg_pid, fl_pid) = (serve.child.id(), floor.0.id());
     let vg = load::Target {
         addr: serve_addr,
-        ca_pem: pki.ca_pem.clone(),
+        ca_pem: certs.ca_pem.clone(),
     };
     let fl = load::Target {
         addr: floor_addr,
-        ca_pem: pki.ca_pem.clone(),
+        ca_pem: certs.ca_pem.clone(),
     };
 
     // ---------------------------------------------------------------- admission

@@ -119,36 +119,23 @@ fn row7_allow_list() {
         ..Default::default()
     };
     let n = node();
-    assert!(
-        pod_delete(
-            &user("system:serviceaccount:ops:fencer", &[]),
+    for (name, groups, allowed) in [
+        ("system:serviceaccount:ops:fencer", &[][..], true),
+        ("bob", &["storage-admins"][..], true),
+        ("bob", &["devs"][..], false),
+    ] {
+        let d = pod_delete(
+            &user(name, groups),
             &pod(),
             Some(0),
             Fact::Found(&n),
-            &policy
-        )
-        .allowed
-    );
-    assert!(
-        pod_delete(
-            &user("bob", &["storage-admins"]),
-            &pod(),
-            Some(0),
-            Fact::Found(&n),
-            &policy
-        )
-        .allowed
-    );
-    assert!(
-        !pod_delete(
-            &user("bob", &["devs"]),
-            &pod(),
-            Some(0),
-            Fact::Found(&n),
-            &policy
-        )
-        .allowed
-    );
+            &policy,
+        );
+        assert_eq!(d.allowed, allowed, "{name} {groups:?}");
+        if allowed {
+            assert_eq!(d.rule, "force-delete-allow-listed");
+        }
+    }
 }
 
 #[test]

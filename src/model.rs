@@ -201,31 +201,49 @@ impl<'de> serde::de::Visitor<'de> for SmallMapVisitor {
     }
 }
 
+impl<'de> serde::de::DeserializeSeed<'de> for SmallMapVisitor {
+    type Value = SmallMap;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<SmallMap, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
 /// `metadata.annotations` keeping only volguard's own (`volguard.io/...`): no rule reads any
 /// other, and a pod carries many (kubectl's last-applied configuration can be kilobytes).
 fn volguard_annotations<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<SmallMap>, D::Error> {
-    struct V;
-    impl<'de> serde::de::Visitor<'de> for V {
-        type Value = Option<SmallMap>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("null or a map of strings")
-        }
-        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            let m = d.deserialize_map(SmallMapVisitor {
-                keep: |k| k.starts_with(ANNOTATION_PREFIX),
-            })?;
-            Ok((!m.is_empty()).then_some(m))
-        }
+    use serde::de::DeserializeSeed;
+    let keep = SmallMapVisitor {
+        keep: |k| k.starts_with(ANNOTATION_PREFIX),
+    };
+    Ok(Optional(keep).deserialize(d)?.filter(|m| !m.is_empty()))
+}
+
+/// `null` or a value decoded by the inner seed.
+pub(crate) struct Optional<S>(pub S);
+
+impl<'de, S: serde::de::DeserializeSeed<'de>> serde::de::DeserializeSeed<'de> for Optional<S> {
+    type Value = Option<S::Value>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
     }
-    d.deserialize_option(V)
+}
+
+impl<'de, S: serde::de::DeserializeSeed<'de>> serde::de::Visitor<'de> for Optional<S> {
+    type Value = Option<S::Value>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("null or an object")
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        self.0.deserialize(d).map(Some)
+    }
 }
 
 /// A JSON object key, borrowed from the input when it has no escapes.

@@ -78,3 +78,29 @@ fn small_map_repeated_key_keeps_the_last_value() {
     assert_eq!(m.get("a"), Some("2"));
     assert_eq!(m.len(), 2);
 }
+
+#[test]
+fn only_volguard_annotations_are_decoded() {
+    let pod = |annotations: serde_json::Value| -> Pod {
+        serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "p", "annotations": annotations}}),
+        )
+        .expect("pod")
+    };
+    let p = pod(
+        serde_json::json!({"kubectl.kubernetes.io/last-applied-configuration": "{}",
+        "volguard.io/confirm-force-delete": "true", "other": 7}),
+    );
+    assert!(p.metadata.annotation_true(CONFIRM_FORCE_DELETE));
+    assert_eq!(p.metadata.annotations.as_ref().map(SmallMap::len), Some(1));
+    assert_eq!(
+        pod(serde_json::json!({"a": "b"})).metadata.annotations,
+        None
+    );
+    assert_eq!(pod(serde_json::Value::Null).metadata.annotations, None);
+    let err = serde_json::from_value::<Pod>(
+        serde_json::json!({"metadata": {"annotations": {"volguard.io/x": 1}}}),
+    )
+    .expect_err("a volguard annotation must be a string");
+    assert!(err.to_string().contains("invalid type: integer"), "{err}");
+}

@@ -10,7 +10,7 @@
 //! array of numbers; the API wants base64 in a JSON string.
 
 use crate::error::ReviewError;
-use crate::model::{Key, Pod, Pv, Pvc, UserInfo};
+use crate::model::{Key, Optional, Pod, Pv, Pvc, UserInfo};
 use crate::rules::Decision;
 use base64::Engine;
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
@@ -224,32 +224,6 @@ impl<'de> Visitor<'de> for ReviewSeed {
             }
         }
         Ok(out)
-    }
-}
-
-/// `null` or a value decoded by the inner seed.
-struct Optional<S>(S);
-
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Optional<S> {
-    type Value = Option<S::Value>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_option(self)
-    }
-}
-
-impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Optional<S> {
-    type Value = Option<S::Value>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("null or an object")
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        self.0.deserialize(d).map(Some)
     }
 }
 

@@ -205,7 +205,7 @@ async fn run() {
         eprintln!("controller caches: {n_pods} pods, {n_pvc} PVCs");
         let before = live();
         let store = volguard::state::Store::default();
-        let index = volguard::controller::index::ClaimIndex::default();
+        let index = volguard::state::claim_index::ClaimIndex::default();
         for i in 0..n_pods {
             let ns = synth::ns(i);
             let p: volguard::model::Pod = serde_json::from_value(synth::pod(

@@ -69,6 +69,7 @@ fn main() -> anyhow::Result<()> {
             decide_timeout: Duration::from_millis(2500),
             body_timeout: Duration::from_secs(10),
             max_concurrent_requests: 512,
+            max_body_bytes_in_flight: 64 << 20,
         });
         let floor = floor_app::router();
         println!("review                   bytes  volguard µs  floor µs");

@@ -86,6 +86,26 @@ pub struct ServeArgs {
     /// Open HTTPS connections; more are closed at accept.
     #[arg(long, default_value_t = 1024, env = "VOLGUARD_MAX_CONNECTIONS")]
     pub max_connections: usize,
+    /// Request body bytes held in memory at once over all requests (bodies wait for room).
+    #[arg(long, default_value_t = 64 * 1024 * 1024, env = "VOLGUARD_MAX_BODY_BYTES_IN_FLIGHT")]
+    pub max_body_bytes_in_flight: usize,
+    /// Time budget of one decision; a rule that cannot decide in time answers as its failure
+    /// policy says (Ignore rules allow with a warning, Fail rules deny with code 500).
+    #[arg(long, default_value_t = 2500, env = "VOLGUARD_DECIDE_TIMEOUT_MS")]
+    pub decide_timeout_ms: u64,
+    /// `deny` (default), `warn`, or `RULE=deny|warn,...` (SPEC 2g): in warn a would-be denial is
+    /// allowed with the denial message as a warning, counted as decision="warned".
+    #[arg(long, default_value = "deny", env = "VOLGUARD_ENFORCEMENT")]
+    pub enforcement: crate::rules::enforcement::Enforcement,
+    /// `all`: a ReadWriteOnce claim is used on one node at a time (SPEC 2f); `off`: not checked.
+    #[arg(long, value_enum, default_value_t = RwoGuard::All, env = "VOLGUARD_RWO_GUARD")]
+    pub rwo_guard: RwoGuard,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RwoGuard {
+    All,
+    Off,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -4,7 +4,8 @@
 //! - `model`: pruned Kubernetes objects the rules read.
 //! - `state`: the cluster view (state file or live watches).
 //! - `admission`: AdmissionReview v1 decode/encode and dispatch to rules.
-//! - `server`: TLS, HTTP, probes, metrics.
+//! - `server`: TLS, HTTP, admission metrics.
+//! - `runtime`: what every job shares: metrics registry, probes, shutdown, Kubernetes client.
 //! - `controller`: the reconcile loop (queue, leader election, patches, events).
 
 pub mod admission;
@@ -13,9 +14,9 @@ pub mod cli;
 pub mod controller;
 pub mod devcerts;
 pub mod error;
-pub mod kubeclient;
 pub mod model;
 pub mod report;
 pub mod rules;
+pub mod runtime;
 pub mod server;
 pub mod state;

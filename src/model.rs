@@ -323,6 +323,39 @@ pub struct Present {}
 pub struct PodStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// Read only for terminal pods (when their use of a claim ended); caches drop it otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub container_statuses: Vec<ContainerStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<PodCondition>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<ContainerState>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerState {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminated: Option<Terminated>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Terminated {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodCondition {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
 }
 
 impl Pod {
@@ -344,6 +377,47 @@ impl Pod {
     }
     pub fn phase(&self) -> &str {
         self.status.phase.as_deref().unwrap_or("Unknown")
+    }
+    /// When a terminal pod stopped using its volumes: its last container's `finishedAt`, else
+    /// its latest condition transition (SPEC 4). `None` for running pods or when unrecorded.
+    pub fn ended_at(&self) -> Option<jiff::Timestamp> {
+        if !self.is_terminal() {
+            return None;
+        }
+        let parse = |t: &Option<String>| t.as_deref().and_then(|t| t.parse().ok());
+        let finished = self
+            .status
+            .container_statuses
+            .iter()
+            .filter_map(|c| parse(&c.state.as_ref()?.terminated.as_ref()?.finished_at))
+            .max();
+        finished.or_else(|| {
+            self.status
+                .conditions
+                .iter()
+                .filter_map(|c| parse(&c.last_transition_time))
+                .max()
+        })
+    }
+    /// For caches: only a terminal pod's end time is ever read; keep just that.
+    pub fn prune_status(&mut self) {
+        if !self.is_terminal() {
+            self.status.container_statuses = Vec::new();
+            self.status.conditions = Vec::new();
+            return;
+        }
+        let end = self.ended_at().map(|t| t.to_string());
+        self.status.container_statuses = match end {
+            Some(t) => vec![ContainerStatus {
+                state: Some(ContainerState {
+                    terminated: Some(Terminated {
+                        finished_at: Some(t),
+                    }),
+                }),
+            }],
+            None => Vec::new(),
+        };
+        self.status.conditions = Vec::new();
     }
 }
 
@@ -369,6 +443,72 @@ pub struct PvcSpec {
     pub storage_class_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Resources>,
+    #[serde(default, skip_serializing_if = "AccessModes::is_empty")]
+    pub access_modes: AccessModes,
+}
+
+/// `spec.accessModes` as bits: one byte per cached claim instead of a vector of strings (the
+/// serve cache holds every PVC of the cluster). Unknown modes are kept as `OTHER`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AccessModes(u8);
+
+impl AccessModes {
+    const NAMES: [&'static str; 4] = [
+        "ReadWriteOnce",
+        "ReadOnlyMany",
+        "ReadWriteMany",
+        "ReadWriteOncePod",
+    ];
+    const OTHER: u8 = 1 << 7;
+
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+    pub fn has(&self, mode: &str) -> bool {
+        Self::NAMES
+            .iter()
+            .position(|n| *n == mode)
+            .is_some_and(|i| self.0 & (1 << i) != 0)
+    }
+    pub fn insert(&mut self, mode: &str) {
+        self.0 |= Self::NAMES
+            .iter()
+            .position(|n| *n == mode)
+            .map_or(Self::OTHER, |i| 1 << i);
+    }
+}
+
+impl<const N: usize> From<[&str; N]> for AccessModes {
+    fn from(modes: [&str; N]) -> Self {
+        let mut m = AccessModes::default();
+        for x in modes {
+            m.insert(x);
+        }
+        m
+    }
+}
+
+impl Serialize for AccessModes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            Self::NAMES
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| self.0 & (1 << i) != 0)
+                .map(|(_, n)| *n),
+        )
+    }
+}
+
+impl<'de> Deserialize<'de> for AccessModes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let modes: Option<Vec<Cow<'de, str>>> = Deserialize::deserialize(d)?;
+        let mut m = AccessModes::default();
+        for x in modes.iter().flatten() {
+            m.insert(x);
+        }
+        Ok(m)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -422,6 +562,11 @@ impl Pvc {
             .as_ref()?
             .storage
             .as_deref()
+    }
+    /// SPEC 2f: `ReadWriteOnce` and neither `ReadWriteMany` nor `ReadOnlyMany`.
+    pub fn is_rwo(&self) -> bool {
+        let has = |m: &str| self.spec.access_modes.has(m);
+        has("ReadWriteOnce") && !has("ReadWriteMany") && !has("ReadOnlyMany")
     }
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.status.conditions.iter().find(|c| c.type_ == type_)
@@ -532,6 +677,35 @@ impl Node {
 pub struct DeleteOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace_period_seconds: Option<i64>,
+}
+
+/// `policy/v1` Eviction (the object of a `pods/eviction` CREATE): which pod, and how.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Eviction {
+    #[serde(default)]
+    pub metadata: Meta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_options: Option<DeleteOptions>,
+}
+
+/// `v1` Binding (the object of a `pods/binding` CREATE: the scheduler's bind).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Binding {
+    #[serde(default)]
+    pub metadata: Meta,
+    #[serde(default)]
+    pub target: ObjectReference,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReference {
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
 }
 
 /// The authenticated caller of an admission request (authentication.k8s.io/v1 UserInfo).

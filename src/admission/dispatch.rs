@@ -1,35 +1,130 @@
-//! Route each admission request to its rule, gathering the cluster facts the rule needs first.
+//! Route each admission request to its rule(s), gathering the cluster facts each rule needs first.
+//!
+//! Each webhook entry has its own path naming one rule (`/validate/force-delete`); `/mutate` and
+//! `/validate` run every rule that applies, for offline use and fixtures. Each rule decides within
+//! the request's time budget; a rule that runs out of time answers as its failure policy says
+//! (SPEC "Deciding late"), and a denial of a rule in `warn` mode becomes a warning (SPEC 2g).
 
 use super::review::{Embedded, EmbeddedKind, Request};
-use crate::model::{DeleteOptions, Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc};
+use crate::model::{
+    Binding, DeleteOptions, Eviction, Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc,
+};
 use crate::rules::claims::claims_of;
+use crate::rules::enforcement::Enforcement;
 use crate::rules::force_delete::{ForceDeletePolicy, is_force};
-use crate::rules::{Decision, Fact, binding, finalizer_guard, force_delete, pod_create, protect};
+use crate::rules::rule::{FailurePolicy, Rule};
+use crate::rules::rwo::ClaimFacts;
+use crate::rules::{
+    Decision, Fact, binding, finalizer_guard, force_delete, pod_create, protect, rwo,
+};
 use crate::state::Cluster;
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
 
+/// Which rules a request is judged by: the ones of one path, or every rule of a kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
+    /// `/mutate`: every mutating rule.
     Mutate,
+    /// `/validate`: every validating rule.
     Validate,
+    /// `/mutate/<rule>` or `/validate/<rule>`: that rule alone.
+    Rule(Rule),
 }
 
 impl Endpoint {
+    /// The metric and log name: `mutate`, `validate`, or the rule's name.
     pub fn as_str(self) -> &'static str {
         match self {
             Endpoint::Mutate => "mutate",
             Endpoint::Validate => "validate",
+            Endpoint::Rule(r) => r.name(),
+        }
+    }
+
+    fn admits(self, rule: Rule) -> bool {
+        match self {
+            Endpoint::Mutate => rule.mutating(),
+            Endpoint::Validate => !rule.mutating(),
+            Endpoint::Rule(r) => r == rule,
         }
     }
 }
+
+/// What kind of request this is, as far as routing cares (no I/O, no object decoding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    PodCreate,
+    PodDelete,
+    PodEviction,
+    PodBinding,
+    PvcCreate,
+    PvcUpdate,
+    PvCreate,
+    PvUpdate,
+    /// A kind volguard reads, in an operation or subresource no rule concerns.
+    Other,
+    /// A kind volguard has no rule for: a webhook configuration mistake (SPEC 2e).
+    Unknown,
+}
+
+impl Target {
+    fn of(req: &Request<'_>) -> Target {
+        let (group, kind, op) = (&*req.kind.group, &*req.kind.kind, &*req.operation);
+        match (group, kind, req.subresource(), op) {
+            ("", "Pod", None, "CREATE") => Target::PodCreate,
+            ("", "Pod", None, "DELETE") => Target::PodDelete,
+            ("policy", "Eviction", Some("eviction"), "CREATE") => Target::PodEviction,
+            ("", "Binding", Some("binding"), "CREATE") => Target::PodBinding,
+            ("", "PersistentVolumeClaim", None, "CREATE") => Target::PvcCreate,
+            ("", "PersistentVolumeClaim", None, "UPDATE") => Target::PvcUpdate,
+            ("", "PersistentVolume", None, "CREATE") => Target::PvCreate,
+            ("", "PersistentVolume", None, "UPDATE") => Target::PvUpdate,
+            ("", "Pod" | "PersistentVolumeClaim" | "PersistentVolume" | "Binding", _, _)
+            | ("policy", "Eviction", _, _) => Target::Other,
+            _ => Target::Unknown,
+        }
+    }
+
+    /// The rules that judge this request, in the order they run.
+    fn rules(self) -> &'static [Rule] {
+        match self {
+            Target::PodCreate => &[Rule::PodOnTerminatingClaim, Rule::RwoSingleNode],
+            Target::PodDelete | Target::PodEviction => &[Rule::ForceDelete],
+            Target::PodBinding => &[Rule::RwoSingleNode],
+            Target::PvcCreate => &[Rule::PvcFinalizer, Rule::BindingToTerminatingVolume],
+            Target::PvcUpdate => &[Rule::FinalizerRemoval, Rule::BindingToTerminatingVolume],
+            Target::PvCreate => &[Rule::PvFinalizer],
+            Target::PvUpdate => &[Rule::FinalizerRemoval],
+            Target::Other | Target::Unknown => &[],
+        }
+    }
+}
+
+/// The answer to one request: the decision, the rule that made it (none when no rule applied),
+/// and whether the kind was one volguard has no rule for.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub decision: Decision,
+    pub rule: Option<Rule>,
+    pub unknown_kind: bool,
+}
+
+/// At most this many distinct unknown kinds are remembered (and logged); the kind strings come
+/// from callers, so the set must not grow without bound (SPEC 2e).
+pub const MAX_UNKNOWN_KINDS: usize = 32;
 
 pub struct Admission {
     pub cluster: Cluster,
     pub policy: ForceDeletePolicy,
     /// Usernames of volguard's own controller (exempt from the finalizer guard).
     pub own_controllers: Vec<String>,
+    pub enforcement: Enforcement,
+    /// `--rwo-guard=off` turns SPEC 2f off.
+    pub rwo_guard: bool,
     unknown_kinds: Mutex<HashSet<String>>,
 }
 
@@ -39,74 +134,179 @@ impl Admission {
             cluster,
             policy,
             own_controllers,
+            enforcement: Enforcement::default(),
+            rwo_guard: true,
             unknown_kinds: Mutex::new(HashSet::new()),
         }
     }
 
-    pub async fn decide(&self, endpoint: Endpoint, req: &Request<'_>) -> Decision {
-        match self.route(endpoint, req).await {
-            Ok(d) | Err(d) => d,
+    pub fn with_enforcement(mut self, enforcement: Enforcement) -> Self {
+        self.enforcement = enforcement;
+        self
+    }
+
+    pub fn with_rwo_guard(mut self, on: bool) -> Self {
+        self.rwo_guard = on;
+        self
+    }
+
+    /// Decide within `budget`: every applicable rule in order; the first denial wins, warnings
+    /// and the patch of the mutating rule are collected.
+    pub async fn decide(&self, endpoint: Endpoint, req: &Request<'_>, budget: Duration) -> Verdict {
+        let deadline = Instant::now() + budget;
+        let target = Target::of(req);
+        let rules: Vec<Rule> = target
+            .rules()
+            .iter()
+            .copied()
+            .filter(|r| endpoint.admits(*r))
+            .collect();
+        if rules.is_empty() {
+            let unknown = target == Target::Unknown;
+            let d = match (unknown, endpoint) {
+                (true, _) => self.unknown_kind(req),
+                // A rule's own path called for a request it does not judge: the webhook entry's
+                // rules are wider than the rule (a configuration mistake, harmless).
+                (false, Endpoint::Rule(_)) => Decision::allow("not-this-rule"),
+                (false, _) => Decision::allow("no-rule"),
+            };
+            return Verdict {
+                decision: d,
+                rule: None,
+                unknown_kind: unknown,
+            };
+        }
+        let mut warnings = Vec::new();
+        let mut last = None;
+        for rule in rules {
+            let judged =
+                match tokio::time::timeout_at(deadline, self.judge(rule, target, req)).await {
+                    Ok(Ok(d) | Err(d)) => d,
+                    Err(_) => late(rule, budget),
+                };
+            let mut d = self.enforcement.apply(rule, judged);
+            if !d.allowed {
+                d.warnings.splice(0..0, warnings);
+                return Verdict {
+                    decision: d,
+                    rule: Some(rule),
+                    unknown_kind: false,
+                };
+            }
+            warnings.append(&mut d.warnings);
+            last = Some((rule, d));
+        }
+        let (rule, mut d) = last.unwrap_or((Rule::PvcFinalizer, Decision::allow("no-rule")));
+        // The decision that patched (mutating) or warned is the one to report.
+        d.warnings = warnings;
+        Verdict {
+            decision: d,
+            rule: Some(rule),
+            unknown_kind: false,
         }
     }
 
-    async fn route(&self, endpoint: Endpoint, req: &Request<'_>) -> Result<Decision, Decision> {
-        if !req.kind.group.is_empty() {
-            return Ok(self.unknown_kind(req));
-        }
-        let kind = &*req.kind.kind;
-        let op = &*req.operation;
-        if req.subresource().is_some() {
-            return Ok(Decision::allow("subresource"));
-        }
-        match (endpoint, kind, op) {
-            (Endpoint::Mutate, "PersistentVolumeClaim", "CREATE") => {
-                let pvc = object::<Pvc>(&req.object, "object")?;
-                Ok(protect::protect_on_create(&pvc.metadata, PVC_FINALIZER))
-            }
-            (Endpoint::Mutate, "PersistentVolume", "CREATE") => {
-                let pv = object::<Pv>(&req.object, "object")?;
-                Ok(protect::protect_on_create(&pv.metadata, PV_FINALIZER))
-            }
-            (Endpoint::Mutate, "PersistentVolumeClaim" | "PersistentVolume" | "Pod", _) => {
-                Ok(Decision::allow("no-mutation"))
-            }
-            (Endpoint::Validate, "Pod", "CREATE") => self.pod_create(req).await,
-            (Endpoint::Validate, "Pod", "DELETE") => self.pod_delete(req).await,
-            (Endpoint::Validate, "PersistentVolumeClaim", "CREATE" | "UPDATE") => {
-                self.pvc_write(req).await
-            }
-            (Endpoint::Validate, "PersistentVolume", "UPDATE") => self.pv_update(req),
-            (_, "Pod" | "PersistentVolumeClaim" | "PersistentVolume", _) => {
-                Ok(Decision::allow("no-rule"))
-            }
-            _ => Ok(self.unknown_kind(req)),
+    /// The answer when the whole decision ran out of time (the server's backstop): Fail if any
+    /// rule that judges this request is registered Fail, else allowed with a warning.
+    pub fn late_verdict(&self, endpoint: Endpoint, req: &Request<'_>, budget: Duration) -> Verdict {
+        let rules: Vec<Rule> = Target::of(req)
+            .rules()
+            .iter()
+            .copied()
+            .filter(|r| endpoint.admits(*r))
+            .collect();
+        let rule = rules
+            .iter()
+            .copied()
+            .find(|r| r.failure_policy() == FailurePolicy::Fail)
+            .or(rules.first().copied());
+        let decision = match rule {
+            Some(r) => self.enforcement.apply(r, late(r, budget)),
+            None => Decision::allow("no-rule"),
+        };
+        Verdict {
+            decision,
+            rule,
+            unknown_kind: false,
         }
     }
 
-    /// SPEC 2e: allowed; a configuration mistake worth one log line per kind (and a metric,
-    /// counted by the server from the decision's rule name).
-    fn unknown_kind(&self, req: &Request<'_>) -> Decision {
+    /// The metric label for an unknown kind: the kind itself while it is one of the first
+    /// `MAX_UNKNOWN_KINDS` seen, else `other` (callers choose the strings; labels stay bounded).
+    pub fn unknown_kind_label(&self, req: &Request<'_>) -> String {
         let key = format!("{}/{}", req.kind.group, req.kind.kind);
+        let known = self
+            .unknown_kinds
+            .lock()
+            .map(|s| s.contains(&key))
+            .unwrap_or(false);
+        if known {
+            req.kind.kind.to_string()
+        } else {
+            "other".to_string()
+        }
+    }
+
+    /// SPEC 2e: allowed; a configuration mistake worth one log line per kind (bounded).
+    fn unknown_kind(&self, req: &Request<'_>) -> Decision {
         let first = self
             .unknown_kinds
             .lock()
-            .map(|mut s| s.insert(key.clone()))
+            .map(|mut s| {
+                if s.len() >= MAX_UNKNOWN_KINDS {
+                    return false;
+                }
+                let key = format!("{}/{}", req.kind.group, req.kind.kind);
+                s.insert(key)
+            })
             .unwrap_or(false);
         if first {
-            tracing::warn!(kind = %key, "webhook called for a kind volguard has no rule for; check the webhook configuration");
+            tracing::warn!(group = %req.kind.group, kind = %req.kind.kind,
+                "webhook called for a kind volguard has no rule for; check the webhook configuration");
         }
         Decision::allow("unknown-kind")
+    }
+
+    async fn judge(
+        &self,
+        rule: Rule,
+        target: Target,
+        req: &Request<'_>,
+    ) -> Result<Decision, Decision> {
+        match (rule, target) {
+            (Rule::PvcFinalizer, _) => {
+                let pvc = object::<Pvc>(&req.object, "object")?;
+                Ok(protect::protect_on_create(&pvc.metadata, PVC_FINALIZER))
+            }
+            (Rule::PvFinalizer, _) => {
+                let pv = object::<Pv>(&req.object, "object")?;
+                Ok(protect::protect_on_create(&pv.metadata, PV_FINALIZER))
+            }
+            (Rule::PodOnTerminatingClaim, _) => self.pod_create(req).await,
+            (Rule::RwoSingleNode, Target::PodBinding) => self.rwo_binding(req).await,
+            (Rule::RwoSingleNode, _) => self.rwo_pod_create(req).await,
+            (Rule::ForceDelete, Target::PodEviction) => self.eviction(req).await,
+            (Rule::ForceDelete, _) => self.pod_delete(req).await,
+            (Rule::FinalizerRemoval, Target::PvUpdate) => self.pv_finalizer(req),
+            (Rule::FinalizerRemoval, _) => self.pvc_finalizer(req).await,
+            (Rule::BindingToTerminatingVolume, _) => self.pvc_binding(req).await,
+        }
+    }
+
+    /// The claims of `pod` with the PVC each names, read in parallel (one slow read must not
+    /// add up over claims).
+    async fn claim_facts(&self, pod: &Pod) -> Vec<(crate::rules::claims::Claim, Fact<Arc<Pvc>>)> {
+        let ns = &pod.metadata.namespace;
+        let claims: Vec<_> = claims_of(pod).collect();
+        let facts =
+            futures::future::join_all(claims.iter().map(|c| self.cluster.pvc(ns, &c.name))).await;
+        claims.into_iter().zip(facts).collect()
     }
 
     async fn pod_create(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let mut pod = object::<Pod>(&req.object, "object")?;
         fill_namespace(&mut pod, req);
-        let ns = pod.metadata.namespace.clone();
-        let mut facts = Vec::new();
-        for claim in claims_of(&pod) {
-            let fact = self.cluster.pvc(&ns, &claim.name).await;
-            facts.push((claim, fact));
-        }
+        let facts = self.claim_facts(&pod).await;
         let facts: Vec<_> = facts.iter().map(|(c, f)| (c.clone(), deref(f))).collect();
         Ok(pod_create::pod_create(&pod, &facts))
     }
@@ -126,69 +326,56 @@ impl Admission {
             None => None,
         };
         tracing::debug!(pod = %pod.metadata.name, grace_period_seconds = ?grace, "pod delete seen");
+        Ok(self.force_delete(req, &pod, grace).await)
+    }
+
+    /// SPEC 2d "Eviction is a delete too": the apiserver deletes an evicted pod without calling
+    /// pod DELETE webhooks, so the Eviction's own deleteOptions are judged by the same rows.
+    async fn eviction(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let ev = object::<Eviction>(&req.object, "object")?;
+        let grace = ev
+            .delete_options
+            .as_ref()
+            .and_then(|o| o.grace_period_seconds);
+        if !is_force(grace) {
+            return Ok(Decision::allow("graceful-delete"));
+        }
+        let (ns, name) = name_of(&ev.metadata, req);
+        let pod = match self.cluster.pod(&ns, &name).await {
+            Fact::Found(p) => p,
+            // Nothing to force-delete; the apiserver answers 404 itself.
+            Fact::Missing => return Ok(Decision::allow("eviction-pod-missing")),
+            Fact::Unknown(e) => {
+                return Ok(Decision::unavailable(
+                    "force-delete-pod-unknown",
+                    format!(
+                        "eviction of pod {name:?} with gracePeriodSeconds 0 refused: volguard could not \
+                         read the pod ({e}). Retry, or evict without a grace period of 0"
+                    ),
+                ));
+            }
+        };
+        tracing::debug!(pod = %name, grace_period_seconds = ?grace, "pod eviction seen");
+        Ok(self.force_delete(req, &pod, grace).await)
+    }
+
+    async fn force_delete(&self, req: &Request<'_>, pod: &Pod, grace: Option<i64>) -> Decision {
         // The node is only read when the cheap rows did not decide (force delete of a scheduled pod).
         let node = match pod.node_name() {
             Some(n) if is_force(grace) => self.cluster.node(n).await,
             _ => Fact::Missing,
         };
-        Ok(force_delete::pod_delete(
-            &req.user_info,
-            &pod,
-            grace,
-            deref(&node),
-            &self.policy,
-        ))
+        force_delete::pod_delete(&req.user_info, pod, grace, deref(&node), &self.policy)
     }
 
-    async fn pvc_write(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let mut new = object::<Pvc>(&req.object, "object")?;
-        fill_namespace(&mut new, req);
-        let old = match &*req.operation {
-            "UPDATE" => Some(object::<Pvc>(&req.old_object, "oldObject")?),
-            _ => None,
-        };
-        let mut warnings = Vec::new();
-        if let Some(old) = &old
-            && finalizer_guard::strips(&old.metadata, &new.metadata, PVC_FINALIZER)
-        {
-            match finalizer_guard::exempt(
-                &req.user_info,
-                &self.own_controllers,
-                &old.metadata,
-                &new.metadata,
-            ) {
-                Some(why) => {
-                    tracing::info!(exemption = why, "protection finalizer removal allowed")
-                }
-                None => {
-                    let pods = self.cluster.pods_consistent(&new.metadata.namespace).await;
-                    let d = finalizer_guard::pvc_finalizer_removal(
-                        &new,
-                        pods.as_ref().map(Vec::as_slice),
-                    );
-                    if !d.allowed {
-                        return Ok(d);
-                    }
-                    warnings.extend(d.warnings);
-                }
-            }
-        }
-        let mut d = match binding::newly_bound_volume(old.as_deref(), &new) {
-            Some(pv_name) => {
-                let pv = self.cluster.pv(pv_name).await;
-                binding::pvc_binding(&new, pv_name, deref(&pv))
-            }
-            None => Decision::allow("pvc-write"),
-        };
-        d.warnings.extend(warnings);
-        Ok(d)
-    }
-
-    fn pv_update(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let new = object::<Pv>(&req.object, "object")?;
-        let old = object::<Pv>(&req.old_object, "oldObject")?;
-        if !finalizer_guard::strips(&old.metadata, &new.metadata, PV_FINALIZER) {
-            return Ok(Decision::allow("pv-update"));
+    /// SPEC 2c, judged on the stored object (`oldObject`): a patch that nulls `finalizers` and
+    /// `ownerReferences` together must not make an owned ephemeral claim look unowned.
+    async fn pvc_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let new = object::<Pvc>(&req.object, "object")?;
+        let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
+        fill_namespace(&mut old, req);
+        if !finalizer_guard::strips(&old.metadata, &new.metadata, PVC_FINALIZER) {
+            return Ok(Decision::allow("keeps-pvc-finalizer"));
         }
         if let Some(why) = finalizer_guard::exempt(
             &req.user_info,
@@ -196,16 +383,165 @@ impl Admission {
             &old.metadata,
             &new.metadata,
         ) {
-            tracing::info!(exemption = why, "protection finalizer removal allowed");
-            return Ok(Decision::allow("strip-pv-finalizer"));
+            tracing::info!(exemption = %why, "protection finalizer removal allowed");
+            return Ok(Decision::allow(why.rule()));
+        }
+        let pods = self.cluster.pods_consistent(&old.metadata.namespace).await;
+        Ok(finalizer_guard::pvc_finalizer_removal(
+            &old,
+            pods.as_ref().map(Vec::as_slice),
+        ))
+    }
+
+    fn pv_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let new = object::<Pv>(&req.object, "object")?;
+        let old = object::<Pv>(&req.old_object, "oldObject")?;
+        if !finalizer_guard::strips(&old.metadata, &new.metadata, PV_FINALIZER) {
+            return Ok(Decision::allow("keeps-pv-finalizer"));
+        }
+        if let Some(why) = finalizer_guard::exempt(
+            &req.user_info,
+            &self.own_controllers,
+            &old.metadata,
+            &new.metadata,
+        ) {
+            tracing::info!(exemption = %why, "protection finalizer removal allowed");
+            return Ok(Decision::allow(why.rule()));
         }
         Ok(finalizer_guard::pv_finalizer_removal(&old, &new))
+    }
+
+    async fn pvc_binding(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let mut new = object::<Pvc>(&req.object, "object")?;
+        fill_namespace(&mut new, req);
+        let old = match &*req.operation {
+            "UPDATE" => Some(object::<Pvc>(&req.old_object, "oldObject")?),
+            _ => None,
+        };
+        Ok(match binding::newly_bound_volume(old.as_deref(), &new) {
+            Some(pv_name) => {
+                let pv = self.cluster.pv(pv_name).await;
+                binding::pvc_binding(&new, pv_name, deref(&pv))
+            }
+            None => Decision::allow("no-new-binding"),
+        })
+    }
+
+    /// SPEC 2f for the scheduler's bind (`pods/binding`).
+    async fn rwo_binding(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        if !self.rwo_guard {
+            return Ok(Decision::allow("rwo-guard-off"));
+        }
+        let b = object::<Binding>(&req.object, "object")?;
+        let (ns, name) = name_of(&b.metadata, req);
+        let pod = match self.cluster.pod(&ns, &name).await {
+            Fact::Found(p) => p,
+            Fact::Missing => return Ok(Decision::allow("binding-pod-missing")),
+            Fact::Unknown(e) => {
+                return Ok(Decision::allow("rwo-unknown").with_warning(format!(
+                    "volguard could not read pod {name:?} to check its ReadWriteOnce claims ({e})"
+                )));
+            }
+        };
+        Ok(self.rwo_place(&pod, &b.target.name).await)
+    }
+
+    /// SPEC 2f for a pod created with `spec.nodeName` already set (no scheduler involved).
+    async fn rwo_pod_create(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        if !self.rwo_guard {
+            return Ok(Decision::allow("rwo-guard-off"));
+        }
+        let mut pod = object::<Pod>(&req.object, "object")?;
+        fill_namespace(&mut pod, req);
+        let Some(node) = pod.node_name().map(str::to_string) else {
+            return Ok(Decision::allow("not-placed"));
+        };
+        Ok(self.rwo_place(&pod, &node).await)
+    }
+
+    async fn rwo_place(&self, pod: &Pod, node: &str) -> Decision {
+        let ns = &pod.metadata.namespace;
+        let claims = self.claim_facts(pod).await;
+        // Holders are only looked up for RWO claims; their nodes only when they sit elsewhere.
+        let mut others: Vec<Vec<(Arc<Pod>, Fact<Arc<crate::model::Node>>)>> = Vec::new();
+        for (claim, pvc) in &claims {
+            let mut list = Vec::new();
+            if let Fact::Found(p) = pvc
+                && p.is_rwo()
+            {
+                let pods = match self.cluster.pods_naming(ns, &claim.name).await {
+                    Fact::Found(pods) => pods,
+                    Fact::Missing => Vec::new(),
+                    Fact::Unknown(e) => {
+                        return Decision::allow("rwo-unknown").with_warning(format!(
+                            "volguard could not find the pods using ReadWriteOnce claim {:?} ({e})",
+                            claim.name
+                        ));
+                    }
+                };
+                for other in pods {
+                    let elsewhere = other.metadata.name != pod.metadata.name
+                        && !other.is_terminal()
+                        && other.node_name().is_some_and(|n| n != node);
+                    if elsewhere {
+                        let n = other.node_name().unwrap_or_default().to_string();
+                        let fact = self.cluster.node(&n).await;
+                        list.push((other, fact));
+                    }
+                }
+            }
+            others.push(list);
+        }
+        let facts: Vec<ClaimFacts<'_>> = claims
+            .iter()
+            .zip(&others)
+            .map(|((claim, pvc), others)| ClaimFacts {
+                claim: claim.clone(),
+                pvc: deref(pvc),
+                others: others.iter().map(|(p, n)| (p.as_ref(), deref(n))).collect(),
+            })
+            .collect();
+        rwo::place(pod, node, &facts)
+    }
+}
+
+/// What a rule answers when its facts did not arrive in time (SPEC "Deciding late or without
+/// facts"): the same as the apiserver would if volguard were down.
+fn late(rule: Rule, budget: Duration) -> Decision {
+    match rule.failure_policy() {
+        FailurePolicy::Ignore => Decision::allow("late").with_warning(format!(
+            "volguard could not check {} within {budget:?}; allowed as if volguard were unavailable",
+            rule.name()
+        )),
+        FailurePolicy::Fail => Decision::unavailable(
+            "late",
+            format!(
+                "volguard could not decide {} within {budget:?}: refused, since it guards against data \
+                 loss; retry",
+                rule.name()
+            ),
+        ),
     }
 }
 
 /// One embedded object; a missing or malformed object is the caller's mistake (400).
 fn object<'r, T: EmbeddedKind>(e: &'r Embedded<'_>, field: &str) -> Result<Cow<'r, T>, Decision> {
     e.get(field).map_err(Decision::bad_request)
+}
+
+/// The pod a subresource request is about: the object's name/namespace, else the request's.
+fn name_of(meta: &Meta, req: &Request<'_>) -> (String, String) {
+    let ns = if meta.namespace.is_empty() {
+        req.namespace.as_deref().unwrap_or_default().to_string()
+    } else {
+        meta.namespace.clone()
+    };
+    let name = if meta.name.is_empty() {
+        req.name.as_deref().unwrap_or_default().to_string()
+    } else {
+        meta.name.clone()
+    };
+    (ns, name)
 }
 
 /// Objects being created may omit their namespace; the request carries it.
@@ -240,6 +576,6 @@ impl HasMeta for Pvc {
     }
 }
 
-fn deref<T>(f: &Fact<std::sync::Arc<T>>) -> Fact<&T> {
+fn deref<T>(f: &Fact<Arc<T>>) -> Fact<&T> {
     f.as_ref().map(|a| a.as_ref())
 }

@@ -10,8 +10,9 @@
 //! array of numbers; the API wants base64 in a JSON string.
 
 use crate::error::ReviewError;
-use crate::model::{Key, Optional, Pod, Pv, Pvc, UserInfo};
+use crate::model::{Binding, Eviction, Key, Optional, Pod, Pv, Pvc, UserInfo};
 use crate::rules::Decision;
+use crate::rules::rule::Rule;
 use base64::Engine;
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -90,6 +91,20 @@ macro_rules! embedded_kind {
     };
 }
 embedded_kind!(Pod, "Pod");
+
+/// Kinds decoded on demand from the raw object (rare enough not to need the review's pass).
+macro_rules! raw_kind {
+    ($t:ident, $kind:literal) => {
+        impl EmbeddedKind for $t {
+            const KIND: &'static str = $kind;
+            fn decoded<'e>(_: &'e Embedded<'_>) -> Option<&'e Self> {
+                None
+            }
+        }
+    };
+}
+raw_kind!(Eviction, "Eviction");
+raw_kind!(Binding, "Binding");
 embedded_kind!(Pvc, "PersistentVolumeClaim");
 embedded_kind!(Pv, "PersistentVolume");
 
@@ -344,7 +359,10 @@ impl<'de> DeserializeSeed<'de> for EmbeddedSeed {
 /// Written directly rather than through serde: the response has a fixed shape, and the generic
 /// serializer (field names escaped one by one, the patch base64-encoded into a string first)
 /// cost as much as the rest of a denial's handling.
-pub fn encode(uid: &str, decision: &Decision) -> Vec<u8> {
+/// The response review. `rule` (the webhook's rule) and the decision's row go into
+/// `auditAnnotations` (`<webhook>/rule`, `<webhook>/row` in the apiserver's audit log), so an
+/// operator can tell from the audit trail which row of which rule decided.
+pub fn encode(uid: &str, decision: &Decision, rule: Option<Rule>) -> Vec<u8> {
     let patch = decision
         .patch
         .as_ref()
@@ -404,7 +422,14 @@ pub fn encode(uid: &str, decision: &Decision) -> Vec<u8> {
         }
         out.push(b']');
     }
-    out.extend_from_slice(b"}}");
+    // Rule and row names are fixed ASCII identifiers: nothing to escape.
+    out.extend_from_slice(br#","auditAnnotations":{"row":""#);
+    out.extend_from_slice(decision.rule.as_bytes());
+    if let Some(rule) = rule {
+        out.extend_from_slice(br#"","rule":""#);
+        out.extend_from_slice(rule.name().as_bytes());
+    }
+    out.extend_from_slice(b"\"}}}");
     out
 }
 

@@ -45,7 +45,7 @@ fn encode_patch_is_base64_string() {
         &Default::default(),
         "kubernetes.io/pvc-protection",
     );
-    let out: Value = serde_json::from_slice(&encode("abc", &d)).expect("json");
+    let out: Value = serde_json::from_slice(&encode("abc", &d, None)).expect("json");
     assert_eq!(out["response"]["uid"], "abc");
     assert_eq!(out["response"]["patchType"], "JSONPatch");
     let b64 = out["response"]["patch"]
@@ -65,7 +65,7 @@ fn encode_patch_is_base64_string() {
 #[test]
 fn encode_denial_has_status_and_warnings() {
     let d = Decision::deny("r", "no").with_warning("w");
-    let out: Value = serde_json::from_slice(&encode("u", &d)).expect("json");
+    let out: Value = serde_json::from_slice(&encode("u", &d, None)).expect("json");
     assert_eq!(out["response"]["allowed"], false);
     assert_eq!(out["response"]["status"]["code"], 403);
     assert_eq!(out["response"]["status"]["message"], "no");
@@ -173,7 +173,7 @@ fn encoded_strings_round_trip_through_a_json_parser() {
     ]);
     for s in cases.iter().map(String::as_str) {
         let d = Decision::deny("r", s).with_warning(s);
-        let out: Value = serde_json::from_slice(&encode(s, &d)).expect("valid JSON");
+        let out: Value = serde_json::from_slice(&encode(s, &d, None)).expect("valid JSON");
         assert_eq!(out["response"]["uid"], s);
         assert_eq!(out["response"]["status"]["message"], s);
         assert_eq!(out["response"]["warnings"], json!([s]));
@@ -182,14 +182,21 @@ fn encoded_strings_round_trip_through_a_json_parser() {
 
 #[test]
 fn encoded_response_has_exactly_the_fields_of_an_admission_response() {
-    let allowed: Value = serde_json::from_slice(&encode("u", &Decision::allow("r"))).expect("json");
+    let allowed: Value = serde_json::from_slice(&encode(
+        "u",
+        &Decision::allow("r"),
+        Some(crate::rules::rule::Rule::ForceDelete),
+    ))
+    .expect("json");
     assert_eq!(
         allowed,
         json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-               "response": {"uid": "u", "allowed": true}})
+               "response": {"uid": "u", "allowed": true,
+                            "auditAnnotations": {"row": "r", "rule": "force-delete"}}})
     );
     let bad: Value =
-        serde_json::from_slice(&encode("u", &Decision::bad_request("no object"))).expect("json");
+        serde_json::from_slice(&encode("u", &Decision::bad_request("no object"), None))
+            .expect("json");
     assert_eq!(
         bad["response"]["status"],
         json!({"status": "Failure", "code": 400, "reason": "BadRequest", "message": "no object"})

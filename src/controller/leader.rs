@@ -18,23 +18,38 @@ pub struct LeaseConfig {
     pub retry: Duration,
 }
 
-/// Pure: may `me` take a lease held as `spec` at `now`?
-pub fn can_acquire(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> bool {
-    let Some(spec) = spec else { return true };
-    let holder = spec.holder_identity.as_deref().unwrap_or("");
+/// The last Lease record this replica saw and when (by its own monotonic clock) it last changed.
+/// Expiry is judged as client-go's leaderelection does: a holder's lease is expired when its
+/// record has not changed for `leaseDurationSeconds` of *our* time. Comparing the holder's
+/// `renewTime` with our wall clock would let clock skew between nodes make two leaders.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    record: LeaseSpec,
+    at: std::time::Instant,
+}
+
+impl Observed {
+    /// Note `spec` as seen at `now`; the clock restarts only when the record changed.
+    pub fn observe(prev: Option<Observed>, spec: &LeaseSpec, now: std::time::Instant) -> Observed {
+        match prev {
+            Some(o) if o.record == *spec => o,
+            _ => Observed {
+                record: spec.clone(),
+                at: now,
+            },
+        }
+    }
+}
+
+/// Pure: may `me` take a lease whose record is `observed`, at local monotonic time `now`?
+pub fn can_acquire(observed: Option<&Observed>, me: &str, now: std::time::Instant) -> bool {
+    let Some(o) = observed else { return true };
+    let holder = o.record.holder_identity.as_deref().unwrap_or("");
     if holder.is_empty() || holder == me {
         return true;
     }
-    let duration = spec.lease_duration_seconds.unwrap_or(0).max(0) as i64;
-    let renewed = spec
-        .renew_time
-        .as_ref()
-        .map(|t| t.0)
-        .or(spec.acquire_time.as_ref().map(|t| t.0));
-    match renewed {
-        Some(t) => now.as_second() > t.as_second() + duration,
-        None => true,
-    }
+    let duration = Duration::from_secs(o.record.lease_duration_seconds.unwrap_or(0).max(0) as u64);
+    now.saturating_duration_since(o.at) > duration
 }
 
 pub struct Elector {
@@ -43,6 +58,8 @@ pub struct Elector {
     /// The Lease as we last wrote it: a renewal is then one conditional PUT (its resourceVersion
     /// guards against a concurrent taker), not a GET and a PUT.
     held: tokio::sync::Mutex<Option<Lease>>,
+    /// The other holder's record as last seen, for expiry by our own clock.
+    observed: std::sync::Mutex<Option<Observed>>,
 }
 
 impl Elector {
@@ -51,6 +68,7 @@ impl Elector {
             api: Api::namespaced(client, &cfg.namespace),
             cfg,
             held: tokio::sync::Mutex::new(None),
+            observed: std::sync::Mutex::new(None),
         }
     }
 
@@ -96,7 +114,15 @@ impl Elector {
             };
         };
         let spec = lease.spec.clone().unwrap_or_default();
-        if !can_acquire(Some(&spec), &self.cfg.identity, now) {
+        let mono = std::time::Instant::now();
+        let free = {
+            let mut o = self.observed.lock().unwrap_or_else(|e| e.into_inner());
+            let seen = Observed::observe(o.take(), &spec, mono);
+            let free = can_acquire(Some(&seen), &self.cfg.identity, mono);
+            *o = Some(seen);
+            free
+        };
+        if !free {
             return Ok(false);
         }
         let ours = spec.holder_identity.as_deref() == Some(self.cfg.identity.as_str());

@@ -1,6 +1,7 @@
 //! Unit tests of `src/controller/leader.rs`.
 
 use super::*;
+use std::time::Instant;
 
 fn spec(holder: &str, renewed: i64, duration: i32) -> LeaseSpec {
     LeaseSpec {
@@ -13,16 +14,58 @@ fn spec(holder: &str, renewed: i64, duration: i32) -> LeaseSpec {
 
 #[test]
 fn acquisition_rules() {
-    let now = Timestamp::from_second(1_000).expect("ts");
-    assert!(can_acquire(None, "me", now), "no lease");
-    assert!(can_acquire(Some(&spec("me", 999, 15)), "me", now), "ours");
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    assert!(can_acquire(None, "me", t0), "no lease");
+    let ours = Observed::observe(None, &spec("me", 999, 15), t0);
+    assert!(can_acquire(Some(&ours), "me", t0), "ours");
+    let other = Observed::observe(None, &spec("other", 990, 15), t0);
+    assert!(!can_acquire(Some(&other), "me", at(10)), "held and fresh");
     assert!(
-        !can_acquire(Some(&spec("other", 990, 15)), "me", now),
-        "held and fresh"
+        can_acquire(Some(&other), "me", at(16)),
+        "unchanged for longer than its duration"
     );
-    assert!(
-        can_acquire(Some(&spec("other", 980, 15)), "me", now),
-        "expired"
+    let released = Observed::observe(None, &spec("", 999, 15), t0);
+    assert!(can_acquire(Some(&released), "me", t0), "released");
+}
+
+#[test]
+fn expiry_ignores_the_holders_clock() {
+    let t0 = Instant::now();
+    // Another holder whose clock runs an hour behind ours writes a renewTime that looks long
+    // expired by our wall clock. What counts is that the record keeps changing.
+    let skewed = |renewed: i64| spec("other", renewed, 15);
+    let mut seen = Observed::observe(None, &skewed(-3600), t0);
+    for i in 1..=10u64 {
+        let now = t0 + Duration::from_secs(i * 10);
+        seen = Observed::observe(Some(seen), &skewed(-3600 + (i as i64) * 10), now);
+        assert!(
+            !can_acquire(Some(&seen), "me", now),
+            "renewing holder at {i}"
+        );
+    }
+    // The same record seen again does not restart the clock: it expires 15 s after it last changed.
+    let last = t0 + Duration::from_secs(100);
+    let again = Observed::observe(
+        Some(seen),
+        &skewed(-3600 + 100),
+        last + Duration::from_secs(14),
     );
-    assert!(can_acquire(Some(&spec("", 999, 15)), "me", now), "released");
+    assert!(!can_acquire(
+        Some(&again),
+        "me",
+        last + Duration::from_secs(14)
+    ));
+    assert!(can_acquire(
+        Some(&again),
+        "me",
+        last + Duration::from_secs(16)
+    ));
+    // A renewTime far in the future (clock ahead) does not keep a dead holder alive either.
+    let ahead = Observed::observe(None, &spec("other", i64::from(i32::MAX), 15), t0);
+    assert!(can_acquire(
+        Some(&ahead),
+        "me",
+        t0 + Duration::from_secs(16)
+    ));
 }

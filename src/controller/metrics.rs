@@ -1,6 +1,6 @@
 //! Controller metrics, registered beside the shared registry on the probe port.
 
-use crate::server::metrics::Metrics;
+use crate::runtime::MetricsRegistry;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -41,10 +41,11 @@ pub struct ControllerMetrics {
     pub consistent_lists: Counter,
     pub blocked_pvcs: Gauge,
     pub leader: Gauge,
+    pub multi_node_rwo: Gauge,
 }
 
 impl ControllerMetrics {
-    pub fn register(m: &Metrics) -> Self {
+    pub fn register(r: &MetricsRegistry) -> Self {
         let c = ControllerMetrics {
             unused_pvcs: Family::default(),
             unused_bytes: Family::default(),
@@ -56,8 +57,9 @@ impl ControllerMetrics {
             consistent_lists: Counter::default(),
             blocked_pvcs: Gauge::default(),
             leader: Gauge::default(),
+            multi_node_rwo: Gauge::default(),
         };
-        m.with_registry(|r| {
+        {
             r.register(
                 "volguard_controller_queue_depth",
                 "Keys waiting in the work queue",
@@ -103,18 +105,21 @@ impl ControllerMetrics {
                 "1 while this replica leads",
                 c.leader.clone(),
             );
-        });
+            r.register(
+                "volguard_pvcs_multi_node_rwo",
+                "ReadWriteOnce PVCs that pods on more than one node use at once (SPEC 2f; each also gets a MultiNodeRWO event)",
+                c.multi_node_rwo.clone(),
+            );
+        }
         c
     }
 
-    pub fn register_per_pvc(&self, m: &Metrics) {
-        m.with_registry(|r| {
-            r.register(
-                "volguard_pvc_unused_seconds",
-                "Seconds since each unused PVC was last used (known times only)",
-                self.unused_seconds.clone(),
-            )
-        });
+    pub fn register_per_pvc(&self, r: &MetricsRegistry) {
+        r.register(
+            "volguard_pvc_unused_seconds",
+            "Seconds since each unused PVC was last used (known times only)",
+            self.unused_seconds.clone(),
+        )
     }
 
     /// Replace the unused-storage gauges with the content of `report`.

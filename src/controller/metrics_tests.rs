@@ -20,7 +20,7 @@ fn row(ns: &str, name: &str, class: &str, bytes: u128, idle: Option<i64>) -> Row
 
 #[test]
 fn unused_gauges_follow_the_report() {
-    let m = Metrics::new();
+    let m = MetricsRegistry::default();
     let c = ControllerMetrics::register(&m);
     c.register_per_pvc(&m);
     let report = Report {

@@ -2,18 +2,16 @@
 //! consistent read proves the volume unused, explains postponed deletions, and keeps
 //! `volguard.io/unused-since` (SPEC 4). Decisions come from `rules::release` and `rules::in_use`.
 
-pub mod index;
 pub mod leader;
 pub mod metrics;
 pub mod queue;
 pub mod reconcile;
 
 use crate::cli::ControllerArgs;
-use crate::server::metrics::Metrics;
-use crate::server::{probes, shutdown_signal};
+use crate::runtime::{MetricsRegistry, probes, shutdown_signal};
 use crate::state::Store;
+use crate::state::claim_index::ClaimIndex;
 use crate::state::live::{Change, run_watch, store_ref};
-use index::ClaimIndex;
 use k8s_openapi::api::core::v1 as k8s;
 use kube::Api;
 use kube::runtime::watcher;
@@ -73,8 +71,8 @@ fn start_watches(client: &kube::Client, r: &Arc<Reconciler>, synced: &[Arc<Atomi
 }
 
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
-    let client = crate::kubeclient::client(args.kubeconfig.as_deref()).await?;
-    let metrics = Arc::new(Metrics::new());
+    let client = crate::runtime::kube::client(args.kubeconfig.as_deref()).await?;
+    let metrics = Arc::new(MetricsRegistry::default());
     let cmetrics = Arc::new(metrics::ControllerMetrics::register(&metrics));
     let store = Arc::new(Store::default());
     let queue = Queue::new(Backoff {
@@ -132,11 +130,29 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         }
     }
     cmetrics.leader.set(1);
+    // The leader keeps renewing from here on, while its caches sync too: a slow sync must not
+    // let the lease lapse while this replica still believes it leads.
+    let lost = async {
+        match &elector {
+            Some(e) => e.hold().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(lost);
     // Wait for synced caches before acting on them.
     while !synced.iter().all(|s| s.load(Ordering::Acquire)) {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-            _ = &mut shutdown => return Ok(()),
+            _ = &mut lost => {
+                cmetrics.leader.set(0);
+                return Err(anyhow::anyhow!("leadership lost while caches synced; exiting so a fresh replica can take over"));
+            }
+            _ = &mut shutdown => {
+                if let Some(e) = &elector {
+                    e.release().await;
+                }
+                return Ok(());
+            }
         }
     }
     // Unused-storage gauges, from the leader's caches.
@@ -165,15 +181,9 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         let r = reconciler.clone();
         workers.push(tokio::spawn(async move { r.work().await }));
     }
-    let lost = async {
-        match &elector {
-            Some(e) => e.hold().await,
-            None => std::future::pending().await,
-        }
-    };
     let result = tokio::select! {
         _ = &mut shutdown => Ok(()),
-        _ = lost => Err(anyhow::anyhow!("leadership lost; exiting so a fresh replica can take over")),
+        _ = &mut lost => Err(anyhow::anyhow!("leadership lost; exiting so a fresh replica can take over")),
     };
     queue.shut_down();
     cmetrics.leader.set(0);

@@ -1,7 +1,6 @@
 //! One reconcile per key: read the cache, ask the rules, confirm with a consistent read before
 //! anything is released, patch with a `test`, retry with backoff on any error.
 
-use super::index::ClaimIndex;
 use super::metrics::{ControllerMetrics, ResourceLabel, ResultLabel};
 use super::queue::Queue;
 use crate::cli::ControllerArgs;
@@ -9,6 +8,7 @@ use crate::model::{PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UNUSED_SINCE};
 use crate::rules::Fact;
 use crate::rules::release::{self, Blocker, PvPlan, PvcPlan, UnusedSince};
 use crate::state::Store;
+use crate::state::claim_index::ClaimIndex;
 use crate::state::live::{Change, convert, list_pods_consistent};
 use k8s_openapi::api::core::v1 as k8s;
 use kube::api::{Api, Patch, PatchParams};
@@ -233,7 +233,11 @@ impl Reconciler {
         let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
         let value = match release::unused_since(pvc, cached.iter().map(|p| p.as_ref())) {
             UnusedSince::Keep => return Outcome::Done,
-            UnusedSince::Set => serde_json::Value::String(now_rfc3339()),
+            UnusedSince::Set { ended } => {
+                let now = jiff::Timestamp::now();
+                serde_json::Value::String(rfc3339(ended.map_or(now, |e| e.max(now))))
+            }
+            UnusedSince::MoveTo(t) => serde_json::Value::String(rfc3339(t)),
             UnusedSince::Clear => serde_json::Value::Null,
         };
         let patch = serde_json::json!({"metadata": {"annotations": {UNUSED_SINCE: value}}});
@@ -427,10 +431,8 @@ fn classify(r: Result<(), kube::Error>) -> Result<(), Outcome> {
     }
 }
 
-fn now_rfc3339() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+fn rfc3339(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// Client-side token bucket: `qps` sustained, `burst` at once, so a startup over many objects

@@ -38,7 +38,7 @@ async fn list_failure_retries_that_pvc_and_goes_on_with_the_next() {
         base: std::time::Duration::from_secs(60),
         max: std::time::Duration::from_secs(60),
     });
-    let m = crate::server::metrics::Metrics::new();
+    let m = crate::runtime::MetricsRegistry::default();
     let cm = Arc::new(ControllerMetrics::register(&m));
     let r = Arc::new(Reconciler::new(
         unreachable_client(),

@@ -72,18 +72,26 @@ pub fn is_reportable_unused<'a>(pvc: &Pvc, pods: impl IntoIterator<Item = &'a Po
         && unused_for_since(pvc, pods)
 }
 
-/// The time the claim became unused: the upstream condition when present and True, else the
-/// annotation, else unknown.
+/// The time the claim became unused: the later of the upstream `Unused` condition (when True)
+/// and volguard's annotation, since either may lag the truth but neither may be earlier than it
+/// (SPEC 4); unknown when neither is there. A value that is not a time is not used.
 pub fn unused_since(pvc: &Pvc) -> (Option<String>, SinceSource) {
-    if let Some(c) = pvc.condition("Unused")
-        && c.status == "True"
-        && let Some(t) = &c.last_transition_time
-    {
-        return (Some(t.clone()), SinceSource::Condition);
-    }
-    match pvc.metadata.annotation(UNUSED_SINCE) {
-        Some(t) => (Some(t.to_string()), SinceSource::Annotation),
-        None => (None, SinceSource::Unknown),
+    let parse = |t: &str| {
+        t.parse::<jiff::Timestamp>()
+            .ok()
+            .map(|ts| (ts, t.to_string()))
+    };
+    let condition = pvc
+        .condition("Unused")
+        .filter(|c| c.status == "True")
+        .and_then(|c| c.last_transition_time.as_deref())
+        .and_then(parse);
+    let annotation = pvc.metadata.annotation(UNUSED_SINCE).and_then(parse);
+    match (condition, annotation) {
+        (Some(c), Some(a)) if a.0 > c.0 => (Some(a.1), SinceSource::Annotation),
+        (Some(c), _) => (Some(c.1), SinceSource::Condition),
+        (None, Some(a)) => (Some(a.1), SinceSource::Annotation),
+        (None, None) => (None, SinceSource::Unknown),
     }
 }
 
@@ -227,7 +235,7 @@ pub async fn run(args: crate::cli::ReportArgs) -> anyhow::Result<()> {
             )
         }
         None => {
-            let client = crate::kubeclient::client(args.kubeconfig.as_deref()).await?;
+            let client = crate::runtime::kube::client(args.kubeconfig.as_deref()).await?;
             let (pvcs, pvs, pods) = live::read(&client, &filter).await?;
             build(&pvcs, &pvs, &pods, &filter, now)
         }

@@ -12,7 +12,7 @@ fn pvc(name: &str) -> Pvc {
 }
 
 #[test]
-fn since_prefers_true_condition_then_annotation() {
+fn since_is_the_later_of_true_condition_and_annotation() {
     let mut p = pvc("a");
     assert_eq!(unused_since(&p), (None, SinceSource::Unknown));
     p.metadata.annotations =
@@ -34,6 +34,16 @@ fn since_prefers_true_condition_then_annotation() {
         unused_since(&p),
         (Some("2026-02-01T00:00:00Z".into()), SinceSource::Condition)
     );
+    // The later of the two wins: an annotation moved forward past the condition.
+    p.metadata.annotations =
+        Some([(UNUSED_SINCE.to_string(), "2026-03-01T00:00:00Z".to_string())].into());
+    assert_eq!(
+        unused_since(&p),
+        (Some("2026-03-01T00:00:00Z".into()), SinceSource::Annotation)
+    );
+    // A mark that is not a time is not used.
+    p.metadata.annotations = Some([(UNUSED_SINCE.to_string(), "soon".to_string())].into());
+    assert_eq!(unused_since(&p).1, SinceSource::Condition);
 }
 
 #[test]

@@ -10,6 +10,8 @@ pub struct Decision {
     pub message: Option<String>,
     pub warnings: Vec<String>,
     pub patch: Option<json_patch::Patch>,
+    /// A denial let through because its rule runs in `warn` enforcement mode (SPEC 2g).
+    pub warned: bool,
 }
 
 impl Decision {
@@ -21,6 +23,7 @@ impl Decision {
             message: None,
             warnings: Vec::new(),
             patch: None,
+            warned: false,
         }
     }
 
@@ -32,6 +35,7 @@ impl Decision {
             message: Some(message.into()),
             warnings: Vec::new(),
             patch: None,
+            warned: false,
         }
     }
 
@@ -59,6 +63,7 @@ impl Decision {
     /// The label used for the `decision` metric dimension.
     pub fn outcome(&self) -> &'static str {
         match (self.allowed, self.patch.is_some(), self.code) {
+            (true, _, _) if self.warned => "warned",
             (true, true, _) => "patched",
             (true, false, _) => "allowed",
             (false, _, 400) => "invalid",
@@ -68,12 +73,26 @@ impl Decision {
     }
 }
 
+/// Why a fact could not be read. Rules put it in messages; "unsure" always means "in use".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    #[error("{what} timed out")]
+    Timeout { what: String },
+    #[error("{what}: {message}")]
+    Api { what: String, message: String },
+    #[error("decoding {what}: {message}")]
+    Decode { what: String, message: String },
+    /// The decision's time budget ran out before this fact was read (SPEC "Deciding late").
+    #[error("no answer within the decision budget")]
+    Late,
+}
+
 /// A fact read from the cluster: present, confirmed absent, or unknown because the read failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fact<T> {
     Found(T),
     Missing,
-    Unknown(String),
+    Unknown(ReadError),
 }
 
 impl<T> Fact<T> {

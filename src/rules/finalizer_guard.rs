@@ -22,6 +22,35 @@ pub fn strips(old: &Meta, new: &Meta, finalizer: &str) -> bool {
     old.has_finalizer(finalizer) && !new.has_finalizer(finalizer)
 }
 
+/// Why a finalizer removal is allowed without looking at use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exemption {
+    VolguardController,
+    UpstreamController,
+    BreakGlass,
+}
+
+impl Exemption {
+    /// The decision's rule (row) name.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Exemption::VolguardController => "finalizer-removal-volguard-controller",
+            Exemption::UpstreamController => "finalizer-removal-upstream-controller",
+            Exemption::BreakGlass => "finalizer-removal-break-glass",
+        }
+    }
+}
+
+impl std::fmt::Display for Exemption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Exemption::VolguardController => "volguard controller",
+            Exemption::UpstreamController => "upstream protection controller",
+            Exemption::BreakGlass => "break-glass annotation",
+        })
+    }
+}
+
 /// Who may always remove the finalizer: volguard's controller, the upstream controllers, and
 /// anyone when the object carries the break-glass annotation (before or in this update).
 pub fn exempt(
@@ -29,21 +58,23 @@ pub fn exempt(
     own_controllers: &[String],
     old: &Meta,
     new: &Meta,
-) -> Option<&'static str> {
+) -> Option<Exemption> {
     if own_controllers.contains(&user.username) {
-        Some("volguard controller")
+        Some(Exemption::VolguardController)
     } else if UPSTREAM_CONTROLLERS.contains(&user.username.as_str()) {
-        Some("upstream protection controller")
+        Some(Exemption::UpstreamController)
     } else if new.annotation_true(ALLOW_FINALIZER_REMOVAL)
         || old.annotation_true(ALLOW_FINALIZER_REMOVAL)
     {
-        Some("break-glass annotation")
+        Some(Exemption::BreakGlass)
     } else {
         None
     }
 }
 
 /// PVC UPDATE that strips `kubernetes.io/pvc-protection` (caller checked `strips` and `exempt`).
+/// `pvc` is the **stored** object (the request's `oldObject`): ownership and namespace are read
+/// from it, never from the update, which may null `ownerReferences` in the same patch.
 pub fn pvc_finalizer_removal(pvc: &Pvc, pods: Fact<&[Pod]>) -> Decision {
     let pods = match pods {
         Fact::Found(p) => p,

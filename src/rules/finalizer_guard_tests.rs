@@ -78,7 +78,12 @@ fn pvc_in_use_denied_listing_pods() {
     );
     let pods = vec![using_pod(None)];
     assert!(pvc_finalizer_removal(&pvc, Fact::Found(&pods)).allowed);
-    let d = pvc_finalizer_removal(&pvc, Fact::Unknown("boom".into()));
+    let d = pvc_finalizer_removal(
+        &pvc,
+        Fact::Unknown(crate::rules::decision::ReadError::Timeout {
+            what: "listing pods".into(),
+        }),
+    );
     assert_eq!((d.allowed, d.code), (false, 500));
 }
 

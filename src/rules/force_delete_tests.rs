@@ -94,7 +94,15 @@ fn row4_and_5_node_gone_or_out_of_service() {
     });
     assert!(decide(&ctl, &pod(), Some(0), Fact::Found(&n)).allowed);
     // Unknown node is not a confirmed partition.
-    assert!(!decide(&ctl, &pod(), Some(0), Fact::Unknown("timeout".into())).allowed);
+    assert!(
+        !decide(
+            &ctl,
+            &pod(),
+            Some(0),
+            Fact::Unknown(crate::rules::decision::ReadError::Late)
+        )
+        .allowed
+    );
 }
 
 #[test]

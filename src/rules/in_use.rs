@@ -30,6 +30,15 @@ pub fn pod_uses_for_unused_since(pod: &Pod, pvc: &Pvc) -> bool {
     }
 }
 
+/// Whether `pod` names `pvc` at all (an ephemeral claim only for the pod that owns it).
+pub fn names_claim(pod: &Pod, pvc: &Pvc) -> bool {
+    match find_claim(pod, &pvc.metadata.namespace, &pvc.metadata.name) {
+        None => false,
+        Some(c) if c.ephemeral => owns(pod, pvc),
+        Some(_) => true,
+    }
+}
+
 /// The pods that keep `pvc` from being deleted.
 pub fn blocking_pods<'a, P>(pvc: &Pvc, pods: impl IntoIterator<Item = &'a P>) -> Vec<&'a Pod>
 where

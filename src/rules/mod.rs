@@ -12,17 +12,23 @@
 //! | 2b binding to terminating PV | `binding.rs` |
 //! | 2c finalizer stripping | `finalizer_guard.rs` |
 //! | 2d force delete | `force_delete.rs` |
+//! | 2f RWO claims on one node | `rwo.rs` |
+//! | 2g enforcement modes | `enforcement.rs` |
+//! | rule names, paths, failure policies | `rule.rs` |
 //! | 3 in use | `in_use.rs` |
 //! | 4 controller decisions | `release.rs` |
 
 pub mod binding;
 pub mod claims;
 pub mod decision;
+pub mod enforcement;
 pub mod finalizer_guard;
 pub mod force_delete;
 pub mod in_use;
 pub mod pod_create;
 pub mod protect;
 pub mod release;
+pub mod rule;
+pub mod rwo;
 
 pub use decision::{Decision, Fact};

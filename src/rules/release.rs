@@ -3,7 +3,7 @@
 //! cached and consistently-read pods.
 
 use super::claims::claims_of;
-use super::in_use::{blocking_pods, pv_in_use, unused_for_since};
+use super::in_use::{blocking_pods, names_claim, pv_in_use, unused_for_since};
 use crate::model::{Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UNUSED_SINCE};
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{Patch, PatchOperation, ReplaceOperation, TestOperation};
@@ -117,11 +117,17 @@ pub fn pv_plan(pv: &Pv) -> PvPlan {
 }
 
 /// KEP-5541 for a Bound, non-terminating PVC: what to do with `volguard.io/unused-since`.
+/// The time may be later than the truth, never earlier (SPEC 4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnusedSince {
-    /// Seen unused and not yet marked: stamp it with the observation time (later than the truth,
-    /// never earlier).
-    Set,
+    /// Seen unused and not yet marked: stamp it with the later of the observation time and
+    /// `ended`, the latest end of use volguard can see (a terminal pod's last `finishedAt`).
+    Set {
+        ended: Option<jiff::Timestamp>,
+    },
+    /// Marked, but a terminal pod shows use after the mark (or the mark does not parse): move
+    /// the mark forward to this time.
+    MoveTo(jiff::Timestamp),
     /// A pod uses it again: remove the mark.
     Clear,
     Keep,
@@ -129,22 +135,43 @@ pub enum UnusedSince {
 
 pub fn unused_since<'a, P: AsRef<Pod> + 'a>(
     pvc: &Pvc,
-    pods: impl IntoIterator<Item = &'a P>,
+    pods: impl IntoIterator<Item = &'a P> + Clone,
 ) -> UnusedSince {
     if !pvc.is_bound() || pvc.metadata.is_terminating() {
         return UnusedSince::Keep;
     }
-    let marked = pvc.metadata.annotation(UNUSED_SINCE).is_some();
-    match (unused_for_since(pvc, pods), marked) {
-        (true, false) => UnusedSince::Set,
-        (false, true) => UnusedSince::Clear,
-        _ => UnusedSince::Keep,
+    let mark = pvc.metadata.annotation(UNUSED_SINCE);
+    if !unused_for_since(pvc, pods.clone()) {
+        return match mark {
+            Some(_) => UnusedSince::Clear,
+            None => UnusedSince::Keep,
+        };
+    }
+    let ended = pods
+        .into_iter()
+        .map(AsRef::as_ref)
+        .filter(|p| names_claim(p, pvc))
+        .filter_map(Pod::ended_at)
+        .max();
+    match mark.map(str::parse::<jiff::Timestamp>) {
+        None => UnusedSince::Set { ended },
+        // A mark that is not a time is replaced; safe side: the latest end seen, else "now".
+        Some(Err(_)) => match ended {
+            Some(t) => UnusedSince::MoveTo(t),
+            None => UnusedSince::Set { ended: None },
+        },
+        Some(Ok(marked)) => match ended {
+            Some(t) if t > marked => UnusedSince::MoveTo(t),
+            _ => UnusedSince::Keep,
+        },
     }
 }
 
-/// Remove `finalizer` with a JSON patch that first `test`s the whole current list, so a concurrent
-/// writer (kube-controller-manager, a user) makes the patch fail and the controller re-read
-/// instead of clobbering their change. `None` when the finalizer is not there.
+/// Remove `finalizer` with a JSON patch that first `test`s the object's UID and the whole current
+/// list: a concurrent writer (kube-controller-manager, a user) makes the patch fail and the
+/// controller re-read instead of clobbering their change, and an object deleted and recreated
+/// under the same name (a StatefulSet's `data-web-0`) never loses the new one's finalizer.
+/// `None` when the finalizer is not there.
 pub fn finalizer_removal_patch(meta: &Meta, finalizer: &str) -> Option<Patch> {
     let current = meta.finalizers.as_ref()?;
     if !current.iter().any(|f| f == finalizer) {
@@ -156,16 +183,22 @@ pub fn finalizer_removal_patch(meta: &Meta, finalizer: &str) -> Option<Patch> {
         .map(|f| Value::String(f.clone()))
         .collect();
     let path = PointerBuf::from_tokens(["metadata", "finalizers"]);
-    Some(Patch(vec![
-        PatchOperation::Test(TestOperation {
-            path: path.clone(),
-            value: Value::Array(current.iter().map(|f| Value::String(f.clone())).collect()),
-        }),
-        PatchOperation::Replace(ReplaceOperation {
-            path,
-            value: Value::Array(rest),
-        }),
-    ]))
+    let mut ops = Vec::with_capacity(3);
+    if !meta.uid.is_empty() {
+        ops.push(PatchOperation::Test(TestOperation {
+            path: PointerBuf::from_tokens(["metadata", "uid"]),
+            value: Value::String(meta.uid.clone()),
+        }));
+    }
+    ops.push(PatchOperation::Test(TestOperation {
+        path: path.clone(),
+        value: Value::Array(current.iter().map(|f| Value::String(f.clone())).collect()),
+    }));
+    ops.push(PatchOperation::Replace(ReplaceOperation {
+        path,
+        value: Value::Array(rest),
+    }));
+    Some(Patch(ops))
 }
 
 /// Add `finalizer` guarded by the object's resourceVersion (an absent list cannot be `test`ed).

@@ -149,7 +149,10 @@ fn unused_since_transitions() {
         "not Bound"
     );
     c.status.phase = Some("Bound".into());
-    assert_eq!(unused_since(&c, &[] as &[Pod]), UnusedSince::Set);
+    assert_eq!(
+        unused_since(&c, &[] as &[Pod]),
+        UnusedSince::Set { ended: None }
+    );
     assert_eq!(
         unused_since(&c, &[pod("a", None, "Pending")]),
         UnusedSince::Keep,
@@ -161,9 +164,55 @@ fn unused_since_transitions() {
         unused_since(&c, &[pod("a", Some("n"), "Running")]),
         UnusedSince::Clear
     );
+    // A terminal pod that ended before the mark leaves it; one that ended after moves it forward
+    // (the reported time may be later than the truth, never earlier).
+    let finished = |t: &str| {
+        let mut p = pod("a", Some("n"), "Succeeded");
+        p.status.container_statuses = vec![crate::model::ContainerStatus {
+            state: Some(crate::model::ContainerState {
+                terminated: Some(crate::model::Terminated {
+                    finished_at: Some(t.into()),
+                }),
+            }),
+        }];
+        p
+    };
+    assert_eq!(
+        unused_since(&c, &[finished("2025-12-31T00:00:00Z")]),
+        UnusedSince::Keep
+    );
     assert_eq!(
         unused_since(&c, &[pod("a", Some("n"), "Succeeded")]),
-        UnusedSince::Keep
+        UnusedSince::Keep,
+        "no recorded end"
+    );
+    assert_eq!(
+        unused_since(&c, &[finished("2026-03-01T10:00:00Z")]),
+        UnusedSince::MoveTo("2026-03-01T10:00:00Z".parse().unwrap())
+    );
+    // The latest of several ends wins.
+    assert_eq!(
+        unused_since(
+            &c,
+            &[
+                finished("2026-03-01T10:00:00Z"),
+                finished("2026-04-01T10:00:00Z")
+            ]
+        ),
+        UnusedSince::MoveTo("2026-04-01T10:00:00Z".parse().unwrap())
+    );
+    c.metadata.annotations = None;
+    assert_eq!(
+        unused_since(&c, &[finished("2026-03-01T10:00:00Z")]),
+        UnusedSince::Set {
+            ended: Some("2026-03-01T10:00:00Z".parse().unwrap())
+        }
+    );
+    c.metadata.annotations = Some([(UNUSED_SINCE.to_string(), "yesterday".to_string())].into());
+    assert_eq!(
+        unused_since(&c, &[] as &[Pod]),
+        UnusedSince::Set { ended: None },
+        "a mark that is not a time is replaced"
     );
     c.metadata.deletion_timestamp = Some("t".into());
     assert_eq!(
@@ -200,4 +249,26 @@ fn requeue_on_relevant_pod_changes_only() {
         claim_name: "other".into(),
     });
     assert_eq!(claims_to_requeue(Some(&a), Some(&c)).len(), 2);
+}
+
+#[test]
+fn removal_patch_tests_uid_then_list() {
+    let mut c = pvc(true, Some(vec!["a", PVC_FINALIZER]));
+    c.metadata.uid = "uid-1".into();
+    let p =
+        serde_json::to_value(finalizer_removal_patch(&c.metadata, PVC_FINALIZER).unwrap()).unwrap();
+    assert_eq!(
+        p,
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/uid", "value": "uid-1"},
+            {"op": "test", "path": "/metadata/finalizers", "value": ["a", PVC_FINALIZER]},
+            {"op": "replace", "path": "/metadata/finalizers", "value": ["a"]},
+        ])
+    );
+    // The patch fails on a recreated object with the same name and finalizers (new UID).
+    let mut recreated =
+        serde_json::json!({"metadata": {"uid": "uid-2", "finalizers": ["a", PVC_FINALIZER]}});
+    let patch: json_patch::Patch = serde_json::from_value(p).unwrap();
+    assert!(json_patch::patch(&mut recreated, &patch).is_err());
+    assert_eq!(recreated["metadata"]["finalizers"][1], PVC_FINALIZER);
 }

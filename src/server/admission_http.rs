@@ -4,6 +4,7 @@
 use super::metrics::{CodeLabels, KindLabels, Metrics};
 use crate::admission::{self, Admission, Endpoint};
 use crate::error::ReviewError;
+use crate::rules::rule::Rule;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -22,13 +23,15 @@ pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
 pub struct AppState {
     pub admission: Arc<Admission>,
     pub metrics: Arc<Metrics>,
-    /// A decision that takes longer is answered as an error (the apiserver's own timeout is ≤ 3 s
-    /// in our manifests; answering first keeps the failure explicit and logged).
+    /// Each rule decides within this budget; one that cannot answers as its failure policy
+    /// says (the apiserver's own timeout is 3 s in our manifests).
     pub decide_timeout: std::time::Duration,
-    /// A body not fully received in this time is answered 408 (slow-body attacks hold a slot).
+    /// A body not fully received in this time is answered 408 (slow-body attacks).
     pub body_timeout: std::time::Duration,
-    /// Requests read and decided at once; more wait, bodies unread, for a slot.
+    /// Requests decided at once; more wait (with their bodies already read) for a slot.
     pub max_concurrent_requests: usize,
+    /// Request body bytes held in memory at once, over all requests; a body waits for room.
+    pub max_body_bytes_in_flight: usize,
 }
 
 /// What every request shares, behind one `Arc`: axum clones the state for each request, and
@@ -39,6 +42,8 @@ struct Shared {
     decide_timeout: std::time::Duration,
     body_timeout: std::time::Duration,
     concurrency: Arc<tokio::sync::Semaphore>,
+    /// Body bytes in flight, in KiB permits.
+    body_budget: Arc<tokio::sync::Semaphore>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -52,14 +57,17 @@ pub fn router(state: AppState) -> Router {
             .upgrade()
             .map_or(0, |s| limit.saturating_sub(s.available_permits()))
     });
+    // At least one maximal body must fit, or such a body could never be read.
+    let budget_kib = state.max_body_bytes_in_flight.max(MAX_BODY_BYTES) / 1024;
     let shared = Arc::new(Shared {
         admission: state.admission,
         metrics: state.metrics,
         decide_timeout: state.decide_timeout,
         body_timeout: state.body_timeout,
         concurrency,
+        body_budget: Arc::new(tokio::sync::Semaphore::new(budget_kib)),
     });
-    Router::new()
+    let mut r = Router::new()
         .route(
             "/mutate",
             post(|s, r| handle(s, r, Endpoint::Mutate)).fallback(method_not_allowed),
@@ -67,9 +75,15 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/validate",
             post(|s, r| handle(s, r, Endpoint::Validate)).fallback(method_not_allowed),
-        )
-        .fallback(not_found)
-        .with_state(shared)
+        );
+    // One path per webhook entry, naming its rule (manifests/base/webhooks.yaml).
+    for rule in Rule::ALL {
+        r = r.route(
+            rule.path(),
+            post(move |s, r| handle(s, r, Endpoint::Rule(rule))).fallback(method_not_allowed),
+        );
+    }
+    r.fallback(not_found).with_state(shared)
 }
 
 fn json_error(metrics: &Metrics, code: StatusCode, message: impl Into<String>) -> Response {
@@ -87,7 +101,8 @@ async fn not_found(State(s): State<Arc<Shared>>) -> Response {
     json_error(
         &s.metrics,
         StatusCode::NOT_FOUND,
-        "no such endpoint: use POST /mutate or POST /validate",
+        "no such endpoint: use POST /mutate, POST /validate, or a rule's path such as \
+         /validate/force-delete (see manifests/base/webhooks.yaml)",
     )
 }
 
@@ -110,25 +125,73 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
 }
 
-async fn read_body(body: Body) -> Result<Bytes, (StatusCode, String)> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|e| {
-            let too_big = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-                || e.to_string().contains("length limit");
-            if too_big {
-                (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("request body exceeds {MAX_BODY_BYTES} bytes"),
-                )
-            } else {
-                (
-                    StatusCode::BAD_REQUEST,
-                    format!("cannot read request body: {e}"),
-                )
+/// Why a body was not read.
+enum BodyError {
+    TooLarge,
+    Read(String),
+}
+
+/// Read the body frame by frame, taking room in the shared byte budget before keeping each
+/// frame: many large bodies at once wait for room instead of exhausting memory. The permits
+/// are held until the request is answered.
+async fn read_body(
+    mut body: Body,
+    budget: &Arc<tokio::sync::Semaphore>,
+    permits: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+) -> Result<Bytes, BodyError> {
+    use http_body_util::BodyExt;
+    let mut buf = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if buf.len() + data.len() > MAX_BODY_BYTES {
+            return Err(BodyError::TooLarge);
+        }
+        let held_kib = permits.as_ref().map_or(0, |p| p.num_permits());
+        let need_kib = (buf.len() + data.len()).div_ceil(1024);
+        if need_kib > held_kib {
+            let more = u32::try_from(need_kib - held_kib).unwrap_or(u32::MAX);
+            // The semaphore is never closed; were it to be, reading on unbudgeted is safe.
+            if let Ok(p) = budget.clone().acquire_many_owned(more).await {
+                match permits {
+                    Some(held) => held.merge(p),
+                    None => *permits = Some(p),
+                }
             }
-        })
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok(Bytes::from(buf))
+}
+
+/// Read and discard what the client still sends (up to a bound) so that it reads our 413
+/// instead of a connection reset while it is still writing.
+async fn drain(mut body: Body, within: std::time::Duration) {
+    use http_body_util::BodyExt;
+    const DRAIN_LIMIT: usize = 4 * MAX_BODY_BYTES;
+    let _ = tokio::time::timeout(within, async {
+        let mut seen = 0usize;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, |d| d.len());
+            if seen > DRAIN_LIMIT {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+fn too_large(metrics: &Metrics) -> Response {
+    let mut r = json_error(
+        metrics,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body exceeds {MAX_BODY_BYTES} bytes"),
+    );
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
 }
 
 // The whole request rather than `HeaderMap` + `Body` extractors: axum's `HeaderMap` extractor
@@ -149,18 +212,29 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
         .and_then(|v| v.parse::<usize>().ok())
         && len > MAX_BODY_BYTES
     {
-        return json_error(
-            &s.metrics,
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("request body exceeds {MAX_BODY_BYTES} bytes"),
-        );
+        drain(body, s.body_timeout).await;
+        return too_large(&s.metrics);
     }
-    // A closed semaphore never happens (nothing closes it); were it to, deciding unbounded is
-    // better than refusing every request.
-    let _slot = s.concurrency.acquire().await.ok();
-    let bytes = match tokio::time::timeout(s.body_timeout, read_body(body)).await {
+    let mut body_permits = None;
+    let mut body = Some(body);
+    let read = tokio::time::timeout(s.body_timeout, async {
+        let b = body.take().unwrap_or_default();
+        match read_body(b, &s.body_budget, &mut body_permits).await {
+            Err(BodyError::TooLarge) => Err(BodyError::TooLarge),
+            other => other,
+        }
+    })
+    .await;
+    let bytes = match read {
         Ok(Ok(b)) => b,
-        Ok(Err((code, msg))) => return json_error(&s.metrics, code, msg),
+        Ok(Err(BodyError::TooLarge)) => return too_large(&s.metrics),
+        Ok(Err(BodyError::Read(e))) => {
+            return json_error(
+                &s.metrics,
+                StatusCode::BAD_REQUEST,
+                format!("cannot read request body: {e}"),
+            );
+        }
         Err(_) => {
             return json_error(
                 &s.metrics,
@@ -171,8 +245,12 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
     };
     let req = match admission::decode(&bytes) {
         Ok(r) => r,
-        Err(e) => return json_error(&s.metrics, StatusCode::BAD_REQUEST, review_error(&e)),
+        Err(e) => return e.into_response_counted(&s.metrics),
     };
+    // The decide slot is taken only now: a slow body holds bytes of the budget, not a slot.
+    // A closed semaphore never happens (nothing closes it); were it to, deciding unbounded is
+    // better than refusing every request.
+    let _slot = s.concurrency.acquire().await.ok();
     let started = Instant::now();
     let span = tracing::debug_span!(
         "admission",
@@ -184,22 +262,28 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
         user = %req.user_info.username,
         decision = tracing::field::Empty,
         rule = tracing::field::Empty,
+        row = tracing::field::Empty,
     );
     let span_handle = span.clone();
-    let decision = match tokio::time::timeout(
-        s.decide_timeout,
-        s.admission.decide(endpoint, &req).instrument(span),
+    // Each rule keeps to `decide_timeout` itself; this backstop only fires if something
+    // outside a rule's facts stalls, and answers with the rules' failure policies too.
+    let backstop = s.decide_timeout + std::time::Duration::from_millis(200);
+    let verdict = match tokio::time::timeout(
+        backstop,
+        s.admission
+            .decide(endpoint, &req, s.decide_timeout)
+            .instrument(span),
     )
     .await
     {
-        Ok(d) => d,
-        Err(_) => crate::rules::Decision::unavailable(
-            "timeout",
-            format!("volguard could not decide within {:?}", s.decide_timeout),
-        ),
+        Ok(v) => v,
+        Err(_) => s.admission.late_verdict(endpoint, &req, s.decide_timeout),
     };
+    let decision = &verdict.decision;
+    let rule = verdict.rule.map_or("none", |r| r.name());
     span_handle.record("decision", decision.outcome());
-    span_handle.record("rule", decision.rule);
+    span_handle.record("rule", rule);
+    span_handle.record("row", decision.rule);
     s.metrics.duration.observe(started.elapsed().as_secs_f64());
     s.metrics.count_request(
         endpoint.as_str(),
@@ -207,23 +291,29 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
         &req.operation,
         decision.outcome(),
     );
-    if decision.rule == "unknown-kind" {
+    if verdict.unknown_kind {
         s.metrics
             .unknown_kinds
             .get_or_create(&KindLabels {
-                kind: req.kind.kind.to_string(),
+                kind: s.admission.unknown_kind_label(&req),
             })
             .inc();
     }
-    if decision.allowed {
+    if decision.allowed && !decision.warned {
         tracing::debug!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
-            object = %req.target(), decision = decision.outcome(), rule = decision.rule, "admitted");
+            object = %req.target(), decision = decision.outcome(), rule, row = decision.rule, "admitted");
     } else if REFUSAL_LOG.admit() {
+        let message = decision
+            .message
+            .as_deref()
+            .or(decision.warnings.first().map(String::as_str))
+            .unwrap_or("");
         tracing::info!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
             object = %req.target(), user = %req.user_info.username, decision = decision.outcome(),
-            rule = decision.rule, message = decision.message.as_deref().unwrap_or(""), "refused");
+            rule, row = decision.rule, message, "refused");
     }
-    let body = admission::encode(&req.uid, &decision);
+    let body = admission::encode(&req.uid, decision, verdict.rule);
+    drop(body_permits);
     (
         StatusCode::OK,
         [(
@@ -275,6 +365,16 @@ impl LogBudget {
     }
 }
 
-fn review_error(e: &ReviewError) -> String {
-    e.to_string()
+impl ReviewError {
+    /// The 400 answer for a body that is not a usable AdmissionReview, counted.
+    fn into_response_counted(self, metrics: &Metrics) -> Response {
+        json_error(metrics, StatusCode::BAD_REQUEST, self.to_string())
+    }
+}
+
+impl IntoResponse for ReviewError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "code": 400, "error": self.to_string() });
+        (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+    }
 }

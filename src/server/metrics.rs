@@ -1,12 +1,12 @@
 //! Prometheus metrics (`volguard_*`), rendered in the text exposition format on the probe port.
 
+use crate::runtime::MetricsRegistry;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -16,16 +16,32 @@ pub struct RequestLabels {
     pub decision: &'static str,
 }
 
-const ENDPOINTS: [&str; 2] = ["mutate", "validate"];
-const KINDS: [&str; 5] = [
+/// `mutate`, `validate` (every rule) and each rule's own path (`Rule::name`).
+const ENDPOINTS: [&str; 10] = [
+    "mutate",
+    "validate",
+    "pvc-finalizer",
+    "pv-finalizer",
+    "pod-on-terminating-claim",
+    "binding-to-terminating-volume",
+    "finalizer-removal",
+    "force-delete",
+    "rwo-single-node",
+    "other",
+];
+const KINDS: [&str; 7] = [
     "Pod",
     "PersistentVolumeClaim",
     "PersistentVolume",
+    "Eviction",
+    "Binding",
     "Node",
     "other",
 ];
 const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "other"];
-const DECISIONS: [&str; 6] = ["patched", "allowed", "invalid", "error", "denied", "other"];
+const DECISIONS: [&str; 7] = [
+    "patched", "allowed", "warned", "invalid", "error", "denied", "other",
+];
 const REQUEST_SERIES: usize = ENDPOINTS.len() * KINDS.len() * OPERATIONS.len() * DECISIONS.len();
 
 /// Index of `value` in `set`, the last entry ("other") when absent: label values stay bounded
@@ -52,7 +68,7 @@ pub struct CodeLabels {
 }
 
 pub struct Metrics {
-    registry: Mutex<Registry>,
+    registry: Arc<MetricsRegistry>,
     pub requests: Family<RequestLabels, Counter>,
     /// Each series of `requests` once looked up: counting a request is then one atomic add
     /// instead of hashing four labels under the family's lock. Series appear on first use.
@@ -63,7 +79,6 @@ pub struct Metrics {
     pub tls_reloads: Family<ResultLabels, Counter>,
     pub tls_cert_not_after: Gauge,
     pub in_flight: Gauge,
-    in_flight_source: OnceLock<Box<dyn Fn() -> usize + Send + Sync>>,
 }
 
 impl Default for Metrics {
@@ -73,8 +88,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Admission metrics in a registry of their own (tests, benches).
     pub fn new() -> Self {
-        let mut registry = Registry::default();
+        Self::register(Arc::new(MetricsRegistry::default()))
+    }
+
+    /// Register the admission metrics (`volguard_admission_*`, `volguard_tls_*`) in `registry`.
+    pub fn register(registry: Arc<MetricsRegistry>) -> Self {
         let requests = Family::<RequestLabels, Counter>::default();
         // 50µs .. ~1.6s: the apiserver waits for every call, so the low end matters.
         let duration = Histogram::new([
@@ -122,7 +142,7 @@ impl Metrics {
             in_flight.clone(),
         );
         Metrics {
-            registry: Mutex::new(registry),
+            registry,
             requests,
             request_series: (0..REQUEST_SERIES).map(|_| OnceLock::new()).collect(),
             duration,
@@ -131,7 +151,6 @@ impl Metrics {
             tls_reloads,
             tls_cert_not_after,
             in_flight,
-            in_flight_source: OnceLock::new(),
         }
     }
 
@@ -161,28 +180,20 @@ impl Metrics {
             .inc();
     }
 
-    /// Add metrics owned by another subsystem (controller, report gauges).
-    pub fn with_registry<R>(&self, f: impl FnOnce(&mut Registry) -> R) -> R {
-        let mut r = self.registry.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut r)
-    }
-
     /// Where `volguard_admission_in_flight_requests` is read from at scrape time.
     pub fn in_flight_from(&self, source: impl Fn() -> usize + Send + Sync + 'static) {
-        let _ = self.in_flight_source.set(Box::new(source));
+        let gauge = self.in_flight.clone();
+        self.registry.on_scrape(move || {
+            gauge.set(i64::try_from(source()).unwrap_or(i64::MAX));
+        });
+    }
+
+    pub fn registry(&self) -> &Arc<MetricsRegistry> {
+        &self.registry
     }
 
     pub fn render(&self) -> String {
-        if let Some(source) = self.in_flight_source.get() {
-            self.in_flight
-                .set(i64::try_from(source()).unwrap_or(i64::MAX));
-        }
-        let mut out = String::new();
-        let r = self.registry.lock().unwrap_or_else(|e| e.into_inner());
-        if prometheus_client::encoding::text::encode(&mut out, &r).is_err() {
-            out.clear();
-        }
-        out
+        self.registry.render()
     }
 }
 

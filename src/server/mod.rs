@@ -1,15 +1,15 @@
-//! Serving plumbing: TLS with hot reload, the admission router, probes, metrics, shutdown.
-//! Knows nothing about storage beyond handing requests to `admission`.
+//! Serving plumbing: TLS with hot reload, the admission router, admission metrics. Knows nothing
+//! about storage beyond handing requests to `admission`; probes, shutdown and the cluster view
+//! come from `runtime`.
 
 pub mod admission_http;
 pub mod listener;
 pub mod metrics;
-pub mod probes;
 pub mod tls;
 
 use crate::admission::Admission;
 use crate::cli::ServeArgs;
-use crate::state::{Cluster, Store, live::LiveCluster, loader};
+use crate::runtime::{self, MetricsRegistry, probes, shutdown_signal};
 use anyhow::Context;
 use metrics::Metrics;
 use std::sync::Arc;
@@ -17,52 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await
-            }
-        }
-    };
-    tokio::select! {
-        _ = term => tracing::info!("SIGTERM received"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
-    }
-}
-
-/// Build the cluster view for `--state` or a live cluster.
-pub async fn cluster_from(
-    state: Option<&std::path::Path>,
-    kubeconfig: Option<&std::path::Path>,
-) -> anyhow::Result<Cluster> {
-    match state {
-        Some(path) => {
-            let store = Store::default();
-            let started = std::time::Instant::now();
-            let summary = loader::load_file(path, &store)?;
-            crate::alloc::release_free_memory();
-            tracing::info!(
-                file = %path.display(), pvcs = summary.pvcs, pvs = summary.pvs, nodes = summary.nodes,
-                pods = summary.pods, skipped = ?summary.skipped, seconds = started.elapsed().as_secs_f64(),
-                "state loaded"
-            );
-            Ok(Cluster::Offline(Arc::new(store)))
-        }
-        None => {
-            let client = crate::kubeclient::client(kubeconfig).await?;
-            Ok(Cluster::Live(LiveCluster::start(client)))
-        }
-    }
-}
-
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let metrics = Arc::new(Metrics::new());
+    let registry = Arc::new(MetricsRegistry::default());
+    let metrics = Arc::new(Metrics::register(registry.clone()));
     let reloader =
         tls::CertReloader::new(args.tls_cert.clone(), args.tls_key.clone(), metrics.clone())
             .context("loading the serving certificate")?;
@@ -73,20 +30,27 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .run(Duration::from_millis(args.tls_reload_interval_ms)),
     );
 
-    let cluster = cluster_from(args.state.as_deref(), args.kubeconfig.as_deref()).await?;
-    let admission = Arc::new(Admission::new(
-        cluster.clone(),
-        args.force_delete_policy(),
-        args.controller_users.clone(),
-    ));
+    let rwo_guard = args.rwo_guard == crate::cli::RwoGuard::All;
+    let cluster =
+        runtime::kube::cluster_from(args.state.as_deref(), args.kubeconfig.as_deref(), rwo_guard)
+            .await?;
+    let admission = Arc::new(
+        Admission::new(
+            cluster.clone(),
+            args.force_delete_policy(),
+            args.controller_users.clone(),
+        )
+        .with_enforcement(args.enforcement)
+        .with_rwo_guard(rwo_guard),
+    );
     let app = admission_http::router(admission_http::AppState {
         admission,
         metrics: metrics.clone(),
-        decide_timeout: Duration::from_millis(2500),
+        decide_timeout: Duration::from_millis(args.decide_timeout_ms),
         body_timeout: Duration::from_millis(args.read_timeout_ms),
         max_concurrent_requests: args.max_concurrent_requests,
+        max_body_bytes_in_flight: args.max_body_bytes_in_flight,
     });
-
     let listener = TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding the webhook listener {}", args.listen))?;
@@ -107,11 +71,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     });
     tracing::info!(
         webhook = %listener.local_addr()?, probes = %probe_listener.local_addr()?,
-        "volguard serve listening (HTTPS admission: POST /mutate, /validate; HTTP: /healthz /readyz /metrics)"
+        "volguard serve listening (HTTPS admission: POST /mutate, /validate, /validate/<rule>; HTTP: /healthz /readyz /metrics)"
     );
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let probe_app = probes::router(metrics.clone(), ready);
+    let probe_app = probes::router(registry.clone(), ready);
     let mut probe_stop = stop_rx.clone();
     let probes_task = tokio::spawn(async move {
         let r = axum::serve(probe_listener, probe_app)

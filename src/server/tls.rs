@@ -60,6 +60,20 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
+/// `volguard_tls_certificate_not_after_seconds` from the leaf certificate being served, so an
+/// alert fires before it expires (a stuck cert-manager renewal).
+fn set_not_after(metrics: &Metrics, ck: &CertifiedKey) {
+    let Some(leaf) = ck.cert.first() else { return };
+    match x509_parser::parse_x509_certificate(leaf.as_ref()) {
+        Ok((_, cert)) => {
+            metrics
+                .tls_cert_not_after
+                .set(cert.validity().not_after.timestamp());
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot read the serving certificate's expiry"),
+    }
+}
+
 /// Hands the current certificate to every new handshake.
 #[derive(Debug)]
 pub struct CertResolver {
@@ -89,6 +103,7 @@ impl CertReloader {
     ) -> Result<Arc<Self>, TlsError> {
         let (c, k) = (read(&cert_path)?, read(&key_path)?);
         let ck = load_pair(&c, &k, &cert_path, &key_path)?;
+        set_not_after(&metrics, &ck);
         Ok(Arc::new(CertReloader {
             resolver: Arc::new(CertResolver {
                 current: ArcSwap::from_pointee(ck),
@@ -129,6 +144,7 @@ impl CertReloader {
         *seen = (c, k);
         match result {
             Ok(ck) => {
+                set_not_after(&self.metrics, &ck);
                 self.resolver.current.store(Arc::new(ck));
                 self.metrics
                     .tls_reloads

@@ -36,6 +36,27 @@ impl Cluster {
         }
     }
 
+    pub async fn pod(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
+        match self {
+            Cluster::Offline(s) => from_cache(s.pods.get(namespace, name)),
+            Cluster::Live(l) => l.pod(namespace, name).await,
+        }
+    }
+
+    /// The pods that name `claim` in their volumes (the RWO guard's candidate holders).
+    pub async fn pods_naming(&self, namespace: &str, claim: &str) -> Fact<Vec<Arc<Pod>>> {
+        match self {
+            Cluster::Offline(s) => Fact::Found(
+                s.pods
+                    .in_namespace(namespace)
+                    .into_iter()
+                    .filter(|p| crate::rules::claims::claims_of(p).any(|c| c.name == claim))
+                    .collect(),
+            ),
+            Cluster::Live(l) => l.pods_naming(namespace, claim).await,
+        }
+    }
+
     /// The pods of a namespace, read consistently (a live LIST, never a cache).
     pub async fn pods_consistent(&self, namespace: &str) -> Fact<Vec<Pod>> {
         match self {

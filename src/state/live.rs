@@ -1,9 +1,11 @@
 //! Live cluster state: kube-rs watches feeding the pruned stores, plus live reads for what a cache
 //! must not answer alone.
 
+use super::claim_index::ClaimIndex;
 use super::{Object, ObjectMap, Store};
 use crate::model::{Node, Pod, Pv, Pvc};
 use crate::rules::Fact;
+use crate::rules::decision::ReadError;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1 as k8s;
 use kube::api::{Api, ListParams};
@@ -32,14 +34,19 @@ pub enum Change<T> {
 pub struct LiveCluster {
     pub client: kube::Client,
     pub store: Arc<Store>,
-    synced: [Arc<AtomicBool>; 3],
+    synced: Vec<Arc<AtomicBool>>,
+    /// Pods by the claims they name, when pods are watched (the RWO guard needs holders).
+    claims: Option<Arc<ClaimIndex>>,
 }
 
 impl LiveCluster {
-    /// Start watches on PVCs, PVs and Nodes (the admission caches).
-    pub fn start(client: kube::Client) -> Arc<Self> {
+    /// Start watches on PVCs, PVs and Nodes (the admission caches), and on pods with their
+    /// claim index when `watch_pods` (SPEC 2f finds a claim's holders there).
+    pub fn start(client: kube::Client, watch_pods: bool) -> Arc<Self> {
         let store = Arc::new(Store::default());
-        let synced: [Arc<AtomicBool>; 3] = Default::default();
+        let synced: Vec<Arc<AtomicBool>> = (0..3 + usize::from(watch_pods))
+            .map(|_| Arc::default())
+            .collect();
         tokio::spawn(run_watch(
             Api::<k8s::PersistentVolumeClaim>::all(client.clone()),
             watcher::Config::default(),
@@ -61,11 +68,70 @@ impl LiveCluster {
             synced[2].clone(),
             |_| {},
         ));
+        let claims = watch_pods.then(|| {
+            let index = Arc::new(ClaimIndex::default());
+            let (idx, st) = (index.clone(), store.clone());
+            tokio::spawn(run_watch(
+                Api::<k8s::Pod>::all(client.clone()),
+                watcher::Config::default(),
+                store_ref(&store, |s| &s.pods),
+                synced[3].clone(),
+                move |c| match c {
+                    Change::Applied { old, new } => {
+                        if let Some(o) = old {
+                            idx.remove(&o);
+                        }
+                        idx.add(&new);
+                    }
+                    Change::Deleted(old) => idx.remove(&old),
+                    Change::Relisted => {
+                        let pods = st.pods.all();
+                        idx.rebuild(pods.iter().map(|p| p.as_ref()));
+                    }
+                },
+            ));
+            index
+        });
         Arc::new(LiveCluster {
             client,
             store,
             synced,
+            claims,
         })
+    }
+
+    /// A pod: from the cache when pods are watched, else (or on a miss) a live GET.
+    pub async fn pod(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
+        if self.claims.is_some()
+            && let Some(p) = self.store.pods.get(namespace, name)
+        {
+            return Fact::Found(p);
+        }
+        get_live(
+            Api::<k8s::Pod>::namespaced(self.client.clone(), namespace),
+            name,
+        )
+        .await
+    }
+
+    /// Pods naming `claim`: the watch cache's index, or a consistent LIST when pods are not
+    /// watched.
+    pub async fn pods_naming(&self, namespace: &str, claim: &str) -> Fact<Vec<Arc<Pod>>> {
+        match &self.claims {
+            Some(index) => Fact::Found(
+                index
+                    .pods_naming(namespace, claim)
+                    .into_iter()
+                    .filter_map(|n| self.store.pods.get(namespace, &n))
+                    .collect(),
+            ),
+            None => self.pods_consistent(namespace).await.map(|pods| {
+                pods.into_iter()
+                    .filter(|p| crate::rules::claims::claims_of(p).any(|c| c.name == claim))
+                    .map(Arc::new)
+                    .collect()
+            }),
+        }
     }
 
     pub fn synced(&self) -> bool {
@@ -108,14 +174,24 @@ impl LiveCluster {
 pub async fn list_pods_consistent(client: &kube::Client, namespace: &str) -> Fact<Vec<Pod>> {
     let api = Api::<k8s::Pod>::namespaced(client.clone(), namespace);
     match tokio::time::timeout(LIVE_READ_TIMEOUT, api.list(&ListParams::default())).await {
-        Err(_) => Fact::Unknown(format!("listing pods of {namespace:?} timed out")),
-        Ok(Err(e)) => Fact::Unknown(format!("listing pods of {namespace:?}: {e}")),
+        Err(_) => Fact::Unknown(ReadError::Timeout {
+            what: format!("listing pods of {namespace:?}"),
+        }),
+        Ok(Err(e)) => Fact::Unknown(ReadError::Api {
+            what: format!("listing pods of {namespace:?}"),
+            message: e.to_string(),
+        }),
         Ok(Ok(list)) => {
             let mut out = Vec::with_capacity(list.items.len());
             for p in &list.items {
                 match convert::<_, Pod>(p) {
                     Ok(p) => out.push(p),
-                    Err(e) => return Fact::Unknown(format!("decoding a pod: {e}")),
+                    Err(e) => {
+                        return Fact::Unknown(ReadError::Decode {
+                            what: "a pod".into(),
+                            message: e.to_string(),
+                        });
+                    }
                 }
             }
             Fact::Found(out)
@@ -129,15 +205,23 @@ where
     T: Object + DeserializeOwned,
 {
     match tokio::time::timeout(LIVE_READ_TIMEOUT, api.get_opt(name)).await {
-        Err(_) => Fact::Unknown(format!("reading {} {name:?} timed out", T::KIND)),
-        Ok(Err(e)) => Fact::Unknown(format!("reading {} {name:?}: {e}", T::KIND)),
+        Err(_) => Fact::Unknown(ReadError::Timeout {
+            what: format!("reading {} {name:?}", T::KIND),
+        }),
+        Ok(Err(e)) => Fact::Unknown(ReadError::Api {
+            what: format!("reading {} {name:?}", T::KIND),
+            message: e.to_string(),
+        }),
         Ok(Ok(None)) => Fact::Missing,
         Ok(Ok(Some(k))) => match convert::<_, T>(&k) {
             Ok(mut t) => {
                 t.prune();
                 Fact::Found(Arc::new(t))
             }
-            Err(e) => Fact::Unknown(format!("decoding {} {name:?}: {e}", T::KIND)),
+            Err(e) => Fact::Unknown(ReadError::Decode {
+                what: format!("{} {name:?}", T::KIND),
+                message: e.to_string(),
+            }),
         },
     }
 }

@@ -76,6 +76,7 @@ impl Object for Pod {
             .volumes
             .retain(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some());
         self.spec.volumes.shrink_to_fit();
+        self.prune_status();
     }
 }
 

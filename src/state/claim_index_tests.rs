@@ -1,4 +1,4 @@
-//! Unit tests of `src/controller/index.rs`.
+//! Unit tests of `src/state/claim_index.rs`.
 
 use super::*;
 use crate::model::{ClaimSource, Volume};

@@ -1,6 +1,7 @@
 //! Plain-HTTP probes and metrics: `/healthz`, `/readyz`, `/metrics`. Never admission.
+//! Readiness is whatever the job says it is (caches synced, listener bound).
 
-use super::metrics::Metrics;
+use super::MetricsRegistry;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -13,11 +14,11 @@ pub type ReadyCheck = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
 #[derive(Clone)]
 struct ProbeState {
-    metrics: Arc<Metrics>,
+    metrics: Arc<MetricsRegistry>,
     ready: ReadyCheck,
 }
 
-pub fn router(metrics: Arc<Metrics>, ready: ReadyCheck) -> Router {
+pub fn router(metrics: Arc<MetricsRegistry>, ready: ReadyCheck) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))

@@ -59,5 +59,5 @@ impl ClaimIndex {
 }
 
 #[cfg(test)]
-#[path = "index_tests.rs"]
+#[path = "claim_index_tests.rs"]
 mod tests;

@@ -1,0 +1,110 @@
+//! SPEC 2g: enforcement modes for a gradual rollout. In `warn` a would-be denial is allowed and
+//! its message becomes an AdmissionResponse warning (kubectl prints it as `Warning: ...`).
+
+use super::Decision;
+use super::rule::Rule;
+use thiserror::Error;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Deny,
+    Warn,
+}
+
+impl Mode {
+    fn parse(s: &str) -> Option<Mode> {
+        match s.trim() {
+            "deny" => Some(Mode::Deny),
+            "warn" => Some(Mode::Warn),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum EnforcementError {
+    #[error("enforcement mode {0:?} is neither deny nor warn")]
+    Mode(String),
+    #[error(
+        "unknown rule {0:?} in --enforcement; rules: pod-on-terminating-claim, \
+         binding-to-terminating-volume, finalizer-removal, force-delete, rwo-single-node"
+    )]
+    Rule(String),
+    #[error("--enforcement entry {0:?} is not RULE=deny|warn")]
+    Entry(String),
+}
+
+/// The mode of every validating rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Enforcement {
+    modes: [Mode; Rule::VALIDATING.len()],
+}
+
+impl Enforcement {
+    /// `deny`, `warn`, or `RULE=deny|warn,...` (rules not named stay `deny`).
+    pub fn parse(s: &str) -> Result<Enforcement, EnforcementError> {
+        if let Some(all) = Mode::parse(s) {
+            return Ok(Enforcement {
+                modes: [all; Rule::VALIDATING.len()],
+            });
+        }
+        let mut e = Enforcement::default();
+        for entry in s.split(',').filter(|e| !e.trim().is_empty()) {
+            let (rule, mode) = entry
+                .split_once('=')
+                .ok_or_else(|| EnforcementError::Entry(entry.to_string()))?;
+            let mode = Mode::parse(mode).ok_or_else(|| EnforcementError::Mode(mode.into()))?;
+            let i = Rule::VALIDATING
+                .iter()
+                .position(|r| r.name() == rule.trim())
+                .ok_or_else(|| EnforcementError::Rule(rule.trim().to_string()))?;
+            e.modes[i] = mode;
+        }
+        Ok(e)
+    }
+
+    pub fn mode(&self, rule: Rule) -> Mode {
+        Rule::VALIDATING
+            .iter()
+            .position(|r| *r == rule)
+            .map_or(Mode::Deny, |i| self.modes[i])
+    }
+
+    /// Turn a denial into a warning when `rule` runs in `warn`. Malformed requests (400) stay
+    /// refused: they are not a rule's judgement.
+    pub fn apply(&self, rule: Rule, d: Decision) -> Decision {
+        if d.allowed || d.code == 400 || self.mode(rule) == Mode::Deny {
+            return d;
+        }
+        let mut warnings = d.warnings;
+        warnings.insert(
+            0,
+            format!(
+                "volguard ({} in warn mode) would deny this: {}",
+                rule.name(),
+                d.message.as_deref().unwrap_or("")
+            ),
+        );
+        Decision {
+            allowed: true,
+            code: 200,
+            rule: d.rule,
+            message: None,
+            warnings,
+            patch: None,
+            warned: true,
+        }
+    }
+}
+
+impl std::str::FromStr for Enforcement {
+    type Err = EnforcementError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Enforcement::parse(s)
+    }
+}
+
+#[cfg(test)]
+#[path = "enforcement_tests.rs"]
+mod tests;

@@ -1,0 +1,89 @@
+//! SPEC 2f (seed 004, "Storage Consistency"): a ReadWriteOnce claim is used on one node at a time.
+//!
+//! NFS, iSCSI, Fibre Channel, hostPath and many CSI drivers have no lock of their own: two nodes
+//! writing one volume corrupt it. volguard takes the seed's "attach" lock at the one moment a pod
+//! gets a node (the scheduler's `pods/binding`, or a pod created with `spec.nodeName`). A refused
+//! binding is retried by the scheduler, so the pod simply waits until the volume is free.
+
+use super::claims::Claim;
+use super::{Decision, Fact};
+use crate::model::{Node, Pod, Pvc};
+
+/// What the caller found for one claim of the pod being placed.
+pub struct ClaimFacts<'a> {
+    pub claim: Claim,
+    pub pvc: Fact<&'a Pvc>,
+    /// Other pods naming this claim (from the pod-by-claim index), each with its node as read.
+    pub others: Vec<(&'a Pod, Fact<&'a Node>)>,
+}
+
+/// A pod that holds an RWO claim on another node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder<'a> {
+    pub claim: &'a str,
+    pub pod: &'a str,
+    pub node: &'a str,
+}
+
+/// The holders of one claim for a pod going to `node`. A holder is another pod naming the claim,
+/// scheduled to a different node, not terminal. A holder whose node is gone or out of service
+/// (SPEC 2d rows 4-5) no longer runs anything; a terminating holder still may, so it counts. A
+/// node that could not be read counts as present (unsure means in use).
+pub fn holders<'a>(pod: &Pod, node: &str, facts: &'a ClaimFacts<'a>) -> Vec<Holder<'a>> {
+    facts
+        .others
+        .iter()
+        .filter(|(other, _)| other.metadata.name != pod.metadata.name)
+        .filter(|(other, _)| !other.is_terminal())
+        .filter_map(|(other, other_node)| {
+            let on = other.node_name().filter(|n| *n != node)?;
+            match other_node {
+                Fact::Missing => None,
+                Fact::Found(n) if n.is_out_of_service() => None,
+                Fact::Found(_) | Fact::Unknown(_) => Some(Holder {
+                    claim: &facts.claim.name,
+                    pod: &other.metadata.name,
+                    node: on,
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Decide placing `pod` on `node` given the facts of each of its claims.
+pub fn place(pod: &Pod, node: &str, claims: &[ClaimFacts<'_>]) -> Decision {
+    let mut warnings = Vec::new();
+    for facts in claims {
+        match &facts.pvc {
+            Fact::Found(pvc) if pvc.is_rwo() => {
+                if let Some(h) = holders(pod, node, facts).first() {
+                    return Decision::deny(
+                        "rwo-held-on-other-node",
+                        format!(
+                            "pod {:?} cannot run on node {node:?}: PersistentVolumeClaim {:?} is ReadWriteOnce \
+                             and pod {:?} uses it on node {:?}. Two nodes writing one volume corrupt it; the \
+                             scheduler retries this pod once {:?} has ended. For a Deployment use \
+                             `strategy: Recreate` (a RollingUpdate starts the new pod before the old one stops)",
+                            pod.metadata.name, h.claim, h.pod, h.node, h.pod
+                        ),
+                    );
+                }
+            }
+            // Not RWO, or not created yet (nothing can hold a claim that does not exist).
+            Fact::Found(_) | Fact::Missing => {}
+            // SPEC "Deciding late": an Ignore rule allows, and says it could not check.
+            Fact::Unknown(err) => warnings.push(format!(
+                "volguard could not check that ReadWriteOnce claim {:?} is free on other nodes ({err})",
+                facts.claim.name
+            )),
+        }
+    }
+    Decision {
+        warnings,
+        ..Decision::allow("rwo-free")
+    }
+}
+
+#[cfg(test)]
+#[path = "rwo_tests.rs"]
+mod tests;

@@ -1,0 +1,145 @@
+//! Unit tests of `src/rules/rwo.rs`: every case of SPEC 2f.
+
+use super::*;
+use crate::model::{OUT_OF_SERVICE_TAINT, Taint};
+use crate::rules::decision::ReadError;
+
+fn pod(name: &str, node: Option<&str>, phase: &str) -> Pod {
+    let mut p = Pod::default();
+    p.metadata.name = name.into();
+    p.metadata.namespace = "ns".into();
+    p.spec.node_name = node.map(Into::into);
+    p.status.phase = Some(phase.into());
+    p
+}
+
+fn pvc(modes: &[&str]) -> Pvc {
+    let mut p = Pvc::default();
+    p.metadata.name = "data".into();
+    p.metadata.namespace = "ns".into();
+    for m in modes {
+        p.spec.access_modes.insert(m);
+    }
+    p
+}
+
+fn claim() -> Claim {
+    Claim {
+        name: "data".into(),
+        ephemeral: false,
+    }
+}
+
+fn node(out_of_service: bool) -> Node {
+    let mut n = Node::default();
+    n.metadata.name = "n1".into();
+    if out_of_service {
+        n.spec.taints.push(Taint {
+            key: OUT_OF_SERVICE_TAINT.into(),
+            ..Default::default()
+        });
+    }
+    n
+}
+
+fn place_with(pvc: Fact<&Pvc>, others: Vec<(&Pod, Fact<&Node>)>) -> Decision {
+    let me = pod("web-1", None, "Pending");
+    place(
+        &me,
+        "n2",
+        &[ClaimFacts {
+            claim: claim(),
+            pvc,
+            others,
+        }],
+    )
+}
+
+#[test]
+fn holder_on_other_node_denied_with_names_and_advice() {
+    let rwo = pvc(&["ReadWriteOnce"]);
+    let holder = pod("web-0", Some("n1"), "Running");
+    let n = node(false);
+    let d = place_with(Fact::Found(&rwo), vec![(&holder, Fact::Found(&n))]);
+    assert!(!d.allowed);
+    assert_eq!((d.code, d.rule), (403, "rwo-held-on-other-node"));
+    let m = d.message.unwrap();
+    assert!(m.starts_with(r#"pod "web-1" cannot run on node "n2": PersistentVolumeClaim "data" is ReadWriteOnce and pod "web-0" uses it on node "n1""#), "{m}");
+    assert!(m.contains("strategy: Recreate"), "{m}");
+}
+
+#[test]
+fn shared_modes_and_same_node_allowed() {
+    let holder = pod("web-0", Some("n1"), "Running");
+    let n = node(false);
+    for modes in [
+        &["ReadWriteMany"][..],
+        &["ReadOnlyMany"],
+        &["ReadWriteOnce", "ReadWriteMany"],
+        &["ReadWriteOnce", "ReadOnlyMany"],
+        &[],
+    ] {
+        let c = pvc(modes);
+        let d = place_with(Fact::Found(&c), vec![(&holder, Fact::Found(&n))]);
+        assert!(d.allowed, "{modes:?}");
+    }
+    // Same node: one node, one writer set; the kubelet shares the mount.
+    let rwo = pvc(&["ReadWriteOnce"]);
+    let same = pod("web-0", Some("n2"), "Running");
+    assert!(place_with(Fact::Found(&rwo), vec![(&same, Fact::Found(&n))]).allowed);
+}
+
+#[test]
+fn terminal_unscheduled_and_self_are_not_holders() {
+    let rwo = pvc(&["ReadWriteOnce"]);
+    let n = node(false);
+    for p in [
+        pod("old", Some("n1"), "Succeeded"),
+        pod("old", Some("n1"), "Failed"),
+        pod("pending", None, "Pending"),
+        pod("web-1", Some("n1"), "Running"),
+    ] {
+        assert!(
+            place_with(Fact::Found(&rwo), vec![(&p, Fact::Found(&n))]).allowed,
+            "{}",
+            p.metadata.name
+        );
+    }
+}
+
+#[test]
+fn holder_on_gone_or_out_of_service_node_does_not_count() {
+    let rwo = pvc(&["ReadWriteOnce"]);
+    let holder = pod("web-0", Some("n1"), "Running");
+    assert!(place_with(Fact::Found(&rwo), vec![(&holder, Fact::Missing)]).allowed);
+    let oos = node(true);
+    assert!(place_with(Fact::Found(&rwo), vec![(&holder, Fact::Found(&oos))]).allowed);
+    // A node that could not be read: unsure means it still runs.
+    let d = place_with(
+        Fact::Found(&rwo),
+        vec![(&holder, Fact::Unknown(ReadError::Late))],
+    );
+    assert!(!d.allowed);
+}
+
+#[test]
+fn terminating_holder_still_counts() {
+    let rwo = pvc(&["ReadWriteOnce"]);
+    let mut holder = pod("web-0", Some("n1"), "Running");
+    holder.metadata.deletion_timestamp = Some("2026-01-01T00:00:00Z".into());
+    holder.metadata.deletion_grace_period_seconds = Some(30);
+    let n = node(false);
+    assert!(!place_with(Fact::Found(&rwo), vec![(&holder, Fact::Found(&n))]).allowed);
+}
+
+#[test]
+fn missing_claim_allowed_unknown_claim_warns() {
+    assert!(place_with(Fact::Missing, vec![]).allowed);
+    let d = place_with(Fact::Unknown(ReadError::Late), vec![]);
+    assert!(d.allowed);
+    assert!(
+        d.warnings[0].contains("could not check"),
+        "{:?}",
+        d.warnings
+    );
+}

@@ -1,0 +1,12 @@
+//! What every long-running job shares, and nothing about storage: the metrics registry, the
+//! plain-HTTP probe server (`/healthz`, `/readyz`, `/metrics`), shutdown on SIGTERM/SIGINT, and
+//! the Kubernetes client and cluster view. `serve`, `controller`, `report` and `explain` build on
+//! it; each registers only its own metrics.
+
+pub mod kube;
+pub mod probes;
+pub mod registry;
+pub mod shutdown;
+
+pub use registry::MetricsRegistry;
+pub use shutdown::shutdown_signal;

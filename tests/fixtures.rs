@@ -15,10 +15,16 @@ struct Outcome {
 
 async fn run_fixture(
     http: &reqwest::Client,
-    server: &Server,
+    servers: &Servers,
     name: &str,
     fx: &Value,
 ) -> Vec<String> {
+    let server = match fx["server"].as_str() {
+        None => &servers.default,
+        Some("warn") => &servers.warn,
+        Some("rwo-off") => &servers.rwo_off,
+        Some(other) => return vec![format!("unknown fixture server {other:?}")],
+    };
     let mut problems = Vec::new();
     let path = fx["path"].as_str().unwrap_or("/validate");
     let method = fx["method"].as_str().unwrap_or("POST");
@@ -61,9 +67,13 @@ async fn run_fixture(
     };
     if want_status != 200 {
         let err = body["error"].as_str().unwrap_or_default();
-        let want = expect["error_contains"].as_str().unwrap_or_default();
-        if !err.contains(want) {
-            problems.push(format!("error {err:?} lacks {want:?}"));
+        match expect["error_contains"].as_str() {
+            Some(want) if !want.is_empty() => {
+                if !err.contains(want) {
+                    problems.push(format!("error {err:?} lacks {want:?}"));
+                }
+            }
+            _ => problems.push("expect.error_contains is required for an HTTP error".into()),
         }
         return problems;
     }
@@ -83,6 +93,30 @@ async fn run_fixture(
         && r["status"]["code"].as_u64() != Some(code)
     {
         problems.push(format!("status.code={}, want {code}", r["status"]["code"]));
+    }
+    // Which rule (webhook) and row decided, from the response's auditAnnotations.
+    match expect["row"].as_str() {
+        Some(want) if r["auditAnnotations"]["row"].as_str() != Some(want) => {
+            problems.push(format!(
+                "decided by row {}, want {want}",
+                r["auditAnnotations"]["row"]
+            ))
+        }
+        Some(_) => {}
+        None => problems.push("expect.row (the row that decides) is required".into()),
+    }
+    if expect.get("rule").is_some() && r["auditAnnotations"]["rule"] != expect["rule"] {
+        problems.push(format!(
+            "decided by rule {}, want {}",
+            r["auditAnnotations"]["rule"], expect["rule"]
+        ));
+    }
+    if r["allowed"] == false
+        && expect["message_contains"]
+            .as_array()
+            .is_none_or(|m| m.is_empty())
+    {
+        problems.push("a denial needs expect.message_contains".into());
     }
     let message = r["status"]["message"].as_str().unwrap_or_default();
     for m in expect["message_contains"].as_array().into_iter().flatten() {
@@ -140,22 +174,35 @@ async fn run_fixture(
     problems
 }
 
+/// The servers fixtures run against: the default flags, `--enforcement warn`, `--rwo-guard off`.
+struct Servers {
+    default: Server,
+    warn: Server,
+    rwo_off: Server,
+}
+
 #[tokio::test]
 async fn every_fixture_over_https() {
     let certs = Certs::new();
     let state = repo().join("manifests/examples/state.yaml");
-    let server = Server::start(
-        &certs.cert(),
-        &certs.key(),
-        &[
+    let start = |extra: &[&str]| {
+        let mut args = vec![
             "--state",
             state.to_str().expect("path"),
             "--force-delete-allow-user",
             "system:serviceaccount:ops:fencer",
             "--force-delete-allow-group",
             "storage-admins",
-        ],
-    );
+        ];
+        args.extend_from_slice(extra);
+        Server::start(&certs.cert(), &certs.key(), &args)
+    };
+    let servers = Servers {
+        default: start(&[]),
+        warn: start(&["--enforcement", "warn"]),
+        rwo_off: start(&["--rwo-guard", "off"]),
+    };
+    let server = &servers.default;
     let http = client(&certs.ca_pem);
     let dir = repo().join("tests/fixtures/reviews");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
@@ -174,7 +221,7 @@ async fn every_fixture_over_https() {
             .to_string();
         let fx: Value =
             serde_json::from_slice(&std::fs::read(f).expect("read")).expect("fixture JSON");
-        let problems = run_fixture(&http, &server, &name, &fx).await;
+        let problems = run_fixture(&http, &servers, &name, &fx).await;
         println!(
             "fixture {name}: {}",
             if problems.is_empty() { "ok" } else { "FAILED" }

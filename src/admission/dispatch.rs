@@ -177,7 +177,7 @@ impl Admission {
             };
         }
         let mut warnings = Vec::new();
-        let mut last = None;
+        let mut allowed: Vec<(Rule, Decision)> = Vec::new();
         for rule in rules {
             let judged =
                 match tokio::time::timeout_at(deadline, self.judge(rule, target, req)).await {
@@ -194,10 +194,16 @@ impl Admission {
                 };
             }
             warnings.append(&mut d.warnings);
-            last = Some((rule, d));
+            allowed.push((rule, d));
         }
-        let (rule, mut d) = last.unwrap_or((Rule::PvcFinalizer, Decision::allow("no-rule")));
-        // The decision that patched (mutating) or warned is the one to report.
+        // All allowed: report the decision worth reporting: a warned denial, else the one that
+        // patched, else the first rule's (the request's primary rule); warnings of all rules.
+        let pick = allowed
+            .iter()
+            .position(|(_, d)| d.warned)
+            .or_else(|| allowed.iter().position(|(_, d)| d.patch.is_some()))
+            .unwrap_or(0);
+        let (rule, mut d) = allowed.swap_remove(pick);
         d.warnings = warnings;
         Verdict {
             decision: d,

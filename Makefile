@@ -56,7 +56,7 @@ lint:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 
 unit:
-	$(CARGO) test --locked --lib --bins --test fixtures --test server --test report --test abuse
+	$(CARGO) test --locked --lib --bins --test fixtures --test manifests --test server --test report --test abuse
 
 test: lint unit e2e
 

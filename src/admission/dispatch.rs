@@ -469,7 +469,7 @@ impl Admission {
         let ns = &pod.metadata.namespace;
         let claims = self.claim_facts(pod).await;
         // Holders are only looked up for RWO claims; their nodes only when they sit elsewhere.
-        let mut others: Vec<Vec<(Arc<Pod>, Fact<Arc<crate::model::Node>>)>> = Vec::new();
+        let mut others: Vec<Vec<Holding>> = Vec::new();
         for (claim, pvc) in &claims {
             let mut list = Vec::new();
             if let Fact::Found(p) = pvc
@@ -510,6 +510,9 @@ impl Admission {
         rwo::place(pod, node, &facts)
     }
 }
+
+/// Another pod naming a claim, with its node as read.
+type Holding = (Arc<Pod>, Fact<Arc<crate::model::Node>>);
 
 /// What a rule answers when its facts did not arrive in time (SPEC "Deciding late or without
 /// facts"): the same as the apiserver would if volguard were down.

@@ -47,6 +47,8 @@ pub struct Reconciler {
     recorder: Recorder,
     /// Last blocker set announced per terminating PVC: an event only when it changes.
     announced: Mutex<HashMap<(String, String), Vec<Blocker>>>,
+    /// RWO claims seen on several nodes, with the node set last announced (SPEC 2f detection).
+    multi_node: Mutex<HashMap<(String, String), Vec<String>>>,
     field_manager: String,
     batch: usize,
     limiter: RateLimiter,
@@ -76,6 +78,7 @@ impl Reconciler {
             metrics,
             recorder,
             announced: Mutex::new(HashMap::new()),
+            multi_node: Mutex::new(HashMap::new()),
             field_manager: "volguard-controller".into(),
             batch: args.list_batch,
             limiter: RateLimiter::new(args.qps, args.burst),
@@ -110,8 +113,45 @@ impl Reconciler {
     }
 
     pub fn forget_pvc(&self, namespace: &str, name: &str) {
-        self.lock_announced()
-            .remove(&(namespace.to_string(), name.to_string()));
+        let key = (namespace.to_string(), name.to_string());
+        self.lock_announced().remove(&key);
+        let mut m = self.multi_node.lock().unwrap_or_else(|e| e.into_inner());
+        m.remove(&key);
+        self.metrics.multi_node_rwo.set(m.len() as i64);
+    }
+
+    /// SPEC 2f detection: a `MultiNodeRWO` Warning event (once per change of the node set) and
+    /// the `volguard_pvcs_multi_node_rwo` gauge when pods on several nodes use one RWO claim.
+    async fn detect_multi_node(&self, pvc: &Pvc, cached: &[Arc<Pod>]) {
+        let nodes = crate::rules::rwo::nodes_using(pvc, cached.iter());
+        let key = (pvc.metadata.namespace.clone(), pvc.metadata.name.clone());
+        {
+            let mut m = self.multi_node.lock().unwrap_or_else(|e| e.into_inner());
+            if nodes.len() < 2 {
+                if m.remove(&key).is_some() {
+                    self.metrics.multi_node_rwo.set(m.len() as i64);
+                }
+                return;
+            }
+            if m.get(&key) == Some(&nodes) {
+                return;
+            }
+            m.insert(key, nodes.clone());
+            self.metrics.multi_node_rwo.set(m.len() as i64);
+        }
+        let message = crate::rules::rwo::multi_node_message(pvc, &nodes);
+        tracing::warn!(pvc = %format!("{}/{}", pvc.metadata.namespace, pvc.metadata.name), ?nodes, "{message}");
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "MultiNodeRWO".into(),
+            note: Some(message),
+            action: "Detect".into(),
+            secondary: None,
+        };
+        self.limiter.acquire().await;
+        if let Err(e) = self.recorder.publish(&ev, &pvc_reference(pvc)).await {
+            tracing::warn!(error = %e, "could not publish MultiNodeRWO event");
+        }
     }
 
     fn lock_announced(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Vec<Blocker>>> {
@@ -202,6 +242,7 @@ impl Reconciler {
 
     async fn reconcile_pvc(&self, pvc: &Pvc, plan: PvcPlan, cached: &[Arc<Pod>]) -> Outcome {
         let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
+        self.detect_multi_node(pvc, cached).await;
         match plan {
             PvcPlan::AddFinalizer => {
                 let Some(patch) = release::finalizer_add_patch(&pvc.metadata, PVC_FINALIZER) else {
@@ -258,14 +299,7 @@ impl Reconciler {
             a.insert(key.clone(), blockers.clone());
             self.metrics.blocked_pvcs.set(a.len() as i64);
         }
-        let reference = k8s::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("PersistentVolumeClaim".into()),
-            name: Some(pvc.metadata.name.clone()),
-            namespace: Some(pvc.metadata.namespace.clone()),
-            uid: Some(pvc.metadata.uid.clone()).filter(|u| !u.is_empty()),
-            ..Default::default()
-        };
+        let reference = pvc_reference(pvc);
         let ev = Event {
             type_: EventType::Normal,
             reason: "DeletionPostponed".into(),
@@ -428,6 +462,17 @@ fn classify(r: Result<(), kube::Error>) -> Result<(), Outcome> {
         Ok(()) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Err(Outcome::Done),
         Err(e) => Err(Outcome::Retry(e.to_string())),
+    }
+}
+
+fn pvc_reference(pvc: &Pvc) -> k8s::ObjectReference {
+    k8s::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("PersistentVolumeClaim".into()),
+        name: Some(pvc.metadata.name.clone()),
+        namespace: Some(pvc.metadata.namespace.clone()),
+        uid: Some(pvc.metadata.uid.clone()).filter(|u| !u.is_empty()),
+        ..Default::default()
     }
 }
 

@@ -84,6 +84,38 @@ pub fn place(pod: &Pod, node: &str, claims: &[ClaimFacts<'_>]) -> Decision {
     }
 }
 
+/// The controller's detection (the first step of the seed's fencing pattern): the nodes on which
+/// non-terminal pods use an RWO claim. Two or more means the lock was bypassed (volguard was
+/// down, or `--rwo-guard=off`). Sorted and distinct; empty for claims that are not RWO.
+pub fn nodes_using<'a, P: AsRef<Pod> + 'a>(
+    pvc: &Pvc,
+    pods: impl IntoIterator<Item = &'a P>,
+) -> Vec<String> {
+    if !pvc.is_rwo() {
+        return Vec::new();
+    }
+    let mut nodes: Vec<String> = pods
+        .into_iter()
+        .map(AsRef::as_ref)
+        .filter(|p| !p.is_terminal() && super::in_use::names_claim(p, pvc))
+        .filter_map(|p| p.node_name().map(str::to_string))
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    nodes
+}
+
+/// The `MultiNodeRWO` Warning event's message.
+pub fn multi_node_message(pvc: &Pvc, nodes: &[String]) -> String {
+    format!(
+        "ReadWriteOnce PersistentVolumeClaim {} is used by pods on {} nodes at once ({}): unless the \
+         volume has a lock of its own, writes from two nodes corrupt it. Stop the pods on all but one node",
+        pvc.metadata.name,
+        nodes.len(),
+        nodes.join(", ")
+    )
+}
+
 #[cfg(test)]
 #[path = "rwo_tests.rs"]
 mod tests;

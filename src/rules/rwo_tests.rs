@@ -143,3 +143,31 @@ fn missing_claim_allowed_unknown_claim_warns() {
         d.warnings
     );
 }
+
+#[test]
+fn nodes_using_detects_two_nodes_on_rwo_only() {
+    use crate::model::ClaimSource;
+    let named = |name: &str, node: &str, phase: &str| {
+        let mut p = pod(name, Some(node), phase);
+        p.spec.volumes.push(crate::model::Volume {
+            name: "d".into(),
+            persistent_volume_claim: Some(ClaimSource {
+                claim_name: "data".into(),
+            }),
+            ..Default::default()
+        });
+        p
+    };
+    let pods = [
+        named("a", "n1", "Running"),
+        named("b", "n2", "Running"),
+        named("c", "n2", "Running"),
+        named("d", "n3", "Succeeded"),
+    ];
+    let rwo = pvc(&["ReadWriteOnce"]);
+    assert_eq!(nodes_using(&rwo, &pods), vec!["n1", "n2"]);
+    let m = multi_node_message(&rwo, &nodes_using(&rwo, &pods));
+    assert!(m.contains("2 nodes at once (n1, n2)"), "{m}");
+    assert!(nodes_using(&pvc(&["ReadWriteMany"]), &pods).is_empty());
+    assert_eq!(nodes_using(&rwo, &pods[..1]), vec!["n1"]);
+}

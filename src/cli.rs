@@ -39,6 +39,10 @@ pub enum Command {
     /// Reports for operators.
     #[command(subcommand)]
     Report(ReportCommand),
+    /// Why is this PVC / PV still here, who uses it, and what to do next.
+    Explain(ExplainArgs),
+    /// Same as `report unused` (the kubectl plugin's `kubectl volguard unused`).
+    Unused(ReportArgs),
     /// Generate a development CA and serving certificate (what `make certs` runs).
     DevCerts(DevCertsArgs),
 }
@@ -93,11 +97,11 @@ pub struct ServeArgs {
     /// policy says (Ignore rules allow with a warning, Fail rules deny with code 500).
     #[arg(long, default_value_t = 2500, env = "VOLGUARD_DECIDE_TIMEOUT_MS")]
     pub decide_timeout_ms: u64,
-    /// `deny` (default), `warn`, or `RULE=deny|warn,...` (SPEC 2g): in warn a would-be denial is
+    /// `deny` (default), `warn`, or `RULE=deny|warn,...` (rules.md §2g): in warn a would-be denial is
     /// allowed with the denial message as a warning, counted as decision="warned".
     #[arg(long, default_value = "deny", env = "VOLGUARD_ENFORCEMENT")]
     pub enforcement: crate::rules::enforcement::Enforcement,
-    /// `all`: a ReadWriteOnce claim is used on one node at a time (SPEC 2f); `off`: not checked.
+    /// `all`: a ReadWriteOnce claim is used on one node at a time (rules.md §2f); `off`: not checked.
     #[arg(long, value_enum, default_value_t = RwoGuard::All, env = "VOLGUARD_RWO_GUARD")]
     pub rwo_guard: RwoGuard,
 }
@@ -222,6 +226,37 @@ impl ControllerArgs {
             format!("{host}_{}", std::process::id())
         })
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainKind {
+    /// A PersistentVolumeClaim (namespaced).
+    #[value(alias = "persistentvolumeclaim", alias = "pvcs")]
+    Pvc,
+    /// A PersistentVolume.
+    #[value(alias = "persistentvolume", alias = "pvs")]
+    Pv,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// pvc or pv.
+    #[arg(value_enum)]
+    pub kind: ExplainKind,
+    pub name: String,
+    /// Namespace of the claim (default: the kubeconfig context's namespace, else "default").
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Read a state file instead of a cluster.
+    #[arg(long, env = "VOLGUARD_STATE")]
+    pub state: Option<PathBuf>,
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (as kubectl's --context).
+    #[arg(long)]
+    pub context: Option<String>,
+    #[arg(short = 'o', long, value_enum, default_value_t = crate::report::render::Format::Table)]
+    pub output: crate::report::render::Format,
 }
 
 #[derive(Debug, Subcommand)]

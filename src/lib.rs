@@ -1,6 +1,6 @@
 //! volguard: keeps Kubernetes storage from being lost by accident.
 //!
-//! - `rules`: the pure decisions of SPEC.md (no I/O), shared by webhook and controller.
+//! - `rules`: the pure decisions of docs/rules.md (no I/O), shared by webhook and controller.
 //! - `model`: pruned Kubernetes objects the rules read.
 //! - `state`: the cluster view (state file or live watches).
 //! - `admission`: AdmissionReview v1 decode/encode and dispatch to rules.
@@ -14,6 +14,7 @@ pub mod cli;
 pub mod controller;
 pub mod devcerts;
 pub mod error;
+pub mod explain;
 pub mod model;
 pub mod report;
 pub mod rules;

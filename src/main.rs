@@ -21,16 +21,39 @@ fn init_logging(format: LogFormat) {
     }
 }
 
+/// Installed as `kubectl-volguard` (a symlink), kubectl's plugin lookup runs this binary for
+/// `kubectl volguard ...`; help and errors then name the command as the user typed it.
+fn parse_cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let plugin = std::env::args_os()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .is_some_and(|n| n == "kubectl-volguard");
+    if !plugin {
+        return Cli::parse();
+    }
+    let matches = Cli::command()
+        .name("kubectl volguard")
+        .bin_name("kubectl volguard")
+        .get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     init_logging(cli.log_format);
     let result = match cli.command {
         Command::Serve(args) => volguard::server::run(args).await,
         Command::Controller(args) => volguard::controller::run(args).await,
-        Command::Report(volguard::cli::ReportCommand::Unused(args)) => {
+        Command::Report(volguard::cli::ReportCommand::Unused(args)) | Command::Unused(args) => {
             volguard::report::run(args).await
         }
+        Command::Explain(args) => volguard::explain::run(args).await,
         Command::DevCerts(args) => volguard::devcerts::generate(&args.sans)
             .map_err(anyhow::Error::from)
             .and_then(|pki| {

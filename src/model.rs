@@ -362,15 +362,15 @@ impl Pod {
     pub fn node_name(&self) -> Option<&str> {
         self.spec.node_name.as_deref().filter(|n| !n.is_empty())
     }
-    /// SPEC "scheduled pod": `spec.nodeName != ""`.
+    /// rules.md "scheduled pod": `spec.nodeName != ""`.
     pub fn is_scheduled(&self) -> bool {
         self.node_name().is_some()
     }
-    /// SPEC "terminal pod": phase Succeeded or Failed.
+    /// rules.md "terminal pod": phase Succeeded or Failed.
     pub fn is_terminal(&self) -> bool {
         matches!(self.status.phase.as_deref(), Some("Succeeded" | "Failed"))
     }
-    /// SPEC "shut-down pod": being deleted with grace period 0.
+    /// rules.md "shut-down pod": being deleted with grace period 0.
     pub fn is_shut_down(&self) -> bool {
         self.metadata.deletion_timestamp.is_some()
             && self.metadata.deletion_grace_period_seconds == Some(0)
@@ -379,7 +379,7 @@ impl Pod {
         self.status.phase.as_deref().unwrap_or("Unknown")
     }
     /// When a terminal pod stopped using its volumes: its last container's `finishedAt`, else
-    /// its latest condition transition (SPEC 4). `None` for running pods or when unrecorded.
+    /// its latest condition transition (rules.md §4). `None` for running pods or when unrecorded.
     pub fn ended_at(&self) -> Option<jiff::Timestamp> {
         if !self.is_terminal() {
             return None;
@@ -563,7 +563,7 @@ impl Pvc {
             .storage
             .as_deref()
     }
-    /// SPEC 2f: `ReadWriteOnce` and neither `ReadWriteMany` nor `ReadOnlyMany`.
+    /// rules.md §2f: `ReadWriteOnce` and neither `ReadWriteMany` nor `ReadOnlyMany`.
     pub fn is_rwo(&self) -> bool {
         let has = |m: &str| self.spec.access_modes.has(m);
         has("ReadWriteOnce") && !has("ReadWriteMany") && !has("ReadOnlyMany")
@@ -622,7 +622,7 @@ pub struct PvStatus {
 }
 
 impl Pv {
-    /// SPEC 3: a PV is in use while `status.phase == Bound`.
+    /// rules.md §3: a PV is in use while `status.phase == Bound`.
     pub fn is_bound(&self) -> bool {
         self.status.phase.as_deref() == Some("Bound")
     }

@@ -149,6 +149,254 @@ where
 
 // ---------------------------------------------------------------- scenarios
 
+/// The serve's count of admission requests on one endpoint (rule path), all decisions.
+async fn reached(cp: &ControlPlane, endpoint: &str) -> f64 {
+    let text = reqwest::get(format!("http://127.0.0.1:{}/metrics", cp.serve_probe))
+        .await
+        .expect("serve metrics")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .filter(|l| {
+            l.starts_with("volguard_admission_requests_total{")
+                && l.contains(&format!("endpoint=\"{endpoint}\""))
+        })
+        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// 12. Eviction is a delete too (rules.md §2d): an Eviction with gracePeriodSeconds 0 of a running
+/// pod never calls pod DELETE webhooks, so volguard validates `pods/eviction` itself.
+async fn s12_eviction(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    node(&c, "node-e").await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    for name in ["ev-0", "ev-1"] {
+        pod(&c, ns, name, Some("node-e"), &[]).await.expect("pod");
+        set_pod_phase(&c, ns, name, "Running").await;
+    }
+    let before = reached(cp, "force-delete").await;
+    // Written by hand as kubectl drain writes it: kube-rs's `Api::evict` sends its options as
+    // `delete_options`, a field the apiserver ignores, so it cannot ask for grace 0.
+    let evict = |pod: &str, grace: Option<i64>| {
+        let mut body = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": ns}});
+        if let Some(g) = grace {
+            body["deleteOptions"] = json!({"gracePeriodSeconds": g});
+        }
+        http::Request::post(format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"))
+            .header("Content-Type", "application/json")
+            .body(serde_json::to_vec(&body).expect("body"))
+            .expect("request")
+    };
+    let (code, msg) = match c.request::<serde_json::Value>(evict("ev-0", Some(0))).await {
+        Err(e) => denial(e),
+        Ok(s) => panic!(
+            "eviction with grace 0 of a running pod went through: {s}\n{}",
+            cp.logs()
+        ),
+    };
+    assert_eq!(code, 403, "{msg}");
+    assert!(
+        msg.contains("force delete of pod \"ev-0\" refused") && msg.contains("may keep running"),
+        "volguard's message, not another refusal: {msg}"
+    );
+    assert!(
+        reached(cp, "force-delete").await > before,
+        "the eviction reached volguard"
+    );
+    let still = pods.get("ev-0").await.expect("pod");
+    assert!(still.metadata.deletion_timestamp.is_none(), "not deleted");
+    // Without a grace period of 0 the eviction goes through (graceful: the pod is terminating).
+    c.request::<serde_json::Value>(evict("ev-1", None))
+        .await
+        .expect("graceful eviction allowed");
+    let evicted = pods.get("ev-1").await.expect("pod");
+    assert!(
+        evicted.metadata.deletion_timestamp.is_some(),
+        "evicted pod terminates"
+    );
+    println!("eviction grace 0: refused by volguard ({code}); graceful eviction: allowed");
+}
+
+/// 13. A PVC deleted and recreated under the same name (StatefulSet) never loses the new
+/// object's finalizer to a removal planned on the old one: the controller's patch `test`s the
+/// UID. Replayed against the real apiserver as the controller's ServiceAccount.
+async fn s13_recreated_pvc(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let old = pvc(&c, ns, "data-web-0", None).await.expect("pvc");
+    assert_eq!(finalizers(&old), vec![PVCF]);
+    // What the controller's cache holds when it plans the removal.
+    let old_meta: volguard::model::Meta =
+        serde_json::from_value(serde_json::to_value(&old.metadata).expect("meta")).expect("meta");
+    let planned =
+        volguard::rules::release::finalizer_removal_patch(&old_meta, PVCF).expect("patch");
+    pvcs.delete("data-web-0", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("old claim released", WAIT, || {
+        let pvcs = pvcs.clone();
+        async move { gone(&pvcs, "data-web-0").await.then_some(()) }
+    })
+    .await;
+    // The StatefulSet controller recreates it: same name, same finalizer list, new UID.
+    let new = pvc(&c, ns, "data-web-0", None).await.expect("recreate");
+    assert_eq!(finalizers(&new), vec![PVCF]);
+    assert_ne!(new.metadata.uid, old.metadata.uid);
+    let controller =
+        Api::<PersistentVolumeClaim>::namespaced(cp.sa_client("volguard-controller").await, ns);
+    let err = controller
+        .patch(
+            "data-web-0",
+            &PatchParams::default(),
+            &Patch::Json::<()>(planned.clone()),
+        )
+        .await
+        .expect_err("the queued removal must not apply to the recreated claim");
+    let (code, msg) = denial(err);
+    assert!(code == 422 || code == 409, "test op failure: {code} {msg}");
+    assert_eq!(
+        finalizers(&pvcs.get("data-web-0").await.expect("get")),
+        vec![PVCF],
+        "the new claim keeps its finalizer"
+    );
+    // Without the UID test (the patch as it was before), the same removal strips the new claim.
+    let mut without_uid = planned.clone();
+    without_uid.0.retain(|op| !matches!(op, json_patch::PatchOperation::Test(t) if t.path.to_string() == "/metadata/uid"));
+    // (The patch's own answer is read: volguard's controller backfills the finalizer right after.)
+    let stripped = controller
+        .patch(
+            "data-web-0",
+            &PatchParams::default(),
+            &Patch::Json::<()>(without_uid),
+        )
+        .await
+        .expect("the old patch applies to the new object");
+    assert_eq!(stripped.metadata.uid, new.metadata.uid);
+    assert!(
+        finalizers(&stripped).is_empty(),
+        "the race the UID test closes is real"
+    );
+    println!(
+        "recreated claim: stale removal refused with {code}; without the UID test it strips the new claim"
+    );
+}
+
+/// 14. matchConditions are exact: requests that matter reach volguard, counted by its metric;
+/// requests that cannot matter do not.
+async fn s14_match_conditions(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    node(&c, "node-m").await;
+    pvc(&c, ns, "data", None).await.expect("pvc");
+    pod(&c, ns, "m-0", Some("node-m"), &["data"])
+        .await
+        .expect("pod");
+    set_pod_phase(&c, ns, "m-0", "Running").await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    // A caller named like the node's kubelet but without group system:nodes is no kubelet:
+    // volguard is called and refuses.
+    let before = reached(cp, "force-delete").await;
+    let pretender = cp
+        .client_as("system:node:node-m", &["system:masters"])
+        .await;
+    let (code, msg) = denial(
+        Api::<Pod>::namespaced(pretender, ns)
+            .delete("m-0", &force())
+            .await
+            .expect_err("username alone is not a kubelet"),
+    );
+    assert_eq!(code, 403);
+    assert!(msg.contains("force delete of pod \"m-0\" refused"), "{msg}");
+    assert_eq!(reached(cp, "force-delete").await, before + 1.0);
+    // Swapping one protection finalizer for the other removes one: reviewed and refused.
+    let before = reached(cp, "finalizer-removal").await;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let swap = Patch::Merge(json!({"metadata": {"finalizers": [PVF]}}));
+    let (code, msg) = denial(
+        pvcs.patch("data", &PatchParams::default(), &swap)
+            .await
+            .expect_err("swap refused"),
+    );
+    assert_eq!(code, 403);
+    assert!(
+        msg.contains("refusing to remove kubernetes.io/pvc-protection"),
+        "{msg}"
+    );
+    assert_eq!(reached(cp, "finalizer-removal").await, before + 1.0);
+    // Requests that cannot matter never reach volguard: a label change keeps the finalizers,
+    // a graceful delete is not a force delete.
+    let before = (
+        reached(cp, "finalizer-removal").await,
+        reached(cp, "force-delete").await,
+    );
+    pvcs.patch(
+        "data",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+    )
+    .await
+    .expect("label");
+    pods.delete("m-0", &DeleteParams::default())
+        .await
+        .expect("graceful delete");
+    // The graceful delete reaches the force-delete webhook (CEL cannot read options), and is
+    // allowed at row 1; the label change does not reach the finalizer guard at all.
+    assert_eq!(reached(cp, "finalizer-removal").await, before.0);
+    assert!(reached(cp, "force-delete").await <= before.1 + 1.0);
+    println!(
+        "matchConditions: pretend kubelet and finalizer swap reached volguard; a label change did not"
+    );
+}
+
+/// 15. rules.md §2f on the real apiserver: a pod created with spec.nodeName on another node than
+/// the running holder of its ReadWriteOnce claim is refused; on the same node it is allowed.
+async fn s15_rwo_pod_create(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    for n in ["node-r1", "node-r2"] {
+        node(&c, n).await;
+    }
+    pvc(&c, ns, "db", None).await.expect("pvc");
+    pod(&c, ns, "db-0", Some("node-r1"), &["db"])
+        .await
+        .expect("holder");
+    set_pod_phase(&c, ns, "db-0", "Running").await;
+    // The webhook sees the holder through its pod watch: retry until it has. A pod admitted
+    // before that is marked finished so it holds nothing.
+    let started = std::time::Instant::now();
+    let mut attempt = 0;
+    let msg = loop {
+        let name = format!("db-x{attempt}");
+        attempt += 1;
+        match pod(&c, ns, &name, Some("node-r2"), &["db"]).await {
+            Err(e) => break denial(e),
+            Ok(_) => set_pod_phase(&c, ns, &name, "Succeeded").await,
+        }
+        if started.elapsed() > WAIT {
+            let log = harness::read_log(cp.serve.as_ref().expect("serve"));
+            let relevant: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("rwo") || l.contains("s15/") || l.contains("Pod"))
+                .collect();
+            panic!(
+                "a pod on a second node was never refused ({attempt} tries); serve log:\n{}",
+                relevant.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(msg.0, 403);
+    assert!(
+        msg.1.contains("pod \"db-0\" uses it on node \"node-r1\""),
+        "{}",
+        msg.1
+    );
+    pod(&c, ns, "db-2", Some("node-r1"), &["db"])
+        .await
+        .expect("same node allowed");
+    println!("rwo: pod on a second node refused: {}", msg.1);
+}
+
 /// 1. PVC and PV created → carry the protection finalizer.
 async fn s1_finalizers_on_create(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
@@ -627,12 +875,20 @@ async fn least_privilege(cp: &ControlPlane) {
         ),
         "the webhook must not write PVCs"
     );
+    // The webhook reads pods (RWO holders, evicted pods) but never writes them.
     let pod_get = Api::<Pod>::namespaced(webhook.clone(), "rbac")
         .get_opt("nope")
         .await;
     assert!(
-        matches!(&pod_get, Err(kube::Error::Api(s)) if s.code == 403),
-        "the webhook only lists pods: {pod_get:?}"
+        matches!(pod_get, Ok(None)),
+        "the webhook reads pods: {pod_get:?}"
+    );
+    let pod_delete = Api::<Pod>::namespaced(webhook.clone(), "rbac")
+        .delete("nope", &DeleteParams::default())
+        .await;
+    assert!(
+        matches!(&pod_delete, Err(kube::Error::Api(s)) if s.code == 403),
+        "the webhook must not delete pods: {pod_delete:?}"
     );
     let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
         controller.clone(),
@@ -705,6 +961,10 @@ async fn standalone_profile() {
         "s8",
         "s9",
         "s10",
+        "s12",
+        "s13",
+        "s14",
+        "s15",
     ] {
         namespace(&c, ns).await;
     }
@@ -741,6 +1001,10 @@ async fn standalone_profile() {
     .await;
     run_or_dump(&cp, "7 bound PV", s7_bound_pv(&cp, "s7")).await;
     run_or_dump(&cp, "8 unused-since", s8_unused_since(&cp, "s8")).await;
+    run_or_dump(&cp, "12 eviction", s12_eviction(&cp, "s12")).await;
+    run_or_dump(&cp, "13 recreated claim", s13_recreated_pvc(&cp, "s13")).await;
+    run_or_dump(&cp, "14 matchConditions", s14_match_conditions(&cp, "s14")).await;
+    run_or_dump(&cp, "15 rwo pod create", s15_rwo_pod_create(&cp, "s15")).await;
     let started = std::time::Instant::now();
     s9_webhook_down(&mut cp, "s9").await;
     println!(

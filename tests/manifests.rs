@@ -52,11 +52,113 @@ fn every_entry_has_a_rule_path_and_every_rule_an_entry() {
     for r in Rule::ALL {
         assert!(by_rule.contains_key(&r), "no webhook entry for rule {r}");
     }
-    // pods/eviction is registered (SPEC 2d: evictions skip pod DELETE webhooks).
+    // pods/eviction is registered (rules.md §2d: evictions skip pod DELETE webhooks).
     let eviction = entries()
         .into_iter()
         .find(|e| e["name"] == "eviction.volguard.io")
         .expect("eviction entry");
     assert_eq!(eviction["rules"][0]["resources"][0], "pods/eviction");
     assert_eq!(eviction["rules"][0]["operations"][0], "CREATE");
+}
+
+fn yaml_docs(rel: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel))
+        .unwrap_or_else(|e| panic!("{rel}: {e}"));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).expect("yaml"))
+        .collect()
+}
+
+#[test]
+fn prometheus_rule_carries_exactly_the_tested_alerts() {
+    let rules = &yaml_docs("manifests/monitoring/alerts.rules.yaml")[0];
+    let pr = &yaml_docs("manifests/monitoring/prometheusrule.yaml")[0];
+    assert_eq!(pr["kind"], "PrometheusRule");
+    assert_eq!(
+        &pr["spec"], rules,
+        "prometheusrule.yaml drifted from alerts.rules.yaml"
+    );
+    let names: Vec<&str> = rules["groups"][0]["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .filter_map(|r| r["alert"].as_str())
+        .collect();
+    for want in [
+        "VolguardWebhookDown",
+        "VolguardWebhookFailingOpen",
+        "VolguardCertificateExpiresSoon",
+        "VolguardClaimsBlockedTooLong",
+        "VolguardMultiNodeRWO",
+        "VolguardControllerNotLeading",
+    ] {
+        assert!(names.contains(&want), "{want} missing: {names:?}");
+    }
+    // Every alert has a test in alerts.test.yaml (promtool runs them in `make alerts`).
+    let tests = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/manifests/monitoring/alerts.test.yaml"
+    ))
+    .expect("tests");
+    for n in &names {
+        assert!(
+            tests.contains(&format!("alertname: {n}")),
+            "{n} has no promtool test"
+        );
+    }
+    // The metric names the alerts read exist in volguard (a rename would silence them).
+    let registry = std::sync::Arc::new(volguard::runtime::MetricsRegistry::default());
+    let admission = volguard::server::metrics::Metrics::register(registry.clone());
+    admission.count_request("force-delete", "Pod", "DELETE", "warned");
+    let _controller = volguard::controller::metrics::ControllerMetrics::register(&registry);
+    let exported = registry.render();
+    for m in [
+        "volguard_tls_certificate_not_after_seconds",
+        "volguard_controller_blocked_terminating_pvcs",
+        "volguard_pvcs_multi_node_rwo",
+        "volguard_controller_leader",
+        "volguard_admission_requests",
+    ] {
+        assert!(exported.contains(m), "{m} is not exported");
+        assert!(rules.to_string().contains(m), "{m} not used by any alert");
+    }
+}
+
+#[test]
+fn monitoring_component_and_warn_overlay_are_well_formed() {
+    let k = &yaml_docs("manifests/monitoring/kustomization.yaml")[0];
+    assert_eq!(k["kind"], "Component");
+    for r in k["resources"].as_array().expect("resources") {
+        let docs = yaml_docs(&format!(
+            "manifests/monitoring/{}",
+            r.as_str().expect("path")
+        ));
+        assert!(!docs.is_empty());
+    }
+    let overlay = &yaml_docs("manifests/overlays/warn/kustomization.yaml")[0];
+    let patch: Value =
+        serde_yaml::from_str(overlay["patches"][0]["patch"].as_str().expect("patch"))
+            .expect("patch yaml");
+    let arg = patch[0]["value"].as_str().expect("arg");
+    let mode = arg
+        .strip_prefix("--enforcement=")
+        .expect("an --enforcement flag");
+    let e = volguard::rules::enforcement::Enforcement::parse(mode).expect("valid mode");
+    for r in Rule::VALIDATING {
+        assert_eq!(e.mode(r), volguard::rules::enforcement::Mode::Warn);
+    }
+    // The patched container is the webhook's, whose args it appends to.
+    let webhook = yaml_docs("manifests/base/webhook.yaml");
+    let d = webhook
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("deployment");
+    assert_eq!(
+        overlay["patches"][0]["target"]["name"],
+        d["metadata"]["name"]
+    );
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["args"][0],
+        "serve"
+    );
 }

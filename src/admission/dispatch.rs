@@ -3,7 +3,7 @@
 //! Each webhook entry has its own path naming one rule (`/validate/force-delete`); `/mutate` and
 //! `/validate` run every rule that applies, for offline use and fixtures. Each rule decides within
 //! the request's time budget; a rule that runs out of time answers as its failure policy says
-//! (SPEC "Deciding late"), and a denial of a rule in `warn` mode becomes a warning (SPEC 2g).
+//! (rules.md "Deciding late"), and a denial of a rule in `warn` mode becomes a warning (rules.md §2g).
 
 use super::review::{Embedded, EmbeddedKind, Request};
 use crate::model::{
@@ -67,7 +67,7 @@ enum Target {
     PvUpdate,
     /// A kind volguard reads, in an operation or subresource no rule concerns.
     Other,
-    /// A kind volguard has no rule for: a webhook configuration mistake (SPEC 2e).
+    /// A kind volguard has no rule for: a webhook configuration mistake (rules.md §2e).
     Unknown,
 }
 
@@ -114,7 +114,7 @@ pub struct Verdict {
 }
 
 /// At most this many distinct unknown kinds are remembered (and logged); the kind strings come
-/// from callers, so the set must not grow without bound (SPEC 2e).
+/// from callers, so the set must not grow without bound (rules.md §2e).
 pub const MAX_UNKNOWN_KINDS: usize = 32;
 
 pub struct Admission {
@@ -123,7 +123,7 @@ pub struct Admission {
     /// Usernames of volguard's own controller (exempt from the finalizer guard).
     pub own_controllers: Vec<String>,
     pub enforcement: Enforcement,
-    /// `--rwo-guard=off` turns SPEC 2f off.
+    /// `--rwo-guard=off` turns rules.md §2f off.
     pub rwo_guard: bool,
     unknown_kinds: Mutex<HashSet<String>>,
 }
@@ -253,7 +253,7 @@ impl Admission {
         }
     }
 
-    /// SPEC 2e: allowed; a configuration mistake worth one log line per kind (bounded).
+    /// rules.md §2e: allowed; a configuration mistake worth one log line per kind (bounded).
     fn unknown_kind(&self, req: &Request<'_>) -> Decision {
         let first = self
             .unknown_kinds
@@ -335,7 +335,7 @@ impl Admission {
         Ok(self.force_delete(req, &pod, grace).await)
     }
 
-    /// SPEC 2d "Eviction is a delete too": the apiserver deletes an evicted pod without calling
+    /// rules.md §2d "Eviction is a delete too": the apiserver deletes an evicted pod without calling
     /// pod DELETE webhooks, so the Eviction's own deleteOptions are judged by the same rows.
     async fn eviction(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let ev = object::<Eviction>(&req.object, "object")?;
@@ -374,7 +374,7 @@ impl Admission {
         force_delete::pod_delete(&req.user_info, pod, grace, deref(&node), &self.policy)
     }
 
-    /// SPEC 2c, judged on the stored object (`oldObject`): a patch that nulls `finalizers` and
+    /// rules.md §2c, judged on the stored object (`oldObject`): a patch that nulls `finalizers` and
     /// `ownerReferences` together must not make an owned ephemeral claim look unowned.
     async fn pvc_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let new = object::<Pvc>(&req.object, "object")?;
@@ -433,7 +433,7 @@ impl Admission {
         })
     }
 
-    /// SPEC 2f for the scheduler's bind (`pods/binding`).
+    /// rules.md §2f for the scheduler's bind (`pods/binding`).
     async fn rwo_binding(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         if !self.rwo_guard {
             return Ok(Decision::allow("rwo-guard-off"));
@@ -452,7 +452,7 @@ impl Admission {
         Ok(self.rwo_place(&pod, &b.target.name).await)
     }
 
-    /// SPEC 2f for a pod created with `spec.nodeName` already set (no scheduler involved).
+    /// rules.md §2f for a pod created with `spec.nodeName` already set (no scheduler involved).
     async fn rwo_pod_create(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         if !self.rwo_guard {
             return Ok(Decision::allow("rwo-guard-off"));
@@ -514,7 +514,7 @@ impl Admission {
 /// Another pod naming a claim, with its node as read.
 type Holding = (Arc<Pod>, Fact<Arc<crate::model::Node>>);
 
-/// What a rule answers when its facts did not arrive in time (SPEC "Deciding late or without
+/// What a rule answers when its facts did not arrive in time (rules.md "Deciding late or without
 /// facts"): the same as the apiserver would if volguard were down.
 fn late(rule: Rule, budget: Duration) -> Decision {
     match rule.failure_policy() {

@@ -107,7 +107,7 @@ impl ControllerMetrics {
             );
             r.register(
                 "volguard_pvcs_multi_node_rwo",
-                "ReadWriteOnce PVCs that pods on more than one node use at once (SPEC 2f; each also gets a MultiNodeRWO event)",
+                "ReadWriteOnce PVCs that pods on more than one node use at once (rules.md §2f; each also gets a MultiNodeRWO event)",
                 c.multi_node_rwo.clone(),
             );
         }

@@ -1,6 +1,6 @@
 //! `volguard controller`: keeps protection finalizers on live volumes, removes them only when a
 //! consistent read proves the volume unused, explains postponed deletions, and keeps
-//! `volguard.io/unused-since` (SPEC 4). Decisions come from `rules::release` and `rules::in_use`.
+//! `volguard.io/unused-since` (rules.md §4). Decisions come from `rules::release` and `rules::in_use`.
 
 pub mod leader;
 pub mod metrics;
@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Wire watches to the queue: every change enqueues the keys SPEC 4 names.
+/// Wire watches to the queue: every change enqueues the keys rules.md §4 names.
 fn start_watches(client: &kube::Client, r: &Arc<Reconciler>, synced: &[Arc<AtomicBool>; 3]) {
     let store = r.store.clone();
     let q = r.queue.clone();

@@ -47,7 +47,7 @@ pub struct Reconciler {
     recorder: Recorder,
     /// Last blocker set announced per terminating PVC: an event only when it changes.
     announced: Mutex<HashMap<(String, String), Vec<Blocker>>>,
-    /// RWO claims seen on several nodes, with the node set last announced (SPEC 2f detection).
+    /// RWO claims seen on several nodes, with the node set last announced (rules.md §2f detection).
     multi_node: Mutex<HashMap<(String, String), Vec<String>>>,
     field_manager: String,
     batch: usize,
@@ -120,7 +120,7 @@ impl Reconciler {
         self.metrics.multi_node_rwo.set(m.len() as i64);
     }
 
-    /// SPEC 2f detection: a `MultiNodeRWO` Warning event (once per change of the node set) and
+    /// rules.md §2f detection: a `MultiNodeRWO` Warning event (once per change of the node set) and
     /// the `volguard_pvcs_multi_node_rwo` gauge when pods on several nodes use one RWO claim.
     async fn detect_multi_node(&self, pvc: &Pvc, cached: &[Arc<Pod>]) {
         let nodes = crate::rules::rwo::nodes_using(pvc, cached.iter());

@@ -74,7 +74,7 @@ pub fn is_reportable_unused<'a>(pvc: &Pvc, pods: impl IntoIterator<Item = &'a Po
 
 /// The time the claim became unused: the later of the upstream `Unused` condition (when True)
 /// and volguard's annotation, since either may lag the truth but neither may be earlier than it
-/// (SPEC 4); unknown when neither is there. A value that is not a time is not used.
+/// (rules.md §4); unknown when neither is there. A value that is not a time is not used.
 pub fn unused_since(pvc: &Pvc) -> (Option<String>, SinceSource) {
     let parse = |t: &str| {
         t.parse::<jiff::Timestamp>()

@@ -1,4 +1,4 @@
-//! SPEC 2b: no new binding to a terminating PV (seed 003: "For pre-bound PVC/PV, if the PV has the
+//! rules.md §2b: no new binding to a terminating PV (seed 003: "For pre-bound PVC/PV, if the PV has the
 //! deletionTimestamp set, we will not perform the bind operation").
 
 use super::{Decision, Fact};

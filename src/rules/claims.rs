@@ -1,4 +1,4 @@
-//! SPEC "claims of a pod": plain PVC references plus generated ephemeral claims.
+//! rules.md "claims of a pod": plain PVC references plus generated ephemeral claims.
 
 use crate::model::Pod;
 

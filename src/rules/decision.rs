@@ -10,7 +10,7 @@ pub struct Decision {
     pub message: Option<String>,
     pub warnings: Vec<String>,
     pub patch: Option<json_patch::Patch>,
-    /// A denial let through because its rule runs in `warn` enforcement mode (SPEC 2g).
+    /// A denial let through because its rule runs in `warn` enforcement mode (rules.md §2g).
     pub warned: bool,
 }
 
@@ -82,7 +82,7 @@ pub enum ReadError {
     Api { what: String, message: String },
     #[error("decoding {what}: {message}")]
     Decode { what: String, message: String },
-    /// The decision's time budget ran out before this fact was read (SPEC "Deciding late").
+    /// The decision's time budget ran out before this fact was read (rules.md "Deciding late").
     #[error("no answer within the decision budget")]
     Late,
 }

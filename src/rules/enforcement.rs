@@ -1,4 +1,4 @@
-//! SPEC 2g: enforcement modes for a gradual rollout. In `warn` a would-be denial is allowed and
+//! rules.md §2g: enforcement modes for a gradual rollout. In `warn` a would-be denial is allowed and
 //! its message becomes an AdmissionResponse warning (kubectl prints it as `Warning: ...`).
 
 use super::Decision;

@@ -1,4 +1,4 @@
-//! SPEC 2c: refuse stripping a protection finalizer while the volume is in use.
+//! rules.md §2c: refuse stripping a protection finalizer while the volume is in use.
 //!
 //! `kubectl patch pvc X -p '{"metadata":{"finalizers":null}}'` is the folk remedy for a PVC stuck
 //! in Terminating; while a pod still mounts the volume it destroys data. The PVC check uses a live

@@ -1,4 +1,4 @@
-//! SPEC 3: when is a volume in use. One implementation for the webhook and the controller.
+//! rules.md §3: when is a volume in use. One implementation for the webhook and the controller.
 
 use super::claims::find_claim;
 use crate::model::{Pod, Pv, Pvc};
@@ -60,7 +60,7 @@ where
         .any(|p| pod_uses_for_unused_since(p.as_ref(), pvc))
 }
 
-/// SPEC 3: a PV is in use while it is Bound.
+/// rules.md §3: a PV is in use while it is Bound.
 pub fn pv_in_use(pv: &Pv) -> bool {
     pv.is_bound()
 }

@@ -1,10 +1,10 @@
-//! The pure rules of SPEC.md: every admission decision and every "is this volume in use" answer.
+//! The pure rules of docs/rules.md: every admission decision and every "is this volume in use" answer.
 //!
 //! Nothing here does I/O, reads a clock or logs. Callers (the admission dispatcher, the
 //! controller) gather the facts a rule needs and pass them in as plain data, so "why was this
 //! denied" is answered by reading the one file of that rule:
 //!
-//! | SPEC | file |
+//! | rules.md | file |
 //! |---|---|
 //! | words: claims of a pod | `claims.rs` |
 //! | 1 finalizers on create | `protect.rs` |

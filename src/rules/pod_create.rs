@@ -1,4 +1,4 @@
-//! SPEC 2a: no new pod on a terminating claim (also the StatefulSet case of #74374).
+//! rules.md §2a: no new pod on a terminating claim (also the StatefulSet case of #74374).
 
 use super::claims::Claim;
 use super::{Decision, Fact};

@@ -1,4 +1,4 @@
-//! SPEC 1: the protection finalizer is added on create, never twice.
+//! rules.md §1: the protection finalizer is added on create, never twice.
 
 use super::Decision;
 use crate::model::Meta;

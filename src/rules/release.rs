@@ -1,4 +1,4 @@
-//! SPEC 4, the controller's decisions: when to add a finalizer, when a terminating volume may be
+//! rules.md §4, the controller's decisions: when to add a finalizer, when a terminating volume may be
 //! released, what to tell users, and how "unused since" moves. Pure: the controller supplies the
 //! cached and consistently-read pods.
 
@@ -117,7 +117,7 @@ pub fn pv_plan(pv: &Pv) -> PvPlan {
 }
 
 /// KEP-5541 for a Bound, non-terminating PVC: what to do with `volguard.io/unused-since`.
-/// The time may be later than the truth, never earlier (SPEC 4).
+/// The time may be later than the truth, never earlier (rules.md §4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnusedSince {
     /// Seen unused and not yet marked: stamp it with the later of the observation time and
@@ -214,7 +214,7 @@ pub fn finalizer_add_patch(meta: &Meta, finalizer: &str) -> Option<Patch> {
     Some(Patch(ops))
 }
 
-/// Claim keys (`namespace`, `claim`) a pod change should re-examine (SPEC 4 enqueue rules):
+/// Claim keys (`namespace`, `claim`) a pod change should re-examine (rules.md §4 enqueue rules):
 /// add, delete, a change of node, phase, deletion or UID (delete+recreate with the same name,
 /// #80476: the old pod's claims are released too).
 pub fn claims_to_requeue(old: Option<&Pod>, new: Option<&Pod>) -> Vec<(String, String)> {

@@ -16,19 +16,19 @@ pub enum FailurePolicy {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Rule {
-    /// SPEC 1: `kubernetes.io/pvc-protection` on PVC CREATE (mutating).
+    /// rules.md §1: `kubernetes.io/pvc-protection` on PVC CREATE (mutating).
     PvcFinalizer,
-    /// SPEC 1: `kubernetes.io/pv-protection` on PV CREATE (mutating).
+    /// rules.md §1: `kubernetes.io/pv-protection` on PV CREATE (mutating).
     PvFinalizer,
-    /// SPEC 2a.
+    /// rules.md §2a.
     PodOnTerminatingClaim,
-    /// SPEC 2b.
+    /// rules.md §2b.
     BindingToTerminatingVolume,
-    /// SPEC 2c.
+    /// rules.md §2c.
     FinalizerRemoval,
-    /// SPEC 2d: pod DELETE and `pods/eviction` CREATE.
+    /// rules.md §2d: pod DELETE and `pods/eviction` CREATE.
     ForceDelete,
-    /// SPEC 2f: `pods/binding` CREATE and pod CREATE with `spec.nodeName`.
+    /// rules.md §2f: `pods/binding` CREATE and pod CREATE with `spec.nodeName`.
     RwoSingleNode,
 }
 
@@ -82,7 +82,7 @@ impl Rule {
 
     /// As registered in `manifests/base/webhooks.yaml` (a test keeps the two in step). The
     /// force-delete guard is registered `Ignore` so that PodGC and the kubelet are never blocked
-    /// while volguard is down, but a late answer from a running volguard denies (SPEC "Deciding
+    /// while volguard is down, but a late answer from a running volguard denies (rules.md "Deciding
     /// late"): unsure whether a process still runs means it does.
     pub const fn failure_policy(self) -> FailurePolicy {
         match self {

@@ -1,4 +1,4 @@
-//! SPEC 2f (seed 004, "Storage Consistency"): a ReadWriteOnce claim is used on one node at a time.
+//! rules.md §2f (seed 004, "Storage Consistency"): a ReadWriteOnce claim is used on one node at a time.
 //!
 //! NFS, iSCSI, Fibre Channel, hostPath and many CSI drivers have no lock of their own: two nodes
 //! writing one volume corrupt it. volguard takes the seed's "attach" lock at the one moment a pod
@@ -27,7 +27,7 @@ pub struct Holder<'a> {
 
 /// The holders of one claim for a pod going to `node`. A holder is another pod naming the claim,
 /// scheduled to a different node, not terminal. A holder whose node is gone or out of service
-/// (SPEC 2d rows 4-5) no longer runs anything; a terminating holder still may, so it counts. A
+/// (rules.md §2d rows 4-5) no longer runs anything; a terminating holder still may, so it counts. A
 /// node that could not be read counts as present (unsure means in use).
 pub fn holders<'a>(pod: &Pod, node: &str, facts: &'a ClaimFacts<'a>) -> Vec<Holder<'a>> {
     facts
@@ -71,7 +71,7 @@ pub fn place(pod: &Pod, node: &str, claims: &[ClaimFacts<'_>]) -> Decision {
             }
             // Not RWO, or not created yet (nothing can hold a claim that does not exist).
             Fact::Found(_) | Fact::Missing => {}
-            // SPEC "Deciding late": an Ignore rule allows, and says it could not check.
+            // rules.md "Deciding late": an Ignore rule allows, and says it could not check.
             Fact::Unknown(err) => warnings.push(format!(
                 "volguard could not check that ReadWriteOnce claim {:?} is free on other nodes ({err})",
                 facts.claim.name

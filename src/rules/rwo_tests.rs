@@ -1,4 +1,4 @@
-//! Unit tests of `src/rules/rwo.rs`: every case of SPEC 2f.
+//! Unit tests of `src/rules/rwo.rs`: every case of rules.md §2f.
 
 use super::*;
 use crate::model::{OUT_OF_SERVICE_TAINT, Taint};

@@ -41,7 +41,7 @@ pub struct LiveCluster {
 
 impl LiveCluster {
     /// Start watches on PVCs, PVs and Nodes (the admission caches), and on pods with their
-    /// claim index when `watch_pods` (SPEC 2f finds a claim's holders there).
+    /// claim index when `watch_pods` (rules.md §2f finds a claim's holders there).
     pub fn start(client: kube::Client, watch_pods: bool) -> Arc<Self> {
         let store = Arc::new(Store::default());
         let synced: Vec<Arc<AtomicBool>> = (0..3 + usize::from(watch_pods))

@@ -164,6 +164,8 @@ pub struct ControlPlane {
     pub controllers: Vec<Proc>,
     pub controller_probes: Vec<u16>,
     pub webhook_port: u16,
+    /// Probe port (`/metrics`) of the running `volguard serve`.
+    pub serve_probe: u16,
     pub webhook_ca: String,
     etcd_url: String,
     apiserver_args: Vec<String>,
@@ -208,6 +210,7 @@ impl ControlPlane {
             controllers: Vec::new(),
             controller_probes: Vec::new(),
             webhook_port: free_port(),
+            serve_probe: 0,
             webhook_ca: String::new(),
             etcd_url: etcd_url.clone(),
             apiserver_args: Vec::new(),
@@ -435,6 +438,7 @@ impl ControlPlane {
         }
         let kc = self.sa_kubeconfig_file("volguard-webhook");
         let probe = free_port();
+        self.serve_probe = probe;
         self.serve = Some(Proc::spawn(
             "volguard-serve",
             Command::new(env!("CARGO_BIN_EXE_volguard"))

@@ -1,0 +1,373 @@
+//! `volguard explain pvc|pv NAME` (also `kubectl volguard explain ...`): why is this volume still
+//! here, who uses it, and what to do next (rules.md §6). `build_*` are pure over the objects read;
+//! `run` reads them from a live cluster or a `--state` file and prints table, JSON or YAML.
+
+mod live;
+
+use crate::cli::{ExplainArgs, ExplainKind};
+use crate::model::{PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc};
+use crate::report::{SinceSource, unused_since};
+use crate::rules::in_use::{blocking_pods, pv_in_use};
+use serde::Serialize;
+
+/// A VolumeAttachment of the PV (storage.k8s.io/v1): the CSI attacher's record of the volume on a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attachment {
+    pub name: String,
+    pub node: String,
+    pub attached: bool,
+    pub terminating: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalizerInfo {
+    pub name: String,
+    /// Who removes it: volguard / kube-controller-manager / external-attacher / a CSI driver / other.
+    pub owner: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockingPod {
+    pub name: String,
+    pub phase: String,
+    pub node: String,
+    pub finished: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explanation {
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    pub phase: String,
+    /// `deletionTimestamp` when the object is being deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deleting_since: Option<String>,
+    pub finalizers: Vec<FinalizerInfo>,
+    /// PVC: its volume; PV: its claim (`namespace/name`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_to: Option<String>,
+    pub blocking_pods: Vec<BlockingPod>,
+    pub volume_attachments: Vec<Attachment>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unused_since: Option<String>,
+    pub unused_since_source: SinceSource,
+    /// One line: what to do next.
+    pub next: String,
+}
+
+/// Who removes a finalizer, from its name.
+pub fn finalizer_owner(f: &str) -> String {
+    match f {
+        PVC_FINALIZER => "kube-controller-manager (pvc-protection-controller) or volguard controller, once no pod uses the claim".into(),
+        PV_FINALIZER => "kube-controller-manager (pv-protection-controller) or volguard controller, once the volume is not Bound".into(),
+        "external-provisioner.volume.kubernetes.io/finalizer" => {
+            "CSI external-provisioner, once the volume is deleted in the storage backend".into()
+        }
+        "kubernetes.io/pv-controller" => "kube-controller-manager (persistent volume controller)".into(),
+        f if f.starts_with("external-attacher/") => format!(
+            "CSI external-attacher of driver {}, once the volume is detached from every node",
+            f.trim_start_matches("external-attacher/").replace('-', ".")
+        ),
+        f if f.starts_with("snapshot.storage.kubernetes.io/") => {
+            "CSI snapshot controller, once no VolumeSnapshot is taken from it".into()
+        }
+        f if f.contains(".csi.") || f.ends_with(".csi") => format!("a CSI driver ({f})"),
+        _ => "other (not a storage finalizer volguard knows)".into(),
+    }
+}
+
+fn finalizers(list: Option<&Vec<String>>) -> Vec<FinalizerInfo> {
+    list.into_iter()
+        .flatten()
+        .map(|f| FinalizerInfo {
+            name: f.clone(),
+            owner: finalizer_owner(f),
+        })
+        .collect()
+}
+
+/// Explain a PVC from the claim, its PV (if bound and found), the pods of its namespace and the
+/// PV's VolumeAttachments.
+pub fn build_pvc(pvc: &Pvc, pv: Option<&Pv>, pods: &[Pod], vas: &[Attachment]) -> Explanation {
+    let blocking: Vec<BlockingPod> = blocking_pods(pvc, pods)
+        .into_iter()
+        .map(|p| BlockingPod {
+            name: p.metadata.name.clone(),
+            phase: p.phase().to_string(),
+            node: p.node_name().unwrap_or("none").to_string(),
+            finished: p.is_terminal(),
+        })
+        .collect();
+    let (since, source) = unused_since(pvc);
+    let m = &pvc.metadata;
+    let other_finalizers: Vec<&String> = m
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| *f != PVC_FINALIZER)
+        .collect();
+    let next = if m.is_terminating() {
+        if !blocking.is_empty() {
+            let (done, running): (Vec<_>, Vec<_>) = blocking.iter().partition(|b| b.finished);
+            let mut parts = Vec::new();
+            if !done.is_empty() {
+                parts.push(format!(
+                    "delete finished pod(s) {} (kubectl delete pod -n {} {})",
+                    names(&done),
+                    m.namespace,
+                    done.iter()
+                        .map(|b| b.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ));
+            }
+            if !running.is_empty() {
+                parts.push(format!(
+                    "stop pod(s) {} (scale down or delete their owner)",
+                    names(&running)
+                ));
+            }
+            format!(
+                "{}; the claim is then released by itself. Do not remove {PVC_FINALIZER} by hand: the volume would be deleted under running pods",
+                parts.join(" and ")
+            )
+        } else if m.has_finalizer(PVC_FINALIZER) {
+            "no pod uses it: the protection finalizer is removed within seconds; if it stays, check that the volguard controller (or kube-controller-manager) runs".into()
+        } else if let Some(f) = other_finalizers.first() {
+            format!("waiting for {}: {}", f, finalizer_owner(f))
+        } else {
+            "nothing holds it any more: it disappears at once".into()
+        }
+    } else if !blocking.is_empty() {
+        format!(
+            "in use by pod(s) {}; deleting the claim now would wait until they end",
+            names(&blocking.iter().collect::<Vec<_>>())
+        )
+    } else if let Some(t) = &since {
+        format!(
+            "not used by any pod since {t}: delete it if nobody needs its data (reclaim policy of its volume decides what happens to the data)"
+        )
+    } else {
+        "not terminating; nothing to do".into()
+    };
+    Explanation {
+        kind: "PersistentVolumeClaim",
+        namespace: m.namespace.clone(),
+        name: m.name.clone(),
+        phase: pvc.status.phase.clone().unwrap_or_else(|| "Unknown".into()),
+        deleting_since: m.deletion_timestamp.clone(),
+        finalizers: finalizers(m.finalizers.as_ref()),
+        bound_to: pvc.volume_name().map(|v| match pv {
+            Some(_) => v.to_string(),
+            None => format!("{v} (not found)"),
+        }),
+        blocking_pods: blocking,
+        volume_attachments: vas.to_vec(),
+        unused_since: since,
+        unused_since_source: source,
+        next,
+    }
+}
+
+/// Explain a PV from the volume, its claim (if any and found) and its VolumeAttachments.
+pub fn build_pv(pv: &Pv, claim: Option<&Pvc>, vas: &[Attachment]) -> Explanation {
+    let m = &pv.metadata;
+    let claim_ref = pv
+        .spec
+        .claim_ref
+        .as_ref()
+        .map(|c| format!("{}/{}", c.namespace, c.name));
+    let live_attachments: Vec<&Attachment> = vas.iter().filter(|a| a.attached).collect();
+    let next = if m.is_terminating() {
+        if pv_in_use(pv) {
+            match (&claim_ref, claim) {
+                (Some(c), Some(_)) => format!(
+                    "it is Bound to claim {c}: delete the claim first (volguard explain pvc {} -n {})",
+                    c.split('/').nth(1).unwrap_or_default(),
+                    c.split('/').next().unwrap_or_default()
+                ),
+                (Some(c), None) => format!(
+                    "it is Bound to claim {c}, which no longer exists: kube-controller-manager moves it to Released shortly"
+                ),
+                (None, _) => "it is Bound: wait for the persistent volume controller".into(),
+            }
+        } else if let Some(a) = live_attachments.first() {
+            format!(
+                "still attached to node {} (VolumeAttachment {}): the CSI attacher detaches it once no pod on that node uses it; if the node is gone, delete the Node object",
+                a.node, a.name
+            )
+        } else if let Some(f) = m.finalizers.iter().flatten().find(|f| *f != PV_FINALIZER) {
+            format!("waiting for {f}: {}", finalizer_owner(f))
+        } else if m.has_finalizer(PV_FINALIZER) {
+            "not Bound: the protection finalizer is removed within seconds; if it stays, check that the volguard controller (or kube-controller-manager) runs".into()
+        } else {
+            "nothing holds it any more: it disappears at once".into()
+        }
+    } else if pv_in_use(pv) {
+        format!(
+            "Bound to {}; not being deleted",
+            claim_ref.clone().unwrap_or_else(|| "a claim".into())
+        )
+    } else {
+        "not Bound and not being deleted; nothing to do".into()
+    };
+    Explanation {
+        kind: "PersistentVolume",
+        namespace: String::new(),
+        name: m.name.clone(),
+        phase: pv.status.phase.clone().unwrap_or_else(|| "Unknown".into()),
+        deleting_since: m.deletion_timestamp.clone(),
+        finalizers: finalizers(m.finalizers.as_ref()),
+        bound_to: claim_ref,
+        blocking_pods: Vec::new(),
+        volume_attachments: vas.to_vec(),
+        unused_since: None,
+        unused_since_source: SinceSource::Unknown,
+        next,
+    }
+}
+
+fn names(pods: &[&BlockingPod]) -> String {
+    pods.iter()
+        .map(|b| b.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The table form: one fact per line, for people.
+pub fn table(e: &Explanation) -> String {
+    let mut out = String::new();
+    let id = if e.namespace.is_empty() {
+        e.name.clone()
+    } else {
+        format!("{}/{}", e.namespace, e.name)
+    };
+    out.push_str(&format!("{} {id}\n", e.kind));
+    out.push_str(&format!("  phase:        {}\n", e.phase));
+    out.push_str(&format!(
+        "  deletion:     {}\n",
+        e.deleting_since
+            .as_deref()
+            .map_or("not requested".to_string(), |t| format!("requested at {t}"))
+    ));
+    if let Some(b) = &e.bound_to {
+        out.push_str(&format!("  bound to:     {b}\n"));
+    }
+    out.push_str("  finalizers:\n");
+    if e.finalizers.is_empty() {
+        out.push_str("    (none)\n");
+    }
+    for f in &e.finalizers {
+        out.push_str(&format!("    {}  (removed by {})\n", f.name, f.owner));
+    }
+    if e.kind == "PersistentVolumeClaim" {
+        out.push_str("  blocking pods:\n");
+        if e.blocking_pods.is_empty() {
+            out.push_str("    (none)\n");
+        }
+        for p in &e.blocking_pods {
+            let done = if p.finished {
+                format!("; finished: delete pod {} to release it", p.name)
+            } else {
+                String::new()
+            };
+            out.push_str(&format!(
+                "    {} ({} on node {}{done})\n",
+                p.name, p.phase, p.node
+            ));
+        }
+        out.push_str(&format!(
+            "  unused since: {}\n",
+            match (&e.unused_since, e.unused_since_source) {
+                (Some(t), SinceSource::Condition) => format!("{t} (Unused condition)"),
+                (Some(t), _) => format!("{t} (volguard.io/unused-since)"),
+                (None, _) => "unknown (in use, or not yet observed)".into(),
+            }
+        ));
+    }
+    out.push_str("  volume attachments:\n");
+    if e.volume_attachments.is_empty() {
+        out.push_str("    (none)\n");
+    }
+    for a in &e.volume_attachments {
+        out.push_str(&format!(
+            "    {} on node {} ({}{})\n",
+            a.name,
+            a.node,
+            if a.attached { "attached" } else { "detached" },
+            if a.terminating { ", being deleted" } else { "" }
+        ));
+    }
+    out.push_str(&format!("  next:         {}\n", e.next));
+    out
+}
+
+/// Read, explain, print.
+pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
+    let e = match &args.state {
+        Some(path) => from_state(path, &args)?,
+        None => live::explain(&args).await?,
+    };
+    let text = match args.output {
+        crate::report::render::Format::Table => table(&e),
+        crate::report::render::Format::Json => serde_json::to_string_pretty(&e)? + "\n",
+        crate::report::render::Format::Yaml => serde_yaml::to_string(&e)?,
+    };
+    print!("{text}");
+    Ok(())
+}
+
+/// The error for an object that is not there, worded as kubectl words it.
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} {name:?} not found{scope}")]
+pub struct NotFound {
+    pub kind: &'static str,
+    pub name: String,
+    pub scope: String,
+}
+
+fn from_state(path: &std::path::Path, args: &ExplainArgs) -> anyhow::Result<Explanation> {
+    let store = crate::state::Store::default();
+    crate::state::loader::load_file(path, &store)?;
+    let ns = args.namespace.clone().unwrap_or_else(|| "default".into());
+    match args.kind {
+        ExplainKind::Pvc => {
+            let pvc = store.pvcs.get(&ns, &args.name).ok_or_else(|| NotFound {
+                kind: "PersistentVolumeClaim",
+                name: args.name.clone(),
+                scope: format!(" in namespace {ns:?} of {}", path.display()),
+            })?;
+            let pv = pvc.volume_name().and_then(|v| store.pvs.get("", v));
+            let pods: Vec<Pod> = store
+                .pods
+                .in_namespace(&ns)
+                .iter()
+                .map(|p| (**p).clone())
+                .collect();
+            Ok(build_pvc(&pvc, pv.as_deref(), &pods, &[]))
+        }
+        ExplainKind::Pv => {
+            let pv = store.pvs.get("", &args.name).ok_or_else(|| NotFound {
+                kind: "PersistentVolume",
+                name: args.name.clone(),
+                scope: format!(" in {}", path.display()),
+            })?;
+            let claim = pv
+                .spec
+                .claim_ref
+                .as_ref()
+                .and_then(|c| store.pvcs.get(&c.namespace, &c.name));
+            Ok(build_pv(&pv, claim.as_deref(), &[]))
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

@@ -1,0 +1,183 @@
+//! Unit tests of `src/explain/mod.rs`: every case of rules.md §6 over plain objects.
+
+use super::*;
+use crate::model::{ClaimRef, ClaimSource, UNUSED_SINCE, Volume};
+
+fn pvc(terminating: bool, finalizers: &[&str]) -> Pvc {
+    let mut p = Pvc::default();
+    p.metadata.namespace = "shop".into();
+    p.metadata.name = "data".into();
+    p.spec.volume_name = Some("pv-1".into());
+    p.status.phase = Some("Bound".into());
+    p.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
+    if terminating {
+        p.metadata.deletion_timestamp = Some("2026-11-01T00:00:00Z".into());
+    }
+    p
+}
+
+fn pod(name: &str, node: Option<&str>, phase: &str) -> Pod {
+    let mut p = Pod::default();
+    p.metadata.namespace = "shop".into();
+    p.metadata.name = name.into();
+    p.spec.node_name = node.map(Into::into);
+    p.status.phase = Some(phase.into());
+    p.spec.volumes.push(Volume {
+        name: "d".into(),
+        persistent_volume_claim: Some(ClaimSource {
+            claim_name: "data".into(),
+        }),
+        ..Default::default()
+    });
+    p
+}
+
+fn pv(terminating: bool, bound: bool, finalizers: &[&str]) -> Pv {
+    let mut v = Pv::default();
+    v.metadata.name = "pv-1".into();
+    v.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
+    if terminating {
+        v.metadata.deletion_timestamp = Some("2026-11-01T00:00:00Z".into());
+    }
+    v.status.phase = Some(if bound { "Bound" } else { "Released" }.into());
+    v.spec.claim_ref = Some(ClaimRef {
+        namespace: "shop".into(),
+        name: "data".into(),
+        uid: None,
+    });
+    v
+}
+
+#[test]
+fn terminating_claim_names_blockers_and_what_to_do() {
+    let c = pvc(true, &[PVC_FINALIZER]);
+    let pods = [
+        pod("web-0", Some("n1"), "Running"),
+        pod("job-1", Some("n2"), "Succeeded"),
+        pod("pending", None, "Pending"),
+    ];
+    let e = build_pvc(&c, None, &pods, &[]);
+    assert_eq!(e.deleting_since.as_deref(), Some("2026-11-01T00:00:00Z"));
+    assert_eq!(
+        e.blocking_pods
+            .iter()
+            .map(|b| b.name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["web-0", "job-1"],
+        "unscheduled pods never block"
+    );
+    assert!(
+        e.next
+            .contains("delete finished pod(s) job-1 (kubectl delete pod -n shop job-1)"),
+        "{}",
+        e.next
+    );
+    assert!(e.next.contains("stop pod(s) web-0"), "{}", e.next);
+    assert!(
+        e.next
+            .contains("Do not remove kubernetes.io/pvc-protection by hand"),
+        "{}",
+        e.next
+    );
+    assert_eq!(e.bound_to.as_deref(), Some("pv-1 (not found)"));
+    assert!(e.finalizers[0].owner.contains("volguard controller"));
+    let t = table(&e);
+    assert!(
+        t.contains("job-1 (Succeeded on node n2; finished: delete pod job-1 to release it)"),
+        "{t}"
+    );
+}
+
+#[test]
+fn terminating_claim_without_users_or_with_foreign_finalizers() {
+    let e = build_pvc(&pvc(true, &[PVC_FINALIZER]), None, &[], &[]);
+    assert!(e.next.contains("removed within seconds"), "{}", e.next);
+    let e = build_pvc(&pvc(true, &["example.com/backup"]), None, &[], &[]);
+    assert!(
+        e.next.starts_with("waiting for example.com/backup: other"),
+        "{}",
+        e.next
+    );
+    let e = build_pvc(&pvc(true, &[]), None, &[], &[]);
+    assert!(e.next.contains("disappears at once"));
+}
+
+#[test]
+fn live_claim_in_use_or_unused() {
+    let mut c = pvc(false, &[PVC_FINALIZER]);
+    let e = build_pvc(&c, None, &[pod("web-0", Some("n1"), "Running")], &[]);
+    assert!(e.next.starts_with("in use by pod(s) web-0"), "{}", e.next);
+    c.metadata.annotations =
+        Some([(UNUSED_SINCE.to_string(), "2026-10-01T00:00:00Z".to_string())].into());
+    let e = build_pvc(&c, None, &[], &[]);
+    assert_eq!(e.unused_since.as_deref(), Some("2026-10-01T00:00:00Z"));
+    assert_eq!(e.unused_since_source, SinceSource::Annotation);
+    assert!(
+        e.next
+            .contains("not used by any pod since 2026-10-01T00:00:00Z"),
+        "{}",
+        e.next
+    );
+    assert!(table(&e).contains("(volguard.io/unused-since)"));
+}
+
+#[test]
+fn volume_bound_attached_or_waiting_for_a_driver() {
+    let claim = pvc(false, &[PVC_FINALIZER]);
+    let e = build_pv(&pv(true, true, &[PV_FINALIZER]), Some(&claim), &[]);
+    assert!(
+        e.next
+            .contains("delete the claim first (volguard explain pvc data -n shop)"),
+        "{}",
+        e.next
+    );
+    let e = build_pv(&pv(true, true, &[PV_FINALIZER]), None, &[]);
+    assert!(e.next.contains("no longer exists"), "{}", e.next);
+    let va = Attachment {
+        name: "csi-123".into(),
+        node: "n1".into(),
+        attached: true,
+        terminating: false,
+    };
+    let attacher = "external-attacher/ebs-csi-aws-com";
+    let e = build_pv(
+        &pv(true, false, &[attacher]),
+        None,
+        std::slice::from_ref(&va),
+    );
+    assert!(
+        e.next
+            .contains("still attached to node n1 (VolumeAttachment csi-123)"),
+        "{}",
+        e.next
+    );
+    assert!(
+        e.finalizers[0]
+            .owner
+            .contains("external-attacher of driver ebs.csi.aws.com")
+    );
+    let e = build_pv(&pv(true, false, &[attacher]), None, &[]);
+    assert!(
+        e.next
+            .starts_with("waiting for external-attacher/ebs-csi-aws-com"),
+        "{}",
+        e.next
+    );
+    let e = build_pv(&pv(false, true, &[PV_FINALIZER]), None, &[]);
+    assert!(e.next.starts_with("Bound to shop/data"), "{}", e.next);
+    assert!(table(&e).contains("volume attachments:\n    (none)"));
+}
+
+#[test]
+fn finalizer_owners() {
+    assert!(
+        finalizer_owner("external-provisioner.volume.kubernetes.io/finalizer")
+            .contains("external-provisioner")
+    );
+    assert!(
+        finalizer_owner("snapshot.storage.kubernetes.io/pvc-as-source-protection")
+            .contains("snapshot")
+    );
+    assert!(finalizer_owner("foo.csi.example.com/x").contains("CSI driver"));
+    assert!(finalizer_owner("x/y").starts_with("other"));
+}

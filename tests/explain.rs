@@ -1,0 +1,142 @@
+//! `volguard explain` over the example state file, as a user runs it, and as the kubectl plugin
+//! (`kubectl-volguard`, a symlink to the binary, which kubectl's plugin lookup executes).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn state() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/examples/state.yaml")
+}
+
+fn run(bin: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(bin).args(args).output().expect("run");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn volguard() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_volguard"))
+}
+
+#[test]
+fn terminating_claim_in_use_as_table_and_json() {
+    let s = state();
+    let s = s.to_str().expect("path");
+    let (ok, out, err) = run(
+        &volguard(),
+        &["explain", "pvc", "data-web-1", "-n", "shop", "--state", s],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with("PersistentVolumeClaim shop/data-web-1\n"),
+        "{out}"
+    );
+    assert!(out.contains("deletion:     requested at"), "{out}");
+    assert!(out.contains("web-1 (Running on node node-b)"), "{out}");
+    assert!(
+        out.contains("kubernetes.io/pvc-protection  (removed by kube-controller-manager"),
+        "{out}"
+    );
+    assert!(out.contains("next:         stop pod(s) web-1"), "{out}");
+    let (ok, out, _) = run(
+        &volguard(),
+        &[
+            "explain",
+            "pvc",
+            "data-web-1",
+            "-n",
+            "shop",
+            "--state",
+            s,
+            "-o",
+            "json",
+        ],
+    );
+    assert!(ok);
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["blockingPods"][0]["name"], "web-1");
+    assert_eq!(v["blockingPods"][0]["node"], "node-b");
+    assert_eq!(v["kind"], "PersistentVolumeClaim");
+    let (ok, out, _) = run(
+        &volguard(),
+        &[
+            "explain",
+            "pvc",
+            "data-web-1",
+            "-n",
+            "shop",
+            "--state",
+            s,
+            "-o",
+            "yaml",
+        ],
+    );
+    assert!(ok && out.contains("blockingPods:"), "{out}");
+}
+
+#[test]
+fn finished_pod_and_volume_and_missing_objects() {
+    let s = state();
+    let s = s.to_str().expect("path");
+    // A terminating claim whose only user finished: delete that pod.
+    let (ok, out, err) = run(
+        &volguard(),
+        &[
+            "explain",
+            "pvc",
+            "job-1-scratch",
+            "-n",
+            "batch",
+            "--state",
+            s,
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("next:"), "{out}");
+    let (ok, out, err) = run(
+        &volguard(),
+        &["explain", "pv", "pv-data-web-0", "--state", s],
+    );
+    assert!(ok, "{err}");
+    assert!(out.starts_with("PersistentVolume pv-data-web-0\n"), "{out}");
+    assert!(out.contains("bound to:     shop/data-web-0"), "{out}");
+    let (ok, _, err) = run(
+        &volguard(),
+        &["explain", "pvc", "nope", "-n", "shop", "--state", s],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("PersistentVolumeClaim \"nope\" not found in namespace \"shop\""),
+        "{err}"
+    );
+    let (ok, _, err) = run(&volguard(), &["explain", "deployment", "x", "--state", s]);
+    assert!(!ok && err.contains("invalid value 'deployment'"), "{err}");
+}
+
+#[test]
+fn runs_as_the_kubectl_plugin() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let link = dir.path().join("kubectl-volguard");
+    std::os::unix::fs::symlink(volguard(), &link).expect("symlink");
+    let s = state();
+    let s = s.to_str().expect("path");
+    let (ok, out, err) = run(
+        &link,
+        &["explain", "pvc", "data-web-0", "-n", "shop", "--state", s],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("blocking pods:\n    web-0 (Running on node node-a)")
+            || out.contains("in use by pod(s) web-0"),
+        "{out}"
+    );
+    let (ok, out, err) = run(&link, &["unused", "--state", s, "-A"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("old-logs") || out.contains("results"), "{out}");
+    let (_, out, _) = run(&link, &["--help"]);
+    assert!(out.contains("Usage: kubectl volguard"), "{out}");
+}

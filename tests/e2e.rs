@@ -166,7 +166,7 @@ async fn reached(cp: &ControlPlane, endpoint: &str) -> f64 {
         .sum()
 }
 
-/// 12. Eviction is a delete too (rules.md §2d): an Eviction with gracePeriodSeconds 0 of a running
+/// Scenario 12: Eviction is a delete too (rules.md §2d): an Eviction with gracePeriodSeconds 0 of a running
 /// pod never calls pod DELETE webhooks, so volguard validates `pods/eviction` itself.
 async fn s12_eviction(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
@@ -219,7 +219,7 @@ async fn s12_eviction(cp: &ControlPlane, ns: &str) {
     println!("eviction grace 0: refused by volguard ({code}); graceful eviction: allowed");
 }
 
-/// 13. A PVC deleted and recreated under the same name (StatefulSet) never loses the new
+/// Scenario 13: A PVC deleted and recreated under the same name (StatefulSet) never loses the new
 /// object's finalizer to a removal planned on the old one: the controller's patch `test`s the
 /// UID. Replayed against the real apiserver as the controller's ServiceAccount.
 async fn s13_recreated_pvc(cp: &ControlPlane, ns: &str) {
@@ -263,7 +263,9 @@ async fn s13_recreated_pvc(cp: &ControlPlane, ns: &str) {
     );
     // Without the UID test (the patch as it was before), the same removal strips the new claim.
     let mut without_uid = planned.clone();
-    without_uid.0.retain(|op| !matches!(op, json_patch::PatchOperation::Test(t) if t.path.to_string() == "/metadata/uid"));
+    without_uid.0.retain(
+        |op| !matches!(op, json_patch::PatchOperation::Test(t) if t.path == "/metadata/uid"),
+    );
     // (The patch's own answer is read: volguard's controller backfills the finalizer right after.)
     let stripped = controller
         .patch(
@@ -283,7 +285,7 @@ async fn s13_recreated_pvc(cp: &ControlPlane, ns: &str) {
     );
 }
 
-/// 14. matchConditions are exact: requests that matter reach volguard, counted by its metric;
+/// Scenario 14: matchConditions are exact: requests that matter reach volguard, counted by its metric;
 /// requests that cannot matter do not.
 async fn s14_match_conditions(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
@@ -349,7 +351,7 @@ async fn s14_match_conditions(cp: &ControlPlane, ns: &str) {
     );
 }
 
-/// 15. rules.md §2f on the real apiserver: a pod created with spec.nodeName on another node than
+/// Scenario 15: rules.md §2f on the real apiserver: a pod created with spec.nodeName on another node than
 /// the running holder of its ReadWriteOnce claim is refused; on the same node it is allowed.
 async fn s15_rwo_pod_create(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;

@@ -166,6 +166,87 @@ async fn reached(cp: &ControlPlane, endpoint: &str) -> f64 {
         .sum()
 }
 
+/// Scenario 16: deciding late or without facts. With kube-apiserver frozen (SIGSTOP), every
+/// live read of volguard's hangs; reviews are POSTed to volguard directly, as the apiserver
+/// would send them. An Ignore rule answers "allowed, with a warning" (a pod with three claims
+/// volguard has never seen: its reads run in parallel, so one read timeout, not three, is
+/// spent); a Fail rule (the finalizer guard) refuses with code 500.
+async fn s16_late_decisions(cp: &ControlPlane) {
+    let ca = reqwest::Certificate::from_pem(cp.webhook_ca.as_bytes()).expect("ca");
+    let http = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let review = |kind: &str, op: &str, object: serde_json::Value, old: serde_json::Value| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "late-1", "kind": {"group": "", "version": "v1", "kind": kind},
+            "resource": {"group": "", "version": "v1", "resource": "x"}, "namespace": "s16",
+            "operation": op, "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+            "object": object, "oldObject": old}})
+    };
+    let claims: Vec<_> = (0..3)
+        .map(|i| json!({"name": format!("v{i}"), "persistentVolumeClaim": {"claimName": format!("never-seen-{i}")}}))
+        .collect();
+    let pod = json!({"metadata": {"name": "p", "namespace": "s16"}, "spec": {"containers": [], "volumes": claims}});
+    let pvc = |finalizers: serde_json::Value| {
+        json!({"metadata": {"name": "data", "namespace": "s16", "uid": "u", "finalizers": finalizers},
+               "spec": {"volumeName": "pv"}, "status": {"phase": "Bound"}})
+    };
+    let post = |path: &'static str, body: serde_json::Value| {
+        let http = http.clone();
+        let url = format!("https://127.0.0.1:{}{path}", cp.webhook_port);
+        async move {
+            let started = std::time::Instant::now();
+            let r: serde_json::Value = http
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .expect("volguard answers while the apiserver is frozen")
+                .json()
+                .await
+                .expect("json");
+            (r["response"].clone(), started.elapsed())
+        }
+    };
+    let apiserver = cp.apiserver.as_ref().expect("apiserver");
+    apiserver.signal("STOP");
+    let (pod_answer, pod_took) = post(
+        "/validate/pod-on-terminating-claim",
+        review("Pod", "CREATE", pod, serde_json::Value::Null),
+    )
+    .await;
+    let (strip_answer, _) = post(
+        "/validate/finalizer-removal",
+        review(
+            "PersistentVolumeClaim",
+            "UPDATE",
+            pvc(json!(null)),
+            pvc(json!([PVCF])),
+        ),
+    )
+    .await;
+    apiserver.signal("CONT");
+    assert_eq!(pod_answer["allowed"], true, "{pod_answer}");
+    let warnings = pod_answer["warnings"].to_string();
+    assert!(
+        warnings.contains("could not check") && warnings.contains("never-seen-2"),
+        "{warnings}"
+    );
+    assert!(
+        pod_took < Duration::from_millis(2400),
+        "reads in parallel: {pod_took:?}"
+    );
+    assert_eq!(strip_answer["allowed"], false, "{strip_answer}");
+    assert_eq!(strip_answer["status"]["code"], 500, "{strip_answer}");
+    let msg = strip_answer["status"]["message"].to_string();
+    assert!(msg.contains("could not list the pods"), "{msg}");
+    println!(
+        "late: pod CREATE allowed with warnings after {pod_took:?}; finalizer removal refused with 500"
+    );
+}
+
 /// Scenario 12: Eviction is a delete too (rules.md §2d): an Eviction with gracePeriodSeconds 0 of a running
 /// pod never calls pod DELETE webhooks, so volguard validates `pods/eviction` itself.
 async fn s12_eviction(cp: &ControlPlane, ns: &str) {
@@ -1007,6 +1088,7 @@ async fn standalone_profile() {
     run_or_dump(&cp, "13 recreated claim", s13_recreated_pvc(&cp, "s13")).await;
     run_or_dump(&cp, "14 matchConditions", s14_match_conditions(&cp, "s14")).await;
     run_or_dump(&cp, "15 rwo pod create", s15_rwo_pod_create(&cp, "s15")).await;
+    run_or_dump(&cp, "16 late decisions", s16_late_decisions(&cp)).await;
     let started = std::time::Instant::now();
     s9_webhook_down(&mut cp, "s9").await;
     println!(

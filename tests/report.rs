@@ -41,21 +41,23 @@ fn names(v: &Value) -> Vec<String> {
 #[test]
 fn every_case_sorted_by_idle_time() {
     let v = json(&["-A"]);
-    // both (condition 112d) > annot (51d) > cond (10d) > terminal-only (7d) > neither (unknown).
+    // annot (51d) > cond (10d) > terminal-only (7d) > both (1d: the later of condition and
+    // annotation) > neither (unknown).
     assert_eq!(
         names(&v),
-        ["both", "annot", "cond", "terminal-only", "neither"]
+        ["annot", "cond", "terminal-only", "both", "neither"]
     );
     let items = v["items"].as_array().expect("items");
     assert_eq!(
-        items[0]["unusedSince"], "2026-08-01T00:00:00Z",
-        "condition wins over annotation"
+        items[3]["unusedSince"], "2026-11-20T00:00:00Z",
+        "the later of condition (2026-08-01) and annotation: never earlier than the truth"
     );
-    assert_eq!(items[0]["unusedSinceSource"], "condition");
-    assert_eq!(items[1]["unusedSinceSource"], "annotation");
-    assert_eq!(items[1]["idleSeconds"], 51 * 86_400);
-    assert_eq!(items[1]["reclaimPolicy"], "Delete");
-    assert_eq!(items[2]["reclaimPolicy"], "Retain");
+    assert_eq!(items[3]["unusedSinceSource"], "annotation");
+    assert_eq!(items[1]["unusedSinceSource"], "condition");
+    assert_eq!(items[0]["unusedSinceSource"], "annotation");
+    assert_eq!(items[0]["idleSeconds"], 51 * 86_400);
+    assert_eq!(items[0]["reclaimPolicy"], "Delete");
+    assert_eq!(items[1]["reclaimPolicy"], "Retain");
     assert_eq!(items[4]["unusedSinceSource"], "unknown");
     assert!(items[4]["idleSeconds"].is_null());
     let totals = v["totals"].as_array().expect("totals");
@@ -82,10 +84,10 @@ fn filters() {
         ["annot", "cond"]
     );
     // --older-than leaves out unknown times.
-    assert_eq!(names(&json(&["--older-than", "30d"])), ["both", "annot"]);
+    assert_eq!(names(&json(&["--older-than", "30d"])), ["annot"]);
     assert_eq!(
         names(&json(&["--older-than", "1w"])),
-        ["both", "annot", "cond", "terminal-only"]
+        ["annot", "cond", "terminal-only"]
     );
 }
 
@@ -100,7 +102,13 @@ fn table_and_yaml() {
             && lines[0].contains("RECLAIM")
     );
     assert!(
-        lines[1].starts_with("team-b") && lines[1].contains("both") && lines[1].contains("112d 0h"),
+        lines[1].starts_with("team-a") && lines[1].contains("annot") && lines[1].contains("51d 0h"),
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l.contains("both")
+            && l.contains("2026-11-20T00:00:00Z")
+            && l.contains("1d 0h")),
         "{out}"
     );
     assert!(out.contains("unknown (not yet observed)"));

@@ -81,6 +81,12 @@ impl Proc {
         self.kill();
         None
     }
+    /// Send a signal (`STOP` freezes the process, `CONT` resumes it).
+    pub fn signal(&self, sig: &str) {
+        let _ = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status();
+    }
     pub fn tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();

@@ -237,3 +237,93 @@ async fn hostile_json_gets_clear_answers() {
     still_serves(&server, &certs.ca_pem).await;
     assert!(rss_mib(&server) < 256.0, "RSS {} MiB", rss_mib(&server));
 }
+
+/// An oversize body announced by Content-Length: the client, still writing, reads the 413
+/// (the server drains what it sends instead of resetting the connection under it).
+#[tokio::test]
+async fn oversize_body_gets_a_413_the_sender_reads() {
+    let certs = Certs::new();
+    let server = start(&certs);
+    let mut s = tls(&server, &certs.ca_pem, b"http/1.1").await;
+    let size = 8 * 1024 * 1024;
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {size}\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).await.expect("head");
+    // Keep writing the whole body, as a client that does not read until it has sent would.
+    let chunk = vec![b' '; 64 * 1024];
+    for _ in 0..size / chunk.len() {
+        s.write_all(&chunk)
+            .await
+            .expect("the server keeps reading while it answers");
+    }
+    s.flush().await.expect("flush");
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+        .await
+        .expect("answer")
+        .expect("read");
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(text.contains("request body exceeds"), "{text}");
+    still_serves(&server, &certs.ca_pem).await;
+}
+
+/// Many large bodies trickling in at once: the bytes held are bounded by
+/// `--max-body-bytes-in-flight`, and since a decide slot is taken only once a body is in, a small
+/// review is still answered while they trickle (with one slot for the whole server).
+#[tokio::test]
+async fn slow_large_bodies_hold_bytes_not_slots() {
+    let certs = Certs::new();
+    let state = repo().join("manifests/examples/state.yaml");
+    let server = Server::start(
+        &certs.cert(),
+        &certs.key(),
+        &[
+            "--state",
+            state.to_str().expect("path"),
+            "--read-timeout-ms",
+            "20000",
+            "--max-concurrent-requests",
+            "1",
+            "--max-body-bytes-in-flight",
+            "16777216",
+        ],
+    );
+    let before = rss_mib(&server);
+    let clients = 40;
+    let size = 6 * 1024 * 1024;
+    let mut streams = Vec::new();
+    for _ in 0..clients {
+        let mut s = tls(&server, &certs.ca_pem, b"http/1.1").await;
+        let head = format!(
+            "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {size}\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).await.expect("head");
+        streams.push(s);
+    }
+    // Each sends 4 MiB of its 6 MiB: 160 MiB offered in all, of which the server may hold 16.
+    let chunk = vec![b' '; 256 * 1024];
+    for round in 0..16 {
+        for s in streams.iter_mut() {
+            // A client whose body waits for room sees its writes stall; do not block on it.
+            let _ = tokio::time::timeout(Duration::from_millis(20), s.write_all(&chunk)).await;
+        }
+        if round == 8 {
+            // The one decide slot is free: a small review is answered while the bodies trickle.
+            let started = Instant::now();
+            still_serves(&server, &certs.ca_pem).await;
+            assert!(started.elapsed() < Duration::from_secs(5));
+        }
+    }
+    let during = rss_mib(&server);
+    println!(
+        "RSS before {before:.0} MiB, with {clients} slow 6 MiB bodies in flight {during:.0} MiB"
+    );
+    assert!(
+        during - before < 96.0,
+        "bytes in flight not bounded: {before:.0} -> {during:.0} MiB"
+    );
+    drop(streams);
+    still_serves(&server, &certs.ca_pem).await;
+}

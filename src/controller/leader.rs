@@ -1,6 +1,11 @@
 //! Leader election on a coordination.k8s.io/v1 Lease, in the manner of client-go's: acquire when
 //! free or expired, renew every `retry`, give up leadership when a renewal cannot be written
 //! within the lease duration, and release on shutdown so a follower takes over at once.
+//!
+//! Why not a lease crate (kube-leader-election, kube-lease-manager): they build on k8s-openapi
+//! versions other than ours (two copies of the API types, a second `links` key for the same
+//! native library), and judge expiry by comparing the holder's `renewTime` with the local clock,
+//! which clock skew turns into two leaders; this file is the client-go algorithm in 150 lines.
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};

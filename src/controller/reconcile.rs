@@ -31,11 +31,23 @@ impl Key {
     }
 }
 
+/// Why a key is retried with backoff.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum Retry {
+    #[error("a terminating claim reached the per-key path (it is released in batches)")]
+    UnexpectedPlan,
+    #[error("the consistent pod list of {namespace:?} failed")]
+    ListFailed { namespace: String },
+    /// An API error other than 404; a failed `test` (409/422) lands here too.
+    #[error("{0}")]
+    Api(String),
+}
+
 /// How one key's reconcile ended.
 #[derive(Debug, PartialEq, Eq)]
 enum Outcome {
     Done,
-    Retry(String),
+    Retry(Retry),
 }
 
 pub struct Reconciler {
@@ -266,7 +278,7 @@ impl Reconciler {
                 Outcome::Done
             }
             PvcPlan::Keep => self.maintain_unused_since(pvc, cached).await,
-            PvcPlan::ConfirmUnused => Outcome::Retry("unexpected plan".into()),
+            PvcPlan::ConfirmUnused => Outcome::Retry(Retry::UnexpectedPlan),
         }
     }
 
@@ -326,7 +338,9 @@ impl Reconciler {
                 for (k, _) in batch {
                     self.finish(
                         &k,
-                        Outcome::Retry(format!("consistent pod list of {namespace:?} failed")),
+                        Outcome::Retry(Retry::ListFailed {
+                            namespace: namespace.to_string(),
+                        }),
                     );
                 }
                 return;
@@ -395,10 +409,10 @@ impl Reconciler {
                 let live: Pv = match api.get_opt(name).await {
                     Ok(Some(k)) => match convert(&k) {
                         Ok(p) => p,
-                        Err(e) => return Outcome::Retry(e.to_string()),
+                        Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
                     },
                     Ok(None) => return Outcome::Done,
-                    Err(e) => return Outcome::Retry(e.to_string()),
+                    Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
                 };
                 if release::pv_plan(&live) != PvPlan::Release {
                     return Outcome::Done;
@@ -461,7 +475,7 @@ fn classify(r: Result<(), kube::Error>) -> Result<(), Outcome> {
     match r {
         Ok(()) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Err(Outcome::Done),
-        Err(e) => Err(Outcome::Retry(e.to_string())),
+        Err(e) => Err(Outcome::Retry(Retry::Api(e.to_string()))),
     }
 }
 

@@ -199,12 +199,7 @@ pub fn build<P: AsRef<Pvc>, V: AsRef<Pv>, Q: AsRef<Pod>>(
 /// Run the `report unused` command: read, query, print.
 pub async fn run(args: crate::cli::ReportArgs) -> anyhow::Result<()> {
     use anyhow::Context;
-    let selector = args
-        .selector
-        .as_deref()
-        .map(Selector::parse)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
+    let selector = args.selector.as_deref().map(Selector::parse).transpose()?;
     let older_than_seconds = match &args.older_than {
         Some(s) => Some(quantity::parse_duration(s).with_context(|| {
             format!("--older-than {s:?}: expected a number and one of s, m, h, d, w (e.g. 30d)")

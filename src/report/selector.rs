@@ -13,6 +13,18 @@ enum Req {
     NotIn(String, Vec<String>),
 }
 
+/// Why a selector does not parse; the message is what `-l` prints.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("invalid label selector {selector:?}: bad requirement {requirement:?}")]
+    Requirement {
+        selector: String,
+        requirement: String,
+    },
+    #[error("invalid set {0:?}: expected (a,b)")]
+    Set(String),
+}
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Selector {
     reqs: Vec<Req>,
@@ -20,7 +32,7 @@ pub struct Selector {
 }
 
 impl Selector {
-    pub fn parse(s: &str) -> Result<Selector, String> {
+    pub fn parse(s: &str) -> Result<Selector, SelectorError> {
         let mut reqs = Vec::new();
         for part in split_top(s) {
             let p = part.trim();
@@ -49,9 +61,10 @@ impl Selector {
                 | Req::NotIn(k, _) => k,
             };
             if key.is_empty() || key.contains(char::is_whitespace) {
-                return Err(format!(
-                    "invalid label selector {s:?}: bad requirement {p:?}"
-                ));
+                return Err(SelectorError::Requirement {
+                    selector: s.to_string(),
+                    requirement: p.to_string(),
+                });
             }
             reqs.push(req);
         }
@@ -97,12 +110,12 @@ fn split_top(s: &str) -> Vec<&str> {
     out
 }
 
-fn set(s: &str) -> Result<Vec<String>, String> {
+fn set(s: &str) -> Result<Vec<String>, SelectorError> {
     let s = s.trim();
     let inner = s
         .strip_prefix('(')
         .and_then(|x| x.strip_suffix(')'))
-        .ok_or_else(|| format!("invalid set {s:?}: expected (a,b)"))?;
+        .ok_or_else(|| SelectorError::Set(s.to_string()))?;
     Ok(inner
         .split(',')
         .map(|v| v.trim().to_string())

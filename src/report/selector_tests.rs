@@ -27,6 +27,15 @@ fn selectors() {
         assert_eq!(Selector::parse(s).expect(s).matches(Some(&l)), want, "{s}");
     }
     assert!(Selector::parse("").expect("empty").matches(None));
-    assert!(Selector::parse("a b=c").is_err());
-    assert!(Selector::parse("x in a,b").is_err());
+    assert_eq!(
+        Selector::parse("a b=c"),
+        Err(SelectorError::Requirement {
+            selector: "a b=c".into(),
+            requirement: "a b=c".into()
+        })
+    );
+    assert_eq!(
+        Selector::parse("x in a,b").map_err(|e| e.to_string()),
+        Err("invalid set \"a\": expected (a,b)".to_string())
+    );
 }

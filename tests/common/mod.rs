@@ -123,7 +123,7 @@ impl Server {
 
     fn wait_ready(&self) {
         for _ in 0..300 {
-            if let Ok(r) = reqwest::blocking_get(&self.probe_url("/readyz"))
+            if let Ok(r) = plain_http::blocking_get(&self.probe_url("/readyz"))
                 && r == 200
             {
                 return;
@@ -140,7 +140,7 @@ impl Server {
 }
 
 /// Minimal blocking GET without pulling reqwest's blocking feature: returns the status code.
-mod reqwest {
+mod plain_http {
     pub fn blocking_get(url: &str) -> std::io::Result<u16> {
         use std::io::{Read, Write};
         let rest = url.trim_start_matches("http://");
@@ -163,9 +163,9 @@ mod reqwest {
     }
 }
 
-pub fn client(ca_pem: &str) -> ::reqwest::Client {
-    ::reqwest::Client::builder()
-        .add_root_certificate(::reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("ca"))
+pub fn client(ca_pem: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("ca"))
         .tls_built_in_root_certs(false)
         .timeout(Duration::from_secs(20))
         .build()

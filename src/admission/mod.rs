@@ -1,7 +1,9 @@
 //! AdmissionReview v1 in and out, and the dispatch of each request to its rule.
 
 pub mod dispatch;
+pub mod encode;
 pub mod review;
 
 pub use dispatch::{Admission, Endpoint};
-pub use review::{Request, decode, encode};
+pub use encode::encode;
+pub use review::{Request, decode};

@@ -1,6 +1,9 @@
 //! Unit tests of `src/admission/review.rs`.
 
 use super::*;
+use crate::admission::encode::encode;
+use crate::rules::Decision;
+use base64::Engine;
 use serde_json::{Value, json};
 use std::borrow::Cow;
 

@@ -7,7 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+
+mod wire;
+pub use wire::SmallMap;
+pub(crate) use wire::{FieldKey, Optional};
 
 pub const PVC_FINALIZER: &str = "kubernetes.io/pvc-protection";
 pub const PV_FINALIZER: &str = "kubernetes.io/pv-protection";
@@ -42,7 +45,7 @@ pub struct Meta {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "volguard_annotations"
+        deserialize_with = "wire::volguard_annotations"
     )]
     pub annotations: Option<SmallMap>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,170 +107,6 @@ impl Meta {
         if !keep_labels {
             self.labels = None;
         }
-    }
-}
-
-/// A string map stored as a sorted boxed slice. Cached objects carry a handful of labels at most,
-/// and a `BTreeMap` allocates a node for eleven entries whatever the count: this keeps a cache of
-/// 100k objects small. Decodes from and encodes to a JSON object.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SmallMap(Box<[(Box<str>, Box<str>)]>);
-
-impl SmallMap {
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.0
-            .binary_search_by(|(k, _)| (**k).cmp(key))
-            .ok()
-            .map(|i| &*self.0[i].1)
-    }
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.get(key).is_some()
-    }
-    pub fn retain(&mut self, mut keep: impl FnMut(&str, &str) -> bool) {
-        let kept: Vec<_> = std::mem::take(&mut self.0)
-            .into_vec()
-            .into_iter()
-            .filter(|(k, v)| keep(k, v))
-            .collect();
-        self.0 = kept.into_boxed_slice();
-    }
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (&**k, &**v))
-    }
-}
-
-impl FromIterator<(String, String)> for SmallMap {
-    fn from_iter<I: IntoIterator<Item = (String, String)>>(iter: I) -> Self {
-        // Through a BTreeMap: sorted, last value wins for a repeated key, as in JSON decoding.
-        let m: BTreeMap<String, String> = iter.into_iter().collect();
-        SmallMap(
-            m.into_iter()
-                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
-                .collect(),
-        )
-    }
-}
-
-impl<const N: usize> From<[(String, String); N]> for SmallMap {
-    fn from(a: [(String, String); N]) -> Self {
-        a.into_iter().collect()
-    }
-}
-
-impl Serialize for SmallMap {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.iter())
-    }
-}
-
-impl<'de> Deserialize<'de> for SmallMap {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(SmallMapVisitor { keep: |_| true })
-    }
-}
-
-/// Decodes a JSON object of strings straight into the final slice (this runs for every admitted
-/// object), keeping the keys `keep` accepts; the values of the others are skipped, not copied.
-struct SmallMapVisitor {
-    keep: fn(&str) -> bool,
-}
-
-impl<'de> serde::de::Visitor<'de> for SmallMapVisitor {
-    type Value = SmallMap;
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a map of strings")
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<SmallMap, A::Error> {
-        let mut v: Vec<(Box<str>, Box<str>)> = Vec::new();
-        while let Some(Key(k)) = a.next_key()? {
-            if (self.keep)(&k) {
-                let val: String = a.next_value()?;
-                v.push((k.into(), val.into_boxed_str()));
-            } else {
-                a.next_value::<serde::de::IgnoredAny>()?;
-            }
-        }
-        // Sorted for binary search; for a repeated key the last value wins, as in JSON.
-        v.reverse();
-        v.sort_by(|x, y| x.0.cmp(&y.0));
-        v.dedup_by(|later, earlier| later.0 == earlier.0);
-        Ok(SmallMap(v.into_boxed_slice()))
-    }
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for SmallMapVisitor {
-    type Value = SmallMap;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<SmallMap, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-/// `metadata.annotations` keeping only volguard's own (`volguard.io/...`): no rule reads any
-/// other, and a pod carries many (kubectl's last-applied configuration can be kilobytes).
-fn volguard_annotations<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<SmallMap>, D::Error> {
-    use serde::de::DeserializeSeed;
-    let keep = SmallMapVisitor {
-        keep: |k| k.starts_with(ANNOTATION_PREFIX),
-    };
-    Ok(Optional(keep).deserialize(d)?.filter(|m| !m.is_empty()))
-}
-
-/// `null` or a value decoded by the inner seed.
-pub(crate) struct Optional<S>(pub S);
-
-impl<'de, S: serde::de::DeserializeSeed<'de>> serde::de::DeserializeSeed<'de> for Optional<S> {
-    type Value = Option<S::Value>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_option(self)
-    }
-}
-
-impl<'de, S: serde::de::DeserializeSeed<'de>> serde::de::Visitor<'de> for Optional<S> {
-    type Value = Option<S::Value>;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("null or an object")
-    }
-    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        self.0.deserialize(d).map(Some)
-    }
-}
-
-/// A JSON object key, borrowed from the input when it has no escapes.
-pub(crate) struct Key<'de>(pub Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_borrowed_str<E: serde::de::Error>(
-                self,
-                v: &'de str,
-            ) -> Result<Self::Value, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-        }
-        d.deserialize_identifier(V)
     }
 }
 
@@ -727,5 +566,5 @@ impl UserInfo {
 }
 
 #[cfg(test)]
-#[path = "model_tests.rs"]
+#[path = "tests.rs"]
 mod tests;

@@ -34,4 +34,5 @@ pub fn router() -> Router {
     Router::new()
         .route("/mutate", post(allow))
         .route("/validate", post(allow))
+        .route("/validate/{rule}", post(allow))
 }

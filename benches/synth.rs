@@ -77,10 +77,17 @@ pub fn pod(name: &str, namespace: &str, node: &str, claims: &[String]) -> Value 
 }
 
 pub fn state(pvcs: usize, pvs: usize, nodes: usize) -> Value {
-    let mut items = Vec::with_capacity(pvcs + pvs + nodes);
+    let mut items = Vec::with_capacity(pvcs + pvs + nodes + 2);
     items.extend((0..pvcs).map(pvc));
     items.extend((0..pvs).map(pv));
     items.extend((0..nodes).map(node));
+    // The binding review's pods: web-0 holds RWO claim data-1 on node-7; web-1 waits for a node.
+    let claim = ["data-1".to_string()];
+    items.push(pod("web-0", &ns(1), "node-7", &claim));
+    let mut waiting = pod("web-1", &ns(1), "", &claim);
+    waiting["spec"].as_object_mut().map(|m| m.remove("nodeName"));
+    waiting["status"] = json!({"phase": "Pending"});
+    items.push(waiting);
     json!({"apiVersion": "v1", "kind": "List", "items": items})
 }
 
@@ -153,10 +160,22 @@ pub fn reviews() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         json!({"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0, "propagationPolicy": "Background"}),
         admin,
     );
+    // The scheduler binding web-1 to the node of the RWO claim's holder (allowed after the
+    // whole check: pod, claim, holders).
+    let binding = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "b0000000-0000-4000-8000-000000000004", "kind": {"group": "", "version": "v1", "kind": "Binding"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "binding",
+        "requestKind": {"group": "", "version": "v1", "kind": "Binding"}, "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+        "requestSubResource": "binding", "name": "web-1", "namespace": ns(1), "operation": "CREATE",
+        "userInfo": {"username": "system:kube-scheduler", "groups": ["system:authenticated"]},
+        "object": {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web-1", "namespace": ns(1), "uid": "uid-web-1"},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": "node-7"}},
+        "oldObject": null, "dryRun": false, "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}});
     [
         ("pvc_create_mutate", "/mutate", pvc_create),
         ("pod_create_3_claims", "/validate", pod_create),
         ("pod_delete_force_deny", "/validate", pod_delete),
+        ("pod_binding_rwo", "/validate/rwo-single-node", binding),
     ]
     .into_iter()
     .map(|(n, p, v)| (n, p, serde_json::to_vec(&v).unwrap_or_default()))

@@ -47,10 +47,10 @@ impl Cluster {
     pub async fn pods_naming(&self, namespace: &str, claim: &str) -> Fact<Vec<Arc<Pod>>> {
         match self {
             Cluster::Offline(s) => Fact::Found(
-                s.pods
-                    .in_namespace(namespace)
+                s.claims
+                    .pods_naming(namespace, claim)
                     .into_iter()
-                    .filter(|p| crate::rules::claims::claims_of(p).any(|c| c.name == claim))
+                    .filter_map(|n| s.pods.get(namespace, &n))
                     .collect(),
             ),
             Cluster::Live(l) => l.pods_naming(namespace, claim).await,

@@ -1,7 +1,6 @@
 //! Live cluster state: kube-rs watches feeding the pruned stores, plus live reads for what a cache
 //! must not answer alone.
 
-use super::claim_index::ClaimIndex;
 use super::{Object, ObjectMap, Store};
 use crate::model::{Node, Pod, Pv, Pvc};
 use crate::rules::Fact;
@@ -35,8 +34,8 @@ pub struct LiveCluster {
     pub client: kube::Client,
     pub store: Arc<Store>,
     synced: Vec<Arc<AtomicBool>>,
-    /// Pods by the claims they name, when pods are watched (the RWO guard needs holders).
-    claims: Option<Arc<ClaimIndex>>,
+    /// Pods are watched (and indexed by claim in `store.claims`): the RWO guard needs holders.
+    watch_pods: bool,
 }
 
 impl LiveCluster {
@@ -68,9 +67,8 @@ impl LiveCluster {
             synced[2].clone(),
             |_| {},
         ));
-        let claims = watch_pods.then(|| {
-            let index = Arc::new(ClaimIndex::default());
-            let (idx, st) = (index.clone(), store.clone());
+        if watch_pods {
+            let st = store.clone();
             tokio::spawn(run_watch(
                 Api::<k8s::Pod>::all(client.clone()),
                 watcher::Config::default(),
@@ -79,30 +77,29 @@ impl LiveCluster {
                 move |c| match c {
                     Change::Applied { old, new } => {
                         if let Some(o) = old {
-                            idx.remove(&o);
+                            st.claims.remove(&o);
                         }
-                        idx.add(&new);
+                        st.claims.add(&new);
                     }
-                    Change::Deleted(old) => idx.remove(&old),
+                    Change::Deleted(old) => st.claims.remove(&old),
                     Change::Relisted => {
                         let pods = st.pods.all();
-                        idx.rebuild(pods.iter().map(|p| p.as_ref()));
+                        st.claims.rebuild(pods.iter().map(|p| p.as_ref()));
                     }
                 },
             ));
-            index
-        });
+        }
         Arc::new(LiveCluster {
             client,
             store,
             synced,
-            claims,
+            watch_pods,
         })
     }
 
     /// A pod: from the cache when pods are watched, else (or on a miss) a live GET.
     pub async fn pod(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
-        if self.claims.is_some()
+        if self.watch_pods
             && let Some(p) = self.store.pods.get(namespace, name)
         {
             return Fact::Found(p);
@@ -117,15 +114,16 @@ impl LiveCluster {
     /// Pods naming `claim`: the watch cache's index, or a consistent LIST when pods are not
     /// watched.
     pub async fn pods_naming(&self, namespace: &str, claim: &str) -> Fact<Vec<Arc<Pod>>> {
-        match &self.claims {
-            Some(index) => Fact::Found(
-                index
+        match self.watch_pods {
+            true => Fact::Found(
+                self.store
+                    .claims
                     .pods_naming(namespace, claim)
                     .into_iter()
                     .filter_map(|n| self.store.pods.get(namespace, &n))
                     .collect(),
             ),
-            None => self.pods_consistent(namespace).await.map(|pods| {
+            false => self.pods_consistent(namespace).await.map(|pods| {
                 pods.into_iter()
                     .filter(|p| crate::rules::claims::claims_of(p).any(|c| c.name == claim))
                     .map(Arc::new)

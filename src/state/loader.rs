@@ -29,6 +29,13 @@ pub fn load_file(path: &Path, store: &Store) -> Result<LoadSummary, StateError> 
 }
 
 pub fn load_str(text: &str, store: &Store) -> Result<LoadSummary, StateError> {
+    let summary = load_objects(text, store)?;
+    let pods = store.pods.all();
+    store.claims.rebuild(pods.iter().map(|p| p.as_ref()));
+    Ok(summary)
+}
+
+fn load_objects(text: &str, store: &Store) -> Result<LoadSummary, StateError> {
     let mut summary = LoadSummary::default();
     let mut index = 0usize;
     if text.trim_start().starts_with('{') {

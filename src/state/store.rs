@@ -207,6 +207,8 @@ pub struct Store {
     pub pvs: ObjectMap<Pv>,
     pub nodes: ObjectMap<Node>,
     pub pods: ObjectMap<Pod>,
+    /// Pods by the claims they name (kept by whoever fills `pods`: the loader, a pod watch).
+    pub claims: super::claim_index::ClaimIndex,
 }
 
 #[cfg(test)]

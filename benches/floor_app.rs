@@ -34,5 +34,6 @@ pub fn router() -> Router {
     Router::new()
         .route("/mutate", post(allow))
         .route("/validate", post(allow))
+        .route("/mutate/{rule}", post(allow))
         .route("/validate/{rule}", post(allow))
 }

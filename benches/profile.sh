@@ -15,7 +15,7 @@ instructions() {
 }
 n=2000
 printf '%-24s %14s %14s %7s\n' review volguard floor ratio
-for review in pvc_create_mutate pod_create_3_claims pod_delete_force_deny; do
+for review in pvc_create_mutate pod_create_3_claims pod_delete_force_deny pod_binding_rwo; do
   for app in volguard floor; do
     one=$(instructions "$review" "$app" 1)
     many=$(instructions "$review" "$app" $((n + 1)))

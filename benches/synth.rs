@@ -85,7 +85,9 @@ pub fn state(pvcs: usize, pvs: usize, nodes: usize) -> Value {
     let claim = ["data-1".to_string()];
     items.push(pod("web-0", &ns(1), "node-7", &claim));
     let mut waiting = pod("web-1", &ns(1), "", &claim);
-    waiting["spec"].as_object_mut().map(|m| m.remove("nodeName"));
+    waiting["spec"]
+        .as_object_mut()
+        .map(|m| m.remove("nodeName"));
     waiting["status"] = json!({"phase": "Pending"});
     items.push(waiting);
     json!({"apiVersion": "v1", "kind": "List", "items": items})
@@ -171,10 +173,20 @@ pub fn reviews() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         "object": {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web-1", "namespace": ns(1), "uid": "uid-web-1"},
                    "target": {"apiVersion": "v1", "kind": "Node", "name": "node-7"}},
         "oldObject": null, "dryRun": false, "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}});
+    // Each on the path its webhook entry posts to (manifests/base/webhooks.yaml), as the
+    // apiserver calls them.
     [
-        ("pvc_create_mutate", "/mutate", pvc_create),
-        ("pod_create_3_claims", "/validate", pod_create),
-        ("pod_delete_force_deny", "/validate", pod_delete),
+        ("pvc_create_mutate", "/mutate/pvc-finalizer", pvc_create),
+        (
+            "pod_create_3_claims",
+            "/validate/pod-on-terminating-claim",
+            pod_create,
+        ),
+        (
+            "pod_delete_force_deny",
+            "/validate/force-delete",
+            pod_delete,
+        ),
         ("pod_binding_rwo", "/validate/rwo-single-node", binding),
     ]
     .into_iter()

@@ -41,6 +41,13 @@ async fn tls(
         .expect("tls")
 }
 
+/// The request line and headers of a review POST announcing `len` body bytes.
+fn review_head(len: usize) -> String {
+    format!(
+        "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n"
+    )
+}
+
 async fn still_serves(server: &Server, ca: &str) {
     let body =
         std::fs::read(repo().join("tests/fixtures/reviews/mutate-pvc-create-no-finalizers.json"))
@@ -246,10 +253,9 @@ async fn oversize_body_gets_a_413_the_sender_reads() {
     let server = start(&certs);
     let mut s = tls(&server, &certs.ca_pem, b"http/1.1").await;
     let size = 8 * 1024 * 1024;
-    let head = format!(
-        "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {size}\r\n\r\n"
-    );
-    s.write_all(head.as_bytes()).await.expect("head");
+    s.write_all(review_head(size).as_bytes())
+        .await
+        .expect("head");
     // Keep writing the whole body, as a client that does not read until it has sent would.
     let chunk = vec![b' '; 64 * 1024];
     for _ in 0..size / chunk.len() {
@@ -296,10 +302,9 @@ async fn slow_large_bodies_hold_bytes_not_slots() {
     let mut streams = Vec::new();
     for _ in 0..clients {
         let mut s = tls(&server, &certs.ca_pem, b"http/1.1").await;
-        let head = format!(
-            "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {size}\r\n\r\n"
-        );
-        s.write_all(head.as_bytes()).await.expect("head");
+        s.write_all(review_head(size).as_bytes())
+            .await
+            .expect("head");
         streams.push(s);
     }
     // Each sends 4 MiB of its 6 MiB: 160 MiB offered in all, of which the server may hold 16.

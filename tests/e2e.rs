@@ -166,6 +166,301 @@ async fn reached(cp: &ControlPlane, endpoint: &str) -> f64 {
         .sum()
 }
 
+/// A Node the scheduler sees as Ready with room (the test plays its kubelet).
+async fn ready_node(c: &kube::Client, name: &str) {
+    node(c, name).await;
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let room = json!({"cpu": "8", "memory": "32Gi", "pods": "110"});
+    Api::<Node>::all(c.clone())
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e",
+                                "lastHeartbeatTime": now, "lastTransitionTime": now}],
+                "capacity": room, "allocatable": room}})),
+        )
+        .await
+        .expect("node status");
+    // The apiserver's TaintNodesByCondition admission taints a new Node not-ready; the
+    // node-lifecycle controller (off here: no kubelet renews leases) would lift it once Ready.
+    Api::<Node>::all(c.clone())
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": null}})),
+        )
+        .await
+        .expect("untaint");
+}
+
+/// A Bound RWO claim: a PV pre-bound to it, bound by kube-controller-manager's PV controller.
+async fn bound_rwo_claim(c: &kube::Client, ns: &str, name: &str) {
+    let pv_name = format!("{ns}-{name}");
+    let p: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": pv_name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "persistentVolumeReclaimPolicy": "Retain",
+                 "storageClassName": "", "hostPath": {"path": format!("/tmp/{pv_name}")},
+                 "claimRef": {"namespace": ns, "name": name}}
+    }))
+    .expect("pv");
+    Api::<PersistentVolume>::all(c.clone())
+        .create(&PostParams::default(), &p)
+        .await
+        .expect("pv");
+    pvc(c, ns, name, Some(&pv_name)).await.expect("pvc");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    eventually("claim Bound by the PV controller", WAIT, || {
+        let pvcs = pvcs.clone();
+        async move {
+            let p = pvcs.get(name).await.ok()?;
+            (p.status?.phase.as_deref() == Some("Bound")).then_some(())
+        }
+    })
+    .await;
+}
+
+fn deployment(
+    name: &str,
+    claim: &str,
+    strategy: serde_json::Value,
+) -> k8s_openapi::api::apps::v1::Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"replicas": 1, "strategy": strategy, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}],
+                    "automountServiceAccountToken": false,
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}}}
+    }))
+    .expect("deployment")
+}
+
+/// The pods of app `name`: (pod name, node) for each, oldest first.
+async fn app_pods(c: &kube::Client, ns: &str, name: &str) -> Vec<(String, Option<String>)> {
+    let mut pods = Api::<Pod>::namespaced(c.clone(), ns)
+        .list(&kube::api::ListParams::default().labels(&format!("app={name}")))
+        .await
+        .expect("list")
+        .items;
+    pods.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
+    pods.into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            (
+                p.metadata.name.unwrap_or_default(),
+                p.spec.and_then(|s| s.node_name),
+            )
+        })
+        .collect()
+}
+
+/// What the kubelet reports once a pod's containers run.
+async fn run_pod(cp: &ControlPlane, ns: &str, pod: &str, node: &str) {
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    Api::<Pod>::namespaced(cp.kubelet(node).await, ns)
+        .patch_status(
+            pod,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": now},
+                {"type": "ContainersReady", "status": "True", "lastTransitionTime": now}]}})),
+        )
+        .await
+        .expect("pod running");
+}
+
+/// The scheduler's events for a pod that mention volguard's RWO rule.
+async fn rwo_refusals(c: &kube::Client, ns: &str, pod: &str) -> Vec<String> {
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(c.clone(), ns)
+        .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={pod}")))
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter_map(|e| e.message)
+        .filter(|m| m.contains("rwo-single-node.volguard.io"))
+        .collect()
+}
+
+/// rules.md §2f with the real kube-scheduler and Deployment controller: a RollingUpdate's new
+/// pod waits Pending (the scheduler's events carry volguard's message) while the old pod runs on
+/// another node, and runs once the old pod has ended; a Recreate rollout is never refused.
+async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let c = cp.admin().await;
+    for n in ["rwo-n1", "rwo-n2"] {
+        ready_node(&c, n).await;
+    }
+    bound_rwo_claim(&c, ns, "data").await;
+    let deploys = Api::<Deployment>::namespaced(c.clone(), ns);
+    let rolling =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
+    deploys
+        .create(&PostParams::default(), &deployment("roll", "data", rolling))
+        .await
+        .expect("deployment");
+    let (old, old_node) = cp
+        .eventually("first pod scheduled", WAIT, || {
+            let c = c.clone();
+            async move {
+                let pods = app_pods(&c, ns, "roll").await;
+                let (name, node) = pods.into_iter().next()?;
+                Some((name, node?))
+            }
+        })
+        .await;
+    run_pod(cp, ns, &old, &old_node).await;
+    // Its node is cordoned: the rollout's new pod can only go to the other node.
+    Api::<Node>::all(c.clone())
+        .patch(
+            &old_node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon");
+    deploys
+        .patch(
+            "roll",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}}),
+            ),
+        )
+        .await
+        .expect("rollout");
+    let (new, refusal) = cp
+        .eventually("new pod refused by volguard at bind time", WAIT, || {
+            let c = c.clone();
+            let old = old.clone();
+            async move {
+                let pods = app_pods(&c, ns, "roll").await;
+                let (new, node) = pods.into_iter().find(|(n, _)| *n != old)?;
+                assert!(
+                    node.is_none(),
+                    "{new} bound to {node:?} while {old} holds the volume"
+                );
+                let msg = rwo_refusals(&c, ns, &new).await.into_iter().next()?;
+                Some((new, msg))
+            }
+        })
+        .await;
+    assert!(
+        refusal.contains(&format!("pod \"{old}\" uses it on node \"{old_node}\"")),
+        "{refusal}"
+    );
+    println!("rwo: {new} waits Pending; scheduler event: {refusal}");
+    // The old pod ends (its kubelet reports it finished): the volume is free, the scheduler's
+    // retry binds the new pod.
+    Api::<Pod>::namespaced(cp.kubelet(&old_node).await, ns)
+        .patch_status(
+            &old,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+        )
+        .await
+        .expect("old pod finished");
+    let bound = cp
+        .eventually(
+            "new pod bound once the old one ended",
+            Duration::from_secs(60),
+            || {
+                let c = c.clone();
+                let new = new.clone();
+                async move {
+                    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+                    pods.get(&new).await.ok()?.spec?.node_name
+                }
+            },
+        )
+        .await;
+    assert_ne!(bound, old_node);
+    run_pod(cp, ns, &new, &bound).await;
+    println!("rwo: {new} runs on {bound} after {old} ended");
+
+    // Recreate: the old pod is gone before the new one exists; nothing is refused.
+    Api::<Node>::all(c.clone())
+        .patch(
+            &old_node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": false}})),
+        )
+        .await
+        .expect("uncordon");
+    bound_rwo_claim(&c, ns, "data2").await;
+    deploys
+        .create(
+            &PostParams::default(),
+            &deployment("recreate", "data2", json!({"type": "Recreate"})),
+        )
+        .await
+        .expect("deployment");
+    let (first, first_node) = cp
+        .eventually("recreate: first pod scheduled", WAIT, || {
+            let c = c.clone();
+            async move {
+                let (name, node) = app_pods(&c, ns, "recreate").await.into_iter().next()?;
+                Some((name, node?))
+            }
+        })
+        .await;
+    run_pod(cp, ns, &first, &first_node).await;
+    deploys
+        .patch(
+            "recreate",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}}),
+            ),
+        )
+        .await
+        .expect("rollout");
+    // The Deployment controller deletes the old pod; its kubelet finishes the delete.
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    cp.eventually("recreate: old pod being deleted", WAIT, || {
+        let pods = pods.clone();
+        let first = first.clone();
+        async move {
+            pods.get(&first)
+                .await
+                .ok()?
+                .metadata
+                .deletion_timestamp
+                .map(|_| ())
+        }
+    })
+    .await;
+    Api::<Pod>::namespaced(cp.kubelet(&first_node).await, ns)
+        .delete(&first, &force())
+        .await
+        .expect("its kubelet removes the stopped pod");
+    let (second, second_node) = cp
+        .eventually("recreate: new pod scheduled", WAIT, || {
+            let c = c.clone();
+            let first = first.clone();
+            async move {
+                let (name, node) = app_pods(&c, ns, "recreate")
+                    .await
+                    .into_iter()
+                    .find(|(n, _)| *n != first)?;
+                Some((name, node?))
+            }
+        })
+        .await;
+    assert!(
+        rwo_refusals(&c, ns, &second).await.is_empty(),
+        "Recreate was refused"
+    );
+    println!(
+        "rwo: Recreate rolled {first} ({first_node}) -> {second} ({second_node}) without a refusal"
+    );
+}
+
 /// Scenario 16: deciding late or without facts. With kube-apiserver frozen (SIGSTOP), every
 /// live read of volguard's hangs; reviews are POSTed to volguard directly, as the apiserver
 /// would send them. An Ignore rule answers "allowed, with a warning" (a pod with three claims
@@ -1172,4 +1467,20 @@ async fn beside_upstream_profile() {
     namespace(&c, "u-kcm").await;
     s2_s3_postponed_release_without_event(&cp, "u-kcm").await;
     println!("scenario 11/kcm alone releases: ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_profile() {
+    let mut cp = ControlPlane::start(Profile::Cluster).await;
+    let version = cp.admin().await.apiserver_version().await.expect("version");
+    println!(
+        "kube-apiserver {} with kube-controller-manager (default controllers) and kube-scheduler",
+        version.git_version
+    );
+    cp.install_manifests().await;
+    cp.start_webhook().await;
+    cp.start_controller("replica-a").await;
+    let c = cp.admin().await;
+    namespace(&c, "rwo").await;
+    run_or_dump(&cp, "rwo-single-node", s_rwo_single_node(&cp, "rwo")).await;
 }

@@ -299,14 +299,32 @@ impl Admission {
         }
     }
 
-    /// The claims of `pod` with the PVC each names, read in parallel (one slow read must not
-    /// add up over claims).
+    /// The claims of `pod` with the PVC each names: from the cache, and the misses read live in
+    /// parallel (one slow read must not add up over claims).
     async fn claim_facts(&self, pod: &Pod) -> Vec<(crate::rules::claims::Claim, Fact<Arc<Pvc>>)> {
         let ns = &pod.metadata.namespace;
         let claims: Vec<_> = claims_of(pod).collect();
-        let facts =
-            futures::future::join_all(claims.iter().map(|c| self.cluster.pvc(ns, &c.name))).await;
-        claims.into_iter().zip(facts).collect()
+        let mut facts: Vec<Option<Fact<Arc<Pvc>>>> = claims
+            .iter()
+            .map(|c| self.cluster.pvc_cached(ns, &c.name))
+            .collect();
+        let misses: Vec<usize> = (0..facts.len()).filter(|i| facts[*i].is_none()).collect();
+        if !misses.is_empty() {
+            let read = futures::future::join_all(
+                misses
+                    .iter()
+                    .map(|&i| self.cluster.pvc(ns, &claims[i].name)),
+            )
+            .await;
+            for (i, f) in misses.into_iter().zip(read) {
+                facts[i] = Some(f);
+            }
+        }
+        claims
+            .into_iter()
+            .zip(facts)
+            .map(|(c, f)| (c, f.unwrap_or(Fact::Missing)))
+            .collect()
     }
 
     async fn pod_create(&self, req: &Request<'_>) -> Result<Decision, Decision> {
@@ -380,17 +398,8 @@ impl Admission {
         let new = object::<Pvc>(&req.object, "object")?;
         let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
         fill_namespace(&mut old, req);
-        if !finalizer_guard::strips(&old.metadata, &new.metadata, PVC_FINALIZER) {
-            return Ok(Decision::allow("keeps-pvc-finalizer"));
-        }
-        if let Some(why) = finalizer_guard::exempt(
-            &req.user_info,
-            &self.own_controllers,
-            &old.metadata,
-            &new.metadata,
-        ) {
-            tracing::info!(exemption = %why, "protection finalizer removal allowed");
-            return Ok(Decision::allow(why.rule()));
+        if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PVC_FINALIZER) {
+            return Ok(d);
         }
         let pods = self.cluster.pods_consistent(&old.metadata.namespace).await;
         Ok(finalizer_guard::pvc_finalizer_removal(
@@ -402,19 +411,31 @@ impl Admission {
     fn pv_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let new = object::<Pv>(&req.object, "object")?;
         let old = object::<Pv>(&req.old_object, "oldObject")?;
-        if !finalizer_guard::strips(&old.metadata, &new.metadata, PV_FINALIZER) {
-            return Ok(Decision::allow("keeps-pv-finalizer"));
-        }
-        if let Some(why) = finalizer_guard::exempt(
-            &req.user_info,
-            &self.own_controllers,
-            &old.metadata,
-            &new.metadata,
-        ) {
-            tracing::info!(exemption = %why, "protection finalizer removal allowed");
-            return Ok(Decision::allow(why.rule()));
+        if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PV_FINALIZER) {
+            return Ok(d);
         }
         Ok(finalizer_guard::pv_finalizer_removal(&old, &new))
+    }
+
+    /// The answer when a finalizer update needs no look at use: it keeps `finalizer`, or the
+    /// caller (or the object's break-glass annotation) is exempt.
+    fn needs_no_use_check(
+        &self,
+        req: &Request<'_>,
+        old: &Meta,
+        new: &Meta,
+        finalizer: &str,
+    ) -> Option<Decision> {
+        if !finalizer_guard::strips(old, new, finalizer) {
+            return Some(Decision::allow(if finalizer == PVC_FINALIZER {
+                "keeps-pvc-finalizer"
+            } else {
+                "keeps-pv-finalizer"
+            }));
+        }
+        let why = finalizer_guard::exempt(&req.user_info, &self.own_controllers, old, new)?;
+        tracing::info!(exemption = %why, "protection finalizer removal allowed");
+        Some(Decision::allow(why.rule()))
     }
 
     async fn pvc_binding(&self, req: &Request<'_>) -> Result<Decision, Decision> {

@@ -162,39 +162,25 @@ pub struct Present {}
 pub struct PodStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    /// Read only for terminal pods (when their use of a claim ended); caches drop it otherwise.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub container_statuses: Vec<ContainerStatus>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<PodCondition>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ContainerStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<ContainerState>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ContainerState {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub terminated: Option<Terminated>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Terminated {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The latest `containerStatuses[].state.terminated.finishedAt`, kept as it was written
+    /// (decoded without a vector per pod: admission decodes every pod it reviews).
+    #[serde(
+        default,
+        rename = "containerStatuses",
+        deserialize_with = "wire::latest_finished_at",
+        serialize_with = "wire::as_finished_container",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub finished_at: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodCondition {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_transition_time: Option<String>,
+    /// The latest `conditions[].lastTransitionTime`.
+    #[serde(
+        default,
+        rename = "conditions",
+        deserialize_with = "wire::latest_transition",
+        serialize_with = "wire::as_condition",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub last_transition: Option<String>,
 }
 
 impl Pod {
@@ -224,39 +210,14 @@ impl Pod {
             return None;
         }
         let parse = |t: &Option<String>| t.as_deref().and_then(|t| t.parse().ok());
-        let finished = self
-            .status
-            .container_statuses
-            .iter()
-            .filter_map(|c| parse(&c.state.as_ref()?.terminated.as_ref()?.finished_at))
-            .max();
-        finished.or_else(|| {
-            self.status
-                .conditions
-                .iter()
-                .filter_map(|c| parse(&c.last_transition_time))
-                .max()
-        })
+        parse(&self.status.finished_at).or_else(|| parse(&self.status.last_transition))
     }
-    /// For caches: only a terminal pod's end time is ever read; keep just that.
+    /// For caches: only a terminal pod's end time is ever read.
     pub fn prune_status(&mut self) {
         if !self.is_terminal() {
-            self.status.container_statuses = Vec::new();
-            self.status.conditions = Vec::new();
-            return;
+            self.status.finished_at = None;
+            self.status.last_transition = None;
         }
-        let end = self.ended_at().map(|t| t.to_string());
-        self.status.container_statuses = match end {
-            Some(t) => vec![ContainerStatus {
-                state: Some(ContainerState {
-                    terminated: Some(Terminated {
-                        finished_at: Some(t),
-                    }),
-                }),
-            }],
-            None => Vec::new(),
-        };
-        self.status.conditions = Vec::new();
     }
 }
 

@@ -104,3 +104,39 @@ fn only_volguard_annotations_are_decoded() {
     .expect_err("a volguard annotation must be a string");
     assert!(err.to_string().contains("invalid type: integer"), "{err}");
 }
+
+#[test]
+fn pod_status_keeps_only_the_latest_end_times() {
+    let p: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p"},
+        "status": {"phase": "Succeeded",
+            "conditions": [{"type": "Ready", "lastTransitionTime": "2026-01-02T00:00:00Z"},
+                           {"type": "PodScheduled", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "containerStatuses": [
+                {"name": "a", "state": {"terminated": {"exitCode": 0, "finishedAt": "2026-01-03T00:00:00Z"}}},
+                {"name": "b", "state": {"terminated": {"exitCode": 0, "finishedAt": "2026-01-04T00:00:00Z"}}},
+                {"name": "c", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}
+    }))
+    .expect("pod");
+    assert_eq!(
+        p.status.finished_at.as_deref(),
+        Some("2026-01-04T00:00:00Z")
+    );
+    assert_eq!(
+        p.status.last_transition.as_deref(),
+        Some("2026-01-02T00:00:00Z")
+    );
+    assert_eq!(p.ended_at(), "2026-01-04T00:00:00Z".parse().ok());
+    // Written back in the API's shape, it decodes to the same.
+    let again: Pod = serde_json::from_value(serde_json::to_value(&p).expect("json")).expect("pod");
+    assert_eq!(again, p);
+    // null lists, and a list of the wrong type, are handled like the rest of the model.
+    let empty: Pod = serde_json::from_value(
+        serde_json::json!({"status": {"conditions": null, "containerStatuses": []}}),
+    )
+    .expect("pod");
+    assert_eq!(empty.status.finished_at, None);
+    assert!(
+        serde_json::from_value::<Pod>(serde_json::json!({"status": {"conditions": 5}})).is_err()
+    );
+}

@@ -170,3 +170,100 @@ impl<'de> Deserialize<'de> for FieldKey<'de> {
         d.deserialize_identifier(V)
     }
 }
+
+/// The latest of the strings a sequence yields for each element (RFC 3339 times written by the
+/// apiserver compare as strings), without a vector: `pick` reads one element.
+fn latest_of<'de, D, E>(
+    d: D,
+    pick: fn(E) -> Option<Cow<'de, str>>,
+) -> Result<Option<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    E: Deserialize<'de>,
+{
+    struct V<'de, E>(fn(E) -> Option<Cow<'de, str>>);
+    impl<'de, E: Deserialize<'de>> serde::de::Visitor<'de> for V<'de, E> {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("null or a list")
+        }
+        fn visit_unit<Er: serde::de::Error>(self) -> Result<Self::Value, Er> {
+            Ok(None)
+        }
+        fn visit_none<Er: serde::de::Error>(self) -> Result<Self::Value, Er> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut a: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut latest: Option<Cow<'de, str>> = None;
+            while let Some(e) = a.next_element::<E>()? {
+                if let Some(t) = (self.0)(e)
+                    && latest.as_ref().is_none_or(|l| **l < *t)
+                {
+                    latest = Some(t);
+                }
+            }
+            Ok(latest.map(Cow::into_owned))
+        }
+    }
+    d.deserialize_option(V(pick))
+}
+
+#[derive(Deserialize)]
+struct Terminated<'a> {
+    #[serde(borrow, rename = "finishedAt")]
+    finished_at: Option<Cow<'a, str>>,
+}
+#[derive(Deserialize)]
+struct State<'a> {
+    #[serde(borrow)]
+    terminated: Option<Terminated<'a>>,
+}
+#[derive(Deserialize)]
+struct ContainerStatus<'a> {
+    #[serde(borrow)]
+    state: Option<State<'a>>,
+}
+#[derive(Deserialize)]
+struct Condition<'a> {
+    #[serde(borrow, rename = "lastTransitionTime")]
+    last_transition_time: Option<Cow<'a, str>>,
+}
+
+pub(super) fn latest_finished_at<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<String>, D::Error> {
+    latest_of(d, |c: ContainerStatus<'de>| {
+        c.state?.terminated?.finished_at
+    })
+}
+
+pub(super) fn latest_transition<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<String>, D::Error> {
+    latest_of(d, |c: Condition<'de>| c.last_transition_time)
+}
+
+/// The compact fields written back in their API shape (state files, `-o yaml`).
+pub(super) fn as_finished_container<S: serde::Serializer>(
+    t: &Option<String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    t.as_ref()
+        .map(|t| [serde_json::json!({"state": {"terminated": {"finishedAt": t}}})])
+        .serialize(s)
+}
+
+pub(super) fn as_condition<S: serde::Serializer>(
+    t: &Option<String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    t.as_ref()
+        .map(|t| [serde_json::json!({"lastTransitionTime": t})])
+        .serialize(s)
+}

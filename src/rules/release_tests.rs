@@ -168,13 +168,7 @@ fn unused_since_transitions() {
     // (the reported time may be later than the truth, never earlier).
     let finished = |t: &str| {
         let mut p = pod("a", Some("n"), "Succeeded");
-        p.status.container_statuses = vec![crate::model::ContainerStatus {
-            state: Some(crate::model::ContainerState {
-                terminated: Some(crate::model::Terminated {
-                    finished_at: Some(t.into()),
-                }),
-            }),
-        }];
+        p.status.finished_at = Some(t.into());
         p
     };
     assert_eq!(

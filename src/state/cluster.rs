@@ -22,6 +22,15 @@ impl Cluster {
         }
     }
 
+    /// The PVC from memory when it is there (`None`: a live read is needed). The admission fast
+    /// path: no future per claim when the cache answers.
+    pub fn pvc_cached(&self, namespace: &str, name: &str) -> Option<Fact<Arc<Pvc>>> {
+        match self {
+            Cluster::Offline(s) => Some(from_cache(s.pvcs.get(namespace, name))),
+            Cluster::Live(l) => l.store.pvcs.get(namespace, name).map(Fact::Found),
+        }
+    }
+
     pub async fn pv(&self, name: &str) -> Fact<Arc<Pv>> {
         match self {
             Cluster::Offline(s) => from_cache(s.pvs.get("", name)),

@@ -24,6 +24,12 @@ pub enum Profile {
     Standalone,
     /// Default admission plugins plus kube-controller-manager's pvc/pv protection controllers.
     BesideUpstream,
+    /// Default admission plugins, kube-controller-manager with its default controllers (each
+    /// with its own ServiceAccount credentials) and kube-scheduler binding pods through
+    /// `pods/binding`. The test plays the kubelet (pod status, final deletes as
+    /// `system:node:<node>`); the node-lifecycle controller is off because no kubelet renews
+    /// node leases here.
+    Cluster,
 }
 
 pub fn free_port() -> u16 {
@@ -166,6 +172,7 @@ pub struct ControlPlane {
     pub etcd: Option<Proc>,
     pub apiserver: Option<Proc>,
     pub kcm: Option<Proc>,
+    pub scheduler: Option<Proc>,
     pub serve: Option<Proc>,
     pub controllers: Vec<Proc>,
     pub controller_probes: Vec<u16>,
@@ -212,6 +219,7 @@ impl ControlPlane {
             etcd: None,
             apiserver: None,
             kcm: None,
+            scheduler: None,
             serve: None,
             controllers: Vec::new(),
             controller_probes: Vec::new(),
@@ -282,8 +290,13 @@ impl ControlPlane {
         args.extend(extra_apiserver_args.iter().map(|a| a.to_string()));
         cp.apiserver_args = args;
         cp.start_apiserver().await;
-        if profile == Profile::BesideUpstream {
-            cp.start_kcm().await;
+        match profile {
+            Profile::BesideUpstream => cp.start_kcm().await,
+            Profile::Cluster => {
+                cp.start_kcm_all();
+                cp.start_scheduler();
+            }
+            Profile::Standalone => {}
         }
         cp
     }
@@ -338,18 +351,53 @@ impl ControlPlane {
                 .await
                 .expect("bind kcm");
         }
-        let d = self.dir.path().to_path_buf();
-        let kc = self.kubeconfig_file("kcm", "system:kube-controller-manager", &[]);
-        self.kcm = Some(Proc::spawn(
+        self.kcm = Some(self.component(
             "kube-controller-manager",
-            Command::new(bin_dir().join("kube-controller-manager"))
+            "system:kube-controller-manager",
+            &["--controllers=persistentvolumeclaim-protection-controller,persistentvolume-protection-controller".into()],
+        ));
+    }
+
+    /// kube-controller-manager with its default controllers, each under its own ServiceAccount
+    /// (`--use-service-account-credentials`), as a real cluster runs it.
+    fn start_kcm_all(&mut self) {
+        let d = self.dir.path().to_path_buf();
+        self.kcm = Some(self.component(
+            "kube-controller-manager",
+            "system:kube-controller-manager",
+            &[
+                "--controllers=*,-node-lifecycle-controller".into(),
+                "--use-service-account-credentials=true".into(),
+                format!(
+                    "--service-account-private-key-file={}",
+                    d.join("sa.key").display()
+                ),
+                format!("--root-ca-file={}", d.join("ca.crt").display()),
+            ],
+        ));
+    }
+
+    /// kube-scheduler as `system:kube-scheduler` (its bootstrap RBAC).
+    fn start_scheduler(&mut self) {
+        self.scheduler =
+            Some(self.component("kube-scheduler", "system:kube-scheduler", &["-v=2".into()]));
+    }
+
+    /// A control-plane component (`bin`) with a client certificate for `user`, no leader
+    /// election, its own secure port on loopback.
+    fn component(&self, bin: &str, user: &str, extra: &[String]) -> Proc {
+        let d = self.dir.path().to_path_buf();
+        let kc = self.kubeconfig_file(bin, user, &[]);
+        Proc::spawn(
+            bin,
+            Command::new(bin_dir().join(bin))
                 .arg(format!("--kubeconfig={}", kc.display()))
-                .arg("--controllers=persistentvolumeclaim-protection-controller,persistentvolume-protection-controller")
                 .arg("--leader-elect=false")
                 .arg(format!("--secure-port={}", free_port()))
-                .arg("--bind-address=127.0.0.1"),
+                .arg("--bind-address=127.0.0.1")
+                .args(extra),
             &d,
-        ));
+        )
     }
 
     /// A kubeconfig with a client certificate for `user` in `groups`.
@@ -585,10 +633,16 @@ impl ControlPlane {
 
     pub fn logs(&self) -> String {
         let mut out = String::new();
-        for p in [&self.etcd, &self.apiserver, &self.kcm, &self.serve]
-            .into_iter()
-            .flatten()
-            .chain(self.controllers.iter())
+        for p in [
+            &self.etcd,
+            &self.apiserver,
+            &self.kcm,
+            &self.scheduler,
+            &self.serve,
+        ]
+        .into_iter()
+        .flatten()
+        .chain(self.controllers.iter())
         {
             out.push_str(&format!("==== {} ====\n{}\n", p.name, p.tail()));
         }
@@ -644,6 +698,26 @@ where
             panic!("timed out waiting for: {what}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+impl ControlPlane {
+    /// As `eventually`, failing with every component's log.
+    pub async fn eventually<T, F, Fut>(&self, what: &str, within: Duration, mut f: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(t) = f().await {
+                return t;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for: {what}\n{}", self.logs());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 }
 

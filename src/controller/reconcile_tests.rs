@@ -24,9 +24,28 @@ fn pvc(ns: &str, name: &str, terminating: bool) -> Pvc {
 
 /// A real client aimed at a closed port: every API call fails the way an unreachable
 /// apiserver does. No fake server is involved.
-fn unreachable_client() -> kube::Client {
-    let cfg = kube::Config::new("http://127.0.0.1:1".parse().expect("uri"));
-    kube::Client::try_from(cfg).expect("client")
+/// A client whose every request fails (the connection is closed unanswered), and the request
+/// lines it sent, so a test can assert what the reconciler tried to write.
+fn failing_client() -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            let line = String::from_utf8_lossy(&buf[..n])
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string();
+            log.lock().expect("log").push(line);
+        }
+    });
+    let cfg = kube::Config::new(format!("http://{addr}").parse().expect("uri"));
+    (kube::Client::try_from(cfg).expect("client"), seen)
 }
 
 #[tokio::test]
@@ -40,8 +59,9 @@ async fn list_failure_retries_that_pvc_and_goes_on_with_the_next() {
     });
     let m = crate::runtime::MetricsRegistry::default();
     let cm = Arc::new(ControllerMetrics::register(&m));
+    let (client, requests) = failing_client();
     let r = Arc::new(Reconciler::new(
-        unreachable_client(),
+        client,
         store.clone(),
         Arc::new(ClaimIndex::default()),
         queue.clone(),
@@ -76,9 +96,17 @@ async fn list_failure_retries_that_pvc_and_goes_on_with_the_next() {
         m.render()
             .contains("volguard_controller_consistent_lists_total 1")
     );
-    // Nothing was released on a guess.
-    let kept = store.pvcs.get("ns1", "gone-soon").expect("pvc");
-    assert!(kept.metadata.has_finalizer(PVC_FINALIZER));
+    // Nothing was released on a guess: the one request was the LIST, no PATCH followed it.
+    let sent = requests.lock().expect("requests").clone();
+    assert!(
+        sent.iter()
+            .any(|l| l.starts_with("GET /api/v1/namespaces/ns1/pods")),
+        "{sent:?}"
+    );
+    assert!(
+        !sent.iter().any(|l| l.starts_with("PATCH")),
+        "a finalizer patch was sent after a failed LIST: {sent:?}"
+    );
     queue.shut_down();
     let _ = worker.await;
 }

@@ -461,6 +461,53 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
     );
 }
 
+/// rules.md §2f detection: with the webhook down (failurePolicy Ignore lets everything through),
+/// two pods on two nodes share an RWO claim; the controller raises `MultiNodeRWO` on the claim
+/// and `volguard_pvcs_multi_node_rwo`.
+async fn s_multi_node_rwo(cp: &mut ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    bound_rwo_claim(&c, ns, "shared").await;
+    cp.stop_webhook();
+    for (name, node) in [("w-1", "rwo-n1"), ("w-2", "rwo-n2")] {
+        pod(&c, ns, name, Some(node), &["shared"])
+            .await
+            .expect("pod (webhook down)");
+        set_pod_phase(&c, ns, name, "Running").await;
+    }
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(c.clone(), ns);
+    let msg = cp
+        .eventually("MultiNodeRWO event on the claim", WAIT, || {
+            let events = events.clone();
+            async move {
+                events
+                    .list(&kube::api::ListParams::default().fields("involvedObject.name=shared"))
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("MultiNodeRWO"))
+                    .and_then(|e| (e.type_.as_deref() == Some("Warning")).then_some(e.message?))
+            }
+        })
+        .await;
+    assert!(msg.contains("2 nodes at once (rwo-n1, rwo-n2)"), "{msg}");
+    let metrics = reqwest::get(format!(
+        "http://127.0.0.1:{}/metrics",
+        cp.controller_probes[0]
+    ))
+    .await
+    .expect("metrics")
+    .text()
+    .await
+    .expect("text");
+    assert!(
+        metrics.contains("volguard_pvcs_multi_node_rwo 1"),
+        "{metrics}"
+    );
+    println!("multi-node RWO detected: {msg}");
+    cp.start_webhook().await;
+}
+
 /// Scenario 16: deciding late or without facts. With kube-apiserver frozen (SIGSTOP), every
 /// live read of volguard's hangs; reviews are POSTed to volguard directly, as the apiserver
 /// would send them. An Ignore rule answers "allowed, with a warning" (a pod with three claims
@@ -1490,4 +1537,10 @@ async fn cluster_profile() {
     let c = cp.admin().await;
     namespace(&c, "rwo").await;
     run_or_dump(&cp, "rwo-single-node", s_rwo_single_node(&cp, "rwo")).await;
+    let started = std::time::Instant::now();
+    s_multi_node_rwo(&mut cp, "rwo").await;
+    println!(
+        "scenario multi-node-rwo-detection: ok ({:.1}s)",
+        started.elapsed().as_secs_f64()
+    );
 }

@@ -609,3 +609,7 @@ impl HasMeta for Pvc {
 fn deref<T>(f: &Fact<Arc<T>>) -> Fact<&T> {
     f.as_ref().map(|a| a.as_ref())
 }
+
+#[cfg(test)]
+#[path = "dispatch_tests.rs"]
+mod tests;

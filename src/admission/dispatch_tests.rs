@@ -1,0 +1,69 @@
+//! Unit tests of `src/admission/dispatch.rs`: routing by path, and bounded unknown kinds.
+
+use super::*;
+use crate::state::Store;
+
+fn admission() -> Admission {
+    Admission::new(
+        Cluster::Offline(Arc::new(Store::default())),
+        ForceDeletePolicy::default(),
+        vec![],
+    )
+}
+
+fn review(group: &str, kind: &str, op: &str) -> String {
+    serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "kind": {"group": group, "version": "v1", "kind": kind}, "operation": op,
+        "userInfo": {"username": "alice"}, "object": {"metadata": {"name": "x", "namespace": "ns"}}}})
+    .to_string()
+}
+
+#[tokio::test]
+async fn unknown_kinds_are_bounded_in_logs_and_labels() {
+    let a = admission();
+    for i in 0..(MAX_UNKNOWN_KINDS + 8) {
+        let body = review("example.com", &format!("Kind{i}"), "CREATE");
+        let req = crate::admission::decode(body.as_bytes()).expect("review");
+        let v = a
+            .decide(Endpoint::Validate, &req, Duration::from_secs(1))
+            .await;
+        assert!(v.unknown_kind && v.decision.allowed && v.rule.is_none());
+        let label = a.unknown_kind_label(&req);
+        if i < MAX_UNKNOWN_KINDS {
+            assert_eq!(label, format!("Kind{i}"));
+        } else {
+            assert_eq!(label, "other", "kind {i} past the bound");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_rule_path_judges_only_its_rule() {
+    let a = admission();
+    let body = review("", "PersistentVolumeClaim", "CREATE");
+    let req = crate::admission::decode(body.as_bytes()).expect("review");
+    // The mutating rule on its own path patches; the force-delete path is not its business.
+    let v = a
+        .decide(
+            Endpoint::Rule(Rule::PvcFinalizer),
+            &req,
+            Duration::from_secs(1),
+        )
+        .await;
+    assert_eq!(v.rule, Some(Rule::PvcFinalizer));
+    assert!(v.decision.patch.is_some());
+    let v = a
+        .decide(
+            Endpoint::Rule(Rule::ForceDelete),
+            &req,
+            Duration::from_secs(1),
+        )
+        .await;
+    assert_eq!((v.rule, v.decision.rule), (None, "not-this-rule"));
+    // /validate runs the validating rules of a PVC CREATE, never the mutating one.
+    let v = a
+        .decide(Endpoint::Validate, &req, Duration::from_secs(1))
+        .await;
+    assert_eq!(v.rule, Some(Rule::BindingToTerminatingVolume));
+    assert!(v.decision.patch.is_none());
+}

@@ -17,7 +17,7 @@ STATE ?= manifests/examples/state.yaml
 CM_VERSION ?= v1.21.2
 CM_CRDS := $(CACHE)/cert-manager-$(CM_VERSION)/crds
 
-.PHONY: all build release certs run try image image-check image-tools docker-image alerts install fuzz bench profile chaos test unit lint e2e controlplane clean help
+.PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts install fuzz bench profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -107,6 +107,15 @@ bench: controlplane $(CM_CRDS)/.done
 profile:
 	$(CARGO) build --locked --release --example handler
 	benches/profile.sh target/release/examples/handler
+
+# The response encoder against a derived Serialize of the same shape (instructions per response).
+encode-cmp:
+	$(CARGO) build --locked --release --example encode_cmp
+	for w in hand derived; do \
+	  one=$$(valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/examples/encode_cmp $$w 1 2>&1 | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'); \
+	  many=$$(valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/examples/encode_cmp $$w 10001 2>&1 | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'); \
+	  echo "$$w: $$(( (many - one) / 10000 )) instructions per response"; \
+	done
 
 # Coverage-guided fuzzing (libFuzzer through cargo-fuzz) for a bounded time per target. Safe Rust
 # needs no sanitizer to find what matters here (panics, failed invariants), so `-s none`;

@@ -2,6 +2,11 @@
 //! kube-core's `AdmissionResponse`, whose `patch` serialises as an array of numbers (the API wants
 //! base64 in a JSON string). Strings are escaped eight bytes at a time: denial messages are a few
 //! hundred bytes on every refused request.
+//!
+//! Measured against serde's derived `Serialize` on borrowed structs of the same shape
+//! (`make encode-cmp`, callgrind, the force-delete denial): 3,485 instructions per response
+//! here, 9,421 derived. The difference is 7.5% of a whole pod DELETE review (79,045), visible in
+//! `make profile`'s ratio (1.56 would become ~1.68), so the hand-written encoder stays.
 
 use super::review::API_VERSION;
 use crate::rules::Decision;

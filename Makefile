@@ -7,7 +7,7 @@ K8S_VERSION ?= v1.36.3
 ETCD_VERSION ?= v3.6.8
 CACHE := $(CURDIR)/.cache
 CP_DIR := $(CACHE)/controlplane/k8s-$(K8S_VERSION)_etcd-$(ETCD_VERSION)
-CP_BINS := $(CP_DIR)/kube-apiserver $(CP_DIR)/kube-controller-manager $(CP_DIR)/kube-scheduler $(CP_DIR)/etcd
+CP_BINS := $(CP_DIR)/kube-apiserver $(CP_DIR)/kube-controller-manager $(CP_DIR)/kube-scheduler $(CP_DIR)/kubectl $(CP_DIR)/etcd
 K8S_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
   -X k8s.io/component-base/version.gitMajor=$(word 2,$(subst ., ,$(K8S_VERSION:v%=x.%))) \
   -X k8s.io/component-base/version.gitMinor=$(word 3,$(subst ., ,$(K8S_VERSION:v%=x.%))) \
@@ -73,10 +73,11 @@ install: release
 
 controlplane: $(CP_BINS)
 
-$(CP_DIR)/kube-apiserver $(CP_DIR)/kube-controller-manager $(CP_DIR)/kube-scheduler &:
+$(CP_DIR)/kube-apiserver $(CP_DIR)/kube-controller-manager $(CP_DIR)/kube-scheduler $(CP_DIR)/kubectl &:
 	mkdir -p $(CP_DIR)
 	cd e2e/controlplane && CGO_ENABLED=0 go build -trimpath -o $(CP_DIR)/ -ldflags "$(K8S_LDFLAGS)" \
-	  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+	  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+	  k8s.io/kubernetes/cmd/kubectl
 
 $(CP_DIR)/etcd:
 	mkdir -p $(CP_DIR)

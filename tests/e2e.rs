@@ -508,6 +508,65 @@ async fn s_multi_node_rwo(cp: &mut ControlPlane, ns: &str) {
     cp.start_webhook().await;
 }
 
+/// Scenario 17: `volguard explain` against the real apiserver, and as a kubectl plugin found by
+/// kubectl's own plugin lookup (`kubectl-volguard` on PATH), as users run it.
+async fn s17_explain_and_kubectl(cp: &ControlPlane) {
+    let kc = cp.kubeconfig_file("user", "e2e-user", &["system:masters"]);
+    let run = |cmd: &mut std::process::Command| {
+        let out = cmd.output().expect("run");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    // s14's claim: kept by pod m-0 (deleted gracefully there, still running on node-m).
+    let direct = run(std::process::Command::new(env!("CARGO_BIN_EXE_volguard"))
+        .args(["explain", "pvc", "data", "-n", "s14", "--kubeconfig"])
+        .arg(&kc));
+    assert!(
+        direct.starts_with("PersistentVolumeClaim s14/data\n"),
+        "{direct}"
+    );
+    assert!(direct.contains("m-0 (Running on node node-m)"), "{direct}");
+    assert!(
+        direct.contains("next:         in use by pod(s) m-0"),
+        "{direct}"
+    );
+    let plugins = tempfile::tempdir().expect("tmp");
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_volguard"),
+        plugins.path().join("kubectl-volguard"),
+    )
+    .expect("symlink");
+    let path = format!(
+        "{}:{}",
+        plugins.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let kubectl = harness::bin_dir().join("kubectl");
+    let listed = run(std::process::Command::new(&kubectl)
+        .args(["plugin", "list"])
+        .env("PATH", &path));
+    assert!(listed.contains("kubectl-volguard"), "{listed}");
+    let via_kubectl = run(std::process::Command::new(&kubectl)
+        .args([
+            "volguard", "explain", "pvc", "data", "-n", "s14", "-o", "json",
+        ])
+        .env("PATH", &path)
+        .env("KUBECONFIG", &kc));
+    let v: serde_json::Value = serde_json::from_str(&via_kubectl).expect("json");
+    assert_eq!(v["blockingPods"][0]["name"], "m-0", "{via_kubectl}");
+    let unused = run(std::process::Command::new(&kubectl)
+        .args(["volguard", "unused", "-A"])
+        .env("PATH", &path)
+        .env("KUBECONFIG", &kc));
+    assert!(unused.starts_with("NAMESPACE"), "{unused}");
+    println!("kubectl volguard explain pvc data -n s14:\n{direct}");
+}
+
 /// Scenario 16: deciding late or without facts. With kube-apiserver frozen (SIGSTOP), every
 /// live read of volguard's hangs; reviews are POSTed to volguard directly, as the apiserver
 /// would send them. An Ignore rule answers "allowed, with a warning" (a pod with three claims
@@ -1438,6 +1497,12 @@ async fn standalone_profile() {
     run_or_dump(&cp, "14 matchConditions", s14_match_conditions(&cp, "s14")).await;
     run_or_dump(&cp, "15 rwo pod create", s15_rwo_pod_create(&cp, "s15")).await;
     run_or_dump(&cp, "16 late decisions", s16_late_decisions(&cp)).await;
+    run_or_dump(
+        &cp,
+        "17 explain, kubectl plugin",
+        s17_explain_and_kubectl(&cp),
+    )
+    .await;
     let started = std::time::Instant::now();
     s9_webhook_down(&mut cp, "s9").await;
     println!(

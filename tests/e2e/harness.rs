@@ -39,7 +39,7 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
-fn bin_dir() -> PathBuf {
+pub fn bin_dir() -> PathBuf {
     let dir = std::env::var("VOLGUARD_CONTROLPLANE_DIR").unwrap_or_else(|_| {
         panic!("VOLGUARD_CONTROLPLANE_DIR is not set: run the e2e tests with `make e2e` (it builds kube-apiserver, etcd and kube-controller-manager)")
     });

@@ -274,6 +274,20 @@ async fn run_pod(cp: &ControlPlane, ns: &str, pod: &str, node: &str) {
         .expect("pod running");
 }
 
+/// A new revision of a Deployment's pod template (what `kubectl rollout restart` does).
+async fn roll_out(deploys: &Api<k8s_openapi::api::apps::v1::Deployment>, name: &str) {
+    deploys
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}}),
+            ),
+        )
+        .await
+        .expect("rollout");
+}
+
 /// The scheduler's events for a pod that mention volguard's RWO rule.
 async fn rwo_refusals(c: &kube::Client, ns: &str, pod: &str) -> Vec<String> {
     Api::<k8s_openapi::api::core::v1::Event>::namespaced(c.clone(), ns)
@@ -324,16 +338,7 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
         )
         .await
         .expect("cordon");
-    deploys
-        .patch(
-            "roll",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}}),
-            ),
-        )
-        .await
-        .expect("rollout");
+    roll_out(&deploys, "roll").await;
     let (new, refusal) = cp
         .eventually("new pod refused by volguard at bind time", WAIT, || {
             let c = c.clone();
@@ -410,16 +415,7 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
         })
         .await;
     run_pod(cp, ns, &first, &first_node).await;
-    deploys
-        .patch(
-            "recreate",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}}),
-            ),
-        )
-        .await
-        .expect("rollout");
+    roll_out(&deploys, "recreate").await;
     // The Deployment controller deletes the old pod; its kubelet finishes the delete.
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     cp.eventually("recreate: old pod being deleted", WAIT, || {

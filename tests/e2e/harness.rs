@@ -684,7 +684,21 @@ pub async fn wait_http_ok(url: &str, within: Duration) -> Result<(), String> {
 }
 
 /// Poll `f` until it returns Some, or fail with `what`.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut f: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, within: Duration, f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    poll_until(what, within, f, String::new).await
+}
+
+/// Poll `f` every 200 ms until it returns Some; after `within`, fail with `what` and `context()`.
+async fn poll_until<T, F, Fut>(
+    what: &str,
+    within: Duration,
+    mut f: F,
+    context: impl Fn() -> String,
+) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -695,7 +709,7 @@ where
             return t;
         }
         if Instant::now() > deadline {
-            panic!("timed out waiting for: {what}");
+            panic!("timed out waiting for: {what}\n{}", context());
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -703,21 +717,12 @@ where
 
 impl ControlPlane {
     /// As `eventually`, failing with every component's log.
-    pub async fn eventually<T, F, Fut>(&self, what: &str, within: Duration, mut f: F) -> T
+    pub async fn eventually<T, F, Fut>(&self, what: &str, within: Duration, f: F) -> T
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Option<T>>,
     {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(t) = f().await {
-                return t;
-            }
-            if Instant::now() > deadline {
-                panic!("timed out waiting for: {what}\n{}", self.logs());
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        poll_until(what, within, f, || self.logs()).await
     }
 }
 

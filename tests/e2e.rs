@@ -149,14 +149,19 @@ where
 
 // ---------------------------------------------------------------- scenarios
 
-/// The serve's count of admission requests on one endpoint (rule path), all decisions.
-async fn reached(cp: &ControlPlane, endpoint: &str) -> f64 {
-    let text = reqwest::get(format!("http://127.0.0.1:{}/metrics", cp.serve_probe))
+/// `/metrics` of a volguard process's probe port.
+async fn metrics_text(probe_port: u16) -> String {
+    reqwest::get(format!("http://127.0.0.1:{probe_port}/metrics"))
         .await
-        .expect("serve metrics")
+        .expect("metrics")
         .text()
         .await
-        .expect("text");
+        .expect("text")
+}
+
+/// The serve's count of admission requests on one endpoint (rule path), all decisions.
+async fn reached(cp: &ControlPlane, endpoint: &str) -> f64 {
+    let text = metrics_text(cp.serve_probe).await;
     text.lines()
         .filter(|l| {
             l.starts_with("volguard_admission_requests_total{")
@@ -487,15 +492,7 @@ async fn s_multi_node_rwo(cp: &mut ControlPlane, ns: &str) {
         })
         .await;
     assert!(msg.contains("2 nodes at once (rwo-n1, rwo-n2)"), "{msg}");
-    let metrics = reqwest::get(format!(
-        "http://127.0.0.1:{}/metrics",
-        cp.controller_probes[0]
-    ))
-    .await
-    .expect("metrics")
-    .text()
-    .await
-    .expect("text");
+    let metrics = metrics_text(cp.controller_probes[0]).await;
     assert!(
         metrics.contains("volguard_pvcs_multi_node_rwo 1"),
         "{metrics}"
@@ -1542,15 +1539,7 @@ async fn beside_upstream_profile() {
     )
     .await;
     // No retry loop between the two controllers: volguard's retries stay at a handful at most.
-    let metrics = reqwest::get(format!(
-        "http://127.0.0.1:{}/metrics",
-        cp.controller_probes[0]
-    ))
-    .await
-    .expect("metrics")
-    .text()
-    .await
-    .expect("text");
+    let metrics = metrics_text(cp.controller_probes[0]).await;
     let retries: f64 = metrics
         .lines()
         .find(|l| l.starts_with("volguard_controller_reconciles_total{result=\"retry\"}"))

@@ -41,6 +41,16 @@ async fn tls(
         .expect("tls")
 }
 
+/// The first bytes the server answers on `s` (within 10 s), as text.
+async fn answer(s: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>) -> String {
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+        .await
+        .expect("answer")
+        .expect("read");
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
 /// The request line and headers of a review POST announcing `len` body bytes.
 fn review_head(len: usize) -> String {
     format!(
@@ -103,12 +113,7 @@ async fn slow_body_gets_408() {
     s.write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"apiVersion\"")
         .await
         .expect("write");
-    let mut buf = vec![0u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
-        .await
-        .expect("answer")
-        .expect("read");
-    let text = String::from_utf8_lossy(&buf[..n]);
+    let text = answer(&mut s).await;
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("request body not received within"), "{text}");
     still_serves(&server, &certs.ca_pem).await;
@@ -264,12 +269,7 @@ async fn oversize_body_gets_a_413_the_sender_reads() {
             .expect("the server keeps reading while it answers");
     }
     s.flush().await.expect("flush");
-    let mut buf = vec![0u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
-        .await
-        .expect("answer")
-        .expect("read");
-    let text = String::from_utf8_lossy(&buf[..n]);
+    let text = answer(&mut s).await;
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");
     assert!(text.contains("request body exceeds"), "{text}");
     still_serves(&server, &certs.ca_pem).await;

@@ -42,39 +42,29 @@ fn terminating_claim_in_use_as_table_and_json() {
         "{out}"
     );
     assert!(out.contains("next:         stop pod(s) web-1"), "{out}");
-    let (ok, out, _) = run(
-        &volguard(),
-        &[
-            "explain",
-            "pvc",
-            "data-web-1",
-            "-n",
-            "shop",
-            "--state",
-            s,
-            "-o",
-            "json",
-        ],
-    );
+    let in_format = |format: &str| {
+        run(
+            &volguard(),
+            &[
+                "explain",
+                "pvc",
+                "data-web-1",
+                "-n",
+                "shop",
+                "--state",
+                s,
+                "-o",
+                format,
+            ],
+        )
+    };
+    let (ok, out, _) = in_format("json");
     assert!(ok);
     let v: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["blockingPods"][0]["name"], "web-1");
     assert_eq!(v["blockingPods"][0]["node"], "node-b");
     assert_eq!(v["kind"], "PersistentVolumeClaim");
-    let (ok, out, _) = run(
-        &volguard(),
-        &[
-            "explain",
-            "pvc",
-            "data-web-1",
-            "-n",
-            "shop",
-            "--state",
-            s,
-            "-o",
-            "yaml",
-        ],
-    );
+    let (ok, out, _) = in_format("yaml");
     assert!(ok && out.contains("blockingPods:"), "{out}");
 }
 

@@ -325,8 +325,10 @@ async fn slow_large_bodies_hold_bytes_not_slots() {
     println!(
         "RSS before {before:.0} MiB, with {clients} slow 6 MiB bodies in flight {during:.0} MiB"
     );
+    // 16 MiB of budget, plus one pending frame in each of 40 connections' read buffers (hyper
+    // reads up to ~400 KiB at a time): ~32 MiB; measured +27..30 MiB. Unbounded it was +200.
     assert!(
-        during - before < 96.0,
+        during - before < 56.0,
         "bytes in flight not bounded: {before:.0} -> {during:.0} MiB"
     );
     drop(streams);

@@ -3,19 +3,30 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 
 CARGO ?= cargo
-K8S_VERSION ?= v1.36.3
+# The e2e cluster runs on two Kubernetes versions: every scenario of the cluster profile on both,
+# the rest on the first. Each version's binaries are built from its own Go module
+# (e2e/kubernetes/vMAJOR.MINOR) and cached under .cache/ keyed by version.
+K8S_VERSIONS ?= v1.37.2 v1.36.3
+K8S_VERSION ?= $(firstword $(K8S_VERSIONS))
 ETCD_VERSION ?= v3.6.8
+KWOK_VERSION ?= v0.8.0
+# cert-manager runs for real in the e2e (controller + cainjector) and its CRDs come from the same
+# module: v1.11.5 is the last release whose cmd/* the Go module proxy can serve.
+CM_VERSION ?= v1.11.5
 CACHE := $(CURDIR)/.cache
-CP_DIR := $(CACHE)/controlplane/k8s-$(K8S_VERSION)_etcd-$(ETCD_VERSION)
-CP_BINS := $(CP_DIR)/kube-apiserver $(CP_DIR)/kube-controller-manager $(CP_DIR)/kube-scheduler $(CP_DIR)/kubectl $(CP_DIR)/etcd
-K8S_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
-  -X k8s.io/component-base/version.gitMajor=$(word 2,$(subst ., ,$(K8S_VERSION:v%=x.%))) \
-  -X k8s.io/component-base/version.gitMinor=$(word 3,$(subst ., ,$(K8S_VERSION:v%=x.%))) \
+k8s_dir = $(CACHE)/kubernetes/$(1)
+K8S_DONE := $(foreach v,$(K8S_VERSIONS),$(call k8s_dir,$(v))/.built)
+ETCD_BIN := $(CACHE)/etcd/$(ETCD_VERSION)/etcd
+KWOK_DIR := $(CACHE)/kwok/$(KWOK_VERSION)
+CM_DIR := $(CACHE)/cert-manager/$(CM_VERSION)
+k8s_ldflags = -s -w -X k8s.io/component-base/version.gitVersion=$(1) \
+  -X k8s.io/component-base/version.gitMajor=$(word 2,$(subst ., ,$(1:v%=x.%))) \
+  -X k8s.io/component-base/version.gitMinor=$(word 3,$(subst ., ,$(1:v%=x.%))) \
   -X k8s.io/component-base/version.gitTreeState=clean
 STATE ?= manifests/examples/state.yaml
-# cert-manager's CRDs ship inside its Go module: fetched through the Go module proxy, not downloaded.
-CM_VERSION ?= v1.21.2
-CM_CRDS := $(CACHE)/cert-manager-$(CM_VERSION)/crds
+# What the e2e tests read: where each component's binaries are.
+E2E_ENV = VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
+  VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds
 
 .PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts install fuzz bench profile chaos test unit lint e2e controlplane clean help
 
@@ -71,38 +82,64 @@ install: release
 	install -D -m 0755 target/release/volguard $(DESTDIR)$(PREFIX)/bin/volguard
 	ln -sf volguard $(DESTDIR)$(PREFIX)/bin/kubectl-volguard
 
-controlplane: $(CP_BINS)
+controlplane: $(K8S_DONE) $(ETCD_BIN) $(KWOK_DIR)/.built $(CM_DIR)/.built
 
-$(CP_DIR)/kube-apiserver $(CP_DIR)/kube-controller-manager $(CP_DIR)/kube-scheduler $(CP_DIR)/kubectl &:
-	mkdir -p $(CP_DIR)
-	cd e2e/controlplane && CGO_ENABLED=0 go build -trimpath -o $(CP_DIR)/ -ldflags "$(K8S_LDFLAGS)" \
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of one version.
+$(CACHE)/kubernetes/%/.built:
+	mkdir -p $(@D)
+	cd e2e/kubernetes/$(basename $*) && test "$$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" = "$*"
+	cd e2e/kubernetes/$(basename $*) && CGO_ENABLED=0 go build -trimpath -o $(@D)/ -ldflags "$(call k8s_ldflags,$*)" \
 	  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
 	  k8s.io/kubernetes/cmd/kubectl
+	touch $@
 
-$(CP_DIR)/etcd:
-	mkdir -p $(CP_DIR)
-	cd e2e/etcd && CGO_ENABLED=0 go build -trimpath -o $(CP_DIR)/etcd -ldflags "-s -w" .
+$(ETCD_BIN):
+	mkdir -p $(@D)
+	cd e2e/etcd && CGO_ENABLED=0 go build -trimpath -o $@ -ldflags "-s -w" .
 
-$(CM_CRDS)/.done:
-	mkdir -p $(CM_CRDS)
-	dir=$$(cd $(CACHE) && go mod download -json github.com/cert-manager/cert-manager@$(CM_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
-	  test -n "$$dir" && cp "$$dir"/deploy/crds/*.yaml $(CM_CRDS)/
+# kwok and the stages it plays (node-initialize, node-heartbeat-with-lease, pod-create .. pod-ready,
+# pod-complete, pod-delete), from its module.
+$(KWOK_DIR)/.built:
+	mkdir -p $(@D)/stages
+	cd e2e/kwok && CGO_ENABLED=0 go build -trimpath -o $(@D)/kwok -ldflags "-s -w" sigs.k8s.io/kwok/cmd/kwok
+	dir=$$(cd e2e/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
+	  cp "$$dir"/kustomize/stage/node/fast/node-initialize.yaml \
+	     "$$dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+	     "$$dir"/kustomize/stage/pod/general/pod-*.yaml $(@D)/stages/ && chmod u+w $(@D)/stages/*
+	touch $@
+
+# cert-manager's controller and cainjector, and its own CRDs from the same module (the Helm
+# template labels stripped: they are not valid label values outside Helm).
+$(CM_DIR)/.built:
+	mkdir -p $(@D)/crds
+	cd e2e/cert-manager && CGO_ENABLED=0 go build -trimpath -o $(@D)/ -ldflags "-s -w" \
+	  github.com/cert-manager/cert-manager/cmd/controller github.com/cert-manager/cert-manager/cmd/cainjector
+	dir=$$(cd e2e/cert-manager && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager) && \
+	  for f in "$$dir"/deploy/crds/*.yaml; do \
+	    sed '/^  labels:$$/,/^spec:$$/{/^spec:$$/!d}' "$$f" > $(@D)/crds/$$(basename $$f); done
+	! grep -l '{{' $(@D)/crds/*.yaml
 	touch $@
 
 # The short chaos run in `make test` uses a fixed seed; `make chaos` picks a new one each run.
-e2e: controlplane $(CM_CRDS)/.done
-	VOLGUARD_CHAOS_SEED=$${VOLGUARD_CHAOS_SEED:-20261121} VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) $(CARGO) test --locked --test e2e --test chaos -- --test-threads=1 --nocapture
+# Every e2e test on the first version; tests/cluster.rs (the upstream control loops) on each.
+e2e: controlplane
+	VOLGUARD_CHAOS_SEED=$${VOLGUARD_CHAOS_SEED:-20261121} VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
+	  $(CARGO) test --locked --test e2e --test chaos --test cluster -- --test-threads=1 --nocapture
+	for v in $(filter-out $(K8S_VERSION),$(K8S_VERSIONS)); do \
+	  VOLGUARD_CONTROLPLANE_DIR=$(CACHE)/kubernetes/$$v $(E2E_ENV) \
+	    $(CARGO) test --locked --test cluster -- --test-threads=1 --nocapture; \
+	done
 
 # Chaos on the real control plane; `make test` runs a short form (20 s), this a longer one.
 CHAOS_SECONDS ?= 120
-chaos: controlplane $(CM_CRDS)/.done
-	VOLGUARD_CHAOS_SECONDS=$(CHAOS_SECONDS) VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) \
+chaos: controlplane
+	VOLGUARD_CHAOS_SECONDS=$(CHAOS_SECONDS) VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
 	  $(CARGO) test --locked --test chaos -- --nocapture
 
 # Benchmarks measure and print (target/bench/report.json); they never fail on a missed target.
-bench: controlplane $(CM_CRDS)/.done
+bench: controlplane
 	$(CARGO) build --locked --release --example floor
-	VOLGUARD_CONTROLPLANE_DIR=$(CP_DIR) VOLGUARD_CERT_MANAGER_CRDS=$(CM_CRDS) $(CARGO) bench --locked --bench bench
+	VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) $(CARGO) bench --locked --bench bench
 
 # Instructions per admission request, volguard against the floor, in process (needs valgrind).
 profile:

@@ -25,10 +25,11 @@ pub enum Profile {
     /// Default admission plugins plus kube-controller-manager's pvc/pv protection controllers.
     BesideUpstream,
     /// Default admission plugins, kube-controller-manager with its default controllers (each
-    /// with its own ServiceAccount credentials) and kube-scheduler binding pods through
-    /// `pods/binding`. The test plays the kubelet (pod status, final deletes as
-    /// `system:node:<node>`); the node-lifecycle controller is off because no kubelet renews
-    /// node leases here.
+    /// with its own ServiceAccount credentials, node-lifecycle and PodGC included) and
+    /// kube-scheduler binding pods through `pods/binding`. Nodes are kwok processes, one per
+    /// node, each authenticated as that node's kubelet (`system:node:<node>` in `system:nodes`),
+    /// so pod status, node leases and final deletes reach the apiserver (and volguard) as a real
+    /// kubelet's do.
     Cluster,
 }
 
@@ -39,11 +40,17 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
-pub fn bin_dir() -> PathBuf {
-    let dir = std::env::var("VOLGUARD_CONTROLPLANE_DIR").unwrap_or_else(|_| {
-        panic!("VOLGUARD_CONTROLPLANE_DIR is not set: run the e2e tests with `make e2e` (it builds kube-apiserver, etcd and kube-controller-manager)")
+/// A path `make e2e` passes in `var` (it builds what the path names).
+fn made(var: &str) -> PathBuf {
+    let dir = std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run the e2e tests with `make e2e` (it builds the control plane, etcd, kwok and cert-manager into .cache/)")
     });
     PathBuf::from(dir)
+}
+
+/// kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of the version under test.
+pub fn bin_dir() -> PathBuf {
+    made("VOLGUARD_CONTROLPLANE_DIR")
 }
 
 /// A child process that is killed on drop; its output goes to a log file in the temp dir.
@@ -173,6 +180,8 @@ pub struct ControlPlane {
     pub apiserver: Option<Proc>,
     pub kcm: Option<Proc>,
     pub scheduler: Option<Proc>,
+    /// One kwok per node (the node's kubelet), by node name.
+    pub kwoks: Vec<(String, Proc)>,
     pub serve: Option<Proc>,
     pub controllers: Vec<Proc>,
     pub controller_probes: Vec<u16>,
@@ -180,6 +189,11 @@ pub struct ControlPlane {
     /// Probe port (`/metrics`) of the running `volguard serve`.
     pub serve_probe: u16,
     pub webhook_ca: String,
+    /// cert-manager's controller and cainjector, when they issue the webhook's certificate.
+    pub cert_manager: Vec<Proc>,
+    /// Copies the issued Secret into the files volguard serves (the kubelet's secret volume).
+    secret_sync: Option<tokio::task::JoinHandle<()>>,
+    registered: bool,
     etcd_url: String,
     apiserver_args: Vec<String>,
 }
@@ -220,12 +234,16 @@ impl ControlPlane {
             apiserver: None,
             kcm: None,
             scheduler: None,
+            kwoks: Vec::new(),
             serve: None,
             controllers: Vec::new(),
             controller_probes: Vec::new(),
             webhook_port: free_port(),
             serve_probe: 0,
             webhook_ca: String::new(),
+            cert_manager: Vec::new(),
+            secret_sync: None,
+            registered: false,
             etcd_url: etcd_url.clone(),
             apiserver_args: Vec::new(),
             pki,
@@ -233,7 +251,7 @@ impl ControlPlane {
         };
         cp.etcd = Some(Proc::spawn(
             "etcd",
-            Command::new(bin_dir().join("etcd"))
+            Command::new(made("VOLGUARD_ETCD"))
                 .arg("--data-dir")
                 .arg(d.join("etcd-data"))
                 .args([
@@ -359,14 +377,18 @@ impl ControlPlane {
     }
 
     /// kube-controller-manager with its default controllers, each under its own ServiceAccount
-    /// (`--use-service-account-credentials`), as a real cluster runs it.
+    /// (`--use-service-account-credentials`), as a real cluster runs it. A node whose lease is not
+    /// renewed for 16 s is NotReady (50 s by default; shorter keeps the node scenarios quick).
     fn start_kcm_all(&mut self) {
         let d = self.dir.path().to_path_buf();
         self.kcm = Some(self.component(
             "kube-controller-manager",
             "system:kube-controller-manager",
             &[
-                "--controllers=*,-node-lifecycle-controller".into(),
+                "--controllers=*".into(),
+                "--node-monitor-grace-period=16s".into(),
+                // The in-tree hostPath provisioner (test clusters only) gives claims real PVs.
+                "--enable-hostpath-provisioner=true".into(),
                 "--use-service-account-credentials=true".into(),
                 format!(
                     "--service-account-private-key-file={}",
@@ -381,6 +403,84 @@ impl ControlPlane {
     fn start_scheduler(&mut self) {
         self.scheduler =
             Some(self.component("kube-scheduler", "system:kube-scheduler", &["-v=2".into()]));
+    }
+
+    /// A Node played by its own kwok, authenticated as the node's kubelet: kwok reports it Ready,
+    /// renews its lease, runs its pods through kwok's stages (pending, running, completed for
+    /// Job pods) and removes them once they are deleted, as a kubelet does. Returns once the
+    /// node is Ready and untainted (the node-lifecycle controller lifts the not-ready taint).
+    pub async fn kwok_node(&mut self, name: &str) {
+        use k8s_openapi::api::core::v1::Node;
+        let d = self.dir.path().to_path_buf();
+        let stages = made("VOLGUARD_KWOK_DIR").join("stages");
+        let config = d.join("kwok-stages.yaml");
+        if !config.exists() {
+            let mut files: Vec<_> = std::fs::read_dir(&stages)
+                .unwrap_or_else(|e| panic!("{}: {e}", stages.display()))
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .collect();
+            files.sort();
+            let docs: Vec<String> = files
+                .iter()
+                .map(|f| std::fs::read_to_string(f).expect("stage"))
+                .collect();
+            assert!(!docs.is_empty(), "no kwok stages in {}", stages.display());
+            std::fs::write(&config, docs.join("\n---\n")).expect("write stages");
+        }
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "type": "kwok"}},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                       "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}
+        }))
+        .expect("node");
+        let nodes = Api::<Node>::all(self.admin().await);
+        nodes
+            .create(&PostParams::default(), &node)
+            .await
+            .expect("create node");
+        let kc = self.kubeconfig_file(
+            &format!("kwok-{name}"),
+            &format!("system:node:{name}"),
+            &["system:nodes"],
+        );
+        let p = Proc::spawn(
+            &format!("kwok-{name}"),
+            Command::new(made("VOLGUARD_KWOK_DIR").join("kwok"))
+                .arg(format!("--kubeconfig={}", kc.display()))
+                .arg(format!("--config={}", config.display()))
+                .arg(format!("--manage-single-node={name}"))
+                .arg("--node-lease-duration-seconds=8")
+                .arg("--cidr=10.244.0.0/16"),
+            &d,
+        );
+        self.kwoks.push((name.to_string(), p));
+        self.eventually(
+            &format!("node {name} Ready and untainted"),
+            Duration::from_secs(60),
+            || {
+                let nodes = nodes.clone();
+                async move {
+                    let n = nodes.get(name).await.ok()?;
+                    let ready = n
+                        .status?
+                        .conditions?
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True");
+                    let tainted = n.spec.and_then(|s| s.taints).is_some_and(|t| !t.is_empty());
+                    (ready && !tainted).then_some(())
+                }
+            },
+        )
+        .await;
+    }
+
+    /// Stop a node's kwok: the node's "kubelet" is gone, its lease expires.
+    pub fn stop_kwok(&mut self, name: &str) {
+        if let Some(i) = self.kwoks.iter().position(|(n, _)| n == name) {
+            let (_, mut p) = self.kwoks.remove(i);
+            p.kill();
+        }
     }
 
     /// A control-plane component (`bin`) with a client certificate for `user`, no leader
@@ -484,7 +584,7 @@ impl ControlPlane {
     /// manifests with a loopback URL and the dev CA.
     pub async fn start_webhook(&mut self) {
         let d = self.dir.path().to_path_buf();
-        if self.webhook_ca.is_empty() {
+        if self.webhook_ca.is_empty() && self.secret_sync.is_none() {
             let pki = volguard::devcerts::generate(&["127.0.0.1".into(), "localhost".into()])
                 .expect("pki");
             volguard::devcerts::write(&d.join("webhook-certs"), &pki).expect("write");
@@ -531,7 +631,7 @@ impl ControlPlane {
         }
     }
 
-    async fn register_webhooks(&self) {
+    async fn register_webhooks(&mut self) {
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/manifests/base/webhooks.yaml"
@@ -539,16 +639,26 @@ impl ControlPlane {
         .expect("manifest");
         let client = self.admin().await;
         let ca = base64::engine::general_purpose::STANDARD.encode(&self.webhook_ca);
+        // With cert-manager, the issued certificate names `localhost` and cainjector fills in the
+        // caBundle; otherwise the dev CA is written here.
+        let by_cert_manager = self.secret_sync.is_some();
+        // Re-registered after a restart: keep the bundle cainjector wrote (same CA) so that no
+        // call meets an empty one.
+        let keep_bundle = std::mem::replace(&mut self.registered, true);
         for doc in serde_yaml::Deserializer::from_str(&text) {
             let mut v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
-            // Same rewrite for both kinds: service reference -> loopback URL with the dev CA.
+            // Same rewrite for both kinds: service reference -> loopback URL.
             for h in v["webhooks"].as_array_mut().into_iter().flatten() {
                 let cc = &mut h["clientConfig"];
                 let path = cc["service"]["path"]
                     .as_str()
                     .unwrap_or_default()
                     .to_string();
-                *cc = serde_json::json!({"url": format!("https://127.0.0.1:{}{path}", self.webhook_port), "caBundle": ca});
+                *cc = if by_cert_manager && !keep_bundle {
+                    serde_json::json!({"url": format!("https://localhost:{}{path}", self.webhook_port)})
+                } else {
+                    serde_json::json!({"url": format!("https://127.0.0.1:{}{path}", self.webhook_port), "caBundle": ca})
+                };
             }
             match v["kind"].as_str() {
                 Some("MutatingWebhookConfiguration") => {
@@ -562,8 +672,133 @@ impl ControlPlane {
                 _ => {}
             }
         }
+        if by_cert_manager {
+            self.wait_ca_injected().await;
+        }
         // The apiserver picks up webhook configurations through an informer: wait until it calls us.
         tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+
+    /// cert-manager's controller and cainjector (v1.11.5, built from its Go module), with the
+    /// project's own certificate chain (manifests/base/certificates.yaml) applied for real. The
+    /// serving Certificate also names `localhost`, the host the apiserver dials here. Their
+    /// identity is a cluster admin: their Helm chart's RBAC is not part of this project.
+    pub async fn start_cert_manager(&mut self) {
+        let d = self.dir.path().to_path_buf();
+        let bin = made("VOLGUARD_CERT_MANAGER_DIR");
+        let kc = self.kubeconfig_file("cert-manager", "cert-manager", &["system:masters"]);
+        let controller = Proc::spawn(
+            "cert-manager-controller",
+            Command::new(bin.join("controller"))
+                .arg(format!("--kubeconfig={}", kc.display()))
+                .arg("--leader-elect=false")
+                .arg("--cluster-resource-namespace=volguard-system")
+                .arg(format!(
+                    "--metrics-listen-address=127.0.0.1:{}",
+                    free_port()
+                ))
+                .arg("--v=2"),
+            &d,
+        );
+        let cainjector = Proc::spawn(
+            "cert-manager-cainjector",
+            Command::new(bin.join("cainjector"))
+                .env("KUBECONFIG", &kc)
+                .arg(format!("--kubeconfig={}", kc.display()))
+                .arg("--leader-elect=false")
+                .arg("--v=2"),
+            &d,
+        );
+        self.cert_manager = vec![controller, cainjector];
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/manifests/base/certificates.yaml"
+        ))
+        .expect("certificates.yaml");
+        let mut docs = Vec::new();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let mut v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
+            if v["kind"] == "Certificate" && v["metadata"]["name"] == "volguard-webhook" {
+                v["spec"]["dnsNames"]
+                    .as_array_mut()
+                    .expect("dnsNames")
+                    .push("localhost".into());
+            }
+            docs.push(serde_yaml::to_string(&v).expect("yaml"));
+        }
+        let file = d.join("certificates.yaml");
+        std::fs::write(&file, docs.join("---\n")).expect("write");
+        apply_file(&self.admin().await, &file, false).await;
+        let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+            self.admin().await,
+            "volguard-system",
+        );
+        let issued = self
+            .eventually(
+                "cert-manager issues volguard-webhook-tls",
+                Duration::from_secs(90),
+                || {
+                    let secrets = secrets.clone();
+                    async move {
+                        let data = secrets.get("volguard-webhook-tls").await.ok()?.data?;
+                        let ca = data.get("ca.crt")?.0.clone();
+                        data.contains_key("tls.crt").then_some(ca)
+                    }
+                },
+            )
+            .await;
+        self.webhook_ca = String::from_utf8(issued).expect("ca pem");
+        let out = d.join("webhook-certs");
+        std::fs::create_dir_all(&out).expect("dir");
+        sync_secret_once(&secrets, &out).await;
+        self.secret_sync = Some(tokio::spawn(async move {
+            loop {
+                sync_secret_once(&secrets, &out).await;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }));
+    }
+
+    /// Wait until cainjector has written the issuing CA into every webhook of both configurations.
+    async fn wait_ca_injected(&self) {
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.webhook_ca);
+        let client = self.admin().await;
+        self.eventually(
+            "cainjector writes the caBundle of every webhook",
+            Duration::from_secs(60),
+            || {
+                let client = client.clone();
+                let ca = ca.clone();
+                async move {
+                    let m = Api::<MutatingWebhookConfiguration>::all(client.clone())
+                        .get("volguard-mutating")
+                        .await
+                        .ok()?;
+                    let v = Api::<ValidatingWebhookConfiguration>::all(client)
+                        .get("volguard-validating")
+                        .await
+                        .ok()?;
+                    let bundles: Vec<String> = m
+                        .webhooks
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|w| w.client_config.ca_bundle)
+                        .chain(
+                            v.webhooks
+                                .unwrap_or_default()
+                                .into_iter()
+                                .map(|w| w.client_config.ca_bundle),
+                        )
+                        .map(|b| {
+                            b.map(|b| base64::engine::general_purpose::STANDARD.encode(b.0))
+                                .unwrap_or_default()
+                        })
+                        .collect();
+                    (!bundles.is_empty() && bundles.iter().all(|b| *b == ca)).then_some(())
+                }
+            },
+        )
+        .await;
     }
 
     /// Start a `volguard controller` (leader election on) and return its index.
@@ -642,11 +877,33 @@ impl ControlPlane {
         ]
         .into_iter()
         .flatten()
+        .chain(self.kwoks.iter().map(|(_, p)| p))
+        .chain(self.cert_manager.iter())
         .chain(self.controllers.iter())
         {
             out.push_str(&format!("==== {} ====\n{}\n", p.name, p.tail()));
         }
         out
+    }
+}
+
+/// Write the Secret's `tls.crt` / `tls.key` into `dir` when they changed, each file replaced
+/// atomically (as the kubelet's secret volume swaps its data directory).
+async fn sync_secret_once(secrets: &Api<k8s_openapi::api::core::v1::Secret>, dir: &Path) {
+    let Ok(secret) = secrets.get("volguard-webhook-tls").await else {
+        return;
+    };
+    let data = secret.data.unwrap_or_default();
+    let (Some(crt), Some(key)) = (data.get("tls.crt"), data.get("tls.key")) else {
+        return;
+    };
+    if std::fs::read(dir.join("tls.crt")).ok().as_deref() == Some(crt.0.as_slice()) {
+        return;
+    }
+    for (name, bytes) in [("tls.key", &key.0), ("tls.crt", &crt.0)] {
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, bytes).expect("write");
+        std::fs::rename(&tmp, dir.join(name)).expect("rename");
     }
 }
 

@@ -1,7 +1,7 @@
-// Tools module: builds kube-apiserver and kube-controller-manager from the published
+// Tools module: builds kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the published
 // k8s.io/kubernetes module. Its staging modules are replaced with local paths upstream,
 // so each one is pinned here to the matching published version.
-module volguard.dev/e2e/controlplane
+module volguard.dev/e2e/kubernetes/v1.36
 
 go 1.26.0
 

@@ -1,0 +1,1599 @@
+//! volguard among the real control loops: kube-scheduler, kube-controller-manager with its default
+//! controllers (StatefulSet, Job, TTL, ephemeral-volume, garbage collector, namespace, PodGC,
+//! node-lifecycle, taint eviction, PV binder with the hostPath provisioner), kwok playing each
+//! node's kubelet under the node's own identity, and kubectl as users run it. Every scenario
+//! prints `scenario NAME: ok`; `make e2e` runs this file on each Kubernetes version it builds.
+
+#[path = "e2e/harness.rs"]
+mod harness;
+#[path = "e2e/objects.rs"]
+mod objects;
+
+use harness::{ControlPlane, Profile};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, PersistentVolumeClaim, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use objects::*;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+const LONG: Duration = Duration::from_secs(120);
+
+// ---------------------------------------------------------------- objects
+
+/// The default StorageClass: kube-controller-manager's hostPath provisioner (test clusters only)
+/// creates a PV for each claim and deletes it with the claim.
+async fn storage_class(c: &kube::Client) {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let sc: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "e2e-hostpath",
+                     "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "kubernetes.io/host-path", "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate"
+    }))
+    .expect("storage class");
+    Api::<StorageClass>::all(c.clone())
+        .create(&PostParams::default(), &sc)
+        .await
+        .expect("create storage class");
+}
+
+fn pod_template(app: &str, claim_volume: serde_json::Value) -> serde_json::Value {
+    json!({"metadata": {"labels": {"app": app}},
+           "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1",
+                                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                    "terminationGracePeriodSeconds": 5,
+                    "volumes": [claim_volume]}})
+}
+
+/// A StatefulSet with a `data` volumeClaimTemplate (RWO, default class), pods started in parallel.
+fn statefulset(name: &str, replicas: i32, retention: serde_json::Value) -> StatefulSet {
+    let mut template = pod_template(name, json!(null));
+    template["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("volumes");
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
+                 "selector": {"matchLabels": {"app": name}},
+                 "persistentVolumeClaimRetentionPolicy": retention,
+                 "template": template,
+                 "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                     "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}
+    }))
+    .expect("statefulset")
+}
+
+/// A claim of the default class (provisioned and bound by kube-controller-manager).
+async fn claim(cp: &ControlPlane, ns: &str, name: &str) {
+    let c = cp.admin().await;
+    let p: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("pvc");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c, ns);
+    pvcs.create(&PostParams::default(), &p)
+        .await
+        .expect("create claim");
+    cp.eventually(&format!("claim {ns}/{name} Bound"), WAIT, || {
+        let pvcs = pvcs.clone();
+        async move {
+            let p = pvcs.get(name).await.ok()?;
+            (p.status?.phase.as_deref() == Some("Bound")).then_some(())
+        }
+    })
+    .await;
+}
+
+/// A plain pod on `claim`, scheduled by kube-scheduler (to `node` when given).
+fn claim_pod(name: &str, claim: &str, node: Option<&str>) -> Pod {
+    let mut t = pod_template(
+        name,
+        json!({"name": "data", "persistentVolumeClaim": {"claimName": claim}}),
+    );
+    t["metadata"]["name"] = json!(name);
+    if let Some(n) = node {
+        t["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": n});
+    }
+    serde_json::from_value(t).expect("pod")
+}
+
+async fn running(cp: &ControlPlane, ns: &str, name: &str) -> Pod {
+    let pods = Api::<Pod>::namespaced(cp.admin().await, ns);
+    cp.eventually(&format!("pod {ns}/{name} Running"), LONG, || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get(name).await.ok()?;
+            let phase = p.status.as_ref()?.phase.as_deref()?;
+            (phase == "Running" && p.metadata.deletion_timestamp.is_none()).then_some(p)
+        }
+    })
+    .await
+}
+
+async fn gone_within<K>(cp: &ControlPlane, api: &Api<K>, what: &str, name: &str, within: Duration)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    cp.eventually(&format!("{what} {name} gone"), within, || async {
+        gone(api, name).await.then_some(())
+    })
+    .await;
+}
+
+/// Messages of the events on `name` with `reason` (any reason when None).
+async fn events(c: &kube::Client, ns: &str, name: &str, reason: Option<&str>) -> Vec<String> {
+    Api::<Event>::namespaced(c.clone(), ns)
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| reason.is_none_or(|r| e.reason.as_deref() == Some(r)))
+        .filter_map(|e| e.message)
+        .collect()
+}
+
+/// kubectl as a user runs it (admin kubeconfig): success and everything it printed.
+fn kubectl(cp: &ControlPlane, args: &[&str]) -> (bool, String) {
+    let kc = cp.kubeconfig_file("kubectl-user", "e2e-user", &["system:masters"]);
+    let out = std::process::Command::new(harness::bin_dir().join("kubectl"))
+        .arg(format!("--kubeconfig={}", kc.display()))
+        .args(args)
+        .output()
+        .expect("run kubectl");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// Records the etcd revision at which each pod and claim of `ns` was deleted (from watches).
+struct Deletions {
+    seen: std::sync::Arc<std::sync::Mutex<BTreeMap<String, u64>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Deletions {
+    async fn watch(c: &kube::Client, ns: &str) -> Deletions {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::new()));
+        let tasks = vec![
+            Self::spawn::<Pod>(Api::namespaced(c.clone(), ns), "pod", seen.clone()).await,
+            Self::spawn::<PersistentVolumeClaim>(
+                Api::namespaced(c.clone(), ns),
+                "pvc",
+                seen.clone(),
+            )
+            .await,
+        ];
+        Deletions { seen, tasks }
+    }
+
+    async fn spawn<K>(
+        api: Api<K>,
+        kind: &'static str,
+        seen: std::sync::Arc<std::sync::Mutex<BTreeMap<String, u64>>>,
+    ) -> tokio::task::JoinHandle<()>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
+        use futures::StreamExt;
+        use kube::api::{WatchEvent, WatchParams};
+        let rv = api
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .metadata
+            .resource_version
+            .unwrap_or_default();
+        tokio::spawn(async move {
+            let mut rv = rv;
+            loop {
+                let Ok(stream) = api.watch(&WatchParams::default().timeout(290), &rv).await else {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                };
+                let mut stream = std::pin::pin!(stream);
+                while let Some(Ok(ev)) = stream.next().await {
+                    let obj = match ev {
+                        WatchEvent::Deleted(o) => {
+                            let rev = o.meta().resource_version.clone().unwrap_or_default();
+                            let name = o.meta().name.clone().unwrap_or_default();
+                            if let Ok(rev) = rev.parse() {
+                                seen.lock()
+                                    .expect("lock")
+                                    .insert(format!("{kind}/{name}"), rev);
+                            }
+                            o
+                        }
+                        WatchEvent::Added(o) | WatchEvent::Modified(o) => o,
+                        WatchEvent::Bookmark(_) | WatchEvent::Error(_) => continue,
+                    };
+                    rv = obj.meta().resource_version.clone().unwrap_or(rv);
+                }
+            }
+        })
+    }
+
+    fn at(&self, key: &str) -> Option<u64> {
+        self.seen.lock().expect("lock").get(key).copied()
+    }
+}
+
+impl Drop for Deletions {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+// ---------------------------------------------------------------- scenarios
+
+/// A StatefulSet scaled 3 -> 1 with `whenScaled: Delete`: claims 1 and 2 are deleted (owned by
+/// their pods, removed by the garbage collector) and released only after their pods are gone, as
+/// the watch's deletion revisions prove.
+async fn s_statefulset_scale(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let sets = Api::<StatefulSet>::namespaced(c.clone(), ns);
+    let retention = json!({"whenScaled": "Delete", "whenDeleted": "Retain"});
+    sets.create(&PostParams::default(), &statefulset("web", 3, retention))
+        .await
+        .expect("statefulset");
+    for i in 0..3 {
+        running(cp, ns, &format!("web-{i}")).await;
+    }
+    let deletions = Deletions::watch(&c, ns).await;
+    sets.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .expect("scale");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    for i in [1, 2] {
+        gone_within(cp, &pvcs, "claim", &format!("data-web-{i}"), LONG).await;
+        let pod_at = cp
+            .eventually("pod deletion seen by the watch", WAIT, || async {
+                deletions.at(&format!("pod/web-{i}"))
+            })
+            .await;
+        let claim_at = cp
+            .eventually("claim deletion seen by the watch", WAIT, || async {
+                deletions.at(&format!("pvc/data-web-{i}"))
+            })
+            .await;
+        assert!(
+            claim_at > pod_at,
+            "data-web-{i} vanished at revision {claim_at}, before web-{i} ({pod_at})"
+        );
+        println!(
+            "statefulset-scale: web-{i} gone at revision {pod_at}, data-web-{i} at {claim_at}"
+        );
+    }
+    let kept = pvcs.get("data-web-0").await.expect("data-web-0 kept");
+    assert!(finalizers(&kept).contains(&PVCF.to_string()));
+}
+
+/// A claim deleted under a running StatefulSet pod waits (DeletionPostponed names the pod); the
+/// pod deleted, its replacement is refused while the claim terminates (by the StatefulSet
+/// controller's own check of its cache, and by volguard for anyone who tries anyway); once the
+/// claim is gone the controller recreates claim and pod, and the new claim (new UID) carries its
+/// protection finalizer.
+async fn s_statefulset_recreate(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let sets = Api::<StatefulSet>::namespaced(c.clone(), ns);
+    // A second finalizer on the claim keeps it terminating (as a slow CSI detach would) for as
+    // long as the test needs to show the refusals.
+    sets.create(
+        &PostParams::default(),
+        &statefulset(
+            "web",
+            1,
+            json!({"whenScaled": "Retain", "whenDeleted": "Retain"}),
+        ),
+    )
+    .await
+    .expect("statefulset");
+    running(cp, ns, "web-0").await;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let old_uid = pvcs
+        .get("data-web-0")
+        .await
+        .expect("claim")
+        .metadata
+        .uid
+        .expect("uid");
+    pvcs.patch(
+        "data-web-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": [PVCF, "e2e.volguard.io/hold"]}})),
+    )
+    .await
+    .expect("hold");
+    pvcs.delete("data-web-0", &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    let postponed = cp
+        .eventually("DeletionPostponed on data-web-0", WAIT, || {
+            let c = c.clone();
+            async move {
+                events(&c, ns, "data-web-0", Some("DeletionPostponed"))
+                    .await
+                    .into_iter()
+                    .next()
+            }
+        })
+        .await;
+    assert!(postponed.contains("web-0"), "{postponed}");
+    println!("statefulset-recreate: {postponed}");
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    pods.delete("web-0", &DeleteParams::default())
+        .await
+        .expect("delete pod");
+    // The StatefulSet controller tries to recreate web-0 and fails while the claim terminates.
+    let failed = cp
+        .eventually("FailedCreate for web-0 on the StatefulSet", LONG, || {
+            let c = c.clone();
+            async move {
+                events(&c, ns, "web", Some("FailedCreate"))
+                    .await
+                    .into_iter()
+                    .find(|m| m.contains("web-0"))
+            }
+        })
+        .await;
+    println!("statefulset-recreate: FailedCreate: {failed}");
+    assert!(
+        failed.contains("is being deleted"),
+        "FailedCreate without a reason about the claim: {failed}"
+    );
+    // Whoever races the controller's cache (here: the same pod by hand) meets volguard.
+    let mut same = claim_pod("web-0", "data-web-0", None);
+    same.spec.as_mut().expect("spec").hostname = Some("web-0".into());
+    let err = pods
+        .create(&PostParams::default(), &same)
+        .await
+        .expect_err("pod on a terminating claim");
+    let (code, msg) = denial(err);
+    assert!(
+        code == 403 || code == 400,
+        "unexpected status {code}: {msg}"
+    );
+    assert!(
+        msg.contains("pod-create.volguard.io") && msg.contains("is being deleted"),
+        "{msg}"
+    );
+    println!("statefulset-recreate: a racing create is refused: {msg}");
+    // Release the hold: volguard (and kcm) release the unused claim, the controller recreates it.
+    pvcs.patch(
+        "data-web-0",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(
+                json!([{"op": "test", "path": "/metadata/finalizers/1", "value": "e2e.volguard.io/hold"},
+                       {"op": "remove", "path": "/metadata/finalizers/1"}]),
+            )
+            .expect("patch"),
+        ),
+    )
+    .await
+    .expect("drop hold");
+    let new = cp
+        .eventually("a new data-web-0 (new UID)", LONG, || {
+            let pvcs = pvcs.clone();
+            let old_uid = old_uid.clone();
+            async move {
+                let p = pvcs.get("data-web-0").await.ok()?;
+                (p.metadata.uid.as_deref() != Some(old_uid.as_str())).then_some(p)
+            }
+        })
+        .await;
+    assert!(
+        finalizers(&new).contains(&PVCF.to_string()),
+        "{:?}",
+        new.metadata
+    );
+    running(cp, ns, "web-0").await;
+    println!(
+        "statefulset-recreate: data-web-0 recreated (uid {} -> {}) with {PVCF}, web-0 runs again",
+        old_uid,
+        new.metadata.uid.unwrap_or_default()
+    );
+}
+
+/// A generic ephemeral volume: the ephemeral-volume controller's claim is owned by its pod and
+/// released after the pod is gone; a same-name pod created while the old claim still terminates
+/// is refused, then runs once the claim is gone.
+async fn s_ephemeral_volume(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let eph = || -> Pod {
+        let mut t = pod_template(
+            "eph",
+            json!({"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}),
+        );
+        t["metadata"]["name"] = json!("eph");
+        serde_json::from_value(t).expect("pod")
+    };
+    pods.create(&PostParams::default(), &eph())
+        .await
+        .expect("pod");
+    let first = running(cp, ns, "eph").await;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let owned = pvcs.get("eph-data").await.expect("generated claim");
+    let owner = owned
+        .metadata
+        .owner_references
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|o| o.kind == "Pod")
+        .expect("owned by the pod");
+    assert_eq!(owner.uid, first.metadata.uid.clone().expect("uid"));
+    // Hold the claim in Terminating past the pod's end, as a slow detach would.
+    pvcs.patch(
+        "eph-data",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": [PVCF, "e2e.volguard.io/hold"]}})),
+    )
+    .await
+    .expect("hold");
+    pods.delete("eph", &DeleteParams::default())
+        .await
+        .expect("delete pod");
+    gone_within(cp, &pods, "pod", "eph", LONG).await;
+    // The garbage collector deletes the claim its owner left behind.
+    cp.eventually("GC deletes eph-data", LONG, || {
+        let pvcs = pvcs.clone();
+        async move {
+            pvcs.get("eph-data")
+                .await
+                .ok()?
+                .metadata
+                .deletion_timestamp
+                .map(|_| ())
+        }
+    })
+    .await;
+    let err = pods
+        .create(&PostParams::default(), &eph())
+        .await
+        .expect_err("same-name pod on the old claim");
+    let (_, msg) = denial(err);
+    assert!(
+        msg.contains("pod-create.volguard.io") && msg.contains("eph-data"),
+        "{msg}"
+    );
+    println!("ephemeral-volume: same-name pod refused: {msg}");
+    pvcs.patch(
+        "eph-data",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": [PVCF]}})),
+    )
+    .await
+    .expect("drop hold");
+    gone_within(cp, &pvcs, "claim", "eph-data", LONG).await;
+    pods.create(&PostParams::default(), &eph())
+        .await
+        .expect("same-name pod once the claim is gone");
+    running(cp, ns, "eph").await;
+    let fresh = pvcs.get("eph-data").await.expect("new generated claim");
+    assert_ne!(fresh.metadata.uid, owned.metadata.uid);
+    assert!(finalizers(&fresh).contains(&PVCF.to_string()));
+}
+
+/// A completed Job pod still blocks its claim (the event says to delete the pod); the TTL
+/// controller removes Job and pod, and the claim is released.
+async fn s_job_completion(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    claim(cp, ns, "results").await;
+    let mut template = pod_template(
+        "batch",
+        json!({"name": "data", "persistentVolumeClaim": {"claimName": "results"}}),
+    );
+    template["spec"]["restartPolicy"] = json!("Never");
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": "batch"},
+        "spec": {"ttlSecondsAfterFinished": 15, "backoffLimit": 0, "template": template}
+    }))
+    .expect("job");
+    Api::<Job>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("job");
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let done = cp
+        .eventually("the Job's pod Succeeded", LONG, || {
+            let pods = pods.clone();
+            async move {
+                pods.list(&ListParams::default().labels("job-name=batch"))
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find(|p| {
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")
+                    })?
+                    .metadata
+                    .name
+            }
+        })
+        .await;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    pvcs.delete("results", &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    let postponed = cp
+        .eventually("DeletionPostponed naming the finished pod", WAIT, || {
+            let c = c.clone();
+            async move {
+                events(&c, ns, "results", Some("DeletionPostponed"))
+                    .await
+                    .into_iter()
+                    .next()
+            }
+        })
+        .await;
+    assert!(
+        postponed.contains(&done) && postponed.contains("delete"),
+        "{postponed}"
+    );
+    assert!(
+        !gone(&pvcs, "results").await,
+        "claim released under a finished pod"
+    );
+    println!("job-completion: {postponed}");
+    gone_within(cp, &pods, "pod (TTL after finished)", &done, LONG).await;
+    gone_within(cp, &pvcs, "claim", "results", LONG).await;
+}
+
+/// A node deleted with a running pod on it: PodGC force-deletes the orphaned pod, and volguard
+/// allows it (rules.md §2d row 4); the claim survives.
+async fn s_node_deleted_podgc(cp: &mut ControlPlane, ns: &str) {
+    let node = format!("{ns}-node");
+    cp.kwok_node(&node).await;
+    let c = cp.admin().await;
+    claim(cp, ns, "orphan-data").await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    pods.create(
+        &PostParams::default(),
+        &claim_pod("orphan", "orphan-data", Some(&node)),
+    )
+    .await
+    .expect("pod");
+    running(cp, ns, "orphan").await;
+    let before = reached(cp, "/validate/force-delete").await;
+    cp.stop_kwok(&node);
+    Api::<Node>::all(c.clone())
+        .delete(&node, &DeleteParams::default())
+        .await
+        .expect("delete node");
+    // PodGC quarantines a missing node for 40 s, checks every 20 s.
+    gone_within(cp, &pods, "pod (PodGC)", "orphan", Duration::from_secs(150)).await;
+    let serve_log = harness::read_log(cp.serve.as_ref().expect("serve"));
+    let judged = serve_log.lines().any(|l| {
+        l.contains("orphan") && l.contains("pod-garbage-collector") && l.contains("allowed")
+    });
+    println!(
+        "node-deleted-podgc: PodGC removed the pod ({} force-delete reviews, judged by volguard: {judged})",
+        reached(cp, "/validate/force-delete").await - before
+    );
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    assert!(!gone(&pvcs, "orphan-data").await, "the claim must survive");
+}
+
+/// Non-graceful node shutdown: the node's kwok stops, the node goes NotReady, an operator taints
+/// it `out-of-service`; taint eviction deletes the pod, PodGC force-deletes it, volguard allows it.
+async fn s_out_of_service(cp: &mut ControlPlane, ns: &str) {
+    let node = format!("{ns}-node");
+    cp.kwok_node(&node).await;
+    let c = cp.admin().await;
+    claim(cp, ns, "oos-data").await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    pods.create(
+        &PostParams::default(),
+        &claim_pod("db", "oos-data", Some(&node)),
+    )
+    .await
+    .expect("pod");
+    running(cp, ns, "db").await;
+    cp.stop_kwok(&node);
+    let nodes = Api::<Node>::all(c.clone());
+    cp.eventually("node NotReady once its lease expires", LONG, || {
+        let nodes = nodes.clone();
+        let node = node.clone();
+        async move {
+            let n = nodes.get(&node).await.ok()?;
+            n.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status != "True")
+                .then_some(())
+        }
+    })
+    .await;
+    // What an operator does after confirming the node is down (kubectl taint).
+    let (ok, out) = kubectl(
+        cp,
+        &[
+            "taint",
+            "node",
+            &node,
+            "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
+        ],
+    );
+    assert!(ok, "{out}");
+    gone_within(cp, &pods, "pod (taint eviction + PodGC)", "db", LONG).await;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    assert!(!gone(&pvcs, "oos-data").await, "the claim must survive");
+    let log = harness::read_log(cp.serve.as_ref().expect("serve"));
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("\"db\"") && l.contains("denied") && l.contains(ns)),
+        "volguard refused PodGC's delete"
+    );
+    println!("out-of-service: {out}; PodGC removed the pod, volguard allowed it");
+}
+
+/// `kubectl drain --grace-period=0` is refused on a running pod (the eviction would force-delete
+/// it); a plain drain evicts gracefully through the PodDisruptionBudget and the pod finishes.
+async fn s_drain_eviction(cp: &mut ControlPlane, ns: &str) {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let node = format!("{ns}-node");
+    cp.kwok_node(&node).await;
+    let c = cp.admin().await;
+    claim(cp, ns, "drain-data").await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    pods.create(
+        &PostParams::default(),
+        &claim_pod("drainee", "drain-data", Some(&node)),
+    )
+    .await
+    .expect("pod");
+    running(cp, ns, "drainee").await;
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "drainee"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "drainee"}}}
+    }))
+    .expect("pdb");
+    Api::<PodDisruptionBudget>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &pdb)
+        .await
+        .expect("pdb");
+    let (ok, forced) = kubectl(
+        cp,
+        &[
+            "drain",
+            &node,
+            "--grace-period=0",
+            "--force",
+            "--ignore-daemonsets",
+            "--timeout=8s",
+        ],
+    );
+    assert!(!ok, "forced drain went through:\n{forced}");
+    assert!(
+        forced.contains("eviction.volguard.io") && forced.contains("force delete of pod"),
+        "{forced}"
+    );
+    running(cp, ns, "drainee").await;
+    println!(
+        "drain-eviction: kubectl drain --grace-period=0 refused: {}",
+        forced
+            .lines()
+            .find(|l| l.contains("volguard"))
+            .unwrap_or_default()
+    );
+    let (ok, drained) = kubectl(
+        cp,
+        &["drain", &node, "--ignore-daemonsets", "--timeout=90s"],
+    );
+    assert!(ok, "{drained}");
+    assert!(drained.contains("drained"), "{drained}");
+    assert!(gone(&pods, "drainee").await, "{drained}");
+    println!(
+        "drain-eviction: plain drain: {}",
+        drained.lines().last().unwrap_or_default()
+    );
+    let (ok, out) = kubectl(cp, &["uncordon", &node]);
+    assert!(ok, "{out}");
+}
+
+/// A namespace with a StatefulSet, a Job, pods and claims is deleted completely.
+async fn s_namespace_deletion(cp: &ControlPlane, ns: &str) -> Duration {
+    let c = cp.admin().await;
+    populate(cp, ns).await;
+    let started = Instant::now();
+    Api::<Namespace>::all(c.clone())
+        .delete(ns, &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    gone_within(cp, &Api::<Namespace>::all(c), "namespace", ns, LONG).await;
+    started.elapsed()
+}
+
+/// A StatefulSet (2 replicas), a Job and a plain pod, each with claims, all running.
+async fn populate(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    namespace(&c, ns).await;
+    Api::<StatefulSet>::namespaced(c.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &statefulset(
+                "db",
+                2,
+                json!({"whenScaled": "Retain", "whenDeleted": "Retain"}),
+            ),
+        )
+        .await
+        .expect("statefulset");
+    claim(cp, ns, "batch-data").await;
+    let mut template = pod_template(
+        "batch",
+        json!({"name": "data", "persistentVolumeClaim": {"claimName": "batch-data"}}),
+    );
+    template["spec"]["restartPolicy"] = json!("Never");
+    let job: Job = serde_json::from_value(
+        json!({"metadata": {"name": "batch"}, "spec": {"template": template}}),
+    )
+    .expect("job");
+    Api::<Job>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("job");
+    claim(cp, ns, "solo-data").await;
+    Api::<Pod>::namespaced(c.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &claim_pod("solo", "solo-data", None),
+        )
+        .await
+        .expect("pod");
+    for p in ["db-0", "db-1", "solo"] {
+        running(cp, ns, p).await;
+    }
+}
+
+/// With `volguard serve` stopped: namespace deletion and PodGC still complete (every rule they
+/// meet is `failurePolicy: Ignore` or exempts the controllers by matchConditions), a finalizer
+/// strip is refused (the guard fails closed), and after a restart volguard judges again.
+async fn s_webhook_down(cp: &mut ControlPlane, ns: &str) {
+    let node = format!("{ns}-node");
+    cp.kwok_node(&node).await;
+    let c = cp.admin().await;
+    let doomed = format!("{ns}-doomed");
+    populate(cp, &doomed).await;
+    namespace(&c, ns).await;
+    claim(cp, ns, "orphan-data").await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    pods.create(
+        &PostParams::default(),
+        &claim_pod("orphan", "orphan-data", Some(&node)),
+    )
+    .await
+    .expect("pod");
+    running(cp, ns, "orphan").await;
+    cp.stop_webhook();
+    let started = Instant::now();
+    // Claims created meanwhile: the apiserver's own StorageObjectInUseProtection plugin gives
+    // them the finalizer (volguard's controller backfills only where that plugin is off:
+    // scenario 9 of tests/e2e.rs).
+    claim(cp, ns, "meanwhile").await;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let meanwhile = pvcs.get("meanwhile").await.expect("claim");
+    assert!(finalizers(&meanwhile).contains(&PVCF.to_string()));
+    let strip = pvcs
+        .patch(
+            "orphan-data",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect_err("strip with the guard down");
+    let (_, msg) = denial(strip);
+    assert!(msg.contains("finalizer-guard.volguard.io"), "{msg}");
+    cp.stop_kwok(&node);
+    Api::<Node>::all(c.clone())
+        .delete(&node, &DeleteParams::default())
+        .await
+        .expect("delete node");
+    Api::<Namespace>::all(c.clone())
+        .delete(&doomed, &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    gone_within(
+        cp,
+        &Api::<Namespace>::all(c.clone()),
+        "namespace (webhook down)",
+        &doomed,
+        LONG,
+    )
+    .await;
+    let ns_done = started.elapsed();
+    gone_within(
+        cp,
+        &pods,
+        "pod (PodGC, webhook down)",
+        "orphan",
+        Duration::from_secs(150),
+    )
+    .await;
+    println!(
+        "webhook-down: namespace deleted in {:.1}s, PodGC done in {:.1}s, strip refused: {msg}",
+        ns_done.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    cp.start_webhook().await;
+    let err = pods
+        .create(
+            &PostParams::default(),
+            &claim_pod("again", "orphan-data", None),
+        )
+        .await
+        .map(|_| ());
+    assert!(err.is_ok(), "{err:?}");
+    pvcs.delete("orphan-data", &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    let postponed = cp
+        .eventually("DeletionPostponed after restart", WAIT, || {
+            let c = c.clone();
+            async move {
+                events(&c, ns, "orphan-data", Some("DeletionPostponed"))
+                    .await
+                    .into_iter()
+                    .next()
+            }
+        })
+        .await;
+    assert!(postponed.contains("again"), "{postponed}");
+}
+
+/// What users see in kubectl: force delete, finalizer strip and a pod on a terminating claim
+/// refused with volguard's message; a pod on a missing claim allowed with volguard's warning.
+async fn s_kubectl_ux(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    claim(cp, ns, "ux-data").await;
+    Api::<Pod>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &claim_pod("ux", "ux-data", None))
+        .await
+        .expect("pod");
+    running(cp, ns, "ux").await;
+    let (ok, out) = kubectl(
+        cp,
+        &[
+            "delete",
+            "pod",
+            "ux",
+            "-n",
+            ns,
+            "--force",
+            "--grace-period=0",
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert!(out.contains("Warning: Immediate deletion"), "{out}");
+    assert!(
+        out.contains("admission webhook \"force-delete.volguard.io\" denied the request")
+            && out.contains("force delete of pod \"ux\" refused"),
+        "{out}"
+    );
+    println!("kubectl-ux: $ kubectl delete pod ux --force --grace-period=0\n{out}");
+    let (ok, out) = kubectl(
+        cp,
+        &[
+            "patch",
+            "pvc",
+            "ux-data",
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("admission webhook \"finalizer-guard.volguard.io\" denied the request"),
+        "{out}"
+    );
+    println!(
+        "kubectl-ux: $ kubectl patch pvc ux-data -p '{{\"metadata\":{{\"finalizers\":null}}}}'\n{out}"
+    );
+    let (ok, out) = kubectl(cp, &["delete", "pvc", "ux-data", "-n", ns, "--wait=false"]);
+    assert!(ok, "{out}");
+    let manifest = cp.dir.path().join("ux-pod.json");
+    std::fs::write(
+        &manifest,
+        serde_json::to_string(&claim_pod("ux-2", "ux-data", None)).expect("json"),
+    )
+    .expect("write");
+    let (ok, out) = kubectl(
+        cp,
+        &["create", "-n", ns, "-f", manifest.to_str().expect("path")],
+    );
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("admission webhook \"pod-create.volguard.io\" denied the request")
+            && out.contains("is being deleted"),
+        "{out}"
+    );
+    println!("kubectl-ux: $ kubectl create -f ux-pod.json (claim terminating)\n{out}");
+    std::fs::write(
+        &manifest,
+        serde_json::to_string(&claim_pod("ux-3", "not-yet", None)).expect("json"),
+    )
+    .expect("write");
+    let (ok, out) = kubectl(
+        cp,
+        &["create", "-n", ns, "-f", manifest.to_str().expect("path")],
+    );
+    assert!(ok, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("Warning:") && l.contains("not-yet")),
+        "{out}"
+    );
+    println!("kubectl-ux: $ kubectl create -f ux-pod.json (claim missing)\n{out}");
+}
+
+/// Percentiles of one webhook's admission latency from the apiserver's own histogram.
+struct Latency {
+    webhook: String,
+    count: f64,
+    p50: f64,
+    p99: f64,
+}
+
+/// `apiserver_admission_webhook_admission_duration_seconds` per volguard webhook (p50/p99 by
+/// linear interpolation in the buckets, as Prometheus' histogram_quantile does) and
+/// `apiserver_admission_webhook_rejection_count` by error type, as the apiserver measured them.
+fn webhook_figures(metrics: &str) -> (Vec<Latency>, BTreeMap<String, f64>) {
+    let label = |line: &str, key: &str| -> Option<String> {
+        let start = line.find(&format!("{key}=\""))? + key.len() + 2;
+        let end = line[start..].find('"')? + start;
+        Some(line[start..end].to_string())
+    };
+    let value = |line: &str| line.rsplit(' ').next()?.parse::<f64>().ok();
+    let mut buckets: BTreeMap<String, BTreeMap<u64, f64>> = BTreeMap::new();
+    let mut rejections = BTreeMap::new();
+    for line in metrics.lines() {
+        if line.starts_with("apiserver_admission_webhook_admission_duration_seconds_bucket{") {
+            let (Some(name), Some(le), Some(v)) =
+                (label(line, "name"), label(line, "le"), value(line))
+            else {
+                continue;
+            };
+            if !name.ends_with("volguard.io") {
+                continue;
+            }
+            let le_us = if le == "+Inf" {
+                u64::MAX
+            } else {
+                (le.parse::<f64>().unwrap_or(0.0) * 1e6) as u64
+            };
+            *buckets.entry(name).or_default().entry(le_us).or_default() += v;
+        } else if line.starts_with("apiserver_admission_webhook_rejection_count{") {
+            let (Some(name), Some(kind), Some(v)) =
+                (label(line, "name"), label(line, "error_type"), value(line))
+            else {
+                continue;
+            };
+            if name.ends_with("volguard.io") {
+                *rejections.entry(format!("{name} {kind}")).or_default() += v;
+            }
+        }
+    }
+    let quantile = |b: &BTreeMap<u64, f64>, q: f64| -> f64 {
+        let total = b.values().last().copied().unwrap_or(0.0);
+        let rank = q * total;
+        let (mut prev_le, mut prev_n) = (0u64, 0.0);
+        for (&le, &n) in b {
+            if n >= rank {
+                if le == u64::MAX {
+                    return prev_le as f64 / 1e3;
+                }
+                let frac = if n > prev_n {
+                    (rank - prev_n) / (n - prev_n)
+                } else {
+                    0.0
+                };
+                return (prev_le as f64 + frac * (le - prev_le) as f64) / 1e3;
+            }
+            (prev_le, prev_n) = (le, n);
+        }
+        0.0
+    };
+    let lat = buckets
+        .iter()
+        .map(|(w, b)| Latency {
+            webhook: w.clone(),
+            count: b.values().last().copied().unwrap_or(0.0),
+            p50: quantile(b, 0.5),
+            p99: quantile(b, 0.99),
+        })
+        .collect();
+    (lat, rejections)
+}
+
+/// Churn pods with claims through StatefulSets (`rounds` × `sets` × `replicas` pod creations)
+/// and print the apiserver's own view of volguard's webhooks.
+async fn s_apiserver_latency(
+    cp: &ControlPlane,
+    ns: &str,
+    sets: usize,
+    replicas: i32,
+    rounds: usize,
+) {
+    let c = cp.admin().await;
+    let api = Api::<StatefulSet>::namespaced(c.clone(), ns);
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let started = Instant::now();
+    for s in 0..sets {
+        api.create(
+            &PostParams::default(),
+            &statefulset(
+                &format!("churn-{s}"),
+                0,
+                json!({"whenScaled": "Retain", "whenDeleted": "Delete"}),
+            ),
+        )
+        .await
+        .expect("statefulset");
+    }
+    let want = sets * replicas as usize;
+    for round in 0..rounds {
+        for s in 0..sets {
+            api.patch(
+                &format!("churn-{s}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+            )
+            .await
+            .expect("scale up");
+        }
+        cp.eventually(
+            &format!("round {round}: {want} pods running"),
+            Duration::from_secs(300),
+            || {
+                let pods = pods.clone();
+                async move {
+                    let n = pods
+                        .list(&ListParams::default())
+                        .await
+                        .ok()?
+                        .items
+                        .iter()
+                        .filter(|p| {
+                            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                                && p.metadata.deletion_timestamp.is_none()
+                        })
+                        .count();
+                    (n >= want).then_some(())
+                }
+            },
+        )
+        .await;
+        for s in 0..sets {
+            api.patch(
+                &format!("churn-{s}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": 0}})),
+            )
+            .await
+            .expect("scale down");
+        }
+        cp.eventually(
+            &format!("round {round}: pods gone"),
+            Duration::from_secs(300),
+            || {
+                let pods = pods.clone();
+                async move {
+                    pods.list(&ListParams::default())
+                        .await
+                        .ok()?
+                        .items
+                        .is_empty()
+                        .then_some(())
+                }
+            },
+        )
+        .await;
+    }
+    let req = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("req");
+    let text = c.request_text(req).await.expect("apiserver metrics");
+    let (lat, rejections) = webhook_figures(&text);
+    println!(
+        "apiserver-latency: {} pods with claims churned through {sets} StatefulSets in {:.1}s",
+        want * rounds,
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "{:<34} {:>8} {:>9} {:>9}",
+        "webhook (apiserver's histogram)", "calls", "p50 ms", "p99 ms"
+    );
+    for l in &lat {
+        println!(
+            "{:<34} {:>8.0} {:>9.2} {:>9.2}",
+            l.webhook, l.count, l.p50, l.p99
+        );
+    }
+    println!("rejections by error type: {rejections:?}");
+    let pod_create = lat
+        .iter()
+        .find(|l| l.webhook == "pod-create.volguard.io")
+        .expect("pod-create webhook measured");
+    assert!(
+        pod_create.count >= (want * rounds) as f64,
+        "fewer pod-create calls ({}) than pods created ({})",
+        pod_create.count,
+        want * rounds
+    );
+    assert!(
+        !rejections
+            .keys()
+            .any(|k| k.contains("calling_webhook_error")),
+        "webhook call errors during churn: {rejections:?}"
+    );
+}
+
+fn deployment(
+    name: &str,
+    claim: &str,
+    strategy: serde_json::Value,
+) -> k8s_openapi::api::apps::v1::Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"replicas": 1, "strategy": strategy, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}],
+                    "automountServiceAccountToken": false,
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}}}
+    }))
+    .expect("deployment")
+}
+
+/// The pods of app `name`: (pod name, node) for each, oldest first.
+async fn app_pods(c: &kube::Client, ns: &str, name: &str) -> Vec<(String, Option<String>)> {
+    let mut pods = Api::<Pod>::namespaced(c.clone(), ns)
+        .list(&kube::api::ListParams::default().labels(&format!("app={name}")))
+        .await
+        .expect("list")
+        .items;
+    pods.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
+    pods.into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            (
+                p.metadata.name.unwrap_or_default(),
+                p.spec.and_then(|s| s.node_name),
+            )
+        })
+        .collect()
+}
+
+/// A new revision of a Deployment's pod template (what `kubectl rollout restart` does).
+async fn roll_out(deploys: &Api<k8s_openapi::api::apps::v1::Deployment>, name: &str) {
+    deploys
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}}),
+            ),
+        )
+        .await
+        .expect("rollout");
+}
+
+/// The scheduler's events for a pod that mention volguard's RWO rule.
+async fn rwo_refusals(c: &kube::Client, ns: &str, pod: &str) -> Vec<String> {
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(c.clone(), ns)
+        .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={pod}")))
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter_map(|e| e.message)
+        .filter(|m| m.contains("rwo-single-node.volguard.io"))
+        .collect()
+}
+
+/// rules.md §2f with the real kube-scheduler and Deployment controller: a RollingUpdate's new
+/// pod waits Pending (the scheduler's events carry volguard's message) while the old pod runs on
+/// another node, and runs once the old pod has ended; a Recreate rollout is never refused.
+async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let c = cp.admin().await;
+    claim(cp, ns, "data").await;
+    let deploys = Api::<Deployment>::namespaced(c.clone(), ns);
+    let rolling =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
+    deploys
+        .create(&PostParams::default(), &deployment("roll", "data", rolling))
+        .await
+        .expect("deployment");
+    let (old, old_node) = cp
+        .eventually("first pod scheduled", WAIT, || {
+            let c = c.clone();
+            async move {
+                let pods = app_pods(&c, ns, "roll").await;
+                let (name, node) = pods.into_iter().next()?;
+                Some((name, node?))
+            }
+        })
+        .await;
+    running(cp, ns, &old).await;
+    // Its node is cordoned: the rollout's new pod can only go to the other node.
+    Api::<Node>::all(c.clone())
+        .patch(
+            &old_node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon");
+    roll_out(&deploys, "roll").await;
+    let (new, refusal) = cp
+        .eventually("new pod refused by volguard at bind time", WAIT, || {
+            let c = c.clone();
+            let old = old.clone();
+            async move {
+                let pods = app_pods(&c, ns, "roll").await;
+                let (new, node) = pods.into_iter().find(|(n, _)| *n != old)?;
+                assert!(
+                    node.is_none(),
+                    "{new} bound to {node:?} while {old} holds the volume"
+                );
+                let msg = rwo_refusals(&c, ns, &new).await.into_iter().next()?;
+                Some((new, msg))
+            }
+        })
+        .await;
+    assert!(
+        refusal.contains(&format!("pod \"{old}\" uses it on node \"{old_node}\"")),
+        "{refusal}"
+    );
+    println!("rwo: {new} waits Pending; scheduler event: {refusal}");
+    // The old pod ends (its kubelet reports it finished): the volume is free, the scheduler's
+    // retry binds the new pod.
+    Api::<Pod>::namespaced(cp.kubelet(&old_node).await, ns)
+        .patch_status(
+            &old,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+        )
+        .await
+        .expect("old pod finished");
+    let bound = cp
+        .eventually(
+            "new pod bound once the old one ended",
+            Duration::from_secs(60),
+            || {
+                let c = c.clone();
+                let new = new.clone();
+                async move {
+                    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+                    pods.get(&new).await.ok()?.spec?.node_name
+                }
+            },
+        )
+        .await;
+    assert_ne!(bound, old_node);
+    running(cp, ns, &new).await;
+    println!("rwo: {new} runs on {bound} after {old} ended");
+
+    // Recreate: the old pod is gone before the new one exists; nothing is refused.
+    Api::<Node>::all(c.clone())
+        .patch(
+            &old_node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": false}})),
+        )
+        .await
+        .expect("uncordon");
+    claim(cp, ns, "data2").await;
+    deploys
+        .create(
+            &PostParams::default(),
+            &deployment("recreate", "data2", json!({"type": "Recreate"})),
+        )
+        .await
+        .expect("deployment");
+    let (first, first_node) = cp
+        .eventually("recreate: first pod scheduled", WAIT, || {
+            let c = c.clone();
+            async move {
+                let (name, node) = app_pods(&c, ns, "recreate").await.into_iter().next()?;
+                Some((name, node?))
+            }
+        })
+        .await;
+    running(cp, ns, &first).await;
+    roll_out(&deploys, "recreate").await;
+    // The Deployment controller deletes the old pod; its kubelet (kwok) finishes the delete.
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    cp.eventually("recreate: old pod being deleted", WAIT, || {
+        let pods = pods.clone();
+        let first = first.clone();
+        async move {
+            pods.get(&first)
+                .await
+                .ok()?
+                .metadata
+                .deletion_timestamp
+                .map(|_| ())
+        }
+    })
+    .await;
+    let (second, second_node) = cp
+        .eventually("recreate: new pod scheduled", WAIT, || {
+            let c = c.clone();
+            let first = first.clone();
+            async move {
+                let (name, node) = app_pods(&c, ns, "recreate")
+                    .await
+                    .into_iter()
+                    .find(|(n, _)| *n != first)?;
+                Some((name, node?))
+            }
+        })
+        .await;
+    assert!(
+        rwo_refusals(&c, ns, &second).await.is_empty(),
+        "Recreate was refused"
+    );
+    println!(
+        "rwo: Recreate rolled {first} ({first_node}) -> {second} ({second_node}) without a refusal"
+    );
+}
+
+/// rules.md §2f detection: with the webhook down (failurePolicy Ignore lets everything through),
+/// two pods on two nodes share an RWO claim; the controller raises `MultiNodeRWO` on the claim
+/// and `volguard_pvcs_multi_node_rwo`.
+async fn s_multi_node_rwo(cp: &mut ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    claim(cp, ns, "shared").await;
+    cp.stop_webhook();
+    for (name, node) in [("w-1", "kwok-1"), ("w-2", "kwok-2")] {
+        pod(&c, ns, name, Some(node), &["shared"])
+            .await
+            .expect("pod (webhook down)");
+        running(cp, ns, name).await;
+    }
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(c.clone(), ns);
+    let msg = cp
+        .eventually("MultiNodeRWO event on the claim", WAIT, || {
+            let events = events.clone();
+            async move {
+                events
+                    .list(&kube::api::ListParams::default().fields("involvedObject.name=shared"))
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("MultiNodeRWO"))
+                    .and_then(|e| (e.type_.as_deref() == Some("Warning")).then_some(e.message?))
+            }
+        })
+        .await;
+    assert!(msg.contains("2 nodes at once (kwok-1, kwok-2)"), "{msg}");
+    let metrics = metrics_text(cp.controller_probes[0]).await;
+    assert!(
+        metrics.contains("volguard_pvcs_multi_node_rwo 1"),
+        "{metrics}"
+    );
+    println!("multi-node RWO detected: {msg}");
+    cp.start_webhook().await;
+}
+
+/// A forced renewal of the serving certificate (what `cmctl renew` does: the `Issuing`
+/// condition) while admission calls run back to back: the new key pair reaches volguard's files,
+/// volguard reloads it, and not one call fails (the apiserver's own fail-open and rejection
+/// counters, and every call counted by volguard).
+async fn s_cert_renewal(cp: &ControlPlane, ns: &str) {
+    use k8s_openapi::api::core::v1::Secret;
+    let c = cp.admin().await;
+    let secrets = Api::<Secret>::namespaced(c.clone(), "volguard-system");
+    let serial = |s: Secret| {
+        s.data
+            .and_then(|d| d.get("tls.crt").map(|b| b.0.clone()))
+            .unwrap_or_default()
+    };
+    let before_cert = serial(secrets.get("volguard-webhook-tls").await.expect("secret"));
+    let reloads = |text: &str| {
+        text.lines()
+            .filter(|l| {
+                l.starts_with("volguard_tls_reloads_total{") && l.contains("result=\"success\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let failures = |text: &str| {
+        text.lines()
+            .filter(|l| {
+                (l.starts_with("apiserver_admission_webhook_fail_open_count{")
+                    || (l.starts_with("apiserver_admission_webhook_rejection_count{")
+                        && l.contains("calling_webhook_error")))
+                    && l.contains("volguard.io")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let apiserver_metrics = || async {
+        let req = http::Request::get("/metrics")
+            .body(Vec::new())
+            .expect("req");
+        c.request_text(req).await.expect("apiserver metrics")
+    };
+    let failed_before = failures(&apiserver_metrics().await);
+    let reloads_before = reloads(&metrics_text(cp.serve_probe).await);
+    let reached_before = reached(cp, "/mutate/pvc-finalizer").await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+        tokio::spawn(async move {
+            let mut calls = 0u32;
+            let p: PersistentVolumeClaim = serde_json::from_value(json!({
+                "metadata": {"name": "probe"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+            }))
+            .expect("pvc");
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let created = pvcs
+                    .create(
+                        &PostParams {
+                            dry_run: true,
+                            ..Default::default()
+                        },
+                        &p,
+                    )
+                    .await
+                    .expect("dry-run claim");
+                assert!(finalizers(&created).contains(&PVCF.to_string()));
+                calls += 1;
+            }
+            calls
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let renew = json!({"status": {"conditions": [{"type": "Issuing", "status": "True",
+        "reason": "ManuallyTriggered", "message": "e2e: forced renewal",
+        "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}]}});
+    let ar = kube::discovery::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("cert-manager.io", "v1", "Certificate"),
+        "certificates",
+    );
+    Api::<kube::api::DynamicObject>::namespaced_with(c.clone(), "volguard-system", &ar)
+        .patch_status(
+            "volguard-webhook",
+            &PatchParams::default(),
+            &Patch::Merge(renew),
+        )
+        .await
+        .expect("trigger renewal");
+    cp.eventually("a renewed certificate in the Secret", LONG, || {
+        let secrets = secrets.clone();
+        let before_cert = before_cert.clone();
+        async move {
+            let now = serial(secrets.get("volguard-webhook-tls").await.ok()?);
+            (now != before_cert).then_some(())
+        }
+    })
+    .await;
+    cp.eventually("volguard reloads the renewed certificate", WAIT, || async {
+        (reloads(&metrics_text(cp.serve_probe).await) > reloads_before).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let calls = load.await.expect("load");
+    let failed = failures(&apiserver_metrics().await) - failed_before;
+    let judged = reached(cp, "/mutate/pvc-finalizer").await - reached_before;
+    println!(
+        "cert-manager-renewal: certificate renewed and reloaded; {calls} admission calls across it, {failed} failed (apiserver's counters), {judged} judged by volguard"
+    );
+    assert_eq!(failed, 0.0, "admission calls failed across the renewal");
+    assert!(
+        judged >= f64::from(calls),
+        "{judged} of {calls} calls reached volguard"
+    );
+}
+
+// ---------------------------------------------------------------- the profile
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_profile() {
+    let mut cp = ControlPlane::start(Profile::Cluster).await;
+    let version = cp.admin().await.apiserver_version().await.expect("version");
+    println!(
+        "kube-apiserver {} with kube-controller-manager (default controllers), kube-scheduler, kwok nodes",
+        version.git_version
+    );
+    cp.install_manifests().await;
+    cp.start_cert_manager().await;
+    cp.start_webhook().await;
+    println!(
+        "cert-manager v1.11.5 issued the serving certificate; cainjector wrote both caBundles"
+    );
+    cp.start_controller("replica-a").await;
+    let c = cp.admin().await;
+    storage_class(&c).await;
+    for n in ["kwok-1", "kwok-2"] {
+        cp.kwok_node(n).await;
+    }
+    for ns in [
+        "sts-scale",
+        "sts-recreate",
+        "ephemeral",
+        "jobs",
+        "podgc",
+        "oos",
+        "drain",
+        "ux",
+        "down",
+        "churn",
+        "rwo",
+        "renewal",
+    ] {
+        namespace(&c, ns).await;
+    }
+    run_or_dump(&cp, "cert-manager-renewal", s_cert_renewal(&cp, "renewal")).await;
+    run_or_dump(
+        &cp,
+        "statefulset-scale",
+        s_statefulset_scale(&cp, "sts-scale"),
+    )
+    .await;
+    run_or_dump(
+        &cp,
+        "statefulset-recreate",
+        s_statefulset_recreate(&cp, "sts-recreate"),
+    )
+    .await;
+    run_or_dump(
+        &cp,
+        "ephemeral-volume",
+        s_ephemeral_volume(&cp, "ephemeral"),
+    )
+    .await;
+    run_or_dump(&cp, "job-completion", s_job_completion(&cp, "jobs")).await;
+    run_or_dump(&cp, "kubectl-ux", s_kubectl_ux(&cp, "ux")).await;
+    let t = Instant::now();
+    let took = s_namespace_deletion(&cp, "doomed").await;
+    println!(
+        "scenario namespace-deletion: ok (namespace deleted in {:.1}s, {:.1}s in all)",
+        took.as_secs_f64(),
+        t.elapsed().as_secs_f64()
+    );
+    timed("node-deleted-podgc", s_node_deleted_podgc(&mut cp, "podgc")).await;
+    timed("out-of-service", s_out_of_service(&mut cp, "oos")).await;
+    timed("drain-eviction", s_drain_eviction(&mut cp, "drain")).await;
+    timed("webhook-down", s_webhook_down(&mut cp, "down")).await;
+    run_or_dump(&cp, "rwo-single-node", s_rwo_single_node(&cp, "rwo")).await;
+    timed("multi-node-rwo-detection", s_multi_node_rwo(&mut cp, "rwo")).await;
+    let (sets, replicas, rounds) = (10, 10, 5);
+    let t = Instant::now();
+    s_apiserver_latency(&cp, "churn", sets, replicas, rounds).await;
+    println!(
+        "scenario apiserver-latency: ok ({:.1}s)",
+        t.elapsed().as_secs_f64()
+    );
+}
+
+/// Scenarios that need `&mut ControlPlane` (they start and stop processes); the harness dumps
+/// every log when one of their waits times out.
+async fn timed<F: std::future::Future<Output = ()>>(name: &str, f: F) {
+    let t = Instant::now();
+    f.await;
+    println!("scenario {name}: ok ({:.1}s)", t.elapsed().as_secs_f64());
+}

@@ -1,0 +1,179 @@
+//! Objects and polling helpers shared by the e2e test files: namespaces, claims, volumes and
+//! pods as users write them, and what volguard's metrics say.
+#![allow(dead_code)]
+
+use super::harness::ControlPlane;
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount,
+};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use std::time::Duration;
+
+pub const PVCF: &str = "kubernetes.io/pvc-protection";
+pub const PVF: &str = "kubernetes.io/pv-protection";
+pub const WAIT: Duration = Duration::from_secs(30);
+
+pub async fn namespace(c: &kube::Client, name: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    // The beside-upstream profile runs the ServiceAccount admission plugin without its controller.
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("sa");
+    let _ = Api::<ServiceAccount>::namespaced(c.clone(), name)
+        .create(&PostParams::default(), &sa)
+        .await;
+}
+
+pub async fn node(c: &kube::Client, name: &str) {
+    let n: Node = serde_json::from_value(json!({"metadata": {"name": name}})).expect("node");
+    let _ = Api::<Node>::all(c.clone())
+        .create(&PostParams::default(), &n)
+        .await;
+}
+
+pub async fn pvc(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    volume: Option<&str>,
+) -> Result<PersistentVolumeClaim, kube::Error> {
+    let mut spec = json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": ""});
+    if let Some(v) = volume {
+        spec["volumeName"] = json!(v);
+    }
+    let p: PersistentVolumeClaim =
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("pvc");
+    Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &p)
+        .await
+}
+
+pub async fn pv(c: &kube::Client, name: &str, extra_finalizers: &[&str]) -> PersistentVolume {
+    let mut meta = json!({"name": name});
+    if !extra_finalizers.is_empty() {
+        meta["finalizers"] = json!(extra_finalizers);
+    }
+    let p: PersistentVolume = serde_json::from_value(json!({
+        "metadata": meta,
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "persistentVolumeReclaimPolicy": "Retain",
+                 "hostPath": {"path": format!("/tmp/{name}")}}
+    }))
+    .expect("pv");
+    Api::<PersistentVolume>::all(c.clone())
+        .create(&PostParams::default(), &p)
+        .await
+        .expect("create pv")
+}
+
+pub fn pod_json(name: &str, node: Option<&str>, claims: &[&str], tgps: i64) -> Pod {
+    let vols: Vec<_> = claims
+        .iter()
+        .enumerate()
+        .map(|(i, c)| json!({"name": format!("v{i}"), "persistentVolumeClaim": {"claimName": c}}))
+        .collect();
+    let mut spec = json!({"containers": [{"name": "app", "image": "example.invalid/app:1"}], "volumes": vols,
+                          "terminationGracePeriodSeconds": tgps, "automountServiceAccountToken": false});
+    if let Some(n) = node {
+        spec["nodeName"] = json!(n);
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("pod")
+}
+
+pub async fn pod(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    node: Option<&str>,
+    claims: &[&str],
+) -> Result<Pod, kube::Error> {
+    Api::<Pod>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &pod_json(name, node, claims, 30))
+        .await
+}
+
+pub async fn set_pod_phase(c: &kube::Client, ns: &str, name: &str, phase: &str) {
+    Api::<Pod>::namespaced(c.clone(), ns)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": phase}})),
+        )
+        .await
+        .expect("pod status");
+}
+
+pub async fn set_status_phase<K>(api: &Api<K>, name: &str, phase: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": phase}})),
+    )
+    .await
+    .expect("status");
+}
+
+pub fn finalizers<K: kube::Resource>(o: &K) -> Vec<String> {
+    o.meta().finalizers.clone().unwrap_or_default()
+}
+
+pub fn denial(e: kube::Error) -> (u16, String) {
+    match e {
+        kube::Error::Api(s) => (s.code, s.message.clone()),
+        other => panic!("expected an API error, got {other}"),
+    }
+}
+
+pub fn force() -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    }
+}
+
+pub async fn gone<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    matches!(api.get_opt(name).await, Ok(None))
+}
+
+/// `/metrics` of a volguard process's probe port.
+pub async fn metrics_text(probe_port: u16) -> String {
+    reqwest::get(format!("http://127.0.0.1:{probe_port}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text")
+}
+
+/// The serve's count of admission requests on one endpoint (rule path), all decisions.
+pub async fn reached(cp: &ControlPlane, endpoint: &str) -> f64 {
+    let text = metrics_text(cp.serve_probe).await;
+    text.lines()
+        .filter(|l| {
+            l.starts_with("volguard_admission_requests_total{")
+                && l.contains(&format!("endpoint=\"{endpoint}\""))
+        })
+        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .sum()
+}
+
+pub async fn run_or_dump<F: std::future::Future<Output = ()>>(cp: &ControlPlane, name: &str, f: F) {
+    let started = std::time::Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(120), f).await;
+    if r.is_err() {
+        panic!("{name} timed out\n{}", cp.logs());
+    }
+    println!(
+        "scenario {name}: ok ({:.1}s)",
+        started.elapsed().as_secs_f64()
+    );
+}

@@ -151,6 +151,27 @@ fn kubectl(cp: &ControlPlane, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// A test's own finalizer that keeps a claim Terminating ("as a slow detach would").
+const HOLD: &str = "e2e.volguard.io/hold";
+
+/// Remove `HOLD` from a claim, whatever else its finalizer list holds by now (volguard or kcm
+/// may have released the protection finalizer meanwhile).
+async fn release_hold(pvcs: &Api<PersistentVolumeClaim>, name: &str) {
+    let p = pvcs.get(name).await.expect("claim");
+    let i = finalizers(&p)
+        .iter()
+        .position(|f| f == HOLD)
+        .expect("hold finalizer");
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": HOLD},
+        {"op": "remove", "path": format!("/metadata/finalizers/{i}")}
+    ]))
+    .expect("patch");
+    pvcs.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .expect("release hold");
+}
+
 /// Records the etcd revision at which each pod and claim of `ns` was deleted (from watches).
 struct Deletions {
     seen: std::sync::Arc<std::sync::Mutex<BTreeMap<String, u64>>>,
@@ -311,7 +332,7 @@ async fn s_statefulset_recreate(cp: &ControlPlane, ns: &str) {
     pvcs.patch(
         "data-web-0",
         &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": [PVCF, "e2e.volguard.io/hold"]}})),
+        &Patch::Merge(json!({"metadata": {"finalizers": [PVCF, HOLD]}})),
     )
     .await
     .expect("hold");
@@ -370,19 +391,7 @@ async fn s_statefulset_recreate(cp: &ControlPlane, ns: &str) {
     );
     println!("statefulset-recreate: a racing create is refused: {msg}");
     // Release the hold: volguard (and kcm) release the unused claim, the controller recreates it.
-    pvcs.patch(
-        "data-web-0",
-        &PatchParams::default(),
-        &Patch::Json::<()>(
-            serde_json::from_value(
-                json!([{"op": "test", "path": "/metadata/finalizers/1", "value": "e2e.volguard.io/hold"},
-                       {"op": "remove", "path": "/metadata/finalizers/1"}]),
-            )
-            .expect("patch"),
-        ),
-    )
-    .await
-    .expect("drop hold");
+    release_hold(&pvcs, "data-web-0").await;
     let new = cp
         .eventually("a new data-web-0 (new UID)", LONG, || {
             let pvcs = pvcs.clone();
@@ -440,7 +449,7 @@ async fn s_ephemeral_volume(cp: &ControlPlane, ns: &str) {
     pvcs.patch(
         "eph-data",
         &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": [PVCF, "e2e.volguard.io/hold"]}})),
+        &Patch::Merge(json!({"metadata": {"finalizers": [PVCF, HOLD]}})),
     )
     .await
     .expect("hold");
@@ -471,13 +480,7 @@ async fn s_ephemeral_volume(cp: &ControlPlane, ns: &str) {
         "{msg}"
     );
     println!("ephemeral-volume: same-name pod refused: {msg}");
-    pvcs.patch(
-        "eph-data",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": [PVCF]}})),
-    )
-    .await
-    .expect("drop hold");
+    release_hold(&pvcs, "eph-data").await;
     gone_within(cp, &pvcs, "claim", "eph-data", LONG).await;
     pods.create(&PostParams::default(), &eph())
         .await
@@ -568,7 +571,8 @@ async fn s_node_deleted_podgc(cp: &mut ControlPlane, ns: &str) {
     .await
     .expect("pod");
     running(cp, ns, "orphan").await;
-    let before = reached(cp, "/validate/force-delete").await;
+    let allowed = decided(cp, "force-delete", Some("allowed")).await;
+    let denied = decided(cp, "force-delete", Some("denied")).await;
     cp.stop_kwok(&node);
     Api::<Node>::all(c.clone())
         .delete(&node, &DeleteParams::default())
@@ -576,13 +580,12 @@ async fn s_node_deleted_podgc(cp: &mut ControlPlane, ns: &str) {
         .expect("delete node");
     // PodGC quarantines a missing node for 40 s, checks every 20 s.
     gone_within(cp, &pods, "pod (PodGC)", "orphan", Duration::from_secs(150)).await;
-    let serve_log = harness::read_log(cp.serve.as_ref().expect("serve"));
-    let judged = serve_log.lines().any(|l| {
-        l.contains("orphan") && l.contains("pod-garbage-collector") && l.contains("allowed")
-    });
+    // PodGC marks the pod Failed before it force-deletes it, so the webhook's matchConditions
+    // (scheduled and not terminal) may skip the call: what matters is that nothing is refused.
+    let judged = decided(cp, "force-delete", Some("allowed")).await - allowed;
+    assert_eq!(decided(cp, "force-delete", Some("denied")).await, denied);
     println!(
-        "node-deleted-podgc: PodGC removed the pod ({} force-delete reviews, judged by volguard: {judged})",
-        reached(cp, "/validate/force-delete").await - before
+        "node-deleted-podgc: PodGC force-deleted the orphaned pod, nothing refused ({judged} reviews reached volguard, the rest skipped by matchConditions)"
     );
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
     assert!(!gone(&pvcs, "orphan-data").await, "the claim must survive");
@@ -603,6 +606,8 @@ async fn s_out_of_service(cp: &mut ControlPlane, ns: &str) {
     .await
     .expect("pod");
     running(cp, ns, "db").await;
+    let allowed = decided(cp, "force-delete", Some("allowed")).await;
+    let denied = decided(cp, "force-delete", Some("denied")).await;
     cp.stop_kwok(&node);
     let nodes = Api::<Node>::all(c.clone());
     cp.eventually("node NotReady once its lease expires", LONG, || {
@@ -632,13 +637,12 @@ async fn s_out_of_service(cp: &mut ControlPlane, ns: &str) {
     gone_within(cp, &pods, "pod (taint eviction + PodGC)", "db", LONG).await;
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
     assert!(!gone(&pvcs, "oos-data").await, "the claim must survive");
-    let log = harness::read_log(cp.serve.as_ref().expect("serve"));
-    assert!(
-        !log.lines()
-            .any(|l| l.contains("\"db\"") && l.contains("denied") && l.contains(ns)),
-        "volguard refused PodGC's delete"
+    let judged = decided(cp, "force-delete", Some("allowed")).await - allowed;
+    assert_eq!(decided(cp, "force-delete", Some("denied")).await, denied);
+    println!(
+        "out-of-service: {}; taint eviction + PodGC removed the pod, nothing refused ({judged} reviews reached volguard)",
+        out.trim()
     );
-    println!("out-of-service: {out}; PodGC removed the pod, volguard allowed it");
 }
 
 /// `kubectl drain --grace-period=0` is refused on a running pod (the eviction would force-delete
@@ -648,15 +652,22 @@ async fn s_drain_eviction(cp: &mut ControlPlane, ns: &str) {
     let node = format!("{ns}-node");
     cp.kwok_node(&node).await;
     let c = cp.admin().await;
-    claim(cp, ns, "drain-data").await;
+    // A StatefulSet pod pinned to the node: the disruption controller needs the pod's controller
+    // to count what the budget allows.
+    let mut set = statefulset(
+        "drainee",
+        1,
+        json!({"whenScaled": "Retain", "whenDeleted": "Retain"}),
+    );
+    if let Some(spec) = set.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        spec.node_selector = Some([("kubernetes.io/hostname".to_string(), node.clone())].into());
+    }
+    Api::<StatefulSet>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &set)
+        .await
+        .expect("statefulset");
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
-    pods.create(
-        &PostParams::default(),
-        &claim_pod("drainee", "drain-data", Some(&node)),
-    )
-    .await
-    .expect("pod");
-    running(cp, ns, "drainee").await;
+    let first = running(cp, ns, "drainee-0").await.metadata.uid;
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({
         "metadata": {"name": "drainee"},
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "drainee"}}}
@@ -682,7 +693,8 @@ async fn s_drain_eviction(cp: &mut ControlPlane, ns: &str) {
         forced.contains("eviction.volguard.io") && forced.contains("force delete of pod"),
         "{forced}"
     );
-    running(cp, ns, "drainee").await;
+    let still = running(cp, ns, "drainee-0").await.metadata.uid;
+    assert_eq!(still, first, "the refused drain replaced the pod");
     println!(
         "drain-eviction: kubectl drain --grace-period=0 refused: {}",
         forced
@@ -696,9 +708,14 @@ async fn s_drain_eviction(cp: &mut ControlPlane, ns: &str) {
     );
     assert!(ok, "{drained}");
     assert!(drained.contains("drained"), "{drained}");
-    assert!(gone(&pods, "drainee").await, "{drained}");
+    let now = pods
+        .get_opt("drainee-0")
+        .await
+        .expect("get")
+        .and_then(|p| p.metadata.uid);
+    assert_ne!(now, first, "the evicted pod is still there:\n{drained}");
     println!(
-        "drain-eviction: plain drain: {}",
+        "drain-eviction: plain drain (through the PodDisruptionBudget): {}",
         drained.lines().last().unwrap_or_default()
     );
     let (ok, out) = kubectl(cp, &["uncordon", &node]);
@@ -769,7 +786,6 @@ async fn s_webhook_down(cp: &mut ControlPlane, ns: &str) {
     let c = cp.admin().await;
     let doomed = format!("{ns}-doomed");
     populate(cp, &doomed).await;
-    namespace(&c, ns).await;
     claim(cp, ns, "orphan-data").await;
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     pods.create(
@@ -1436,30 +1452,24 @@ async fn s_cert_renewal(cp: &ControlPlane, ns: &str) {
     };
     let failed_before = failures(&apiserver_metrics().await);
     let reloads_before = reloads(&metrics_text(cp.serve_probe).await);
-    let reached_before = reached(cp, "/mutate/pvc-finalizer").await;
+    // Pod creates (dry run) on a claim: each is judged by the pod-create webhook. (A claim create
+    // would not do: the apiserver's StorageObjectInUseProtection plugin adds the finalizer first,
+    // and the mutating webhook's matchCondition then skips it.)
+    claim(cp, ns, "renewal-data").await;
+    let reached_before = reached(cp, "pod-on-terminating-claim").await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let load = {
         let stop = stop.clone();
-        let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+        let pods = Api::<Pod>::namespaced(c.clone(), ns);
         tokio::spawn(async move {
             let mut calls = 0u32;
-            let p: PersistentVolumeClaim = serde_json::from_value(json!({
-                "metadata": {"name": "probe"},
-                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-            }))
-            .expect("pvc");
+            let p = claim_pod("probe", "renewal-data", None);
+            let dry = PostParams {
+                dry_run: true,
+                ..Default::default()
+            };
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let created = pvcs
-                    .create(
-                        &PostParams {
-                            dry_run: true,
-                            ..Default::default()
-                        },
-                        &p,
-                    )
-                    .await
-                    .expect("dry-run claim");
-                assert!(finalizers(&created).contains(&PVCF.to_string()));
+                pods.create(&dry, &p).await.expect("dry-run pod");
                 calls += 1;
             }
             calls
@@ -1498,7 +1508,7 @@ async fn s_cert_renewal(cp: &ControlPlane, ns: &str) {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let calls = load.await.expect("load");
     let failed = failures(&apiserver_metrics().await) - failed_before;
-    let judged = reached(cp, "/mutate/pvc-finalizer").await - reached_before;
+    let judged = reached(cp, "pod-on-terminating-claim").await - reached_before;
     println!(
         "cert-manager-renewal: certificate renewed and reloaded; {calls} admission calls across it, {failed} failed (apiserver's counters), {judged} judged by volguard"
     );
@@ -1523,7 +1533,14 @@ async fn cluster_profile() {
     cp.start_cert_manager().await;
     cp.start_webhook().await;
     println!(
-        "cert-manager v1.11.5 issued the serving certificate; cainjector wrote both caBundles"
+        "cert-manager v1.11.5 issued the serving certificate; cainjector wrote both caBundles (and dropped matchConditions: {})",
+        cp.cainjector_dropped_match_conditions
+    );
+    // Re-applied with the bundle in place, the conditions must stay: cainjector has nothing to do.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        cp.match_conditions().await > 0,
+        "matchConditions erased again after re-applying"
     );
     cp.start_controller("replica-a").await;
     let c = cp.admin().await;

@@ -194,6 +194,8 @@ pub struct ControlPlane {
     /// Copies the issued Secret into the files volguard serves (the kubelet's secret volume).
     secret_sync: Option<tokio::task::JoinHandle<()>>,
     registered: bool,
+    /// Whether cainjector erased the webhooks' matchConditions when it injected the CA.
+    pub cainjector_dropped_match_conditions: bool,
     etcd_url: String,
     apiserver_args: Vec<String>,
 }
@@ -244,6 +246,7 @@ impl ControlPlane {
             cert_manager: Vec::new(),
             secret_sync: None,
             registered: false,
+            cainjector_dropped_match_conditions: false,
             etcd_url: etcd_url.clone(),
             apiserver_args: Vec::new(),
             pki,
@@ -282,6 +285,9 @@ impl ControlPlane {
             format!("--secure-port={port}"),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
+            // 1.37 refuses a loopback address in the `kubernetes` Service's endpoints; nothing
+            // here needs them (every client dials the apiserver directly).
+            "--endpoint-reconciler-type=none".into(),
             format!("--tls-cert-file={}", d.join("apiserver.crt").display()),
             format!(
                 "--tls-private-key-file={}",
@@ -335,9 +341,13 @@ impl ControlPlane {
             {
                 break;
             }
-            if Instant::now() > deadline {
+            let exited = self
+                .apiserver
+                .as_mut()
+                .is_some_and(|p| matches!(p.child.try_wait(), Ok(Some(_))));
+            if exited || Instant::now() > deadline {
                 panic!(
-                    "kube-apiserver not ready:\n{}",
+                    "kube-apiserver not ready (exited: {exited}):\n{}",
                     self.apiserver.as_ref().map(Proc::tail).unwrap_or_default()
                 );
             }
@@ -434,7 +444,11 @@ impl ControlPlane {
                        "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}
         }))
         .expect("node");
-        let nodes = Api::<Node>::all(self.admin().await);
+        let admin = self.admin().await;
+        if self.kwoks.is_empty() {
+            kwok_startup_grant(&admin).await;
+        }
+        let nodes = Api::<Node>::all(admin);
         nodes
             .create(&PostParams::default(), &node)
             .await
@@ -647,6 +661,12 @@ impl ControlPlane {
         let keep_bundle = std::mem::replace(&mut self.registered, true);
         for doc in serde_yaml::Deserializer::from_str(&text) {
             let mut v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
+            if keep_bundle && self.cainjector_dropped_match_conditions {
+                // Out of cainjector's reach: it would erase the conditions again on every sync.
+                if let Some(a) = v["metadata"]["annotations"].as_object_mut() {
+                    a.remove("cert-manager.io/inject-ca-from");
+                }
+            }
             // Same rewrite for both kinds: service reference -> loopback URL.
             for h in v["webhooks"].as_array_mut().into_iter().flatten() {
                 let cc = &mut h["clientConfig"];
@@ -654,11 +674,15 @@ impl ControlPlane {
                     .as_str()
                     .unwrap_or_default()
                     .to_string();
-                *cc = if by_cert_manager && !keep_bundle {
-                    serde_json::json!({"url": format!("https://localhost:{}{path}", self.webhook_port)})
+                let host = if by_cert_manager {
+                    "localhost"
                 } else {
-                    serde_json::json!({"url": format!("https://127.0.0.1:{}{path}", self.webhook_port), "caBundle": ca})
+                    "127.0.0.1"
                 };
+                *cc = serde_json::json!({"url": format!("https://{host}:{}{path}", self.webhook_port)});
+                if !(by_cert_manager && !keep_bundle) {
+                    cc["caBundle"] = ca.clone().into();
+                }
             }
             match v["kind"].as_str() {
                 Some("MutatingWebhookConfiguration") => {
@@ -672,8 +696,20 @@ impl ControlPlane {
                 _ => {}
             }
         }
-        if by_cert_manager {
+        if by_cert_manager && !keep_bundle {
             self.wait_ca_injected().await;
+            let kept = self.match_conditions().await;
+            if kept == 0 {
+                // cainjector v1.11 rewrites the whole configuration with client-go 0.26 types,
+                // which predate `matchConditions`: injecting the CA erases them, on every sync
+                // (README: "cert-manager"). Re-applied with the injected bundle and without the
+                // injection annotation, as an operator stuck on 1.11 must.
+                println!(
+                    "cert-manager cainjector dropped every matchConditions entry while injecting the CA; re-applied with its bundle, without the injection annotation"
+                );
+                self.cainjector_dropped_match_conditions = true;
+                return Box::pin(self.register_webhooks()).await;
+            }
         }
         // The apiserver picks up webhook configurations through an informer: wait until it calls us.
         tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -757,6 +793,32 @@ impl ControlPlane {
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
         }));
+    }
+
+    /// How many matchConditions the registered webhook configurations hold now.
+    pub async fn match_conditions(&self) -> usize {
+        let client = self.admin().await;
+        let m = Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .get("volguard-mutating")
+            .await
+            .expect("mutating config");
+        let v = Api::<ValidatingWebhookConfiguration>::all(client)
+            .get("volguard-validating")
+            .await
+            .expect("validating config");
+        let mutating: usize = m
+            .webhooks
+            .unwrap_or_default()
+            .iter()
+            .map(|w| w.match_conditions.as_ref().map_or(0, Vec::len))
+            .sum();
+        let validating: usize = v
+            .webhooks
+            .unwrap_or_default()
+            .iter()
+            .map(|w| w.match_conditions.as_ref().map_or(0, Vec::len))
+            .sum();
+        mutating + validating
     }
 
     /// Wait until cainjector has written the issuing CA into every webhook of both configurations.
@@ -885,6 +947,34 @@ impl ControlPlane {
         }
         out
     }
+}
+
+/// What kwok needs beyond a kubelet's rights, and nothing that writes: its start-up probe lists
+/// nodes without a field selector (the Node authorizer lets a kubelet list only its own Node),
+/// and it watches its node's Lease through an informer where a kubelet only gets it. Every write
+/// (node status, lease renewals, pod status, final pod deletes) stays within the kubelet's own.
+async fn kwok_startup_grant(admin: &kube::Client) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let role: ClusterRole = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "e2e:kwok-startup"},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+                  {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list", "watch"]}]
+    }))
+    .expect("role");
+    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "e2e:kwok-startup"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "e2e:kwok-startup"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]
+    }))
+    .expect("binding");
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("kwok role");
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("kwok binding");
 }
 
 /// Write the Secret's `tls.crt` / `tls.key` into `dir` when they changed, each file replaced

@@ -156,11 +156,17 @@ pub async fn metrics_text(probe_port: u16) -> String {
 
 /// The serve's count of admission requests on one endpoint (rule path), all decisions.
 pub async fn reached(cp: &ControlPlane, endpoint: &str) -> f64 {
+    decided(cp, endpoint, None).await
+}
+
+/// The serve's count of admission requests on one endpoint with one decision (all when None).
+pub async fn decided(cp: &ControlPlane, endpoint: &str, decision: Option<&str>) -> f64 {
     let text = metrics_text(cp.serve_probe).await;
     text.lines()
         .filter(|l| {
             l.starts_with("volguard_admission_requests_total{")
                 && l.contains(&format!("endpoint=\"{endpoint}\""))
+                && decision.is_none_or(|d| l.contains(&format!("decision=\"{d}\"")))
         })
         .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
         .sum()

@@ -959,6 +959,14 @@ async fn s_kubectl_ux(cp: &ControlPlane, ns: &str) {
     println!("kubectl-ux: $ kubectl create -f ux-pod.json (claim missing)\n{out}");
 }
 
+/// The apiserver's own `/metrics`.
+async fn apiserver_metrics(c: &kube::Client) -> String {
+    let req = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("req");
+    c.request_text(req).await.expect("apiserver metrics")
+}
+
 /// Percentiles of one webhook's admission latency from the apiserver's own histogram.
 struct Latency {
     webhook: String,
@@ -1050,6 +1058,7 @@ async fn s_apiserver_latency(
     let c = cp.admin().await;
     let api = Api::<StatefulSet>::namespaced(c.clone(), ns);
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let (_, rejections_before) = webhook_figures(&apiserver_metrics(&c).await);
     let started = Instant::now();
     for s in 0..sets {
         api.create(
@@ -1122,11 +1131,12 @@ async fn s_apiserver_latency(
         )
         .await;
     }
-    let req = http::Request::get("/metrics")
-        .body(Vec::new())
-        .expect("req");
-    let text = c.request_text(req).await.expect("apiserver metrics");
-    let (lat, rejections) = webhook_figures(&text);
+    let (lat, mut rejections) = webhook_figures(&apiserver_metrics(&c).await);
+    // Counters since the churn began (earlier scenarios refuse and fail calls on purpose).
+    for (k, v) in rejections.iter_mut() {
+        *v -= rejections_before.get(k).copied().unwrap_or(0.0);
+    }
+    rejections.retain(|_, v| *v > 0.0);
     println!(
         "apiserver-latency: {} pods with claims churned through {sets} StatefulSets in {:.1}s",
         want * rounds,
@@ -1142,7 +1152,7 @@ async fn s_apiserver_latency(
             l.webhook, l.count, l.p50, l.p99
         );
     }
-    println!("rejections by error type: {rejections:?}");
+    println!("rejections during the churn, by webhook and error type: {rejections:?}");
     let pod_create = lat
         .iter()
         .find(|l| l.webhook == "pod-create.volguard.io")
@@ -1444,13 +1454,7 @@ async fn s_cert_renewal(cp: &ControlPlane, ns: &str) {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum::<f64>()
     };
-    let apiserver_metrics = || async {
-        let req = http::Request::get("/metrics")
-            .body(Vec::new())
-            .expect("req");
-        c.request_text(req).await.expect("apiserver metrics")
-    };
-    let failed_before = failures(&apiserver_metrics().await);
+    let failed_before = failures(&apiserver_metrics(&c).await);
     let reloads_before = reloads(&metrics_text(cp.serve_probe).await);
     // Pod creates (dry run) on a claim: each is judged by the pod-create webhook. (A claim create
     // would not do: the apiserver's StorageObjectInUseProtection plugin adds the finalizer first,
@@ -1507,7 +1511,7 @@ async fn s_cert_renewal(cp: &ControlPlane, ns: &str) {
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let calls = load.await.expect("load");
-    let failed = failures(&apiserver_metrics().await) - failed_before;
+    let failed = failures(&apiserver_metrics(&c).await) - failed_before;
     let judged = reached(cp, "pod-on-terminating-claim").await - reached_before;
     println!(
         "cert-manager-renewal: certificate renewed and reloaded; {calls} admission calls across it, {failed} failed (apiserver's counters), {judged} judged by volguard"

@@ -680,7 +680,7 @@ impl ControlPlane {
                     "127.0.0.1"
                 };
                 *cc = serde_json::json!({"url": format!("https://{host}:{}{path}", self.webhook_port)});
-                if !(by_cert_manager && !keep_bundle) {
+                if !by_cert_manager || keep_bundle {
                     cc["caBundle"] = ca.clone().into();
                 }
             }

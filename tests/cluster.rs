@@ -1568,41 +1568,46 @@ async fn cluster_profile() {
     ] {
         namespace(&c, ns).await;
     }
-    run_or_dump(&cp, "cert-manager-renewal", s_cert_renewal(&cp, "renewal")).await;
-    run_or_dump(
+    scenario(&cp, "cert-manager-renewal", s_cert_renewal(&cp, "renewal")).await;
+    scenario(
         &cp,
         "statefulset-scale",
         s_statefulset_scale(&cp, "sts-scale"),
     )
     .await;
-    run_or_dump(
+    scenario(
         &cp,
         "statefulset-recreate",
         s_statefulset_recreate(&cp, "sts-recreate"),
     )
     .await;
-    run_or_dump(
+    scenario(
         &cp,
         "ephemeral-volume",
         s_ephemeral_volume(&cp, "ephemeral"),
     )
     .await;
-    run_or_dump(&cp, "job-completion", s_job_completion(&cp, "jobs")).await;
-    run_or_dump(&cp, "kubectl-ux", s_kubectl_ux(&cp, "ux")).await;
-    let t = Instant::now();
-    let took = s_namespace_deletion(&cp, "doomed").await;
-    println!(
-        "scenario namespace-deletion: ok (namespace deleted in {:.1}s, {:.1}s in all)",
-        took.as_secs_f64(),
-        t.elapsed().as_secs_f64()
-    );
+    scenario(&cp, "job-completion", s_job_completion(&cp, "jobs")).await;
+    scenario(&cp, "kubectl-ux", s_kubectl_ux(&cp, "ux")).await;
+    if wanted("namespace-deletion") {
+        let t = Instant::now();
+        let took = s_namespace_deletion(&cp, "doomed").await;
+        println!(
+            "scenario namespace-deletion: ok (namespace deleted in {:.1}s, {:.1}s in all)",
+            took.as_secs_f64(),
+            t.elapsed().as_secs_f64()
+        );
+    }
     timed("node-deleted-podgc", s_node_deleted_podgc(&mut cp, "podgc")).await;
     timed("out-of-service", s_out_of_service(&mut cp, "oos")).await;
     timed("drain-eviction", s_drain_eviction(&mut cp, "drain")).await;
     timed("webhook-down", s_webhook_down(&mut cp, "down")).await;
-    run_or_dump(&cp, "rwo-single-node", s_rwo_single_node(&cp, "rwo")).await;
+    scenario(&cp, "rwo-single-node", s_rwo_single_node(&cp, "rwo")).await;
     timed("multi-node-rwo-detection", s_multi_node_rwo(&mut cp, "rwo")).await;
     let (sets, replicas, rounds) = (10, 10, 5);
+    if !wanted("apiserver-latency") {
+        return;
+    }
     let t = Instant::now();
     s_apiserver_latency(&cp, "churn", sets, replicas, rounds).await;
     println!(
@@ -1614,7 +1619,29 @@ async fn cluster_profile() {
 /// Scenarios that need `&mut ControlPlane` (they start and stop processes); the harness dumps
 /// every log when one of their waits times out.
 async fn timed<F: std::future::Future<Output = ()>>(name: &str, f: F) {
+    if !wanted(name) {
+        return;
+    }
     let t = Instant::now();
     f.await;
     println!("scenario {name}: ok ({:.1}s)", t.elapsed().as_secs_f64());
+}
+
+/// Scenarios that share the control plane immutably; their timeout dumps every log.
+async fn scenario<F: std::future::Future<Output = ()>>(cp: &ControlPlane, name: &str, f: F) {
+    if wanted(name) {
+        run_or_dump(cp, name, f).await;
+    }
+}
+
+/// `make bench` runs one scenario (`VOLGUARD_CLUSTER_ONLY=apiserver-latency`) for its figures;
+/// `make test` never sets it, so every scenario runs there and says so.
+fn wanted(name: &str) -> bool {
+    match std::env::var("VOLGUARD_CLUSTER_ONLY") {
+        Ok(only) if !only.split(',').any(|o| o == name) => {
+            println!("scenario {name}: not run (VOLGUARD_CLUSTER_ONLY={only})");
+            false
+        }
+        _ => true,
+    }
 }

@@ -959,6 +959,90 @@ async fn s_kubectl_ux(cp: &ControlPlane, ns: &str) {
     println!("kubectl-ux: $ kubectl create -f ux-pod.json (claim missing)\n{out}");
 }
 
+/// kube-controller-manager's `Unused` condition (KEP-5541; beta and on by default from 1.37, alpha
+/// and off in 1.36) read by `volguard report unused`: with volguard's controller stopped, the
+/// report's only source is the condition on 1.37 and nothing on 1.36; with the controller back,
+/// its annotation fills in on 1.36.
+async fn s_unused_condition(cp: &mut ControlPlane, ns: &str, minor: u32) {
+    for p in cp.controllers.iter_mut() {
+        p.kill();
+    }
+    claim(cp, ns, "idle").await;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(cp.admin().await, ns);
+    let condition = || {
+        let pvcs = pvcs.clone();
+        async move {
+            let p = pvcs.get("idle").await.ok()?;
+            p.status?
+                .conditions?
+                .into_iter()
+                .find(|c| c.type_ == "Unused" && c.status == "True")
+                .and_then(|c| c.last_transition_time)
+                .map(|t| t.0)
+        }
+    };
+    let kc = cp.kubeconfig_file("report", "e2e-user", &["system:masters"]);
+    let report = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_volguard"))
+            .args(["report", "unused", "-n", ns, "-o", "json"])
+            .arg(format!("--kubeconfig={}", kc.display()))
+            .output()
+            .expect("run report");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        v["items"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["name"] == "idle").cloned())
+            .expect("idle in the report")
+    };
+    if minor >= 37 {
+        let since = cp
+            .eventually(
+                "kube-controller-manager's Unused condition",
+                LONG,
+                condition,
+            )
+            .await;
+        let row = report();
+        assert_eq!(row["unusedSinceSource"], "condition", "{row}");
+        let reported: jiff::Timestamp = row["unusedSince"]
+            .as_str()
+            .expect("unusedSince")
+            .parse()
+            .expect("time");
+        assert_eq!(reported.as_second(), since.as_second(), "{row}");
+        println!(
+            "unused-condition: kube-controller-manager wrote Unused=True at {since}; volguard report unused: {row}"
+        );
+    } else {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(
+            condition().await.is_none(),
+            "an Unused condition on 1.{minor}"
+        );
+        let row = report();
+        assert_eq!(row["unusedSinceSource"], "unknown", "{row}");
+        cp.start_controller("replica-b").await;
+        let row = cp
+            .eventually(
+                "volguard's unused-since annotation in the report",
+                LONG,
+                || async {
+                    let row = report();
+                    (row["unusedSinceSource"] == "annotation").then_some(row)
+                },
+            )
+            .await;
+        println!(
+            "unused-condition: no Unused condition on 1.{minor} (alpha, off); volguard's annotation: {row}"
+        );
+    }
+}
+
 /// The apiserver's own `/metrics`.
 async fn apiserver_metrics(c: &kube::Client) -> String {
     let req = http::Request::get("/metrics")
@@ -978,14 +1062,34 @@ struct Latency {
 /// `apiserver_admission_webhook_admission_duration_seconds` per volguard webhook (p50/p99 by
 /// linear interpolation in the buckets, as Prometheus' histogram_quantile does) and
 /// `apiserver_admission_webhook_rejection_count` by error type, as the apiserver measured them.
-fn webhook_figures(metrics: &str) -> (Vec<Latency>, BTreeMap<String, f64>) {
+/// Only what happened between the two scrapes `before` and `after` counts.
+fn webhook_figures(before: &str, after: &str) -> (Vec<Latency>, BTreeMap<String, f64>) {
+    let (b0, r0) = webhook_series(before);
+    let (mut buckets, mut rejections) = webhook_series(after);
+    for (name, series) in buckets.iter_mut() {
+        for (le, n) in series.iter_mut() {
+            *n -= b0.get(name).and_then(|s| s.get(le)).copied().unwrap_or(0.0);
+        }
+    }
+    for (k, v) in rejections.iter_mut() {
+        *v -= r0.get(k).copied().unwrap_or(0.0);
+    }
+    rejections.retain(|_, v| *v > 0.0);
+    buckets.retain(|_, s| s.values().last().copied().unwrap_or(0.0) > 0.0);
+    latencies(&buckets, rejections)
+}
+
+type Buckets = BTreeMap<String, BTreeMap<u64, f64>>;
+
+/// volguard's webhooks' histogram buckets (by upper bound in µs) and rejection counters.
+fn webhook_series(metrics: &str) -> (Buckets, BTreeMap<String, f64>) {
     let label = |line: &str, key: &str| -> Option<String> {
         let start = line.find(&format!("{key}=\""))? + key.len() + 2;
         let end = line[start..].find('"')? + start;
         Some(line[start..end].to_string())
     };
     let value = |line: &str| line.rsplit(' ').next()?.parse::<f64>().ok();
-    let mut buckets: BTreeMap<String, BTreeMap<u64, f64>> = BTreeMap::new();
+    let mut buckets = Buckets::new();
     let mut rejections = BTreeMap::new();
     for line in metrics.lines() {
         if line.starts_with("apiserver_admission_webhook_admission_duration_seconds_bucket{") {
@@ -1014,6 +1118,13 @@ fn webhook_figures(metrics: &str) -> (Vec<Latency>, BTreeMap<String, f64>) {
             }
         }
     }
+    (buckets, rejections)
+}
+
+fn latencies(
+    buckets: &Buckets,
+    rejections: BTreeMap<String, f64>,
+) -> (Vec<Latency>, BTreeMap<String, f64>) {
     let quantile = |b: &BTreeMap<u64, f64>, q: f64| -> f64 {
         let total = b.values().last().copied().unwrap_or(0.0);
         let rank = q * total;
@@ -1058,7 +1169,7 @@ async fn s_apiserver_latency(
     let c = cp.admin().await;
     let api = Api::<StatefulSet>::namespaced(c.clone(), ns);
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
-    let (_, rejections_before) = webhook_figures(&apiserver_metrics(&c).await);
+    let before = apiserver_metrics(&c).await;
     let started = Instant::now();
     for s in 0..sets {
         api.create(
@@ -1131,12 +1242,8 @@ async fn s_apiserver_latency(
         )
         .await;
     }
-    let (lat, mut rejections) = webhook_figures(&apiserver_metrics(&c).await);
     // Counters since the churn began (earlier scenarios refuse and fail calls on purpose).
-    for (k, v) in rejections.iter_mut() {
-        *v -= rejections_before.get(k).copied().unwrap_or(0.0);
-    }
-    rejections.retain(|_, v| *v > 0.0);
+    let (lat, rejections) = webhook_figures(&before, &apiserver_metrics(&c).await);
     println!(
         "apiserver-latency: {} pods with claims churned through {sets} StatefulSets in {:.1}s",
         want * rounds,
@@ -1565,6 +1672,7 @@ async fn cluster_profile() {
         "churn",
         "rwo",
         "renewal",
+        "unused",
     ] {
         namespace(&c, ns).await;
     }
@@ -1604,6 +1712,12 @@ async fn cluster_profile() {
     timed("webhook-down", s_webhook_down(&mut cp, "down")).await;
     scenario(&cp, "rwo-single-node", s_rwo_single_node(&cp, "rwo")).await;
     timed("multi-node-rwo-detection", s_multi_node_rwo(&mut cp, "rwo")).await;
+    let minor: u32 = version.minor.trim_end_matches('+').parse().expect("minor");
+    timed(
+        "unused-condition",
+        s_unused_condition(&mut cp, "unused", minor),
+    )
+    .await;
     let (sets, replicas, rounds) = (10, 10, 5);
     if !wanted("apiserver-latency") {
         return;

@@ -1637,7 +1637,7 @@ async fn cluster_profile() {
     let mut cp = ControlPlane::start(Profile::Cluster).await;
     let version = cp.admin().await.apiserver_version().await.expect("version");
     println!(
-        "kube-apiserver {} with kube-controller-manager (default controllers), kube-scheduler, kwok nodes",
+        "\nkube-apiserver {} with kube-controller-manager (default controllers), kube-scheduler, kwok nodes",
         version.git_version
     );
     cp.install_manifests().await;

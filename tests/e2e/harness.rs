@@ -1,7 +1,9 @@
-//! A real control plane on loopback: etcd + kube-apiserver (+ kube-controller-manager running only
-//! the protection controllers), built from Go modules by `make controlplane`, plus volguard serve
-//! and controller registered through the project's own webhook manifests. Everything is killed
-//! and its temp dir removed on drop, also when a test panics.
+//! A real cluster on loopback, built from Go modules by `make controlplane`: etcd +
+//! kube-apiserver, in the chosen profile kube-controller-manager (protection controllers only, or
+//! its default controllers), kube-scheduler, one kwok per node as that node's kubelet, and
+//! cert-manager's controller and cainjector; plus volguard serve and controller registered through
+//! the project's own manifests. Everything is killed and its temp dir removed on drop, also when a
+//! test panics.
 #![allow(dead_code)]
 
 use base64::Engine;

@@ -1487,6 +1487,53 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
     println!(
         "rwo: Recreate rolled {first} ({first_node}) -> {second} ({second_node}) without a refusal"
     );
+
+    // A StatefulSet pod moved off a cordoned node: the controller creates the successor (same
+    // name) only once its predecessor is gone, so the successor never meets a holder.
+    let sets = Api::<StatefulSet>::namespaced(c.clone(), ns);
+    sets.create(
+        &PostParams::default(),
+        &statefulset(
+            "db",
+            1,
+            json!({"whenScaled": "Retain", "whenDeleted": "Retain"}),
+        ),
+    )
+    .await
+    .expect("statefulset");
+    let before = running(cp, ns, "db-0").await;
+    let from = before
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("node");
+    let (ok, out) = kubectl(cp, &["cordon", &from]);
+    assert!(ok, "{out}");
+    pods.delete("db-0", &DeleteParams::default())
+        .await
+        .expect("delete db-0");
+    let moved = cp
+        .eventually("db-0 recreated on another node", LONG, || {
+            let pods = pods.clone();
+            let uid = before.metadata.uid.clone();
+            async move {
+                let p = pods.get("db-0").await.ok()?;
+                let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
+                (p.metadata.uid != uid && running).then_some(p)
+            }
+        })
+        .await;
+    let to = moved.spec.and_then(|s| s.node_name).unwrap_or_default();
+    assert_ne!(to, from);
+    assert!(
+        rwo_refusals(&c, ns, "db-0").await.is_empty(),
+        "the successor met a holder"
+    );
+    let (ok, out) = kubectl(cp, &["uncordon", &from]);
+    assert!(ok, "{out}");
+    println!(
+        "rwo: StatefulSet db-0 moved off cordoned {from} to {to} after its predecessor was gone, no refusal"
+    );
 }
 
 /// rules.md §2f detection: with the webhook down (failurePolicy Ignore lets everything through),

@@ -19,10 +19,12 @@ use std::time::{Duration, Instant};
 /// Counts live heap bytes, so cache memory is measured exactly rather than through noisy RSS.
 struct Counting;
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+static ALLOCS: AtomicIsize = AtomicIsize::new(0);
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
@@ -233,6 +235,13 @@ async fn run() {
             "<= 600",
             Some(ctl_bpo <= 600.0),
         );
+    }
+
+    // ---------------------------------------------------------------- watch decoding
+    let (decode, rows) = watch_decode(env_usize("VOLGUARD_BENCH_DECODE_OBJECTS", 20_000));
+    report["watch_decode"] = decode;
+    for (what, value) in rows {
+        table.row(what, value, "", None);
     }
 
     if std::env::var("VOLGUARD_BENCH_ONLY").as_deref() == Ok("memory") {
@@ -533,6 +542,103 @@ async fn release_run(volguard: bool, n: usize) -> (f64, f64) {
     );
     drop(cp);
     (secs, controller_requests / n as f64)
+}
+
+/// A LIST page as the apiserver sends it, decoded the way the watches do (straight into the
+/// pruned model) against the former path (k8s-openapi, then `Value`, then the model), same run.
+fn watch_decode(n: usize) -> (Value, Vec<(String, String)>) {
+    use k8s_openapi::api::core::v1 as k8s;
+    use kube::core::ObjectList;
+    use volguard::model::{Pod, Pvc};
+    use volguard::state::decoded::Decoded;
+
+    fn list(kind: &str, items: Vec<Value>) -> String {
+        json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "1"}, "items": items})
+            .to_string()
+    }
+    /// Best of 3 (seconds) and allocations of one pass.
+    fn measure(f: &dyn Fn() -> usize, n: usize) -> (f64, f64) {
+        let mut best = f64::MAX;
+        let mut allocs = 0;
+        for _ in 0..3 {
+            let a = ALLOCS.load(Ordering::Relaxed);
+            let t = Instant::now();
+            assert_eq!(f(), n, "every object decoded");
+            best = best.min(t.elapsed().as_secs_f64());
+            allocs = ALLOCS.load(Ordering::Relaxed) - a;
+        }
+        (best, allocs as f64 / n as f64)
+    }
+    fn former<K, T>(text: &str) -> usize
+    where
+        K: serde::Serialize + serde::de::DeserializeOwned + Clone,
+        T: serde::de::DeserializeOwned,
+    {
+        let l: ObjectList<K> = serde_json::from_str(text).expect("k8s-openapi list");
+        l.items
+            .iter()
+            .map(|k| {
+                serde_json::from_value::<T>(serde_json::to_value(k).expect("value")).expect("model")
+            })
+            .count()
+    }
+    fn once<T: volguard::state::decoded::Wire + serde::de::DeserializeOwned>(text: &str) -> usize {
+        let l: ObjectList<Decoded<T>> = serde_json::from_str(text).expect("list");
+        l.items.into_iter().map(Decoded::into_inner).count()
+    }
+
+    let pvcs = list(
+        "PersistentVolumeClaimList",
+        (0..n).map(synth::pvc).collect(),
+    );
+    let pods = list(
+        "PodList",
+        (0..n)
+            .map(|i| {
+                synth::pod(
+                    &format!("db-{i}"),
+                    &synth::ns(i),
+                    &format!("node-{}", i % 5000),
+                    &[format!("data-{i}")],
+                )
+            })
+            .collect(),
+    );
+    let mut out = json!({"objects": n});
+    let mut rows = Vec::new();
+    for (kind, text, one, three) in [
+        (
+            "PVC",
+            &pvcs,
+            &(|| once::<Pvc>(&pvcs)) as &dyn Fn() -> usize,
+            &(|| former::<k8s::PersistentVolumeClaim, Pvc>(&pvcs)) as &dyn Fn() -> usize,
+        ),
+        (
+            "pod",
+            &pods,
+            &(|| once::<Pod>(&pods)) as &dyn Fn() -> usize,
+            &(|| former::<k8s::Pod, Pod>(&pods)) as &dyn Fn() -> usize,
+        ),
+    ] {
+        let (t1, a1) = measure(one, n);
+        let (t3, a3) = measure(three, n);
+        let per = |t: f64| t * 1e6 / n as f64;
+        out[kind] = json!({"bytes_per_object": text.len() / n, "once_us": per(t1), "former_us": per(t3),
+            "once_allocs": a1, "former_allocs": a3, "ratio": t1 / t3});
+        rows.push((
+            format!(
+                "watch decode per {kind} ({} B): once vs k8s-openapi→Value→model",
+                text.len() / n
+            ),
+            format!(
+                "{:.1} vs {:.1} µs ({:.2}x); {a1:.0} vs {a3:.0} allocs",
+                per(t1),
+                per(t3),
+                t1 / t3
+            ),
+        ));
+    }
+    (out, rows)
 }
 
 async fn startup_from_apiserver(m: usize) -> f64 {

@@ -11,8 +11,8 @@ use crate::cli::ControllerArgs;
 use crate::runtime::{MetricsRegistry, probes, shutdown_signal};
 use crate::state::Store;
 use crate::state::claim_index::ClaimIndex;
+use crate::state::decoded::Decoded;
 use crate::state::live::{Change, run_watch, store_ref};
-use k8s_openapi::api::core::v1 as k8s;
 use kube::Api;
 use kube::runtime::watcher;
 use queue::{Backoff, Queue};
@@ -28,7 +28,7 @@ fn start_watches(client: &kube::Client, r: &Arc<Reconciler>, synced: &[Arc<Atomi
     let q2 = q.clone();
     let rs = r.clone();
     tokio::spawn(run_watch(
-        Api::<k8s::PersistentVolumeClaim>::all(client.clone()),
+        Api::<Decoded<crate::model::Pvc>>::all(client.clone()),
         watcher::Config::default(),
         store_ref(&store, |s| &s.pvcs),
         synced[0].clone(),
@@ -46,7 +46,7 @@ fn start_watches(client: &kube::Client, r: &Arc<Reconciler>, synced: &[Arc<Atomi
     ));
     let rs = r.clone();
     tokio::spawn(run_watch(
-        Api::<k8s::PersistentVolume>::all(client.clone()),
+        Api::<Decoded<crate::model::Pv>>::all(client.clone()),
         watcher::Config::default(),
         store_ref(&store, |s| &s.pvs),
         synced[1].clone(),
@@ -62,7 +62,7 @@ fn start_watches(client: &kube::Client, r: &Arc<Reconciler>, synced: &[Arc<Atomi
     ));
     let rs = r.clone();
     tokio::spawn(run_watch(
-        Api::<k8s::Pod>::all(client.clone()),
+        Api::<Decoded<crate::model::Pod>>::all(client.clone()),
         watcher::Config::default(),
         store_ref(&store, |s| &s.pods),
         synced[2].clone(),

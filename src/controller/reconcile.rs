@@ -9,7 +9,8 @@ use crate::rules::Fact;
 use crate::rules::release::{self, Blocker, PvPlan, PvcPlan, UnusedSince};
 use crate::state::Store;
 use crate::state::claim_index::ClaimIndex;
-use crate::state::live::{Change, convert, list_pods_consistent};
+use crate::state::decoded::Decoded;
+use crate::state::live::{Change, list_pods_consistent};
 use k8s_openapi::api::core::v1 as k8s;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -404,13 +405,10 @@ impl Reconciler {
             }
             PvPlan::Release => {
                 // Confirm on a live read: the cache may lag a binding.
-                let api = Api::<k8s::PersistentVolume>::all(self.client.clone());
+                let api = Api::<Decoded<Pv>>::all(self.client.clone());
                 self.limiter.acquire().await;
                 let live: Pv = match api.get_opt(name).await {
-                    Ok(Some(k)) => match convert(&k) {
-                        Ok(p) => p,
-                        Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
-                    },
+                    Ok(Some(d)) => d.into_inner(),
                     Ok(None) => return Outcome::Done,
                     Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
                 };

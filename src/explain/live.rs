@@ -5,8 +5,8 @@ use super::{Attachment, Explanation, NotFound, build_pv, build_pvc};
 use crate::cli::{ExplainArgs, ExplainKind};
 use crate::model::{Pv, Pvc};
 use crate::rules::Fact;
-use crate::state::live::{convert, list_pods_consistent};
-use k8s_openapi::api::core::v1 as k8s;
+use crate::state::decoded::Decoded;
+use crate::state::live::list_pods_consistent;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, ListParams};
 
@@ -20,15 +20,15 @@ pub async fn explain(args: &ExplainArgs) -> anyhow::Result<Explanation> {
         .unwrap_or_else(|| client.default_namespace().to_string());
     match args.kind {
         ExplainKind::Pvc => {
-            let raw = Api::<k8s::PersistentVolumeClaim>::namespaced(client.clone(), &ns)
+            let pvc = Api::<Decoded<Pvc>>::namespaced(client.clone(), &ns)
                 .get_opt(&args.name)
                 .await?
                 .ok_or_else(|| NotFound {
                     kind: "PersistentVolumeClaim",
                     name: args.name.clone(),
                     scope: format!(" in namespace {ns:?}"),
-                })?;
-            let pvc: Pvc = convert(&raw)?;
+                })?
+                .into_inner();
             let pv = match pvc.volume_name() {
                 Some(v) => get_pv(&client, v).await?,
                 None => None,
@@ -51,13 +51,10 @@ pub async fn explain(args: &ExplainArgs) -> anyhow::Result<Explanation> {
                 scope: String::new(),
             })?;
             let claim = match &pv.spec.claim_ref {
-                Some(c) => {
-                    Api::<k8s::PersistentVolumeClaim>::namespaced(client.clone(), &c.namespace)
-                        .get_opt(&c.name)
-                        .await?
-                        .map(|p| convert::<_, Pvc>(&p))
-                        .transpose()?
-                }
+                Some(c) => Api::<Decoded<Pvc>>::namespaced(client.clone(), &c.namespace)
+                    .get_opt(&c.name)
+                    .await?
+                    .map(Decoded::into_inner),
                 None => None,
             };
             let vas = attachments(&client, &pv.metadata.name).await?;
@@ -67,11 +64,10 @@ pub async fn explain(args: &ExplainArgs) -> anyhow::Result<Explanation> {
 }
 
 async fn get_pv(client: &kube::Client, name: &str) -> anyhow::Result<Option<Pv>> {
-    Ok(Api::<k8s::PersistentVolume>::all(client.clone())
+    Ok(Api::<Decoded<Pv>>::all(client.clone())
         .get_opt(name)
         .await?
-        .map(|p| convert::<_, Pv>(&p))
-        .transpose()?)
+        .map(Decoded::into_inner))
 }
 
 /// VolumeAttachments naming the PV. A caller without RBAC to list them gets an explanation

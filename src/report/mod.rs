@@ -245,8 +245,7 @@ pub async fn run(args: crate::cli::ReportArgs) -> anyhow::Result<()> {
 mod live {
     use super::Filter;
     use crate::model::{Pod, Pv, Pvc};
-    use crate::state::live::convert;
-    use k8s_openapi::api::core::v1 as k8s;
+    use crate::state::decoded::{Decoded, Wire};
     use kube::api::{Api, ListParams};
 
     pub async fn read(
@@ -259,14 +258,14 @@ mod live {
         }
         let (pvc_api, pod_api) = match &f.namespace {
             Some(ns) => (
-                Api::<k8s::PersistentVolumeClaim>::namespaced(client.clone(), ns),
-                Api::<k8s::Pod>::namespaced(client.clone(), ns),
+                Api::<Decoded<Pvc>>::namespaced(client.clone(), ns),
+                Api::<Decoded<Pod>>::namespaced(client.clone(), ns),
             ),
             None => (Api::all(client.clone()), Api::all(client.clone())),
         };
         let pvcs = list(&pvc_api, &lp).await?;
         let pvs = list(
-            &Api::<k8s::PersistentVolume>::all(client.clone()),
+            &Api::<Decoded<Pv>>::all(client.clone()),
             &ListParams::default(),
         )
         .await?;
@@ -274,23 +273,18 @@ mod live {
         Ok((pvcs, pvs, pods))
     }
 
-    /// LIST and convert to the pruned model.
-    async fn list<K, T>(api: &Api<K>, lp: &ListParams) -> anyhow::Result<Vec<T>>
+    /// LIST, decoded straight into the pruned model.
+    async fn list<T>(api: &Api<Decoded<T>>, lp: &ListParams) -> anyhow::Result<Vec<T>>
     where
-        K: kube::Resource
-            + Clone
-            + serde::de::DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
-        T: serde::de::DeserializeOwned,
+        T: Wire + serde::de::DeserializeOwned + std::fmt::Debug,
     {
         Ok(api
             .list(lp)
             .await?
             .items
-            .iter()
-            .map(convert)
-            .collect::<Result<_, _>>()?)
+            .into_iter()
+            .map(Decoded::into_inner)
+            .collect())
     }
 }
 

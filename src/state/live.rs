@@ -1,16 +1,15 @@
 //! Live cluster state: kube-rs watches feeding the pruned stores, plus live reads for what a cache
 //! must not answer alone.
 
-use super::{Object, ObjectMap, Store};
+use super::decoded::{Decoded, Wire};
+use super::{ObjectMap, Store};
 use crate::model::{Node, Pod, Pv, Pvc};
 use crate::rules::Fact;
 use crate::rules::decision::ReadError;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1 as k8s;
 use kube::api::{Api, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,21 +46,21 @@ impl LiveCluster {
             .map(|_| Arc::default())
             .collect();
         tokio::spawn(run_watch(
-            Api::<k8s::PersistentVolumeClaim>::all(client.clone()),
+            Api::<Decoded<Pvc>>::all(client.clone()),
             watcher::Config::default(),
             store_ref(&store, |s| &s.pvcs),
             synced[0].clone(),
             |_| {},
         ));
         tokio::spawn(run_watch(
-            Api::<k8s::PersistentVolume>::all(client.clone()),
+            Api::<Decoded<Pv>>::all(client.clone()),
             watcher::Config::default(),
             store_ref(&store, |s| &s.pvs),
             synced[1].clone(),
             |_| {},
         ));
         tokio::spawn(run_watch(
-            Api::<k8s::Node>::all(client.clone()),
+            Api::<Decoded<Node>>::all(client.clone()),
             watcher::Config::default(),
             store_ref(&store, |s| &s.nodes),
             synced[2].clone(),
@@ -70,7 +69,7 @@ impl LiveCluster {
         if watch_pods {
             let st = store.clone();
             tokio::spawn(run_watch(
-                Api::<k8s::Pod>::all(client.clone()),
+                Api::<Decoded<Pod>>::all(client.clone()),
                 watcher::Config::default(),
                 store_ref(&store, |s| &s.pods),
                 synced[3].clone(),
@@ -105,7 +104,7 @@ impl LiveCluster {
             return Fact::Found(p);
         }
         get_live(
-            Api::<k8s::Pod>::namespaced(self.client.clone(), namespace),
+            Api::<Decoded<Pod>>::namespaced(self.client.clone(), namespace),
             name,
         )
         .await
@@ -141,7 +140,7 @@ impl LiveCluster {
             return Fact::Found(p);
         }
         get_live(
-            Api::<k8s::PersistentVolumeClaim>::namespaced(self.client.clone(), namespace),
+            Api::<Decoded<Pvc>>::namespaced(self.client.clone(), namespace),
             name,
         )
         .await
@@ -151,7 +150,7 @@ impl LiveCluster {
         if let Some(p) = self.store.pvs.get("", name) {
             return Fact::Found(p);
         }
-        get_live(Api::<k8s::PersistentVolume>::all(self.client.clone()), name).await
+        get_live(Api::<Decoded<Pv>>::all(self.client.clone()), name).await
     }
 
     /// A node missing from the cache is confirmed live: "node gone" allows force deletes.
@@ -159,7 +158,7 @@ impl LiveCluster {
         if let Some(n) = self.store.nodes.get("", name) {
             return Fact::Found(n);
         }
-        get_live(Api::<k8s::Node>::all(self.client.clone()), name).await
+        get_live(Api::<Decoded<Node>>::all(self.client.clone()), name).await
     }
 
     pub async fn pods_consistent(&self, namespace: &str) -> Fact<Vec<Pod>> {
@@ -170,63 +169,47 @@ impl LiveCluster {
 /// LIST pods of a namespace with no resourceVersion: served from etcd by quorum read, never from
 /// the apiserver's watch cache (#75980).
 pub async fn list_pods_consistent(client: &kube::Client, namespace: &str) -> Fact<Vec<Pod>> {
-    let api = Api::<k8s::Pod>::namespaced(client.clone(), namespace);
+    let api = Api::<Decoded<Pod>>::namespaced(client.clone(), namespace);
     match tokio::time::timeout(LIVE_READ_TIMEOUT, api.list(&ListParams::default())).await {
         Err(_) => Fact::Unknown(ReadError::Timeout {
             what: format!("listing pods of {namespace:?}"),
         }),
-        Ok(Err(e)) => Fact::Unknown(ReadError::Api {
-            what: format!("listing pods of {namespace:?}"),
-            message: e.to_string(),
-        }),
-        Ok(Ok(list)) => {
-            let mut out = Vec::with_capacity(list.items.len());
-            for p in &list.items {
-                match convert::<_, Pod>(p) {
-                    Ok(p) => out.push(p),
-                    Err(e) => {
-                        return Fact::Unknown(ReadError::Decode {
-                            what: "a pod".into(),
-                            message: e.to_string(),
-                        });
-                    }
-                }
-            }
-            Fact::Found(out)
-        }
+        Ok(Err(e)) => Fact::Unknown(read_error(format!("listing pods of {namespace:?}"), e)),
+        // A pod that does not decode fails the whole LIST (kube::Error::SerdeError): unknown.
+        Ok(Ok(list)) => Fact::Found(list.items.into_iter().map(Decoded::into_inner).collect()),
     }
 }
 
-async fn get_live<K, T>(api: Api<K>, name: &str) -> Fact<Arc<T>>
+async fn get_live<T>(api: Api<Decoded<T>>, name: &str) -> Fact<Arc<T>>
 where
-    K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
-    T: Object + DeserializeOwned,
+    T: Wire + DeserializeOwned + std::fmt::Debug,
 {
     match tokio::time::timeout(LIVE_READ_TIMEOUT, api.get_opt(name)).await {
         Err(_) => Fact::Unknown(ReadError::Timeout {
             what: format!("reading {} {name:?}", T::KIND),
         }),
-        Ok(Err(e)) => Fact::Unknown(ReadError::Api {
-            what: format!("reading {} {name:?}", T::KIND),
-            message: e.to_string(),
-        }),
+        Ok(Err(e)) => Fact::Unknown(read_error(format!("reading {} {name:?}", T::KIND), e)),
         Ok(Ok(None)) => Fact::Missing,
-        Ok(Ok(Some(k))) => match convert::<_, T>(&k) {
-            Ok(mut t) => {
-                t.prune();
-                Fact::Found(Arc::new(t))
-            }
-            Err(e) => Fact::Unknown(ReadError::Decode {
-                what: format!("{} {name:?}", T::KIND),
-                message: e.to_string(),
-            }),
-        },
+        Ok(Ok(Some(d))) => {
+            let mut t = d.into_inner();
+            t.prune();
+            Fact::Found(Arc::new(t))
+        }
     }
 }
 
-/// k8s-openapi object → pruned model, through serde: the model's serde mapping is the only one.
-pub fn convert<K: Serialize, T: DeserializeOwned>(k: &K) -> Result<T, serde_json::Error> {
-    serde_json::to_value(k).and_then(serde_json::from_value)
+/// An object the model cannot decode is a decode error, anything else the API's.
+fn read_error(what: String, e: kube::Error) -> ReadError {
+    match e {
+        kube::Error::SerdeError(e) => ReadError::Decode {
+            what,
+            message: e.to_string(),
+        },
+        e => ReadError::Api {
+            what,
+            message: e.to_string(),
+        },
+    }
 }
 
 /// A handle on one map of a shared store.
@@ -235,7 +218,7 @@ pub struct StoreRef<T> {
     pick: fn(&Store) -> &ObjectMap<T>,
 }
 
-impl<T: Object> StoreRef<T> {
+impl<T: super::Object> StoreRef<T> {
     pub fn map(&self) -> &ObjectMap<T> {
         (self.pick)(&self.store)
     }
@@ -250,15 +233,14 @@ pub fn store_ref<T>(store: &Arc<Store>, pick: fn(&Store) -> &ObjectMap<T>) -> St
 
 /// Keep `target` equal to the watched collection; call `notify` after each change. Runs until the
 /// task is dropped; watch errors are retried with kube-runtime's default backoff.
-pub async fn run_watch<K, T>(
-    api: Api<K>,
+pub async fn run_watch<T>(
+    api: Api<Decoded<T>>,
     config: watcher::Config,
     target: StoreRef<T>,
     synced: Arc<AtomicBool>,
     mut notify: impl FnMut(Change<T>) + Send,
 ) where
-    K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug + Send + 'static,
-    T: Object + DeserializeOwned,
+    T: Wire + DeserializeOwned + std::fmt::Debug,
 {
     let stream = watcher::watcher(api, config).default_backoff();
     futures::pin_mut!(stream);
@@ -274,36 +256,28 @@ pub async fn run_watch<K, T>(
         let map = target.map();
         match ev {
             Event::Init => buffer.clear(),
-            Event::InitApply(k) => match convert::<_, T>(&k) {
-                Ok(t) => buffer.push(t),
-                Err(e) => tracing::error!(kind = T::KIND, error = %e, "cannot decode object"),
-            },
+            Event::InitApply(d) => buffer.push(d.into_inner()),
             Event::InitDone => {
                 map.replace(std::mem::take(&mut buffer));
                 synced.store(true, Ordering::Release);
                 tracing::info!(kind = T::KIND, objects = map.len(), "cache synced");
                 notify(Change::Relisted);
             }
-            Event::Apply(k) => match convert::<_, T>(&k) {
-                Ok(t) => {
-                    let old = map.apply(t.clone());
-                    let m = t.meta();
-                    if let Some(new) = map.get(&m.namespace, &m.name) {
-                        notify(Change::Applied { old, new });
-                    }
+            Event::Apply(d) => {
+                let t = d.into_inner();
+                let (ns, name) = (t.meta().namespace.clone(), t.meta().name.clone());
+                let old = map.apply(t);
+                if let Some(new) = map.get(&ns, &name) {
+                    notify(Change::Applied { old, new });
                 }
-                Err(e) => tracing::error!(kind = T::KIND, error = %e, "cannot decode object"),
-            },
-            Event::Delete(k) => match convert::<_, T>(&k) {
-                Ok(t) => {
-                    let m = t.meta();
-                    let old = map.delete(&m.namespace, &m.name);
-                    let mut t = t;
-                    t.prune();
-                    notify(Change::Deleted(old.unwrap_or_else(|| Arc::new(t))));
-                }
-                Err(e) => tracing::error!(kind = T::KIND, error = %e, "cannot decode object"),
-            },
+            }
+            Event::Delete(d) => {
+                let mut t = d.into_inner();
+                let m = t.meta();
+                let old = map.delete(&m.namespace, &m.name);
+                t.prune();
+                notify(Change::Deleted(old.unwrap_or_else(|| Arc::new(t))));
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod claim_index;
 pub mod cluster;
+pub mod decoded;
 pub mod live;
 pub mod loader;
 pub mod store;

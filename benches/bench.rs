@@ -575,16 +575,19 @@ fn watch_decode(n: usize) -> (Value, Vec<(String, String)>) {
         T: serde::de::DeserializeOwned,
     {
         let l: ObjectList<K> = serde_json::from_str(text).expect("k8s-openapi list");
-        l.items
+        let objects: Vec<T> = l
+            .items
             .iter()
             .map(|k| {
                 serde_json::from_value::<T>(serde_json::to_value(k).expect("value")).expect("model")
             })
-            .count()
+            .collect();
+        objects.len()
     }
     fn once<T: volguard::state::decoded::Wire + serde::de::DeserializeOwned>(text: &str) -> usize {
         let l: ObjectList<Decoded<T>> = serde_json::from_str(text).expect("list");
-        l.items.into_iter().map(Decoded::into_inner).count()
+        let objects: Vec<T> = l.items.into_iter().map(Decoded::into_inner).collect();
+        objects.len()
     }
 
     let pvcs = list(

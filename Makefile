@@ -13,12 +13,16 @@ KWOK_VERSION ?= v0.8.0
 # cert-manager runs for real in the e2e (controller + cainjector) and its CRDs come from the same
 # module: v1.11.5 is the last release whose cmd/* the Go module proxy can serve.
 CM_VERSION ?= v1.11.5
+# `make bench` compares volguard's PVC mutation with a controller-runtime webhook of this release
+# (benches/controller-runtime, built from its module).
+CR_VERSION ?= v0.25.2
 CACHE := $(CURDIR)/.cache
 k8s_dir = $(CACHE)/kubernetes/$(1)
 K8S_DONE := $(foreach v,$(K8S_VERSIONS),$(call k8s_dir,$(v))/.built)
 ETCD_BIN := $(CACHE)/etcd/$(ETCD_VERSION)/etcd
 KWOK_DIR := $(CACHE)/kwok/$(KWOK_VERSION)
 CM_DIR := $(CACHE)/cert-manager/$(CM_VERSION)
+CR_WEBHOOK := $(CACHE)/controller-runtime/$(CR_VERSION)/webhook
 k8s_ldflags = -s -w -X k8s.io/component-base/version.gitVersion=$(1) \
   -X k8s.io/component-base/version.gitMajor=$(word 2,$(subst ., ,$(1:v%=x.%))) \
   -X k8s.io/component-base/version.gitMinor=$(word 3,$(subst ., ,$(1:v%=x.%))) \
@@ -120,6 +124,12 @@ $(CM_DIR)/.built:
 	! grep -l '{{' $(@D)/crds/*.yaml
 	touch $@
 
+# The PVC finalizer webhook as controller-runtime's documentation writes one.
+$(CR_WEBHOOK): benches/controller-runtime/go.mod benches/controller-runtime/go.sum benches/controller-runtime/main.go
+	mkdir -p $(@D)
+	cd benches/controller-runtime && test "$$(go list -m -f '{{.Version}}' sigs.k8s.io/controller-runtime)" = "$(CR_VERSION)"
+	cd benches/controller-runtime && CGO_ENABLED=0 go build -trimpath -o $@ -ldflags "-s -w" .
+
 # The short chaos run in `make test` uses a fixed seed; `make chaos` picks a new one each run.
 # tests/e2e.rs and the chaos run on the first version; tests/cluster.rs (the upstream control loops)
 # on every version, the clusters side by side.
@@ -135,9 +145,10 @@ chaos: controlplane
 	  $(CARGO) test --locked --test chaos -- --nocapture
 
 # Benchmarks measure and print (target/bench/report.json); they never fail on a missed target.
-bench: controlplane
-	$(CARGO) build --locked --release --example floor
-	VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) $(CARGO) bench --locked --bench bench
+bench: controlplane $(CR_WEBHOOK)
+	$(CARGO) build --locked --release --example floor --example kube_rs
+	VOLGUARD_BENCH_CONTROLLER_RUNTIME=$(CR_WEBHOOK) VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
+	  $(CARGO) bench --locked --bench bench
 	@echo "== volguard's webhooks as kube-apiserver $(K8S_VERSION) measures them (release build, 500 pods with claims churned) =="
 	VOLGUARD_CLUSTER_ONLY=apiserver-latency VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
 	  $(CARGO) test --locked --release --test cluster -- --nocapture 2>&1 | \

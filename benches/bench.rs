@@ -91,28 +91,95 @@ impl Drop for Proc {
     }
 }
 
-/// Start the floor server; return it with the address it prints.
-fn start_floor(cert: &std::path::Path, key: &std::path::Path) -> (Proc, std::net::SocketAddr) {
+/// Start a comparison server (the floor, another webhook implementation); return it with the
+/// address it prints as `listening ADDR`.
+fn start_server(bin: &std::path::Path, args: &[&std::ffi::OsStr]) -> (Proc, std::net::SocketAddr) {
     use std::io::{BufRead, BufReader};
-    let mut child = Command::new(common::repo().join("target/release/examples/floor"))
-        .arg("--listen")
-        .arg("127.0.0.1:0")
-        .arg("--tls-cert")
-        .arg(cert)
-        .arg("--tls-key")
-        .arg(key)
+    let mut child = Command::new(bin)
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .expect("spawn floor (make bench builds it)");
+        .unwrap_or_else(|e| panic!("spawn {} (make bench builds it): {e}", bin.display()));
     let out = child.stdout.take().expect("stdout");
     let proc = Proc(child);
     let addr = BufReader::new(out)
         .lines()
         .map_while(Result::ok)
         .find_map(|l| l.strip_prefix("listening ").map(str::to_string))
-        .expect("floor did not print its address");
+        .unwrap_or_else(|| panic!("{} did not print its address", bin.display()));
     (proc, addr.parse().expect("addr"))
+}
+
+/// A Rust server of ours from target/release/examples, with the serving certificate.
+fn start_example(
+    name: &str,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> (Proc, std::net::SocketAddr) {
+    let bin = common::repo().join("target/release/examples").join(name);
+    start_server(
+        &bin,
+        &[
+            "--listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+            "--tls-cert".as_ref(),
+            cert.as_os_str(),
+            "--tls-key".as_ref(),
+            key.as_os_str(),
+        ],
+    )
+}
+
+/// Two servers under the same closed-loop load, interleaved twice each so drift in machine load
+/// hits both: (requests/s, server CPU µs per request) of each.
+async fn head_to_head(
+    a: (&load::Target, u32),
+    b: (&load::Target, u32),
+    proto: load::Proto,
+    path: &'static str,
+    body: &[u8],
+    dur: Duration,
+) -> [(f64, f64); 2] {
+    let mut out = [(0.0, 0.0); 2];
+    let mut n = [0u64; 2];
+    for _ in 0..2 {
+        for (i, (t, pid)) in [a, b].into_iter().enumerate() {
+            let c = cpu_seconds(pid);
+            let r = load::closed_loop(t, proto, 32, path, body, dur / 2).await;
+            out[i].1 += cpu_seconds(pid) - c;
+            out[i].0 += r.rps / 2.0;
+            n[i] += r.requests;
+        }
+    }
+    for i in 0..2 {
+        out[i].1 = out[i].1 * 1e6 / n[i] as f64;
+    }
+    out
+}
+
+/// The answer `t` gives `body` at `path` must be an allowed review carrying a patch: a comparison
+/// server that skipped the work would make any ratio meaningless.
+async fn assert_patches(t: &load::Target, path: &str, body: &[u8], who: &str) {
+    let r: Value = common::client(&t.ca_pem)
+        .post(format!("https://localhost:{}{path}", t.addr.port()))
+        .header("content-type", "application/json")
+        .body(body.to_vec())
+        .send()
+        .await
+        .and_then(|r| r.error_for_status())
+        .unwrap_or_else(|e| panic!("{who}: {e}"))
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("{who}: {e}"));
+    assert_eq!(r["response"]["allowed"], true, "{who}: {r}");
+    // Base64 as Go writes []byte, or (kube-core's serialization) an array of byte values, which the
+    // apiserver's decoder also accepts.
+    let p = &r["response"]["patch"];
+    assert!(
+        p.as_str().is_some_and(|s| !s.is_empty()) || p.as_array().is_some_and(|a| !a.is_empty()),
+        "{who} answered without a patch: {r}"
+    );
 }
 
 #[derive(Default)]
@@ -274,7 +341,7 @@ async fn run() {
         None,
     );
 
-    let (floor, floor_addr) = start_floor(&cert, &key);
+    let (floor, floor_addr) = start_example("floor", &cert, &key);
     let (vg_pid, fl_pid) = (serve.child.id(), floor.0.id());
     let vg = load::Target {
         addr: serve_addr,
@@ -294,22 +361,11 @@ async fn run() {
             continue;
         }
         for proto in [load::Proto::H1, load::Proto::H2] {
-            // Interleave volguard and floor twice each so drift in machine load hits both.
             // Server CPU per request is measured alongside: it does not depend on how the two
             // cores are shared with the load generator, so it shows volguard's own cost plainly.
-            let (mut v, mut f, mut vcpu, mut fcpu, mut vn, mut fn_) = (0.0, 0.0, 0.0, 0.0, 0, 0);
-            for _ in 0..2 {
-                let c = cpu_seconds(vg_pid);
-                let t = load::closed_loop(&vg, proto, 32, path, &body, dur / 2).await;
-                vcpu += cpu_seconds(vg_pid) - c;
-                (v, vn) = (v + t.rps / 2.0, vn + t.requests);
-                let c = cpu_seconds(fl_pid);
-                let t = load::closed_loop(&fl, proto, 32, path, &body, dur / 2).await;
-                fcpu += cpu_seconds(fl_pid) - c;
-                (f, fn_) = (f + t.rps / 2.0, fn_ + t.requests);
-            }
+            let [(v, vus), (f, fus)] =
+                head_to_head((&vg, vg_pid), (&fl, fl_pid), proto, path, &body, dur).await;
             let ratio = v / f;
-            let (vus, fus) = (vcpu * 1e6 / vn as f64, fcpu * 1e6 / fn_ as f64);
             report["admission"][name][proto.name()] = json!({"volguard_rps": v, "floor_rps": f, "ratio": ratio,
                 "volguard_server_cpu_us": vus, "floor_server_cpu_us": fus});
             table.row(
@@ -329,6 +385,58 @@ async fn run() {
             );
         }
     }
+    // ---------------------------------------------------------------- other webhook implementations
+    // The PVC CREATE mutation as the kube-rs admission example and a controller-runtime webhook
+    // write it (same review, same finalizer patch). controller-runtime serves HTTP/1.1 only.
+    let (_, path, body) = &synth::reviews()[0];
+    let mut others = vec![(
+        "kube-rs example",
+        start_example("kube_rs", &cert, &key),
+        vec![load::Proto::H1, load::Proto::H2],
+    )];
+    match std::env::var_os("VOLGUARD_BENCH_CONTROLLER_RUNTIME") {
+        Some(bin) => others.push((
+            "controller-runtime",
+            start_server(
+                bin.as_ref(),
+                &["--cert-dir".as_ref(), certs.dir.path().as_os_str()],
+            ),
+            vec![load::Proto::H1],
+        )),
+        None => eprintln!(
+            "VOLGUARD_BENCH_CONTROLLER_RUNTIME not set: `make bench` builds the controller-runtime webhook"
+        ),
+    }
+    for (who, (proc, addr), protos) in &others {
+        let t = load::Target {
+            addr: *addr,
+            ca_pem: certs.ca_pem.clone(),
+        };
+        assert_patches(&t, path, body, who).await;
+        assert_patches(&vg, path, body, "volguard").await;
+        for proto in protos.iter().copied() {
+            let [(v, vus), (o, ous)] =
+                head_to_head((&vg, vg_pid), (&t, proc.0.id()), proto, path, body, dur).await;
+            report["admission"]["pvc_create_mutate"][proto.name()][*who] = json!({"volguard_rps": v, "rps": o, "ratio": v / o, "volguard_server_cpu_us": vus, "server_cpu_us": ous});
+            table.row(
+                format!(
+                    "admission pvc_create_mutate {} vs {who} ({o:.0} req/s)",
+                    proto.name()
+                ),
+                format!("{v:.0} ({:.2}x)", v / o),
+                ">= 1x",
+                Some(v >= o),
+            );
+            table.row(
+                format!("  server CPU µs/request vs {who} ({ous:.1})"),
+                format!("{vus:.1} ({:.2}x)", vus / ous),
+                "",
+                None,
+            );
+        }
+    }
+    drop(others);
+
     let (_, path, body) = &synth::reviews()[1];
     // Three interleaved rounds each, so a burst of noise from the machine lands on both.
     let (mut lat, mut flat) = (load::Samples::default(), load::Samples::default());

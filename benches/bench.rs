@@ -70,17 +70,42 @@ fn rss_bytes(pid: u32) -> u64 {
 
 /// CPU time (user + system) a process has used so far. /proc reports clock ticks of USER_HZ,
 /// which Linux fixes at 100 for userland.
-fn cpu_seconds(pid: u32) -> f64 {
+fn cpu_seconds(pid: u32) -> [f64; 2] {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| {
             // Fields after the parenthesised command name; utime and stime are 14 and 15.
             let rest = s.rsplit_once(')')?.1;
             let f: Vec<&str> = rest.split_whitespace().collect();
-            Some(f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?)
+            Some([
+                f.get(11)?.parse::<f64>().ok()? / 100.0,
+                f.get(12)?.parse::<f64>().ok()? / 100.0,
+            ])
         })
-        .map(|ticks| ticks / 100.0)
-        .unwrap_or(f64::NAN)
+        .unwrap_or([f64::NAN; 2])
+}
+
+/// One server's side of a head-to-head run.
+#[derive(Default, Clone, Copy)]
+struct Side {
+    rps: f64,
+    /// Server CPU per request, µs, in user space and in the kernel (TLS records, syscalls).
+    user_us: f64,
+    sys_us: f64,
+}
+
+impl Side {
+    fn cpu_us(&self) -> f64 {
+        self.user_us + self.sys_us
+    }
+    fn cpu(&self) -> String {
+        format!(
+            "{:.1} = {:.1} user + {:.1} sys",
+            self.cpu_us(),
+            self.user_us,
+            self.sys_us
+        )
+    }
 }
 
 struct Proc(std::process::Child);
@@ -140,20 +165,23 @@ async fn head_to_head(
     path: &'static str,
     body: &[u8],
     dur: Duration,
-) -> [(f64, f64); 2] {
-    let mut out = [(0.0, 0.0); 2];
+) -> [Side; 2] {
+    let mut out = [Side::default(); 2];
     let mut n = [0u64; 2];
     for _ in 0..2 {
         for (i, (t, pid)) in [a, b].into_iter().enumerate() {
             let c = cpu_seconds(pid);
             let r = load::closed_loop(t, proto, 32, path, body, dur / 2).await;
-            out[i].1 += cpu_seconds(pid) - c;
-            out[i].0 += r.rps / 2.0;
+            let d = cpu_seconds(pid);
+            out[i].user_us += d[0] - c[0];
+            out[i].sys_us += d[1] - c[1];
+            out[i].rps += r.rps / 2.0;
             n[i] += r.requests;
         }
     }
-    for i in 0..2 {
-        out[i].1 = out[i].1 * 1e6 / n[i] as f64;
+    for (o, n) in out.iter_mut().zip(n) {
+        o.user_us *= 1e6 / n as f64;
+        o.sys_us *= 1e6 / n as f64;
     }
     out
 }
@@ -363,23 +391,25 @@ async fn run() {
         for proto in [load::Proto::H1, load::Proto::H2] {
             // Server CPU per request is measured alongside: it does not depend on how the two
             // cores are shared with the load generator, so it shows volguard's own cost plainly.
-            let [(v, vus), (f, fus)] =
-                head_to_head((&vg, vg_pid), (&fl, fl_pid), proto, path, &body, dur).await;
-            let ratio = v / f;
-            report["admission"][name][proto.name()] = json!({"volguard_rps": v, "floor_rps": f, "ratio": ratio,
-                "volguard_server_cpu_us": vus, "floor_server_cpu_us": fus});
+            let [v, f] = head_to_head((&vg, vg_pid), (&fl, fl_pid), proto, path, &body, dur).await;
+            let ratio = v.rps / f.rps;
+            report["admission"][name][proto.name()] = json!({"volguard_rps": v.rps, "floor_rps": f.rps, "ratio": ratio,
+                "volguard_server_cpu_us": v.cpu_us(), "floor_server_cpu_us": f.cpu_us(),
+                "volguard_server_user_us": v.user_us, "volguard_server_sys_us": v.sys_us,
+                "floor_server_user_us": f.user_us, "floor_server_sys_us": f.sys_us});
             table.row(
-                format!("admission {name} {} req/s (floor {f:.0})", proto.name()),
-                format!("{v:.0} ({ratio:.2}x)"),
+                format!(
+                    "admission {name} {} req/s (floor {:.0})",
+                    proto.name(),
+                    f.rps
+                ),
+                format!("{:.0} ({ratio:.2}x)", v.rps),
                 ">= 0.8x floor",
                 Some(ratio >= 0.8),
             );
             table.row(
-                format!(
-                    "  server CPU µs/request {name} {} (floor {fus:.1})",
-                    proto.name()
-                ),
-                format!("{vus:.1} (+{:.1})", vus - fus),
+                format!("  server CPU µs/request (floor {})", f.cpu()),
+                format!("{} (+{:.1})", v.cpu(), v.cpu_us() - f.cpu_us()),
                 "",
                 None,
             );
@@ -415,21 +445,23 @@ async fn run() {
         assert_patches(&t, path, body, who).await;
         assert_patches(&vg, path, body, "volguard").await;
         for proto in protos.iter().copied() {
-            let [(v, vus), (o, ous)] =
+            let [v, o] =
                 head_to_head((&vg, vg_pid), (&t, proc.0.id()), proto, path, body, dur).await;
-            report["admission"]["pvc_create_mutate"][proto.name()][*who] = json!({"volguard_rps": v, "rps": o, "ratio": v / o, "volguard_server_cpu_us": vus, "server_cpu_us": ous});
+            report["admission"]["pvc_create_mutate"][proto.name()][*who] = json!({"volguard_rps": v.rps, "rps": o.rps,
+                "ratio": v.rps / o.rps, "volguard_server_cpu_us": v.cpu_us(), "server_cpu_us": o.cpu_us()});
             table.row(
                 format!(
-                    "admission pvc_create_mutate {} vs {who} ({o:.0} req/s)",
-                    proto.name()
+                    "admission pvc_create_mutate {} vs {who} ({:.0} req/s)",
+                    proto.name(),
+                    o.rps
                 ),
-                format!("{v:.0} ({:.2}x)", v / o),
+                format!("{:.0} ({:.2}x)", v.rps, v.rps / o.rps),
                 ">= 1x",
-                Some(v >= o),
+                Some(v.rps >= o.rps),
             );
             table.row(
-                format!("  server CPU µs/request vs {who} ({ous:.1})"),
-                format!("{vus:.1} ({:.2}x)", vus / ous),
+                format!("  server CPU µs/request ({who} {})", o.cpu()),
+                format!("{} ({:.2}x)", v.cpu(), v.cpu_us() / o.cpu_us()),
                 "",
                 None,
             );

@@ -4,6 +4,7 @@
 //! reports instructions per request.
 //!
 //! Usage: handler [--only REVIEW] [--app volguard|floor|both] [--requests N] [--pvcs N]
+//!                [--evict-kib N]   (write N KiB between requests: each starts with cold caches)
 
 #[path = "floor_app.rs"]
 mod floor_app;
@@ -29,17 +30,32 @@ fn arg(name: &str) -> Option<String> {
         .cloned()
 }
 
-async fn drive(app: &Router, path: &str, body: &bytes::Bytes, n: usize) -> anyhow::Result<f64> {
-    let started = Instant::now();
-    for _ in 0..n {
+/// Mean µs per request. With `evict` non-empty, the buffer is written through before each request
+/// (outside the timed part), so the request starts with cold caches, as it does under load when
+/// TLS, the kernel and the load generator share the cores between two requests.
+async fn drive(
+    app: &Router,
+    path: &str,
+    body: &bytes::Bytes,
+    n: usize,
+    evict: &mut [u8],
+) -> anyhow::Result<f64> {
+    let mut spent = Duration::ZERO;
+    for i in 0..n {
+        for b in evict.iter_mut().step_by(64) {
+            *b = b.wrapping_add(i as u8);
+        }
+        std::hint::black_box(&evict);
+        let started = Instant::now();
         let req = http::Request::post(path)
             .header("content-type", "application/json")
             .body(axum::body::Body::from(body.clone()))?;
         let resp = app.clone().oneshot(req).await?;
         anyhow::ensure!(resp.status() == 200, "status {}", resp.status());
         axum::body::to_bytes(resp.into_body(), usize::MAX).await?;
+        spent += started.elapsed();
     }
-    Ok(started.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64)
+    Ok(spent.as_secs_f64() * 1e6 / n.max(1) as f64)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,6 +63,7 @@ fn main() -> anyhow::Result<()> {
     let which = arg("--app").unwrap_or_else(|| "both".into());
     let n: usize = arg("--requests").map_or(Ok(100_000), |v| v.parse())?;
     let pvcs: usize = arg("--pvcs").map_or(Ok(100_000), |v| v.parse())?;
+    let mut evict = vec![0u8; arg("--evict-kib").map_or(Ok(0), |v| v.parse::<usize>())? << 10];
     // Logging as `make bench` runs the server: refusals at info, the rest filtered out.
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(
@@ -80,12 +97,12 @@ fn main() -> anyhow::Result<()> {
             let body = bytes::Bytes::from(body);
             let run = |app: &'static str| which == "both" || which == app;
             let v = if run("volguard") {
-                drive(&volguard, path, &body, n).await?
+                drive(&volguard, path, &body, n, &mut evict).await?
             } else {
                 f64::NAN
             };
             let f = if run("floor") {
-                drive(&floor, path, &body, n).await?
+                drive(&floor, path, &body, n, &mut evict).await?
             } else {
                 f64::NAN
             };

@@ -103,10 +103,10 @@ impl LiveCluster {
         {
             return Fact::Found(p);
         }
-        get_live(
+        Box::pin(get_live(
             Api::<Decoded<Pod>>::namespaced(self.client.clone(), namespace),
             name,
-        )
+        ))
         .await
     }
 
@@ -139,10 +139,10 @@ impl LiveCluster {
         if let Some(p) = self.store.pvcs.get(namespace, name) {
             return Fact::Found(p);
         }
-        get_live(
+        Box::pin(get_live(
             Api::<Decoded<Pvc>>::namespaced(self.client.clone(), namespace),
             name,
-        )
+        ))
         .await
     }
 
@@ -150,7 +150,7 @@ impl LiveCluster {
         if let Some(p) = self.store.pvs.get("", name) {
             return Fact::Found(p);
         }
-        get_live(Api::<Decoded<Pv>>::all(self.client.clone()), name).await
+        Box::pin(get_live(Api::<Decoded<Pv>>::all(self.client.clone()), name)).await
     }
 
     /// A node missing from the cache is confirmed live: "node gone" allows force deletes.
@@ -158,11 +158,15 @@ impl LiveCluster {
         if let Some(n) = self.store.nodes.get("", name) {
             return Fact::Found(n);
         }
-        get_live(Api::<Decoded<Node>>::all(self.client.clone()), name).await
+        Box::pin(get_live(
+            Api::<Decoded<Node>>::all(self.client.clone()),
+            name,
+        ))
+        .await
     }
 
     pub async fn pods_consistent(&self, namespace: &str) -> Fact<Vec<Pod>> {
-        list_pods_consistent(&self.client, namespace).await
+        Box::pin(list_pods_consistent(&self.client, namespace)).await
     }
 }
 
@@ -180,6 +184,9 @@ pub async fn list_pods_consistent(client: &kube::Client, namespace: &str) -> Fac
     }
 }
 
+/// Callers box this future: a kube request future is kilobytes, and inline it would make every
+/// admission future that might read live that large, cache hits included (each such future is
+/// moved into axum's box and tokio's timeout: `make profile`'s L1 misses per request).
 async fn get_live<T>(api: Api<Decoded<T>>, name: &str) -> Fact<Arc<T>>
 where
     T: Wire + DeserializeOwned + std::fmt::Debug,

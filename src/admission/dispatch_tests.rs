@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::state::Store;
+use std::sync::Arc;
 
 fn admission() -> Admission {
     Admission::new(

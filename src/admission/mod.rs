@@ -2,6 +2,7 @@
 
 pub mod dispatch;
 pub mod encode;
+mod facts;
 pub mod review;
 
 pub use dispatch::{Admission, Endpoint};

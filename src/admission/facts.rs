@@ -1,0 +1,339 @@
+//! The facts each rule needs, gathered from the cluster view, then the rule asked: the one place
+//! between a request and a pure rule in `rules/`. Reads go to the caches first; a miss is read
+//! live, and a fact that cannot be read is `Fact::Unknown`, which the rules treat as in use.
+
+use super::dispatch::{Admission, Target};
+use super::review::{Embedded, EmbeddedKind, Request};
+use crate::model::{
+    Binding, DeleteOptions, Eviction, Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc,
+};
+use crate::rules::claims::claims_of;
+use crate::rules::force_delete::is_force;
+use crate::rules::rule::Rule;
+use crate::rules::rwo::ClaimFacts;
+use crate::rules::{
+    Decision, Fact, binding, finalizer_guard, force_delete, pod_create, protect, rwo,
+};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+impl Admission {
+    /// Decide `rule` for this request: `Err` is an answer reached before the rule ran (a
+    /// malformed object), `Ok` the rule's own.
+    pub(super) async fn judge(
+        &self,
+        rule: Rule,
+        target: Target,
+        req: &Request<'_>,
+    ) -> Result<Decision, Decision> {
+        match (rule, target) {
+            (Rule::PvcFinalizer, _) => {
+                let pvc = object::<Pvc>(&req.object, "object")?;
+                Ok(protect::protect_on_create(&pvc.metadata, PVC_FINALIZER))
+            }
+            (Rule::PvFinalizer, _) => {
+                let pv = object::<Pv>(&req.object, "object")?;
+                Ok(protect::protect_on_create(&pv.metadata, PV_FINALIZER))
+            }
+            (Rule::PodOnTerminatingClaim, _) => self.pod_create(req).await,
+            (Rule::RwoSingleNode, Target::PodBinding) => self.rwo_binding(req).await,
+            (Rule::RwoSingleNode, _) => self.rwo_pod_create(req).await,
+            (Rule::ForceDelete, Target::PodEviction) => self.eviction(req).await,
+            (Rule::ForceDelete, _) => self.pod_delete(req).await,
+            (Rule::FinalizerRemoval, Target::PvUpdate) => self.pv_finalizer(req),
+            (Rule::FinalizerRemoval, _) => self.pvc_finalizer(req).await,
+            (Rule::BindingToTerminatingVolume, _) => self.pvc_binding(req).await,
+        }
+    }
+
+    /// The claims of `pod` with the PVC each names: from the cache, and the misses read live in
+    /// parallel (one slow read must not add up over claims).
+    async fn claim_facts(&self, pod: &Pod) -> Vec<(crate::rules::claims::Claim, Fact<Arc<Pvc>>)> {
+        let ns = &pod.metadata.namespace;
+        let claims: Vec<_> = claims_of(pod).collect();
+        let mut facts: Vec<Option<Fact<Arc<Pvc>>>> = claims
+            .iter()
+            .map(|c| self.cluster.pvc_cached(ns, &c.name))
+            .collect();
+        let misses: Vec<usize> = (0..facts.len()).filter(|i| facts[*i].is_none()).collect();
+        if !misses.is_empty() {
+            let read = futures::future::join_all(
+                misses
+                    .iter()
+                    .map(|&i| self.cluster.pvc(ns, &claims[i].name)),
+            )
+            .await;
+            for (i, f) in misses.into_iter().zip(read) {
+                facts[i] = Some(f);
+            }
+        }
+        claims
+            .into_iter()
+            .zip(facts)
+            .map(|(c, f)| (c, f.unwrap_or(Fact::Missing)))
+            .collect()
+    }
+
+    async fn pod_create(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let mut pod = object::<Pod>(&req.object, "object")?;
+        fill_namespace(&mut pod, req);
+        let facts = self.claim_facts(&pod).await;
+        let facts: Vec<_> = facts.iter().map(|(c, f)| (c.clone(), deref(f))).collect();
+        Ok(pod_create::pod_create(&pod, &facts))
+    }
+
+    async fn pod_delete(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let pod = object::<Pod>(&req.old_object, "oldObject")?;
+        let grace = match req.options {
+            Some(raw) => {
+                serde_json::from_str::<DeleteOptions>(raw.get())
+                    .map_err(|e| {
+                        Decision::bad_request(format!(
+                            "request.options does not decode as a DeleteOptions: {e}"
+                        ))
+                    })?
+                    .grace_period_seconds
+            }
+            None => None,
+        };
+        tracing::debug!(pod = %pod.metadata.name, grace_period_seconds = ?grace, "pod delete seen");
+        Ok(self.force_delete(req, &pod, grace).await)
+    }
+
+    /// rules.md §2d "Eviction is a delete too": the apiserver deletes an evicted pod without calling
+    /// pod DELETE webhooks, so the Eviction's own deleteOptions are judged by the same rows.
+    async fn eviction(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let ev = object::<Eviction>(&req.object, "object")?;
+        let grace = ev
+            .delete_options
+            .as_ref()
+            .and_then(|o| o.grace_period_seconds);
+        if !is_force(grace) {
+            return Ok(Decision::allow("graceful-delete"));
+        }
+        let (ns, name) = name_of(&ev.metadata, req);
+        let pod = match self.cluster.pod(&ns, &name).await {
+            Fact::Found(p) => p,
+            // Nothing to force-delete; the apiserver answers 404 itself.
+            Fact::Missing => return Ok(Decision::allow("eviction-pod-missing")),
+            Fact::Unknown(e) => {
+                return Ok(Decision::unavailable(
+                    "force-delete-pod-unknown",
+                    format!(
+                        "eviction of pod {name:?} with gracePeriodSeconds 0 refused: volguard could not \
+                         read the pod ({e}). Retry, or evict without a grace period of 0"
+                    ),
+                ));
+            }
+        };
+        tracing::debug!(pod = %name, grace_period_seconds = ?grace, "pod eviction seen");
+        Ok(self.force_delete(req, &pod, grace).await)
+    }
+
+    async fn force_delete(&self, req: &Request<'_>, pod: &Pod, grace: Option<i64>) -> Decision {
+        // The node is only read when the cheap rows did not decide (force delete of a scheduled pod).
+        let node = match pod.node_name() {
+            Some(n) if is_force(grace) => self.cluster.node(n).await,
+            _ => Fact::Missing,
+        };
+        force_delete::pod_delete(&req.user_info, pod, grace, deref(&node), &self.policy)
+    }
+
+    /// rules.md §2c, judged on the stored object (`oldObject`): a patch that nulls `finalizers` and
+    /// `ownerReferences` together must not make an owned ephemeral claim look unowned.
+    async fn pvc_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let new = object::<Pvc>(&req.object, "object")?;
+        let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
+        fill_namespace(&mut old, req);
+        if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PVC_FINALIZER) {
+            return Ok(d);
+        }
+        let pods = self.cluster.pods_consistent(&old.metadata.namespace).await;
+        Ok(finalizer_guard::pvc_finalizer_removal(
+            &old,
+            pods.as_ref().map(Vec::as_slice),
+        ))
+    }
+
+    fn pv_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let new = object::<Pv>(&req.object, "object")?;
+        let old = object::<Pv>(&req.old_object, "oldObject")?;
+        if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PV_FINALIZER) {
+            return Ok(d);
+        }
+        Ok(finalizer_guard::pv_finalizer_removal(&old, &new))
+    }
+
+    /// The answer when a finalizer update needs no look at use: it keeps `finalizer`, or the
+    /// caller (or the object's break-glass annotation) is exempt.
+    fn needs_no_use_check(
+        &self,
+        req: &Request<'_>,
+        old: &Meta,
+        new: &Meta,
+        finalizer: &str,
+    ) -> Option<Decision> {
+        if !finalizer_guard::strips(old, new, finalizer) {
+            return Some(Decision::allow(if finalizer == PVC_FINALIZER {
+                "keeps-pvc-finalizer"
+            } else {
+                "keeps-pv-finalizer"
+            }));
+        }
+        let why = finalizer_guard::exempt(&req.user_info, &self.own_controllers, old, new)?;
+        tracing::info!(exemption = %why, "protection finalizer removal allowed");
+        Some(Decision::allow(why.rule()))
+    }
+
+    async fn pvc_binding(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let mut new = object::<Pvc>(&req.object, "object")?;
+        fill_namespace(&mut new, req);
+        let old = match &*req.operation {
+            "UPDATE" => Some(object::<Pvc>(&req.old_object, "oldObject")?),
+            _ => None,
+        };
+        Ok(match binding::newly_bound_volume(old.as_deref(), &new) {
+            Some(pv_name) => {
+                let pv = self.cluster.pv(pv_name).await;
+                binding::pvc_binding(&new, pv_name, deref(&pv))
+            }
+            None => Decision::allow("no-new-binding"),
+        })
+    }
+
+    /// rules.md §2f for the scheduler's bind (`pods/binding`).
+    async fn rwo_binding(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        if !self.rwo_guard {
+            return Ok(Decision::allow("rwo-guard-off"));
+        }
+        let b = object::<Binding>(&req.object, "object")?;
+        let (ns, name) = name_of(&b.metadata, req);
+        let pod = match self.cluster.pod(&ns, &name).await {
+            Fact::Found(p) => p,
+            Fact::Missing => return Ok(Decision::allow("binding-pod-missing")),
+            Fact::Unknown(e) => {
+                return Ok(Decision::allow("rwo-unknown").with_warning(format!(
+                    "volguard could not read pod {name:?} to check its ReadWriteOnce claims ({e})"
+                )));
+            }
+        };
+        Ok(self.rwo_place(&pod, &b.target.name).await)
+    }
+
+    /// rules.md §2f for a pod created with `spec.nodeName` already set (no scheduler involved).
+    async fn rwo_pod_create(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        if !self.rwo_guard {
+            return Ok(Decision::allow("rwo-guard-off"));
+        }
+        let mut pod = object::<Pod>(&req.object, "object")?;
+        fill_namespace(&mut pod, req);
+        let Some(node) = pod.node_name().map(str::to_string) else {
+            return Ok(Decision::allow("not-placed"));
+        };
+        Ok(self.rwo_place(&pod, &node).await)
+    }
+
+    async fn rwo_place(&self, pod: &Pod, node: &str) -> Decision {
+        let ns = &pod.metadata.namespace;
+        let claims = self.claim_facts(pod).await;
+        // Holders are only looked up for RWO claims; their nodes only when they sit elsewhere.
+        let mut others: Vec<Vec<Holding>> = Vec::new();
+        for (claim, pvc) in &claims {
+            let mut list = Vec::new();
+            if let Fact::Found(p) = pvc
+                && p.is_rwo()
+            {
+                let pods = match self.cluster.pods_naming(ns, &claim.name).await {
+                    Fact::Found(pods) => pods,
+                    Fact::Missing => Vec::new(),
+                    Fact::Unknown(e) => {
+                        return Decision::allow("rwo-unknown").with_warning(format!(
+                            "volguard could not find the pods using ReadWriteOnce claim {:?} ({e})",
+                            claim.name
+                        ));
+                    }
+                };
+                for other in pods {
+                    let elsewhere = other.metadata.name != pod.metadata.name
+                        && !other.is_terminal()
+                        && other.node_name().is_some_and(|n| n != node);
+                    if elsewhere {
+                        let n = other.node_name().unwrap_or_default().to_string();
+                        let fact = self.cluster.node(&n).await;
+                        list.push((other, fact));
+                    }
+                }
+            }
+            others.push(list);
+        }
+        let facts: Vec<ClaimFacts<'_>> = claims
+            .iter()
+            .zip(&others)
+            .map(|((claim, pvc), others)| ClaimFacts {
+                claim: claim.clone(),
+                pvc: deref(pvc),
+                others: others.iter().map(|(p, n)| (p.as_ref(), deref(n))).collect(),
+            })
+            .collect();
+        rwo::place(pod, node, &facts)
+    }
+}
+
+/// Another pod naming a claim, with its node as read.
+type Holding = (Arc<Pod>, Fact<Arc<crate::model::Node>>);
+
+/// One embedded object; a missing or malformed object is the caller's mistake (400).
+fn object<'r, T: EmbeddedKind>(e: &'r Embedded<'_>, field: &str) -> Result<Cow<'r, T>, Decision> {
+    e.get(field).map_err(Decision::bad_request)
+}
+
+/// The pod a subresource request is about: the object's name/namespace, else the request's.
+fn name_of(meta: &Meta, req: &Request<'_>) -> (String, String) {
+    let ns = if meta.namespace.is_empty() {
+        req.namespace.as_deref().unwrap_or_default().to_string()
+    } else {
+        meta.namespace.clone()
+    };
+    let name = if meta.name.is_empty() {
+        req.name.as_deref().unwrap_or_default().to_string()
+    } else {
+        meta.name.clone()
+    };
+    (ns, name)
+}
+
+/// Objects being created may omit their namespace; the request carries it.
+fn fill_namespace<T: Clone + HasMeta>(obj: &mut Cow<'_, T>, req: &Request<'_>) {
+    if obj.meta().namespace.is_empty()
+        && let Some(ns) = &req.namespace
+    {
+        obj.to_mut().meta_mut().namespace = ns.to_string();
+    }
+}
+
+trait HasMeta {
+    fn meta(&self) -> &Meta;
+    fn meta_mut(&mut self) -> &mut Meta;
+}
+
+impl HasMeta for Pod {
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.metadata
+    }
+}
+
+impl HasMeta for Pvc {
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.metadata
+    }
+}
+
+fn deref<T>(f: &Fact<Arc<T>>) -> Fact<&T> {
+    f.as_ref().map(|a| a.as_ref())
+}

@@ -74,3 +74,19 @@ pub enum ReviewError {
     #[error("AdmissionReview request has no uid")]
     NoUid,
 }
+
+/// An embedded object (`request.object` / `request.oldObject`) a rule needs but cannot use: the
+/// caller's mistake, answered with a 400 that names the field.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ObjectError {
+    #[error("request.{field} is missing; expected a {kind}")]
+    Missing { field: String, kind: &'static str },
+    #[error("request.{field} does not decode as a {kind}: {message}")]
+    Malformed {
+        field: String,
+        kind: &'static str,
+        message: String,
+    },
+    #[error("request.{field} is not a {kind} (request.kind)")]
+    OtherKind { field: String, kind: &'static str },
+}

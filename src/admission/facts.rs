@@ -284,7 +284,8 @@ type Holding = (Arc<Pod>, Fact<Arc<crate::model::Node>>);
 
 /// One embedded object; a missing or malformed object is the caller's mistake (400).
 fn object<'r, T: EmbeddedKind>(e: &'r Embedded<'_>, field: &str) -> Result<Cow<'r, T>, Decision> {
-    e.get(field).map_err(Decision::bad_request)
+    e.get(field)
+        .map_err(|e| Decision::bad_request(e.to_string()))
 }
 
 /// The pod a subresource request is about: the object's name/namespace, else the request's.

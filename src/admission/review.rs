@@ -7,7 +7,7 @@
 //! pass fails, the body is parsed again with every object raw, so a malformed object still
 //! yields an answer naming the field rather than a generic parse error.
 
-use crate::error::ReviewError;
+use crate::error::{ObjectError, ReviewError};
 use crate::model::{Binding, Eviction, FieldKey, Optional, Pod, Pv, Pvc, UserInfo};
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -106,18 +106,20 @@ embedded_kind!(Pv, "PersistentVolume");
 
 impl Embedded<'_> {
     /// The object as a `T`; the error says which field is missing or does not decode, and why.
-    pub fn get<T: EmbeddedKind>(&self, field: &str) -> Result<Cow<'_, T>, String> {
+    pub fn get<T: EmbeddedKind>(&self, field: &str) -> Result<Cow<'_, T>, ObjectError> {
+        let (field, kind) = (field.to_string(), T::KIND);
         match self {
-            Embedded::Absent => Err(format!(
-                "request.{field} is missing; expected a {}",
-                T::KIND
-            )),
+            Embedded::Absent => Err(ObjectError::Missing { field, kind }),
             Embedded::Raw(raw) => serde_json::from_str(raw.get())
                 .map(Cow::Owned)
-                .map_err(|e| format!("request.{field} does not decode as a {}: {e}", T::KIND)),
+                .map_err(|e| ObjectError::Malformed {
+                    field,
+                    kind,
+                    message: e.to_string(),
+                }),
             decoded => T::decoded(decoded)
                 .map(Cow::Borrowed)
-                .ok_or_else(|| format!("request.{field} is not a {} (request.kind)", T::KIND)),
+                .ok_or(ObjectError::OtherKind { field, kind }),
         }
     }
 }

@@ -130,11 +130,15 @@ fn a_malformed_object_is_named_by_its_field_not_a_broken_review() {
         .get::<Pod>("object")
         .expect_err("name is a number");
     assert!(
-        err.starts_with("request.object does not decode as a Pod: invalid type: integer `7`"),
+        err.to_string()
+            .starts_with("request.object does not decode as a Pod: invalid type: integer `7`"),
         "{err}"
     );
     assert_eq!(
-        req.old_object.get::<Pod>("oldObject").expect_err("absent"),
+        req.old_object
+            .get::<Pod>("oldObject")
+            .expect_err("absent")
+            .to_string(),
         "request.oldObject is missing; expected a Pod"
     );
 }

@@ -235,10 +235,7 @@ pub async fn run(args: crate::cli::ReportArgs) -> anyhow::Result<()> {
             build(&pvcs, &pvs, &pods, &filter, now)
         }
     };
-    print!(
-        "{}",
-        render::render(&report, args.output).map_err(anyhow::Error::msg)?
-    );
+    print!("{}", render::render(&report, args.output)?);
     Ok(())
 }
 

@@ -10,12 +10,19 @@ pub enum Format {
     Yaml,
 }
 
-pub fn render(report: &Report, format: Format) -> Result<String, String> {
+/// A report that cannot be written in the asked format (never seen: the report's types are plain).
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("cannot write the report as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("cannot write the report as YAML: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+}
+
+pub fn render(report: &Report, format: Format) -> Result<String, RenderError> {
     match format {
-        Format::Json => serde_json::to_string_pretty(report)
-            .map(|s| s + "\n")
-            .map_err(|e| e.to_string()),
-        Format::Yaml => serde_yaml::to_string(report).map_err(|e| e.to_string()),
+        Format::Json => Ok(serde_json::to_string_pretty(report)? + "\n"),
+        Format::Yaml => Ok(serde_yaml::to_string(report)?),
         Format::Table => Ok(table(report)),
     }
 }

@@ -493,7 +493,10 @@ fn rfc3339(t: jiff::Timestamp) -> String {
 }
 
 /// Client-side token bucket: `qps` sustained, `burst` at once, so a startup over many objects
-/// does not stampede the apiserver.
+/// does not stampede the apiserver. Hand-written because kube's `Client` has no client-side limit
+/// (client-go's has `--kube-api-qps/burst`), and a rate-limit crate (governor) would bring its own
+/// clock and a dependency tree for twenty lines. The lock is held across the wait on purpose:
+/// tokio's mutex is fair, so writers are served in arrival order.
 pub struct RateLimiter {
     state: tokio::sync::Mutex<(f64, tokio::time::Instant)>,
     qps: f64,

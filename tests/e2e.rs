@@ -1052,6 +1052,13 @@ async fn beside_upstream_profile() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0);
     println!("volguard controller retries beside kube-controller-manager: {retries}");
+    // The controller process exports its own series only, none of the webhook server's.
+    assert!(
+        metrics.contains("volguard_controller_reconciles_total")
+            && !metrics.contains("volguard_admission_")
+            && !metrics.contains("volguard_tls_"),
+        "controller /metrics should hold only controller series:\n{metrics}"
+    );
     assert!(
         retries <= 3.0,
         "retry loop between controllers? {retries} retries\n{metrics}"

@@ -1,4 +1,4 @@
-//! Unit tests of `src/model/mod.rs and src/model/wire.rs`.
+//! Unit tests of `src/model/mod.rs` and `src/model/wire.rs`.
 
 use super::*;
 

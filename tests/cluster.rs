@@ -782,10 +782,13 @@ async fn populate(cp: &ControlPlane, ns: &str) {
 /// strip is refused (the guard fails closed), and after a restart volguard judges again.
 async fn s_webhook_down(cp: &mut ControlPlane, ns: &str) {
     let node = format!("{ns}-node");
-    cp.kwok_node(&node).await;
     let c = cp.admin().await;
     let doomed = format!("{ns}-doomed");
+    // The doomed namespace is populated before the node that is deleted below exists: a pod of
+    // it placed there would leave only after PodGC's 40 s quarantine for pods of a deleted node
+    // plus the namespace controller's backoff (seen: 60 s to over 120 s), webhook up or down.
     populate(cp, &doomed).await;
+    cp.kwok_node(&node).await;
     claim(cp, ns, "orphan-data").await;
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     pods.create(

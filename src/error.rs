@@ -80,13 +80,19 @@ pub enum ReviewError {
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ObjectError {
     #[error("request.{field} is missing; expected a {kind}")]
-    Missing { field: String, kind: &'static str },
+    Missing {
+        field: &'static str,
+        kind: &'static str,
+    },
     #[error("request.{field} does not decode as a {kind}: {message}")]
     Malformed {
-        field: String,
+        field: &'static str,
         kind: &'static str,
         message: String,
     },
     #[error("request.{field} is not a {kind} (request.kind)")]
-    OtherKind { field: String, kind: &'static str },
+    OtherKind {
+        field: &'static str,
+        kind: &'static str,
+    },
 }

@@ -283,7 +283,10 @@ impl Admission {
 type Holding = (Arc<Pod>, Fact<Arc<crate::model::Node>>);
 
 /// One embedded object; a missing or malformed object is the caller's mistake (400).
-fn object<'r, T: EmbeddedKind>(e: &'r Embedded<'_>, field: &str) -> Result<Cow<'r, T>, Decision> {
+fn object<'r, T: EmbeddedKind>(
+    e: &'r Embedded<'_>,
+    field: &'static str,
+) -> Result<Cow<'r, T>, Decision> {
     e.get(field)
         .map_err(|e| Decision::bad_request(e.to_string()))
 }

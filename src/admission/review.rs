@@ -106,8 +106,8 @@ embedded_kind!(Pv, "PersistentVolume");
 
 impl Embedded<'_> {
     /// The object as a `T`; the error says which field is missing or does not decode, and why.
-    pub fn get<T: EmbeddedKind>(&self, field: &str) -> Result<Cow<'_, T>, ObjectError> {
-        let (field, kind) = (field.to_string(), T::KIND);
+    pub fn get<T: EmbeddedKind>(&self, field: &'static str) -> Result<Cow<'_, T>, ObjectError> {
+        let kind = T::KIND;
         match self {
             Embedded::Absent => Err(ObjectError::Missing { field, kind }),
             Embedded::Raw(raw) => serde_json::from_str(raw.get())

@@ -6,6 +6,7 @@ use super::{ObjectMap, Store};
 use crate::model::{Node, Pod, Pv, Pvc};
 use crate::rules::Fact;
 use crate::rules::decision::ReadError;
+use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
 use kube::api::{Api, ListParams};
 use kube::runtime::WatchStreamExt;
@@ -103,10 +104,10 @@ impl LiveCluster {
         {
             return Fact::Found(p);
         }
-        Box::pin(get_live(
+        get_live(
             Api::<Decoded<Pod>>::namespaced(self.client.clone(), namespace),
             name,
-        ))
+        )
         .await
     }
 
@@ -139,10 +140,10 @@ impl LiveCluster {
         if let Some(p) = self.store.pvcs.get(namespace, name) {
             return Fact::Found(p);
         }
-        Box::pin(get_live(
+        get_live(
             Api::<Decoded<Pvc>>::namespaced(self.client.clone(), namespace),
             name,
-        ))
+        )
         .await
     }
 
@@ -150,7 +151,7 @@ impl LiveCluster {
         if let Some(p) = self.store.pvs.get("", name) {
             return Fact::Found(p);
         }
-        Box::pin(get_live(Api::<Decoded<Pv>>::all(self.client.clone()), name)).await
+        get_live(Api::<Decoded<Pv>>::all(self.client.clone()), name).await
     }
 
     /// A node missing from the cache is confirmed live: "node gone" allows force deletes.
@@ -158,51 +159,56 @@ impl LiveCluster {
         if let Some(n) = self.store.nodes.get("", name) {
             return Fact::Found(n);
         }
-        Box::pin(get_live(
-            Api::<Decoded<Node>>::all(self.client.clone()),
-            name,
-        ))
-        .await
+        get_live(Api::<Decoded<Node>>::all(self.client.clone()), name).await
     }
 
     pub async fn pods_consistent(&self, namespace: &str) -> Fact<Vec<Pod>> {
-        Box::pin(list_pods_consistent(&self.client, namespace)).await
+        list_pods_consistent(&self.client, namespace).await
     }
 }
 
 /// LIST pods of a namespace with no resourceVersion: served from etcd by quorum read, never from
 /// the apiserver's watch cache (#75980).
-pub async fn list_pods_consistent(client: &kube::Client, namespace: &str) -> Fact<Vec<Pod>> {
-    let api = Api::<Decoded<Pod>>::namespaced(client.clone(), namespace);
-    match tokio::time::timeout(LIVE_READ_TIMEOUT, api.list(&ListParams::default())).await {
-        Err(_) => Fact::Unknown(ReadError::Timeout {
-            what: format!("listing pods of {namespace:?}"),
-        }),
-        Ok(Err(e)) => Fact::Unknown(read_error(format!("listing pods of {namespace:?}"), e)),
-        // A pod that does not decode fails the whole LIST (kube::Error::SerdeError): unknown.
-        Ok(Ok(list)) => Fact::Found(list.items.into_iter().map(Decoded::into_inner).collect()),
-    }
+/// Boxed, as `get_live` is.
+pub fn list_pods_consistent<'a>(
+    client: &'a kube::Client,
+    namespace: &'a str,
+) -> BoxFuture<'a, Fact<Vec<Pod>>> {
+    Box::pin(async move {
+        let api = Api::<Decoded<Pod>>::namespaced(client.clone(), namespace);
+        match tokio::time::timeout(LIVE_READ_TIMEOUT, api.list(&ListParams::default())).await {
+            Err(_) => Fact::Unknown(ReadError::Timeout {
+                what: format!("listing pods of {namespace:?}"),
+            }),
+            Ok(Err(e)) => Fact::Unknown(read_error(format!("listing pods of {namespace:?}"), e)),
+            // A pod that does not decode fails the whole LIST (kube::Error::SerdeError): unknown.
+            Ok(Ok(list)) => Fact::Found(list.items.into_iter().map(Decoded::into_inner).collect()),
+        }
+    })
 }
 
-/// Callers box this future: a kube request future is kilobytes, and inline it would make every
-/// admission future that might read live that large, cache hits included (each such future is
-/// moved into axum's box and tokio's timeout: `make profile`'s L1 misses per request).
-async fn get_live<T>(api: Api<Decoded<T>>, name: &str) -> Fact<Arc<T>>
+/// Boxed: a kube read future is kilobytes, and inline it would make every admission future that
+/// might read live that large, cache hits included (each such future is moved into axum's box and
+/// tokio's timeout). Boxed, the decide future is 1,136 bytes instead of 3,384; with the boxed
+/// review objects, a pod review's L1d misses fell from 1,072 to 683 per request (`make profile`).
+fn get_live<'a, T>(api: Api<Decoded<T>>, name: &'a str) -> BoxFuture<'a, Fact<Arc<T>>>
 where
-    T: Wire + DeserializeOwned + std::fmt::Debug,
+    T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    match tokio::time::timeout(LIVE_READ_TIMEOUT, api.get_opt(name)).await {
-        Err(_) => Fact::Unknown(ReadError::Timeout {
-            what: format!("reading {} {name:?}", T::KIND),
-        }),
-        Ok(Err(e)) => Fact::Unknown(read_error(format!("reading {} {name:?}", T::KIND), e)),
-        Ok(Ok(None)) => Fact::Missing,
-        Ok(Ok(Some(d))) => {
-            let mut t = d.into_inner();
-            t.prune();
-            Fact::Found(Arc::new(t))
+    Box::pin(async move {
+        match tokio::time::timeout(LIVE_READ_TIMEOUT, api.get_opt(name)).await {
+            Err(_) => Fact::Unknown(ReadError::Timeout {
+                what: format!("reading {} {name:?}", T::KIND),
+            }),
+            Ok(Err(e)) => Fact::Unknown(read_error(format!("reading {} {name:?}", T::KIND), e)),
+            Ok(Ok(None)) => Fact::Missing,
+            Ok(Ok(Some(d))) => {
+                let mut t = d.into_inner();
+                t.prune();
+                Fact::Found(Arc::new(t))
+            }
         }
-    }
+    })
 }
 
 /// An object the model cannot decode is a decode error, anything else the API's.

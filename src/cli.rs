@@ -104,6 +104,20 @@ pub struct ServeArgs {
     /// `all`: a ReadWriteOnce claim is used on one node at a time (rules.md §2f); `off`: not checked.
     #[arg(long, value_enum, default_value_t = RwoGuard::All, env = "VOLGUARD_RWO_GUARD")]
     pub rwo_guard: RwoGuard,
+    /// On SIGTERM, report not ready and keep serving this long before closing the listener
+    /// (`15s`, `1m`): longer than the Service endpoints take to drop this replica, so the
+    /// apiserver's calls during a rollout never meet a closed port. Keep the pod's
+    /// terminationGracePeriodSeconds above it.
+    #[arg(long, default_value = "15s", value_parser = duration, env = "VOLGUARD_SHUTDOWN_DRAIN")]
+    pub shutdown_drain: std::time::Duration,
+}
+
+/// A duration as people write it: `15s`, `1m30s`, `500ms`, `2h` (jiff's friendly format).
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    let d: jiff::SignedDuration = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a duration like 15s, 1m30s or 500ms: {e}"))?;
+    std::time::Duration::try_from(d).map_err(|_| format!("{s:?} is negative"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -192,6 +206,15 @@ pub struct ControllerArgs {
     /// How often the leader renews (and followers retry).
     #[arg(long, default_value_t = 2, env = "VOLGUARD_LEASE_RENEW_SECONDS")]
     pub lease_renew_seconds: u64,
+    /// The leader gives up (and stops its workers) when no renewal succeeded for this long; each
+    /// renewal is cut off at it. Shorter than the lease duration, as client-go's RenewDeadline:
+    /// the workers are stopped before any follower may take over.
+    #[arg(
+        long,
+        default_value_t = 10,
+        env = "VOLGUARD_LEASE_RENEW_DEADLINE_SECONDS"
+    )]
+    pub lease_renew_deadline_seconds: u64,
     /// Holder identity (default: $POD_NAME or hostname, plus the process id).
     #[arg(long, env = "VOLGUARD_IDENTITY")]
     pub identity: Option<String>,

@@ -46,7 +46,8 @@ fn parse_cli() -> Cli {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = parse_cli();
-    init_logging(cli.log_format);
+    let format = cli.log_format;
+    init_logging(format);
     let result = match cli.command {
         Command::Serve(args) => volguard::server::run(args).await,
         Command::Controller(args) => volguard::controller::run(args).await,
@@ -68,9 +69,12 @@ async fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // Once: a JSON line in JSON mode (every stderr line parses), else plain text.
         Err(e) => {
-            tracing::error!("{e:#}");
-            eprintln!("volguard: {e:#}");
+            match format {
+                LogFormat::Json => tracing::error!(error = %format!("{e:#}"), "volguard failed"),
+                LogFormat::Text => eprintln!("volguard: {e:#}"),
+            }
             std::process::ExitCode::FAILURE
         }
     }

@@ -161,13 +161,20 @@ async fn run_fixture(
         let mut obj = fx["body"]["request"]["object"].clone();
         if let Err(e) = json_patch::patch(&mut obj, &ops) {
             problems.push(format!("patch does not apply: {e}"));
-        } else if let Some(want) = expect.get("finalizers_after")
-            && &obj["metadata"]["finalizers"] != want
-        {
-            problems.push(format!(
-                "finalizers after patch {}, want {want}",
-                obj["metadata"]["finalizers"]
-            ));
+        } else {
+            for (field, key) in [
+                ("finalizers_after", "finalizers"),
+                ("annotations_after", "annotations"),
+            ] {
+                if let Some(want) = expect.get(field)
+                    && &obj["metadata"][key] != want
+                {
+                    problems.push(format!(
+                        "{key} after patch {}, want {want}",
+                        obj["metadata"][key]
+                    ));
+                }
+            }
         }
     }
     let _ = name;

@@ -1,7 +1,6 @@
 //! The webhook registrations in manifests/base/webhooks.yaml agree with the code: every entry
 //! posts to a rule's own path, every rule has an entry, and each entry's failure policy is the
-//! rule's (force-delete is the one documented exception: registered Ignore so PodGC and the
-//! kubelet are never blocked while volguard is down, but a late answer from volguard denies).
+//! rule's (force-delete included: registered Fail, narrowed by matchConditions).
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -33,7 +32,6 @@ fn every_entry_has_a_rule_path_and_every_rule_an_entry() {
             .unwrap_or_else(|| panic!("{name}: path {path} names no rule"));
         let policy = e["failurePolicy"].as_str().expect("failurePolicy");
         let want = match rule.failure_policy() {
-            FailurePolicy::Fail if rule == Rule::ForceDelete => "Ignore",
             FailurePolicy::Fail => "Fail",
             FailurePolicy::Ignore => "Ignore",
         };
@@ -58,6 +56,25 @@ fn every_entry_has_a_rule_path_and_every_rule_an_entry() {
         .find(|e| e["name"] == "eviction.volguard.io")
         .expect("eviction entry");
     assert_eq!(eviction["rules"][0]["resources"][0], "pods/eviction");
+    // rules.md §2c: every write path counts, the `/status` subresources included.
+    let guard = entries()
+        .into_iter()
+        .find(|e| e["name"] == "finalizer-guard.volguard.io")
+        .expect("finalizer guard entry");
+    let resources: Vec<&str> = guard["rules"][0]["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for r in [
+        "persistentvolumeclaims",
+        "persistentvolumeclaims/status",
+        "persistentvolumes",
+        "persistentvolumes/status",
+    ] {
+        assert!(resources.contains(&r), "finalizer guard lacks {r}");
+    }
     assert_eq!(eviction["rules"][0]["operations"][0], "CREATE");
 }
 

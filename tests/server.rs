@@ -197,7 +197,11 @@ async fn plain_http_is_not_served_on_the_webhook_port() {
 #[tokio::test]
 async fn sigterm_finishes_in_flight_request_then_exits_zero() {
     let certs = Certs::new();
-    let mut server = Server::start(&certs.cert(), &certs.key(), &["--state", &state_arg()]);
+    let mut server = Server::start(
+        &certs.cert(),
+        &certs.key(),
+        &["--state", &state_arg(), "--shutdown-drain=1s"],
+    );
     let http = client(&certs.ca_pem);
     let body = review_body();
     let (first, rest) = body.split_at(body.len() / 2);
@@ -245,13 +249,187 @@ async fn sigterm_finishes_in_flight_request_then_exits_zero() {
         .expect("join")
         .expect("in-flight request answered");
     assert_eq!(resp.status(), 200);
+    // Read and drop the answer: a held response keeps hyper's client connection (and so the
+    // server's graceful close of it) open.
+    let _ = resp.text().await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(st) = server.child.try_wait().expect("wait") {
             assert!(st.success(), "exit status {st:?}");
             break;
         }
-        assert!(Instant::now() < deadline, "did not exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            Instant::now() < deadline,
+            "did not exit after SIGTERM: {:?}",
+            server.drain_logs()
+        );
+        // The runtime must run: the client's side of the h2 graceful close (GOAWAY, PING ack)
+        // happens in its connection task.
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+fn sigterm(server: &Server) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+/// Issue: on SIGTERM the listener closed before readiness turned false, so the apiserver's calls
+/// during a rollout met refused connections. Now readiness turns false at once and new
+/// connections are still served until the drain period ends; then the process exits 0.
+#[tokio::test]
+async fn sigterm_turns_unready_then_serves_new_connections_through_the_drain() {
+    let certs = Certs::new();
+    let mut server = Server::start(
+        &certs.cert(),
+        &certs.key(),
+        &["--state", &state_arg(), "--shutdown-drain=3s"],
+    );
+    let readyz = || {
+        let url = server.probe_url("/readyz");
+        async move {
+            reqwest::get(url)
+                .await
+                .map(|r| r.status().as_u16())
+                .unwrap_or(0)
+        }
+    };
+    assert_eq!(readyz().await, 200);
+    sigterm(&server);
+    let t = Instant::now();
+    let mut unready = false;
+    while t.elapsed() < Duration::from_secs(1) {
+        if readyz().await == 503 {
+            unready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(unready, "readiness still true after SIGTERM");
+    // During the drain, a fresh client (a new connection, as an apiserver whose endpoints have
+    // not caught up yet would open) is served.
+    let mut served = 0;
+    while t.elapsed() < Duration::from_millis(2500) {
+        let resp = post_ok(&client(&certs.ca_pem), &server)
+            .await
+            .expect("served during the drain");
+        assert_eq!(resp.status(), 200);
+        served += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served > 5, "only {served} requests during the drain");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(st) = server.child.try_wait().expect("wait") {
+            assert!(st.success(), "exit status {st:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "did not exit after the drain");
+        // The runtime must run: the client's side of the h2 graceful close (GOAWAY, PING ack)
+        // happens in its connection task.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        t.elapsed() >= Duration::from_secs(3),
+        "exited before the drain period ended"
+    );
+}
+
+/// Every stderr line is one JSON object with each key once (strict parsers reject a second
+/// `message`), a refusal and a fatal error included.
+#[tokio::test]
+async fn json_logs_have_each_key_once() {
+    use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+    struct Strict;
+    impl<'de> Deserialize<'de> for Strict {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Strict;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Strict, A::Error> {
+                    let mut seen = std::collections::HashSet::new();
+                    while let Some(k) = m.next_key::<String>()? {
+                        let _: serde::de::IgnoredAny = m.next_value()?;
+                        if !seen.insert(k.clone()) {
+                            return Err(serde::de::Error::custom(format!("key {k:?} twice")));
+                        }
+                    }
+                    Ok(Strict)
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    let check = |line: &str| {
+        serde_json::from_str::<Strict>(line)
+            .unwrap_or_else(|e| panic!("log line is not strict JSON ({e}): {line}"));
+    };
+    let certs = Certs::new();
+    let server = Server::start(&certs.cert(), &certs.key(), &["--state", &state_arg()]);
+    let fx: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            repo().join("tests/fixtures/reviews/validate-pvc-strip-finalizer-null-in-use.json"),
+        )
+        .expect("fixture"),
+    )
+    .expect("json");
+    let resp = client(&certs.ca_pem)
+        .post(server.url("/validate"))
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&fx["body"]).expect("body"))
+        .send()
+        .await
+        .expect("answer");
+    let v: serde_json::Value = resp.json().await.expect("json");
+    assert_eq!(v["response"]["allowed"], false);
+    let mut refused = None;
+    for _ in 0..50 {
+        refused = server
+            .drain_logs()
+            .into_iter()
+            .inspect(|l| check(l))
+            .find(|l| l.contains("\"refused\""));
+        if refused.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = refused.expect("a refusal line");
+    assert!(
+        refused.contains("\"reason\":\"refusing to remove"),
+        "{refused}"
+    );
+    // A fatal error: one JSON line, nothing else.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_volguard"))
+        .args([
+            "--log-format",
+            "json",
+            "serve",
+            "--tls-cert",
+            "/nonexistent/tls.crt",
+        ])
+        .args(["--tls-key", "/nonexistent/tls.key", "--state", &state_arg()])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty(), "no error printed");
+    for l in &lines {
+        check(l);
+    }
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("/nonexistent/tls.crt"))
+            .count(),
+        1,
+        "the error once: {stderr}"
+    );
 }

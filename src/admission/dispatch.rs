@@ -55,8 +55,12 @@ pub(super) enum Target {
     PodBinding,
     PvcCreate,
     PvcUpdate,
+    /// `UPDATE persistentvolumeclaims/status`: the status strategy resets only `spec`, so metadata
+    /// (finalizers) sent here is stored (rules.md §2c "every write path counts").
+    PvcStatusUpdate,
     PvCreate,
     PvUpdate,
+    PvStatusUpdate,
     /// A kind volguard reads, in an operation or subresource no rule concerns.
     Other,
     /// A kind volguard has no rule for: a webhook configuration mistake (rules.md §2e).
@@ -75,6 +79,8 @@ impl Target {
             ("", "PersistentVolumeClaim", None, "UPDATE") => Target::PvcUpdate,
             ("", "PersistentVolume", None, "CREATE") => Target::PvCreate,
             ("", "PersistentVolume", None, "UPDATE") => Target::PvUpdate,
+            ("", "PersistentVolumeClaim", Some("status"), "UPDATE") => Target::PvcStatusUpdate,
+            ("", "PersistentVolume", Some("status"), "UPDATE") => Target::PvStatusUpdate,
             ("", "Pod" | "PersistentVolumeClaim" | "PersistentVolume" | "Binding", _, _)
             | ("policy", "Eviction", _, _) => Target::Other,
             _ => Target::Unknown,
@@ -90,7 +96,9 @@ impl Target {
             Target::PvcCreate => &[Rule::PvcFinalizer, Rule::BindingToTerminatingVolume],
             Target::PvcUpdate => &[Rule::FinalizerRemoval, Rule::BindingToTerminatingVolume],
             Target::PvCreate => &[Rule::PvFinalizer],
-            Target::PvUpdate => &[Rule::FinalizerRemoval],
+            Target::PvUpdate | Target::PvcStatusUpdate | Target::PvStatusUpdate => {
+                &[Rule::FinalizerRemoval]
+            }
             Target::Other | Target::Unknown => &[],
         }
     }

@@ -17,6 +17,9 @@ use crate::rules::{
 use std::borrow::Cow;
 use std::sync::Arc;
 
+/// Live claim reads in flight for one request (the process-wide cap is `MAX_LIVE_READS`).
+pub const MAX_CLAIM_READS: usize = 8;
+
 impl Admission {
     /// Decide `rule` for this request: `Err` is an answer reached before the rule ran (a
     /// malformed object), `Ok` the rule's own.
@@ -29,7 +32,7 @@ impl Admission {
         match (rule, target) {
             (Rule::PvcFinalizer, _) => {
                 let pvc = object::<Pvc>(&req.object, "object")?;
-                Ok(protect::protect_on_create(&pvc.metadata, PVC_FINALIZER))
+                Ok(protect::pvc_on_create(&pvc.metadata, PVC_FINALIZER))
             }
             (Rule::PvFinalizer, _) => {
                 let pv = object::<Pv>(&req.object, "object")?;
@@ -40,7 +43,9 @@ impl Admission {
             (Rule::RwoSingleNode, _) => self.rwo_pod_create(req).await,
             (Rule::ForceDelete, Target::PodEviction) => self.eviction(req).await,
             (Rule::ForceDelete, _) => self.pod_delete(req).await,
-            (Rule::FinalizerRemoval, Target::PvUpdate) => self.pv_finalizer(req),
+            (Rule::FinalizerRemoval, Target::PvUpdate | Target::PvStatusUpdate) => {
+                self.pv_finalizer(req)
+            }
             (Rule::FinalizerRemoval, _) => self.pvc_finalizer(req).await,
             (Rule::BindingToTerminatingVolume, _) => self.pvc_binding(req).await,
         }
@@ -57,12 +62,19 @@ impl Admission {
             .collect();
         let misses: Vec<usize> = (0..facts.len()).filter(|i| facts[*i].is_none()).collect();
         if !misses.is_empty() {
-            let read = futures::future::join_all(
-                misses
-                    .iter()
-                    .map(|&i| self.cluster.pvc(ns, &claims[i].name)),
-            )
-            .await;
+            // At most MAX_CLAIM_READS in flight for one request: a pod naming thousands of
+            // missing claims must not open thousands of reads (the decision budget bounds the rest).
+            // Chunks, not a `buffered` stream: that one's future is not provably `Send` for all
+            // lifetimes in axum's handler (rustc's higher-ranked `Send` limitation).
+            let mut read = Vec::with_capacity(misses.len());
+            for chunk in misses.chunks(MAX_CLAIM_READS) {
+                read.extend(
+                    futures::future::join_all(
+                        chunk.iter().map(|&i| self.cluster.pvc(ns, &claims[i].name)),
+                    )
+                    .await,
+                );
+            }
             for (i, f) in misses.into_iter().zip(read) {
                 facts[i] = Some(f);
             }
@@ -132,10 +144,18 @@ impl Admission {
 
     async fn force_delete(&self, req: &Request<'_>, pod: &Pod, grace: Option<i64>) -> Decision {
         // The node is only read when the cheap rows did not decide (force delete of a scheduled pod).
-        let node = match pod.node_name() {
+        let mut node = match pod.node_name() {
             Some(n) if is_force(grace) => self.cluster.node(n).await,
             _ => Fact::Missing,
         };
+        // Rows 4 and 5 allow: a cached out-of-service taint is confirmed live first (a cache miss
+        // was already read live). A taint removed a moment ago must not let a force delete
+        // through (kubernetes#142331 is this race in PodGC).
+        if let (Some(n), Fact::Found(cached)) = (pod.node_name(), &node)
+            && cached.is_out_of_service()
+        {
+            node = self.cluster.node_confirmed(n).await;
+        }
         force_delete::pod_delete(&req.user_info, pod, grace, deref(&node), &self.policy)
     }
 
@@ -148,7 +168,14 @@ impl Admission {
         if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PVC_FINALIZER) {
             return Ok(d);
         }
-        let pods = self.cluster.pods_consistent(&old.metadata.namespace).await;
+        // Only the pods that block are kept while the pages stream by.
+        let pvc: &Pvc = &old;
+        let pods = self
+            .cluster
+            .pods_consistent(&old.metadata.namespace, |p| {
+                crate::rules::in_use::pod_blocks_deletion(p, pvc)
+            })
+            .await;
         Ok(finalizer_guard::pvc_finalizer_removal(
             &old,
             pods.as_ref().map(Vec::as_slice),

@@ -21,6 +21,28 @@ pub struct LeaseConfig {
     pub identity: String,
     pub duration: Duration,
     pub retry: Duration,
+    /// No successful renewal for this long ends leadership; each renewal is cut off at it.
+    /// Must be shorter than `duration` (client-go's RenewDeadline).
+    pub renew_deadline: Duration,
+}
+
+impl LeaseConfig {
+    /// retry < renew deadline < duration, or leadership could outlive the lease in others' eyes.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.renew_deadline >= self.duration {
+            return Err(format!(
+                "the lease renew deadline ({:?}) must be shorter than the lease duration ({:?})",
+                self.renew_deadline, self.duration
+            ));
+        }
+        if self.retry >= self.renew_deadline {
+            return Err(format!(
+                "the lease renew interval ({:?}) must be shorter than the renew deadline ({:?})",
+                self.retry, self.renew_deadline
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The last Lease record this replica saw and when (by its own monotonic clock) it last changed.
@@ -203,21 +225,28 @@ impl Elector {
         }
     }
 
-    /// Renew until a renewal has not succeeded for the lease duration; returns when leadership is lost.
+    /// Renew until no renewal has succeeded for the renew deadline; returns when leadership is
+    /// lost. Each attempt is cut off at the deadline: kube's own read timeout is minutes, and a
+    /// renewal that hangs must end leadership before a follower may take the lease.
     pub async fn hold(&self) {
-        let mut last_ok = std::time::Instant::now();
+        let mut last_ok = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(self.cfg.retry).await;
-            match self.try_acquire_or_renew().await {
-                Ok(true) => last_ok = std::time::Instant::now(),
-                Ok(false) => {
+            let left = self.cfg.renew_deadline.saturating_sub(last_ok.elapsed());
+            match tokio::time::timeout(left, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => last_ok = tokio::time::Instant::now(),
+                Ok(Ok(false)) => {
                     tracing::error!("lease taken by another replica");
                     return;
                 }
-                Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "lease renewal failed"),
+                Err(_) => {
+                    tracing::error!(deadline = ?self.cfg.renew_deadline, "lease renewal hung past the renew deadline");
+                    return;
+                }
             }
-            // Stop before the lease can expire in the eyes of others.
-            if last_ok.elapsed() + self.cfg.retry >= self.cfg.duration {
+            // Stop before the next attempt could only end past the deadline.
+            if last_ok.elapsed() + self.cfg.retry >= self.cfg.renew_deadline {
                 tracing::error!("could not renew the lease in time");
                 return;
             }

@@ -69,3 +69,55 @@ fn expiry_ignores_the_holders_clock() {
         t0 + Duration::from_secs(16)
     ));
 }
+
+#[test]
+fn renew_deadline_sits_between_retry_and_duration() {
+    let cfg = |retry, deadline, duration| LeaseConfig {
+        name: "l".into(),
+        namespace: "ns".into(),
+        identity: "me".into(),
+        duration: Duration::from_secs(duration),
+        retry: Duration::from_secs(retry),
+        renew_deadline: Duration::from_secs(deadline),
+    };
+    assert!(cfg(2, 10, 15).validate().is_ok());
+    assert!(cfg(2, 15, 15).validate().is_err(), "deadline = duration");
+    assert!(cfg(10, 10, 15).validate().is_err(), "retry = deadline");
+}
+
+/// SPEC 4: a renewal that hangs (an apiserver that accepts the connection and never answers;
+/// kube's own read timeout is minutes) ends leadership at the renew deadline, well before the
+/// lease could expire in a follower's eyes. Time is paused: the deadline, not the machine's
+/// speed, decides when `hold` returns.
+#[tokio::test(start_paused = true)]
+async fn a_hanging_renewal_ends_leadership_at_the_deadline() {
+    // A socket that accepts and never answers: no API server, just silence.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let _keep = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    let config = kube::Config::new(format!("http://{addr}").parse().expect("uri"));
+    let client = kube::Client::try_from(config).expect("client");
+    let cfg = LeaseConfig {
+        name: "l".into(),
+        namespace: "ns".into(),
+        identity: "me".into(),
+        duration: Duration::from_secs(15),
+        retry: Duration::from_secs(2),
+        renew_deadline: Duration::from_secs(10),
+    };
+    let elector = Elector::new(client, cfg);
+    let start = tokio::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(14), elector.hold())
+        .await
+        .expect("hold() must give up before the lease (15 s) expires");
+    let held_for = start.elapsed();
+    assert!(
+        held_for >= Duration::from_secs(10) && held_for < Duration::from_secs(11),
+        "gave up after {held_for:?}, want at the 10 s renew deadline"
+    );
+}

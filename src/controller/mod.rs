@@ -108,18 +108,20 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         }
     });
 
-    let elector = args.leader_elect.then(|| {
-        leader::Elector::new(
-            client.clone(),
-            leader::LeaseConfig {
-                name: args.lease_name.clone(),
-                namespace: args.lease_namespace.clone(),
-                identity: args.identity(),
-                duration: Duration::from_secs(args.lease_duration_seconds),
-                retry: Duration::from_secs(args.lease_renew_seconds),
-            },
-        )
-    });
+    let lease = leader::LeaseConfig {
+        name: args.lease_name.clone(),
+        namespace: args.lease_namespace.clone(),
+        identity: args.identity(),
+        duration: Duration::from_secs(args.lease_duration_seconds),
+        retry: Duration::from_secs(args.lease_renew_seconds),
+        renew_deadline: Duration::from_secs(args.lease_renew_deadline_seconds),
+    };
+    if args.leader_elect {
+        lease.validate().map_err(anyhow::Error::msg)?;
+    }
+    let elector = args
+        .leader_elect
+        .then(|| leader::Elector::new(client.clone(), lease));
 
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
@@ -187,8 +189,14 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     };
     queue.shut_down();
     cmetrics.leader.set(0);
+    let lost_leadership = result.is_err();
     for w in workers {
-        // Workers finish their current item (a patch in flight) before stopping.
+        if lost_leadership {
+            // Leadership is gone: stop now, before a follower may act (every write carries a
+            // `test` or a resourceVersion, so a patch cut off mid-flight is harmless).
+            w.abort();
+        }
+        // On shutdown workers finish their current item (a patch in flight) before stopping.
         let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
     }
     if let Some(e) = &elector

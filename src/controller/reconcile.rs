@@ -332,7 +332,16 @@ impl Reconciler {
     async fn release_batch(&self, namespace: &str, batch: Vec<(Key, Arc<Pvc>)>) {
         self.limiter.acquire().await;
         self.metrics.consistent_lists.inc();
-        let pods = match list_pods_consistent(&self.client, namespace).await {
+        // Only pods naming a claim of the batch are kept while the pages stream by.
+        let names: std::collections::HashSet<&str> = batch
+            .iter()
+            .map(|(_, p)| p.metadata.name.as_str())
+            .collect();
+        let pods = match list_pods_consistent(&self.client, namespace, |p| {
+            crate::rules::claims::claims_of(p).any(|c| names.contains(c.name.as_str()))
+        })
+        .await
+        {
             Fact::Found(p) => p,
             Fact::Missing | Fact::Unknown(_) => {
                 // Nothing is released on a guess: every PVC of the batch retries with backoff.

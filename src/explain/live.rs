@@ -33,7 +33,12 @@ pub async fn explain(args: &ExplainArgs) -> anyhow::Result<Explanation> {
                 Some(v) => get_pv(&client, v).await?,
                 None => None,
             };
-            let pods = match list_pods_consistent(&client, &ns).await {
+            let claim = pvc.metadata.name.clone();
+            let pods = match list_pods_consistent(&client, &ns, |p| {
+                crate::rules::claims::claims_of(p).any(|c| c.name == claim)
+            })
+            .await
+            {
                 Fact::Found(p) => p,
                 Fact::Missing => Vec::new(),
                 Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),

@@ -286,6 +286,9 @@ pub fn table(e: &Explanation) -> String {
             "  unused since: {}\n",
             match (&e.unused_since, e.unused_since_source) {
                 (Some(t), SinceSource::Condition) => format!("{t} (Unused condition)"),
+                (Some(t), SinceSource::Created) => format!(
+                    "{t} (created then; its volguard.io/unused-since predates the claim, e.g. restored from a backup)"
+                ),
                 (Some(t), _) => format!("{t} (volguard.io/unused-since)"),
                 (None, _) => "unknown (in use, or not yet observed)".into(),
             }

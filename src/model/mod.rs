@@ -35,6 +35,9 @@ pub struct Meta {
     pub uid: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<String>,
+    /// Read by "unused since": nothing is unused since before it existed (rules.md §4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +88,11 @@ impl Meta {
     /// Annotation set to exactly `"true"` (Kubernetes convention for boolean annotations).
     pub fn annotation_true(&self, key: &str) -> bool {
         self.annotation(key) == Some("true")
+    }
+
+    /// `creationTimestamp` as a time (`None` when absent or not a time).
+    pub fn created_at(&self) -> Option<jiff::Timestamp> {
+        self.creation_timestamp.as_deref()?.parse().ok()
     }
 
     /// UID of the controller owner reference, if any.

@@ -20,6 +20,8 @@ pub enum SinceSource {
     Condition,
     /// volguard's `volguard.io/unused-since` annotation.
     Annotation,
+    /// The claim's `creationTimestamp`: the mark predates the claim (restored or re-applied).
+    Created,
     /// Not observed yet.
     Unknown,
 }
@@ -74,8 +76,21 @@ pub fn is_reportable_unused<'a>(pvc: &Pvc, pods: impl IntoIterator<Item = &'a Po
 
 /// The time the claim became unused: the later of the upstream `Unused` condition (when True)
 /// and volguard's annotation, since either may lag the truth but neither may be earlier than it
-/// (rules.md §4); unknown when neither is there. A value that is not a time is not used.
+/// (rules.md §4); unknown when neither is there. A value that is not a time is not used. Nothing
+/// is unused since before it existed: a mark older than `creationTimestamp` (a claim restored from
+/// a backup or re-applied from `kubectl get -o yaml`) is clamped to it.
 pub fn unused_since(pvc: &Pvc) -> (Option<String>, SinceSource) {
+    let (since, source) = unused_since_unclamped(pvc);
+    match (since, pvc.metadata.created_at()) {
+        (Some(s), Some(created)) if s.parse::<jiff::Timestamp>().is_ok_and(|t| t < created) => (
+            pvc.metadata.creation_timestamp.clone(),
+            SinceSource::Created,
+        ),
+        (since, _) => (since, source),
+    }
+}
+
+fn unused_since_unclamped(pvc: &Pvc) -> (Option<String>, SinceSource) {
     let parse = |t: &str| {
         t.parse::<jiff::Timestamp>()
             .ok()

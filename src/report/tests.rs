@@ -47,6 +47,35 @@ fn since_is_the_later_of_true_condition_and_annotation() {
 }
 
 #[test]
+fn since_is_clamped_to_the_claims_creation() {
+    // Restored from a backup an hour ago with a mark from 2023: idle for an hour, not for years.
+    let mut p = pvc("restored");
+    p.metadata.creation_timestamp = Some("2026-11-23T09:00:00Z".into());
+    p.metadata.annotations =
+        Some([(UNUSED_SINCE.to_string(), "2023-12-31T00:00:00Z".to_string())].into());
+    assert_eq!(
+        unused_since(&p),
+        (Some("2026-11-23T09:00:00Z".into()), SinceSource::Created)
+    );
+    let now: jiff::Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
+    let r = build(
+        &[p.clone()],
+        &[] as &[Pv],
+        &[] as &[Pod],
+        &Filter::default(),
+        now,
+    );
+    assert_eq!(r.items[0].idle_seconds, Some(3600));
+    // The upstream condition is clamped the same way; a later mark is kept as it is.
+    p.metadata.annotations =
+        Some([(UNUSED_SINCE.to_string(), "2026-11-23T09:10:00Z".to_string())].into());
+    assert_eq!(
+        unused_since(&p),
+        (Some("2026-11-23T09:10:00Z".into()), SinceSource::Annotation)
+    );
+}
+
+#[test]
 fn reportable_cases() {
     let p = pvc("a");
     assert!(is_reportable_unused(&p, []));

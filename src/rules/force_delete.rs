@@ -28,9 +28,11 @@ pub struct ForceDeletePolicy {
 pub const KUBECTL_WARNING: &str = "Immediate deletion does not wait for confirmation that the running \
 resource has been terminated. The resource may continue to run on the cluster indefinitely.";
 
-/// Whether the DELETE is a force delete: grace period given and not positive.
+/// Whether the DELETE is a force delete: a grace period of exactly 0. A negative one is not: the
+/// apiserver turns it into 1 s before the pod is deleted (`rest.BeforeDelete`, the pod strategy's
+/// `CheckGracefulDelete`), so the kubelet still stops the containers first.
 pub fn is_force(grace_period_seconds: Option<i64>) -> bool {
-    grace_period_seconds.is_some_and(|g| g <= 0)
+    grace_period_seconds == Some(0)
 }
 
 /// Humans: neither `system:*` identities (nodes, controllers, service accounts) nor service accounts.

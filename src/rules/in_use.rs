@@ -5,15 +5,17 @@ use crate::model::{Pod, Pv, Pvc};
 
 /// For deletion (finalizer removal): a *scheduled* pod naming the PVC blocks it in any phase,
 /// terminal included, because volume teardown on the node is asynchronous (#113828, #123320).
-/// An ephemeral claim counts only for the pod that owns the PVC (controller ownerReference UID)
-/// and stops counting once that pod is shut down (#99604). Unscheduled pods never block.
+/// An ephemeral claim counts only for the pod that owns the PVC (controller ownerReference UID),
+/// or, when the claim has no controller at all (orphaned by `--cascade=orphan` or a patch), for
+/// the pod of that name, which may still mount it; either stops counting once that pod is shut
+/// down (#99604). Unscheduled pods never block.
 pub fn pod_blocks_deletion(pod: &Pod, pvc: &Pvc) -> bool {
     if !pod.is_scheduled() {
         return false;
     }
     match find_claim(pod, &pvc.metadata.namespace, &pvc.metadata.name) {
         None => false,
-        Some(c) if c.ephemeral => owns(pod, pvc) && !pod.is_shut_down(),
+        Some(c) if c.ephemeral => claimed_by(pod, pvc) && !pod.is_shut_down(),
         Some(_) => true,
     }
 }
@@ -25,16 +27,17 @@ pub fn pod_uses_for_unused_since(pod: &Pod, pvc: &Pvc) -> bool {
     }
     match find_claim(pod, &pvc.metadata.namespace, &pvc.metadata.name) {
         None => false,
-        Some(c) if c.ephemeral => owns(pod, pvc),
+        Some(c) if c.ephemeral => claimed_by(pod, pvc),
         Some(_) => true,
     }
 }
 
-/// Whether `pod` names `pvc` at all (an ephemeral claim only for the pod that owns it).
+/// Whether `pod` names `pvc` at all (an ephemeral claim only for the pod that owns it, or for
+/// the pod of that name when the claim is orphaned).
 pub fn names_claim(pod: &Pod, pvc: &Pvc) -> bool {
     match find_claim(pod, &pvc.metadata.namespace, &pvc.metadata.name) {
         None => false,
-        Some(c) if c.ephemeral => owns(pod, pvc),
+        Some(c) if c.ephemeral => claimed_by(pod, pvc),
         Some(_) => true,
     }
 }
@@ -65,8 +68,15 @@ pub fn pv_in_use(pv: &Pv) -> bool {
     pv.is_bound()
 }
 
-fn owns(pod: &Pod, pvc: &Pvc) -> bool {
-    !pod.metadata.uid.is_empty() && pvc.metadata.controller_uid() == Some(pod.metadata.uid.as_str())
+/// The pod's ephemeral claim is its own: the PVC's controller is this pod (UID), or the PVC has
+/// no controller at all, so volguard cannot tell which pod of that name it was made for and
+/// counts it for this one (unsure means in use). A claim owned by another UID (an earlier pod of
+/// the same name) is not this pod's.
+fn claimed_by(pod: &Pod, pvc: &Pvc) -> bool {
+    match pvc.metadata.controller_uid() {
+        Some(uid) => !pod.metadata.uid.is_empty() && uid == pod.metadata.uid,
+        None => true,
+    }
 }
 
 impl AsRef<Pod> for Pod {

@@ -82,7 +82,6 @@ fn other_namespace_or_claim_does_not_block() {
 #[test]
 fn ephemeral_claim_needs_owner_uid_and_stops_at_shutdown() {
     let mut p = pod("web", Some("n1"), "Running", "scratch", true);
-    assert!(!pod_blocks_deletion(&p, &pvc("ns", "web-scratch", None)));
     assert!(!pod_blocks_deletion(
         &p,
         &pvc("ns", "web-scratch", Some("someone-else"))
@@ -99,6 +98,30 @@ fn ephemeral_claim_needs_owner_uid_and_stops_at_shutdown() {
         !pod_blocks_deletion(&p, &owned),
         "shut-down pod releases (#99604)"
     );
+}
+
+/// rules.md §3: a claim orphaned by `--cascade=orphan` or a patch that dropped its
+/// ownerReference may still be mounted by the pod of that name: unsure means in use.
+#[test]
+fn orphaned_ephemeral_claim_counts_for_the_pod_of_that_name() {
+    let orphan = pvc("ns", "web-scratch", None);
+    let mut p = pod("web", Some("n1"), "Running", "scratch", true);
+    assert!(pod_blocks_deletion(&p, &orphan));
+    assert!(pod_uses_for_unused_since(&p, &orphan));
+    assert!(names_claim(&p, &orphan));
+    // Unscheduled: never blocks deletion (it mounts nothing yet).
+    let pending = pod("web", None, "Pending", "scratch", true);
+    assert!(!pod_blocks_deletion(&pending, &orphan));
+    // Shut down: released, as an owned one is (#99604).
+    p.metadata.deletion_timestamp = Some("t".into());
+    p.metadata.deletion_grace_period_seconds = Some(0);
+    assert!(!pod_blocks_deletion(&p, &orphan));
+    // A claim owned by an earlier pod of the same name is still not this pod's.
+    let p = pod("web", Some("n1"), "Running", "scratch", true);
+    assert!(!pod_blocks_deletion(
+        &p,
+        &pvc("ns", "web-scratch", Some("uid-old"))
+    ));
 }
 
 #[test]

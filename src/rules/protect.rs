@@ -1,9 +1,9 @@
 //! rules.md §1: the protection finalizer is added on create, never twice.
 
 use super::Decision;
-use crate::model::Meta;
+use crate::model::{Meta, UNUSED_SINCE};
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation};
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use serde_json::Value;
 
 /// The JSON patch that appends `finalizer`, or `None` when the object already carries it.
@@ -33,6 +33,27 @@ pub fn protect_on_create(meta: &Meta, finalizer: &str) -> Decision {
         },
         None => Decision::allow("finalizer-present"),
     }
+}
+
+/// rules.md §1 and §4: a PVC CREATE gets its finalizer, and loses a `volguard.io/unused-since` it
+/// carries: a claim restored from a backup or re-applied from `kubectl get -o yaml` brings the old
+/// object's mark, and a report would list a claim created an hour ago as idle for years.
+pub fn pvc_on_create(meta: &Meta, finalizer: &str) -> Decision {
+    let mut d = protect_on_create(meta, finalizer);
+    if meta.annotation(UNUSED_SINCE).is_none() {
+        return d;
+    }
+    let drop = PatchOperation::Remove(RemoveOperation {
+        path: PointerBuf::from_tokens(["metadata", "annotations", UNUSED_SINCE]),
+    });
+    match &mut d.patch {
+        Some(p) => p.0.push(drop),
+        None => {
+            d.patch = Some(Patch(vec![drop]));
+            d.rule = "drop-unused-since";
+        }
+    }
+    d
 }
 
 #[cfg(test)]

@@ -53,3 +53,32 @@ fn present_means_no_patch() {
     let d = protect_on_create(&Meta::default(), PV_FINALIZER);
     assert!(d.allowed && d.patch.is_some());
 }
+
+#[test]
+fn pvc_create_drops_a_restored_unused_since_and_keeps_other_annotations() {
+    let obj = json!({"metadata":{"name":"a","annotations":{
+        "volguard.io/unused-since":"2023-01-01T00:00:00Z","team":"x"}}});
+    let meta: Meta = serde_json::from_value(obj["metadata"].clone()).expect("meta");
+    let d = pvc_on_create(&meta, PVC_FINALIZER);
+    assert_eq!(d.rule, "add-finalizer");
+    let mut doc = obj;
+    json_patch::patch(&mut doc, d.patch.as_ref().expect("patch")).expect("applies");
+    assert_eq!(doc["metadata"]["finalizers"], json!([PVC_FINALIZER]));
+    assert_eq!(doc["metadata"]["annotations"], json!({"team":"x"}));
+
+    // Already protected: only the mark goes.
+    let obj = json!({"metadata":{"name":"a","finalizers":[PVC_FINALIZER],
+        "annotations":{"volguard.io/unused-since":"2023-01-01T00:00:00Z"}}});
+    let meta: Meta = serde_json::from_value(obj["metadata"].clone()).expect("meta");
+    let d = pvc_on_create(&meta, PVC_FINALIZER);
+    assert_eq!(d.rule, "drop-unused-since");
+    let mut doc = obj;
+    json_patch::patch(&mut doc, d.patch.as_ref().expect("patch")).expect("applies");
+    assert_eq!(doc["metadata"]["annotations"], json!({}));
+
+    // No mark: as before.
+    let meta: Meta =
+        serde_json::from_value(json!({"name":"a","finalizers":[PVC_FINALIZER]})).expect("meta");
+    let d = pvc_on_create(&meta, PVC_FINALIZER);
+    assert_eq!((d.rule, d.patch), ("finalizer-present", None));
+}

@@ -160,10 +160,15 @@ pub fn unused_since<'a, P: AsRef<Pod> + 'a>(
             Some(t) => UnusedSince::MoveTo(t),
             None => UnusedSince::Set { ended: None },
         },
-        Some(Ok(marked)) => match ended {
-            Some(t) if t > marked => UnusedSince::MoveTo(t),
-            _ => UnusedSince::Keep,
-        },
+        Some(Ok(marked)) => {
+            // Nothing is unused since before it existed: a mark that predates the claim (restored
+            // from a backup) moves to its creation, or later when a pod ended later.
+            let floor = ended.max(pvc.metadata.created_at());
+            match floor {
+                Some(t) if t > marked => UnusedSince::MoveTo(t),
+                _ => UnusedSince::Keep,
+            }
+        }
     }
 }
 

@@ -217,6 +217,31 @@ fn unused_since_transitions() {
 }
 
 #[test]
+fn unused_since_never_predates_the_claim() {
+    // A claim restored from a backup: created today, carrying a mark from years ago.
+    let mut c = pvc(false, Some(vec![PVC_FINALIZER]));
+    c.status.phase = Some("Bound".into());
+    c.metadata.creation_timestamp = Some("2026-11-23T09:00:00Z".into());
+    c.metadata.annotations =
+        Some([(UNUSED_SINCE.to_string(), "2023-12-31T00:00:00Z".to_string())].into());
+    assert_eq!(
+        unused_since(&c, &[] as &[Pod]),
+        UnusedSince::MoveTo("2026-11-23T09:00:00Z".parse().unwrap())
+    );
+    // A pod that ended after the creation still wins.
+    let mut done = pod("a", Some("n"), "Succeeded");
+    done.status.finished_at = Some("2026-11-23T10:00:00Z".into());
+    assert_eq!(
+        unused_since(&c, &[done]),
+        UnusedSince::MoveTo("2026-11-23T10:00:00Z".parse().unwrap())
+    );
+    // A mark at or after the creation stays.
+    c.metadata.annotations =
+        Some([(UNUSED_SINCE.to_string(), "2026-11-23T09:30:00Z".to_string())].into());
+    assert_eq!(unused_since(&c, &[] as &[Pod]), UnusedSince::Keep);
+}
+
+#[test]
 fn requeue_on_relevant_pod_changes_only() {
     let a = pod("a", Some("n"), "Running");
     assert_eq!(

@@ -81,9 +81,8 @@ impl Rule {
     }
 
     /// As registered in `manifests/base/webhooks.yaml` (a test keeps the two in step). The
-    /// force-delete guard is registered `Ignore` so that PodGC and the kubelet are never blocked
-    /// while volguard is down, but a late answer from a running volguard denies (rules.md "Deciding
-    /// late"): unsure whether a process still runs means it does.
+    /// force-delete guard is `Fail`: while volguard is down a force delete of a running pod must
+    /// not slip through; its matchConditions keep graceful deletes, PodGC and the kubelet away.
     pub const fn failure_policy(self) -> FailurePolicy {
         match self {
             Rule::FinalizerRemoval | Rule::ForceDelete => FailurePolicy::Fail,

@@ -336,14 +336,16 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
         tracing::debug!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
             object = %req.target(), decision = decision.outcome(), rule, row = decision.rule, "admitted");
     } else if REFUSAL_LOG.admit() {
-        let message = decision
+        // `reason`, not `message`: the JSON formatter writes the event's own text as `message`,
+        // and a line with one key twice is rejected by strict parsers.
+        let reason = decision
             .message
             .as_deref()
             .or(decision.warnings.first().map(String::as_str))
             .unwrap_or("");
         tracing::info!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
             object = %req.target(), user = %req.user_info.username, decision = decision.outcome(),
-            rule, row = decision.rule, message, "refused");
+            rule, row = decision.rule, reason, "refused");
     }
     let body = admission::encode(&req.uid, decision, verdict.rule);
     drop(body_permits);

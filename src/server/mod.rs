@@ -58,10 +58,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding the probe listener {}", args.probe_listen))?;
     let tls_bound = Arc::new(AtomicBool::new(true));
+    let draining = Arc::new(AtomicBool::new(false));
     let ready_cluster = cluster.clone();
     let ready_tls = tls_bound.clone();
+    let ready_draining = draining.clone();
     let ready: probes::ReadyCheck = Arc::new(move || {
-        if !ready_tls.load(Ordering::Acquire) {
+        if ready_draining.load(Ordering::Acquire) {
+            Some("shutting down (draining)".into())
+        } else if !ready_tls.load(Ordering::Acquire) {
             Some("webhook listener not serving".into())
         } else if !ready_cluster.synced() {
             Some("caches not synced".into())
@@ -99,8 +103,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let _ = webhook_stop.changed().await;
     });
     let signal_tx = stop_tx.clone();
+    let drain = args.shutdown_drain;
     tokio::spawn(async move {
         shutdown_signal().await;
+        // Not ready first, then keep serving while the endpoints drop this replica: the
+        // apiserver's calls in between still find a listener (a refused connection would deny
+        // every Fail rule's request and skip every Ignore rule's).
+        draining.store(true, Ordering::Release);
+        tracing::info!(drain = ?drain, "not ready; serving on until the drain period ends");
+        tokio::select! {
+            _ = tokio::time::sleep(drain) => {}
+            _ = shutdown_signal() => tracing::info!("second signal: stopping now"),
+        }
         let _ = signal_tx.send(true);
     });
     serve.await;

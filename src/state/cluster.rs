@@ -45,6 +45,16 @@ impl Cluster {
         }
     }
 
+    /// The node as the apiserver has it now, never a cache: what allows a force delete ("node
+    /// gone", "out-of-service") must not come from a cache that still shows a taint removed a
+    /// moment ago (rules.md §2d, kubernetes#142331).
+    pub async fn node_confirmed(&self, name: &str) -> Fact<Arc<Node>> {
+        match self {
+            Cluster::Offline(s) => from_cache(s.nodes.get("", name)),
+            Cluster::Live(l) => l.node_live(name).await,
+        }
+    }
+
     pub async fn pod(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
         match self {
             Cluster::Offline(s) => from_cache(s.pods.get(namespace, name)),
@@ -66,17 +76,23 @@ impl Cluster {
         }
     }
 
-    /// The pods of a namespace, read consistently (a live LIST, never a cache).
-    pub async fn pods_consistent(&self, namespace: &str) -> Fact<Vec<Pod>> {
+    /// The pods of a namespace that `keep` accepts, read consistently (a live paged LIST, never
+    /// a cache).
+    pub async fn pods_consistent(
+        &self,
+        namespace: &str,
+        keep: impl Fn(&Pod) -> bool + Send + Sync,
+    ) -> Fact<Vec<Pod>> {
         match self {
             Cluster::Offline(s) => Fact::Found(
                 s.pods
                     .in_namespace(namespace)
                     .into_iter()
+                    .filter(|p| keep(p))
                     .map(|p| (*p).clone())
                     .collect(),
             ),
-            Cluster::Live(l) => l.pods_consistent(namespace).await,
+            Cluster::Live(l) => l.pods_consistent(namespace, keep).await,
         }
     }
 

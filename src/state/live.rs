@@ -39,6 +39,17 @@ pub struct LiveCluster {
 }
 
 impl LiveCluster {
+    /// A view over `store` as it is, with no watches: what a one-shot reader or a test builds
+    /// (everything not in `store` is read live; nothing keeps `store` up to date).
+    pub fn from_store(client: kube::Client, store: Arc<Store>, pods_cached: bool) -> Arc<Self> {
+        Arc::new(LiveCluster {
+            client,
+            store,
+            synced: Vec::new(),
+            watch_pods: pods_cached,
+        })
+    }
+
     /// Start watches on PVCs, PVs and Nodes (the admission caches), and on pods with their
     /// claim index when `watch_pods` (rules.md §2f finds a claim's holders there).
     pub fn start(client: kube::Client, watch_pods: bool) -> Arc<Self> {
@@ -123,12 +134,12 @@ impl LiveCluster {
                     .filter_map(|n| self.store.pods.get(namespace, &n))
                     .collect(),
             ),
-            false => self.pods_consistent(namespace).await.map(|pods| {
-                pods.into_iter()
-                    .filter(|p| crate::rules::claims::claims_of(p).any(|c| c.name == claim))
-                    .map(Arc::new)
-                    .collect()
-            }),
+            false => self
+                .pods_consistent(namespace, |p| {
+                    crate::rules::claims::claims_of(p).any(|c| c.name == claim)
+                })
+                .await
+                .map(|pods| pods.into_iter().map(Arc::new).collect()),
         }
     }
 
@@ -162,27 +173,71 @@ impl LiveCluster {
         get_live(Api::<Decoded<Node>>::all(self.client.clone()), name).await
     }
 
-    pub async fn pods_consistent(&self, namespace: &str) -> Fact<Vec<Pod>> {
-        list_pods_consistent(&self.client, namespace).await
+    /// A live GET, whatever the cache holds.
+    pub async fn node_live(&self, name: &str) -> Fact<Arc<Node>> {
+        get_live(Api::<Decoded<Node>>::all(self.client.clone()), name).await
+    }
+
+    pub async fn pods_consistent(
+        &self,
+        namespace: &str,
+        keep: impl Fn(&Pod) -> bool + Send + Sync,
+    ) -> Fact<Vec<Pod>> {
+        list_pods_consistent(&self.client, namespace, keep).await
     }
 }
 
+/// Live reads in flight in this process, all callers together: a burst of requests that each
+/// miss the cache (a pod naming thousands of missing claims, a storm of finalizer patches) must
+/// not open thousands of apiserver reads or hold thousands of responses at once. A read waiting
+/// for a permit still counts against its own deadline.
+pub const MAX_LIVE_READS: usize = 32;
+static LIVE_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_LIVE_READS);
+
+/// Pods per page of a consistent LIST: a 20,000-pod namespace is ~200 MB of JSON in one
+/// response; paged, at most one page is held at a time (rules.md §2c "bounded reads").
+pub const LIST_PAGE: u32 = 500;
+
 /// LIST pods of a namespace with no resourceVersion: served from etcd by quorum read, never from
-/// the apiserver's watch cache (#75980).
+/// the apiserver's watch cache (#75980). Paged with `limit`/`continue`: every page is served at the
+/// first page's resourceVersion, so the whole list stays one consistent snapshot; an expired
+/// continue token (410) makes the answer unknown, never a partial "unused". Only the pods `keep`
+/// accepts are kept, so memory follows the pods that matter, not the namespace.
 /// Boxed, as `get_live` is.
 pub fn list_pods_consistent<'a>(
     client: &'a kube::Client,
     namespace: &'a str,
+    keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
 ) -> BoxFuture<'a, Fact<Vec<Pod>>> {
     Box::pin(async move {
+        let what = || format!("listing pods of {namespace:?}");
         let api = Api::<Decoded<Pod>>::namespaced(client.clone(), namespace);
-        match tokio::time::timeout(LIVE_READ_TIMEOUT, api.list(&ListParams::default())).await {
-            Err(_) => Fact::Unknown(ReadError::Timeout {
-                what: format!("listing pods of {namespace:?}"),
-            }),
-            Ok(Err(e)) => Fact::Unknown(read_error(format!("listing pods of {namespace:?}"), e)),
-            // A pod that does not decode fails the whole LIST (kube::Error::SerdeError): unknown.
-            Ok(Ok(list)) => Fact::Found(list.items.into_iter().map(Decoded::into_inner).collect()),
+        let pages = async {
+            let mut kept = Vec::new();
+            let mut params = ListParams::default().limit(LIST_PAGE);
+            loop {
+                let page = {
+                    let _permit = LIVE_READS.acquire().await;
+                    api.list(&params).await
+                };
+                // A pod that does not decode fails the whole LIST (kube::Error::SerdeError): unknown.
+                let page = page.map_err(|e| read_error(what(), e))?;
+                kept.extend(
+                    page.items
+                        .into_iter()
+                        .map(Decoded::into_inner)
+                        .filter(|p| keep(p)),
+                );
+                match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                    Some(token) => params = params.continue_token(&token),
+                    None => return Ok(kept),
+                }
+            }
+        };
+        match tokio::time::timeout(LIVE_READ_TIMEOUT, pages).await {
+            Err(_) => Fact::Unknown(ReadError::Timeout { what: what() }),
+            Ok(Err(e)) => Fact::Unknown(e),
+            Ok(Ok(pods)) => Fact::Found(pods),
         }
     })
 }
@@ -196,7 +251,11 @@ where
     T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     Box::pin(async move {
-        match tokio::time::timeout(LIVE_READ_TIMEOUT, api.get_opt(name)).await {
+        let read = async {
+            let _permit = LIVE_READS.acquire().await;
+            api.get_opt(name).await
+        };
+        match tokio::time::timeout(LIVE_READ_TIMEOUT, read).await {
             Err(_) => Fact::Unknown(ReadError::Timeout {
                 what: format!("reading {} {name:?}", T::KIND),
             }),

@@ -16,6 +16,32 @@ print("image config: user", cfg["User"], "entrypoint", cfg["Entrypoint"], "label
 PY
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 skopeo copy --quiet "oci-archive:$tar" "oci:$tmp/oci:volguard"
+# Every layer is a complete tar for strict readers: Python's tarfile reads every member's data,
+# GNU tar lists it, and it ends with the two zero blocks of the end-of-archive marker.
+python3 - "$tmp/oci" <<'PY'
+import gzip, json, os, sys, tarfile, io
+root = sys.argv[1]
+def blob(d):
+    alg, h = d.split(":")
+    return os.path.join(root, "blobs", alg, h)
+index = json.load(open(os.path.join(root, "index.json")))
+manifest = json.load(open(blob(index["manifests"][0]["digest"])))
+for layer in manifest["layers"]:
+    raw = open(blob(layer["digest"]), "rb").read()
+    data = gzip.decompress(raw) if layer["mediaType"].endswith("gzip") else raw
+    assert len(data) % 512 == 0, f"layer is {len(data)} bytes, not whole 512-byte blocks"
+    assert data[-1024:] == bytes(1024), "layer lacks the end-of-archive blocks"
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as t:
+        names = []
+        for m in t:
+            names.append(m.name)
+            if m.isfile():
+                assert len(t.extractfile(m).read()) == m.size, m.name
+    assert names == ["volguard"], names
+    open(os.path.join(root, "layer.tar"), "wb").write(data)
+    print("layer:", layer["digest"][:19], len(data), "bytes, members", names, "(strict tar: ok)")
+PY
+tar --list --file "$tmp/oci/layer.tar" >/dev/null
 umoci unpack --image "$tmp/oci:volguard" "$tmp/bundle" >/dev/null
 ls -l "$tmp/bundle/rootfs"
 # Only /volguard in the image: it must need no shared library.

@@ -8,7 +8,15 @@ rm -rf "$out/oci" "$out/volguard.oci.tar"
 mkdir -p "$out"
 umoci init --layout "$out/oci"
 umoci new --image "$out/oci:volguard"
-umoci insert --image "$out/oci:volguard" "$bin" /volguard
+# The layer is written by GNU tar, not `umoci insert`: umoci 0.4.7's layer ends right after the
+# file's data (no padding, no end-of-archive blocks), which GNU tar and Python's tarfile reject.
+# Fixed owner, mode and time: the same binary gives the same layer.
+layer=$(mktemp -d)
+trap 'rm -rf "$layer"' EXIT
+install -m 0755 "$bin" "$layer/volguard"
+tar --create --file "$layer/layer.tar" --format=posix --numeric-owner --owner=0 --group=0 \
+  --mtime=@0 --pax-option=delete=atime,delete=ctime --directory "$layer" volguard
+umoci raw add-layer --image "$out/oci:volguard" "$layer/layer.tar"
 umoci config --image "$out/oci:volguard" \
   --os linux --architecture amd64 \
   --config.entrypoint /volguard --config.user 65532:65532 --config.workingdir / \

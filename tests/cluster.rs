@@ -817,6 +817,21 @@ async fn s_webhook_down(cp: &mut ControlPlane, ns: &str) {
         .expect_err("strip with the guard down");
     let (_, msg) = denial(strip);
     assert!(msg.contains("finalizer-guard.volguard.io"), "{msg}");
+    // The status subresource is guarded as closely (Fail): refused while volguard is down.
+    let strip = pvcs
+        .patch_status(
+            "orphan-data",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect_err("strip through /status with the guard down");
+    let (_, status_msg) = denial(strip);
+    assert!(
+        status_msg.contains("finalizer-guard.volguard.io"),
+        "{status_msg}"
+    );
+    force_delete_fails_closed(cp, ns).await;
     cp.stop_kwok(&node);
     Api::<Node>::all(c.clone())
         .delete(&node, &DeleteParams::default())
@@ -874,6 +889,74 @@ async fn s_webhook_down(cp: &mut ControlPlane, ns: &str) {
     assert!(postponed.contains("again"), "{postponed}");
 }
 
+/// rules.md §2d "fail closed, narrowly", with volguard stopped: the apiserver itself refuses a
+/// force delete (and a grace-0 eviction) of a running pod, while a graceful delete, the kubelet's
+/// own final delete and an eviction with a negative grace period never call volguard and pass.
+async fn force_delete_fails_closed(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    for name in ["victim", "evictee"] {
+        claim(cp, ns, &format!("{name}-data")).await;
+        pods.create(
+            &PostParams::default(),
+            &claim_pod(name, &format!("{name}-data"), Some("kwok-1")),
+        )
+        .await
+        .expect("pod");
+        running(cp, ns, name).await;
+    }
+    let err = pods
+        .delete("victim", &DeleteParams::default().grace_period(0))
+        .await
+        .expect_err("force delete of a running pod with volguard down");
+    let (code, msg) = denial(err);
+    assert!(
+        code == 500 && msg.contains("failed calling webhook \"force-delete.volguard.io\""),
+        "{code} {msg}"
+    );
+    let evict = |grace: i64| {
+        let c = c.clone();
+        let ns = ns.to_string();
+        async move {
+            let body = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": "evictee", "namespace": ns},
+                "deleteOptions": {"gracePeriodSeconds": grace}});
+            let req = http::Request::post(format!("/api/v1/namespaces/{ns}/pods/evictee/eviction"))
+                .header("Content-Type", "application/json")
+                .body(serde_json::to_vec(&body).expect("body"))
+                .expect("request");
+            c.request_text(req).await
+        }
+    };
+    let err = evict(0)
+        .await
+        .expect_err("grace-0 eviction with volguard down");
+    let (_, evict_msg) = denial(err);
+    assert!(
+        evict_msg.contains("failed calling webhook \"eviction.volguard.io\""),
+        "{evict_msg}"
+    );
+    // -1 becomes 1 s in the apiserver: graceful, never sent to volguard.
+    evict(-1).await.expect("eviction with grace -1 is graceful");
+    // Graceful delete; then kwok, as the node's kubelet, deletes it with grace 0.
+    pods.delete("victim", &DeleteParams::default())
+        .await
+        .expect("graceful delete with volguard down");
+    for name in ["victim", "evictee"] {
+        gone_within(
+            cp,
+            &pods,
+            "pod (kubelet's final delete, volguard down)",
+            name,
+            LONG,
+        )
+        .await;
+    }
+    println!(
+        "webhook-down: force delete refused by the apiserver: {msg}; grace-0 eviction refused; graceful delete, kubelet's final delete and a grace -1 eviction passed"
+    );
+}
+
 /// What users see in kubectl: force delete, finalizer strip and a pod on a terminating claim
 /// refused with volguard's message; a pod on a missing claim allowed with volguard's warning.
 async fn s_kubectl_ux(cp: &ControlPlane, ns: &str) {
@@ -925,6 +1008,46 @@ async fn s_kubectl_ux(cp: &ControlPlane, ns: &str) {
     println!(
         "kubectl-ux: $ kubectl patch pvc ux-data -p '{{\"metadata\":{{\"finalizers\":null}}}}'\n{out}"
     );
+    // rules.md §2c "every write path counts": the status subresource stores metadata too.
+    let (ok, out) = kubectl(
+        cp,
+        &[
+            "patch",
+            "pvc",
+            "ux-data",
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("admission webhook \"finalizer-guard.volguard.io\" denied the request")
+            && out.contains("in use by pod(s) ux"),
+        "{out}"
+    );
+    println!(
+        "kubectl-ux: $ kubectl patch pvc ux-data --subresource=status (finalizers removed)\n{out}"
+    );
+    // A status write that keeps the finalizers never reaches volguard's decision (matchConditions).
+    let (ok, out) = kubectl(
+        cp,
+        &[
+            "patch",
+            "pvc",
+            "ux-data",
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"labels":{"touched":"yes"}}}"#,
+        ],
+    );
+    assert!(ok, "{out}");
     let (ok, out) = kubectl(cp, &["delete", "pvc", "ux-data", "-n", ns, "--wait=false"]);
     assert!(ok, "{out}");
     let manifest = cp.dir.path().join("ux-pod.json");

@@ -690,6 +690,76 @@ async fn s5_force_delete(cp: &ControlPlane, ns: &str) {
 }
 
 /// 6. A PVC pre-bound to a terminating PV is refused.
+/// Scenario 5b, rules.md §2d rows 4-5 on a stale cache (kubernetes#142331): volguard's view still shows
+/// `node-stale` tainted out-of-service (the cache lags a taint removed a moment ago), the
+/// apiserver no longer does. The live read wins: the force delete is refused. With the taint
+/// really there, the same request is allowed. The view is volguard's own, over a store the test
+/// fills, with live reads going to the real apiserver.
+async fn s5b_stale_out_of_service(cp: &ControlPlane, ns: &str) {
+    use volguard::admission::{Admission, Endpoint, decode};
+    use volguard::rules::force_delete::ForceDeletePolicy;
+    use volguard::state::live::LiveCluster;
+    use volguard::state::{Cluster, Store};
+    let c = cp.admin().await;
+    node(&c, "node-stale").await;
+    pod(&c, ns, "stale-0", Some("node-stale"), &[])
+        .await
+        .expect("pod");
+    set_pod_phase(&c, ns, "stale-0", "Running").await;
+    let tainted: volguard::model::Node = serde_json::from_value(json!({
+        "metadata": {"name": "node-stale"},
+        "spec": {"taints": [{"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]}
+    }))
+    .expect("node");
+    let store = std::sync::Arc::new(Store::default());
+    store.nodes.apply(tainted);
+    let view = Cluster::Live(LiveCluster::from_store(c.clone(), store, false));
+    let admission = Admission::new(view, ForceDeletePolicy::default(), vec![]);
+    let live_pod = Api::<Pod>::namespaced(c.clone(), ns)
+        .get("stale-0")
+        .await
+        .expect("pod");
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "stale-1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "name": "stale-0", "namespace": ns, "operation": "DELETE",
+        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "oldObject": live_pod,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}}})
+    .to_string();
+    let req = decode(review.as_bytes()).expect("review");
+    let v = admission
+        .decide(Endpoint::Validate, &req, Duration::from_secs(2))
+        .await;
+    assert!(
+        !v.decision.allowed && v.decision.rule == "force-delete-running-pod",
+        "a stale out-of-service taint let a force delete through: {v:?}"
+    );
+    // Tainted for real: the live read confirms it, row 5 allows.
+    Api::<Node>::all(c.clone())
+        .patch(
+            "node-stale",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"taints": [{"key": "node.kubernetes.io/out-of-service",
+                "value": "nodeshutdown", "effect": "NoExecute"}]}}),
+            ),
+        )
+        .await
+        .expect("taint");
+    let v = admission
+        .decide(Endpoint::Validate, &req, Duration::from_secs(2))
+        .await;
+    assert_eq!(
+        (v.decision.allowed, v.decision.rule),
+        (true, "force-delete-node-out-of-service"),
+        "{v:?}"
+    );
+    println!(
+        "scenario 5b stale out-of-service cache: refused until the live node carries the taint"
+    );
+}
+
 async fn s6_prebound_terminating_pv(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
     let name = format!("{ns}-going");
@@ -954,6 +1024,7 @@ async fn standalone_profile() {
         "s13",
         "s14",
         "s15",
+        "s5b",
     ] {
         namespace(&c, ns).await;
     }
@@ -982,6 +1053,12 @@ async fn standalone_profile() {
     )
     .await;
     run_or_dump(&cp, "5 force delete", s5_force_delete(&cp, "s5")).await;
+    run_or_dump(
+        &cp,
+        "5b stale out-of-service cache",
+        s5b_stale_out_of_service(&cp, "s5b"),
+    )
+    .await;
     run_or_dump(
         &cp,
         "6 prebound terminating PV",

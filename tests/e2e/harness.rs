@@ -890,6 +890,7 @@ impl ControlPlane {
                     "--lease-namespace=volguard-system",
                     "--lease-duration-seconds=6",
                     "--lease-renew-seconds=1",
+                    "--lease-renew-deadline-seconds=4",
                 ])
                 .arg(format!("--identity={identity}"))
                 .args(["--backoff-base-ms=100", "--backoff-max-seconds=2"]),

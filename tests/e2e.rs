@@ -689,7 +689,6 @@ async fn s5_force_delete(cp: &ControlPlane, ns: &str) {
     );
 }
 
-/// 6. A PVC pre-bound to a terminating PV is refused.
 /// Scenario 5b, rules.md §2d rows 4-5 on a stale cache (kubernetes#142331): volguard's view still shows
 /// `node-stale` tainted out-of-service (the cache lags a taint removed a moment ago), the
 /// apiserver no longer does. The live read wins: the force delete is refused. With the taint
@@ -760,6 +759,7 @@ async fn s5b_stale_out_of_service(cp: &ControlPlane, ns: &str) {
     );
 }
 
+/// 6. A PVC pre-bound to a terminating PV is refused.
 async fn s6_prebound_terminating_pv(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
     let name = format!("{ns}-going");

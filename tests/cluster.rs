@@ -807,30 +807,23 @@ async fn s_webhook_down(cp: &mut ControlPlane, ns: &str) {
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
     let meanwhile = pvcs.get("meanwhile").await.expect("claim");
     assert!(finalizers(&meanwhile).contains(&PVCF.to_string()));
-    let strip = pvcs
-        .patch(
-            "orphan-data",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .expect_err("strip with the guard down");
-    let (_, msg) = denial(strip);
-    assert!(msg.contains("finalizer-guard.volguard.io"), "{msg}");
-    // The status subresource is guarded as closely (Fail): refused while volguard is down.
-    let strip = pvcs
-        .patch_status(
-            "orphan-data",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .expect_err("strip through /status with the guard down");
-    let (_, status_msg) = denial(strip);
-    assert!(
-        status_msg.contains("finalizer-guard.volguard.io"),
-        "{status_msg}"
-    );
+    // Plain and through the status subresource (which stores metadata too): both refused (Fail).
+    let nulled = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let pp = PatchParams::default();
+    let mut refusals = Vec::new();
+    for status in [false, true] {
+        let strip = match status {
+            false => pvcs.patch("orphan-data", &pp, &nulled).await,
+            true => pvcs.patch_status("orphan-data", &pp, &nulled).await,
+        };
+        let (_, m) = denial(strip.expect_err("strip with the guard down"));
+        assert!(
+            m.contains("finalizer-guard.volguard.io"),
+            "/status {status}: {m}"
+        );
+        refusals.push(m);
+    }
+    let msg = refusals.swap_remove(0);
     force_delete_fails_closed(cp, ns).await;
     cp.stop_kwok(&node);
     Api::<Node>::all(c.clone())

@@ -1079,6 +1079,15 @@ async fn standalone_profile() {
         s17_explain_and_kubectl(&cp),
     )
     .await;
+    // Scenario 16 froze kube-apiserver for about the renew deadline (4 s here): a leader whose
+    // renewal could not finish in time gives up and exits (rules.md §4), and the kubelet would
+    // restart it. So does the harness.
+    cp.controllers
+        .retain_mut(|p| p.child.try_wait().ok().flatten().is_none());
+    if cp.controllers.is_empty() {
+        println!("the controller gave up its lease while kube-apiserver was frozen; restarted");
+        cp.start_controller("replica-a").await;
+    }
     let started = std::time::Instant::now();
     s9_webhook_down(&mut cp, "s9").await;
     println!(

@@ -865,6 +865,9 @@ async fn s_webhook_down(cp: &mut ControlPlane, ns: &str) {
         .await
         .map(|_| ());
     assert!(err.is_ok(), "{err:?}");
+    // Scheduled first: an unscheduled pod never blocks a release (rules.md §3), and deleting the
+    // claim before the scheduler placed it would race the release against the bind.
+    running(cp, ns, "again").await;
     pvcs.delete("orphan-data", &DeleteParams::default())
         .await
         .expect("delete claim");

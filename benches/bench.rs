@@ -52,13 +52,14 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 fn rss_bytes(pid: u32) -> u64 {
+    proc_status_bytes(pid, "VmRSS:")
+}
+
+/// One `kB` line of /proc/PID/status in bytes (VmRSS now, VmHWM the peak so far).
+fn proc_status_bytes(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .map(str::to_string)
-        })
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_string))
         .and_then(|l| {
             l.split_whitespace()
                 .nth(1)
@@ -275,6 +276,12 @@ async fn run() {
     let n_pvc = env_usize("VOLGUARD_BENCH_PVCS", 100_000);
     let n_pods = env_usize("VOLGUARD_BENCH_PODS", 300_000);
     let mut report = json!({"machine": machine(), "admission": {}, "memory": {}, "controller": {}, "startup": {}});
+    // VOLGUARD_BENCH_ONLY=big-namespace: only the finalizer guard's memory in a large namespace.
+    if std::env::var("VOLGUARD_BENCH_ONLY").as_deref() == Ok("big-namespace") {
+        let n = env_usize("VOLGUARD_BENCH_NS_PODS", 20_000);
+        println!("{}", serde_json::to_string_pretty(&guard_big_namespace(n).await).expect("json"));
+        return;
+    }
     let mut table = Table::default();
 
     // ---------------------------------------------------------------- state + memory
@@ -539,6 +546,23 @@ async fn run() {
             "",
             None,
         );
+        let n = env_usize("VOLGUARD_BENCH_NS_PODS", 20_000);
+        let g = guard_big_namespace(n).await;
+        table.row(
+            format!(
+                "finalizer guard, {n}-pod namespace ({:.0} MB of JSON): serve peak RSS (idle {:.0} MiB)",
+                g["namespace_json_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+                g["idle_rss_bytes"].as_f64().unwrap_or(0.0) / MIB
+            ),
+            format!(
+                "{:.0} MiB, {:.1} s/review",
+                g["peak_rss_bytes"].as_f64().unwrap_or(0.0) / MIB,
+                g["review_seconds"].as_f64().unwrap_or(0.0)
+            ),
+            "< 256 MiB limit",
+            Some(g["peak_rss_bytes"].as_f64().unwrap_or(f64::MAX) < 256.0 * MIB),
+        );
+        report["memory"]["finalizer_guard_big_namespace"] = g;
     } else {
         eprintln!(
             "VOLGUARD_CONTROLPLANE_DIR not set: controller and apiserver startup benchmarks need `make bench`"
@@ -550,6 +574,95 @@ async fn run() {
     std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json"))
         .expect("write report");
     println!("\nwrote {}", path.display());
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The finalizer guard's consistent read of one namespace with `n` pods of ~10 KB each (the
+/// `limit`/`continue` pages of `state::live`): two strips of a claim in use sent at once through
+/// the apiserver, as two admins would, with `volguard serve`'s peak RSS (VmHWM) before and after.
+/// Without pages the namespace's JSON would be held whole, once per request.
+async fn guard_big_namespace(n: usize) -> Value {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    let mut cp = harness::ControlPlane::start(harness::Profile::Standalone).await;
+    cp.install_manifests().await;
+    let c = cp.admin().await;
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "big"}})).expect("ns");
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("ns");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), "big");
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data", "finalizers": ["kubernetes.io/pvc-protection"]},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("pvc");
+    pvcs.create(&PostParams::default(), &claim).await.expect("pvc");
+    let pods = Api::<Pod>::namespaced(c.clone(), "big");
+    let filler = "x".repeat(9_000);
+    futures::stream::iter(0..=n)
+        .map(|i| {
+            let pods = pods.clone();
+            let filler = filler.clone();
+            async move {
+                // Pod 0 mounts the claim on a node; the rest are the namespace's bulk.
+                let p: Pod = serde_json::from_value(if i == 0 {
+                    json!({"metadata": {"name": "user"}, "spec": {"nodeName": "node-a",
+                        "containers": [{"name": "c", "image": "app"}],
+                        "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}})
+                } else {
+                    json!({"metadata": {"name": format!("bulk-{i}"), "annotations": {"filler": filler}},
+                        "spec": {"containers": [{"name": "c", "image": "app"}]}})
+                })
+                .expect("pod");
+                pods.create(&PostParams::default(), &p).await.expect("pod");
+            }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await;
+    let list = c
+        .request_text(
+            http::Request::get("/api/v1/namespaces/big/pods")
+                .body(Vec::new())
+                .expect("request"),
+        )
+        .await
+        .expect("list");
+    let json_bytes = list.len();
+    drop(list);
+    cp.start_webhook().await;
+    let pid = cp.serve.as_ref().expect("serve").child.id();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle = rss_bytes(pid);
+    let hwm_before = proc_status_bytes(pid, "VmHWM:");
+    let strip = Patch::Json::<()>(
+        serde_json::from_value(json!([{"op": "remove", "path": "/metadata/finalizers"}]))
+            .expect("patch"),
+    );
+    let start = Instant::now();
+    let outcomes = futures::future::join_all((0..2).map(|_| {
+        let pvcs = pvcs.clone();
+        let strip = strip.clone();
+        async move {
+            match pvcs.patch("data", &PatchParams::default(), &strip).await {
+                Ok(_) => "stored (not refused)".to_string(),
+                Err(e) => e.to_string(),
+            }
+        }
+    }))
+    .await;
+    let secs = start.elapsed().as_secs_f64() / 2.0;
+    let peak = proc_status_bytes(pid, "VmHWM:");
+    for o in &outcomes {
+        eprintln!("finalizer strip in the {n}-pod namespace: {o}");
+    }
+    json!({"pods": n, "namespace_json_bytes": json_bytes, "idle_rss_bytes": idle,
+        "peak_rss_bytes_before": hwm_before, "peak_rss_bytes": peak, "review_seconds": secs,
+        "refused_naming_pod": outcomes.iter().all(|o| o.contains("user"))})
 }
 
 fn machine() -> Value {

@@ -1279,6 +1279,148 @@ fn latencies(
     (lat, rejections)
 }
 
+/// `apiserver_admission_webhook_fail_open_count` summed over volguard's webhooks.
+fn fail_opens(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("apiserver_admission_webhook_fail_open_count{"))
+        .filter(|l| l.contains("volguard.io\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A rolling restart of the webhook (maxSurge 1, maxUnavailable 0) under pod churn, as the
+/// Deployment, the endpoints and kube-proxy play it: the new replica starts and turns ready, the
+/// old one gets SIGTERM while new connections still reach it for as long as endpoints take to
+/// propagate, then they go to the new one; the old one drains (readiness false, still serving)
+/// and closes its connections with GOAWAY. The apiserver's own counters must show no failed call.
+async fn s_webhook_rollout(cp: &mut ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let mut serving = cp.webhook_port;
+    let fwd = harness::Forwarder::start(serving).await;
+    cp.route_webhooks_to(fwd.port).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = tokio::spawn(rollout_churn(c.clone(), ns.to_string(), stop.clone()));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before = apiserver_metrics(&c).await;
+    for round in 1..=2 {
+        let port = harness::free_port();
+        let (next, probe) = cp
+            .spawn_serve(
+                &format!("volguard-serve-rollout-{round}"),
+                port,
+                &["--shutdown-drain=6s"],
+            )
+            .await;
+        let mut old = cp.serve.replace(next).expect("a serving replica");
+        cp.serve_probe = probe;
+        old.signal("TERM");
+        // Endpoints and kube-proxy notice the terminating replica only after a while.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        fwd.route_to(port);
+        serving = port;
+        let exited = tokio::task::spawn_blocking(move || {
+            let deadline = Instant::now() + Duration::from_secs(45);
+            while Instant::now() < deadline {
+                if let Ok(Some(st)) = old.child.try_wait() {
+                    return Some(st);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            None
+        })
+        .await
+        .expect("join");
+        let st = exited.expect("old replica still running 45 s after SIGTERM (terminationGracePeriodSeconds)");
+        assert!(st.success(), "old replica exited with {st}");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let churn = churn.await.expect("churn task");
+    let after = apiserver_metrics(&c).await;
+    let (lat, rejections) = webhook_figures(&before, &after);
+    let calls: f64 = lat.iter().map(|l| l.count).sum();
+    let failed: Vec<_> = rejections
+        .iter()
+        .filter(|(k, _)| !k.ends_with(" no_error"))
+        .collect();
+    let opened = fail_opens(&after) - fail_opens(&before);
+    println!(
+        "webhook-rollout: 2 rolling restarts under churn ({} pods created and deleted): {calls} calls to volguard's webhooks by the apiserver, failed calls {failed:?}, fail-open {opened}, connections refused {}",
+        churn.pods,
+        fwd.refused()
+    );
+    assert!(calls > 0.0, "the apiserver called no volguard webhook during the rollout");
+    assert!(failed.is_empty(), "failed webhook calls during the rollout: {failed:?}");
+    assert_eq!(opened, 0.0, "calls failed open during the rollout");
+    assert_eq!(fwd.refused(), 0, "connections refused during the rollout");
+    assert!(
+        churn.errors.is_empty(),
+        "requests failed during the rollout: {:?}",
+        churn.errors
+    );
+    // Later scenarios dial the surviving replica directly.
+    cp.route_webhooks_to(serving).await;
+}
+
+struct Churned {
+    pods: usize,
+    errors: Vec<String>,
+}
+
+/// Pods with fresh claims created, scheduled, run by kwok and deleted gracefully, four at a time,
+/// until `stop`: every request of it passes volguard's mutating and validating webhooks.
+async fn rollout_churn(
+    c: kube::Client,
+    ns: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Churned {
+    use futures::StreamExt;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), &ns);
+    let pods = Api::<Pod>::namespaced(c.clone(), &ns);
+    let mut out = Churned {
+        pods: 0,
+        errors: Vec::new(),
+    };
+    let mut i = 0;
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        let batch: Vec<Result<(), String>> = futures::stream::iter(i..i + 4)
+            .map(|k| {
+                let (pvcs, pods) = (pvcs.clone(), pods.clone());
+                async move {
+                    let name = format!("r-{k}");
+                    let p: PersistentVolumeClaim = serde_json::from_value(json!({
+                        "metadata": {"name": name},
+                        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+                    }))
+                    .expect("pvc");
+                    pvcs.create(&PostParams::default(), &p)
+                        .await
+                        .map_err(|e| format!("create claim {name}: {e}"))?;
+                    pods.create(&PostParams::default(), &claim_pod(&name, &name, None))
+                        .await
+                        .map_err(|e| format!("create pod {name}: {e}"))?;
+                    tokio::time::sleep(Duration::from_millis(1500)).await;
+                    pods.delete(&name, &DeleteParams::default())
+                        .await
+                        .map_err(|e| format!("delete pod {name}: {e}"))?;
+                    pvcs.delete(&name, &DeleteParams::default())
+                        .await
+                        .map_err(|e| format!("delete claim {name}: {e}"))?;
+                    Ok(())
+                }
+            })
+            .buffer_unordered(4)
+            .collect()
+            .await;
+        i += 4;
+        out.pods += batch.len();
+        out.errors.extend(batch.into_iter().filter_map(Result::err));
+    }
+    out
+}
+
 /// Churn pods with claims through StatefulSets (`rounds` × `sets` × `replicas` pod creations)
 /// and print the apiserver's own view of volguard's webhooks.
 async fn s_apiserver_latency(
@@ -1842,6 +1984,7 @@ async fn cluster_profile() {
         "rwo",
         "renewal",
         "unused",
+        "rollout",
     ] {
         namespace(&c, ns).await;
     }
@@ -1887,6 +2030,7 @@ async fn cluster_profile() {
         s_unused_condition(&mut cp, "unused", minor),
     )
     .await;
+    timed("webhook-rollout", s_webhook_rollout(&mut cp, "rollout")).await;
     let (sets, replicas, rounds) = (10, 10, 5);
     if !wanted("apiserver-latency") {
         return;

@@ -35,6 +35,66 @@ pub enum Profile {
     Cluster,
 }
 
+/// What a Service's endpoints and kube-proxy do for the webhook's replicas, on one loopback port:
+/// each new connection goes to the current backend; established ones stay where they are (as
+/// with conntrack), so a replica that leaves must drain its own connections.
+pub struct Forwarder {
+    pub port: u16,
+    backend: std::sync::Arc<std::sync::atomic::AtomicU16>,
+    refused: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Forwarder {
+    pub async fn start(backend: u16) -> Forwarder {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("forwarder port");
+        let port = listener.local_addr().expect("addr").port();
+        let to = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(backend));
+        let refused = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (to2, refused2) = (to.clone(), refused.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let port = to2.load(Ordering::SeqCst);
+                let refused = refused2.clone();
+                tokio::spawn(async move {
+                    match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                        Ok(mut out) => {
+                            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                        }
+                        Err(_) => {
+                            refused.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                });
+            }
+        });
+        Forwarder {
+            port,
+            backend: to,
+            refused,
+            task,
+        }
+    }
+    /// New connections go to `port` from now on.
+    pub fn route_to(&self, port: u16) {
+        self.backend
+            .store(port, std::sync::atomic::Ordering::SeqCst);
+    }
+    /// Connections whose backend refused them.
+    pub fn refused(&self) -> usize {
+        self.refused.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -608,6 +668,15 @@ impl ControlPlane {
     /// Start `volguard serve` against this apiserver and register the project's webhook
     /// manifests with a loopback URL and the dev CA.
     pub async fn start_webhook(&mut self) {
+        let (serve, probe) = self.spawn_serve("volguard-serve", self.webhook_port, &[]).await;
+        self.serve = Some(serve);
+        self.serve_probe = probe;
+        self.register_webhooks().await;
+    }
+
+    /// One `volguard serve` replica on `port` with the webhook identity and this cluster's serving
+    /// certificate, once it is ready: its process and its probe port. Registers nothing.
+    pub async fn spawn_serve(&mut self, name: &str, port: u16, extra: &[&str]) -> (Proc, u16) {
         let d = self.dir.path().to_path_buf();
         if self.webhook_ca.is_empty() && self.secret_sync.is_none() {
             let pki = volguard::devcerts::generate(&["127.0.0.1".into(), "localhost".into()])
@@ -617,12 +686,11 @@ impl ControlPlane {
         }
         let kc = self.sa_kubeconfig_file("volguard-webhook");
         let probe = free_port();
-        self.serve_probe = probe;
-        self.serve = Some(Proc::spawn(
-            "volguard-serve",
+        let serve = Proc::spawn(
+            name,
             Command::new(env!("CARGO_BIN_EXE_volguard"))
                 .args(["--log-format", "json", "serve"])
-                .arg(format!("--listen=127.0.0.1:{}", self.webhook_port))
+                .arg(format!("--listen=127.0.0.1:{port}"))
                 .arg(format!("--probe-listen=127.0.0.1:{probe}"))
                 .arg(format!(
                     "--tls-cert={}",
@@ -633,20 +701,24 @@ impl ControlPlane {
                     d.join("webhook-certs/tls.key").display()
                 ))
                 .arg(format!("--kubeconfig={}", kc.display()))
+                .args(extra)
                 .env("RUST_LOG", "volguard=debug,info"),
             &d,
-        ));
-        wait_http_ok(
+        );
+        if let Err(e) = wait_http_ok(
             &format!("http://127.0.0.1:{probe}/readyz"),
             Duration::from_secs(30),
         )
         .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "volguard serve not ready: {e}\n{}",
-                self.serve.as_ref().map(Proc::tail).unwrap_or_default()
-            )
-        });
+        {
+            panic!("volguard serve not ready: {e}\n{}", serve.tail());
+        }
+        (serve, probe)
+    }
+
+    /// Point every webhook at `port` (the URL the apiserver dials) and wait until it does.
+    pub async fn route_webhooks_to(&mut self, port: u16) {
+        self.webhook_port = port;
         self.register_webhooks().await;
     }
 

@@ -279,7 +279,10 @@ async fn run() {
     // VOLGUARD_BENCH_ONLY=big-namespace: only the finalizer guard's memory in a large namespace.
     if std::env::var("VOLGUARD_BENCH_ONLY").as_deref() == Ok("big-namespace") {
         let n = env_usize("VOLGUARD_BENCH_NS_PODS", 20_000);
-        println!("{}", serde_json::to_string_pretty(&guard_big_namespace(n).await).expect("json"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&guard_big_namespace(n).await).expect("json")
+        );
         return;
     }
     let mut table = Table::default();
@@ -600,7 +603,9 @@ async fn guard_big_namespace(n: usize) -> Value {
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
     }))
     .expect("pvc");
-    pvcs.create(&PostParams::default(), &claim).await.expect("pvc");
+    pvcs.create(&PostParams::default(), &claim)
+        .await
+        .expect("pvc");
     let pods = Api::<Pod>::namespaced(c.clone(), "big");
     let filler = "x".repeat(9_000);
     futures::stream::iter(0..=n)

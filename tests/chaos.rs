@@ -53,6 +53,7 @@ async fn chaos_client(cp: &ControlPlane) -> kube::Client {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
 async fn chaos_invariants() {
     let seconds: u64 = std::env::var("VOLGUARD_CHAOS_SECONDS")
         .ok()

@@ -1331,7 +1331,8 @@ async fn s_webhook_rollout(cp: &mut ControlPlane, ns: &str) {
         })
         .await
         .expect("join");
-        let st = exited.expect("old replica still running 45 s after SIGTERM (terminationGracePeriodSeconds)");
+        let st = exited
+            .expect("old replica still running 45 s after SIGTERM (terminationGracePeriodSeconds)");
         assert!(st.success(), "old replica exited with {st}");
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
@@ -1351,8 +1352,14 @@ async fn s_webhook_rollout(cp: &mut ControlPlane, ns: &str) {
         churn.pods,
         fwd.refused()
     );
-    assert!(calls > 0.0, "the apiserver called no volguard webhook during the rollout");
-    assert!(failed.is_empty(), "failed webhook calls during the rollout: {failed:?}");
+    assert!(
+        calls > 0.0,
+        "the apiserver called no volguard webhook during the rollout"
+    );
+    assert!(
+        failed.is_empty(),
+        "failed webhook calls during the rollout: {failed:?}"
+    );
     assert_eq!(opened, 0.0, "calls failed open during the rollout");
     assert_eq!(fwd.refused(), 0, "connections refused during the rollout");
     assert!(
@@ -1944,6 +1951,7 @@ async fn s_cert_renewal(cp: &ControlPlane, ns: &str) {
 // ---------------------------------------------------------------- the profile
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
 async fn cluster_profile() {
     let mut cp = ControlPlane::start(Profile::Cluster).await;
     let version = cp.admin().await.apiserver_version().await.expect("version");

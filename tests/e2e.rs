@@ -993,6 +993,7 @@ async fn least_privilege(cp: &ControlPlane) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
 async fn standalone_profile() {
     let mut cp = ControlPlane::start(Profile::Standalone).await;
     let version = cp.admin().await.apiserver_version().await.expect("version");
@@ -1103,6 +1104,7 @@ async fn standalone_profile() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
 async fn beside_upstream_profile() {
     let mut cp = ControlPlane::start(Profile::BesideUpstream).await;
     cp.install_manifests().await;

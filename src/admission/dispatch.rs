@@ -74,7 +74,9 @@ impl Target {
             ("", "Pod", None, "CREATE") => Target::PodCreate,
             ("", "Pod", None, "DELETE") => Target::PodDelete,
             ("policy", "Eviction", Some("eviction"), "CREATE") => Target::PodEviction,
-            ("", "Binding", Some("binding"), "CREATE") => Target::PodBinding,
+            // `pods/binding`, and the legacy `bindings` resource (POST .../namespaces/NS/bindings,
+            // still served: custom schedulers, client libraries' create_namespaced_binding).
+            ("", "Binding", Some("binding") | None, "CREATE") => Target::PodBinding,
             ("", "PersistentVolumeClaim", None, "CREATE") => Target::PvcCreate,
             ("", "PersistentVolumeClaim", None, "UPDATE") => Target::PvcUpdate,
             ("", "PersistentVolume", None, "CREATE") => Target::PvCreate,
@@ -125,6 +127,11 @@ pub struct Admission {
     pub enforcement: Enforcement,
     /// `--rwo-guard=off` turns rules.md §2f off.
     pub rwo_guard: bool,
+    /// The RWO lock's outcomes (`volguard_rwo_locks_total`), registered by whoever serves.
+    pub locks: prometheus_client::metrics::family::Family<
+        super::facts::LockLabels,
+        prometheus_client::metrics::counter::Counter,
+    >,
     unknown_kinds: Mutex<HashSet<String>>,
 }
 
@@ -136,6 +143,7 @@ impl Admission {
             own_controllers,
             enforcement: Enforcement::default(),
             rwo_guard: true,
+            locks: Default::default(),
             unknown_kinds: Mutex::new(HashSet::new()),
         }
     }

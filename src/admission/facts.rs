@@ -11,9 +11,11 @@ use crate::rules::claims::claims_of;
 use crate::rules::force_delete::is_force;
 use crate::rules::rule::Rule;
 use crate::rules::rwo::ClaimFacts;
+use crate::rules::rwo_lock::{self, LockHolder, LockStep, RwoLock};
 use crate::rules::{
     Decision, Fact, binding, finalizer_guard, force_delete, pod_create, protect, rwo,
 };
+use crate::state::writer::Swap;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -244,7 +246,7 @@ impl Admission {
                 )));
             }
         };
-        Ok(self.rwo_place(&pod, &b.target.name).await)
+        Ok(self.rwo_place(req, &pod, &b.target.name).await)
     }
 
     /// rules.md §2f for a pod created with `spec.nodeName` already set (no scheduler involved).
@@ -257,19 +259,65 @@ impl Admission {
         let Some(node) = pod.node_name().map(str::to_string) else {
             return Ok(Decision::allow("not-placed"));
         };
-        Ok(self.rwo_place(&pod, &node).await)
+        Ok(self.rwo_place(req, &pod, &node).await)
     }
 
-    async fn rwo_place(&self, pod: &Pod, node: &str) -> Decision {
+    /// rules.md §2f: the holders in the caches first, then the lock on each RWO claim, taken by
+    /// compare-and-swap. A lost swap means another placement won: read that claim again and
+    /// decide again, at most `MAX_SWAPS` times, then decide late.
+    async fn rwo_place(&self, req: &Request<'_>, pod: &Pod, node: &str) -> Decision {
+        let dry_run = req.dry_run.unwrap_or(false);
+        let mut claims = self.claim_facts(pod).await;
+        for _ in 0..MAX_SWAPS {
+            let d = self.rwo_holders(pod, node, &claims).await;
+            if !d.allowed || d.rule == "rwo-unknown" {
+                if !d.allowed {
+                    self.lock_count("refused");
+                }
+                return d;
+            }
+            match self.rwo_locks(pod, node, &claims, dry_run).await {
+                Locked::Decided(mut l) => {
+                    l.warnings.splice(0..0, d.warnings);
+                    return l;
+                }
+                Locked::Lost(i) => {
+                    self.lock_count("conflict_retried");
+                    let (claim, _) = &claims[i];
+                    let fresh = self
+                        .cluster
+                        .pvc_fresh(&pod.metadata.namespace, &claim.name)
+                        .await;
+                    claims[i].1 = fresh;
+                }
+            }
+        }
+        Decision::allow("late").with_warning(format!(
+            "volguard could not take the ReadWriteOnce lock for pod {:?} after {MAX_SWAPS} tries (other \
+             placements kept winning); allowed as if volguard were unavailable",
+            pod.metadata.name
+        ))
+    }
+
+    /// The holders the caches know of (pods already bound elsewhere). A claim that does not exist
+    /// yet has no known access mode: it is treated as ReadWriteOnce.
+    async fn rwo_holders(
+        &self,
+        pod: &Pod,
+        node: &str,
+        claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)],
+    ) -> Decision {
         let ns = &pod.metadata.namespace;
-        let claims = self.claim_facts(pod).await;
         // Holders are only looked up for RWO claims; their nodes only when they sit elsewhere.
         let mut others: Vec<Vec<Holding>> = Vec::new();
-        for (claim, pvc) in &claims {
+        for (claim, pvc) in claims {
             let mut list = Vec::new();
-            if let Fact::Found(p) = pvc
-                && p.is_rwo()
-            {
+            let rwo = match pvc {
+                Fact::Found(p) => p.is_rwo(),
+                Fact::Missing => true,
+                Fact::Unknown(_) => false,
+            };
+            if rwo {
                 let pods = match self.cluster.pods_naming(ns, &claim.name).await {
                     Fact::Found(pods) => pods,
                     Fact::Missing => Vec::new(),
@@ -304,6 +352,120 @@ impl Admission {
             .collect();
         rwo::place(pod, node, &facts)
     }
+
+    /// Each RWO claim's lock: kept, written, taken over, or held by another node (refused).
+    /// `Lost(i)`: the swap on claim `i` lost.
+    async fn rwo_locks(
+        &self,
+        pod: &Pod,
+        node: &str,
+        claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)],
+        dry_run: bool,
+    ) -> Locked {
+        let now = jiff::Timestamp::now();
+        let mut writes = Vec::new();
+        let mut any_rwo = false;
+        for (i, (claim, pvc)) in claims.iter().enumerate() {
+            let Fact::Found(pvc) = pvc else { continue };
+            if !pvc.is_rwo() {
+                continue;
+            }
+            any_rwo = true;
+            let current = RwoLock::of(pvc);
+            let holder = match &current {
+                Some(l) if l.node != node => {
+                    Some(self.lock_holder(&pvc.metadata.namespace, l).await)
+                }
+                _ => None,
+            };
+            let holder_ref = holder.as_ref().map(|(p, n)| LockHolder {
+                pod: deref(p),
+                node: deref(n),
+            });
+            match rwo_lock::step(pod, node, current.as_ref(), holder_ref.as_ref(), now) {
+                LockStep::Keep => {}
+                LockStep::Held(l) => {
+                    return Locked::Decided(Decision::deny(
+                        "rwo-locked-on-other-node",
+                        rwo_lock::held_message(pod, node, &claim.name, &l),
+                    ));
+                }
+                LockStep::Write { lock, took_over } => writes.push((i, pvc, lock, took_over)),
+            }
+        }
+        if writes.is_empty() {
+            return Locked::Decided(Decision::allow(if any_rwo {
+                "rwo-lock-held-here"
+            } else {
+                "rwo-free"
+            }));
+        }
+        if dry_run {
+            // sideEffects: NoneOnDryRun: decide as if written, write nothing.
+            return Locked::Decided(Decision::allow("rwo-lock-dry-run"));
+        }
+        let mut row = "rwo-lock-taken";
+        for (i, pvc, lock, took_over) in writes {
+            match self.cluster.swap_lock(pvc, &lock.encode()).await {
+                Swap::Written => {
+                    if let Some(why) = took_over {
+                        tracing::info!(claim = %pvc.metadata.name, node, took_over = why,
+                            "ReadWriteOnce lock taken over");
+                        self.lock_count("taken_over");
+                        row = "rwo-lock-taken-over";
+                    } else {
+                        self.lock_count("taken");
+                    }
+                }
+                Swap::Conflict => return Locked::Lost(i),
+                Swap::Failed(e) => {
+                    self.lock_count("write_failed");
+                    return Locked::Decided(Decision::allow("rwo-unknown").with_warning(format!(
+                        "volguard could not record the ReadWriteOnce lock on claim {:?} ({e}); \
+                         allowed as if volguard were unavailable",
+                        pvc.metadata.name
+                    )));
+                }
+            }
+        }
+        Locked::Decided(Decision::allow(row))
+    }
+
+    /// The pod a lock names and the lock's node. A cached out-of-service taint (which lets the
+    /// lock be taken over) is confirmed live first, as for a force delete.
+    async fn lock_holder(
+        &self,
+        ns: &str,
+        lock: &RwoLock,
+    ) -> (Fact<Arc<Pod>>, Fact<Arc<crate::model::Node>>) {
+        let pod = self.cluster.pod(ns, &lock.pod).await;
+        let mut node = self.cluster.node(&lock.node).await;
+        if let Fact::Found(n) = &node
+            && n.is_out_of_service()
+        {
+            node = self.cluster.node_confirmed(&lock.node).await;
+        }
+        (pod, node)
+    }
+
+    fn lock_count(&self, result: &'static str) {
+        self.locks.get_or_create(&LockLabels { result }).inc();
+    }
+}
+
+/// How often a placement re-reads and re-decides after losing the lock's swap.
+pub const MAX_SWAPS: usize = 4;
+
+/// The lock step's outcome.
+enum Locked {
+    Decided(Decision),
+    Lost(usize),
+}
+
+/// `volguard_rwo_locks_total{result}`: taken, taken_over, conflict_retried, refused, write_failed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct LockLabels {
+    pub result: &'static str,
 }
 
 /// Another pod naming a claim, with its node as read.

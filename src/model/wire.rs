@@ -40,6 +40,16 @@ impl SmallMap {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0.iter().map(|(k, v)| (&**k, &**v))
     }
+    /// Set `key` (rare: the offline lock table writes one annotation).
+    pub fn insert(&mut self, key: &str, value: &str) {
+        let mut m: Vec<(String, String)> = self
+            .iter()
+            .filter(|(k, _)| *k != key)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        m.push((key.to_string(), value.to_string()));
+        *self = m.into_iter().collect();
+    }
 }
 
 impl FromIterator<(String, String)> for SmallMap {

@@ -12,7 +12,7 @@
 //! | 2b binding to terminating PV | `binding.rs` |
 //! | 2c finalizer stripping | `finalizer_guard.rs` |
 //! | 2d force delete | `force_delete.rs` |
-//! | 2f RWO claims on one node | `rwo.rs` |
+//! | 2f RWO claims on one node | `rwo.rs`, the lock: `rwo_lock.rs` |
 //! | 2g enforcement modes | `enforcement.rs` |
 //! | rule names, paths, failure policies | `rule.rs` |
 //! | 3 in use | `in_use.rs` |
@@ -30,5 +30,6 @@ pub mod protect;
 pub mod release;
 pub mod rule;
 pub mod rwo;
+pub mod rwo_lock;
 
 pub use decision::{Decision, Fact};

@@ -54,28 +54,37 @@ pub fn holders<'a>(pod: &Pod, node: &str, facts: &'a ClaimFacts<'a>) -> Vec<Hold
 pub fn place(pod: &Pod, node: &str, claims: &[ClaimFacts<'_>]) -> Decision {
     let mut warnings = Vec::new();
     for facts in claims {
-        match &facts.pvc {
-            Fact::Found(pvc) if pvc.is_rwo() => {
-                if let Some(h) = holders(pod, node, facts).first() {
-                    return Decision::deny(
-                        "rwo-held-on-other-node",
-                        format!(
-                            "pod {:?} cannot run on node {node:?}: PersistentVolumeClaim {:?} is ReadWriteOnce \
-                             and pod {:?} uses it on node {:?}. Two nodes writing one volume corrupt it; the \
-                             scheduler retries this pod once {:?} has ended. For a Deployment use \
-                             `strategy: Recreate` (a RollingUpdate starts the new pod before the old one stops)",
-                            pod.metadata.name, h.claim, h.pod, h.node, h.pod
-                        ),
-                    );
-                }
-            }
-            // Not RWO, or not created yet (nothing can hold a claim that does not exist).
-            Fact::Found(_) | Fact::Missing => {}
+        let unknown_mode = match &facts.pvc {
+            Fact::Found(pvc) if pvc.is_rwo() => false,
+            // rules.md §2f: a claim that does not exist yet has no known access mode; unknown
+            // means in use, so it is judged as ReadWriteOnce.
+            Fact::Missing => true,
+            Fact::Found(_) => continue,
             // rules.md "Deciding late": an Ignore rule allows, and says it could not check.
-            Fact::Unknown(err) => warnings.push(format!(
-                "volguard could not check that ReadWriteOnce claim {:?} is free on other nodes ({err})",
-                facts.claim.name
-            )),
+            Fact::Unknown(err) => {
+                warnings.push(format!(
+                    "volguard could not check that ReadWriteOnce claim {:?} is free on other nodes ({err})",
+                    facts.claim.name
+                ));
+                continue;
+            }
+        };
+        if let Some(h) = holders(pod, node, facts).first() {
+            let mode = if unknown_mode {
+                "does not exist yet (its access mode is unknown, so it is treated as ReadWriteOnce)"
+            } else {
+                "is ReadWriteOnce"
+            };
+            return Decision::deny(
+                "rwo-held-on-other-node",
+                format!(
+                    "pod {:?} cannot run on node {node:?}: PersistentVolumeClaim {:?} {mode} \
+                     and pod {:?} uses it on node {:?}. Two nodes writing one volume corrupt it; the \
+                     scheduler retries this pod once {:?} has ended. For a Deployment use \
+                     `strategy: Recreate` (a RollingUpdate starts the new pod before the old one stops)",
+                    pod.metadata.name, h.claim, h.pod, h.node, h.pod
+                ),
+            );
         }
     }
     Decision {

@@ -171,3 +171,18 @@ fn nodes_using_detects_two_nodes_on_rwo_only() {
     assert!(nodes_using(&pvc(&["ReadWriteMany"]), &pods).is_empty());
     assert_eq!(nodes_using(&rwo, &pods[..1]), vec!["n1"]);
 }
+
+#[test]
+fn missing_claim_is_judged_as_rwo() {
+    let holder = pod("web-0", Some("n1"), "Running");
+    let n = node(false);
+    let d = place_with(Fact::Missing, vec![(&holder, Fact::Found(&n))]);
+    assert_eq!((d.allowed, d.rule), (false, "rwo-held-on-other-node"));
+    let m = d.message.unwrap();
+    assert!(
+        m.contains("does not exist yet (its access mode is unknown"),
+        "{m}"
+    );
+    // Nobody else names it: a pod may come before its claim.
+    assert!(place_with(Fact::Missing, vec![]).allowed);
+}

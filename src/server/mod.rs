@@ -43,6 +43,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_enforcement(args.enforcement)
         .with_rwo_guard(rwo_guard),
     );
+    registry.register(
+        "volguard_rwo_locks",
+        "ReadWriteOnce lock operations by result (taken, taken_over, conflict_retried, refused, write_failed)",
+        admission.locks.clone(),
+    );
     let app = admission_http::router(admission_http::AppState {
         admission,
         metrics: metrics.clone(),

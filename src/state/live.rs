@@ -158,6 +158,15 @@ impl LiveCluster {
         .await
     }
 
+    /// A live GET, whatever the cache holds (a lost lock swap reads the claim again).
+    pub async fn pvc_live(&self, namespace: &str, name: &str) -> Fact<Arc<Pvc>> {
+        get_live(
+            Api::<Decoded<Pvc>>::namespaced(self.client.clone(), namespace),
+            name,
+        )
+        .await
+    }
+
     pub async fn pv(&self, name: &str) -> Fact<Arc<Pv>> {
         if let Some(p) = self.store.pvs.get("", name) {
             return Fact::Found(p);

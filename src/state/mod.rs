@@ -7,6 +7,7 @@ pub mod decoded;
 pub mod live;
 pub mod loader;
 pub mod store;
+pub mod writer;
 
 pub use cluster::Cluster;
 pub use store::{Object, ObjectMap, Store};

@@ -209,6 +209,8 @@ pub struct Store {
     pub pods: ObjectMap<Pod>,
     /// Pods by the claims they name (kept by whoever fills `pods`: the loader, a pod watch).
     pub claims: super::claim_index::ClaimIndex,
+    /// Offline, the RWO lock's compare-and-swap is this store's (`state::writer`).
+    pub(super) swap: std::sync::Mutex<()>,
 }
 
 #[cfg(test)]

@@ -668,7 +668,9 @@ impl ControlPlane {
     /// Start `volguard serve` against this apiserver and register the project's webhook
     /// manifests with a loopback URL and the dev CA.
     pub async fn start_webhook(&mut self) {
-        let (serve, probe) = self.spawn_serve("volguard-serve", self.webhook_port, &[]).await;
+        let (serve, probe) = self
+            .spawn_serve("volguard-serve", self.webhook_port, &[])
+            .await;
         self.serve = Some(serve);
         self.serve_probe = probe;
         self.register_webhooks().await;

@@ -1,0 +1,91 @@
+//! The writes next to the view: the RWO lock's compare-and-swap on a claim (rules.md §2f).
+//!
+//! Live, the swap is a merge patch carrying the claim's `resourceVersion` as read: the apiserver
+//! stores it only if nobody wrote the claim since (409 otherwise). Offline (`--state`), the lock
+//! lives in memory: the same compare and set under the store's lock.
+
+use super::Cluster;
+use super::decoded::Decoded;
+use crate::model::Pvc;
+use crate::rules::rwo_lock::RWO_LOCK;
+use kube::api::{Api, Patch, PatchParams};
+use std::time::Duration;
+
+/// A swap must finish within the webhook's time budget; a slow one counts as failed.
+const SWAP_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// How a swap ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Swap {
+    /// The lock is on the claim.
+    Written,
+    /// Someone wrote the claim since it was read: read again, decide again.
+    Conflict,
+    /// The claim is gone, or the write failed: the rule decides as it does without facts.
+    Failed(String),
+}
+
+impl Cluster {
+    /// Put `lock` (encoded) on `pvc`, if `pvc` is still what the cluster holds.
+    pub async fn swap_lock(&self, pvc: &Pvc, lock: &str) -> Swap {
+        match self {
+            Cluster::Offline(store) => {
+                let Ok(_guard) = store.swap.lock() else {
+                    return Swap::Failed("the in-memory lock table is poisoned".into());
+                };
+                let ns = &pvc.metadata.namespace;
+                let Some(now) = store.pvcs.get(ns, &pvc.metadata.name) else {
+                    return Swap::Failed(format!(
+                        "PersistentVolumeClaim {:?} is gone",
+                        pvc.metadata.name
+                    ));
+                };
+                if now.metadata.annotation(RWO_LOCK) != pvc.metadata.annotation(RWO_LOCK) {
+                    return Swap::Conflict;
+                }
+                let mut next = (*now).clone();
+                next.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(RWO_LOCK, lock);
+                store.pvcs.apply(next);
+                Swap::Written
+            }
+            Cluster::Live(live) => {
+                let Some(rv) = pvc.metadata.resource_version.as_deref() else {
+                    return Swap::Conflict;
+                };
+                let api =
+                    Api::<Decoded<Pvc>>::namespaced(live.client.clone(), &pvc.metadata.namespace);
+                let patch = serde_json::json!({"metadata": {
+                    "resourceVersion": rv,
+                    "annotations": {RWO_LOCK: lock},
+                }});
+                let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+                let write = api.patch(&pvc.metadata.name, &params, &patch);
+                match tokio::time::timeout(SWAP_TIMEOUT, write).await {
+                    Err(_) => Swap::Failed("writing the lock timed out".into()),
+                    Ok(Ok(stored)) => {
+                        // The next placement on this replica reads the lock from memory at once.
+                        live.store.pvcs.apply(stored.into_inner());
+                        Swap::Written
+                    }
+                    Ok(Err(kube::Error::Api(e))) if e.code == 409 => Swap::Conflict,
+                    Ok(Err(e)) => Swap::Failed(format!("writing the lock: {e}")),
+                }
+            }
+        }
+    }
+
+    /// The claim as the apiserver has it now (after a lost swap); offline, the store's.
+    pub async fn pvc_fresh(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> crate::rules::Fact<std::sync::Arc<Pvc>> {
+        match self {
+            Cluster::Offline(_) => self.pvc(namespace, name).await,
+            Cluster::Live(live) => live.pvc_live(namespace, name).await,
+        }
+    }
+}

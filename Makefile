@@ -32,7 +32,7 @@ STATE ?= manifests/examples/state.yaml
 E2E_ENV = VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds
 
-.PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts install fuzz bench profile chaos test unit lint e2e controlplane clean help
+.PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts install fuzz fuzz-check bench profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -73,7 +73,7 @@ lint:
 unit:
 	$(CARGO) test --locked --lib --bins --tests
 
-test: lint unit alerts image-check e2e
+test: lint unit fuzz-check alerts image-check e2e
 
 # Alert rules and their unit tests (promtool, from Debian's prometheus package).
 alerts:
@@ -174,6 +174,15 @@ encode-cmp:
 # RUSTC_BOOTSTRAP lets the stable toolchain take cargo-fuzz's -Z flags.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := admission_review rules_objects state_loader finalizer_patch
+# In `make test`: every fuzz target builds against today's API and replays its seeds once (a plain
+# build, no coverage instrumentation), so a change that breaks a target fails CI.
+fuzz-check:
+	cd fuzz && $(CARGO) build --locked
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+	  ./target/debug/$$t seeds/$$t/* >/dev/null 2>target/$$t.log || { tail -20 target/$$t.log; exit 1; }; \
+	  echo "fuzz target $$t: $$(ls seeds/$$t | wc -l) seeds replayed"; \
+	done
+
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && for t in $(FUZZ_TARGETS); do \

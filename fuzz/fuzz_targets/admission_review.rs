@@ -13,7 +13,7 @@ fn admission() -> &'static (tokio::runtime::Runtime, Admission) {
         let store = Store::default();
         let text = include_str!("../../manifests/examples/state.yaml");
         loader::load_str(text, &store).expect("example state loads");
-        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
         let a = Admission::new(Cluster::Offline(Arc::new(store)), Default::default(), vec![]);
         (rt, a)
     })
@@ -23,10 +23,10 @@ fuzz_target!(|data: &[u8]| {
     let (rt, a) = admission();
     let Ok(req) = admission::decode(data) else { return };
     for ep in [Endpoint::Mutate, Endpoint::Validate] {
-        let d = rt.block_on(a.decide(ep, &req));
-        let out = admission::encode(&req.uid, &d);
-        let v: serde_json::Value = serde_json::from_slice(&out).expect("response is JSON");
-        assert_eq!(v["response"]["uid"].as_str(), Some(&*req.uid));
-        assert_eq!(v["response"]["allowed"].as_bool(), Some(d.allowed));
+        let v = rt.block_on(a.decide(ep, &req, std::time::Duration::from_secs(2)));
+        let out = admission::encode(&req.uid, &v.decision, v.rule);
+        let r: serde_json::Value = serde_json::from_slice(&out).expect("response is JSON");
+        assert_eq!(r["response"]["uid"].as_str(), Some(&*req.uid));
+        assert_eq!(r["response"]["allowed"].as_bool(), Some(v.decision.allowed));
     }
 });

@@ -4,6 +4,8 @@
 use libfuzzer_sys::fuzz_target;
 use volguard::model::{Node, Pod, Pv, Pvc, UserInfo};
 use volguard::rules::claims::claims_of;
+use volguard::rules::decision::ReadError;
+use volguard::rules::rwo_lock::{self, LockHolder, RwoLock};
 use volguard::rules::{Fact, binding, finalizer_guard, force_delete, in_use, pod_create, protect, release};
 
 fuzz_target!(|data: &[u8]| {
@@ -24,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = finalizer_guard::pvc_finalizer_removal(&pvc, Fact::Found(&pods));
     let _ = finalizer_guard::pv_finalizer_removal(&pv, &pv);
-    for n in [Fact::Found(&node), Fact::Missing, Fact::Unknown("x".into())] {
+    for n in [Fact::Found(&node), Fact::Missing, Fact::Unknown(ReadError::Late)] {
         let d = force_delete::pod_delete(&user, &pod, grace, n, &Default::default());
         // A graceful delete is never refused.
         if !force_delete::is_force(grace) {
@@ -37,4 +39,19 @@ fuzz_target!(|data: &[u8]| {
     let _ = release::unused_since(&pvc, &pods);
     let _ = release::pv_plan(&pv);
     let _ = release::claims_to_requeue(Some(&pod), Some(&pod));
+    // The RWO lock as any annotation may carry it: parse or not, never a panic.
+    let lock = RwoLock::of(&pvc);
+    let now = jiff::Timestamp::UNIX_EPOCH;
+    for (p, n) in [
+        (Fact::Found(&pod), Fact::Found(&node)),
+        (Fact::Missing, Fact::Missing),
+        (Fact::Unknown(ReadError::Late), Fact::Unknown(ReadError::Late)),
+    ] {
+        let h = LockHolder { pod: p, node: n };
+        let node_name = pod.node_name().unwrap_or("n");
+        let _ = rwo_lock::step(&pod, node_name, lock.as_ref(), Some(&h), now);
+        if let Some(l) = &lock {
+            let _ = rwo_lock::clearable(l, &h, now);
+        }
+    }
 });

@@ -130,3 +130,49 @@ fn runs_as_the_kubectl_plugin() {
     let (_, out, _) = run(&link, &["--help"]);
     assert!(out.contains("Usage: kubectl volguard"), "{out}");
 }
+
+#[test]
+fn rwo_lock_is_shown_as_table_and_json() {
+    let s = state();
+    let s = s.to_str().expect("path");
+    let (ok, out, err) = run(
+        &volguard(),
+        &[
+            "explain",
+            "pvc",
+            "stale-lock-data",
+            "-n",
+            "rwo",
+            "--state",
+            s,
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("rwo lock:     node node-a (pod gone-0, since 2026-11-01T00:00:00Z)"),
+        "{out}"
+    );
+    let (ok, out, err) = run(
+        &volguard(),
+        &[
+            "explain",
+            "pvc",
+            "stale-lock-data",
+            "-n",
+            "rwo",
+            "--state",
+            s,
+            "-o",
+            "json",
+        ],
+    );
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["rwoLock"]["node"], "node-a");
+    assert_eq!(v["rwoLock"]["pod"], "gone-0");
+    let (ok, out, _) = run(
+        &volguard(),
+        &["explain", "pvc", "data-web-1", "-n", "shop", "--state", s],
+    );
+    assert!(ok && out.contains("rwo lock:     none"), "{out}");
+}

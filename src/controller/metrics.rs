@@ -42,6 +42,8 @@ pub struct ControllerMetrics {
     pub blocked_pvcs: Gauge,
     pub leader: Gauge,
     pub multi_node_rwo: Gauge,
+    /// Stale RWO locks cleared (rules.md §2f "the controller cleans up").
+    pub locks_cleared: Counter,
 }
 
 impl ControllerMetrics {
@@ -58,6 +60,7 @@ impl ControllerMetrics {
             blocked_pvcs: Gauge::default(),
             leader: Gauge::default(),
             multi_node_rwo: Gauge::default(),
+            locks_cleared: Counter::default(),
         };
         {
             r.register(
@@ -109,6 +112,11 @@ impl ControllerMetrics {
                 "volguard_pvcs_multi_node_rwo",
                 "ReadWriteOnce PVCs that pods on more than one node use at once (rules.md §2f; each also gets a MultiNodeRWO event)",
                 c.multi_node_rwo.clone(),
+            );
+            r.register(
+                "volguard_controller_rwo_locks_cleared",
+                "ReadWriteOnce locks removed because their pod is gone, ended, replaced or never bound (consistent read)",
+                c.locks_cleared.clone(),
             );
         }
         c

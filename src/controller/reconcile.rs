@@ -7,6 +7,7 @@ use crate::cli::ControllerArgs;
 use crate::model::{PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UNUSED_SINCE};
 use crate::rules::Fact;
 use crate::rules::release::{self, Blocker, PvPlan, PvcPlan, UnusedSince};
+use crate::rules::rwo_lock::{self, RWO_LOCK, RwoLock};
 use crate::state::Store;
 use crate::state::claim_index::ClaimIndex;
 use crate::state::decoded::Decoded;
@@ -278,7 +279,10 @@ impl Reconciler {
                 self.announce(pvc, blockers).await;
                 Outcome::Done
             }
-            PvcPlan::Keep => self.maintain_unused_since(pvc, cached).await,
+            PvcPlan::Keep => match self.clear_stale_lock(pvc).await {
+                Outcome::Done => self.maintain_unused_since(pvc, cached).await,
+                retry => retry,
+            },
             PvcPlan::ConfirmUnused => Outcome::Retry(Retry::UnexpectedPlan),
         }
     }
@@ -299,6 +303,63 @@ impl Reconciler {
             Ok(()) => Outcome::Done,
             Err(o) => o,
         }
+    }
+
+    /// rules.md §2f "the controller cleans up": remove the RWO lock when its pod is gone, ended,
+    /// replaced or was never bound, as a quorum GET of the pod confirms (the cache only suggests),
+    /// with a `test` on the lock's value so a lock retaken meanwhile stays. A young lock whose pod
+    /// is not bound yet is looked at again once its grace has passed.
+    async fn clear_stale_lock(&self, pvc: &Pvc) -> Outcome {
+        let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
+        let Some(raw) = pvc.metadata.annotation(RWO_LOCK) else {
+            return Outcome::Done;
+        };
+        let Some(lock) = RwoLock::parse(raw) else {
+            return Outcome::Done;
+        };
+        let now = jiff::Timestamp::now();
+        let cached = self.store.pods.get(ns, &lock.pod);
+        let cached_fact = cached.as_deref().map_or(Fact::Missing, Fact::Found);
+        if rwo_lock::holder_gone(&lock, cached_fact, now).is_none() {
+            if cached.as_ref().is_some_and(|p| p.node_name().is_none()) {
+                let left = rwo_lock::BIND_GRACE_SECONDS - now.duration_since(lock.at).as_secs();
+                let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
+                tokio::spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_secs(left.max(0) as u64 + 1))
+                        .await;
+                    queue.add(key);
+                });
+            }
+            return Outcome::Done;
+        }
+        self.limiter.acquire().await;
+        let api = Api::<Decoded<Pod>>::namespaced(self.client.clone(), ns);
+        let live = match api.get_opt(&lock.pod).await {
+            Ok(Some(p)) => Fact::Found(p.into_inner()),
+            Ok(None) => Fact::Missing,
+            Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+        };
+        let Some(why) = rwo_lock::holder_gone(&lock, live.as_ref(), now) else {
+            return Outcome::Done;
+        };
+        let path = format!("/metadata/annotations/{}", RWO_LOCK.replace('/', "~1"));
+        let patch: json_patch::Patch = match serde_json::from_value(serde_json::json!([
+            {"op": "test", "path": path, "value": raw},
+            {"op": "remove", "path": path},
+        ])) {
+            Ok(p) => p,
+            Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+        };
+        if let Err(o) = self
+            .patch_pvc(ns, name, Patch::Json::<serde_json::Value>(patch))
+            .await
+        {
+            return o;
+        }
+        self.metrics.locks_cleared.inc();
+        tracing::info!(pvc = %format!("{ns}/{name}"), holder = %lock.pod, node = %lock.node, reason = why,
+            "ReadWriteOnce lock cleared (consistent read)");
+        Outcome::Done
     }
 
     /// Emit `DeletionPostponed` when the set of blocking pods changed since the last event.

@@ -57,6 +57,9 @@ pub struct Explanation {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unused_since: Option<String>,
     pub unused_since_source: SinceSource,
+    /// The RWO lock (rules.md §2f): which node and pod hold the claim, since when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rwo_lock: Option<crate::rules::rwo_lock::RwoLock>,
     /// One line: what to do next.
     pub next: String,
 }
@@ -171,6 +174,7 @@ pub fn build_pvc(pvc: &Pvc, pv: Option<&Pv>, pods: &[Pod], vas: &[Attachment]) -
         volume_attachments: vas.to_vec(),
         unused_since: since,
         unused_since_source: source,
+        rwo_lock: crate::rules::rwo_lock::RwoLock::of(pvc),
         next,
     }
 }
@@ -229,6 +233,7 @@ pub fn build_pv(pv: &Pv, claim: Option<&Pvc>, vas: &[Attachment]) -> Explanation
         volume_attachments: vas.to_vec(),
         unused_since: None,
         unused_since_source: SinceSource::Unknown,
+        rwo_lock: None,
         next,
     }
 }
@@ -291,6 +296,18 @@ pub fn table(e: &Explanation) -> String {
                 ),
                 (Some(t), _) => format!("{t} (volguard.io/unused-since)"),
                 (None, _) => "unknown (in use, or not yet observed)".into(),
+            }
+        ));
+    }
+    if e.kind == "PersistentVolumeClaim" {
+        out.push_str(&format!(
+            "  rwo lock:     {}\n",
+            match &e.rwo_lock {
+                Some(l) => format!(
+                    "node {} (pod {}, since {}): pods on other nodes wait until it ends (volguard.io/rwo-lock)",
+                    l.node, l.pod, l.at
+                ),
+                None => "none".into(),
             }
         ));
     }

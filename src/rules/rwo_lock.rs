@@ -72,31 +72,37 @@ pub enum Standing {
 /// Whether `lock` still holds at `now`. Unsure means it holds: a pod or node that could not be
 /// read counts as present.
 pub fn standing(lock: &RwoLock, holder: &LockHolder<'_>, now: jiff::Timestamp) -> Standing {
-    let pod = match holder.pod {
-        Fact::Missing => return Standing::Stale("holder deleted"),
-        Fact::Unknown(_) => return Standing::Holds,
-        Fact::Found(p) => p,
-    };
-    if !lock.uid.is_empty() && !pod.metadata.uid.is_empty() && pod.metadata.uid != lock.uid {
-        return Standing::Stale("holder replaced");
-    }
-    if pod.is_terminal() {
-        return Standing::Stale("holder ended");
-    }
-    match pod.node_name() {
-        Some(n) if n != lock.node => return Standing::Stale("holder on another node"),
-        Some(_) => {}
-        None => {
-            let age = now.duration_since(lock.at).as_secs();
-            if age > BIND_GRACE_SECONDS {
-                return Standing::Stale("holder never bound");
-            }
-        }
+    if let Some(why) = holder_gone(lock, holder.pod.as_ref().map(|p| *p), now) {
+        return Standing::Stale(why);
     }
     match holder.node {
         Fact::Missing => Standing::Stale("node gone"),
         Fact::Found(n) if n.is_out_of_service() => Standing::Stale("node out of service"),
         Fact::Found(_) | Fact::Unknown(_) => Standing::Holds,
+    }
+}
+
+/// Why the lock's pod no longer holds it, judged on the pod alone (the controller's cleanup,
+/// which reads no nodes). `None`: it may still hold (or could not be read).
+pub fn holder_gone(lock: &RwoLock, pod: Fact<&Pod>, now: jiff::Timestamp) -> Option<&'static str> {
+    let pod = match pod {
+        Fact::Missing => return Some("holder deleted"),
+        Fact::Unknown(_) => return None,
+        Fact::Found(p) => p,
+    };
+    if !lock.uid.is_empty() && !pod.metadata.uid.is_empty() && pod.metadata.uid != lock.uid {
+        return Some("holder replaced");
+    }
+    if pod.is_terminal() {
+        return Some("holder ended");
+    }
+    match pod.node_name() {
+        Some(n) if n != lock.node => Some("holder on another node"),
+        Some(_) => None,
+        None if now.duration_since(lock.at).as_secs() > BIND_GRACE_SECONDS => {
+            Some("holder never bound")
+        }
+        None => None,
     }
 }
 

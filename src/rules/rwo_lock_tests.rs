@@ -129,10 +129,11 @@ fn holder_not_yet_bound_denies_within_the_grace() {
 fn unsure_holder_or_node_denies() {
     let l = lock("2026-11-23T09:00:00Z");
     let old = pod("old", "u-old", Some("n1"), "Running");
+    let n = node(false);
     for h in [
         LockHolder {
             pod: Fact::Unknown(ReadError::Late),
-            node: Fact::Missing,
+            node: Fact::Found(&n),
         },
         LockHolder {
             pod: Fact::Found(&old),

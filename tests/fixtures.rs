@@ -175,6 +175,14 @@ async fn run_fixture(
                     ));
                 }
             }
+            if let Some(want) = expect.get("affinity_after")
+                && &obj["spec"]["affinity"] != want
+            {
+                problems.push(format!(
+                    "affinity after patch {}, want {want}",
+                    obj["spec"]["affinity"]
+                ));
+            }
         }
     }
     let _ = name;

@@ -92,7 +92,11 @@ impl Target {
     /// The rules that judge this request, in the order they run.
     fn rules(self) -> &'static [Rule] {
         match self {
-            Target::PodCreate => &[Rule::PodOnTerminatingClaim, Rule::RwoSingleNode],
+            Target::PodCreate => &[
+                Rule::RwoPlacementHint,
+                Rule::PodOnTerminatingClaim,
+                Rule::RwoSingleNode,
+            ],
             Target::PodDelete | Target::PodEviction => &[Rule::ForceDelete],
             Target::PodBinding => &[Rule::RwoSingleNode],
             Target::PvcCreate => &[Rule::PvcFinalizer, Rule::BindingToTerminatingVolume],

@@ -40,6 +40,7 @@ impl Admission {
                 let pv = object::<Pv>(&req.object, "object")?;
                 Ok(protect::protect_on_create(&pv.metadata, PV_FINALIZER))
             }
+            (Rule::RwoPlacementHint, _) => self.placement_hint(req).await,
             (Rule::PodOnTerminatingClaim, _) => self.pod_create(req).await,
             (Rule::RwoSingleNode, Target::PodBinding) => self.rwo_binding(req).await,
             (Rule::RwoSingleNode, _) => self.rwo_pod_create(req).await,
@@ -247,6 +248,31 @@ impl Admission {
             }
         };
         Ok(self.rwo_place(req, &pod, &b.target.name).await)
+    }
+
+    /// rules.md §2f placement hint: the nodes that hold the pod's RWO claims, from the locks on
+    /// the claims (the caches suffice: the hint is a preference, never a guard).
+    async fn placement_hint(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        if !self.rwo_guard {
+            return Ok(Decision::allow("rwo-guard-off"));
+        }
+        let mut pod = object::<Pod>(&req.object, "object")?;
+        fill_namespace(&mut pod, req);
+        if pod.node_name().is_some() {
+            return Ok(Decision::allow("placed"));
+        }
+        let claims = self.claim_facts(&pod).await;
+        let mut nodes: Vec<String> = claims
+            .iter()
+            .filter_map(|(_, pvc)| match pvc {
+                Fact::Found(p) if p.is_rwo() => RwoLock::of(p).map(|l| l.node),
+                _ => None,
+            })
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+        Ok(crate::rules::placement::placement_hint(&pod, &nodes))
     }
 
     /// rules.md §2f for a pod created with `spec.nodeName` already set (no scheduler involved).

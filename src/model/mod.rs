@@ -140,6 +140,32 @@ pub struct PodSpec {
     pub termination_grace_period_seconds: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
+    /// Only its shape: where the RWO placement hint appends its preferred term (rules.md §2f).
+    /// Boxed and dropped from caches: admission of a pod CREATE is its only reader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Box<AffinityShape>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AffinityShape {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<NodeAffinityShape>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeAffinityShape {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_during_scheduling_ignored_during_execution: Option<Vec<PreferredTerm>>,
+}
+
+/// A preferred scheduling term, as far as the hint needs it: which hostnames it names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreferredTerm {
+    #[serde(default)]
+    pub preference: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -222,6 +248,7 @@ impl Pod {
     }
     /// For caches: only a terminal pod's end time is ever read.
     pub fn prune_status(&mut self) {
+        self.spec.affinity = None;
         if !self.is_terminal() {
             self.status.finished_at = None;
             self.status.last_transition = None;

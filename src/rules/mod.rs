@@ -12,7 +12,7 @@
 //! | 2b binding to terminating PV | `binding.rs` |
 //! | 2c finalizer stripping | `finalizer_guard.rs` |
 //! | 2d force delete | `force_delete.rs` |
-//! | 2f RWO claims on one node | `rwo.rs`, the lock: `rwo_lock.rs` |
+//! | 2f RWO claims on one node | `rwo.rs`, the lock: `rwo_lock.rs`, the placement hint: `placement.rs` |
 //! | 2g enforcement modes | `enforcement.rs` |
 //! | rule names, paths, failure policies | `rule.rs` |
 //! | 3 in use | `in_use.rs` |
@@ -25,6 +25,7 @@ pub mod enforcement;
 pub mod finalizer_guard;
 pub mod force_delete;
 pub mod in_use;
+pub mod placement;
 pub mod pod_create;
 pub mod protect;
 pub mod release;

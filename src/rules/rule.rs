@@ -30,12 +30,16 @@ pub enum Rule {
     ForceDelete,
     /// rules.md §2f: `pods/binding` CREATE and pod CREATE with `spec.nodeName`.
     RwoSingleNode,
+    /// rules.md §2f placement hint: pod CREATE gets a preferred affinity to its claim's node
+    /// (mutating).
+    RwoPlacementHint,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 7] = [
+    pub const ALL: [Rule; 8] = [
         Rule::PvcFinalizer,
         Rule::PvFinalizer,
+        Rule::RwoPlacementHint,
         Rule::PodOnTerminatingClaim,
         Rule::BindingToTerminatingVolume,
         Rule::FinalizerRemoval,
@@ -60,11 +64,15 @@ impl Rule {
             Rule::FinalizerRemoval => "finalizer-removal",
             Rule::ForceDelete => "force-delete",
             Rule::RwoSingleNode => "rwo-single-node",
+            Rule::RwoPlacementHint => "rwo-placement-hint",
         }
     }
 
     pub const fn mutating(self) -> bool {
-        matches!(self, Rule::PvcFinalizer | Rule::PvFinalizer)
+        matches!(
+            self,
+            Rule::PvcFinalizer | Rule::PvFinalizer | Rule::RwoPlacementHint
+        )
     }
 
     /// The HTTP path of this rule's webhook entry.
@@ -77,6 +85,7 @@ impl Rule {
             Rule::FinalizerRemoval => "/validate/finalizer-removal",
             Rule::ForceDelete => "/validate/force-delete",
             Rule::RwoSingleNode => "/validate/rwo-single-node",
+            Rule::RwoPlacementHint => "/mutate/rwo-placement-hint",
         }
     }
 

@@ -17,7 +17,7 @@ pub struct RequestLabels {
 }
 
 /// `mutate`, `validate` (every rule) and each rule's own path (`Rule::name`).
-const ENDPOINTS: [&str; 10] = [
+const ENDPOINTS: [&str; 11] = [
     "mutate",
     "validate",
     "pvc-finalizer",
@@ -27,6 +27,7 @@ const ENDPOINTS: [&str; 10] = [
     "finalizer-removal",
     "force-delete",
     "rwo-single-node",
+    "rwo-placement-hint",
     "other",
 ];
 const KINDS: [&str; 7] = [

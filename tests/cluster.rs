@@ -1598,6 +1598,212 @@ async fn roll_out(deploys: &Api<k8s_openapi::api::apps::v1::Deployment>, name: &
         .expect("rollout");
 }
 
+/// A Deployment of `replicas` pods on `claim` that must sit on distinct nodes (required pod
+/// anti-affinity): the scheduler binds them to two nodes milliseconds apart.
+fn spread_deployment(name: &str, claim: &str, replicas: i32) -> k8s_openapi::api::apps::v1::Deployment {
+    let mut d = deployment(name, claim, json!({"type": "Recreate"}));
+    let v = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": name}}, "topologyKey": "kubernetes.io/hostname"}]}});
+    if let Some(spec) = d.spec.as_mut() {
+        spec.replicas = Some(replicas);
+        if let Some(ps) = spec.template.spec.as_mut() {
+            ps.affinity = Some(serde_json::from_value(v).expect("affinity"));
+            // Rounds end by deleting the pods: kwok finishes them after this grace.
+            ps.termination_grace_period_seconds = Some(1);
+        }
+    }
+    d
+}
+
+/// The app's pods that are Running on a node, and the refusals the scheduler met for the others.
+async fn race_state(c: &kube::Client, ns: &str, app: &str) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    let pods = Api::<Pod>::namespaced(c.clone(), ns)
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .expect("list")
+        .items;
+    assert_one_node(&pods, app);
+    let mut running = Vec::new();
+    let mut refused = Vec::new();
+    for p in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+        let phase = p.status.as_ref().and_then(|s| s.phase.clone());
+        match (node, phase.as_deref()) {
+            (Some(n), Some("Running")) => running.push((name, n)),
+            (None, _) => {
+                // The lock's refusal when the scheduler's first bind met it, else the first one.
+                let all = rwo_refusals(c, ns, &name).await;
+                if let Some(m) = all
+                    .iter()
+                    .find(|m| m.contains("locked to node"))
+                    .or(all.first())
+                {
+                    refused.push((name, m.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+    (running, refused)
+}
+
+/// The lock's race on the real cluster: two `volguard serve` replicas (each with its own caches)
+/// behind one address, a Deployment of two pods that must use two nodes on one RWO claim, created
+/// 20 times: each time one pod runs and the other waits Pending with volguard's refusal in the
+/// scheduler's event; never two nodes, never a `MultiNodeRWO`. Then scale to 0 and back: the lock
+/// moves to the new pod.
+async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let c = cp.admin().await;
+    let first = cp.webhook_port;
+    let second_port = harness::free_port();
+    let (second, second_probe) = cp.spawn_serve("volguard-serve-2", second_port, &[]).await;
+    let fwd = harness::Forwarder::start_many(vec![first, second_port]).await;
+    cp.route_webhooks_to(fwd.port).await;
+    claim(cp, ns, "shared").await;
+    let deploys = Api::<Deployment>::namespaced(c.clone(), ns);
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let (mut by_lock, mut by_cache) = (0, 0);
+    const ROUNDS: usize = 20;
+    for round in 1..=ROUNDS {
+        let started = Instant::now();
+        deploys
+            .create(&PostParams::default(), &spread_deployment("pair", "shared", 2))
+            .await
+            .expect("deployment");
+        let (runner, waiter) = cp
+            .eventually(&format!("round {round}: one pod runs, the other refused"), LONG, || {
+                let c = c.clone();
+                async move {
+                    let (running, refused) = race_state(&c, ns, "pair").await;
+                    assert!(running.len() <= 1, "round {round}: two pods run: {running:?}");
+                    Some((running.into_iter().next()?, refused.into_iter().next()?))
+                }
+            })
+            .await;
+        // A moment later it still holds: the waiter stays Pending.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (running, _) = race_state(&c, ns, "pair").await;
+        assert_eq!(running.len(), 1, "round {round}: {running:?}");
+        if waiter.1.contains("locked to node") {
+            by_lock += 1;
+        } else {
+            by_cache += 1;
+        }
+        println!(
+            "rwo-lock-race round {round} ({:.1}s): {} runs on {}, {} refused: {}",
+            started.elapsed().as_secs_f64(),
+            runner.0,
+            runner.1,
+            waiter.0,
+            waiter.1.split("denied the request: ").nth(1).unwrap_or(&waiter.1)
+        );
+        if round < ROUNDS {
+            deploys
+                .delete("pair", &DeleteParams::background())
+                .await
+                .expect("delete deployment");
+            cp.eventually(&format!("round {round}: pods gone"), LONG, || {
+                let pods = pods.clone();
+                async move {
+                    pods.list(&ListParams::default().labels("app=pair"))
+                        .await
+                        .ok()?
+                        .items
+                        .is_empty()
+                        .then_some(())
+                }
+            })
+            .await;
+            gone_within(cp, &deploys, "deployment", "pair", LONG).await;
+        }
+    }
+    // Scale to 0 and back: the lock moves to whichever pod now runs.
+    deploys
+        .patch("pair", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 0}})))
+        .await
+        .expect("scale to 0");
+    cp.eventually("scaled to 0", LONG, || {
+        let pods = pods.clone();
+        async move {
+            pods.list(&ListParams::default().labels("app=pair"))
+                .await
+                .ok()?
+                .items
+                .is_empty()
+                .then_some(())
+        }
+    })
+    .await;
+    let lock_of = |p: PersistentVolumeClaim| {
+        p.metadata
+            .annotations
+            .and_then(|a| a.get("volguard.io/rwo-lock").cloned())
+            .unwrap_or_default()
+    };
+    let before = lock_of(pvcs.get("shared").await.expect("claim"));
+    deploys
+        .patch("pair", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 2}})))
+        .await
+        .expect("scale back");
+    let (runner, _) = cp
+        .eventually("scaled back: one pod runs, the other refused", LONG, || {
+            let c = c.clone();
+            async move {
+                let (running, refused) = race_state(&c, ns, "pair").await;
+                Some((running.into_iter().next()?, refused.into_iter().next()?))
+            }
+        })
+        .await;
+    let after = lock_of(pvcs.get("shared").await.expect("claim"));
+    assert!(
+        after.contains(&format!("\"pod\":\"{}\"", runner.0))
+            && after.contains(&format!("\"node\":\"{}\"", runner.1)),
+        "the lock did not move to {runner:?}: {after}"
+    );
+    let multi = events(&c, ns, "shared", Some("MultiNodeRWO")).await;
+    assert!(multi.is_empty(), "MultiNodeRWO emitted: {multi:?}");
+    let served = |text: String| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with("volguard_admission_requests_total{endpoint=\"rwo-single-node\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let (a, b) = (
+        served(metrics_text(cp.serve_probe).await),
+        served(metrics_text(second_probe).await),
+    );
+    println!(
+        "rwo-lock-race: {ROUNDS} rounds, one pod ran each time (refused by the lock {by_lock}, by the caches {by_cache}); \
+         scale 0 and back moved the lock {before} -> {after}; no MultiNodeRWO; binds judged by replica 1: {a}, replica 2: {b}"
+    );
+    deploys
+        .delete("pair", &DeleteParams::default())
+        .await
+        .expect("delete deployment");
+    drop(second);
+    cp.route_webhooks_to(first).await;
+}
+
+/// rules.md §2f's promise, checked on every look: the app's non-terminal pods sit on one node.
+fn assert_one_node(pods: &[Pod], app: &str) {
+    let mut nodes: Vec<&str> = pods
+        .iter()
+        .filter(|p| {
+            !matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+        })
+        .filter_map(|p| p.spec.as_ref()?.node_name.as_deref())
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    assert!(nodes.len() <= 1, "{app}: pods on {nodes:?} share one RWO claim");
+}
+
 /// The scheduler's events for a pod that mention volguard's RWO rule.
 async fn rwo_refusals(c: &kube::Client, ns: &str, pod: &str) -> Vec<String> {
     Api::<k8s_openapi::api::core::v1::Event>::namespaced(c.clone(), ns)
@@ -1622,7 +1828,7 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
     let rolling =
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
     deploys
-        .create(&PostParams::default(), &deployment("roll", "data", rolling))
+        .create(&PostParams::default(), &deployment("roll", "data", rolling.clone()))
         .await
         .expect("deployment");
     let (old, old_node) = cp
@@ -1667,8 +1873,10 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
         "{refusal}"
     );
     println!("rwo: {new} waits Pending; scheduler event: {refusal}");
-    // The old pod ends (its kubelet reports it finished): the volume is free, the scheduler's
-    // retry binds the new pod.
+    // The old pod ends (its kubelet reports it finished): the volume is free. What volguard
+    // guarantees from here: never two nodes on the claim, and the rollout completes. Which pod
+    // binds first (the new one on its retry, or the old ReplicaSet's replacement) is a race
+    // between two ReplicaSets that volguard does not decide.
     Api::<Pod>::namespaced(cp.kubelet(&old_node).await, ns)
         .patch_status(
             &old,
@@ -1677,25 +1885,30 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
         )
         .await
         .expect("old pod finished");
-    let bound = cp
-        .eventually(
-            "new pod bound once the old one ended",
-            Duration::from_secs(60),
-            || {
-                let c = c.clone();
-                let new = new.clone();
-                async move {
-                    let pods = Api::<Pod>::namespaced(c.clone(), ns);
-                    pods.get(&new).await.ok()?.spec?.node_name
-                }
-            },
-        )
+    let (rolled, bound) = cp
+        .eventually("rollout complete: a pod of the new revision runs", LONG, || {
+            let c = c.clone();
+            async move {
+                let pods = Api::<Pod>::namespaced(c, ns)
+                    .list(&ListParams::default().labels("app=roll"))
+                    .await
+                    .ok()?
+                    .items;
+                assert_one_node(&pods, "roll");
+                pods.into_iter().find_map(|p| {
+                    let rev2 = p.metadata.annotations.as_ref()?.get("rev")? == "2";
+                    let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
+                    (rev2 && running && p.metadata.deletion_timestamp.is_none()).then_some(())?;
+                    Some((p.metadata.name.clone()?, p.spec?.node_name?))
+                })
+            }
+        })
         .await;
     assert_ne!(bound, old_node);
-    running(cp, ns, &new).await;
-    println!("rwo: {new} runs on {bound} after {old} ended");
+    println!("rwo: {rolled} (new revision) runs on {bound} after {old} ended; never two nodes");
 
-    // Recreate: the old pod is gone before the new one exists; nothing is refused.
+    // RollingUpdate with room on the lock's node: the placement hint steers the new pod beside
+    // the old one, and the rollout rolls without a refusal.
     Api::<Node>::all(c.clone())
         .patch(
             &old_node,
@@ -1704,6 +1917,59 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
         )
         .await
         .expect("uncordon");
+    claim(cp, ns, "data3").await;
+    deploys
+        .create(&PostParams::default(), &deployment("hinted", "data3", rolling.clone()))
+        .await
+        .expect("deployment");
+    let (h_old, h_node) = cp
+        .eventually("hinted: first pod scheduled", WAIT, || {
+            let c = c.clone();
+            async move {
+                let (name, node) = app_pods(&c, ns, "hinted").await.into_iter().next()?;
+                Some((name, node?))
+            }
+        })
+        .await;
+    running(cp, ns, &h_old).await;
+    roll_out(&deploys, "hinted").await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let (h_new, h_new_node, affinity) = cp
+        .eventually("hinted: new pod runs", LONG, || {
+            let pods = pods.clone();
+            let h_old = h_old.clone();
+            async move {
+                let list = pods
+                    .list(&ListParams::default().labels("app=hinted"))
+                    .await
+                    .ok()?
+                    .items;
+                assert_one_node(&list, "hinted");
+                list.into_iter().find_map(|p| {
+                    let name = p.metadata.name.clone()?;
+                    let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
+                    let spec = p.spec?;
+                    (name != h_old && running).then(|| {
+                        (name, spec.node_name.unwrap_or_default(), json!(spec.affinity))
+                    })
+                })
+            }
+        })
+        .await;
+    assert!(
+        affinity.to_string().contains(&format!("\"values\":[\"{h_node}\"]")),
+        "no placement hint to {h_node}: {affinity}"
+    );
+    assert_eq!(h_new_node, h_node, "the hinted pod landed elsewhere");
+    assert!(
+        rwo_refusals(&c, ns, &h_new).await.is_empty(),
+        "the hinted rollout was refused"
+    );
+    println!(
+        "rwo: RollingUpdate with room on {h_node}: {h_new} got a preferred affinity to {h_node}, landed beside {h_old}, no refusal"
+    );
+
+    // Recreate: the old pod is gone before the new one exists; nothing is refused.
     claim(cp, ns, "data2").await;
     deploys
         .create(
@@ -1993,6 +2259,7 @@ async fn cluster_profile() {
         "renewal",
         "unused",
         "rollout",
+        "rwo-race",
     ] {
         namespace(&c, ns).await;
     }
@@ -2031,6 +2298,7 @@ async fn cluster_profile() {
     timed("drain-eviction", s_drain_eviction(&mut cp, "drain")).await;
     timed("webhook-down", s_webhook_down(&mut cp, "down")).await;
     scenario(&cp, "rwo-single-node", s_rwo_single_node(&cp, "rwo")).await;
+    timed("rwo-lock-race", s_rwo_lock_race(&mut cp, "rwo-race")).await;
     timed("multi-node-rwo-detection", s_multi_node_rwo(&mut cp, "rwo")).await;
     let minor: u32 = version.minor.trim_end_matches('+').parse().expect("minor");
     timed(

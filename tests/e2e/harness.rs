@@ -36,28 +36,38 @@ pub enum Profile {
 }
 
 /// What a Service's endpoints and kube-proxy do for the webhook's replicas, on one loopback port:
-/// each new connection goes to the current backend; established ones stay where they are (as
-/// with conntrack), so a replica that leaves must drain its own connections.
+/// each new connection goes to the next backend in turn; established ones stay where they are
+/// (as with conntrack), so a replica that leaves must drain its own connections.
 pub struct Forwarder {
     pub port: u16,
-    backend: std::sync::Arc<std::sync::atomic::AtomicU16>,
+    backends: std::sync::Arc<std::sync::Mutex<Vec<u16>>>,
     refused: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Forwarder {
     pub async fn start(backend: u16) -> Forwarder {
+        Forwarder::start_many(vec![backend]).await
+    }
+
+    /// Round robin over `backends`, a connection at a time.
+    pub async fn start_many(backends: Vec<u16>) -> Forwarder {
         use std::sync::atomic::Ordering;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("forwarder port");
         let port = listener.local_addr().expect("addr").port();
-        let to = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(backend));
+        let to = std::sync::Arc::new(std::sync::Mutex::new(backends));
         let refused = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (to2, refused2) = (to.clone(), refused.clone());
         let task = tokio::spawn(async move {
+            let mut next = 0usize;
             while let Ok((mut inbound, _)) = listener.accept().await {
-                let port = to2.load(Ordering::SeqCst);
+                let port = {
+                    let b = to2.lock().unwrap_or_else(|e| e.into_inner());
+                    next = next.wrapping_add(1);
+                    b[next % b.len()]
+                };
                 let refused = refused2.clone();
                 tokio::spawn(async move {
                     match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
@@ -73,15 +83,14 @@ impl Forwarder {
         });
         Forwarder {
             port,
-            backend: to,
+            backends: to,
             refused,
             task,
         }
     }
     /// New connections go to `port` from now on.
     pub fn route_to(&self, port: u16) {
-        self.backend
-            .store(port, std::sync::atomic::Ordering::SeqCst);
+        *self.backends.lock().unwrap_or_else(|e| e.into_inner()) = vec![port];
     }
     /// Connections whose backend refused them.
     pub fn refused(&self) -> usize {

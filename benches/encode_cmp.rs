@@ -72,7 +72,7 @@ fn derived(uid: &str, d: &Decision, rule: Option<Rule>) -> Vec<u8> {
             patch,
             warnings: &d.warnings,
             audit_annotations: Audit {
-                row: d.rule,
+                row: d.row,
                 rule: rule.map(Rule::name),
             },
         },

@@ -1656,11 +1656,22 @@ async fn race_state(c: &kube::Client, ns: &str, app: &str) -> (Vec<(String, Stri
 async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
     use k8s_openapi::api::apps::v1::Deployment;
     let c = cp.admin().await;
-    let first = cp.webhook_port;
-    let second_port = harness::free_port();
-    let (second, second_probe) = cp.spawn_serve("volguard-serve-2", second_port, &[]).await;
-    let fwd = harness::Forwarder::start_many(vec![first, second_port]).await;
+    // Replica 0 is the harness's own serve; replica 1 is started here. Before each round one of
+    // them is replaced (a new process on a new port, the old one drained): the apiserver keeps one
+    // HTTP/2 connection per webhook, so without it one replica would judge nearly every bind.
+    let mut ports = vec![cp.webhook_port, harness::free_port()];
+    let (second, second_probe) = cp.spawn_serve("volguard-serve-r1", ports[1], &[]).await;
+    let mut replicas: Vec<Option<harness::Proc>> = vec![None, Some(second)];
+    let mut probes = vec![cp.serve_probe, second_probe];
+    let mut served = [0.0f64; 2];
+    let fwd = harness::Forwarder::start_many(ports.clone()).await;
     cp.route_webhooks_to(fwd.port).await;
+    let rwo_calls = |text: String| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with("volguard_admission_requests_total{endpoint=\"rwo-single-node\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .fold(0.0, |a, b| a + b)
+    };
     claim(cp, ns, "shared").await;
     let deploys = Api::<Deployment>::namespaced(c.clone(), ns);
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
@@ -1668,6 +1679,31 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
     let (mut by_lock, mut by_cache) = (0, 0);
     const ROUNDS: usize = 20;
     for round in 1..=ROUNDS {
+        let r = round % 2;
+        served[r] += rwo_calls(metrics_text(probes[r]).await);
+        let port = harness::free_port();
+        let (fresh, probe) = cp
+            .spawn_serve(&format!("volguard-serve-r{r}-{round}"), port, &["--shutdown-drain=1s"])
+            .await;
+        ports[r] = port;
+        probes[r] = probe;
+        fwd.route_to_many(ports.clone());
+        let old = if r == 0 {
+            cp.serve.replace(fresh)
+        } else {
+            replicas[1].replace(fresh)
+        };
+        if r == 0 {
+            cp.serve_probe = probe;
+        }
+        if let Some(mut old) = old {
+            old.signal("TERM");
+            tokio::task::spawn_blocking(move || {
+                let _ = old.child.wait();
+            })
+            .await
+            .expect("join");
+        }
         let started = Instant::now();
         deploys
             .create(&PostParams::default(), &spread_deployment("pair", "shared", 2))
@@ -1765,26 +1801,29 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
     );
     let multi = events(&c, ns, "shared", Some("MultiNodeRWO")).await;
     assert!(multi.is_empty(), "MultiNodeRWO emitted: {multi:?}");
-    let served = |text: String| -> f64 {
-        text.lines()
-            .filter(|l| l.starts_with("volguard_admission_requests_total{endpoint=\"rwo-single-node\""))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+    for r in 0..2 {
+        served[r] += rwo_calls(metrics_text(probes[r]).await);
+    }
+    let before = if before.is_empty() {
+        "none (the controller had cleared it)".to_string()
+    } else {
+        before
     };
-    let (a, b) = (
-        served(metrics_text(cp.serve_probe).await),
-        served(metrics_text(second_probe).await),
-    );
     println!(
         "rwo-lock-race: {ROUNDS} rounds, one pod ran each time (refused by the lock {by_lock}, by the caches {by_cache}); \
-         scale 0 and back moved the lock {before} -> {after}; no MultiNodeRWO; binds judged by replica 1: {a}, replica 2: {b}"
+         scale 0 and back: lock {before} -> {after}; no MultiNodeRWO; binds judged by replica 0: {}, replica 1: {} (each replaced every other round)",
+        served[0], served[1]
+    );
+    assert!(
+        served.iter().all(|n| *n > 0.0),
+        "a replica judged no bind: {served:?}"
     );
     deploys
         .delete("pair", &DeleteParams::default())
         .await
         .expect("delete deployment");
-    drop(second);
-    cp.route_webhooks_to(first).await;
+    drop(replicas);
+    cp.route_webhooks_to(ports[0]).await;
 }
 
 /// rules.md §2f's promise, checked on every look: the app's non-terminal pods sit on one node.

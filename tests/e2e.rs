@@ -732,7 +732,7 @@ async fn s5b_stale_out_of_service(cp: &ControlPlane, ns: &str) {
         .decide(Endpoint::Validate, &req, Duration::from_secs(2))
         .await;
     assert!(
-        !v.decision.allowed && v.decision.rule == "force-delete-running-pod",
+        !v.decision.allowed && v.decision.row == "force-delete-running-pod",
         "a stale out-of-service taint let a force delete through: {v:?}"
     );
     // Tainted for real: the live read confirms it, row 5 allows.
@@ -751,7 +751,7 @@ async fn s5b_stale_out_of_service(cp: &ControlPlane, ns: &str) {
         .decide(Endpoint::Validate, &req, Duration::from_secs(2))
         .await;
     assert_eq!(
-        (v.decision.allowed, v.decision.rule),
+        (v.decision.allowed, v.decision.row),
         (true, "force-delete-node-out-of-service"),
         "{v:?}"
     );

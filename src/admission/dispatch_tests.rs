@@ -60,7 +60,7 @@ async fn a_rule_path_judges_only_its_rule() {
             Duration::from_secs(1),
         )
         .await;
-    assert_eq!((v.rule, v.decision.rule), (None, "not-this-rule"));
+    assert_eq!((v.rule, v.decision.row), (None, "not-this-rule"));
     // /validate runs the validating rules of a PVC CREATE, never the mutating one.
     let v = a
         .decide(Endpoint::Validate, &req, Duration::from_secs(1))

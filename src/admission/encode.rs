@@ -79,7 +79,7 @@ pub fn encode(uid: &str, decision: &Decision, rule: Option<Rule>) -> Vec<u8> {
     }
     // Rule and row names are fixed ASCII identifiers: nothing to escape.
     out.extend_from_slice(br#","auditAnnotations":{"row":""#);
-    out.extend_from_slice(decision.rule.as_bytes());
+    out.extend_from_slice(decision.row.as_bytes());
     if let Some(rule) = rule {
         out.extend_from_slice(br#"","rule":""#);
         out.extend_from_slice(rule.name().as_bytes());

@@ -296,7 +296,7 @@ impl Admission {
         let mut claims = self.claim_facts(pod).await;
         for _ in 0..MAX_SWAPS {
             let d = self.rwo_holders(pod, node, &claims).await;
-            if !d.allowed || d.rule == "rwo-unknown" {
+            if !d.allowed || d.row == "rwo-unknown" {
                 if !d.allowed {
                     self.lock_count("refused");
                 }

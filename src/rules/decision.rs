@@ -1,12 +1,14 @@
 //! What a rule returns, and how it receives facts that may be missing or unknown.
 
-/// The outcome of one rule. `rule` is a short stable name for logs and metrics.
+/// The outcome of one rule. `row` names the row of the rule that decided, for logs and audit annotations.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     pub allowed: bool,
     /// HTTP-style status code carried in the AdmissionResponse status (200 when allowed).
     pub code: u16,
-    pub rule: &'static str,
+    /// The rule's row that decided (in `auditAnnotations` and logs); the rule itself is the
+    /// verdict's.
+    pub row: &'static str,
     pub message: Option<String>,
     pub warnings: Vec<String>,
     pub patch: Option<json_patch::Patch>,
@@ -15,11 +17,11 @@ pub struct Decision {
 }
 
 impl Decision {
-    pub fn allow(rule: &'static str) -> Self {
+    pub fn allow(row: &'static str) -> Self {
         Decision {
             allowed: true,
             code: 200,
-            rule,
+            row,
             message: None,
             warnings: Vec::new(),
             patch: None,
@@ -27,11 +29,11 @@ impl Decision {
         }
     }
 
-    pub fn deny(rule: &'static str, message: impl Into<String>) -> Self {
+    pub fn deny(row: &'static str, message: impl Into<String>) -> Self {
         Decision {
             allowed: false,
             code: 403,
-            rule,
+            row,
             message: Some(message.into()),
             warnings: Vec::new(),
             patch: None,
@@ -48,10 +50,10 @@ impl Decision {
     }
 
     /// Refused because a fact needed for safety could not be read.
-    pub fn unavailable(rule: &'static str, message: impl Into<String>) -> Self {
+    pub fn unavailable(row: &'static str, message: impl Into<String>) -> Self {
         Decision {
             code: 500,
-            ..Decision::deny(rule, message)
+            ..Decision::deny(row, message)
         }
     }
 

@@ -89,7 +89,7 @@ impl Enforcement {
         Decision {
             allowed: true,
             code: 200,
-            rule: d.rule,
+            row: d.row,
             message: None,
             warnings,
             patch: None,

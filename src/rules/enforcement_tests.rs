@@ -45,7 +45,7 @@ fn warn_turns_a_denial_into_a_counted_warning() {
     );
     assert!(d.allowed && d.warned);
     assert_eq!(d.outcome(), "warned");
-    assert_eq!(d.rule, "force-delete-running-pod");
+    assert_eq!(d.row, "force-delete-running-pod");
     assert!(
         d.warnings[0].contains("force-delete in warn mode")
             && d.warnings[0].contains("refused because")

@@ -32,17 +32,17 @@ fn row1_graceful_allowed() {
     let admin = user("admin", &["system:masters"]);
     let n = node();
     assert_eq!(
-        decide(&admin, &pod(), None, Fact::Found(&n)).rule,
+        decide(&admin, &pod(), None, Fact::Found(&n)).row,
         "graceful-delete"
     );
     assert_eq!(
-        decide(&admin, &pod(), Some(30), Fact::Found(&n)).rule,
+        decide(&admin, &pod(), Some(30), Fact::Found(&n)).row,
         "graceful-delete"
     );
     assert!(!decide(&admin, &pod(), Some(0), Fact::Found(&n)).allowed);
     // The apiserver turns a negative grace period into 1 s: graceful, not a force delete.
     assert_eq!(
-        decide(&admin, &pod(), Some(-1), Fact::Found(&n)).rule,
+        decide(&admin, &pod(), Some(-1), Fact::Found(&n)).row,
         "graceful-delete"
     );
 }
@@ -71,7 +71,7 @@ fn row3_unscheduled_or_terminal() {
         let mut p = pod();
         p.status.phase = Some(phase.into());
         assert_eq!(
-            decide(&ctl, &p, Some(0), Fact::Found(&node())).rule,
+            decide(&ctl, &p, Some(0), Fact::Found(&node())).row,
             "force-delete-not-running"
         );
     }
@@ -84,7 +84,7 @@ fn row4_and_5_node_gone_or_out_of_service() {
         &[],
     );
     assert_eq!(
-        decide(&ctl, &pod(), Some(0), Fact::Missing).rule,
+        decide(&ctl, &pod(), Some(0), Fact::Missing).row,
         "force-delete-node-gone"
     );
     let mut n = node();
@@ -142,7 +142,7 @@ fn row7_allow_list() {
         );
         assert_eq!(d.allowed, allowed, "{name} {groups:?}");
         if allowed {
-            assert_eq!(d.rule, "force-delete-allow-listed");
+            assert_eq!(d.row, "force-delete-allow-listed");
         }
     }
 }

@@ -31,7 +31,7 @@ fn hint_is_appended_to_every_shape_and_keeps_the_pods_own_terms() {
         let p = pod(affinity.clone());
         let d = placement_hint(&p, &["n1"]);
         assert_eq!(
-            (d.allowed, d.rule),
+            (d.allowed, d.row),
             (true, "prefer-lock-node"),
             "{affinity}"
         );
@@ -61,13 +61,13 @@ fn hint_is_appended_to_every_shape_and_keeps_the_pods_own_terms() {
 #[test]
 fn no_hint_when_placed_free_or_already_hinted() {
     let p = pod(Value::Null);
-    assert_eq!(placement_hint(&p, &[]).rule, "no-held-claim");
+    assert_eq!(placement_hint(&p, &[]).row, "no-held-claim");
     let mut placed = p.clone();
     placed.spec.node_name = Some("n2".into());
-    assert_eq!(placement_hint(&placed, &["n1"]).rule, "placed");
+    assert_eq!(placement_hint(&placed, &["n1"]).row, "placed");
     let hinted = pod(
         json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term(&["n1"])]}}),
     );
     let d = placement_hint(&hinted, &["n1"]);
-    assert_eq!((d.rule, d.patch.is_none()), ("hint-present", true));
+    assert_eq!((d.row, d.patch.is_none()), ("hint-present", true));
 }

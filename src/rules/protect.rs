@@ -50,7 +50,7 @@ pub fn pvc_on_create(meta: &Meta, finalizer: &str) -> Decision {
         Some(p) => p.0.push(drop),
         None => {
             d.patch = Some(Patch(vec![drop]));
-            d.rule = "drop-unused-since";
+            d.row = "drop-unused-since";
         }
     }
     d

@@ -60,7 +60,7 @@ fn pvc_create_drops_a_restored_unused_since_and_keeps_other_annotations() {
         "volguard.io/unused-since":"2023-01-01T00:00:00Z","team":"x"}}});
     let meta: Meta = serde_json::from_value(obj["metadata"].clone()).expect("meta");
     let d = pvc_on_create(&meta, PVC_FINALIZER);
-    assert_eq!(d.rule, "add-finalizer");
+    assert_eq!(d.row, "add-finalizer");
     let mut doc = obj;
     json_patch::patch(&mut doc, d.patch.as_ref().expect("patch")).expect("applies");
     assert_eq!(doc["metadata"]["finalizers"], json!([PVC_FINALIZER]));
@@ -71,7 +71,7 @@ fn pvc_create_drops_a_restored_unused_since_and_keeps_other_annotations() {
         "annotations":{"volguard.io/unused-since":"2023-01-01T00:00:00Z"}}});
     let meta: Meta = serde_json::from_value(obj["metadata"].clone()).expect("meta");
     let d = pvc_on_create(&meta, PVC_FINALIZER);
-    assert_eq!(d.rule, "drop-unused-since");
+    assert_eq!(d.row, "drop-unused-since");
     let mut doc = obj;
     json_patch::patch(&mut doc, d.patch.as_ref().expect("patch")).expect("applies");
     assert_eq!(doc["metadata"]["annotations"], json!({}));
@@ -80,5 +80,5 @@ fn pvc_create_drops_a_restored_unused_since_and_keeps_other_annotations() {
     let meta: Meta =
         serde_json::from_value(json!({"name":"a","finalizers":[PVC_FINALIZER]})).expect("meta");
     let d = pvc_on_create(&meta, PVC_FINALIZER);
-    assert_eq!((d.rule, d.patch), ("finalizer-present", None));
+    assert_eq!((d.row, d.patch), ("finalizer-present", None));
 }

@@ -62,7 +62,7 @@ fn holder_on_other_node_denied_with_names_and_advice() {
     let n = node(false);
     let d = place_with(Fact::Found(&rwo), vec![(&holder, Fact::Found(&n))]);
     assert!(!d.allowed);
-    assert_eq!((d.code, d.rule), (403, "rwo-held-on-other-node"));
+    assert_eq!((d.code, d.row), (403, "rwo-held-on-other-node"));
     let m = d.message.unwrap();
     assert!(m.starts_with(r#"pod "web-1" cannot run on node "n2": PersistentVolumeClaim "data" is ReadWriteOnce and pod "web-0" uses it on node "n1""#), "{m}");
     assert!(m.contains("strategy: Recreate"), "{m}");
@@ -177,7 +177,7 @@ fn missing_claim_is_judged_as_rwo() {
     let holder = pod("web-0", Some("n1"), "Running");
     let n = node(false);
     let d = place_with(Fact::Missing, vec![(&holder, Fact::Found(&n))]);
-    assert_eq!((d.allowed, d.rule), (false, "rwo-held-on-other-node"));
+    assert_eq!((d.allowed, d.row), (false, "rwo-held-on-other-node"));
     let m = d.message.unwrap();
     assert!(
         m.contains("does not exist yet (its access mode is unknown"),

@@ -316,7 +316,7 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
     let rule = verdict.rule.map_or("none", |r| r.name());
     span_handle.record("decision", decision.outcome());
     span_handle.record("rule", rule);
-    span_handle.record("row", decision.rule);
+    span_handle.record("row", decision.row);
     s.metrics.duration.observe(started.elapsed().as_secs_f64());
     s.metrics.count_request(
         endpoint.as_str(),
@@ -334,7 +334,7 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
     }
     if decision.allowed && !decision.warned {
         tracing::debug!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
-            object = %req.target(), decision = decision.outcome(), rule, row = decision.rule, "admitted");
+            object = %req.target(), decision = decision.outcome(), rule, row = decision.row, "admitted");
     } else if REFUSAL_LOG.admit() {
         // `reason`, not `message`: the JSON formatter writes the event's own text as `message`,
         // and a line with one key twice is rejected by strict parsers.
@@ -345,7 +345,7 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
             .unwrap_or("");
         tracing::info!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
             object = %req.target(), user = %req.user_info.username, decision = decision.outcome(),
-            rule, row = decision.rule, reason, "refused");
+            rule, row = decision.row, reason, "refused");
     }
     let body = admission::encode(&req.uid, decision, verdict.rule);
     drop(body_permits);

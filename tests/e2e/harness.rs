@@ -90,7 +90,11 @@ impl Forwarder {
     }
     /// New connections go to `port` from now on.
     pub fn route_to(&self, port: u16) {
-        *self.backends.lock().unwrap_or_else(|e| e.into_inner()) = vec![port];
+        self.route_to_many(vec![port]);
+    }
+    /// New connections go to `ports` in turn from now on.
+    pub fn route_to_many(&self, ports: Vec<u16>) {
+        *self.backends.lock().unwrap_or_else(|e| e.into_inner()) = ports;
     }
     /// Connections whose backend refused them.
     pub fn refused(&self) -> usize {

@@ -1600,7 +1600,11 @@ async fn roll_out(deploys: &Api<k8s_openapi::api::apps::v1::Deployment>, name: &
 
 /// A Deployment of `replicas` pods on `claim` that must sit on distinct nodes (required pod
 /// anti-affinity): the scheduler binds them to two nodes milliseconds apart.
-fn spread_deployment(name: &str, claim: &str, replicas: i32) -> k8s_openapi::api::apps::v1::Deployment {
+fn spread_deployment(
+    name: &str,
+    claim: &str,
+    replicas: i32,
+) -> k8s_openapi::api::apps::v1::Deployment {
     let mut d = deployment(name, claim, json!({"type": "Recreate"}));
     let v = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": name}}, "topologyKey": "kubernetes.io/hostname"}]}});
@@ -1616,7 +1620,11 @@ fn spread_deployment(name: &str, claim: &str, replicas: i32) -> k8s_openapi::api
 }
 
 /// The app's pods that are Running on a node, and the refusals the scheduler met for the others.
-async fn race_state(c: &kube::Client, ns: &str, app: &str) -> (Vec<(String, String)>, Vec<(String, String)>) {
+async fn race_state(
+    c: &kube::Client,
+    ns: &str,
+    app: &str,
+) -> (Vec<(String, String)>, Vec<(String, String)>) {
     let pods = Api::<Pod>::namespaced(c.clone(), ns)
         .list(&ListParams::default().labels(&format!("app={app}")))
         .await
@@ -1625,7 +1633,10 @@ async fn race_state(c: &kube::Client, ns: &str, app: &str) -> (Vec<(String, Stri
     assert_one_node(&pods, app);
     let mut running = Vec::new();
     let mut refused = Vec::new();
-    for p in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+    for p in pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
         let name = p.metadata.name.clone().unwrap_or_default();
         let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
         let phase = p.status.as_ref().and_then(|s| s.phase.clone());
@@ -1668,7 +1679,9 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
     cp.route_webhooks_to(fwd.port).await;
     let rwo_calls = |text: String| -> f64 {
         text.lines()
-            .filter(|l| l.starts_with("volguard_admission_requests_total{endpoint=\"rwo-single-node\""))
+            .filter(|l| {
+                l.starts_with("volguard_admission_requests_total{endpoint=\"rwo-single-node\"")
+            })
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .fold(0.0, |a, b| a + b)
     };
@@ -1683,7 +1696,11 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
         served[r] += rwo_calls(metrics_text(probes[r]).await);
         let port = harness::free_port();
         let (fresh, probe) = cp
-            .spawn_serve(&format!("volguard-serve-r{r}-{round}"), port, &["--shutdown-drain=1s"])
+            .spawn_serve(
+                &format!("volguard-serve-r{r}-{round}"),
+                port,
+                &["--shutdown-drain=1s"],
+            )
             .await;
         ports[r] = port;
         probes[r] = probe;
@@ -1706,18 +1723,28 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
         }
         let started = Instant::now();
         deploys
-            .create(&PostParams::default(), &spread_deployment("pair", "shared", 2))
+            .create(
+                &PostParams::default(),
+                &spread_deployment("pair", "shared", 2),
+            )
             .await
             .expect("deployment");
         let (runner, waiter) = cp
-            .eventually(&format!("round {round}: one pod runs, the other refused"), LONG, || {
-                let c = c.clone();
-                async move {
-                    let (running, refused) = race_state(&c, ns, "pair").await;
-                    assert!(running.len() <= 1, "round {round}: two pods run: {running:?}");
-                    Some((running.into_iter().next()?, refused.into_iter().next()?))
-                }
-            })
+            .eventually(
+                &format!("round {round}: one pod runs, the other refused"),
+                LONG,
+                || {
+                    let c = c.clone();
+                    async move {
+                        let (running, refused) = race_state(&c, ns, "pair").await;
+                        assert!(
+                            running.len() <= 1,
+                            "round {round}: two pods run: {running:?}"
+                        );
+                        Some((running.into_iter().next()?, refused.into_iter().next()?))
+                    }
+                },
+            )
             .await;
         // A moment later it still holds: the waiter stays Pending.
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -1734,7 +1761,11 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
             runner.0,
             runner.1,
             waiter.0,
-            waiter.1.split("denied the request: ").nth(1).unwrap_or(&waiter.1)
+            waiter
+                .1
+                .split("denied the request: ")
+                .nth(1)
+                .unwrap_or(&waiter.1)
         );
         if round < ROUNDS {
             deploys
@@ -1758,7 +1789,11 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
     }
     // Scale to 0 and back: the lock moves to whichever pod now runs.
     deploys
-        .patch("pair", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 0}})))
+        .patch(
+            "pair",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
         .await
         .expect("scale to 0");
     cp.eventually("scaled to 0", LONG, || {
@@ -1781,7 +1816,11 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
     };
     let before = lock_of(pvcs.get("shared").await.expect("claim"));
     deploys
-        .patch("pair", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 2}})))
+        .patch(
+            "pair",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
         .await
         .expect("scale back");
     let (runner, _) = cp
@@ -1840,7 +1879,10 @@ fn assert_one_node(pods: &[Pod], app: &str) {
         .collect();
     nodes.sort();
     nodes.dedup();
-    assert!(nodes.len() <= 1, "{app}: pods on {nodes:?} share one RWO claim");
+    assert!(
+        nodes.len() <= 1,
+        "{app}: pods on {nodes:?} share one RWO claim"
+    );
 }
 
 /// The scheduler's events for a pod that mention volguard's RWO rule.
@@ -1867,7 +1909,10 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
     let rolling =
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
     deploys
-        .create(&PostParams::default(), &deployment("roll", "data", rolling.clone()))
+        .create(
+            &PostParams::default(),
+            &deployment("roll", "data", rolling.clone()),
+        )
         .await
         .expect("deployment");
     let (old, old_node) = cp
@@ -1925,23 +1970,28 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
         .await
         .expect("old pod finished");
     let (rolled, bound) = cp
-        .eventually("rollout complete: a pod of the new revision runs", LONG, || {
-            let c = c.clone();
-            async move {
-                let pods = Api::<Pod>::namespaced(c, ns)
-                    .list(&ListParams::default().labels("app=roll"))
-                    .await
-                    .ok()?
-                    .items;
-                assert_one_node(&pods, "roll");
-                pods.into_iter().find_map(|p| {
-                    let rev2 = p.metadata.annotations.as_ref()?.get("rev")? == "2";
-                    let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
-                    (rev2 && running && p.metadata.deletion_timestamp.is_none()).then_some(())?;
-                    Some((p.metadata.name.clone()?, p.spec?.node_name?))
-                })
-            }
-        })
+        .eventually(
+            "rollout complete: a pod of the new revision runs",
+            LONG,
+            || {
+                let c = c.clone();
+                async move {
+                    let pods = Api::<Pod>::namespaced(c, ns)
+                        .list(&ListParams::default().labels("app=roll"))
+                        .await
+                        .ok()?
+                        .items;
+                    assert_one_node(&pods, "roll");
+                    pods.into_iter().find_map(|p| {
+                        let rev2 = p.metadata.annotations.as_ref()?.get("rev")? == "2";
+                        let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
+                        (rev2 && running && p.metadata.deletion_timestamp.is_none())
+                            .then_some(())?;
+                        Some((p.metadata.name.clone()?, p.spec?.node_name?))
+                    })
+                }
+            },
+        )
         .await;
     assert_ne!(bound, old_node);
     println!("rwo: {rolled} (new revision) runs on {bound} after {old} ended; never two nodes");
@@ -1958,7 +2008,10 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
         .expect("uncordon");
     claim(cp, ns, "data3").await;
     deploys
-        .create(&PostParams::default(), &deployment("hinted", "data3", rolling.clone()))
+        .create(
+            &PostParams::default(),
+            &deployment("hinted", "data3", rolling.clone()),
+        )
         .await
         .expect("deployment");
     let (h_old, h_node) = cp
@@ -1989,14 +2042,20 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
                     let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
                     let spec = p.spec?;
                     (name != h_old && running).then(|| {
-                        (name, spec.node_name.unwrap_or_default(), json!(spec.affinity))
+                        (
+                            name,
+                            spec.node_name.unwrap_or_default(),
+                            json!(spec.affinity),
+                        )
                     })
                 })
             }
         })
         .await;
     assert!(
-        affinity.to_string().contains(&format!("\"values\":[\"{h_node}\"]")),
+        affinity
+            .to_string()
+            .contains(&format!("\"values\":[\"{h_node}\"]")),
         "no placement hint to {h_node}: {affinity}"
     );
     assert_eq!(h_new_node, h_node, "the hinted pod landed elsewhere");

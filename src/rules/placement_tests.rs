@@ -30,11 +30,7 @@ fn hint_is_appended_to_every_shape_and_keeps_the_pods_own_terms() {
     ] {
         let p = pod(affinity.clone());
         let d = placement_hint(&p, &["n1"]);
-        assert_eq!(
-            (d.allowed, d.row),
-            (true, "prefer-lock-node"),
-            "{affinity}"
-        );
+        assert_eq!((d.allowed, d.row), (true, "prefer-lock-node"), "{affinity}");
         let after = apply(&p, &d);
         let preferred = after["spec"]["affinity"]["nodeAffinity"]
             ["preferredDuringSchedulingIgnoredDuringExecution"]

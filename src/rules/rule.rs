@@ -35,72 +35,155 @@ pub enum Rule {
     RwoPlacementHint,
 }
 
+/// One rule, one row: everything the webhook registration, the router, the metrics and the
+/// enforcement flags know about it. Adding a rule is its file under `rules/`, one `Rule` variant,
+/// one row here, and its facts in `admission/facts.rs`.
+#[derive(Debug, Clone, Copy)]
+pub struct RuleDef {
+    pub rule: Rule,
+    /// What operators type (`--enforcement NAME=warn`) and read (metric label `endpoint`, logs).
+    pub name: &'static str,
+    /// The path its webhook entries post to.
+    pub path: &'static str,
+    /// As registered in `manifests/base/webhooks.yaml` (a test keeps the two in step).
+    pub failure_policy: FailurePolicy,
+    pub mutating: bool,
+    /// The webhook entries (`webhooks[].name`) that post to `path`.
+    pub webhooks: &'static [&'static str],
+}
+
+/// The rule table, in `Rule` order.
+pub const TABLE: [RuleDef; 8] = [
+    RuleDef {
+        rule: Rule::PvcFinalizer,
+        name: "pvc-finalizer",
+        path: "/mutate/pvc-finalizer",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: true,
+        webhooks: &["pvc-finalizer.volguard.io"],
+    },
+    RuleDef {
+        rule: Rule::PvFinalizer,
+        name: "pv-finalizer",
+        path: "/mutate/pv-finalizer",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: true,
+        webhooks: &["pv-finalizer.volguard.io"],
+    },
+    RuleDef {
+        rule: Rule::PodOnTerminatingClaim,
+        name: "pod-on-terminating-claim",
+        path: "/validate/pod-on-terminating-claim",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: false,
+        webhooks: &["pod-create.volguard.io"],
+    },
+    RuleDef {
+        rule: Rule::BindingToTerminatingVolume,
+        name: "binding-to-terminating-volume",
+        path: "/validate/binding-to-terminating-volume",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: false,
+        webhooks: &["pvc-binding.volguard.io"],
+    },
+    // Fail: stripping a protection finalizer from a volume in use deletes it.
+    RuleDef {
+        rule: Rule::FinalizerRemoval,
+        name: "finalizer-removal",
+        path: "/validate/finalizer-removal",
+        failure_policy: FailurePolicy::Fail,
+        mutating: false,
+        webhooks: &["finalizer-guard.volguard.io"],
+    },
+    // Fail: while volguard is down a force delete of a running pod must not slip through; its
+    // matchConditions keep graceful deletes, PodGC and the kubelet away.
+    RuleDef {
+        rule: Rule::ForceDelete,
+        name: "force-delete",
+        path: "/validate/force-delete",
+        failure_policy: FailurePolicy::Fail,
+        mutating: false,
+        webhooks: &["force-delete.volguard.io", "eviction.volguard.io"],
+    },
+    RuleDef {
+        rule: Rule::RwoSingleNode,
+        name: "rwo-single-node",
+        path: "/validate/rwo-single-node",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: false,
+        webhooks: &["rwo-single-node.volguard.io"],
+    },
+    RuleDef {
+        rule: Rule::RwoPlacementHint,
+        name: "rwo-placement-hint",
+        path: "/mutate/rwo-placement-hint",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: true,
+        webhooks: &["rwo-placement-hint.volguard.io"],
+    },
+];
+
+/// How many validating rules the table has.
+const fn validating_count() -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < TABLE.len() {
+        if !TABLE[i].mutating {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
 impl Rule {
-    pub const ALL: [Rule; 8] = [
-        Rule::PvcFinalizer,
-        Rule::PvFinalizer,
-        Rule::RwoPlacementHint,
-        Rule::PodOnTerminatingClaim,
-        Rule::BindingToTerminatingVolume,
-        Rule::FinalizerRemoval,
-        Rule::ForceDelete,
-        Rule::RwoSingleNode,
-    ];
-    /// The validating rules, the ones `--enforcement` names.
-    pub const VALIDATING: [Rule; 5] = [
-        Rule::PodOnTerminatingClaim,
-        Rule::BindingToTerminatingVolume,
-        Rule::FinalizerRemoval,
-        Rule::ForceDelete,
-        Rule::RwoSingleNode,
-    ];
+    pub const ALL: [Rule; TABLE.len()] = {
+        let mut out = [Rule::PvcFinalizer; TABLE.len()];
+        let mut i = 0;
+        while i < TABLE.len() {
+            out[i] = TABLE[i].rule;
+            i += 1;
+        }
+        out
+    };
+    /// The validating rules, the ones `--enforcement` names (table order).
+    pub const VALIDATING: [Rule; validating_count()] = {
+        let mut out = [Rule::PvcFinalizer; validating_count()];
+        let (mut i, mut n) = (0, 0);
+        while i < TABLE.len() {
+            if !TABLE[i].mutating {
+                out[n] = TABLE[i].rule;
+                n += 1;
+            }
+            i += 1;
+        }
+        out
+    };
+
+    /// This rule's row.
+    pub const fn def(self) -> &'static RuleDef {
+        &TABLE[self as usize]
+    }
 
     pub const fn name(self) -> &'static str {
-        match self {
-            Rule::PvcFinalizer => "pvc-finalizer",
-            Rule::PvFinalizer => "pv-finalizer",
-            Rule::PodOnTerminatingClaim => "pod-on-terminating-claim",
-            Rule::BindingToTerminatingVolume => "binding-to-terminating-volume",
-            Rule::FinalizerRemoval => "finalizer-removal",
-            Rule::ForceDelete => "force-delete",
-            Rule::RwoSingleNode => "rwo-single-node",
-            Rule::RwoPlacementHint => "rwo-placement-hint",
-        }
+        self.def().name
     }
 
     pub const fn mutating(self) -> bool {
-        matches!(
-            self,
-            Rule::PvcFinalizer | Rule::PvFinalizer | Rule::RwoPlacementHint
-        )
+        self.def().mutating
     }
 
     /// The HTTP path of this rule's webhook entry.
     pub const fn path(self) -> &'static str {
-        match self {
-            Rule::PvcFinalizer => "/mutate/pvc-finalizer",
-            Rule::PvFinalizer => "/mutate/pv-finalizer",
-            Rule::PodOnTerminatingClaim => "/validate/pod-on-terminating-claim",
-            Rule::BindingToTerminatingVolume => "/validate/binding-to-terminating-volume",
-            Rule::FinalizerRemoval => "/validate/finalizer-removal",
-            Rule::ForceDelete => "/validate/force-delete",
-            Rule::RwoSingleNode => "/validate/rwo-single-node",
-            Rule::RwoPlacementHint => "/mutate/rwo-placement-hint",
-        }
+        self.def().path
     }
 
-    /// As registered in `manifests/base/webhooks.yaml` (a test keeps the two in step). The
-    /// force-delete guard is `Fail`: while volguard is down a force delete of a running pod must
-    /// not slip through; its matchConditions keep graceful deletes, PodGC and the kubelet away.
     pub const fn failure_policy(self) -> FailurePolicy {
-        match self {
-            Rule::FinalizerRemoval | Rule::ForceDelete => FailurePolicy::Fail,
-            _ => FailurePolicy::Ignore,
-        }
+        self.def().failure_policy
     }
 
     pub fn from_name(name: &str) -> Option<Rule> {
-        Rule::ALL.into_iter().find(|r| r.name() == name)
+        TABLE.iter().find(|d| d.name == name).map(|d| d.rule)
     }
 }
 
@@ -129,5 +212,13 @@ mod tests {
             assert!(r.path().starts_with(prefix), "{r}");
         }
         assert_eq!(Rule::from_name("nope"), None);
+    }
+
+    #[test]
+    fn table_rows_are_in_rule_order() {
+        for (i, d) in TABLE.iter().enumerate() {
+            assert_eq!(d.rule as usize, i, "{} is out of place", d.name);
+            assert!(!d.webhooks.is_empty(), "{} has no webhook entry", d.name);
+        }
     }
 }

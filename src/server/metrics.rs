@@ -1,5 +1,6 @@
 //! Prometheus metrics (`volguard_*`), rendered in the text exposition format on the probe port.
 
+use crate::rules::rule::TABLE;
 use crate::runtime::MetricsRegistry;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -16,20 +17,18 @@ pub struct RequestLabels {
     pub decision: &'static str,
 }
 
-/// `mutate`, `validate` (every rule) and each rule's own path (`Rule::name`).
-const ENDPOINTS: [&str; 11] = [
-    "mutate",
-    "validate",
-    "pvc-finalizer",
-    "pv-finalizer",
-    "pod-on-terminating-claim",
-    "binding-to-terminating-volume",
-    "finalizer-removal",
-    "force-delete",
-    "rwo-single-node",
-    "rwo-placement-hint",
-    "other",
-];
+/// `mutate`, `validate` (every rule), each rule's own path (the rule table's names), `other`.
+const ENDPOINTS: [&str; TABLE.len() + 3] = {
+    let mut out = ["other"; TABLE.len() + 3];
+    out[0] = "mutate";
+    out[1] = "validate";
+    let mut i = 0;
+    while i < TABLE.len() {
+        out[i + 2] = TABLE[i].name;
+        i += 1;
+    }
+    out
+};
 const KINDS: [&str; 7] = [
     "Pod",
     "PersistentVolumeClaim",

@@ -1673,7 +1673,7 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
     let mut ports = vec![cp.webhook_port, harness::free_port()];
     let (second, second_probe) = cp.spawn_serve("volguard-serve-r1", ports[1], &[]).await;
     let mut replicas: Vec<Option<harness::Proc>> = vec![None, Some(second)];
-    let mut probes = vec![cp.serve_probe, second_probe];
+    let mut probes = [cp.serve_probe, second_probe];
     let mut served = [0.0f64; 2];
     let fwd = harness::Forwarder::start_many(ports.clone()).await;
     cp.route_webhooks_to(fwd.port).await;

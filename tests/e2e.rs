@@ -938,14 +938,43 @@ async fn least_privilege(cp: &ControlPlane) {
     namespace(&c, "rbac").await;
     pvc(&c, "rbac", "probe", None).await.expect("pvc");
     let forbidden = |r: Result<PersistentVolumeClaim, kube::Error>| matches!(r, Err(kube::Error::Api(s)) if s.code == 403);
-    let patch = Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}));
+    // Its one write: the RWO lock, a patch of a claim (rules.md §2f). Nothing else on claims.
+    let lock = Patch::Merge(json!({"metadata": {"annotations": {"volguard.io/rwo-lock": null}}}));
+    let lock_write = Api::<PersistentVolumeClaim>::namespaced(webhook.clone(), "rbac")
+        .patch("probe", &PatchParams::default(), &lock)
+        .await;
+    assert!(
+        lock_write.is_ok(),
+        "the webhook may patch claims (its lock): {lock_write:?}"
+    );
     assert!(
         forbidden(
             Api::<PersistentVolumeClaim>::namespaced(webhook.clone(), "rbac")
-                .patch("probe", &PatchParams::default(), &patch)
+                .create(&PostParams::default(), &serde_json::from_value(json!({
+                    "metadata": {"name": "probe-2"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+                })).expect("pvc"))
                 .await
         ),
-        "the webhook must not write PVCs"
+        "the webhook must not create PVCs"
+    );
+    let pvc_delete = Api::<PersistentVolumeClaim>::namespaced(webhook.clone(), "rbac")
+        .delete("probe", &DeleteParams::default())
+        .await;
+    assert!(
+        matches!(&pvc_delete, Err(kube::Error::Api(s)) if s.code == 403),
+        "the webhook must not delete PVCs: {pvc_delete:?}"
+    );
+    let pv_patch = Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(webhook.clone())
+        .patch(
+            "nope",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await;
+    assert!(
+        matches!(&pv_patch, Err(kube::Error::Api(s)) if s.code == 403),
+        "the webhook must not write PVs: {pv_patch:?}"
     );
     // The webhook reads pods (RWO holders, evicted pods) but never writes them.
     let pod_get = Api::<Pod>::namespaced(webhook.clone(), "rbac")

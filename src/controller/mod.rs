@@ -9,72 +9,65 @@ pub mod reconcile;
 
 use crate::cli::ControllerArgs;
 use crate::runtime::{MetricsRegistry, probes, shutdown_signal};
-use crate::state::Store;
-use crate::state::claim_index::ClaimIndex;
-use crate::state::decoded::Decoded;
-use crate::state::live::{Change, run_watch, store_ref};
-use kube::Api;
-use kube::runtime::watcher;
+use crate::state::live::Change;
+use crate::state::{self, Needs, View, ViewChange};
 use queue::{Backoff, Queue};
-use reconcile::{Key, Reconciler};
+use reconcile::{Key, Reconciler, ReconcilerConfig};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Wire watches to the queue: every change enqueues the keys rules.md §4 names.
-fn start_watches(client: &kube::Client, r: &Arc<Reconciler>, synced: &[Arc<AtomicBool>; 3]) {
-    let store = r.store.clone();
-    let q = r.queue.clone();
-    let q2 = q.clone();
-    let rs = r.clone();
-    tokio::spawn(run_watch(
-        Api::<Decoded<crate::model::Pvc>>::all(client.clone()),
-        watcher::Config::default(),
-        store_ref(&store, |s| &s.pvcs),
-        synced[0].clone(),
-        move |c| match c {
-            Change::Applied { new, .. } => {
-                q.add(Key::pvc(&new.metadata.namespace, &new.metadata.name))
+/// The view's changes to the queue: every change enqueues the keys rules.md §4 names. A
+/// subscriber that fell behind looks at everything again.
+async fn follow(mut changes: tokio::sync::broadcast::Receiver<ViewChange>, r: Arc<Reconciler>) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match changes.recv().await {
+            Ok(ViewChange::Pvc(c)) => match c {
+                Change::Applied { new, .. } => r
+                    .queue
+                    .add(Key::pvc(&new.metadata.namespace, &new.metadata.name)),
+                Change::Deleted(old) => r.forget_pvc(&old.metadata.namespace, &old.metadata.name),
+                Change::Relisted => enqueue_all(&r),
+            },
+            Ok(ViewChange::Pv(c)) => match c {
+                Change::Applied { new, .. } => r.queue.add(Key::Pv(new.metadata.name.clone())),
+                Change::Deleted(_) => {}
+                Change::Relisted => enqueue_all(&r),
+            },
+            Ok(ViewChange::Pod(c)) => r.on_pod_change(c),
+            Ok(ViewChange::Node(_)) => {}
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(
+                    missed,
+                    "fell behind the cluster view's changes; looking at every volume again"
+                );
+                enqueue_all(&r);
             }
-            Change::Deleted(old) => rs.forget_pvc(&old.metadata.namespace, &old.metadata.name),
-            Change::Relisted => {
-                for p in rs.store.pvcs.all() {
-                    q.add(Key::pvc(&p.metadata.namespace, &p.metadata.name));
-                }
-            }
-        },
-    ));
-    let rs = r.clone();
-    tokio::spawn(run_watch(
-        Api::<Decoded<crate::model::Pv>>::all(client.clone()),
-        watcher::Config::default(),
-        store_ref(&store, |s| &s.pvs),
-        synced[1].clone(),
-        move |c| match c {
-            Change::Applied { new, .. } => q2.add(Key::Pv(new.metadata.name.clone())),
-            Change::Deleted(_) => {}
-            Change::Relisted => {
-                for p in rs.store.pvs.all() {
-                    q2.add(Key::Pv(p.metadata.name.clone()));
-                }
-            }
-        },
-    ));
-    let rs = r.clone();
-    tokio::spawn(run_watch(
-        Api::<Decoded<crate::model::Pod>>::all(client.clone()),
-        watcher::Config::default(),
-        store_ref(&store, |s| &s.pods),
-        synced[2].clone(),
-        move |c| rs.on_pod_change(c),
-    ));
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+fn enqueue_all(r: &Reconciler) {
+    for p in r.store.pvcs.all() {
+        r.queue
+            .add(Key::pvc(&p.metadata.namespace, &p.metadata.name));
+    }
+    for p in r.store.pvs.all() {
+        r.queue.add(Key::Pv(p.metadata.name.clone()));
+    }
 }
 
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = crate::runtime::kube::client(args.kubeconfig.as_deref()).await?;
     let metrics = Arc::new(MetricsRegistry::default());
     let cmetrics = Arc::new(metrics::ControllerMetrics::register(&metrics));
-    let store = Arc::new(Store::default());
+    // Followers keep warm caches too, so a takeover starts from synced state.
+    let view = match state::open(state::Source::Live(client.clone()), Needs::controller())? {
+        View::Live(live) => live,
+        View::Offline(_) => unreachable!("a live source opens a live view"),
+    };
+    let store = view.store.clone();
     let queue = Queue::new(Backoff {
         base: Duration::from_millis(args.backoff_base_ms),
         max: Duration::from_secs(args.backoff_max_seconds),
@@ -82,18 +75,20 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let reconciler = Arc::new(Reconciler::new(
         client.clone(),
         store.clone(),
-        Arc::new(ClaimIndex::default()),
         queue.clone(),
         cmetrics.clone(),
-        &args,
+        ReconcilerConfig {
+            identity: args.identity(),
+            list_batch: args.list_batch,
+            qps: args.qps,
+            burst: args.burst,
+        },
     ));
-    let synced: [Arc<AtomicBool>; 3] = Default::default();
-    // Followers keep warm caches too, so a takeover starts from synced state.
-    start_watches(&client, &reconciler, &synced);
+    tokio::spawn(follow(view.subscribe(), reconciler.clone()));
 
-    let ready_synced = synced.clone();
+    let ready_view = view.clone();
     let ready: probes::ReadyCheck = Arc::new(move || {
-        if ready_synced.iter().all(|s| s.load(Ordering::Acquire)) {
+        if ready_view.synced() {
             None
         } else {
             Some("caches not synced".into())
@@ -142,7 +137,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     };
     tokio::pin!(lost);
     // Wait for synced caches before acting on them.
-    while !synced.iter().all(|s| s.load(Ordering::Acquire)) {
+    while !view.synced() {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
             _ = &mut lost => {
@@ -178,6 +173,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
             }
         });
     }
+    // Everything once: changes published before this subscriber existed are not missed.
+    enqueue_all(&reconciler);
     let mut workers = Vec::new();
     for _ in 0..args.workers.max(1) {
         let r = reconciler.clone();

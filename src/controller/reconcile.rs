@@ -3,13 +3,11 @@
 
 use super::metrics::{ControllerMetrics, ResourceLabel, ResultLabel};
 use super::queue::Queue;
-use crate::cli::ControllerArgs;
 use crate::model::{PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UNUSED_SINCE};
 use crate::rules::Fact;
 use crate::rules::release::{self, Blocker, PvPlan, PvcPlan, UnusedSince};
 use crate::rules::rwo_lock::{self, RWO_LOCK, RwoLock};
 use crate::state::Store;
-use crate::state::claim_index::ClaimIndex;
 use crate::state::decoded::Decoded;
 use crate::state::live::{Change, list_pods_consistent};
 use k8s_openapi::api::core::v1 as k8s;
@@ -52,10 +50,21 @@ enum Outcome {
     Retry(Retry),
 }
 
+/// What the reconciler is told (built from the controller's flags by `controller::run`).
+#[derive(Debug, Clone)]
+pub struct ReconcilerConfig {
+    /// This replica's name in its Events.
+    pub identity: String,
+    /// Terminating claims of one namespace released on one consistent LIST.
+    pub list_batch: usize,
+    /// Client-side rate limit of the controller's API calls.
+    pub qps: f64,
+    pub burst: u32,
+}
+
 pub struct Reconciler {
     pub client: kube::Client,
     pub store: Arc<Store>,
-    pub index: Arc<ClaimIndex>,
     pub queue: Arc<Queue<Key>>,
     metrics: Arc<ControllerMetrics>,
     recorder: Recorder,
@@ -72,41 +81,38 @@ impl Reconciler {
     pub fn new(
         client: kube::Client,
         store: Arc<Store>,
-        index: Arc<ClaimIndex>,
         queue: Arc<Queue<Key>>,
         metrics: Arc<ControllerMetrics>,
-        args: &ControllerArgs,
+        config: ReconcilerConfig,
     ) -> Self {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
                 controller: "volguard-controller".into(),
-                instance: Some(args.identity()),
+                instance: Some(config.identity),
             },
         );
         Reconciler {
             client,
             store,
-            index,
             queue,
             metrics,
             recorder,
             announced: Mutex::new(HashMap::new()),
             multi_node: Mutex::new(HashMap::new()),
             field_manager: "volguard-controller".into(),
-            batch: args.list_batch,
-            limiter: RateLimiter::new(args.qps, args.burst),
+            batch: config.list_batch,
+            limiter: RateLimiter::new(config.qps, config.burst),
         }
     }
 
-    /// Pod watch events: keep the claim index and enqueue the claims that may have changed state.
+    /// Pod changes (the view already updated its claim index): enqueue the claims that may have
+    /// changed state.
     pub fn on_pod_change(&self, change: Change<Pod>) {
         let (old, new) = match &change {
             Change::Applied { old, new } => (old.as_deref(), Some(new.as_ref())),
             Change::Deleted(old) => (Some(old.as_ref()), None),
             Change::Relisted => {
-                let pods = self.store.pods.all();
-                self.index.rebuild(pods.iter().map(|p| p.as_ref()));
                 // Deletes may have been missed while the watch was down: look at every PVC again.
                 for p in self.store.pvcs.all() {
                     self.queue
@@ -115,12 +121,6 @@ impl Reconciler {
                 return;
             }
         };
-        if let Some(o) = old {
-            self.index.remove(o);
-        }
-        if let Some(n) = new {
-            self.index.add(n);
-        }
         for (ns, claim) in release::claims_to_requeue(old, new) {
             self.queue.add(Key::pvc(&ns, &claim));
         }
@@ -173,7 +173,8 @@ impl Reconciler {
     }
 
     fn cached_pods(&self, namespace: &str, claim: &str) -> Vec<Arc<Pod>> {
-        self.index
+        self.store
+            .claims
             .pods_naming(namespace, claim)
             .into_iter()
             .filter_map(|n| self.store.pods.get(namespace, &n))

@@ -2,12 +2,12 @@
 
 use super::*;
 
-fn args() -> ControllerArgs {
-    use clap::Parser;
-    match crate::cli::Cli::parse_from(["volguard", "controller", "--backoff-base-ms", "50"]).command
-    {
-        crate::cli::Command::Controller(a) => a,
-        _ => unreachable!("parsed a controller command"),
+fn config() -> ReconcilerConfig {
+    ReconcilerConfig {
+        identity: "test".into(),
+        list_batch: 50,
+        qps: 100.0,
+        burst: 100,
     }
 }
 
@@ -63,10 +63,9 @@ async fn list_failure_retries_that_pvc_and_goes_on_with_the_next() {
     let r = Arc::new(Reconciler::new(
         client,
         store.clone(),
-        Arc::new(ClaimIndex::default()),
         queue.clone(),
         cm,
-        &args(),
+        config(),
     ));
     let failing = Key::pvc("ns1", "gone-soon");
     let next = Key::pvc("ns2", "live");

@@ -10,6 +10,7 @@ pub mod tls;
 use crate::admission::Admission;
 use crate::cli::ServeArgs;
 use crate::runtime::{self, MetricsRegistry, probes, shutdown_signal};
+use crate::state;
 use anyhow::Context;
 use metrics::Metrics;
 use std::sync::Arc;
@@ -31,9 +32,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
 
     let rwo_guard = args.rwo_guard == crate::cli::RwoGuard::All;
-    let cluster =
-        runtime::kube::cluster_from(args.state.as_deref(), args.kubeconfig.as_deref(), rwo_guard)
-            .await?;
+    let source = match args.state.as_deref() {
+        Some(path) => state::Source::File(path),
+        None => state::Source::Live(runtime::kube::client(args.kubeconfig.as_deref()).await?),
+    };
+    let cluster = state::open(source, state::Needs::admission(rwo_guard))?;
     let admission = Arc::new(
         Admission::new(
             cluster.clone(),

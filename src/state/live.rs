@@ -30,12 +30,70 @@ pub enum Change<T> {
     Relisted,
 }
 
+/// Which collections a live view watches (and keeps in its stores and indexes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    pub pvcs: bool,
+    pub pvs: bool,
+    pub nodes: bool,
+    /// Pods, with the pod-by-claim index (`store.claims`).
+    pub pods: bool,
+}
+
+impl Needs {
+    /// The webhook's: volumes and nodes, and pods when the RWO guard needs holders.
+    pub fn admission(pods: bool) -> Needs {
+        Needs {
+            pvcs: true,
+            pvs: true,
+            nodes: true,
+            pods,
+        }
+    }
+    /// The controller's: volumes and pods.
+    pub fn controller() -> Needs {
+        Needs {
+            pvcs: true,
+            pvs: true,
+            nodes: false,
+            pods: true,
+        }
+    }
+}
+
+/// A change the live view applied to its stores, published to subscribers (the controller).
+#[derive(Clone)]
+pub enum ViewChange {
+    Pvc(Change<Pvc>),
+    Pv(Change<Pv>),
+    Pod(Change<Pod>),
+    Node(Change<Node>),
+}
+
+impl<T> Clone for Change<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Change::Applied { old, new } => Change::Applied {
+                old: old.clone(),
+                new: new.clone(),
+            },
+            Change::Deleted(o) => Change::Deleted(o.clone()),
+            Change::Relisted => Change::Relisted,
+        }
+    }
+}
+
+/// Changes waiting for a slow subscriber; one that falls further behind is told to look at
+/// everything again (`Lagged`).
+const CHANGE_BUFFER: usize = 16_384;
+
 pub struct LiveCluster {
     pub client: kube::Client,
     pub store: Arc<Store>,
     synced: Vec<Arc<AtomicBool>>,
     /// Pods are watched (and indexed by claim in `store.claims`): the RWO guard needs holders.
     watch_pods: bool,
+    changes: tokio::sync::broadcast::Sender<ViewChange>,
 }
 
 impl LiveCluster {
@@ -47,56 +105,80 @@ impl LiveCluster {
             store,
             synced: Vec::new(),
             watch_pods: pods_cached,
+            changes: tokio::sync::broadcast::channel(1).0,
         })
     }
 
-    /// Start watches on PVCs, PVs and Nodes (the admission caches), and on pods with their
-    /// claim index when `watch_pods` (rules.md §2f finds a claim's holders there).
-    pub fn start(client: kube::Client, watch_pods: bool) -> Arc<Self> {
+    /// Start the watches `needs` names. The pod watch keeps the claim index; every applied
+    /// change is published to `subscribe`rs after the stores hold it.
+    pub fn start(client: kube::Client, needs: Needs) -> Arc<Self> {
         let store = Arc::new(Store::default());
-        let synced: Vec<Arc<AtomicBool>> = (0..3 + usize::from(watch_pods))
-            .map(|_| Arc::default())
-            .collect();
-        tokio::spawn(run_watch(
-            Api::<Decoded<Pvc>>::all(client.clone()),
-            watcher::Config::default(),
-            store_ref(&store, |s| &s.pvcs),
-            synced[0].clone(),
-            |_| {},
-        ));
-        tokio::spawn(run_watch(
-            Api::<Decoded<Pv>>::all(client.clone()),
-            watcher::Config::default(),
-            store_ref(&store, |s| &s.pvs),
-            synced[1].clone(),
-            |_| {},
-        ));
-        tokio::spawn(run_watch(
-            Api::<Decoded<Node>>::all(client.clone()),
-            watcher::Config::default(),
-            store_ref(&store, |s| &s.nodes),
-            synced[2].clone(),
-            |_| {},
-        ));
-        if watch_pods {
-            let st = store.clone();
+        let (changes, _) = tokio::sync::broadcast::channel(CHANGE_BUFFER);
+        let mut synced = Vec::new();
+        let mut flag = || {
+            let f = Arc::new(AtomicBool::new(false));
+            synced.push(f.clone());
+            f
+        };
+        if needs.pvcs {
+            let tx = changes.clone();
+            tokio::spawn(run_watch(
+                Api::<Decoded<Pvc>>::all(client.clone()),
+                watcher::Config::default(),
+                store_ref(&store, |s| &s.pvcs),
+                flag(),
+                move |c| {
+                    let _ = tx.send(ViewChange::Pvc(c));
+                },
+            ));
+        }
+        if needs.pvs {
+            let tx = changes.clone();
+            tokio::spawn(run_watch(
+                Api::<Decoded<Pv>>::all(client.clone()),
+                watcher::Config::default(),
+                store_ref(&store, |s| &s.pvs),
+                flag(),
+                move |c| {
+                    let _ = tx.send(ViewChange::Pv(c));
+                },
+            ));
+        }
+        if needs.nodes {
+            let tx = changes.clone();
+            tokio::spawn(run_watch(
+                Api::<Decoded<Node>>::all(client.clone()),
+                watcher::Config::default(),
+                store_ref(&store, |s| &s.nodes),
+                flag(),
+                move |c| {
+                    let _ = tx.send(ViewChange::Node(c));
+                },
+            ));
+        }
+        if needs.pods {
+            let (st, tx) = (store.clone(), changes.clone());
             tokio::spawn(run_watch(
                 Api::<Decoded<Pod>>::all(client.clone()),
                 watcher::Config::default(),
                 store_ref(&store, |s| &s.pods),
-                synced[3].clone(),
-                move |c| match c {
-                    Change::Applied { old, new } => {
-                        if let Some(o) = old {
-                            st.claims.remove(&o);
+                flag(),
+                move |c| {
+                    // The index first: a subscriber that reacts reads it already updated.
+                    match &c {
+                        Change::Applied { old, new } => {
+                            if let Some(o) = old {
+                                st.claims.remove(o);
+                            }
+                            st.claims.add(new);
                         }
-                        st.claims.add(&new);
+                        Change::Deleted(old) => st.claims.remove(old),
+                        Change::Relisted => {
+                            let pods = st.pods.all();
+                            st.claims.rebuild(pods.iter().map(|p| p.as_ref()));
+                        }
                     }
-                    Change::Deleted(old) => st.claims.remove(&old),
-                    Change::Relisted => {
-                        let pods = st.pods.all();
-                        st.claims.rebuild(pods.iter().map(|p| p.as_ref()));
-                    }
+                    let _ = tx.send(ViewChange::Pod(c));
                 },
             ));
         }
@@ -104,8 +186,14 @@ impl LiveCluster {
             client,
             store,
             synced,
-            watch_pods,
+            watch_pods: needs.pods,
+            changes,
         })
+    }
+
+    /// Every change from now on, in the order the stores applied them (per collection).
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<ViewChange> {
+        self.changes.subscribe()
     }
 
     /// A pod: from the cache when pods are watched, else (or on a miss) a live GET.

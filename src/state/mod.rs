@@ -10,4 +10,35 @@ pub mod store;
 pub mod writer;
 
 pub use cluster::Cluster;
+pub use live::{Needs, ViewChange};
+
+/// The one view of the cluster every command reads: a `--state` file (offline, the whole truth)
+/// or a live cluster's watches. `needs` says which collections a live view watches.
+pub type View = Cluster;
+
+/// Where a view comes from.
+pub enum Source<'a> {
+    File(&'a std::path::Path),
+    Live(kube::Client),
+}
+
+/// Open the view: load the file, or start the watches `needs` names (the caller waits for
+/// `synced()` before it trusts absences).
+pub fn open(source: Source<'_>, needs: Needs) -> anyhow::Result<View> {
+    match source {
+        Source::File(path) => {
+            let store = Store::default();
+            let started = std::time::Instant::now();
+            let summary = loader::load_file(path, &store)?;
+            crate::alloc::release_free_memory();
+            tracing::info!(
+                file = %path.display(), pvcs = summary.pvcs, pvs = summary.pvs, nodes = summary.nodes,
+                pods = summary.pods, skipped = ?summary.skipped, seconds = started.elapsed().as_secs_f64(),
+                "state loaded"
+            );
+            Ok(Cluster::Offline(std::sync::Arc::new(store)))
+        }
+        Source::Live(client) => Ok(Cluster::Live(live::LiveCluster::start(client, needs))),
+    }
+}
 pub use store::{Object, ObjectMap, Store};

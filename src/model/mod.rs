@@ -8,6 +8,8 @@
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
+pub mod quantity;
+pub mod selector;
 mod wire;
 pub use wire::SmallMap;
 pub(crate) use wire::{FieldKey, Optional};

@@ -1,7 +1,7 @@
 //! Report output: a table that fits a terminal, or stable JSON / YAML for scripts.
 
 use super::Report;
-use super::quantity::{format_bytes, format_duration};
+use crate::model::quantity::{format_bytes, format_duration};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {

@@ -17,6 +17,7 @@
 //! | rule names, paths, failure policies | `rule.rs` |
 //! | 3 in use | `in_use.rs` |
 //! | 4 controller decisions | `release.rs` |
+//! | 4-5 unused claims, since when (report, gauges, explain) | `unused.rs` |
 
 pub mod binding;
 pub mod claims;
@@ -32,5 +33,6 @@ pub mod release;
 pub mod rule;
 pub mod rwo;
 pub mod rwo_lock;
+pub mod unused;
 
 pub use decision::{Decision, Fact};

@@ -1,4 +1,4 @@
-//! Unit tests of `src/report/mod.rs`.
+//! Unit tests of `src/rules/unused.rs`.
 
 use super::*;
 use crate::model::{ClaimSource, Condition, Volume};

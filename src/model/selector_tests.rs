@@ -1,4 +1,4 @@
-//! Unit tests of `src/report/selector.rs`.
+//! Unit tests of `src/model/selector.rs`.
 
 use super::*;
 

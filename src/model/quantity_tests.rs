@@ -1,4 +1,4 @@
-//! Unit tests of `src/report/quantity.rs`.
+//! Unit tests of `src/model/quantity.rs`.
 
 use super::*;
 

@@ -2,7 +2,7 @@
 //! controller's release time against kube-controller-manager's on a real apiserver, and startup.
 //! Prints a table and writes target/bench/report.json. Measures; never fails on a missed target.
 
-#[path = "../tests/e2e/harness.rs"]
+#[path = "../tests/support/harness.rs"]
 mod harness;
 mod load;
 mod synth;

@@ -10,8 +10,9 @@
 //!
 //! `VOLGUARD_CHAOS_SECONDS` (default 20) bounds the run, `VOLGUARD_CHAOS_SEED` reproduces one.
 
-#[path = "e2e/harness.rs"]
-mod harness;
+mod support;
+
+use support::harness;
 
 use futures::StreamExt;
 use harness::{ControlPlane, Profile};

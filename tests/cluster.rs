@@ -4,10 +4,9 @@
 //! node's kubelet under the node's own identity, and kubectl as users run it. Every scenario
 //! prints `scenario NAME: ok`; `make e2e` runs this file on each Kubernetes version it builds.
 
-#[path = "e2e/harness.rs"]
-mod harness;
-#[path = "e2e/objects.rs"]
-mod objects;
+mod support;
+
+use support::{harness, objects};
 
 use harness::{ControlPlane, Profile};
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -2312,11 +2311,32 @@ async fn s_cert_renewal(cp: &ControlPlane, ns: &str) {
     );
 }
 
-// ---------------------------------------------------------------- the profile
+// ---------------------------------------------------------------- the shared cluster
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-async fn cluster_profile() {
+/// One cluster per test process (`make e2e` runs this file once per Kubernetes version): built
+/// by the first scenario that runs, shared by the others, stopped when the process exits.
+struct Shared {
+    cp: ControlPlane,
+    /// The apiserver's minor version (some upstream behaviour differs between versions).
+    minor: u32,
+}
+
+static RUNTIME: std::sync::LazyLock<tokio::runtime::Runtime> = std::sync::LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+});
+static CLUSTER: std::sync::Mutex<Option<Shared>> = std::sync::Mutex::new(None);
+
+/// At exit: stop every process of the shared cluster (statics are never dropped).
+extern "C" fn stop_cluster() {
+    let mut guard = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    drop(guard.take());
+}
+
+async fn start_cluster() -> Shared {
     let mut cp = ControlPlane::start(Profile::Cluster).await;
     let version = cp.admin().await.apiserver_version().await.expect("version");
     println!(
@@ -2358,91 +2378,215 @@ async fn cluster_profile() {
         "unused",
         "rollout",
         "rwo-race",
+        "multi-rwo",
     ] {
         namespace(&c, ns).await;
     }
-    scenario(&cp, "cert-manager-renewal", s_cert_renewal(&cp, "renewal")).await;
-    scenario(
-        &cp,
-        "statefulset-scale",
-        s_statefulset_scale(&cp, "sts-scale"),
-    )
-    .await;
-    scenario(
-        &cp,
-        "statefulset-recreate",
-        s_statefulset_recreate(&cp, "sts-recreate"),
-    )
-    .await;
-    scenario(
-        &cp,
-        "ephemeral-volume",
-        s_ephemeral_volume(&cp, "ephemeral"),
-    )
-    .await;
-    scenario(&cp, "job-completion", s_job_completion(&cp, "jobs")).await;
-    scenario(&cp, "kubectl-ux", s_kubectl_ux(&cp, "ux")).await;
-    if wanted("namespace-deletion") {
-        let t = Instant::now();
-        let took = s_namespace_deletion(&cp, "doomed").await;
-        println!(
-            "scenario namespace-deletion: ok (namespace deleted in {:.1}s, {:.1}s in all)",
-            took.as_secs_f64(),
-            t.elapsed().as_secs_f64()
-        );
-    }
-    timed("node-deleted-podgc", s_node_deleted_podgc(&mut cp, "podgc")).await;
-    timed("out-of-service", s_out_of_service(&mut cp, "oos")).await;
-    timed("drain-eviction", s_drain_eviction(&mut cp, "drain")).await;
-    timed("webhook-down", s_webhook_down(&mut cp, "down")).await;
-    scenario(&cp, "rwo-single-node", s_rwo_single_node(&cp, "rwo")).await;
-    timed("rwo-lock-race", s_rwo_lock_race(&mut cp, "rwo-race")).await;
-    timed("multi-node-rwo-detection", s_multi_node_rwo(&mut cp, "rwo")).await;
     let minor: u32 = version.minor.trim_end_matches('+').parse().expect("minor");
-    timed(
-        "unused-condition",
-        s_unused_condition(&mut cp, "unused", minor),
-    )
-    .await;
-    timed("webhook-rollout", s_webhook_rollout(&mut cp, "rollout")).await;
-    let (sets, replicas, rounds) = (10, 10, 5);
-    if !wanted("apiserver-latency") {
-        return;
-    }
-    let t = Instant::now();
-    s_apiserver_latency(&cp, "churn", sets, replicas, rounds).await;
-    println!(
-        "scenario apiserver-latency: ok ({:.1}s)",
-        t.elapsed().as_secs_f64()
-    );
+    Shared { cp, minor }
 }
 
-/// Scenarios that need `&mut ControlPlane` (they start and stop processes); the harness dumps
-/// every log when one of their waits times out.
-async fn timed<F: std::future::Future<Output = ()>>(name: &str, f: F) {
-    if !wanted(name) {
-        return;
-    }
-    let t = Instant::now();
-    f.await;
-    println!("scenario {name}: ok ({:.1}s)", t.elapsed().as_secs_f64());
-}
-
-/// Scenarios that share the control plane immutably; their timeout dumps every log.
-async fn scenario<F: std::future::Future<Output = ()>>(cp: &ControlPlane, name: &str, f: F) {
-    if wanted(name) {
-        run_or_dump(cp, name, f).await;
-    }
-}
-
-/// `make bench` runs one scenario (`VOLGUARD_CLUSTER_ONLY=apiserver-latency`) for its figures;
-/// `make test` never sets it, so every scenario runs there and says so.
-fn wanted(name: &str) -> bool {
-    match std::env::var("VOLGUARD_CLUSTER_ONLY") {
-        Ok(only) if !only.split(',').any(|o| o == name) => {
-            println!("scenario {name}: not run (VOLGUARD_CLUSTER_ONLY={only})");
-            false
+/// Run scenario `name` on the shared cluster (built on first use), printing
+/// `scenario NAME: ok (..s)`. Scenarios run one at a time (`--test-threads=1` or not).
+fn scenario<F>(name: &str, f: F)
+where
+    F: for<'a> FnOnce(
+        &'a mut Shared,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>,
+{
+    let mut guard = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    RUNTIME.block_on(async {
+        if guard.is_none() {
+            *guard = Some(start_cluster().await);
+            // SAFETY: registers a plain `extern "C" fn` with no arguments; called once at exit.
+            unsafe {
+                libc::atexit(stop_cluster);
+            }
         }
-        _ => true,
+        let shared = guard.as_mut().expect("cluster");
+        let t = Instant::now();
+        f(shared).await;
+        println!("scenario {name}: ok ({:.1}s)", t.elapsed().as_secs_f64());
+    });
+}
+
+/// Scenarios that share the control plane immutably: a wait that times out dumps every log.
+async fn dumping<F: std::future::Future<Output = ()>>(cp: &ControlPlane, name: &str, f: F) {
+    if tokio::time::timeout(Duration::from_secs(120), f)
+        .await
+        .is_err()
+    {
+        panic!("{name} timed out\n{}", cp.logs());
     }
+}
+
+// ---------------------------------------------------------------- one test per scenario
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn cert_manager_renewal() {
+    scenario("cert-manager-renewal", |s| {
+        Box::pin(dumping(
+            &s.cp,
+            "cert-manager-renewal",
+            s_cert_renewal(&s.cp, "renewal"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn statefulset_scale() {
+    scenario("statefulset-scale", |s| {
+        Box::pin(dumping(
+            &s.cp,
+            "statefulset-scale",
+            s_statefulset_scale(&s.cp, "sts-scale"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn statefulset_recreate() {
+    scenario("statefulset-recreate", |s| {
+        Box::pin(dumping(
+            &s.cp,
+            "statefulset-recreate",
+            s_statefulset_recreate(&s.cp, "sts-recreate"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn ephemeral_volume() {
+    scenario("ephemeral-volume", |s| {
+        Box::pin(dumping(
+            &s.cp,
+            "ephemeral-volume",
+            s_ephemeral_volume(&s.cp, "ephemeral"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn job_completion() {
+    scenario("job-completion", |s| {
+        Box::pin(dumping(
+            &s.cp,
+            "job-completion",
+            s_job_completion(&s.cp, "jobs"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn kubectl_ux() {
+    scenario("kubectl-ux", |s| {
+        Box::pin(dumping(&s.cp, "kubectl-ux", s_kubectl_ux(&s.cp, "ux")))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn namespace_deletion() {
+    scenario("namespace-deletion", |s| {
+        Box::pin(async move {
+            let took = s_namespace_deletion(&s.cp, "doomed").await;
+            println!(
+                "namespace-deletion: namespace deleted in {:.1}s",
+                took.as_secs_f64()
+            );
+        })
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn node_deleted_podgc() {
+    scenario("node-deleted-podgc", |s| {
+        Box::pin(s_node_deleted_podgc(&mut s.cp, "podgc"))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn out_of_service() {
+    scenario("out-of-service", |s| {
+        Box::pin(s_out_of_service(&mut s.cp, "oos"))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn drain_eviction() {
+    scenario("drain-eviction", |s| {
+        Box::pin(s_drain_eviction(&mut s.cp, "drain"))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn webhook_down() {
+    scenario("webhook-down", |s| {
+        Box::pin(s_webhook_down(&mut s.cp, "down"))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn rwo_single_node() {
+    scenario("rwo-single-node", |s| {
+        Box::pin(dumping(
+            &s.cp,
+            "rwo-single-node",
+            s_rwo_single_node(&s.cp, "rwo"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn rwo_lock_race() {
+    scenario("rwo-lock-race", |s| {
+        Box::pin(s_rwo_lock_race(&mut s.cp, "rwo-race"))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn multi_node_rwo_detection() {
+    scenario("multi-node-rwo-detection", |s| {
+        Box::pin(s_multi_node_rwo(&mut s.cp, "multi-rwo"))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn unused_condition() {
+    scenario("unused-condition", |s| {
+        let minor = s.minor;
+        Box::pin(s_unused_condition(&mut s.cp, "unused", minor))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn webhook_rollout() {
+    scenario("webhook-rollout", |s| {
+        Box::pin(s_webhook_rollout(&mut s.cp, "rollout"))
+    });
+}
+
+/// The apiserver's own latency figures for volguard's webhooks under churn (`make bench` runs
+/// this one alone: `cargo test --test cluster -- --ignored --exact apiserver_latency`).
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn apiserver_latency() {
+    scenario("apiserver-latency", |s| {
+        Box::pin(s_apiserver_latency(&s.cp, "churn", 10, 10, 5))
+    });
 }

@@ -4,10 +4,9 @@
 //! Job, GC, PodGC, namespace, kwok nodes, cert-manager, kubectl) are in `tests/cluster.rs`.
 //! Run with `make e2e` (part of `make test`).
 
-#[path = "e2e/harness.rs"]
-mod harness;
-#[path = "e2e/objects.rs"]
-mod objects;
+mod support;
+
+use support::{harness, objects};
 
 use harness::{ControlPlane, Profile, eventually};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};

@@ -6,6 +6,7 @@
 
 mod support;
 
+use support::shared::Body;
 use support::{harness, objects};
 
 use harness::{ControlPlane, Profile};
@@ -2321,20 +2322,7 @@ struct Shared {
     minor: u32,
 }
 
-static RUNTIME: std::sync::LazyLock<tokio::runtime::Runtime> = std::sync::LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-});
 static CLUSTER: std::sync::Mutex<Option<Shared>> = std::sync::Mutex::new(None);
-
-/// At exit: stop every process of the shared cluster (statics are never dropped).
-extern "C" fn stop_cluster() {
-    let mut guard = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    drop(guard.take());
-}
 
 async fn start_cluster() -> Shared {
     let mut cp = ControlPlane::start(Profile::Cluster).await;
@@ -2386,28 +2374,15 @@ async fn start_cluster() -> Shared {
     Shared { cp, minor }
 }
 
-/// Run scenario `name` on the shared cluster (built on first use), printing
-/// `scenario NAME: ok (..s)`. Scenarios run one at a time (`--test-threads=1` or not).
-fn scenario<F>(name: &str, f: F)
-where
-    F: for<'a> FnOnce(
-        &'a mut Shared,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>,
-{
-    let mut guard = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    RUNTIME.block_on(async {
-        if guard.is_none() {
-            *guard = Some(start_cluster().await);
-            // SAFETY: registers a plain `extern "C" fn` with no arguments; called once at exit.
-            unsafe {
-                libc::atexit(stop_cluster);
-            }
-        }
-        let shared = guard.as_mut().expect("cluster");
-        let t = Instant::now();
-        f(shared).await;
-        println!("scenario {name}: ok ({:.1}s)", t.elapsed().as_secs_f64());
-    });
+/// Run scenario `name` on this process's cluster.
+fn scenario(name: &str, f: impl for<'a> FnOnce(&'a mut Shared) -> Body<'a>) {
+    support::shared::scenario(
+        &CLUSTER,
+        || Box::pin(start_cluster()),
+        |s| Box::pin(s.cp.ensure_running()),
+        name,
+        f,
+    );
 }
 
 /// Scenarios that share the control plane immutably: a wait that times out dumps every log.

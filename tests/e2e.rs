@@ -6,6 +6,7 @@
 
 mod support;
 
+use support::shared::Body;
 use support::{harness, objects};
 
 use harness::{ControlPlane, Profile, eventually};
@@ -930,7 +931,7 @@ async fn s10_leader_failover(cp: &mut ControlPlane, ns: &str) {
 }
 
 /// The ServiceAccounts of the manifests can do their job (the scenarios run with them) and no more.
-async fn least_privilege(cp: &ControlPlane) {
+async fn s_least_privilege(cp: &ControlPlane) {
     let webhook = cp.sa_client("volguard-webhook").await;
     let controller = cp.sa_client("volguard-controller").await;
     let c = cp.admin().await;
@@ -1020,9 +1021,15 @@ async fn least_privilege(cp: &ControlPlane) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-async fn standalone_profile() {
+// ---------------------------------------------------------------- the shared control planes
+
+/// volguard alone (kube-controller-manager without its protection controllers): its own
+/// scenarios. Built by the first scenario that runs, shared by the others.
+static STANDALONE: std::sync::Mutex<Option<ControlPlane>> = std::sync::Mutex::new(None);
+/// volguard beside kube-controller-manager's own pvc/pv-protection controllers.
+static BESIDE: std::sync::Mutex<Option<ControlPlane>> = std::sync::Mutex::new(None);
+
+async fn start_standalone() -> ControlPlane {
     let mut cp = ControlPlane::start(Profile::Standalone).await;
     let version = cp.admin().await.apiserver_version().await.expect("version");
     println!("kube-apiserver {}", version.git_version);
@@ -1037,7 +1044,6 @@ async fn standalone_profile() {
     );
     cp.start_webhook().await;
     cp.start_controller("replica-a").await;
-    least_privilege(&cp).await;
     let c = cp.admin().await;
     for ns in [
         "s1",
@@ -1058,108 +1064,273 @@ async fn standalone_profile() {
     ] {
         namespace(&c, ns).await;
     }
-    run_or_dump(
-        &cp,
-        "1 finalizers on create",
-        s1_finalizers_on_create(&cp, "s1"),
-    )
-    .await;
-    run_or_dump(
-        &cp,
-        "2+3 postponed, refused, released",
-        s2_s3_postponed_then_released(&cp, "s2"),
-    )
-    .await;
-    run_or_dump(
-        &cp,
-        "test-guarded finalizer removal",
-        s_conflict_patch(&cp, "s-conflict"),
-    )
-    .await;
-    run_or_dump(
-        &cp,
-        "4 finalizer strip guard",
-        s4_finalizer_strip_guard(&cp, "s4"),
-    )
-    .await;
-    run_or_dump(&cp, "5 force delete", s5_force_delete(&cp, "s5")).await;
-    run_or_dump(
-        &cp,
-        "5b stale out-of-service cache",
-        s5b_stale_out_of_service(&cp, "s5b"),
-    )
-    .await;
-    run_or_dump(
-        &cp,
-        "6 prebound terminating PV",
-        s6_prebound_terminating_pv(&cp, "s6"),
-    )
-    .await;
-    run_or_dump(&cp, "7 bound PV", s7_bound_pv(&cp, "s7")).await;
-    run_or_dump(&cp, "8 unused-since", s8_unused_since(&cp, "s8")).await;
-    run_or_dump(&cp, "12 eviction", s12_eviction(&cp, "s12")).await;
-    run_or_dump(&cp, "13 recreated claim", s13_recreated_pvc(&cp, "s13")).await;
-    run_or_dump(&cp, "14 matchConditions", s14_match_conditions(&cp, "s14")).await;
-    run_or_dump(&cp, "15 rwo pod create", s15_rwo_pod_create(&cp, "s15")).await;
-    run_or_dump(&cp, "16 late decisions", s16_late_decisions(&cp)).await;
-    run_or_dump(
-        &cp,
-        "17 explain, kubectl plugin",
-        s17_explain_and_kubectl(&cp),
-    )
-    .await;
-    // Scenario 16 froze kube-apiserver for about the renew deadline (4 s here): a leader whose
-    // renewal could not finish in time gives up and exits (rules.md §4), and the kubelet would
-    // restart it. So does the harness.
-    cp.controllers
-        .retain_mut(|p| p.child.try_wait().ok().flatten().is_none());
-    if cp.controllers.is_empty() {
-        println!("the controller gave up its lease while kube-apiserver was frozen; restarted");
-        cp.start_controller("replica-a").await;
-    }
-    let started = std::time::Instant::now();
-    s9_webhook_down(&mut cp, "s9").await;
-    println!(
-        "scenario 9 webhook down: ok ({:.1}s)",
-        started.elapsed().as_secs_f64()
-    );
-    let started = std::time::Instant::now();
-    s10_leader_failover(&mut cp, "s10").await;
-    println!(
-        "scenario 10 leader failover: ok ({:.1}s)",
-        started.elapsed().as_secs_f64()
-    );
+    cp
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-async fn beside_upstream_profile() {
+async fn start_beside() -> ControlPlane {
     let mut cp = ControlPlane::start(Profile::BesideUpstream).await;
     cp.install_manifests().await;
     cp.start_webhook().await;
     cp.start_controller("replica-a").await;
     let c = cp.admin().await;
-    for ns in ["u1", "u2", "u4"] {
+    for ns in ["u1", "u2", "u4", "u-kcm"] {
         namespace(&c, ns).await;
     }
-    run_or_dump(
-        &cp,
-        "11/1 finalizers on create",
-        s1_finalizers_on_create(&cp, "u1"),
-    )
-    .await;
-    run_or_dump(
-        &cp,
-        "11/2+3 postponed, refused, released",
-        s2_s3_postponed_then_released(&cp, "u2"),
-    )
-    .await;
-    run_or_dump(
-        &cp,
-        "11/4 finalizer strip guard",
-        s4_finalizer_strip_guard(&cp, "u4"),
-    )
-    .await;
+    cp
+}
+
+/// A scenario on the standalone control plane; a wait that times out dumps every log.
+fn standalone(name: &str, f: impl for<'a> FnOnce(&'a mut ControlPlane) -> Body<'a>) {
+    support::shared::scenario(
+        &STANDALONE,
+        || Box::pin(start_standalone()),
+        |cp| Box::pin(cp.ensure_running()),
+        name,
+        f,
+    );
+}
+
+/// A scenario beside kube-controller-manager's protection controllers.
+fn beside(name: &str, f: impl for<'a> FnOnce(&'a mut ControlPlane) -> Body<'a>) {
+    support::shared::scenario(
+        &BESIDE,
+        || Box::pin(start_beside()),
+        |cp| Box::pin(cp.ensure_running()),
+        name,
+        f,
+    );
+}
+
+async fn dumping<F: std::future::Future<Output = ()>>(cp: &ControlPlane, name: &str, f: F) {
+    if tokio::time::timeout(Duration::from_secs(120), f)
+        .await
+        .is_err()
+    {
+        panic!("{name} timed out\n{}", cp.logs());
+    }
+}
+
+// ---------------------------------------------------------------- one test per scenario
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn least_privilege() {
+    standalone("least-privilege", |cp| Box::pin(s_least_privilege(cp)));
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn finalizers_on_create() {
+    standalone("finalizers-on-create", |cp| {
+        Box::pin(dumping(
+            cp,
+            "finalizers-on-create",
+            s1_finalizers_on_create(cp, "s1"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn postponed_refused_released() {
+    standalone("postponed-refused-released", |cp| {
+        Box::pin(dumping(
+            cp,
+            "postponed-refused-released",
+            s2_s3_postponed_then_released(cp, "s2"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn test_guarded_finalizer_removal() {
+    standalone("test-guarded-finalizer-removal", |cp| {
+        Box::pin(dumping(
+            cp,
+            "test-guarded-finalizer-removal",
+            s_conflict_patch(cp, "s-conflict"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn finalizer_strip_guard() {
+    standalone("finalizer-strip-guard", |cp| {
+        Box::pin(dumping(
+            cp,
+            "finalizer-strip-guard",
+            s4_finalizer_strip_guard(cp, "s4"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn force_delete() {
+    standalone("force-delete", |cp| {
+        Box::pin(dumping(cp, "force-delete", s5_force_delete(cp, "s5")))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn stale_out_of_service_cache() {
+    standalone("stale-out-of-service-cache", |cp| {
+        Box::pin(dumping(
+            cp,
+            "stale-out-of-service-cache",
+            s5b_stale_out_of_service(cp, "s5b"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn prebound_terminating_pv() {
+    standalone("prebound-terminating-pv", |cp| {
+        Box::pin(dumping(
+            cp,
+            "prebound-terminating-pv",
+            s6_prebound_terminating_pv(cp, "s6"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn bound_pv() {
+    standalone("bound-pv", |cp| {
+        Box::pin(dumping(cp, "bound-pv", s7_bound_pv(cp, "s7")))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn unused_since() {
+    standalone("unused-since", |cp| {
+        Box::pin(dumping(cp, "unused-since", s8_unused_since(cp, "s8")))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn eviction() {
+    standalone("eviction", |cp| {
+        Box::pin(dumping(cp, "eviction", s12_eviction(cp, "s12")))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn recreated_claim() {
+    standalone("recreated-claim", |cp| {
+        Box::pin(dumping(cp, "recreated-claim", s13_recreated_pvc(cp, "s13")))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn match_conditions() {
+    standalone("match-conditions", |cp| {
+        Box::pin(dumping(
+            cp,
+            "match-conditions",
+            s14_match_conditions(cp, "s14"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn rwo_pod_create() {
+    standalone("rwo-pod-create", |cp| {
+        Box::pin(dumping(cp, "rwo-pod-create", s15_rwo_pod_create(cp, "s15")))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn late_decisions() {
+    standalone("late-decisions", |cp| {
+        Box::pin(dumping(cp, "late-decisions", s16_late_decisions(cp)))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn explain_kubectl_plugin() {
+    standalone("explain-kubectl-plugin", |cp| {
+        Box::pin(dumping(
+            cp,
+            "explain-kubectl-plugin",
+            s17_explain_and_kubectl(cp),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn webhook_down() {
+    standalone("webhook-down", |cp| Box::pin(s9_webhook_down(cp, "s9")));
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn leader_failover() {
+    standalone("leader-failover", |cp| {
+        Box::pin(s10_leader_failover(cp, "s10"))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn beside_upstream_finalizers_on_create() {
+    beside("beside-upstream-finalizers-on-create", |cp| {
+        Box::pin(dumping(
+            cp,
+            "beside-upstream-finalizers-on-create",
+            s1_finalizers_on_create(cp, "u1"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn beside_upstream_postponed_refused_released() {
+    beside("beside-upstream-postponed-refused-released", |cp| {
+        Box::pin(dumping(
+            cp,
+            "beside-upstream-postponed-refused-released",
+            s2_s3_postponed_then_released(cp, "u2"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn beside_upstream_finalizer_strip_guard() {
+    beside("beside-upstream-finalizer-strip-guard", |cp| {
+        Box::pin(dumping(
+            cp,
+            "beside-upstream-finalizer-strip-guard",
+            s4_finalizer_strip_guard(cp, "u4"),
+        ))
+    });
+}
+
+/// Two controllers on one claim do not fight, and kube-controller-manager really is active:
+/// with volguard's controller stopped it releases alone.
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn beside_upstream_then_kcm_alone_releases() {
+    beside("beside-upstream-then-kcm-alone-releases", |cp| {
+        Box::pin(kcm_alone_releases(cp))
+    });
+}
+
+async fn kcm_alone_releases(cp: &mut ControlPlane) {
     // No retry loop between the two controllers: volguard's retries stay at a handful at most.
     let metrics = metrics_text(cp.controller_probes[0]).await;
     let retries: f64 = metrics
@@ -1197,7 +1368,5 @@ async fn beside_upstream_profile() {
     for p in cp.controllers.iter_mut() {
         p.kill();
     }
-    namespace(&c, "u-kcm").await;
-    s2_s3_postponed_release_without_event(&cp, "u-kcm").await;
-    println!("scenario 11/kcm alone releases: ok");
+    s2_s3_postponed_release_without_event(cp, "u-kcm").await;
 }

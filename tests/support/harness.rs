@@ -962,6 +962,28 @@ impl ControlPlane {
     }
 
     /// Start a `volguard controller` (leader election on) and return its index.
+    /// Before a scenario: the webhook serves and one controller runs (an earlier scenario may
+    /// have stopped them, as a crash would; the kubelet would restart them).
+    pub async fn ensure_running(&mut self) {
+        if self.serve.is_none() {
+            self.start_webhook().await;
+        }
+        let mut live = Vec::new();
+        for (mut p, probe) in std::mem::take(&mut self.controllers)
+            .into_iter()
+            .zip(std::mem::take(&mut self.controller_probes))
+        {
+            if matches!(p.child.try_wait(), Ok(None)) {
+                live.push((p, probe));
+            }
+        }
+        (self.controllers, self.controller_probes) = live.into_iter().unzip();
+        if self.controllers.is_empty() {
+            println!("(no controller runs: starting replica-a again)");
+            self.start_controller("replica-a").await;
+        }
+    }
+
     pub async fn start_controller(&mut self, identity: &str) -> usize {
         let d = self.dir.path().to_path_buf();
         let kc = self.sa_kubeconfig_file("volguard-controller");

@@ -6,3 +6,4 @@
 
 pub mod harness;
 pub mod objects;
+pub mod shared;

@@ -7,7 +7,9 @@ mod live;
 use crate::cli::{ExplainArgs, ExplainKind};
 use crate::model::{PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc};
 use crate::report::{SinceSource, unused_since};
+use crate::rules::Fact;
 use crate::rules::in_use::{blocking_pods, pv_in_use};
+use crate::state;
 use serde::Serialize;
 
 /// A VolumeAttachment of the PV (storage.k8s.io/v1): the CSI attacher's record of the volume on a node.
@@ -331,8 +333,31 @@ pub fn table(e: &Explanation) -> String {
 /// Read, explain, print.
 pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let e = match &args.state {
-        Some(path) => from_state(path, &args)?,
-        None => live::explain(&args).await?,
+        Some(path) => {
+            let view = state::open(state::Source::File(path), state::Needs::default())?;
+            let ns = args.namespace.clone().unwrap_or_else(|| "default".into());
+            let scope = format!(" of {}", path.display());
+            gather(&view, None, &ns, &args, &scope).await?
+        }
+        None => {
+            let client = crate::runtime::kube::client_for(
+                args.kubeconfig.as_deref(),
+                args.context.as_deref(),
+            )
+            .await?;
+            let ns = args
+                .namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_string());
+            // A one-shot view with nothing cached: every read below is a live read (the
+            // namespace's pods by a consistent LIST, as the controller reads them).
+            let view = state::View::Live(state::live::LiveCluster::from_store(
+                client.clone(),
+                std::sync::Arc::new(state::Store::default()),
+                false,
+            ));
+            gather(&view, Some(&client), &ns, &args, "").await?
+        }
     };
     let text = match args.output {
         crate::report::render::Format::Table => table(&e),
@@ -352,39 +377,72 @@ pub struct NotFound {
     pub scope: String,
 }
 
-fn from_state(path: &std::path::Path, args: &ExplainArgs) -> anyhow::Result<Explanation> {
-    let store = crate::state::Store::default();
-    crate::state::loader::load_file(path, &store)?;
-    let ns = args.namespace.clone().unwrap_or_else(|| "default".into());
+/// The facts of one explanation, read through the view (a file or a live cluster); the
+/// VolumeAttachments only live (`client`). `scope` ends a not-found message (the file's name).
+async fn gather(
+    view: &state::View,
+    client: Option<&kube::Client>,
+    ns: &str,
+    args: &ExplainArgs,
+    scope: &str,
+) -> anyhow::Result<Explanation> {
     match args.kind {
         ExplainKind::Pvc => {
-            let pvc = store.pvcs.get(&ns, &args.name).ok_or_else(|| NotFound {
+            let pvc = found(view.pvc(ns, &args.name).await)?.ok_or_else(|| NotFound {
                 kind: "PersistentVolumeClaim",
                 name: args.name.clone(),
-                scope: format!(" in namespace {ns:?} of {}", path.display()),
+                scope: format!(" in namespace {ns:?}{scope}"),
             })?;
-            let pv = pvc.volume_name().and_then(|v| store.pvs.get("", v));
-            let pods: Vec<Pod> = store
-                .pods
-                .in_namespace(&ns)
-                .iter()
-                .map(|p| (**p).clone())
-                .collect();
-            Ok(build_pvc(&pvc, pv.as_deref(), &pods, &[]))
+            let pv = match pvc.volume_name() {
+                Some(v) => found(view.pv(v).await)?,
+                None => None,
+            };
+            let claim = pvc.metadata.name.clone();
+            let pods = match view
+                .pods_consistent(ns, |p| {
+                    crate::rules::claims::claims_of(p).any(|c| c.name == claim)
+                })
+                .await
+            {
+                Fact::Found(p) => p,
+                Fact::Missing => Vec::new(),
+                Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),
+            };
+            let vas = match (&pv, client) {
+                (Some(pv), Some(c)) => live::attachments(c, &pv.metadata.name).await?,
+                _ => Vec::new(),
+            };
+            Ok(build_pvc(&pvc, pv.as_deref(), &pods, &vas))
         }
         ExplainKind::Pv => {
-            let pv = store.pvs.get("", &args.name).ok_or_else(|| NotFound {
+            let pv = found(view.pv(&args.name).await)?.ok_or_else(|| NotFound {
                 kind: "PersistentVolume",
                 name: args.name.clone(),
-                scope: format!(" in {}", path.display()),
+                scope: if scope.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in{}", scope.trim_start_matches(" of"))
+                },
             })?;
-            let claim = pv
-                .spec
-                .claim_ref
-                .as_ref()
-                .and_then(|c| store.pvcs.get(&c.namespace, &c.name));
-            Ok(build_pv(&pv, claim.as_deref(), &[]))
+            let claim = match &pv.spec.claim_ref {
+                Some(c) => found(view.pvc(&c.namespace, &c.name).await)?,
+                None => None,
+            };
+            let vas = match client {
+                Some(c) => live::attachments(c, &pv.metadata.name).await?,
+                None => Vec::new(),
+            };
+            Ok(build_pv(&pv, claim.as_deref(), &vas))
         }
+    }
+}
+
+/// A read's answer for a reader that must not guess: absent, present, or an error.
+fn found<T>(f: Fact<std::sync::Arc<T>>) -> anyhow::Result<Option<std::sync::Arc<T>>> {
+    match f {
+        Fact::Found(t) => Ok(Some(t)),
+        Fact::Missing => Ok(None),
+        Fact::Unknown(e) => Err(anyhow::anyhow!("{e}")),
     }
 }
 

@@ -15,6 +15,14 @@ pub enum Cluster {
 }
 
 impl Cluster {
+    /// The stores behind the view (what a one-shot reader walks whole).
+    pub fn store(&self) -> &Arc<Store> {
+        match self {
+            Cluster::Offline(s) => s,
+            Cluster::Live(l) => &l.store,
+        }
+    }
+
     pub async fn pvc(&self, namespace: &str, name: &str) -> Fact<Arc<Pvc>> {
         match self {
             Cluster::Offline(s) => from_cache(s.pvcs.get(namespace, name)),

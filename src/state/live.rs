@@ -31,13 +31,17 @@ pub enum Change<T> {
 }
 
 /// Which collections a live view watches (and keeps in its stores and indexes).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Needs {
     pub pvcs: bool,
     pub pvs: bool,
     pub nodes: bool,
     /// Pods, with the pod-by-claim index (`store.claims`).
     pub pods: bool,
+    /// Keep claims' labels (label selectors of `report unused`).
+    pub labels: bool,
+    /// Only this namespace's claims and pods (a user who may read one namespace).
+    pub namespace: Option<String>,
 }
 
 impl Needs {
@@ -48,6 +52,7 @@ impl Needs {
             pvs: true,
             nodes: true,
             pods,
+            ..Needs::default()
         }
     }
     /// The controller's: volumes and pods.
@@ -55,8 +60,8 @@ impl Needs {
         Needs {
             pvcs: true,
             pvs: true,
-            nodes: false,
             pods: true,
+            ..Needs::default()
         }
     }
 }
@@ -189,6 +194,40 @@ impl LiveCluster {
             watch_pods: needs.pods,
             changes,
         })
+    }
+
+    /// A one-shot view: each collection `needs` names LISTed once into fresh stores (no watch),
+    /// for a command that reads and exits (`report unused`). A LIST that fails is the error.
+    pub async fn snapshot(client: kube::Client, needs: &Needs) -> Result<Arc<Self>, kube::Error> {
+        let store = Arc::new(if needs.labels {
+            Store::keeping_labels()
+        } else {
+            Store::default()
+        });
+        let ns = needs.namespace.as_deref();
+        if needs.pvcs {
+            for p in list_all(scoped::<Pvc>(&client, ns)).await? {
+                store.pvcs.apply(p);
+            }
+        }
+        if needs.pvs {
+            for p in list_all(Api::<Decoded<Pv>>::all(client.clone())).await? {
+                store.pvs.apply(p);
+            }
+        }
+        if needs.nodes {
+            for n in list_all(Api::<Decoded<Node>>::all(client.clone())).await? {
+                store.nodes.apply(n);
+            }
+        }
+        if needs.pods {
+            for p in list_all(scoped::<Pod>(&client, ns)).await? {
+                store.pods.apply(p);
+            }
+            let pods = store.pods.all();
+            store.claims.rebuild(pods.iter().map(|p| p.as_ref()));
+        }
+        Ok(LiveCluster::from_store(client, store, needs.pods))
     }
 
     /// Every change from now on, in the order the stores applied them (per collection).
@@ -365,6 +404,34 @@ where
             }
         }
     })
+}
+
+fn scoped<T>(client: &kube::Client, ns: Option<&str>) -> Api<Decoded<T>>
+where
+    Decoded<T>: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <Decoded<T> as kube::Resource>::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Every object of a LIST, page by page, decoded straight into the model.
+async fn list_all<T>(api: Api<Decoded<T>>) -> Result<Vec<T>, kube::Error>
+where
+    T: Wire + DeserializeOwned + std::fmt::Debug,
+{
+    let mut out = Vec::new();
+    let mut params = ListParams::default().limit(LIST_PAGE);
+    loop {
+        let page = api.list(&params).await?;
+        out.extend(page.items.into_iter().map(Decoded::into_inner));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
 }
 
 /// An object the model cannot decode is a decode error, anything else the API's.

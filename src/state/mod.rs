@@ -27,7 +27,11 @@ pub enum Source<'a> {
 pub fn open(source: Source<'_>, needs: Needs) -> anyhow::Result<View> {
     match source {
         Source::File(path) => {
-            let store = Store::default();
+            let store = if needs.labels {
+                Store::keeping_labels()
+            } else {
+                Store::default()
+            };
             let started = std::time::Instant::now();
             let summary = loader::load_file(path, &store)?;
             crate::alloc::release_free_memory();
@@ -39,6 +43,18 @@ pub fn open(source: Source<'_>, needs: Needs) -> anyhow::Result<View> {
             Ok(Cluster::Offline(std::sync::Arc::new(store)))
         }
         Source::Live(client) => Ok(Cluster::Live(live::LiveCluster::start(client, needs))),
+    }
+}
+
+/// Open the view for a command that reads once and exits: a file as `open` loads it; a live
+/// cluster as one snapshot (each collection LISTed once, no watch), so a failed read is an error
+/// at once instead of a watch that retries.
+pub async fn open_once(source: Source<'_>, needs: Needs) -> anyhow::Result<View> {
+    match source {
+        Source::File(_) => open(source, needs),
+        Source::Live(client) => Ok(Cluster::Live(
+            live::LiveCluster::snapshot(client, &needs).await?,
+        )),
     }
 }
 pub use store::{Object, ObjectMap, Store};

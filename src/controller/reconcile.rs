@@ -10,9 +10,10 @@ use crate::rules::rwo_lock::{self, RWO_LOCK, RwoLock};
 use crate::state::Store;
 use crate::state::decoded::Decoded;
 use crate::state::live::{Change, list_pods_consistent};
+use crate::state::writer::Writer;
 use k8s_openapi::api::core::v1 as k8s;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::api::{Api, Patch};
+use kube::runtime::events::{Event, EventType};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -67,12 +68,12 @@ pub struct Reconciler {
     pub store: Arc<Store>,
     pub queue: Arc<Queue<Key>>,
     metrics: Arc<ControllerMetrics>,
-    recorder: Recorder,
+    /// Every write: patches with a `test`, Events.
+    writer: Writer,
     /// Last blocker set announced per terminating PVC: an event only when it changes.
     announced: Mutex<HashMap<(String, String), Vec<Blocker>>>,
     /// RWO claims seen on several nodes, with the node set last announced (rules.md §2f detection).
     multi_node: Mutex<HashMap<(String, String), Vec<String>>>,
-    field_manager: String,
     batch: usize,
     limiter: RateLimiter,
 }
@@ -85,22 +86,15 @@ impl Reconciler {
         metrics: Arc<ControllerMetrics>,
         config: ReconcilerConfig,
     ) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "volguard-controller".into(),
-                instance: Some(config.identity),
-            },
-        );
+        let writer = Writer::new(client.clone(), "volguard-controller", config.identity);
         Reconciler {
             client,
+            writer,
             store,
             queue,
             metrics,
-            recorder,
             announced: Mutex::new(HashMap::new()),
             multi_node: Mutex::new(HashMap::new()),
-            field_manager: "volguard-controller".into(),
             batch: config.list_batch,
             limiter: RateLimiter::new(config.qps, config.burst),
         }
@@ -163,7 +157,7 @@ impl Reconciler {
             secondary: None,
         };
         self.limiter.acquire().await;
-        if let Err(e) = self.recorder.publish(&ev, &pvc_reference(pvc)).await {
+        if let Err(e) = self.writer.event(&ev, &pvc_reference(pvc)).await {
             tracing::warn!(error = %e, "could not publish MultiNodeRWO event");
         }
     }
@@ -383,7 +377,7 @@ impl Reconciler {
             secondary: None,
         };
         self.limiter.acquire().await;
-        if let Err(e) = self.recorder.publish(&ev, &reference).await {
+        if let Err(e) = self.writer.event(&ev, &reference).await {
             tracing::warn!(error = %e, "could not publish DeletionPostponed event");
             // Allow a retry on the next change.
             self.lock_announced().remove(&key);
@@ -505,13 +499,6 @@ impl Reconciler {
         }
     }
 
-    fn patch_params(&self) -> PatchParams {
-        PatchParams {
-            field_manager: Some(self.field_manager.clone()),
-            ..Default::default()
-        }
-    }
-
     async fn patch_pvc(
         &self,
         ns: &str,
@@ -519,22 +506,12 @@ impl Reconciler {
         patch: Patch<serde_json::Value>,
     ) -> Result<(), Outcome> {
         self.limiter.acquire().await;
-        let api = Api::<k8s::PersistentVolumeClaim>::namespaced(self.client.clone(), ns);
-        classify(
-            api.patch(name, &self.patch_params(), &patch)
-                .await
-                .map(|_| ()),
-        )
+        classify(self.writer.patch_pvc(ns, name, &patch).await)
     }
 
     async fn patch_pv(&self, name: &str, patch: json_patch::Patch) -> Result<(), Outcome> {
         self.limiter.acquire().await;
-        let api = Api::<k8s::PersistentVolume>::all(self.client.clone());
-        classify(
-            api.patch(name, &self.patch_params(), &Patch::Json::<()>(patch))
-                .await
-                .map(|_| ()),
-        )
+        classify(self.writer.patch_pv(name, patch).await)
     }
 }
 

@@ -1,4 +1,5 @@
-//! The writes next to the view: the RWO lock's compare-and-swap on a claim (rules.md §2f).
+//! The writes next to the view: the RWO lock's compare-and-swap on a claim (rules.md §2f), and
+//! the controller's patches (each carrying a `test` or a resourceVersion) and Events.
 //!
 //! Live, the swap is a merge patch carrying the claim's `resourceVersion` as read: the apiserver
 //! stores it only if nobody wrote the claim since (409 otherwise). Offline (`--state`), the lock
@@ -87,5 +88,63 @@ impl Cluster {
             Cluster::Offline(_) => self.pvc(namespace, name).await,
             Cluster::Live(live) => live.pvc_live(namespace, name).await,
         }
+    }
+}
+
+/// The controller's writer: patches under its field manager, Events under its reporter name.
+pub struct Writer {
+    client: kube::Client,
+    params: PatchParams,
+    recorder: kube::runtime::events::Recorder,
+}
+
+impl Writer {
+    /// `identity`: this replica, as its Events name it.
+    pub fn new(client: kube::Client, field_manager: &str, identity: String) -> Writer {
+        let recorder = kube::runtime::events::Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: field_manager.to_string(),
+                instance: Some(identity),
+            },
+        );
+        Writer {
+            client,
+            params: PatchParams {
+                field_manager: Some(field_manager.to_string()),
+                ..Default::default()
+            },
+            recorder,
+        }
+    }
+
+    pub async fn patch_pvc(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &Patch<serde_json::Value>,
+    ) -> Result<(), kube::Error> {
+        Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
+            self.client.clone(),
+            namespace,
+        )
+        .patch(name, &self.params, patch)
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn patch_pv(&self, name: &str, patch: json_patch::Patch) -> Result<(), kube::Error> {
+        Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(self.client.clone())
+            .patch(name, &self.params, &Patch::Json::<()>(patch))
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn event(
+        &self,
+        ev: &kube::runtime::events::Event,
+        on: &k8s_openapi::api::core::v1::ObjectReference,
+    ) -> Result<(), kube::Error> {
+        self.recorder.publish(ev, on).await
     }
 }

@@ -99,7 +99,29 @@ async fn two_binds_at_once_exactly_one_allowed() {
             );
         }
     }
-    println!("{ROUNDS} rounds of two simultaneous binds: decisions by row {rows:?}");
+    let metrics = http
+        .get(server.probe_url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let count = |result: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("volguard_rwo_locks_total{{result=\"{result}\"}}")))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    println!(
+        "{ROUNDS} rounds of two simultaneous binds: decisions by row {rows:?}; locks taken {}, lost swaps read again {}, refused {}",
+        count("taken"),
+        count("conflict_retried"),
+        count("refused")
+    );
+    assert_eq!(count("taken"), ROUNDS as f64, "{metrics}");
+    assert_eq!(count("refused"), ROUNDS as f64, "{metrics}");
     assert!(
         bad.is_empty(),
         "{} rounds broke the lock:\n{}",

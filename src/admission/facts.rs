@@ -411,6 +411,7 @@ impl Admission {
             match rwo_lock::step(pod, node, current.as_ref(), holder_ref.as_ref(), now) {
                 LockStep::Keep => {}
                 LockStep::Held(l) => {
+                    self.lock_count("refused");
                     return Locked::Decided(Decision::deny(
                         "rwo-locked-on-other-node",
                         rwo_lock::held_message(pod, node, &claim.name, &l),

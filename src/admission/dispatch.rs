@@ -9,7 +9,7 @@ use super::review::Request;
 use crate::rules::Decision;
 use crate::rules::enforcement::Enforcement;
 use crate::rules::force_delete::ForceDeletePolicy;
-use crate::rules::rule::{FailurePolicy, Rule};
+use crate::rules::rule::{FailurePolicy, On, Rule};
 use crate::state::Cluster;
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -49,18 +49,8 @@ impl Endpoint {
 /// What kind of request this is, as far as routing cares (no I/O, no object decoding).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Target {
-    PodCreate,
-    PodDelete,
-    PodEviction,
-    PodBinding,
-    PvcCreate,
-    PvcUpdate,
-    /// `UPDATE persistentvolumeclaims/status`: the status strategy resets only `spec`, so metadata
-    /// (finalizers) sent here is stored (rules.md §2c "every write path counts").
-    PvcStatusUpdate,
-    PvCreate,
-    PvUpdate,
-    PvStatusUpdate,
+    /// A request some rule of the table judges.
+    On(On),
     /// A kind volguard reads, in an operation or subresource no rule concerns.
     Other,
     /// A kind volguard has no rule for: a webhook configuration mistake (rules.md §2e).
@@ -70,43 +60,33 @@ pub(super) enum Target {
 impl Target {
     fn of(req: &Request<'_>) -> Target {
         let (group, kind, op) = (&*req.kind.group, &*req.kind.kind, &*req.operation);
-        match (group, kind, req.subresource(), op) {
-            ("", "Pod", None, "CREATE") => Target::PodCreate,
-            ("", "Pod", None, "DELETE") => Target::PodDelete,
-            ("policy", "Eviction", Some("eviction"), "CREATE") => Target::PodEviction,
+        let on = match (group, kind, req.subresource(), op) {
+            ("", "Pod", None, "CREATE") => On::PodCreate,
+            ("", "Pod", None, "DELETE") => On::PodDelete,
+            ("policy", "Eviction", Some("eviction"), "CREATE") => On::PodEviction,
             // `pods/binding`, and the legacy `bindings` resource (POST .../namespaces/NS/bindings,
             // still served: custom schedulers, client libraries' create_namespaced_binding).
-            ("", "Binding", Some("binding") | None, "CREATE") => Target::PodBinding,
-            ("", "PersistentVolumeClaim", None, "CREATE") => Target::PvcCreate,
-            ("", "PersistentVolumeClaim", None, "UPDATE") => Target::PvcUpdate,
-            ("", "PersistentVolume", None, "CREATE") => Target::PvCreate,
-            ("", "PersistentVolume", None, "UPDATE") => Target::PvUpdate,
-            ("", "PersistentVolumeClaim", Some("status"), "UPDATE") => Target::PvcStatusUpdate,
-            ("", "PersistentVolume", Some("status"), "UPDATE") => Target::PvStatusUpdate,
+            ("", "Binding", Some("binding") | None, "CREATE") => On::PodBinding,
+            ("", "PersistentVolumeClaim", None, "CREATE") => On::PvcCreate,
+            ("", "PersistentVolumeClaim", None, "UPDATE") => On::PvcUpdate,
+            ("", "PersistentVolume", None, "CREATE") => On::PvCreate,
+            ("", "PersistentVolume", None, "UPDATE") => On::PvUpdate,
+            ("", "PersistentVolumeClaim", Some("status"), "UPDATE") => On::PvcStatusUpdate,
+            ("", "PersistentVolume", Some("status"), "UPDATE") => On::PvStatusUpdate,
             ("", "Pod" | "PersistentVolumeClaim" | "PersistentVolume" | "Binding", _, _)
-            | ("policy", "Eviction", _, _) => Target::Other,
-            _ => Target::Unknown,
-        }
+            | ("policy", "Eviction", _, _) => return Target::Other,
+            _ => return Target::Unknown,
+        };
+        Target::On(on)
     }
 
-    /// The rules that judge this request, in the order they run.
-    fn rules(self) -> &'static [Rule] {
-        match self {
-            Target::PodCreate => &[
-                Rule::RwoPlacementHint,
-                Rule::PodOnTerminatingClaim,
-                Rule::RwoSingleNode,
-            ],
-            Target::PodDelete | Target::PodEviction => &[Rule::ForceDelete],
-            Target::PodBinding => &[Rule::RwoSingleNode],
-            Target::PvcCreate => &[Rule::PvcFinalizer, Rule::BindingToTerminatingVolume],
-            Target::PvcUpdate => &[Rule::FinalizerRemoval, Rule::BindingToTerminatingVolume],
-            Target::PvCreate => &[Rule::PvFinalizer],
-            Target::PvUpdate | Target::PvcStatusUpdate | Target::PvStatusUpdate => {
-                &[Rule::FinalizerRemoval]
-            }
-            Target::Other | Target::Unknown => &[],
-        }
+    /// The rules that judge this request, in the rule table's order.
+    fn rules(self) -> impl Iterator<Item = Rule> {
+        let on = match self {
+            Target::On(on) => Some(on),
+            Target::Other | Target::Unknown => None,
+        };
+        on.into_iter().flat_map(On::rules)
     }
 }
 
@@ -167,12 +147,7 @@ impl Admission {
     pub async fn decide(&self, endpoint: Endpoint, req: &Request<'_>, budget: Duration) -> Verdict {
         let deadline = Instant::now() + budget;
         let target = Target::of(req);
-        let rules: Vec<Rule> = target
-            .rules()
-            .iter()
-            .copied()
-            .filter(|r| endpoint.admits(*r))
-            .collect();
+        let rules: Vec<Rule> = target.rules().filter(|r| endpoint.admits(*r)).collect();
         if rules.is_empty() {
             let unknown = target == Target::Unknown;
             let d = match (unknown, endpoint) {
@@ -229,8 +204,6 @@ impl Admission {
     pub fn late_verdict(&self, endpoint: Endpoint, req: &Request<'_>, budget: Duration) -> Verdict {
         let rules: Vec<Rule> = Target::of(req)
             .rules()
-            .iter()
-            .copied()
             .filter(|r| endpoint.admits(*r))
             .collect();
         let rule = rules

@@ -9,7 +9,7 @@ use crate::model::{
 };
 use crate::rules::claims::claims_of;
 use crate::rules::force_delete::is_force;
-use crate::rules::rule::Rule;
+use crate::rules::rule::{On, Rule};
 use crate::rules::rwo::ClaimFacts;
 use crate::rules::rwo_lock::{self, LockHolder, LockStep, RwoLock};
 use crate::rules::{
@@ -42,11 +42,11 @@ impl Admission {
             }
             (Rule::RwoPlacementHint, _) => self.placement_hint(req).await,
             (Rule::PodOnTerminatingClaim, _) => self.pod_create(req).await,
-            (Rule::RwoSingleNode, Target::PodBinding) => self.rwo_binding(req).await,
+            (Rule::RwoSingleNode, Target::On(On::PodBinding)) => self.rwo_binding(req).await,
             (Rule::RwoSingleNode, _) => self.rwo_pod_create(req).await,
-            (Rule::ForceDelete, Target::PodEviction) => self.eviction(req).await,
+            (Rule::ForceDelete, Target::On(On::PodEviction)) => self.eviction(req).await,
             (Rule::ForceDelete, _) => self.pod_delete(req).await,
-            (Rule::FinalizerRemoval, Target::PvUpdate | Target::PvStatusUpdate) => {
+            (Rule::FinalizerRemoval, Target::On(On::PvUpdate | On::PvStatusUpdate)) => {
                 self.pv_finalizer(req)
             }
             (Rule::FinalizerRemoval, _) => self.pvc_finalizer(req).await,

@@ -22,10 +22,10 @@ pub enum Rule {
     PvFinalizer,
     /// rules.md §2a.
     PodOnTerminatingClaim,
-    /// rules.md §2b.
-    BindingToTerminatingVolume,
     /// rules.md §2c.
     FinalizerRemoval,
+    /// rules.md §2b.
+    BindingToTerminatingVolume,
     /// rules.md §2d: pod DELETE and `pods/eviction` CREATE.
     ForceDelete,
     /// rules.md §2f: `pods/binding` CREATE and pod CREATE with `spec.nodeName`.
@@ -36,8 +36,8 @@ pub enum Rule {
 }
 
 /// One rule, one row: everything the webhook registration, the router, the metrics and the
-/// enforcement flags know about it. Adding a rule is its file under `rules/`, one `Rule` variant,
-/// one row here, and its facts in `admission/facts.rs`.
+/// enforcement flags know about it, and which requests it judges. Adding a rule is its file under
+/// `rules/`, one `Rule` variant, one row here, and its facts in `admission/facts.rs`.
 #[derive(Debug, Clone, Copy)]
 pub struct RuleDef {
     pub rule: Rule,
@@ -50,6 +50,27 @@ pub struct RuleDef {
     pub mutating: bool,
     /// The webhook entries (`webhooks[].name`) that post to `path`.
     pub webhooks: &'static [&'static str],
+    /// The requests it judges (routing reads this; a request meets its rules in table order).
+    pub on: &'static [On],
+}
+
+/// What a request is, as far as routing cares: kind, subresource and operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum On {
+    PodCreate,
+    PodDelete,
+    /// `CREATE pods/eviction` (an Eviction).
+    PodEviction,
+    /// `CREATE pods/binding`, or the legacy `bindings` resource.
+    PodBinding,
+    PvcCreate,
+    PvcUpdate,
+    /// `UPDATE persistentvolumeclaims/status`: the status strategy resets only `spec`, so metadata
+    /// (finalizers) sent here is stored (rules.md §2c "every write path counts").
+    PvcStatusUpdate,
+    PvCreate,
+    PvUpdate,
+    PvStatusUpdate,
 }
 
 /// The rule table, in `Rule` order.
@@ -61,6 +82,7 @@ pub const TABLE: [RuleDef; 8] = [
         failure_policy: FailurePolicy::Ignore,
         mutating: true,
         webhooks: &["pvc-finalizer.volguard.io"],
+        on: &[On::PvcCreate],
     },
     RuleDef {
         rule: Rule::PvFinalizer,
@@ -69,6 +91,7 @@ pub const TABLE: [RuleDef; 8] = [
         failure_policy: FailurePolicy::Ignore,
         mutating: true,
         webhooks: &["pv-finalizer.volguard.io"],
+        on: &[On::PvCreate],
     },
     RuleDef {
         rule: Rule::PodOnTerminatingClaim,
@@ -77,14 +100,7 @@ pub const TABLE: [RuleDef; 8] = [
         failure_policy: FailurePolicy::Ignore,
         mutating: false,
         webhooks: &["pod-create.volguard.io"],
-    },
-    RuleDef {
-        rule: Rule::BindingToTerminatingVolume,
-        name: "binding-to-terminating-volume",
-        path: "/validate/binding-to-terminating-volume",
-        failure_policy: FailurePolicy::Ignore,
-        mutating: false,
-        webhooks: &["pvc-binding.volguard.io"],
+        on: &[On::PodCreate],
     },
     // Fail: stripping a protection finalizer from a volume in use deletes it.
     RuleDef {
@@ -94,6 +110,21 @@ pub const TABLE: [RuleDef; 8] = [
         failure_policy: FailurePolicy::Fail,
         mutating: false,
         webhooks: &["finalizer-guard.volguard.io"],
+        on: &[
+            On::PvcUpdate,
+            On::PvcStatusUpdate,
+            On::PvUpdate,
+            On::PvStatusUpdate,
+        ],
+    },
+    RuleDef {
+        rule: Rule::BindingToTerminatingVolume,
+        name: "binding-to-terminating-volume",
+        path: "/validate/binding-to-terminating-volume",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: false,
+        webhooks: &["pvc-binding.volguard.io"],
+        on: &[On::PvcCreate, On::PvcUpdate],
     },
     // Fail: while volguard is down a force delete of a running pod must not slip through; its
     // matchConditions keep graceful deletes, PodGC and the kubelet away.
@@ -104,6 +135,7 @@ pub const TABLE: [RuleDef; 8] = [
         failure_policy: FailurePolicy::Fail,
         mutating: false,
         webhooks: &["force-delete.volguard.io", "eviction.volguard.io"],
+        on: &[On::PodDelete, On::PodEviction],
     },
     RuleDef {
         rule: Rule::RwoSingleNode,
@@ -112,6 +144,7 @@ pub const TABLE: [RuleDef; 8] = [
         failure_policy: FailurePolicy::Ignore,
         mutating: false,
         webhooks: &["rwo-single-node.volguard.io"],
+        on: &[On::PodCreate, On::PodBinding],
     },
     RuleDef {
         rule: Rule::RwoPlacementHint,
@@ -120,6 +153,7 @@ pub const TABLE: [RuleDef; 8] = [
         failure_policy: FailurePolicy::Ignore,
         mutating: true,
         webhooks: &["rwo-placement-hint.volguard.io"],
+        on: &[On::PodCreate],
     },
 ];
 
@@ -134,6 +168,16 @@ const fn validating_count() -> usize {
         i += 1;
     }
     n
+}
+
+impl On {
+    /// The rules that judge this request, in table order.
+    pub fn rules(self) -> impl Iterator<Item = Rule> {
+        TABLE
+            .iter()
+            .filter(move |d| d.on.contains(&self))
+            .map(|d| d.rule)
+    }
 }
 
 impl Rule {
@@ -219,6 +263,7 @@ mod tests {
         for (i, d) in TABLE.iter().enumerate() {
             assert_eq!(d.rule as usize, i, "{} is out of place", d.name);
             assert!(!d.webhooks.is_empty(), "{} has no webhook entry", d.name);
+            assert!(!d.on.is_empty(), "{} judges no request", d.name);
         }
     }
 }

@@ -32,17 +32,24 @@ async fn s17_explain_and_kubectl(cp: &ControlPlane) {
         );
         text
     };
-    // s14's claim: kept by pod m-0 (deleted gracefully there, still running on node-m).
+    // Its own claim, used by a running pod.
+    let c = cp.admin().await;
+    node(&c, "node-ex").await;
+    pvc(&c, "s17", "data", None).await.expect("pvc");
+    pod(&c, "s17", "x-0", Some("node-ex"), &["data"])
+        .await
+        .expect("pod");
+    set_pod_phase(&c, "s17", "x-0", "Running").await;
     let direct = run(std::process::Command::new(env!("CARGO_BIN_EXE_volguard"))
-        .args(["explain", "pvc", "data", "-n", "s14", "--kubeconfig"])
+        .args(["explain", "pvc", "data", "-n", "s17", "--kubeconfig"])
         .arg(&kc));
     assert!(
-        direct.starts_with("PersistentVolumeClaim s14/data\n"),
+        direct.starts_with("PersistentVolumeClaim s17/data\n"),
         "{direct}"
     );
-    assert!(direct.contains("m-0 (Running on node node-m)"), "{direct}");
+    assert!(direct.contains("x-0 (Running on node node-ex)"), "{direct}");
     assert!(
-        direct.contains("next:         in use by pod(s) m-0"),
+        direct.contains("next:         in use by pod(s) x-0"),
         "{direct}"
     );
     let plugins = tempfile::tempdir().expect("tmp");
@@ -63,18 +70,18 @@ async fn s17_explain_and_kubectl(cp: &ControlPlane) {
     assert!(listed.contains("kubectl-volguard"), "{listed}");
     let via_kubectl = run(std::process::Command::new(&kubectl)
         .args([
-            "volguard", "explain", "pvc", "data", "-n", "s14", "-o", "json",
+            "volguard", "explain", "pvc", "data", "-n", "s17", "-o", "json",
         ])
         .env("PATH", &path)
         .env("KUBECONFIG", &kc));
     let v: serde_json::Value = serde_json::from_str(&via_kubectl).expect("json");
-    assert_eq!(v["blockingPods"][0]["name"], "m-0", "{via_kubectl}");
+    assert_eq!(v["blockingPods"][0]["name"], "x-0", "{via_kubectl}");
     let unused = run(std::process::Command::new(&kubectl)
         .args(["volguard", "unused", "-A"])
         .env("PATH", &path)
         .env("KUBECONFIG", &kc));
     assert!(unused.starts_with("NAMESPACE"), "{unused}");
-    println!("kubectl volguard explain pvc data -n s14:\n{direct}");
+    println!("kubectl volguard explain pvc data -n s17:\n{direct}");
 }
 
 /// Scenario 16: deciding late or without facts. With kube-apiserver frozen (SIGSTOP), every
@@ -1061,6 +1068,7 @@ async fn start_standalone() -> ControlPlane {
         "s14",
         "s15",
         "s5b",
+        "s17",
     ] {
         namespace(&c, ns).await;
     }

@@ -132,10 +132,11 @@ pub fn step(
     holder: Option<&LockHolder<'_>>,
     now: jiff::Timestamp,
 ) -> LockStep {
-    let fresh = RwoLock::new(pod, node, now);
+    // Built only when written: the common bind (the lock already names this pod) allocates nothing.
+    let fresh = || RwoLock::new(pod, node, now);
     let Some(lock) = current else {
         return LockStep::Write {
-            lock: fresh,
+            lock: fresh(),
             took_over: None,
         };
     };
@@ -144,13 +145,13 @@ pub fn step(
             return LockStep::Keep;
         }
         return LockStep::Write {
-            lock: fresh,
+            lock: fresh(),
             took_over: None,
         };
     }
     match holder.map(|h| standing(lock, h, now)) {
         Some(Standing::Stale(why)) => LockStep::Write {
-            lock: fresh,
+            lock: fresh(),
             took_over: Some(why),
         },
         Some(Standing::Holds) | None => LockStep::Held(lock.clone()),

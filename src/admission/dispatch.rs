@@ -81,12 +81,11 @@ impl Target {
     }
 
     /// The rules that judge this request, in the rule table's order.
-    fn rules(self) -> impl Iterator<Item = Rule> {
-        let on = match self {
-            Target::On(on) => Some(on),
-            Target::Other | Target::Unknown => None,
-        };
-        on.into_iter().flat_map(On::rules)
+    fn rules(self) -> &'static [Rule] {
+        match self {
+            Target::On(on) => on.rules(),
+            Target::Other | Target::Unknown => &[],
+        }
     }
 }
 
@@ -147,7 +146,12 @@ impl Admission {
     pub async fn decide(&self, endpoint: Endpoint, req: &Request<'_>, budget: Duration) -> Verdict {
         let deadline = Instant::now() + budget;
         let target = Target::of(req);
-        let rules: Vec<Rule> = target.rules().filter(|r| endpoint.admits(*r)).collect();
+        let rules: Vec<Rule> = target
+            .rules()
+            .iter()
+            .copied()
+            .filter(|r| endpoint.admits(*r))
+            .collect();
         if rules.is_empty() {
             let unknown = target == Target::Unknown;
             let d = match (unknown, endpoint) {
@@ -204,6 +208,8 @@ impl Admission {
     pub fn late_verdict(&self, endpoint: Endpoint, req: &Request<'_>, budget: Duration) -> Verdict {
         let rules: Vec<Rule> = Target::of(req)
             .rules()
+            .iter()
+            .copied()
             .filter(|r| endpoint.admits(*r))
             .collect();
         let rule = rules

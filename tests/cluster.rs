@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::shared::Body;
+use support::shared::{Body, dumping};
 use support::{harness, objects};
 
 use harness::{ControlPlane, Profile};
@@ -2383,16 +2383,6 @@ fn scenario(name: &str, f: impl for<'a> FnOnce(&'a mut Shared) -> Body<'a>) {
         name,
         f,
     );
-}
-
-/// Scenarios that share the control plane immutably: a wait that times out dumps every log.
-async fn dumping<F: std::future::Future<Output = ()>>(cp: &ControlPlane, name: &str, f: F) {
-    if tokio::time::timeout(Duration::from_secs(120), f)
-        .await
-        .is_err()
-    {
-        panic!("{name} timed out\n{}", cp.logs());
-    }
 }
 
 // ---------------------------------------------------------------- one test per scenario

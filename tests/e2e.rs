@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::shared::Body;
+use support::shared::{Body, dumping};
 use support::{harness, objects};
 
 use harness::{ControlPlane, Profile, eventually};
@@ -1107,15 +1107,6 @@ fn beside(name: &str, f: impl for<'a> FnOnce(&'a mut ControlPlane) -> Body<'a>) 
         name,
         f,
     );
-}
-
-async fn dumping<F: std::future::Future<Output = ()>>(cp: &ControlPlane, name: &str, f: F) {
-    if tokio::time::timeout(Duration::from_secs(120), f)
-        .await
-        .is_err()
-    {
-        panic!("{name} timed out\n{}", cp.logs());
-    }
 }
 
 // ---------------------------------------------------------------- one test per scenario

@@ -193,6 +193,19 @@ const ROUTES: [([Rule; TABLE.len()], usize); ON_COUNT] = {
 };
 
 impl On {
+    pub const ALL: [On; ON_COUNT] = [
+        On::PodCreate,
+        On::PodDelete,
+        On::PodEviction,
+        On::PodBinding,
+        On::PvcCreate,
+        On::PvcUpdate,
+        On::PvcStatusUpdate,
+        On::PvCreate,
+        On::PvUpdate,
+        On::PvStatusUpdate,
+    ];
+
     /// The rules that judge this request, in table order.
     pub fn rules(self) -> &'static [Rule] {
         let (rules, n) = &ROUTES[self as usize];
@@ -280,19 +293,8 @@ mod tests {
 
     #[test]
     fn routes_are_the_tables() {
-        use On::*;
-        for on in [
-            PodCreate,
-            PodDelete,
-            PodEviction,
-            PodBinding,
-            PvcCreate,
-            PvcUpdate,
-            PvcStatusUpdate,
-            PvCreate,
-            PvUpdate,
-            PvStatusUpdate,
-        ] {
+        for (i, on) in On::ALL.into_iter().enumerate() {
+            assert_eq!(on as usize, i);
             let want: Vec<Rule> = TABLE
                 .iter()
                 .filter(|d| d.on.contains(&on))

@@ -62,3 +62,13 @@ pub fn scenario<T: Send + 'static>(
         println!("scenario {name}: ok ({:.1}s)", t.elapsed().as_secs_f64());
     });
 }
+
+/// A scenario body whose waits time out after two minutes, dumping every process's log.
+pub async fn dumping<F: Future<Output = ()>>(cp: &super::harness::ControlPlane, name: &str, f: F) {
+    if tokio::time::timeout(std::time::Duration::from_secs(120), f)
+        .await
+        .is_err()
+    {
+        panic!("{name} timed out\n{}", cp.logs());
+    }
+}

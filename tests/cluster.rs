@@ -1969,32 +1969,63 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
         )
         .await
         .expect("old pod finished");
-    let (rolled, bound) = cp
-        .eventually(
-            "rollout complete: a pod of the new revision runs",
-            LONG,
-            || {
-                let c = c.clone();
-                async move {
-                    let pods = Api::<Pod>::namespaced(c, ns)
-                        .list(&ListParams::default().labels("app=roll"))
-                        .await
-                        .ok()?
-                        .items;
-                    assert_one_node(&pods, "roll");
-                    pods.into_iter().find_map(|p| {
-                        let rev2 = p.metadata.annotations.as_ref()?.get("rev")? == "2";
-                        let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
-                        (rev2 && running && p.metadata.deletion_timestamp.is_none())
-                            .then_some(())?;
-                        Some((p.metadata.name.clone()?, p.spec?.node_name?))
-                    })
+    // Either the new revision runs, or the old ReplicaSet's replacement won the claim first and
+    // the new pod waits, told by volguard which pod holds the claim on which node (with a third
+    // schedulable node the scheduler may keep scoring the new pod there: README "what cannot roll").
+    let outcome = cp
+        .eventually("rollout: new revision runs, or waits told why", LONG, || {
+            let c = c.clone();
+            let old_node = old_node.clone();
+            async move {
+                let pods = Api::<Pod>::namespaced(c.clone(), ns)
+                    .list(&ListParams::default().labels("app=roll"))
+                    .await
+                    .ok()?
+                    .items;
+                assert_one_node(&pods, "roll");
+                let live = |p: &&Pod| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                };
+                let rev2 = |p: &Pod| {
+                    p.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get("rev"))
+                        .is_some_and(|r| r == "2")
+                };
+                if let Some(p) = pods.iter().filter(live).find(|p| rev2(p)) {
+                    let node = p.spec.as_ref()?.node_name.clone()?;
+                    assert_ne!(node, old_node, "bound to the cordoned node");
+                    return Some(format!(
+                        "{} (new revision) runs on {node}",
+                        p.metadata.name.clone()?
+                    ));
                 }
-            },
-        )
+                let holder = pods.iter().find(live)?;
+                let (h, hn) = (
+                    holder.metadata.name.clone()?,
+                    holder.spec.as_ref()?.node_name.clone()?,
+                );
+                let waiting = pods
+                    .iter()
+                    .find(|p| rev2(p) && p.spec.as_ref().is_some_and(|s| s.node_name.is_none()))?;
+                let w = waiting.metadata.name.clone()?;
+                let named = format!("pod \"{h}\" uses it on node \"{hn}\"");
+                let locked = format!("locked to node \"{hn}\" by pod \"{h}\"");
+                rwo_refusals(&c, ns, &w)
+                    .await
+                    .iter()
+                    .any(|m| m.contains(&named) || m.contains(&locked))
+                    .then(|| {
+                        format!(
+                            "the old ReplicaSet's {h} took the claim on {hn} first; {w} waits, refused naming it"
+                        )
+                    })
+            }
+        })
         .await;
-    assert_ne!(bound, old_node);
-    println!("rwo: {rolled} (new revision) runs on {bound} after {old} ended; never two nodes");
+    println!("rwo: after {old} ended: {outcome}; never two nodes");
 
     // RollingUpdate with room on the lock's node: the placement hint steers the new pod beside
     // the old one, and the rollout rolls without a refusal.

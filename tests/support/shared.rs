@@ -63,9 +63,10 @@ pub fn scenario<T: Send + 'static>(
     });
 }
 
-/// A scenario body whose waits time out after two minutes, dumping every process's log.
+/// A scenario body that must finish within five minutes (its own waits are shorter), else every
+/// process's log is dumped.
 pub async fn dumping<F: Future<Output = ()>>(cp: &super::harness::ControlPlane, name: &str, f: F) {
-    if tokio::time::timeout(std::time::Duration::from_secs(120), f)
+    if tokio::time::timeout(std::time::Duration::from_secs(300), f)
         .await
         .is_err()
     {

@@ -2410,10 +2410,26 @@ fn scenario(name: &str, f: impl for<'a> FnOnce(&'a mut Shared) -> Body<'a>) {
     support::shared::scenario(
         &CLUSTER,
         || Box::pin(start_cluster()),
-        |s| Box::pin(s.cp.ensure_running()),
+        |s| Box::pin(prepare(s)),
         name,
         f,
     );
+}
+
+/// Before each scenario: the webhook and a controller run, and both shared nodes take pods (a
+/// scenario that failed half-way may have left one cordoned).
+async fn prepare(s: &mut Shared) {
+    s.cp.ensure_running().await;
+    let nodes = Api::<Node>::all(s.cp.admin().await);
+    for n in ["kwok-1", "kwok-2"] {
+        let _ = nodes
+            .patch(
+                n,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"unschedulable": null}})),
+            )
+            .await;
+    }
 }
 
 // ---------------------------------------------------------------- one test per scenario

@@ -120,54 +120,54 @@ impl LiveCluster {
         let store = Arc::new(Store::default());
         let (changes, _) = tokio::sync::broadcast::channel(CHANGE_BUFFER);
         let mut synced = Vec::new();
-        let mut flag = || {
-            let f = Arc::new(AtomicBool::new(false));
-            synced.push(f.clone());
-            f
-        };
+        let ns = needs.namespace.as_deref();
         if needs.pvcs {
+            let api = scoped::<Pvc>(&client, ns);
             let tx = changes.clone();
-            tokio::spawn(run_watch(
-                Api::<Decoded<Pvc>>::all(client.clone()),
-                watcher::Config::default(),
-                store_ref(&store, |s| &s.pvcs),
-                flag(),
+            spawn_watch(
+                api,
+                &store,
+                |s| &s.pvcs,
+                &mut synced,
                 move |c| {
                     let _ = tx.send(ViewChange::Pvc(c));
                 },
-            ));
+            );
         }
         if needs.pvs {
+            let api = Api::<Decoded<Pv>>::all(client.clone());
             let tx = changes.clone();
-            tokio::spawn(run_watch(
-                Api::<Decoded<Pv>>::all(client.clone()),
-                watcher::Config::default(),
-                store_ref(&store, |s| &s.pvs),
-                flag(),
+            spawn_watch(
+                api,
+                &store,
+                |s| &s.pvs,
+                &mut synced,
                 move |c| {
                     let _ = tx.send(ViewChange::Pv(c));
                 },
-            ));
+            );
         }
         if needs.nodes {
+            let api = Api::<Decoded<Node>>::all(client.clone());
             let tx = changes.clone();
-            tokio::spawn(run_watch(
-                Api::<Decoded<Node>>::all(client.clone()),
-                watcher::Config::default(),
-                store_ref(&store, |s| &s.nodes),
-                flag(),
+            spawn_watch(
+                api,
+                &store,
+                |s| &s.nodes,
+                &mut synced,
                 move |c| {
                     let _ = tx.send(ViewChange::Node(c));
                 },
-            ));
+            );
         }
         if needs.pods {
             let (st, tx) = (store.clone(), changes.clone());
-            tokio::spawn(run_watch(
-                Api::<Decoded<Pod>>::all(client.clone()),
-                watcher::Config::default(),
-                store_ref(&store, |s| &s.pods),
-                flag(),
+            let api = scoped::<Pod>(&client, ns);
+            spawn_watch(
+                api,
+                &store,
+                |s| &s.pods,
+                &mut synced,
                 move |c| {
                     // The index first: a subscriber that reacts reads it already updated.
                     match &c {
@@ -185,7 +185,7 @@ impl LiveCluster {
                     }
                     let _ = tx.send(ViewChange::Pod(c));
                 },
-            ));
+            );
         }
         Arc::new(LiveCluster {
             client,
@@ -404,6 +404,27 @@ where
             }
         }
     })
+}
+
+/// Keep one map of `store` equal to the collection `api` lists; its synced flag joins `synced`.
+fn spawn_watch<T>(
+    api: Api<Decoded<T>>,
+    store: &Arc<Store>,
+    pick: fn(&Store) -> &ObjectMap<T>,
+    synced: &mut Vec<Arc<AtomicBool>>,
+    notify: impl FnMut(Change<T>) + Send + 'static,
+) where
+    T: Wire + DeserializeOwned + std::fmt::Debug + super::Object + Send + Sync + 'static,
+{
+    let flag = Arc::new(AtomicBool::new(false));
+    synced.push(flag.clone());
+    tokio::spawn(run_watch(
+        api,
+        watcher::Config::default(),
+        store_ref(store, pick),
+        flag,
+        notify,
+    ));
 }
 
 fn scoped<T>(client: &kube::Client, ns: Option<&str>) -> Api<Decoded<T>>

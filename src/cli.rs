@@ -72,7 +72,8 @@ pub struct ServeArgs {
     pub kubeconfig: Option<PathBuf>,
     #[command(flatten)]
     pub force_delete: ForceDeleteArgs,
-    /// Usernames of volguard's controller, exempt from the finalizer-stripping guard.
+    /// Usernames of volguard's controller: exempt from the finalizer-stripping guard, and the
+    /// only callers whose out-of-service taint a `Fenced` incident proves (rules.md §7).
     #[arg(
         long = "controller-user",
         value_delimiter = ',',

@@ -73,7 +73,9 @@ impl Target {
             ("", "PersistentVolume", None, "UPDATE") => On::PvUpdate,
             ("", "PersistentVolumeClaim", Some("status"), "UPDATE") => On::PvcStatusUpdate,
             ("", "PersistentVolume", Some("status"), "UPDATE") => On::PvStatusUpdate,
-            ("", "Pod" | "PersistentVolumeClaim" | "PersistentVolume" | "Binding", _, _)
+            ("", "Pod", Some("status"), "UPDATE") => On::PodStatusUpdate,
+            ("", "Node", None, "UPDATE") => On::NodeUpdate,
+            ("", "Pod" | "PersistentVolumeClaim" | "PersistentVolume" | "Binding" | "Node", _, _)
             | ("policy", "Eviction", _, _) => return Target::Other,
             _ => return Target::Unknown,
         };

@@ -4,8 +4,9 @@
 
 use super::dispatch::{Admission, Target};
 use super::review::{Embedded, EmbeddedKind, Request};
+use crate::model::fence::FENCE_INCIDENT;
 use crate::model::{
-    Binding, DeleteOptions, Eviction, Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc,
+    Binding, DeleteOptions, Eviction, Meta, Node, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc,
 };
 use crate::rules::claims::claims_of;
 use crate::rules::force_delete::is_force;
@@ -13,7 +14,8 @@ use crate::rules::rule::{On, Rule};
 use crate::rules::rwo::ClaimFacts;
 use crate::rules::rwo_lock::{self, LockHolder, LockStep, RwoLock};
 use crate::rules::{
-    Decision, Fact, binding, finalizer_guard, force_delete, pod_create, protect, rwo,
+    Decision, Fact, binding, finalizer_guard, force_delete, node_taint, pod_create, pod_status,
+    protect, rwo,
 };
 use crate::state::writer::Swap;
 use std::borrow::Cow;
@@ -51,6 +53,8 @@ impl Admission {
             }
             (Rule::FinalizerRemoval, _) => self.pvc_finalizer(req).await,
             (Rule::BindingToTerminatingVolume, _) => self.pvc_binding(req).await,
+            (Rule::PodStatus, _) => self.pod_status(req).await,
+            (Rule::OutOfServiceTaint, _) => self.out_of_service(req).await,
         }
     }
 
@@ -160,6 +164,48 @@ impl Admission {
             node = self.cluster.node_confirmed(n).await;
         }
         force_delete::pod_delete(&req.user_info, pod, grace, deref(&node), &self.policy)
+    }
+
+    /// rules.md §2h: the node is read as the apiserver has it now (its out-of-service taint lets
+    /// the new phase through, as in §2d rows 4-5).
+    async fn pod_status(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let old = object::<Pod>(&req.old_object, "oldObject")?;
+        let new = object::<Pod>(&req.object, "object")?;
+        let node = match old.node_name() {
+            Some(n) if new.is_terminal() && !old.is_terminal() => {
+                self.cluster.node_confirmed(n).await
+            }
+            _ => Fact::Missing,
+        };
+        Ok(pod_status::pod_status_update(
+            &req.user_info,
+            &old,
+            &new,
+            deref(&node),
+        ))
+    }
+
+    /// rules.md §7 guards: the incident is read live, and only for volguard's own controller.
+    async fn out_of_service(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let old = object::<Node>(&req.old_object, "oldObject")?;
+        let new = object::<Node>(&req.object, "object")?;
+        let own = self
+            .own_controllers
+            .iter()
+            .any(|c| *c == req.user_info.username);
+        let incident = match new.metadata.annotation(FENCE_INCIDENT) {
+            Some(name) if own && !old.is_out_of_service() && new.is_out_of_service() => {
+                self.cluster.node_fence(name).await
+            }
+            _ => Fact::Missing,
+        };
+        Ok(node_taint::out_of_service_taint(
+            &req.user_info,
+            &self.own_controllers,
+            &old,
+            &new,
+            deref(&incident),
+        ))
     }
 
     /// rules.md §2c, judged on the stored object (`oldObject`): a patch that nulls `finalizers` and

@@ -8,7 +8,7 @@
 //! yields an answer naming the field rather than a generic parse error.
 
 use crate::error::{ObjectError, ReviewError};
-use crate::model::{Binding, Eviction, FieldKey, Optional, Pod, Pv, Pvc, UserInfo};
+use crate::model::{Binding, Eviction, FieldKey, Node, Optional, Pod, Pv, Pvc, UserInfo};
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -101,6 +101,7 @@ macro_rules! raw_kind {
 }
 raw_kind!(Eviction, "Eviction");
 raw_kind!(Binding, "Binding");
+raw_kind!(Node, "Node");
 embedded_kind!(Pvc, "PersistentVolumeClaim");
 embedded_kind!(Pv, "PersistentVolume");
 

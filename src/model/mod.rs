@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
+pub mod fence;
 pub mod quantity;
 pub mod selector;
 mod wire;

@@ -40,6 +40,13 @@ pub fn is_human(user: &UserInfo) -> bool {
     !user.username.starts_with("system:") && !user.in_group("system:serviceaccounts")
 }
 
+/// The pod's own kubelet: exactly `system:node:<its node>` in group `system:nodes`.
+pub fn is_own_kubelet(user: &UserInfo, pod: &Pod) -> bool {
+    pod.node_name().is_some_and(|n| {
+        user.username.strip_prefix("system:node:") == Some(n) && user.in_group("system:nodes")
+    })
+}
+
 /// Decide a pod DELETE. `node` is the pod's node as read from the cluster (only consulted when
 /// the earlier rows did not decide).
 pub fn pod_delete(
@@ -54,10 +61,7 @@ pub fn pod_delete(
         return Decision::allow("graceful-delete");
     }
     // 2: the pod's own kubelet confirms its containers are gone.
-    if let Some(node_name) = pod.node_name()
-        && user.username.strip_prefix("system:node:") == Some(node_name)
-        && user.in_group("system:nodes")
-    {
+    if is_own_kubelet(user, pod) {
         return Decision::allow("force-delete-own-kubelet");
     }
     // 3: no process can be running.

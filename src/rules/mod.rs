@@ -14,6 +14,9 @@
 //! | 2d force delete | `force_delete.rs` |
 //! | 2f RWO claims on one node | `rwo.rs`, the lock: `rwo_lock.rs`, the placement hint: `placement.rs` |
 //! | 2g enforcement modes | `enforcement.rs` |
+//! | 2h pod status: only the kubelet ends a running pod | `pod_status.rs` |
+//! | 7 the out-of-service taint needs proof | `node_taint.rs` |
+//! | 7 partition healing: detect, decide, each incident's next step | `fencing.rs` |
 //! | rule names, paths, failure policies | `rule.rs` |
 //! | 3 in use | `in_use.rs` |
 //! | 4 controller decisions | `release.rs` |
@@ -24,9 +27,12 @@ pub mod claims;
 pub mod decision;
 pub mod enforcement;
 pub mod finalizer_guard;
+pub mod fencing;
 pub mod force_delete;
 pub mod in_use;
+pub mod node_taint;
 pub mod placement;
+pub mod pod_status;
 pub mod pod_create;
 pub mod protect;
 pub mod release;

@@ -33,6 +33,10 @@ pub enum Rule {
     /// rules.md §2f placement hint: pod CREATE gets a preferred affinity to its claim's node
     /// (mutating).
     RwoPlacementHint,
+    /// rules.md §2h: `UPDATE pods/status` that ends a running pod.
+    PodStatus,
+    /// rules.md §7 guards: adding the out-of-service taint to a Node.
+    OutOfServiceTaint,
 }
 
 /// One rule, one row: everything the webhook registration, the router, the metrics and the
@@ -71,10 +75,14 @@ pub enum On {
     PvCreate,
     PvUpdate,
     PvStatusUpdate,
+    /// `UPDATE pods/status`.
+    PodStatusUpdate,
+    /// `UPDATE nodes`.
+    NodeUpdate,
 }
 
 /// The rule table, in `Rule` order.
-pub const TABLE: [RuleDef; 8] = [
+pub const TABLE: [RuleDef; 10] = [
     RuleDef {
         rule: Rule::PvcFinalizer,
         name: "pvc-finalizer",
@@ -155,6 +163,27 @@ pub const TABLE: [RuleDef; 8] = [
         webhooks: &["rwo-placement-hint.volguard.io"],
         on: &[On::PodCreate],
     },
+    // Ignore: PodGC must never wait on volguard; matchConditions narrow it to a running pod
+    // made terminal by someone other than its kubelet.
+    RuleDef {
+        rule: Rule::PodStatus,
+        name: "pod-status",
+        path: "/validate/pod-status",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: false,
+        webhooks: &["pod-status.volguard.io"],
+        on: &[On::PodStatusUpdate],
+    },
+    // Ignore: a person must be able to heal a partition while volguard is down.
+    RuleDef {
+        rule: Rule::OutOfServiceTaint,
+        name: "out-of-service-taint",
+        path: "/validate/out-of-service-taint",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: false,
+        webhooks: &["out-of-service-taint.volguard.io"],
+        on: &[On::NodeUpdate],
+    },
 ];
 
 /// How many validating rules the table has.
@@ -171,7 +200,7 @@ const fn validating_count() -> usize {
 }
 
 /// How many kinds of request `On` names.
-const ON_COUNT: usize = On::PvStatusUpdate as usize + 1;
+const ON_COUNT: usize = On::NodeUpdate as usize + 1;
 
 /// Each kind of request's rules in table order, worked out at compile time from `TABLE`: routing
 /// a request is one indexed load, as it was before the table existed (`make profile`).
@@ -204,6 +233,8 @@ impl On {
         On::PvCreate,
         On::PvUpdate,
         On::PvStatusUpdate,
+        On::PodStatusUpdate,
+        On::NodeUpdate,
     ];
 
     /// The rules that judge this request, in table order.

@@ -63,6 +63,14 @@ impl Cluster {
         }
     }
 
+    /// A fencing incident, read live (it decides a release).
+    pub async fn node_fence(&self, name: &str) -> Fact<Arc<crate::model::fence::NodeFence>> {
+        match self {
+            Cluster::Offline(s) => from_cache(s.fences.get("", name)),
+            Cluster::Live(l) => super::fences::get(&l.client, name).await,
+        }
+    }
+
     pub async fn pod(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
         match self {
             Cluster::Offline(s) => from_cache(s.pods.get(namespace, name)),

@@ -16,6 +16,7 @@ pub struct LoadSummary {
     pub pvs: usize,
     pub nodes: usize,
     pub pods: usize,
+    pub fences: usize,
     /// Objects of kinds volguard does not read, by kind.
     pub skipped: BTreeMap<String, usize>,
 }
@@ -127,6 +128,12 @@ fn add_raw(raw: &str, index: usize, store: &Store, s: &mut LoadSummary) -> Resul
                 .pods
                 .apply(serde_json::from_str::<Pod>(raw).map_err(bad)?);
             s.pods += 1;
+        }
+        crate::model::fence::KIND => {
+            store.fences.apply(
+                serde_json::from_str::<crate::model::fence::NodeFence>(raw).map_err(bad)?,
+            );
+            s.fences += 1;
         }
         _ => *s.skipped.entry(kind).or_default() += 1,
     }

@@ -4,6 +4,7 @@
 pub mod claim_index;
 pub mod cluster;
 pub mod decoded;
+pub mod fences;
 pub mod live;
 pub mod loader;
 pub mod store;

@@ -58,6 +58,14 @@ impl Object for Node {
         self.metadata.owner_references = None;
     }
 }
+impl Object for crate::model::fence::NodeFence {
+    fn drop_labels(&mut self) {}
+    const KIND: &'static str = crate::model::fence::KIND;
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+    fn prune(&mut self) {}
+}
 impl Object for Pod {
     fn drop_labels(&mut self) {
         self.metadata.labels = None;
@@ -207,6 +215,8 @@ pub struct Store {
     pub pvs: ObjectMap<Pv>,
     pub nodes: ObjectMap<Node>,
     pub pods: ObjectMap<Pod>,
+    /// Fencing incidents: only a state file fills this (live, they are read when needed).
+    pub fences: ObjectMap<crate::model::fence::NodeFence>,
     /// Pods by the claims they name (kept by whoever fills `pods`: the loader, a pod watch).
     pub claims: super::claim_index::ClaimIndex,
     /// Offline, the RWO lock's compare-and-swap is this store's (`state::writer`).

@@ -1,0 +1,159 @@
+//! `NodeFence` (volguard.io/v1alpha1, cluster-scoped): one partition incident, from detection to
+//! recovery (rules.md §7). The record operators read (`kubectl get nodefences`) and the state the
+//! fencing controller resumes from after a restart.
+
+use serde::{Deserialize, Serialize};
+
+pub const GROUP: &str = "volguard.io";
+pub const VERSION: &str = "v1alpha1";
+pub const KIND: &str = "NodeFence";
+pub const PLURAL: &str = "nodefences";
+
+/// StorageClass (and namespace, pod) annotation: `auto`, `manual` or `off` (rules.md §7 "Opt in").
+pub const FENCING: &str = "volguard.io/fencing";
+/// Node annotation a person sets before adding the out-of-service taint by hand.
+pub const CONFIRM_NODE_DOWN: &str = "volguard.io/confirm-node-down";
+/// Node annotation volguard's controller writes with the taint: the incident that proved it.
+pub const FENCE_INCIDENT: &str = "volguard.io/fence-incident";
+/// NodeFence label: the node (incidents are listed by node).
+pub const NODE_LABEL: &str = "volguard.io/node";
+/// NodeFence annotation `kubectl volguard fence confirm` writes: who confirmed, and when.
+pub const CONFIRMED_BY: &str = "volguard.io/confirmed-by";
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    /// Partition seen; nothing asked of a backend yet.
+    #[default]
+    Detected,
+    /// A backend was asked to fence (recorded before the call).
+    Fencing,
+    /// A backend confirmed and the node's Lease stayed silent since the request.
+    Fenced,
+    /// The out-of-service taint is on: PodGC and the attach/detach controller release the volumes.
+    Released,
+    /// The node is back: unfencing, the taint stays until that succeeds.
+    Recovering,
+    Done,
+    /// Every backend failed or a fence did not hold: nothing was released.
+    Failed,
+    /// The node healed before the release: nothing was released.
+    Aborted,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Detected => "Detected",
+            Phase::Fencing => "Fencing",
+            Phase::Fenced => "Fenced",
+            Phase::Released => "Released",
+            Phase::Recovering => "Recovering",
+            Phase::Done => "Done",
+            Phase::Failed => "Failed",
+            Phase::Aborted => "Aborted",
+        }
+    }
+    pub const ALL: [Phase; 8] = [
+        Phase::Detected,
+        Phase::Fencing,
+        Phase::Fenced,
+        Phase::Released,
+        Phase::Recovering,
+        Phase::Done,
+        Phase::Failed,
+        Phase::Aborted,
+    ];
+    /// Nothing more happens to an incident in this phase.
+    pub fn is_final(self) -> bool {
+        matches!(self, Phase::Done | Phase::Failed | Phase::Aborted)
+    }
+}
+
+/// How a backend fences: by policy, in order (rules.md §7 "Fence").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// POST to a fence agent's HTTPS URL.
+    Webhook,
+    /// A csi-addons NetworkFence for the node's addresses.
+    Networkfence,
+    /// A person runs `kubectl volguard fence confirm NODE`.
+    Manual,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Webhook => "webhook",
+            BackendKind::Networkfence => "networkfence",
+            BackendKind::Manual => "manual",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeFenceSpec {
+    pub node: String,
+    /// The backends this incident tries, in order (fixed when it is created).
+    #[serde(default)]
+    pub backends: Vec<BackendKind>,
+    /// The node's addresses when the incident began (what a network fence cuts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<String>,
+}
+
+/// One recorded step: when, what, and the evidence behind it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Evidence {
+    pub time: String,
+    pub step: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeFenceStatus {
+    #[serde(default)]
+    pub phase: Phase,
+    /// The backend in use (index into `spec.backends`).
+    #[serde(default)]
+    pub backend_index: usize,
+    /// Its name, for `kubectl get` columns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendKind>,
+    /// The node Lease's renewTime when the partition was detected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_renew_time: Option<String>,
+    /// When the current backend was asked to fence (written before the call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence_requested_at: Option<String>,
+    /// When a backend confirmed the fence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fenced_at: Option<String>,
+    /// When the out-of-service taint went on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_at: Option<String>,
+    /// When the node came back and unfencing was requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfence_requested_at: Option<String>,
+    /// Who confirmed a manual fence (their authenticated username).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Evidence>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeFence {
+    #[serde(default)]
+    pub metadata: super::Meta,
+    #[serde(default)]
+    pub spec: NodeFenceSpec,
+    #[serde(default)]
+    pub status: NodeFenceStatus,
+}

@@ -1,0 +1,216 @@
+//! rules.md §7: partition healing, the decisions. Which nodes count as partitioned, whether an
+//! incident may begin, and what proves a fence. The fencing controller (`src/fencing/`) gathers
+//! the facts and performs each step; nothing here does I/O or reads a clock.
+
+use jiff::{SignedDuration, Timestamp};
+
+/// Per StorageClass, namespace or pod (`volguard.io/fencing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Fence through the configured backends.
+    Auto,
+    /// Only a person's `kubectl volguard fence confirm` fences.
+    Manual,
+    /// Upstream's behaviour: nothing happens until a person acts.
+    Off,
+}
+
+impl Mode {
+    fn parse(v: &str) -> Option<Mode> {
+        match v {
+            "auto" => Some(Mode::Auto),
+            "manual" => Some(Mode::Manual),
+            "off" => Some(Mode::Off),
+            _ => None,
+        }
+    }
+}
+
+/// The mode for one pod's claim: the pod's annotation, else its namespace's, else the claim's
+/// StorageClass's, else off. A value that is not `auto|manual|off` counts as off (doing nothing
+/// is upstream's behaviour, never a surprise).
+pub fn mode(pod: Option<&str>, namespace: Option<&str>, class: Option<&str>) -> Mode {
+    pod.or(namespace)
+        .or(class)
+        .and_then(Mode::parse)
+        .unwrap_or(Mode::Off)
+}
+
+/// How long a pod tolerates `node.kubernetes.io/unreachable` (NoExecute).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tolerates {
+    NotAtAll,
+    Seconds(i64),
+    Forever,
+}
+
+/// The seed's "forgiveness": the longest unreachable toleration among the node's affected pods.
+/// `None` when one of them tolerates forever (its owner asked to wait for the node).
+pub fn forgiveness(pods: impl IntoIterator<Item = Tolerates>) -> Option<SignedDuration> {
+    let mut longest = 0i64;
+    for t in pods {
+        match t {
+            Tolerates::NotAtAll => {}
+            Tolerates::Seconds(s) => longest = longest.max(s),
+            Tolerates::Forever => return None,
+        }
+    }
+    Some(SignedDuration::from_secs(longest))
+}
+
+/// `--max-unhealthy-nodes`: a count, or a percentage of all nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxUnhealthy {
+    Count(usize),
+    Percent(u8),
+}
+
+impl std::str::FromStr for MaxUnhealthy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("{s:?}: expected a node count (2) or a percentage of nodes (10%)");
+        match s.strip_suffix('%') {
+            Some(p) => match p.parse::<u8>() {
+                Ok(p) if p <= 100 => Ok(MaxUnhealthy::Percent(p)),
+                _ => Err(bad()),
+            },
+            None => s.parse().map(MaxUnhealthy::Count).map_err(|_| bad()),
+        }
+    }
+}
+
+/// A network storm is not a dead node: more unhealthy nodes at once than allowed holds every new
+/// incident (rules.md §7 "Decide").
+pub fn storm(unhealthy: usize, total: usize, max: MaxUnhealthy) -> bool {
+    let limit = match max {
+        MaxUnhealthy::Count(n) => n,
+        MaxUnhealthy::Percent(p) => total * usize::from(p) / 100,
+    };
+    unhealthy > limit
+}
+
+/// What is known of one node now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeHealth {
+    /// The node's Lease renewTime changed last this long ago, by volguard's own clock (as
+    /// kube-controller-manager measures it: the kubelet's clock is never compared with ours).
+    /// `None` when volguard has not seen the Lease at all.
+    pub lease_silent_for: Option<SignedDuration>,
+    /// The Ready condition: `Some(true)` Ready, `Some(false)` NotReady or Unknown, `None` absent.
+    pub ready: Option<bool>,
+    /// When the Ready condition last changed.
+    pub ready_changed: Option<Timestamp>,
+    pub control_plane: bool,
+}
+
+impl NodeHealth {
+    /// Partitioned: its Lease silent for `after` and not Ready (rules.md §7 "Detect").
+    pub fn unhealthy(&self, after: SignedDuration) -> bool {
+        self.lease_silent_for.is_some_and(|s| s >= after) && self.ready != Some(true)
+    }
+}
+
+/// Whether an incident may begin for a partitioned node, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Open {
+    Yes,
+    /// Not now; the reason is for logs, events and `explain`.
+    Hold(String),
+}
+
+pub struct Limits {
+    pub partition_after: SignedDuration,
+    pub max_unhealthy: MaxUnhealthy,
+    pub max_concurrent: usize,
+}
+
+/// Decide whether to open an incident for a partitioned node that runs `affected` pods holding
+/// opted-in RWO claims (rules.md §7 "Decide").
+pub fn open(
+    node: &NodeHealth,
+    affected: usize,
+    forgiveness: Option<SignedDuration>,
+    storm: bool,
+    active: usize,
+    limits: &Limits,
+    now: Timestamp,
+) -> Open {
+    if !node.unhealthy(limits.partition_after) {
+        return Open::Hold("the node is not partitioned".into());
+    }
+    if node.control_plane {
+        return Open::Hold("never a control-plane node".into());
+    }
+    if affected == 0 {
+        return Open::Hold("no pod on it holds a ReadWriteOnce claim that opted in to fencing".into());
+    }
+    if storm {
+        return Open::Hold(
+            "more nodes are unhealthy at once than --max-unhealthy-nodes allows (a network storm is not a dead node)"
+                .into(),
+        );
+    }
+    let Some(forgive) = forgiveness else {
+        return Open::Hold(
+            "a pod tolerates node.kubernetes.io/unreachable forever: its owner waits for the node".into(),
+        );
+    };
+    let since = node.ready_changed.unwrap_or(now);
+    if now.duration_since(since) < forgive {
+        return Open::Hold(format!(
+            "waiting out the pods' unreachable toleration ({}s)",
+            forgive.as_secs()
+        ));
+    }
+    if active >= limits.max_concurrent {
+        return Open::Hold(format!(
+            "{active} fences already in progress (--max-concurrent-fences)"
+        ));
+    }
+    Open::Yes
+}
+
+/// The node came back: its Lease renewed since the incident saw it last, and Ready.
+pub fn healed(lease_renew_now: Option<&str>, lease_renew_seen: Option<&str>, ready: Option<bool>) -> bool {
+    renewed(lease_renew_now, lease_renew_seen) && ready == Some(true)
+}
+
+/// The Lease's renewTime differs from the one recorded (the kubelet renewed it since).
+pub fn renewed(now: Option<&str>, seen: Option<&str>) -> bool {
+    match (now, seen) {
+        (Some(n), Some(s)) => n != s,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+/// rules.md §7 "Prove, then release": a backend's "fenced" counts only when the node's Lease was
+/// not renewed since the incident recorded it and the node is still not Ready.
+pub fn proof(lease_renew_now: Option<&str>, lease_renew_seen: Option<&str>, ready: Option<bool>) -> Result<(), String> {
+    if renewed(lease_renew_now, lease_renew_seen) {
+        return Err(format!(
+            "the backend answered fenced, but the node's Lease was renewed since (renewTime {} after {}): the fence \
+             did not hold",
+            lease_renew_now.unwrap_or("?"),
+            lease_renew_seen.unwrap_or("none")
+        ));
+    }
+    if ready == Some(true) {
+        return Err("the backend answered fenced, but the node reports Ready".into());
+    }
+    Ok(())
+}
+
+/// The backend after `index` in a chain of `len`, if any (rules.md §7: the next backend on failure).
+pub fn next_backend(index: usize, len: usize) -> Option<usize> {
+    (index + 1 < len).then_some(index + 1)
+}
+
+/// Whether a backend asked at `requested` has had its `timeout`.
+pub fn timed_out(requested: Timestamp, timeout: SignedDuration, now: Timestamp) -> bool {
+    now.duration_since(requested) >= timeout
+}
+
+#[cfg(test)]
+#[path = "fencing_tests.rs"]
+mod tests;

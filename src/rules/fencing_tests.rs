@@ -1,0 +1,108 @@
+//! Unit tests of `src/rules/fencing.rs`.
+
+use super::*;
+
+fn secs(s: i64) -> SignedDuration {
+    SignedDuration::from_secs(s)
+}
+fn now() -> Timestamp {
+    "2026-11-23T12:00:00Z".parse().expect("ts")
+}
+fn partitioned() -> NodeHealth {
+    NodeHealth {
+        lease_silent_for: Some(secs(60)),
+        ready: Some(false),
+        ready_changed: Some(now() - secs(30)),
+        control_plane: false,
+    }
+}
+fn limits() -> Limits {
+    Limits {
+        partition_after: secs(20),
+        max_unhealthy: MaxUnhealthy::Count(1),
+        max_concurrent: 1,
+    }
+}
+
+#[test]
+fn mode_pod_over_namespace_over_class_default_off() {
+    assert_eq!(mode(None, None, None), Mode::Off);
+    assert_eq!(mode(None, None, Some("auto")), Mode::Auto);
+    assert_eq!(mode(None, Some("manual"), Some("auto")), Mode::Manual);
+    assert_eq!(mode(Some("off"), Some("manual"), Some("auto")), Mode::Off);
+    assert_eq!(mode(None, None, Some("yes")), Mode::Off);
+}
+
+#[test]
+fn forgiveness_is_the_longest_toleration() {
+    use Tolerates::*;
+    assert_eq!(forgiveness([]), Some(secs(0)));
+    assert_eq!(forgiveness([NotAtAll, Seconds(5), Seconds(300)]), Some(secs(300)));
+    assert_eq!(forgiveness([Seconds(5), Forever]), None);
+}
+
+#[test]
+fn storm_counts_and_percentages() {
+    assert!(!storm(1, 3, MaxUnhealthy::Count(1)));
+    assert!(storm(2, 3, MaxUnhealthy::Count(1)));
+    assert!(!storm(10, 100, MaxUnhealthy::Percent(10)));
+    assert!(storm(11, 100, MaxUnhealthy::Percent(10)));
+    assert_eq!("10%".parse(), Ok(MaxUnhealthy::Percent(10)));
+    assert_eq!("3".parse(), Ok(MaxUnhealthy::Count(3)));
+    assert!("101%".parse::<MaxUnhealthy>().is_err());
+    assert!("many".parse::<MaxUnhealthy>().is_err());
+}
+
+#[test]
+fn unhealthy_needs_silent_lease_and_not_ready() {
+    let mut h = partitioned();
+    assert!(h.unhealthy(secs(20)));
+    assert!(!h.unhealthy(secs(61)));
+    h.ready = Some(true);
+    assert!(!h.unhealthy(secs(20)), "a Ready node is never partitioned");
+    h.ready = Some(false);
+    h.lease_silent_for = None;
+    assert!(!h.unhealthy(secs(20)), "a lease never seen is not evidence");
+}
+
+#[test]
+fn open_yes_and_each_hold() {
+    let l = limits();
+    assert_eq!(open(&partitioned(), 1, Some(secs(5)), false, 0, &l, now()), Open::Yes);
+    let hold = |o: Open| match o {
+        Open::Hold(r) => r,
+        Open::Yes => panic!("expected a hold"),
+    };
+    let mut cp = partitioned();
+    cp.control_plane = true;
+    assert!(hold(open(&cp, 1, Some(secs(5)), false, 0, &l, now())).contains("control-plane"));
+    assert!(hold(open(&partitioned(), 0, Some(secs(5)), false, 0, &l, now())).contains("opted in"));
+    assert!(hold(open(&partitioned(), 1, Some(secs(5)), true, 0, &l, now())).contains("storm"));
+    assert!(hold(open(&partitioned(), 1, None, false, 0, &l, now())).contains("forever"));
+    assert!(hold(open(&partitioned(), 1, Some(secs(60)), false, 0, &l, now())).contains("toleration"));
+    assert!(hold(open(&partitioned(), 1, Some(secs(5)), false, 1, &l, now())).contains("in progress"));
+}
+
+#[test]
+fn proof_needs_a_silent_lease_and_not_ready() {
+    assert!(proof(Some("t1"), Some("t1"), Some(false)).is_ok());
+    assert!(proof(None, Some("t1"), None).is_ok());
+    let e = proof(Some("t2"), Some("t1"), Some(false)).unwrap_err();
+    assert!(e.contains("renewed since"), "{e}");
+    assert!(proof(Some("t1"), Some("t1"), Some(true)).is_err());
+}
+
+#[test]
+fn healed_needs_renewal_and_ready() {
+    assert!(healed(Some("t2"), Some("t1"), Some(true)));
+    assert!(!healed(Some("t1"), Some("t1"), Some(true)));
+    assert!(!healed(Some("t2"), Some("t1"), Some(false)));
+}
+
+#[test]
+fn backends_in_order_and_timeouts() {
+    assert_eq!(next_backend(0, 2), Some(1));
+    assert_eq!(next_backend(1, 2), None);
+    assert!(timed_out(now() - secs(10), secs(10), now()));
+    assert!(!timed_out(now() - secs(9), secs(10), now()));
+}

@@ -1,0 +1,62 @@
+//! rules.md §7 "Guards": the out-of-service taint releases a node's volumes (PodGC force-deletes
+//! its pods, the attach/detach controller force-detaches), so adding it needs proof that the node
+//! is down: a `Fenced` incident for volguard's controller, or the Node's confirm annotation for a
+//! person (who then owns the claim; volguard records it as a manual incident).
+
+use super::{Decision, Fact};
+use crate::model::fence::{CONFIRM_NODE_DOWN, FENCE_INCIDENT, NodeFence, Phase};
+use crate::model::{Node, OUT_OF_SERVICE_TAINT, UserInfo};
+
+/// Decide a Node UPDATE from `old` to `new`. `incident` is the NodeFence the new object's
+/// `volguard.io/fence-incident` annotation names (only read for volguard's own controller).
+pub fn out_of_service_taint(
+    user: &UserInfo,
+    own_controllers: &[String],
+    old: &Node,
+    new: &Node,
+    incident: Fact<&NodeFence>,
+) -> Decision {
+    // 1: only adding the taint concerns this rule (keeping or removing it does not).
+    if old.is_out_of_service() || !new.is_out_of_service() {
+        return Decision::allow("out-of-service-not-added");
+    }
+    let node = &new.metadata.name;
+    // 2: a person confirmed the machine is down.
+    if new.metadata.annotation_true(CONFIRM_NODE_DOWN) {
+        return Decision::allow("out-of-service-confirmed").with_warning(format!(
+            "node {node:?} taken out of service on your confirmation ({CONFIRM_NODE_DOWN}): its pods will be \
+             force-deleted and its volumes detached; volguard records this as a manual fencing incident"
+        ));
+    }
+    // 3: volguard's controller, with the incident that proved the fence.
+    let own = own_controllers.iter().any(|c| *c == user.username);
+    let why = match (&incident, own) {
+        (Fact::Found(i), true) if i.spec.node == *node && i.status.phase == Phase::Fenced => {
+            return Decision::allow("out-of-service-fenced");
+        }
+        (Fact::Found(i), true) => format!(
+            " (incident {:?} is for node {:?} in phase {})",
+            i.metadata.name,
+            i.spec.node,
+            i.status.phase.as_str()
+        ),
+        (Fact::Unknown(e), true) => format!(" (its incident could not be read: {e})"),
+        (Fact::Missing, true) => format!(" (no incident named by {FENCE_INCIDENT})"),
+        (_, false) => String::new(),
+    };
+    // 4: deny, and say how to proceed.
+    Decision::deny(
+        "out-of-service-unproven",
+        format!(
+            "adding taint {OUT_OF_SERVICE_TAINT} to node {node:?} refused: nothing proves the node is down{why}. \
+             The taint makes PodGC force-delete its pods and the attach/detach controller detach its volumes while \
+             the machine may still write to them. Once you have confirmed the machine is off (or cut from its \
+             storage), annotate the node {CONFIRM_NODE_DOWN}=true and add the taint again; or let volguard fence it \
+             (StorageClass annotation volguard.io/fencing=auto, see `kubectl volguard fence`)"
+        ),
+    )
+}
+
+#[cfg(test)]
+#[path = "node_taint_tests.rs"]
+mod tests;

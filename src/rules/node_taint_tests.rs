@@ -1,0 +1,86 @@
+//! Unit tests of `src/rules/node_taint.rs`: one per row.
+
+use super::*;
+use crate::model::Taint;
+use crate::model::fence::NodeFenceSpec;
+
+fn node(tainted: bool, confirmed: bool) -> Node {
+    let mut n = Node::default();
+    n.metadata.name = "n1".into();
+    if tainted {
+        n.spec.taints.push(Taint {
+            key: OUT_OF_SERVICE_TAINT.into(),
+            value: Some("nodeshutdown".into()),
+            effect: "NoExecute".into(),
+        });
+    }
+    if confirmed {
+        n.metadata.annotations =
+            Some([(CONFIRM_NODE_DOWN.to_string(), "true".to_string())].into());
+    }
+    n
+}
+fn user(name: &str) -> UserInfo {
+    UserInfo {
+        username: name.into(),
+        ..Default::default()
+    }
+}
+const CTL: &str = "system:serviceaccount:volguard-system:volguard-controller";
+fn own() -> Vec<String> {
+    vec![CTL.to_string()]
+}
+fn incident(node: &str, phase: Phase) -> NodeFence {
+    let mut i = NodeFence {
+        spec: NodeFenceSpec {
+            node: node.into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    i.metadata.name = format!("{node}-1");
+    i.status.phase = phase;
+    i
+}
+
+#[test]
+fn row1_keeping_or_removing_passes() {
+    let d = out_of_service_taint(&user("admin"), &own(), &node(true, false), &node(true, false), Fact::Missing);
+    assert_eq!(d.row, "out-of-service-not-added");
+    let d = out_of_service_taint(&user("admin"), &own(), &node(true, false), &node(false, false), Fact::Missing);
+    assert_eq!(d.row, "out-of-service-not-added");
+}
+
+#[test]
+fn row2_person_with_confirmation_passes_with_warning() {
+    let d = out_of_service_taint(&user("admin"), &own(), &node(false, false), &node(true, true), Fact::Missing);
+    assert_eq!(d.row, "out-of-service-confirmed");
+    assert!(d.warnings[0].contains("manual fencing incident"));
+}
+
+#[test]
+fn row3_controller_needs_a_fenced_incident_for_this_node() {
+    let (old, new) = (node(false, false), node(true, false));
+    let fenced = incident("n1", Phase::Fenced);
+    let d = out_of_service_taint(&user(CTL), &own(), &old, &new, Fact::Found(&fenced));
+    assert_eq!(d.row, "out-of-service-fenced");
+    let other = incident("n2", Phase::Fenced);
+    let d = out_of_service_taint(&user(CTL), &own(), &old, &new, Fact::Found(&other));
+    assert!(!d.allowed);
+    assert!(d.message.unwrap_or_default().contains("is for node \"n2\""));
+    let fencing = incident("n1", Phase::Fencing);
+    let d = out_of_service_taint(&user(CTL), &own(), &old, &new, Fact::Found(&fencing));
+    assert!(!d.allowed);
+    assert!(d.message.unwrap_or_default().contains("phase Fencing"));
+    // Anyone else naming a fenced incident is still a person without confirmation.
+    let d = out_of_service_taint(&user("admin"), &own(), &old, &new, Fact::Found(&fenced));
+    assert!(!d.allowed);
+}
+
+#[test]
+fn row4_unproven_refused_with_what_to_do() {
+    let d = out_of_service_taint(&user("admin"), &own(), &node(false, false), &node(true, false), Fact::Missing);
+    assert!(!d.allowed);
+    assert_eq!(d.row, "out-of-service-unproven");
+    assert!(d.message.unwrap_or_default().contains(CONFIRM_NODE_DOWN));
+}

@@ -1,0 +1,67 @@
+//! rules.md §2h (seed 004): only the kubelet ends a running pod.
+//!
+//! A pod whose phase is `Failed` or `Succeeded` counts as stopped everywhere: PodGC deletes it,
+//! the attach/detach controller detaches its volumes, and §2d row 3 lets anyone force-delete it.
+//! So a terminal phase written through `pods/status` by anyone but the pod's kubelet would free
+//! its volumes while its containers may still run. The rows below are evaluated in order.
+
+use super::force_delete::is_own_kubelet;
+use super::{Decision, Fact};
+use crate::model::{CONFIRM_FORCE_DELETE, Node, OUT_OF_SERVICE_TAINT, Pod, UserInfo};
+
+/// Decide an `UPDATE pods/status` from `old` to `new`. `node` is the pod's node as the apiserver
+/// has it now (only read when the earlier rows did not decide).
+pub fn pod_status_update(user: &UserInfo, old: &Pod, new: &Pod, node: Fact<&Node>) -> Decision {
+    // 1: only a running pod turned terminal concerns this rule.
+    if old.is_terminal() || !new.is_terminal() {
+        return Decision::allow("pod-status-not-ending");
+    }
+    // 2: an unscheduled pod runs nowhere.
+    if !old.is_scheduled() {
+        return Decision::allow("pod-status-not-scheduled");
+    }
+    // 3: the pod's own kubelet reports what it saw.
+    if is_own_kubelet(user, old) {
+        return Decision::allow("pod-status-own-kubelet");
+    }
+    let node_name = old.node_name().unwrap_or_default();
+    match node {
+        // 4: PodGC's orphaned pods: the node is gone.
+        Fact::Missing => return Decision::allow("pod-status-node-gone"),
+        // 5: PodGC's terminating pods on an out-of-service node (KEP-2268).
+        Fact::Found(n) if n.is_out_of_service() => {
+            return Decision::allow("pod-status-node-out-of-service");
+        }
+        Fact::Found(_) | Fact::Unknown(_) => {}
+    }
+    // 6: a person accepted the risk on the pod.
+    if old.metadata.annotation_true(CONFIRM_FORCE_DELETE) {
+        return Decision::allow("pod-status-confirmed").with_warning(format!(
+            "pod {:?} marked {} while it may still run on node {node_name:?}: its volumes can be detached under it",
+            old.metadata.name,
+            new.phase()
+        ));
+    }
+    // 7: deny, and say how to proceed.
+    let unknown = match node {
+        Fact::Unknown(e) => format!(" (node {node_name:?} could not be read: {e})"),
+        _ => String::new(),
+    };
+    Decision::deny(
+        "pod-status-forged-end",
+        format!(
+            "setting pod {:?} to phase {} refused: it is {} on node {node_name:?}{unknown}, and only its kubelet may \
+             end it there. A terminal phase lets PodGC delete the pod and the attach/detach controller detach its \
+             volumes while its containers may still write to them. Delete the pod gracefully instead; if the node \
+             is really down, taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute (see `kubectl volguard fence`), \
+             or annotate the pod {CONFIRM_FORCE_DELETE}=true to accept the risk",
+            old.metadata.name,
+            new.phase(),
+            old.phase()
+        ),
+    )
+}
+
+#[cfg(test)]
+#[path = "pod_status_tests.rs"]
+mod tests;

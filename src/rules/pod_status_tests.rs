@@ -1,0 +1,102 @@
+//! Unit tests of `src/rules/pod_status.rs`: one per row.
+
+use super::*;
+use crate::model::Taint;
+
+fn pod(phase: &str) -> Pod {
+    let mut p = Pod::default();
+    p.metadata.name = "db-0".into();
+    p.metadata.namespace = "ns".into();
+    p.spec.node_name = Some("n1".into());
+    p.status.phase = Some(phase.into());
+    p
+}
+fn user(name: &str, groups: &[&str]) -> UserInfo {
+    UserInfo {
+        username: name.into(),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+        ..Default::default()
+    }
+}
+fn node(out_of_service: bool) -> Node {
+    let mut n = Node::default();
+    n.metadata.name = "n1".into();
+    if out_of_service {
+        n.spec.taints.push(Taint {
+            key: OUT_OF_SERVICE_TAINT.into(),
+            value: Some("nodeshutdown".into()),
+            effect: "NoExecute".into(),
+        });
+    }
+    n
+}
+fn admin() -> UserInfo {
+    user("admin", &["system:masters"])
+}
+
+#[test]
+fn row1_not_an_ending_passes() {
+    let n = node(false);
+    let d = pod_status_update(&admin(), &pod("Pending"), &pod("Running"), Fact::Found(&n));
+    assert_eq!(d.row, "pod-status-not-ending");
+    let d = pod_status_update(&admin(), &pod("Failed"), &pod("Failed"), Fact::Found(&n));
+    assert_eq!(d.row, "pod-status-not-ending");
+}
+
+#[test]
+fn row2_unscheduled_passes() {
+    let mut old = pod("Pending");
+    old.spec.node_name = None;
+    let d = pod_status_update(&admin(), &old, &pod("Failed"), Fact::Found(&node(false)));
+    assert_eq!(d.row, "pod-status-not-scheduled");
+}
+
+#[test]
+fn row3_own_kubelet_only() {
+    let n = node(false);
+    let own = user("system:node:n1", &["system:nodes"]);
+    let d = pod_status_update(&own, &pod("Running"), &pod("Succeeded"), Fact::Found(&n));
+    assert_eq!(d.row, "pod-status-own-kubelet");
+    let other = user("system:node:n2", &["system:nodes"]);
+    let d = pod_status_update(&other, &pod("Running"), &pod("Succeeded"), Fact::Found(&n));
+    assert!(!d.allowed);
+}
+
+#[test]
+fn rows4_5_podgc_cases_pass() {
+    let podgc = user("system:serviceaccount:kube-system:pod-garbage-collector", &[]);
+    let d = pod_status_update(&podgc, &pod("Running"), &pod("Failed"), Fact::Missing);
+    assert_eq!(d.row, "pod-status-node-gone");
+    let n = node(true);
+    let d = pod_status_update(&podgc, &pod("Running"), &pod("Failed"), Fact::Found(&n));
+    assert_eq!(d.row, "pod-status-node-out-of-service");
+}
+
+#[test]
+fn row6_confirmed_passes_with_warning() {
+    let mut old = pod("Running");
+    old.metadata.annotations = Some([(CONFIRM_FORCE_DELETE.to_string(), "true".to_string())].into());
+    let d = pod_status_update(&admin(), &old, &pod("Failed"), Fact::Found(&node(false)));
+    assert_eq!(d.row, "pod-status-confirmed");
+    assert_eq!(d.warnings.len(), 1);
+}
+
+#[test]
+fn row7_forged_end_refused_even_when_the_node_is_unknown() {
+    let n = node(false);
+    let d = pod_status_update(&admin(), &pod("Running"), &pod("Failed"), Fact::Found(&n));
+    assert!(!d.allowed);
+    assert_eq!(d.row, "pod-status-forged-end");
+    let m = d.message.unwrap_or_default();
+    assert!(m.contains("\"db-0\"") && m.contains("only its kubelet"), "{m}");
+    let d = pod_status_update(
+        &admin(),
+        &pod("Running"),
+        &pod("Failed"),
+        Fact::Unknown(crate::rules::decision::ReadError::Timeout {
+            what: "node n1".into(),
+        }),
+    );
+    assert!(!d.allowed);
+    assert!(d.message.unwrap_or_default().contains("could not be read"));
+}

@@ -15,6 +15,7 @@ pub mod controller;
 pub mod devcerts;
 pub mod error;
 pub mod explain;
+pub mod fencing;
 pub mod model;
 pub mod report;
 pub mod rules;

@@ -55,6 +55,12 @@ async fn main() -> std::process::ExitCode {
             volguard::report::run(args).await
         }
         Command::Explain(args) => volguard::explain::run(args).await,
+        Command::Fence(volguard::cli::FenceCommand::Confirm(args)) => {
+            volguard::fencing::confirm::run(args).await
+        }
+        Command::Fence(volguard::cli::FenceCommand::Agent(args)) => {
+            volguard::fencing::agent::run(args).await
+        }
         Command::DevCerts(args) => volguard::devcerts::generate(&args.sans)
             .map_err(anyhow::Error::from)
             .and_then(|pki| {

@@ -75,7 +75,12 @@ impl Target {
             ("", "PersistentVolume", Some("status"), "UPDATE") => On::PvStatusUpdate,
             ("", "Pod", Some("status"), "UPDATE") => On::PodStatusUpdate,
             ("", "Node", None, "UPDATE") => On::NodeUpdate,
-            ("", "Pod" | "PersistentVolumeClaim" | "PersistentVolume" | "Binding" | "Node", _, _)
+            (
+                "",
+                "Pod" | "PersistentVolumeClaim" | "PersistentVolume" | "Binding" | "Node",
+                _,
+                _,
+            )
             | ("policy", "Eviction", _, _) => return Target::Other,
             _ => return Target::Unknown,
         };

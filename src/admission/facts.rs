@@ -189,10 +189,7 @@ impl Admission {
     async fn out_of_service(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let old = object::<Node>(&req.old_object, "oldObject")?;
         let new = object::<Node>(&req.object, "object")?;
-        let own = self
-            .own_controllers
-            .iter()
-            .any(|c| *c == req.user_info.username);
+        let own = self.own_controllers.contains(&req.user_info.username);
         let incident = match new.metadata.annotation(FENCE_INCIDENT) {
             Some(name) if own && !old.is_out_of_service() && new.is_out_of_service() => {
                 self.cluster.node_fence(name).await

@@ -103,6 +103,20 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         }
     });
 
+    // Parsed before leadership: a bad fencing flag fails at start, not at takeover.
+    let fencer = if args.fencing.enabled {
+        let cfg = crate::fencing::FencingConfig::from_args(&args.fencing)?;
+        let fm = Arc::new(crate::fencing::metrics::FencingMetrics::register(&metrics));
+        Some(crate::fencing::Fencer::new(
+            client.clone(),
+            args.identity(),
+            cfg,
+            fm,
+        ))
+    } else {
+        None
+    };
+
     let lease = leader::LeaseConfig {
         name: args.lease_name.clone(),
         namespace: args.lease_namespace.clone(),
@@ -180,11 +194,18 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         let r = reconciler.clone();
         workers.push(tokio::spawn(async move { r.work().await }));
     }
+    // Partition healing, in the leader only (rules.md §7).
+    let fencing = fencer.clone().map(|f| tokio::spawn(f.run()));
     let result = tokio::select! {
         _ = &mut shutdown => Ok(()),
         _ = &mut lost => Err(anyhow::anyhow!("leadership lost; exiting so a fresh replica can take over")),
     };
     queue.shut_down();
+    if let (Some(f), Some(task)) = (&fencer, fencing) {
+        // Incidents stay recorded; the next leader resumes them.
+        task.abort();
+        f.stop();
+    }
     cmetrics.leader.set(0);
     let lost_leadership = result.is_err();
     for w in workers {

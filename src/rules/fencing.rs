@@ -142,7 +142,9 @@ pub fn open(
         return Open::Hold("never a control-plane node".into());
     }
     if affected == 0 {
-        return Open::Hold("no pod on it holds a ReadWriteOnce claim that opted in to fencing".into());
+        return Open::Hold(
+            "no pod on it holds a ReadWriteOnce claim that opted in to fencing".into(),
+        );
     }
     if storm {
         return Open::Hold(
@@ -152,7 +154,8 @@ pub fn open(
     }
     let Some(forgive) = forgiveness else {
         return Open::Hold(
-            "a pod tolerates node.kubernetes.io/unreachable forever: its owner waits for the node".into(),
+            "a pod tolerates node.kubernetes.io/unreachable forever: its owner waits for the node"
+                .into(),
         );
     };
     let since = node.ready_changed.unwrap_or(now);
@@ -171,7 +174,11 @@ pub fn open(
 }
 
 /// The node came back: its Lease renewed since the incident saw it last, and Ready.
-pub fn healed(lease_renew_now: Option<&str>, lease_renew_seen: Option<&str>, ready: Option<bool>) -> bool {
+pub fn healed(
+    lease_renew_now: Option<&str>,
+    lease_renew_seen: Option<&str>,
+    ready: Option<bool>,
+) -> bool {
     renewed(lease_renew_now, lease_renew_seen) && ready == Some(true)
 }
 
@@ -186,7 +193,11 @@ pub fn renewed(now: Option<&str>, seen: Option<&str>) -> bool {
 
 /// rules.md §7 "Prove, then release": a backend's "fenced" counts only when the node's Lease was
 /// not renewed since the incident recorded it and the node is still not Ready.
-pub fn proof(lease_renew_now: Option<&str>, lease_renew_seen: Option<&str>, ready: Option<bool>) -> Result<(), String> {
+pub fn proof(
+    lease_renew_now: Option<&str>,
+    lease_renew_seen: Option<&str>,
+    ready: Option<bool>,
+) -> Result<(), String> {
     if renewed(lease_renew_now, lease_renew_seen) {
         return Err(format!(
             "the backend answered fenced, but the node's Lease was renewed since (renewTime {} after {}): the fence \

@@ -37,7 +37,10 @@ fn mode_pod_over_namespace_over_class_default_off() {
 fn forgiveness_is_the_longest_toleration() {
     use Tolerates::*;
     assert_eq!(forgiveness([]), Some(secs(0)));
-    assert_eq!(forgiveness([NotAtAll, Seconds(5), Seconds(300)]), Some(secs(300)));
+    assert_eq!(
+        forgiveness([NotAtAll, Seconds(5), Seconds(300)]),
+        Some(secs(300))
+    );
     assert_eq!(forgiveness([Seconds(5), Forever]), None);
 }
 
@@ -68,7 +71,10 @@ fn unhealthy_needs_silent_lease_and_not_ready() {
 #[test]
 fn open_yes_and_each_hold() {
     let l = limits();
-    assert_eq!(open(&partitioned(), 1, Some(secs(5)), false, 0, &l, now()), Open::Yes);
+    assert_eq!(
+        open(&partitioned(), 1, Some(secs(5)), false, 0, &l, now()),
+        Open::Yes
+    );
     let hold = |o: Open| match o {
         Open::Hold(r) => r,
         Open::Yes => panic!("expected a hold"),
@@ -79,8 +85,12 @@ fn open_yes_and_each_hold() {
     assert!(hold(open(&partitioned(), 0, Some(secs(5)), false, 0, &l, now())).contains("opted in"));
     assert!(hold(open(&partitioned(), 1, Some(secs(5)), true, 0, &l, now())).contains("storm"));
     assert!(hold(open(&partitioned(), 1, None, false, 0, &l, now())).contains("forever"));
-    assert!(hold(open(&partitioned(), 1, Some(secs(60)), false, 0, &l, now())).contains("toleration"));
-    assert!(hold(open(&partitioned(), 1, Some(secs(5)), false, 1, &l, now())).contains("in progress"));
+    assert!(
+        hold(open(&partitioned(), 1, Some(secs(60)), false, 0, &l, now())).contains("toleration")
+    );
+    assert!(
+        hold(open(&partitioned(), 1, Some(secs(5)), false, 1, &l, now())).contains("in progress")
+    );
 }
 
 #[test]

@@ -29,7 +29,7 @@ pub fn out_of_service_taint(
         ));
     }
     // 3: volguard's controller, with the incident that proved the fence.
-    let own = own_controllers.iter().any(|c| *c == user.username);
+    let own = own_controllers.contains(&user.username);
     let why = match (&incident, own) {
         (Fact::Found(i), true) if i.spec.node == *node && i.status.phase == Phase::Fenced => {
             return Decision::allow("out-of-service-fenced");

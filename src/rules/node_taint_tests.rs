@@ -15,8 +15,7 @@ fn node(tainted: bool, confirmed: bool) -> Node {
         });
     }
     if confirmed {
-        n.metadata.annotations =
-            Some([(CONFIRM_NODE_DOWN.to_string(), "true".to_string())].into());
+        n.metadata.annotations = Some([(CONFIRM_NODE_DOWN.to_string(), "true".to_string())].into());
     }
     n
 }
@@ -45,15 +44,33 @@ fn incident(node: &str, phase: Phase) -> NodeFence {
 
 #[test]
 fn row1_keeping_or_removing_passes() {
-    let d = out_of_service_taint(&user("admin"), &own(), &node(true, false), &node(true, false), Fact::Missing);
+    let d = out_of_service_taint(
+        &user("admin"),
+        &own(),
+        &node(true, false),
+        &node(true, false),
+        Fact::Missing,
+    );
     assert_eq!(d.row, "out-of-service-not-added");
-    let d = out_of_service_taint(&user("admin"), &own(), &node(true, false), &node(false, false), Fact::Missing);
+    let d = out_of_service_taint(
+        &user("admin"),
+        &own(),
+        &node(true, false),
+        &node(false, false),
+        Fact::Missing,
+    );
     assert_eq!(d.row, "out-of-service-not-added");
 }
 
 #[test]
 fn row2_person_with_confirmation_passes_with_warning() {
-    let d = out_of_service_taint(&user("admin"), &own(), &node(false, false), &node(true, true), Fact::Missing);
+    let d = out_of_service_taint(
+        &user("admin"),
+        &own(),
+        &node(false, false),
+        &node(true, true),
+        Fact::Missing,
+    );
     assert_eq!(d.row, "out-of-service-confirmed");
     assert!(d.warnings[0].contains("manual fencing incident"));
 }
@@ -79,7 +96,13 @@ fn row3_controller_needs_a_fenced_incident_for_this_node() {
 
 #[test]
 fn row4_unproven_refused_with_what_to_do() {
-    let d = out_of_service_taint(&user("admin"), &own(), &node(false, false), &node(true, false), Fact::Missing);
+    let d = out_of_service_taint(
+        &user("admin"),
+        &own(),
+        &node(false, false),
+        &node(true, false),
+        Fact::Missing,
+    );
     assert!(!d.allowed);
     assert_eq!(d.row, "out-of-service-unproven");
     assert!(d.message.unwrap_or_default().contains(CONFIRM_NODE_DOWN));

@@ -64,7 +64,10 @@ fn row3_own_kubelet_only() {
 
 #[test]
 fn rows4_5_podgc_cases_pass() {
-    let podgc = user("system:serviceaccount:kube-system:pod-garbage-collector", &[]);
+    let podgc = user(
+        "system:serviceaccount:kube-system:pod-garbage-collector",
+        &[],
+    );
     let d = pod_status_update(&podgc, &pod("Running"), &pod("Failed"), Fact::Missing);
     assert_eq!(d.row, "pod-status-node-gone");
     let n = node(true);
@@ -75,7 +78,8 @@ fn rows4_5_podgc_cases_pass() {
 #[test]
 fn row6_confirmed_passes_with_warning() {
     let mut old = pod("Running");
-    old.metadata.annotations = Some([(CONFIRM_FORCE_DELETE.to_string(), "true".to_string())].into());
+    old.metadata.annotations =
+        Some([(CONFIRM_FORCE_DELETE.to_string(), "true".to_string())].into());
     let d = pod_status_update(&admin(), &old, &pod("Failed"), Fact::Found(&node(false)));
     assert_eq!(d.row, "pod-status-confirmed");
     assert_eq!(d.warnings.len(), 1);
@@ -88,7 +92,10 @@ fn row7_forged_end_refused_even_when_the_node_is_unknown() {
     assert!(!d.allowed);
     assert_eq!(d.row, "pod-status-forged-end");
     let m = d.message.unwrap_or_default();
-    assert!(m.contains("\"db-0\"") && m.contains("only its kubelet"), "{m}");
+    assert!(
+        m.contains("\"db-0\"") && m.contains("only its kubelet"),
+        "{m}"
+    );
     let d = pod_status_update(
         &admin(),
         &pod("Running"),

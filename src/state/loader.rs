@@ -130,9 +130,9 @@ fn add_raw(raw: &str, index: usize, store: &Store, s: &mut LoadSummary) -> Resul
             s.pods += 1;
         }
         crate::model::fence::KIND => {
-            store.fences.apply(
-                serde_json::from_str::<crate::model::fence::NodeFence>(raw).map_err(bad)?,
-            );
+            store
+                .fences
+                .apply(serde_json::from_str::<crate::model::fence::NodeFence>(raw).map_err(bad)?);
             s.fences += 1;
         }
         _ => *s.skipped.entry(kind).or_default() += 1,

@@ -1021,7 +1021,7 @@ impl ControlPlane {
     pub async fn install_manifests(&self) -> Vec<String> {
         let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base");
         let mut applied = Vec::new();
-        for f in ["namespace.yaml", "rbac.yaml"] {
+        for f in ["namespace.yaml", "nodefence-crd.yaml", "rbac.yaml"] {
             applied.extend(apply_file(&self.admin().await, &base.join(f), false).await);
         }
         let crds = std::env::var("VOLGUARD_CERT_MANAGER_CRDS").unwrap_or_else(|_| {

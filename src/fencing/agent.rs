@@ -1,0 +1,170 @@
+//! `volguard fence agent`: a reference fence agent for the `webhook` backend (docs/fencing.md).
+//! It runs an operator's command per node (an IPMI power-off, a cloud API call, a switch port
+//! shut) and answers by the protocol in `backend.rs`: idempotent by incident, so a controller
+//! that asks again never fences twice; its state file survives its own restarts.
+
+use super::backend::{FenceRequest, FenceResponse};
+use crate::cli::FenceAgentArgs;
+use anyhow::Context;
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+/// One action of one incident, as the agent remembers it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Outcome {
+    /// `InProgress`, `Done` or `Failed`.
+    pub state: String,
+    pub message: String,
+    /// Requests received for it.
+    pub calls: u32,
+    /// Times its command was started (1 for an agent that never fences twice).
+    pub runs: u32,
+}
+
+/// incident → action (`fence`, `unfence`) → outcome.
+pub type Ledger = BTreeMap<String, BTreeMap<String, Outcome>>;
+
+struct Agent {
+    ledger: Mutex<Ledger>,
+    path: PathBuf,
+    fence: String,
+    unfence: String,
+}
+
+impl Agent {
+    async fn save(&self, ledger: &Ledger) {
+        let tmp = self.path.with_extension("tmp");
+        let text = serde_json::to_vec_pretty(ledger).unwrap_or_default();
+        if let Err(e) = tokio::fs::write(&tmp, text).await {
+            tracing::error!(error = %e, "fence agent: cannot write its state");
+            return;
+        }
+        if let Err(e) = tokio::fs::rename(&tmp, &self.path).await {
+            tracing::error!(error = %e, "fence agent: cannot replace its state");
+        }
+    }
+}
+
+async fn handle(State(a): State<Arc<Agent>>, Json(req): Json<FenceRequest>) -> Json<FenceResponse> {
+    let command = match req.action.as_str() {
+        "fence" => a.fence.clone(),
+        "unfence" => a.unfence.clone(),
+        other => {
+            return Json(FenceResponse {
+                state: "Failed".into(),
+                message: format!("unknown action {other:?}"),
+            });
+        }
+    };
+    {
+        let mut ledger = a.ledger.lock().await;
+        let o = ledger
+            .entry(req.incident.clone())
+            .or_default()
+            .entry(req.action.clone())
+            .or_default();
+        o.calls += 1;
+        if !o.state.is_empty() {
+            // Asked again: the answer it already has (or "still working").
+            let answer = FenceResponse {
+                state: o.state.clone(),
+                message: o.message.clone(),
+            };
+            let snapshot = ledger.clone();
+            drop(ledger);
+            a.save(&snapshot).await;
+            return Json(answer);
+        }
+        o.state = "InProgress".into();
+        o.message = format!("{} of node {} started", req.action, req.node);
+        o.runs += 1;
+        let snapshot = ledger.clone();
+        drop(ledger);
+        // Recorded before the command runs: a crash mid-command never starts it again.
+        a.save(&snapshot).await;
+    }
+    tracing::info!(incident = %req.incident, node = %req.node, action = %req.action, "fence agent: running command");
+    let out = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(&command)
+        .env("NODE", &req.node)
+        .env("INCIDENT", &req.incident)
+        .env("ADDRESSES", req.addresses.join(","))
+        .output()
+        .await;
+    let (state, message) = match out {
+        Ok(o) if o.status.success() => {
+            ("Done", format!("{} of node {} done", req.action, req.node))
+        }
+        Ok(o) => (
+            "Failed",
+            format!(
+                "command exited with {}: {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+                    .chars()
+                    .take(300)
+                    .collect::<String>()
+            ),
+        ),
+        Err(e) => ("Failed", format!("command could not start: {e}")),
+    };
+    let mut ledger = a.ledger.lock().await;
+    let o = ledger
+        .entry(req.incident.clone())
+        .or_default()
+        .entry(req.action.clone())
+        .or_default();
+    o.state = state.into();
+    o.message = message.clone();
+    let snapshot = ledger.clone();
+    drop(ledger);
+    a.save(&snapshot).await;
+    Json(FenceResponse {
+        state: state.into(),
+        message,
+    })
+}
+
+pub fn router(ledger: Ledger, args: &FenceAgentArgs) -> Router {
+    let agent = Arc::new(Agent {
+        ledger: Mutex::new(ledger),
+        path: args.state.clone(),
+        fence: args.fence_command.clone(),
+        unfence: args.unfence_command.clone(),
+    });
+    Router::new().route("/", post(handle)).with_state(agent)
+}
+
+pub async fn run(args: FenceAgentArgs) -> anyhow::Result<()> {
+    let ledger: Ledger = match std::fs::read_to_string(&args.state) {
+        Ok(text) => serde_json::from_str(&text)
+            .with_context(|| format!("reading the agent's state {}", args.state.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ledger::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", args.state.display())),
+    };
+    let registry = Arc::new(crate::runtime::MetricsRegistry::default());
+    let metrics = Arc::new(crate::server::metrics::Metrics::register(registry));
+    let reloader =
+        crate::server::tls::CertReloader::new(args.tls_cert.clone(), args.tls_key.clone(), metrics)
+            .context("loading the agent's serving certificate")?;
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    tracing::info!(listen = %listener.local_addr()?, "fence agent serving");
+    crate::server::listener::serve_tls(
+        listener,
+        reloader.server_config()?,
+        router(ledger, &args),
+        crate::server::listener::Limits::default(),
+        crate::runtime::shutdown_signal(),
+    )
+    .await;
+    Ok(())
+}

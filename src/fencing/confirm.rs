@@ -1,0 +1,90 @@
+//! `kubectl volguard fence confirm NODE`: a person says the node is down. Recorded on the node's
+//! open incident with the caller's identity as the apiserver authenticates it (a
+//! SelfSubjectReview), which the `manual` backend then counts as the fence.
+
+use crate::cli::FenceConfirmArgs;
+use crate::model::OUT_OF_SERVICE_TAINT;
+use crate::model::fence::{CONFIRM_NODE_DOWN, CONFIRMED_BY, NodeFence};
+use crate::state::fences;
+use anyhow::Context;
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+/// Who the apiserver says the caller is.
+async fn whoami(client: &kube::Client) -> anyhow::Result<String> {
+    let review = Api::<SelfSubjectReview>::all(client.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .context("asking the apiserver who you are (SelfSubjectReview)")?;
+    review
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .context("the apiserver did not say who you are")
+}
+
+/// The node's incident that is still open (not Done, Failed or Aborted).
+pub fn open_incident<'a>(all: &'a [NodeFence], node: &str) -> Option<&'a NodeFence> {
+    all.iter()
+        .filter(|f| f.spec.node == node && !f.status.phase.is_final())
+        .max_by_key(|f| f.metadata.creation_timestamp.clone())
+}
+
+pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
+    let client =
+        crate::runtime::kube::client_for(args.kubeconfig.as_deref(), args.context.as_deref())
+            .await?;
+    let user = whoami(&client).await?;
+    let api = fences::api(client.clone());
+    let all: Vec<NodeFence> = api
+        .list(&Default::default())
+        .await
+        .context("listing NodeFence incidents")?
+        .items
+        .into_iter()
+        .filter_map(|o| fences::decode(o).ok())
+        .collect();
+    let Some(f) = open_incident(&all, &args.node) else {
+        anyhow::bail!(
+            "node {node:?} has no open fencing incident (kubectl get nodefences). If you have confirmed the machine \
+             is down and want its volumes released now: kubectl annotate node {node} {CONFIRM_NODE_DOWN}=true && \
+             kubectl taint node {node} {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute",
+            node = args.node
+        );
+    };
+    let at = jiff::Timestamp::now();
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": f.metadata.resource_version,
+        "annotations": {CONFIRMED_BY: format!("{user} at {at}")},
+    }});
+    api.patch(
+        &f.metadata.name,
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "recording your confirmation on NodeFence {}",
+            f.metadata.name
+        )
+    })?;
+    let backend = f.status.backend.map(|b| b.as_str()).unwrap_or("none yet");
+    println!(
+        "nodefence/{} confirmed: node {} is down, by {user} at {at}",
+        f.metadata.name, args.node
+    );
+    if !f
+        .spec
+        .backends
+        .contains(&crate::model::fence::BackendKind::Manual)
+    {
+        println!(
+            "note: this incident's backends ({:?}) do not include manual; it will not use your confirmation",
+            f.spec.backends
+        );
+    } else if f.status.backend != Some(crate::model::fence::BackendKind::Manual) {
+        println!("it counts once the incident reaches its manual backend (now: {backend})");
+    }
+    Ok(())
+}

@@ -269,6 +269,8 @@ pub struct ControlPlane {
     pub serve: Option<Proc>,
     pub controllers: Vec<Proc>,
     pub controller_probes: Vec<u16>,
+    /// Extra flags for every `volguard controller` this cluster starts (fencing settings).
+    pub controller_extra: Vec<String>,
     pub webhook_port: u16,
     /// Probe port (`/metrics`) of the running `volguard serve`.
     pub serve_probe: u16,
@@ -324,6 +326,7 @@ impl ControlPlane {
             serve: None,
             controllers: Vec::new(),
             controller_probes: Vec::new(),
+            controller_extra: Vec::new(),
             webhook_port: free_port(),
             serve_probe: 0,
             webhook_ca: String::new(),
@@ -571,6 +574,25 @@ impl ControlPlane {
             },
         )
         .await;
+    }
+
+    /// Start a stopped node's kwok again (the node object is still there): the node returns.
+    pub fn restart_kwok(&mut self, name: &str) {
+        let d = self.dir.path().to_path_buf();
+        let config = d.join("kwok-stages.yaml");
+        let kc = d.join(format!("kwok-{name}.kubeconfig"));
+        assert!(kc.exists(), "no kubeconfig for kwok {name}: start it with kwok_node first");
+        let p = Proc::spawn(
+            &format!("kwok-{name}"),
+            Command::new(made("VOLGUARD_KWOK_DIR").join("kwok"))
+                .arg(format!("--kubeconfig={}", kc.display()))
+                .arg(format!("--config={}", config.display()))
+                .arg(format!("--manage-single-node={name}"))
+                .arg("--node-lease-duration-seconds=8")
+                .arg("--cidr=10.244.0.0/16"),
+            &d,
+        );
+        self.kwoks.push((name.to_string(), p));
     }
 
     /// Stop a node's kwok: the node's "kubelet" is gone, its lease expires.
@@ -1002,7 +1024,8 @@ impl ControlPlane {
                     "--lease-renew-deadline-seconds=4",
                 ])
                 .arg(format!("--identity={identity}"))
-                .args(["--backoff-base-ms=100", "--backoff-max-seconds=2"]),
+                .args(["--backoff-base-ms=100", "--backoff-max-seconds=2"])
+                .args(&self.controller_extra),
             &d,
         );
         self.controllers.push(p);

@@ -90,6 +90,19 @@ async fn handle(State(a): State<Arc<Agent>>, Json(req): Json<FenceRequest>) -> J
         a.save(&snapshot).await;
     }
     tracing::info!(incident = %req.incident, node = %req.node, action = %req.action, "fence agent: running command");
+    // The command runs in its own task: a caller that hangs up (volguard timing out, or
+    // restarting) must not cut it short, and its outcome is recorded for the next call.
+    let finish = tokio::spawn(run_command(a.clone(), command, req));
+    match finish.await {
+        Ok(answer) => Json(answer),
+        Err(e) => Json(FenceResponse {
+            state: "InProgress".into(),
+            message: format!("the command's task ended unexpectedly: {e}"),
+        }),
+    }
+}
+
+async fn run_command(a: Arc<Agent>, command: String, req: FenceRequest) -> FenceResponse {
     let out = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(&command)
@@ -99,18 +112,13 @@ async fn handle(State(a): State<Arc<Agent>>, Json(req): Json<FenceRequest>) -> J
         .output()
         .await;
     let (state, message) = match out {
-        Ok(o) if o.status.success() => {
-            ("Done", format!("{} of node {} done", req.action, req.node))
-        }
+        Ok(o) if o.status.success() => ("Done", format!("{} of node {} done", req.action, req.node)),
         Ok(o) => (
             "Failed",
             format!(
                 "command exited with {}: {}",
                 o.status,
-                String::from_utf8_lossy(&o.stderr)
-                    .chars()
-                    .take(300)
-                    .collect::<String>()
+                String::from_utf8_lossy(&o.stderr).chars().take(300).collect::<String>()
             ),
         ),
         Err(e) => ("Failed", format!("command could not start: {e}")),
@@ -126,10 +134,10 @@ async fn handle(State(a): State<Arc<Agent>>, Json(req): Json<FenceRequest>) -> J
     let snapshot = ledger.clone();
     drop(ledger);
     a.save(&snapshot).await;
-    Json(FenceResponse {
+    FenceResponse {
         state: state.into(),
         message,
-    })
+    }
 }
 
 pub fn router(ledger: Ledger, args: &FenceAgentArgs) -> Router {

@@ -107,6 +107,7 @@ impl Records {
         message: impl Into<String>,
     ) -> Result<(), kube::Error> {
         let message = message.into();
+        tracing::info!(incident = %f.metadata.name, node = %f.spec.node, phase = phase.as_str(), step, %message, "fencing step");
         f.status.phase = phase;
         f.status.message = Some(message.clone());
         f.status.evidence.push(Evidence {

@@ -26,6 +26,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// What a backend gets when it is asked after its timeout already ran out (a takeover).
+const LAST_ASK: Duration = Duration::from_secs(5);
+
 /// The fencing controller's settings (`volguard controller --fencing-*`).
 pub struct FencingConfig {
     pub interval: Duration,
@@ -43,6 +46,8 @@ pub struct Fencer {
     drivers: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     /// The last reason each node was held for (logged and announced once per change).
     held: Mutex<HashMap<String, String>>,
+    /// (incident, backend index) this process has asked at least once.
+    asked: Mutex<std::collections::HashSet<(String, usize)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -134,6 +139,7 @@ impl Fencer {
             clock: Mutex::default(),
             drivers: Mutex::default(),
             held: Mutex::default(),
+            asked: Mutex::default(),
         })
     }
 
@@ -549,15 +555,16 @@ impl Fencer {
         let timeout = self.cfg.backends.timeout(kind);
         let elapsed = seconds_since(f.status.fence_requested_at.as_deref()).unwrap_or(0.0);
         let remaining = timeout.as_secs_f64() - elapsed;
+        // A controller that took over after the timeout ran out (the old leader died mid-call)
+        // asks once more before giving up: the backend may have fenced meanwhile.
+        let first_ask = lock(&self.asked).insert((f.metadata.name.clone(), f.status.backend_index));
         let answer = if !self.cfg.backends.configured(kind) {
             Answer::Failed(format!("backend {} is not configured", kind.as_str()))
-        } else if remaining <= 0.0 {
+        } else if remaining <= 0.0 && !first_ask {
             Answer::Failed(format!("no answer within {}s", timeout.as_secs()))
         } else {
-            self.cfg
-                .backends
-                .fence(self.client(), kind, f, Duration::from_secs_f64(remaining))
-                .await
+            let budget = Duration::from_secs_f64(remaining.max(LAST_ASK.as_secs_f64()));
+            self.cfg.backends.fence(self.client(), kind, f, budget).await
         };
         match answer {
             Answer::Done(ev) => {

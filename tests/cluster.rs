@@ -623,16 +623,30 @@ async fn s_out_of_service(cp: &mut ControlPlane, ns: &str) {
         }
     })
     .await;
-    // What an operator does after confirming the node is down (kubectl taint).
+    // What an operator does after confirming the node is down: the taint alone is refused
+    // (rules.md §7 guards), the confirmation first lets it through.
+    let taint = [
+        "taint",
+        "node",
+        &node,
+        "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
+    ];
+    let (ok, refused) = kubectl(cp, &taint);
+    assert!(
+        !ok && refused.contains("volguard.io/confirm-node-down"),
+        "{refused}"
+    );
     let (ok, out) = kubectl(
         cp,
         &[
-            "taint",
+            "annotate",
             "node",
             &node,
-            "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
+            "volguard.io/confirm-node-down=true",
         ],
     );
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(cp, &taint);
     assert!(ok, "{out}");
     gone_within(cp, &pods, "pod (taint eviction + PodGC)", "db", LONG).await;
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);

@@ -655,9 +655,12 @@ async fn s5_force_delete(cp: &ControlPlane, ns: &str) {
         async move { pods.delete("db-3", &force()).await.ok().map(|_| ()) }
     })
     .await;
-    // Node tainted out-of-service: allowed.
+    // Node tainted out-of-service (by a person who confirmed it down, as the taint's own guard
+    // requires): allowed.
     Api::<Node>::all(c.clone())
-        .patch("node-down", &PatchParams::default(), &Patch::Merge(json!({"spec": {"taints": [
+        .patch("node-down", &PatchParams::default(), &Patch::Merge(json!({
+            "metadata": {"annotations": {"volguard.io/confirm-node-down": "true"}},
+            "spec": {"taints": [
             {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]}})))
         .await
         .expect("taint");
@@ -747,10 +750,10 @@ async fn s5b_stale_out_of_service(cp: &ControlPlane, ns: &str) {
         .patch(
             "node-stale",
             &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"taints": [{"key": "node.kubernetes.io/out-of-service",
-                "value": "nodeshutdown", "effect": "NoExecute"}]}}),
-            ),
+            &Patch::Merge(json!({
+                "metadata": {"annotations": {"volguard.io/confirm-node-down": "true"}},
+                "spec": {"taints": [{"key": "node.kubernetes.io/out-of-service",
+                "value": "nodeshutdown", "effect": "NoExecute"}]}})),
         )
         .await
         .expect("taint");

@@ -1,4 +1,5 @@
-//! What `explain` reads live beyond the cluster view: the volume's VolumeAttachments.
+//! What `explain` reads live beyond the cluster view: the volume's VolumeAttachments and the
+//! fencing incidents.
 
 use super::Attachment;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
@@ -29,4 +30,24 @@ pub async fn attachments(client: &kube::Client, pv: &str) -> anyhow::Result<Vec<
             terminating: va.metadata.deletion_timestamp.is_some(),
         })
         .collect())
+}
+
+/// Every fencing incident (docs/fencing.md). A caller who may not list them (or a cluster without
+/// the CRD) gets an explanation without them.
+pub async fn fences(client: &kube::Client) -> anyhow::Result<Vec<crate::model::fence::NodeFence>> {
+    match crate::state::fences::api(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(l) => Ok(l
+            .items
+            .into_iter()
+            .filter_map(|o| crate::state::fences::decode(o).ok())
+            .collect()),
+        Err(kube::Error::Api(e)) if e.code == 403 || e.code == 404 => {
+            tracing::warn!(error = %e.message, "cannot list NodeFences; explaining without them");
+            Ok(Vec::new())
+        }
+        Err(e) => Err(e.into()),
+    }
 }

@@ -5,6 +5,7 @@
 mod live;
 
 use crate::cli::{ExplainArgs, ExplainKind};
+use crate::model::fence::NodeFence;
 use crate::model::{PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc};
 use crate::report::{SinceSource, unused_since};
 use crate::rules::Fact;
@@ -62,8 +63,46 @@ pub struct Explanation {
     /// The RWO lock (rules.md §2f): which node and pod hold the claim, since when.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rwo_lock: Option<crate::rules::rwo_lock::RwoLock>,
+    /// Pods of the claim on a partitioned node, and the incident that handles each (rules.md §7).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<PartitionWait>,
     /// One line: what to do next.
     pub next: String,
+}
+
+/// A claim's pod waits on a partitioned node; a fencing incident handles it (docs/fencing.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartitionWait {
+    pub pod: String,
+    pub node: String,
+    pub incident: String,
+    pub phase: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The incident of each blocking pod's node: the open one, else the latest that failed.
+fn partitions(blocking: &[BlockingPod], fences: &[NodeFence]) -> Vec<PartitionWait> {
+    use crate::model::fence::Phase;
+    blocking
+        .iter()
+        .filter_map(|b| {
+            let of_node = fences.iter().filter(|f| f.spec.node == b.node);
+            let f = of_node
+                .clone()
+                .filter(|f| !f.status.phase.is_final())
+                .chain(of_node.filter(|f| f.status.phase == Phase::Failed))
+                .next()?;
+            Some(PartitionWait {
+                pod: b.name.clone(),
+                node: b.node.clone(),
+                incident: f.metadata.name.clone(),
+                phase: f.status.phase.as_str(),
+                message: f.status.message.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Who removes a finalizer, from its name.
@@ -99,7 +138,13 @@ fn finalizers(list: Option<&Vec<String>>) -> Vec<FinalizerInfo> {
 
 /// Explain a PVC from the claim, its PV (if bound and found), the pods of its namespace and the
 /// PV's VolumeAttachments.
-pub fn build_pvc(pvc: &Pvc, pv: Option<&Pv>, pods: &[Pod], vas: &[Attachment]) -> Explanation {
+pub fn build_pvc(
+    pvc: &Pvc,
+    pv: Option<&Pv>,
+    pods: &[Pod],
+    vas: &[Attachment],
+    fences: &[NodeFence],
+) -> Explanation {
     let blocking: Vec<BlockingPod> = blocking_pods(pvc, pods)
         .into_iter()
         .map(|p| BlockingPod {
@@ -110,6 +155,7 @@ pub fn build_pvc(pvc: &Pvc, pv: Option<&Pv>, pods: &[Pod], vas: &[Attachment]) -
         })
         .collect();
     let (since, source) = unused_since(pvc);
+    let waits = partitions(&blocking, fences);
     let m = &pvc.metadata;
     let other_finalizers: Vec<&String> = m
         .finalizers
@@ -161,6 +207,13 @@ pub fn build_pvc(pvc: &Pvc, pv: Option<&Pv>, pods: &[Pod], vas: &[Attachment]) -
     } else {
         "not terminating; nothing to do".into()
     };
+    let next = match waits.first() {
+        Some(w) => format!(
+            "pod {} waits on partitioned node {}: fencing incident {} ({}) handles it (kubectl get nodefence {}); {next}",
+            w.pod, w.node, w.incident, w.phase, w.incident
+        ),
+        None => next,
+    };
     Explanation {
         kind: "PersistentVolumeClaim",
         namespace: m.namespace.clone(),
@@ -177,6 +230,7 @@ pub fn build_pvc(pvc: &Pvc, pv: Option<&Pv>, pods: &[Pod], vas: &[Attachment]) -
         unused_since: since,
         unused_since_source: source,
         rwo_lock: crate::rules::rwo_lock::RwoLock::of(pvc),
+        partitions: waits,
         next,
     }
 }
@@ -236,6 +290,7 @@ pub fn build_pv(pv: &Pv, claim: Option<&Pvc>, vas: &[Attachment]) -> Explanation
         unused_since: None,
         unused_since_source: SinceSource::Unknown,
         rwo_lock: None,
+        partitions: Vec::new(),
         next,
     }
 }
@@ -311,6 +366,19 @@ pub fn table(e: &Explanation) -> String {
                 ),
                 None => "none".into(),
             }
+        ));
+    }
+    for w in &e.partitions {
+        out.push_str(&format!(
+            "  partition:    pod {} waits on node {}: incident {} ({}){}\n",
+            w.pod,
+            w.node,
+            w.incident,
+            w.phase,
+            w.message
+                .as_deref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
         ));
     }
     out.push_str("  volume attachments:\n");
@@ -412,7 +480,17 @@ async fn gather(
                 (Some(pv), Some(c)) => live::attachments(c, &pv.metadata.name).await?,
                 _ => Vec::new(),
             };
-            Ok(build_pvc(&pvc, pv.as_deref(), &pods, &vas))
+            let fences = match client {
+                Some(c) => live::fences(c).await?,
+                None => view
+                    .store()
+                    .fences
+                    .all()
+                    .iter()
+                    .map(|f| (**f).clone())
+                    .collect(),
+            };
+            Ok(build_pvc(&pvc, pv.as_deref(), &pods, &vas, &fences))
         }
         ExplainKind::Pv => {
             let pv = found(view.pv(&args.name).await)?.ok_or_else(|| NotFound {

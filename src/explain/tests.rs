@@ -56,7 +56,7 @@ fn terminating_claim_names_blockers_and_what_to_do() {
         pod("job-1", Some("n2"), "Succeeded"),
         pod("pending", None, "Pending"),
     ];
-    let e = build_pvc(&c, None, &pods, &[]);
+    let e = build_pvc(&c, None, &pods, &[], &[]);
     assert_eq!(e.deleting_since.as_deref(), Some("2026-11-01T00:00:00Z"));
     assert_eq!(
         e.blocking_pods
@@ -90,26 +90,26 @@ fn terminating_claim_names_blockers_and_what_to_do() {
 
 #[test]
 fn terminating_claim_without_users_or_with_foreign_finalizers() {
-    let e = build_pvc(&pvc(true, &[PVC_FINALIZER]), None, &[], &[]);
+    let e = build_pvc(&pvc(true, &[PVC_FINALIZER]), None, &[], &[], &[]);
     assert!(e.next.contains("removed within seconds"), "{}", e.next);
-    let e = build_pvc(&pvc(true, &["example.com/backup"]), None, &[], &[]);
+    let e = build_pvc(&pvc(true, &["example.com/backup"]), None, &[], &[], &[]);
     assert!(
         e.next.starts_with("waiting for example.com/backup: other"),
         "{}",
         e.next
     );
-    let e = build_pvc(&pvc(true, &[]), None, &[], &[]);
+    let e = build_pvc(&pvc(true, &[]), None, &[], &[], &[]);
     assert!(e.next.contains("disappears at once"));
 }
 
 #[test]
 fn live_claim_in_use_or_unused() {
     let mut c = pvc(false, &[PVC_FINALIZER]);
-    let e = build_pvc(&c, None, &[pod("web-0", Some("n1"), "Running")], &[]);
+    let e = build_pvc(&c, None, &[pod("web-0", Some("n1"), "Running")], &[], &[]);
     assert!(e.next.starts_with("in use by pod(s) web-0"), "{}", e.next);
     c.metadata.annotations =
         Some([(UNUSED_SINCE.to_string(), "2026-10-01T00:00:00Z".to_string())].into());
-    let e = build_pvc(&c, None, &[], &[]);
+    let e = build_pvc(&c, None, &[], &[], &[]);
     assert_eq!(e.unused_since.as_deref(), Some("2026-10-01T00:00:00Z"));
     assert_eq!(e.unused_since_source, SinceSource::Annotation);
     assert!(
@@ -180,4 +180,52 @@ fn finalizer_owners() {
     );
     assert!(finalizer_owner("foo.csi.example.com/x").contains("CSI driver"));
     assert!(finalizer_owner("x/y").starts_with("other"));
+}
+
+#[test]
+fn a_pod_on_a_partitioned_node_names_its_incident() {
+    use crate::model::fence::{NodeFence, NodeFenceSpec, Phase};
+    let c = pvc(true, &[PVC_FINALIZER]);
+    let mut f = NodeFence {
+        spec: NodeFenceSpec {
+            node: "n1".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    f.metadata.name = "n1-1795458593".into();
+    f.status.phase = Phase::Fencing;
+    f.status.message = Some("waiting for a person".into());
+    let mut done = f.clone();
+    done.metadata.name = "n1-1".into();
+    done.status.phase = Phase::Done;
+    let pods = [pod("web-0", Some("n1"), "Running")];
+    let e = build_pvc(&c, None, &pods, &[], &[done, f]);
+    assert_eq!(e.partitions.len(), 1);
+    assert_eq!(e.partitions[0].incident, "n1-1795458593");
+    assert!(
+        e.next.starts_with(
+            "pod web-0 waits on partitioned node n1: fencing incident n1-1795458593 (Fencing)"
+        ),
+        "{}",
+        e.next
+    );
+    assert!(table(&e).contains("partition:    pod web-0 waits on node n1: incident n1-1795458593 (Fencing): waiting for a person"));
+    // Another node's incident says nothing about this claim.
+    let e = build_pvc(
+        &c,
+        None,
+        &[pod("web-0", Some("n2"), "Running")],
+        &[],
+        &[e_fence("n1")],
+    );
+    assert!(e.partitions.is_empty());
+}
+
+fn e_fence(node: &str) -> crate::model::fence::NodeFence {
+    let mut f = crate::model::fence::NodeFence::default();
+    f.spec.node = node.into();
+    f.metadata.name = format!("{node}-1");
+    f.status.phase = crate::model::fence::Phase::Fencing;
+    f
 }

@@ -112,13 +112,18 @@ async fn run_command(a: Arc<Agent>, command: String, req: FenceRequest) -> Fence
         .output()
         .await;
     let (state, message) = match out {
-        Ok(o) if o.status.success() => ("Done", format!("{} of node {} done", req.action, req.node)),
+        Ok(o) if o.status.success() => {
+            ("Done", format!("{} of node {} done", req.action, req.node))
+        }
         Ok(o) => (
             "Failed",
             format!(
                 "command exited with {}: {}",
                 o.status,
-                String::from_utf8_lossy(&o.stderr).chars().take(300).collect::<String>()
+                String::from_utf8_lossy(&o.stderr)
+                    .chars()
+                    .take(300)
+                    .collect::<String>()
             ),
         ),
         Err(e) => ("Failed", format!("command could not start: {e}")),

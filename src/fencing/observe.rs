@@ -3,7 +3,7 @@
 //! partition concerns volguard at all. Reads are live: a partition is rare, and a decision to
 //! fence must not rest on a cache.
 
-use crate::model::fence::{BackendKind, FENCING};
+use crate::model::fence::{BackendKind, FENCE_BACKENDS, FENCING};
 use crate::rules::fencing::{self, Mode, NodeHealth, Tolerates};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
@@ -106,13 +106,16 @@ pub struct Affected {
     pub pods: BTreeMap<String, Vec<String>>,
     /// The incident's backends: manual when any affected pod asks for manual fencing.
     pub mode: Option<Mode>,
+    /// The first claim's class that names its own backends (`volguard.io/fence-backends`).
+    pub class_backends: Option<Vec<BackendKind>>,
     pub tolerations: Vec<Tolerates>,
 }
 
 impl Affected {
     pub fn backends(&self, auto: &[BackendKind]) -> Vec<BackendKind> {
-        match self.mode {
-            Some(Mode::Manual) => vec![BackendKind::Manual],
+        match (self.mode, &self.class_backends) {
+            (Some(Mode::Manual), _) => vec![BackendKind::Manual],
+            (_, Some(b)) => b.clone(),
             _ => auto.to_vec(),
         }
     }
@@ -164,14 +167,18 @@ pub async fn affected(client: &kube::Client, node: &str) -> Result<Affected, kub
     let pods = Api::<Pod>::all(client.clone())
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .await?;
-    let classes: HashMap<String, Option<String>> = Api::<StorageClass>::all(client.clone())
+    // Class name → (its fencing mode, its own backends).
+    type ClassPolicy = (Option<String>, Option<Vec<BackendKind>>);
+    let classes: HashMap<String, ClassPolicy> = Api::<StorageClass>::all(client.clone())
         .list(&ListParams::default())
         .await?
         .items
         .into_iter()
         .map(|c| {
             let mode = annotation(&c.metadata, FENCING).map(str::to_string);
-            (c.metadata.name.unwrap_or_default(), mode)
+            let backends =
+                annotation(&c.metadata, FENCE_BACKENDS).and_then(BackendKind::parse_list);
+            (c.metadata.name.unwrap_or_default(), (mode, backends))
         })
         .collect();
     let mut namespaces: HashMap<String, Option<String>> = HashMap::new();
@@ -215,16 +222,20 @@ pub async fn affected(client: &kube::Client, node: &str) -> Result<Affected, kub
             if !rwo {
                 continue;
             }
-            let class = spec
+            let (class, backends) = spec
                 .storage_class_name
                 .as_ref()
-                .and_then(|c| classes.get(c).cloned().flatten());
+                .and_then(|c| classes.get(c).cloned())
+                .unwrap_or_default();
             let m = fencing::mode(
                 annotation(&p.metadata, FENCING),
                 namespaces.get(&ns).and_then(|a| a.as_deref()),
                 class.as_deref(),
             );
             if m != Mode::Off {
+                if out.class_backends.is_none() {
+                    out.class_backends = backends;
+                }
                 pod_mode = if pod_mode == Mode::Manual {
                     Mode::Manual
                 } else {
@@ -249,7 +260,7 @@ pub async fn affected(client: &kube::Client, node: &str) -> Result<Affected, kub
 /// Every node's Lease, by node name.
 pub async fn leases(client: &kube::Client) -> Result<HashMap<String, Option<String>>, kube::Error> {
     Ok(Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE)
-        .list(&ListParams::default())
+        .list(&ListParams::default().match_any())
         .await?
         .items
         .into_iter()

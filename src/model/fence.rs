@@ -11,6 +11,9 @@ pub const PLURAL: &str = "nodefences";
 
 /// StorageClass (and namespace, pod) annotation: `auto`, `manual` or `off` (rules.md §7 "Opt in").
 pub const FENCING: &str = "volguard.io/fencing";
+/// StorageClass annotation: this class's incidents use these backends, in order (comma list of
+/// `webhook`, `networkfence`, `manual`), instead of `--fence-backends`.
+pub const FENCE_BACKENDS: &str = "volguard.io/fence-backends";
 /// Node annotation a person sets before adding the out-of-service taint by hand.
 pub const CONFIRM_NODE_DOWN: &str = "volguard.io/confirm-node-down";
 /// Node annotation volguard's controller writes with the taint: the incident that proved it.
@@ -82,6 +85,21 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// A comma list as `volguard.io/fence-backends` holds it (`None` if any entry is unknown).
+    pub fn parse_list(s: &str) -> Option<Vec<BackendKind>> {
+        s.split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| match p {
+                "webhook" => Some(BackendKind::Webhook),
+                "networkfence" => Some(BackendKind::Networkfence),
+                "manual" => Some(BackendKind::Manual),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .filter(|v| !v.is_empty())
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             BackendKind::Webhook => "webhook",

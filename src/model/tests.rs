@@ -140,3 +140,23 @@ fn pod_status_keeps_only_the_latest_end_times() {
         serde_json::from_value::<Pod>(serde_json::json!({"status": {"conditions": 5}})).is_err()
     );
 }
+
+#[test]
+fn fence_backend_lists_parse_or_are_refused_whole() {
+    use crate::model::fence::BackendKind;
+    use crate::model::fence::BackendKind::*;
+    assert_eq!(
+        BackendKind::parse_list("networkfence"),
+        Some(vec![Networkfence])
+    );
+    assert_eq!(
+        BackendKind::parse_list("webhook, manual"),
+        Some(vec![Webhook, Manual])
+    );
+    assert_eq!(
+        BackendKind::parse_list("webhook,ipmi"),
+        None,
+        "an unknown backend voids the list"
+    );
+    assert_eq!(BackendKind::parse_list(""), None);
+}

@@ -581,7 +581,10 @@ impl ControlPlane {
         let d = self.dir.path().to_path_buf();
         let config = d.join("kwok-stages.yaml");
         let kc = d.join(format!("kwok-{name}.kubeconfig"));
-        assert!(kc.exists(), "no kubeconfig for kwok {name}: start it with kwok_node first");
+        assert!(
+            kc.exists(),
+            "no kubeconfig for kwok {name}: start it with kwok_node first"
+        );
         let p = Proc::spawn(
             &format!("kwok-{name}"),
             Command::new(made("VOLGUARD_KWOK_DIR").join("kwok"))

@@ -139,6 +139,7 @@ async fn start_cluster() -> Shared {
         "p-restart",
         "p-optout",
         "p-guards",
+        "p-netfence",
     ] {
         namespace(&c, ns).await;
     }

@@ -525,10 +525,16 @@ impl ControlPlane {
             assert!(!docs.is_empty(), "no kwok stages in {}", stages.display());
             std::fs::write(&config, docs.join("\n---\n")).expect("write stages");
         }
+        // Each node its own address (a network fence names the node's addresses).
+        static NEXT_IP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        let n = NEXT_IP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let ip = format!("10.250.{}.{}", n / 250, n % 250 + 1);
         let node: Node = serde_json::from_value(serde_json::json!({
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "type": "kwok"}},
             "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
-                       "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}
+                       "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                       // Both kinds, or kwok's node-initialize stage replaces the list.
+                       "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}]}
         }))
         .expect("node");
         let admin = self.admin().await;

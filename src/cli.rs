@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(
     name = "volguard",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("VOLGUARD_COMMIT"), ")"),
     about = "Storage-safety layer for Kubernetes"
 )]
 pub struct Cli {
@@ -48,6 +48,8 @@ pub enum Command {
     Fence(FenceCommand),
     /// Generate a development CA and serving certificate (what `make certs` runs).
     DevCerts(DevCertsArgs),
+    /// Print the version, the commit it was built from and that commit's date.
+    Version,
 }
 
 #[derive(Debug, Args)]

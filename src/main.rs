@@ -61,6 +61,10 @@ async fn main() -> std::process::ExitCode {
         Command::Fence(volguard::cli::FenceCommand::Agent(args)) => {
             volguard::fencing::agent::run(args).await
         }
+        Command::Version => {
+            println!("{}", volguard::runtime::build::describe());
+            Ok(())
+        }
         Command::DevCerts(args) => volguard::devcerts::generate(&args.sans)
             .map_err(anyhow::Error::from)
             .and_then(|pki| {

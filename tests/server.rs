@@ -433,3 +433,38 @@ async fn json_logs_have_each_key_once() {
         "the error once: {stderr}"
     );
 }
+
+/// `volguard version` and `volguard_build_info` name the same build: version and commit.
+#[tokio::test]
+async fn version_and_build_info_name_the_build() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_volguard"))
+        .arg("version")
+        .output()
+        .expect("run volguard version");
+    assert!(out.status.success());
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let commit = line
+        .strip_prefix(&format!("volguard {} (commit ", env!("CARGO_PKG_VERSION")))
+        .and_then(|r| r.split(',').next())
+        .unwrap_or_else(|| panic!("unexpected version line {line:?}"))
+        .to_string();
+    assert!(
+        commit == "unknown" || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{line}"
+    );
+    let certs = Certs::new();
+    let server = Server::start(&certs.cert(), &certs.key(), &["--state", &state_arg()]);
+    let metrics = reqwest::get(server.probe_url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let info = metrics
+        .lines()
+        .find(|l| l.starts_with("volguard_build_info{"))
+        .unwrap_or_else(|| panic!("no volguard_build_info in {metrics}"));
+    assert!(info.ends_with(" 1"), "{info}");
+    assert!(info.contains(&format!("commit=\"{commit}\"")), "{info} vs {line}");
+    assert!(info.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))), "{info}");
+}

@@ -61,6 +61,7 @@ fn enqueue_all(r: &Reconciler) {
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = crate::runtime::kube::client(args.kubeconfig.as_deref()).await?;
     let metrics = Arc::new(MetricsRegistry::default());
+    crate::runtime::build::register(&metrics);
     let cmetrics = Arc::new(metrics::ControllerMetrics::register(&metrics));
     // Followers keep warm caches too, so a takeover starts from synced state.
     let view = match state::open(state::Source::Live(client.clone()), Needs::controller())? {

@@ -3,6 +3,7 @@
 //! the Kubernetes client and cluster view. `serve`, `controller`, `report` and `explain` build on
 //! it; each registers only its own metrics.
 
+pub mod build;
 pub mod kube;
 pub mod probes;
 pub mod registry;

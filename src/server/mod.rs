@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let registry = Arc::new(MetricsRegistry::default());
+    runtime::build::register(&registry);
     let metrics = Arc::new(Metrics::register(registry.clone()));
     let reloader =
         tls::CertReloader::new(args.tls_cert.clone(), args.tls_key.clone(), metrics.clone())

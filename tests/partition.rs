@@ -563,19 +563,30 @@ async fn partition_fenced(s: &mut Shared) {
     let (calls, runs) = ledger(s, &f.metadata.name, "fence");
     assert_eq!(runs, 1, "the agent fenced once");
     // What operators list: node, phase, backend, age.
-    let kc = s.cp.kubeconfig_file("kubectl-ops", "ops", &["system:masters"]);
+    let kc =
+        s.cp.kubeconfig_file("kubectl-ops", "ops", &["system:masters"]);
     let out = std::process::Command::new(harness::bin_dir().join("kubectl"))
         .arg(format!("--kubeconfig={}", kc.display()))
         .args(["get", "nodefences"])
         .output()
         .expect("kubectl get nodefences");
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
-    let header: Vec<&str> = listed.lines().next().unwrap_or_default().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "NODE", "PHASE", "BACKEND", "AGE"], "{listed}");
+    let header: Vec<&str> = listed
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "NODE", "PHASE", "BACKEND", "AGE"],
+        "{listed}"
+    );
     assert!(
-        listed
-            .lines()
-            .any(|l| l.starts_with(&f.metadata.name) && l.contains(" pf ") && l.contains("Released") && l.contains("webhook")),
+        listed.lines().any(|l| l.starts_with(&f.metadata.name)
+            && l.contains(" pf ")
+            && l.contains("Released")
+            && l.contains("webhook")),
         "{listed}"
     );
     let node_events = event_reasons(&c, "default", node).await;
@@ -711,14 +722,19 @@ async fn partition_agent_timeout(s: &mut Shared) {
     .await;
     assert!(!tainted(&c, node).await);
     // Meanwhile `explain pvc` says which node the claim waits on and which incident handles it.
-    let kc = s.cp.kubeconfig_file("explainer", "carol", &["system:masters"]);
+    let kc =
+        s.cp.kubeconfig_file("explainer", "carol", &["system:masters"]);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_volguard"))
         .args(["explain", "pvc", "data-db-0", "-n", ns])
         .arg(format!("--kubeconfig={}", kc.display()))
         .output()
         .expect("run explain");
     let explained = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{explained}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{explained}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         explained.contains("partition:    pod db-0 waits on node slow: incident slow-")
             && explained.contains("waits on partitioned node slow: fencing incident slow-"),

@@ -449,7 +449,8 @@ async fn version_and_build_info_name_the_build() {
         .unwrap_or_else(|| panic!("unexpected version line {line:?}"))
         .to_string();
     assert!(
-        commit == "unknown" || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        commit == "unknown"
+            || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
         "{line}"
     );
     let certs = Certs::new();
@@ -465,6 +466,12 @@ async fn version_and_build_info_name_the_build() {
         .find(|l| l.starts_with("volguard_build_info{"))
         .unwrap_or_else(|| panic!("no volguard_build_info in {metrics}"));
     assert!(info.ends_with(" 1"), "{info}");
-    assert!(info.contains(&format!("commit=\"{commit}\"")), "{info} vs {line}");
-    assert!(info.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))), "{info}");
+    assert!(
+        info.contains(&format!("commit=\"{commit}\"")),
+        "{info} vs {line}"
+    );
+    assert!(
+        info.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))),
+        "{info}"
+    );
 }

@@ -38,6 +38,21 @@ struct Agent {
 }
 
 impl Agent {
+    /// Change one action's outcome and persist the ledger; returns what `change` returned.
+    async fn update<R>(&self, req: &FenceRequest, change: impl FnOnce(&mut Outcome) -> R) -> R {
+        let mut ledger = self.ledger.lock().await;
+        let o = ledger
+            .entry(req.incident.clone())
+            .or_default()
+            .entry(req.action.clone())
+            .or_default();
+        let r = change(o);
+        let snapshot = ledger.clone();
+        drop(ledger);
+        self.save(&snapshot).await;
+        r
+    }
+
     async fn save(&self, ledger: &Ledger) {
         let tmp = self.path.with_extension("tmp");
         let text = serde_json::to_vec_pretty(ledger).unwrap_or_default();
@@ -62,32 +77,25 @@ async fn handle(State(a): State<Arc<Agent>>, Json(req): Json<FenceRequest>) -> J
             });
         }
     };
-    {
-        let mut ledger = a.ledger.lock().await;
-        let o = ledger
-            .entry(req.incident.clone())
-            .or_default()
-            .entry(req.action.clone())
-            .or_default();
-        o.calls += 1;
-        if !o.state.is_empty() {
-            // Asked again: the answer it already has (or "still working").
-            let answer = FenceResponse {
-                state: o.state.clone(),
-                message: o.message.clone(),
-            };
-            let snapshot = ledger.clone();
-            drop(ledger);
-            a.save(&snapshot).await;
-            return Json(answer);
-        }
-        o.state = "InProgress".into();
-        o.message = format!("{} of node {} started", req.action, req.node);
-        o.runs += 1;
-        let snapshot = ledger.clone();
-        drop(ledger);
-        // Recorded before the command runs: a crash mid-command never starts it again.
-        a.save(&snapshot).await;
+    // Recorded before the command runs: a crash mid-command never starts it again.
+    let known = a
+        .update(&req, |o| {
+            o.calls += 1;
+            if !o.state.is_empty() {
+                // Asked again: the answer it already has (or "still working").
+                return Some(FenceResponse {
+                    state: o.state.clone(),
+                    message: o.message.clone(),
+                });
+            }
+            o.state = "InProgress".into();
+            o.message = format!("{} of node {} started", req.action, req.node);
+            o.runs += 1;
+            None
+        })
+        .await;
+    if let Some(answer) = known {
+        return Json(answer);
     }
     tracing::info!(incident = %req.incident, node = %req.node, action = %req.action, "fence agent: running command");
     // The command runs in its own task: a caller that hangs up (volguard timing out, or
@@ -128,17 +136,11 @@ async fn run_command(a: Arc<Agent>, command: String, req: FenceRequest) -> Fence
         ),
         Err(e) => ("Failed", format!("command could not start: {e}")),
     };
-    let mut ledger = a.ledger.lock().await;
-    let o = ledger
-        .entry(req.incident.clone())
-        .or_default()
-        .entry(req.action.clone())
-        .or_default();
-    o.state = state.into();
-    o.message = message.clone();
-    let snapshot = ledger.clone();
-    drop(ledger);
-    a.save(&snapshot).await;
+    a.update(&req, |o| {
+        o.state = state.into();
+        o.message = message.clone();
+    })
+    .await;
     FenceResponse {
         state: state.into(),
         message,

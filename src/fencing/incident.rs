@@ -119,6 +119,21 @@ impl Records {
         Ok(())
     }
 
+    /// Record a step, then announce it with an Event on the incident and its Node.
+    pub async fn record(
+        &self,
+        f: &mut NodeFence,
+        phase: Phase,
+        step: &str,
+        warning: bool,
+        reason: &str,
+        message: String,
+    ) -> Result<(), kube::Error> {
+        self.step(f, phase, step, message.clone()).await?;
+        self.announce(f, warning, reason, message).await;
+        Ok(())
+    }
+
     /// An Event on the incident itself and on its Node.
     pub async fn announce(&self, f: &NodeFence, warning: bool, reason: &str, note: String) {
         let node_ref = ObjectReference {

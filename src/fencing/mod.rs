@@ -411,9 +411,15 @@ impl Fencer {
                     f.spec.node
                 );
                 self.records
-                    .step(&mut f, Phase::Aborted, "aborted", msg.clone())
+                    .record(
+                        &mut f,
+                        Phase::Aborted,
+                        "aborted",
+                        false,
+                        "FenceAborted",
+                        msg,
+                    )
                     .await?;
-                self.records.announce(&f, false, "FenceAborted", msg).await;
             }
             Phase::Detected | Phase::Fencing if node.is_none() => {
                 let msg = "the Node was deleted: PodGC releases its pods (rules.md §2d row 4)"
@@ -435,9 +441,15 @@ impl Fencer {
                     f.spec.node
                 );
                 self.records
-                    .step(&mut f, Phase::Released, "released", msg.clone())
+                    .record(
+                        &mut f,
+                        Phase::Released,
+                        "released",
+                        true,
+                        "NodeReleased",
+                        msg,
+                    )
                     .await?;
-                self.records.announce(&f, true, "NodeReleased", msg).await;
                 self.announce_affected(&f, &affected).await;
             }
             Phase::Released if node.is_none() => {
@@ -452,9 +464,15 @@ impl Fencer {
                     f.spec.node
                 );
                 self.records
-                    .step(&mut f, Phase::Recovering, "recovering", msg.clone())
+                    .record(
+                        &mut f,
+                        Phase::Recovering,
+                        "recovering",
+                        true,
+                        "NodeReturned",
+                        msg,
+                    )
                     .await?;
-                self.records.announce(&f, true, "NodeReturned", msg).await;
             }
             Phase::Released => {}
             Phase::Recovering => {
@@ -480,18 +498,19 @@ impl Fencer {
                             f.spec.node
                         );
                         self.records
-                            .step(&mut f, Phase::Done, "recovered", msg.clone())
+                            .record(
+                                &mut f,
+                                Phase::Done,
+                                "recovered",
+                                false,
+                                "NodeRecovered",
+                                msg,
+                            )
                             .await?;
-                        self.records.announce(&f, false, "NodeRecovered", msg).await;
                     }
                     Answer::Pending(msg) => self.note(&mut f, msg).await?,
                     Answer::Failed(msg) => {
-                        self.metrics
-                            .backend_failures
-                            .get_or_create(&metrics::BackendLabel {
-                                backend: kind.as_str(),
-                            })
-                            .inc();
+                        self.backend_failed(kind);
                         // The taint stays: a node whose fence cannot be undone does not take pods.
                         self.note(&mut f, format!("unfence failed, will retry: {msg}"))
                             .await?;
@@ -501,6 +520,15 @@ impl Fencer {
             Phase::Done | Phase::Failed | Phase::Aborted => return Ok(true),
         }
         Ok(f.status.phase.is_final())
+    }
+
+    fn backend_failed(&self, kind: BackendKind) {
+        self.metrics
+            .backend_failures
+            .get_or_create(&metrics::BackendLabel {
+                backend: kind.as_str(),
+            })
+            .inc();
     }
 
     fn current(&self, f: &NodeFence) -> BackendKind {
@@ -546,9 +574,15 @@ impl Fencer {
             why.map(|w| format!(" after: {w}")).unwrap_or_default()
         );
         self.records
-            .step(f, Phase::Fencing, "fence-requested", msg.clone())
+            .record(
+                f,
+                Phase::Fencing,
+                "fence-requested",
+                true,
+                "FenceRequested",
+                msg,
+            )
             .await?;
-        self.records.announce(f, true, "FenceRequested", msg).await;
         Ok(())
     }
 
@@ -600,17 +634,11 @@ impl Fencer {
                             f.status.lease_renew_time.as_deref().unwrap_or("never")
                         );
                         self.records
-                            .step(f, Phase::Fenced, "fenced", msg.clone())
+                            .record(f, Phase::Fenced, "fenced", false, "NodeFenced", msg)
                             .await?;
-                        self.records.announce(f, false, "NodeFenced", msg).await;
                     }
                     Err(reason) => {
-                        self.metrics
-                            .backend_failures
-                            .get_or_create(&metrics::BackendLabel {
-                                backend: kind.as_str(),
-                            })
-                            .inc();
+                        self.backend_failed(kind);
                         self.records
                             .step(f, Phase::Failed, "proof-failed", reason.clone())
                             .await?;
@@ -627,12 +655,7 @@ impl Fencer {
             }
             Answer::Pending(msg) => self.note(f, msg).await?,
             Answer::Failed(msg) => {
-                self.metrics
-                    .backend_failures
-                    .get_or_create(&metrics::BackendLabel {
-                        backend: kind.as_str(),
-                    })
-                    .inc();
+                self.backend_failed(kind);
                 let why = format!("backend {} failed: {msg}", kind.as_str());
                 match rules::next_backend(f.status.backend_index, f.spec.backends.len()) {
                     Some(next) => self.request(f, next, Some(why)).await?,

@@ -546,21 +546,12 @@ impl ControlPlane {
             .create(&PostParams::default(), &node)
             .await
             .expect("create node");
-        let kc = self.kubeconfig_file(
+        self.kubeconfig_file(
             &format!("kwok-{name}"),
             &format!("system:node:{name}"),
             &["system:nodes"],
         );
-        let p = Proc::spawn(
-            &format!("kwok-{name}"),
-            Command::new(made("VOLGUARD_KWOK_DIR").join("kwok"))
-                .arg(format!("--kubeconfig={}", kc.display()))
-                .arg(format!("--config={}", config.display()))
-                .arg(format!("--manage-single-node={name}"))
-                .arg("--node-lease-duration-seconds=8")
-                .arg("--cidr=10.244.0.0/16"),
-            &d,
-        );
+        let p = self.spawn_kwok(name);
         self.kwoks.push((name.to_string(), p));
         self.eventually(
             &format!("node {name} Ready and untainted"),
@@ -584,24 +575,29 @@ impl ControlPlane {
 
     /// Start a stopped node's kwok again (the node object is still there): the node returns.
     pub fn restart_kwok(&mut self, name: &str) {
+        let p = self.spawn_kwok(name);
+        self.kwoks.push((name.to_string(), p));
+    }
+
+    /// The kwok process that plays node `name`'s kubelet (its kubeconfig and stages written by
+    /// `kwok_node`).
+    fn spawn_kwok(&self, name: &str) -> Proc {
         let d = self.dir.path().to_path_buf();
-        let config = d.join("kwok-stages.yaml");
         let kc = d.join(format!("kwok-{name}.kubeconfig"));
         assert!(
             kc.exists(),
             "no kubeconfig for kwok {name}: start it with kwok_node first"
         );
-        let p = Proc::spawn(
+        Proc::spawn(
             &format!("kwok-{name}"),
             Command::new(made("VOLGUARD_KWOK_DIR").join("kwok"))
                 .arg(format!("--kubeconfig={}", kc.display()))
-                .arg(format!("--config={}", config.display()))
+                .arg(format!("--config={}", d.join("kwok-stages.yaml").display()))
                 .arg(format!("--manage-single-node={name}"))
                 .arg("--node-lease-duration-seconds=8")
                 .arg("--cidr=10.244.0.0/16"),
             &d,
-        );
-        self.kwoks.push((name.to_string(), p));
+        )
     }
 
     /// Stop a node's kwok: the node's "kubelet" is gone, its lease expires.

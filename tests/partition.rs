@@ -222,8 +222,8 @@ async fn classes(c: &kube::Client) {
 // ---------------------------------------------------------------- helpers
 
 /// A one-replica StatefulSet whose pod may run on `node` or kwok-1, tolerating unreachability
-/// for 2 s (the pods' "forgiveness" volguard waits out).
-fn statefulset(name: &str, class: &str, node: &str) -> StatefulSet {
+/// for `forgive` seconds (the pods' "forgiveness" volguard waits out).
+fn statefulset(name: &str, class: &str, node: &str, forgive: i64) -> StatefulSet {
     let on = json!({"key": "kubernetes.io/hostname", "operator": "In", "values": [node, "kwok-1"]});
     serde_json::from_value(json!({
         "metadata": {"name": name},
@@ -233,8 +233,8 @@ fn statefulset(name: &str, class: &str, node: &str) -> StatefulSet {
                                              "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
                              "terminationGracePeriodSeconds": 5,
                              "tolerations": [
-                                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2},
-                                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}],
+                                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": forgive},
+                                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": forgive}],
                              "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
                                 {"nodeSelectorTerms": [{"matchExpressions": [on]}]}}}}},
                  "volumeClaimTemplates": [{"metadata": {"name": "data"},
@@ -259,11 +259,26 @@ async fn cordon(c: &kube::Client, node: &str, on: bool) {
 /// Start node `node` and a StatefulSet `name` whose pod runs on it (kwok-1 is cordoned while the
 /// pod is placed). Returns the running pod.
 async fn workload(cp: &mut ControlPlane, ns: &str, name: &str, class: &str, node: &str) -> Pod {
+    workload_forgiving(cp, ns, name, class, node, 2).await
+}
+
+/// As `workload`, its pod tolerating unreachability for `forgive` seconds.
+async fn workload_forgiving(
+    cp: &mut ControlPlane,
+    ns: &str,
+    name: &str,
+    class: &str,
+    node: &str,
+    forgive: i64,
+) -> Pod {
     cp.kwok_node(node).await;
     let c = cp.admin().await;
     cordon(&c, "kwok-1", true).await;
     Api::<StatefulSet>::namespaced(c.clone(), ns)
-        .create(&PostParams::default(), &statefulset(name, class, node))
+        .create(
+            &PostParams::default(),
+            &statefulset(name, class, node, forgive),
+        )
         .await
         .expect("statefulset");
     let pod = running_on(cp, ns, &format!("{name}-0"), Some(node)).await;
@@ -875,8 +890,10 @@ async fn partition_zombie(s: &mut Shared) {
 
 async fn partition_storm(s: &mut Shared) {
     let ns = "p-storm";
-    workload(&mut s.cp, ns, "a", "fence-auto", "storm-a").await;
-    workload(&mut s.cp, ns, "b", "fence-auto", "storm-b").await;
+    // Two nodes never turn NotReady at the same instant (the node monitor looks every 5 s): the
+    // pods forgive 20 s, so both count as unhealthy before either could be fenced.
+    workload_forgiving(&mut s.cp, ns, "a", "fence-auto", "storm-a", 20).await;
+    workload_forgiving(&mut s.cp, ns, "b", "fence-auto", "storm-b", 20).await;
     let c = s.cp.admin().await;
     let check = Checker::start(&c, ns, s.agent_dir.join("fenced"));
     for n in ["storm-a", "storm-b"] {
@@ -890,8 +907,8 @@ async fn partition_storm(s: &mut Shared) {
         (controller_metric(&s.cp, "volguard_fencing_storm").await == 1.0).then_some(())
     })
     .await;
-    // Well past detection and forgiveness: still nothing.
-    tokio::time::sleep(Duration::from_secs(15)).await;
+    // Well past detection and forgiveness (20 s): still nothing.
+    tokio::time::sleep(Duration::from_secs(30)).await;
     for n in ["storm-a", "storm-b"] {
         assert!(
             incidents(&c, n).await.is_empty(),

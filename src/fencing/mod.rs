@@ -205,7 +205,9 @@ impl Fencer {
                     .get(&name)
                     .map(|renew| clock.observe(&name, renew.clone(), at));
                 let h = observe::health(n, silent);
-                if h.unhealthy(self.cfg.limits.partition_after) {
+                // A node already out of service (fenced, or confirmed down by a person) is
+                // handled: it does not make the next partition look like a storm.
+                if h.unhealthy(self.cfg.limits.partition_after) && !tainted(n) {
                     unhealthy.push((n.clone(), h));
                 }
             }
@@ -217,9 +219,8 @@ impl Fencer {
         for n in &nodes {
             let name = n.metadata.name.clone().unwrap_or_default();
             if tainted(n) && confirmed(n) && !open_for(&name) {
-                self.clone()
-                    .record_manual(n, leases.get(&name).cloned().flatten())
-                    .await?;
+                let lease = observe::lease(self.client(), &name).await?;
+                self.clone().record_manual(n, lease).await?;
             }
         }
         let mut active = incidents
@@ -228,7 +229,7 @@ impl Fencer {
             .count();
         for (n, h) in unhealthy {
             let name = n.metadata.name.clone().unwrap_or_default();
-            if open_for(&name) || tainted(&n) {
+            if open_for(&name) {
                 continue;
             }
             if let Some(f) = incidents
@@ -263,6 +264,19 @@ impl Fencer {
                     self.hold(&name, reason).await;
                 }
                 Open::Yes => {
+                    // The caches said so; an incident begins only on what the apiserver says now,
+                    // and records the Lease as read live (what the proof compares against).
+                    let live = Api::<Node>::all(self.client().clone())
+                        .get_opt(&name)
+                        .await?;
+                    let lease = observe::lease(self.client(), &name).await?;
+                    let still = live
+                        .as_ref()
+                        .is_some_and(|l| observe::ready(l).0 != Some(true))
+                        && lease == leases.get(&name).cloned().flatten();
+                    if !still {
+                        continue;
+                    }
                     lock(&self.held).remove(&name);
                     let spec = NodeFenceSpec {
                         node: name.clone(),
@@ -270,7 +284,7 @@ impl Fencer {
                         addresses: observe::addresses(&n),
                     };
                     let mut status = NodeFenceStatus {
-                        lease_renew_time: leases.get(&name).cloned().flatten(),
+                        lease_renew_time: lease,
                         ..Default::default()
                     };
                     let pods: Vec<&String> = affected.pods.keys().collect();

@@ -404,7 +404,7 @@ pub struct ReportArgs {
     /// Label selector on the claims (kubectl syntax).
     #[arg(short = 'l', long)]
     pub selector: Option<String>,
-    /// Only claims idle at least this long: 30d, 12h, 2w (claims with an unknown time are left out).
+    /// Only claims idle at least this long: 30d, 1d12h, 720h, 2w (claims with an unknown time are left out).
     #[arg(long)]
     pub older_than: Option<String>,
     #[arg(short = 'o', long, value_enum, default_value = "table")]

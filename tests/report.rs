@@ -85,6 +85,9 @@ fn filters() {
     );
     // --older-than leaves out unknown times.
     assert_eq!(names(&json(&["--older-than", "30d"])), ["annot"]);
+    // The same threshold written as hours, and as days and hours (jiff's duration syntax).
+    assert_eq!(names(&json(&["--older-than", "720h"])), ["annot"]);
+    assert_eq!(names(&json(&["--older-than", "29d24h"])), ["annot"]);
     assert_eq!(
         names(&json(&["--older-than", "1w"])),
         ["annot", "cond", "terminal-only"]

@@ -48,20 +48,14 @@ pub fn format_bytes(b: u128) -> String {
     }
 }
 
-/// "30d", "12h", "90m", "45s", "2w" to seconds.
+/// A duration as jiff reads it ("30d", "1d12h", "720h", "2w", "90m", "45s", ISO 8601 "P30D") to
+/// seconds, days being 24 hours. Years, months, negative or malformed durations: `None`.
 pub fn parse_duration(s: &str) -> Option<i64> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
-    let n: i64 = num.parse().ok()?;
-    let mult = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 7 * 86_400,
-        _ => return None,
-    };
-    n.checked_mul(mult)
+    let span: jiff::Span = s.trim().parse().ok()?;
+    let d = span
+        .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .ok()?;
+    (!d.is_negative()).then(|| d.as_secs())
 }
 
 /// Seconds in the largest human units: "45d 3h", "5h 10m", "40s".

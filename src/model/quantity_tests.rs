@@ -22,6 +22,13 @@ fn durations() {
     assert_eq!(parse_duration("12h"), Some(43_200));
     assert_eq!(parse_duration("d"), None);
     assert_eq!(parse_duration("3y"), None);
+    // jiff's friendly format: compound units and any unit size.
+    assert_eq!(parse_duration("1d12h"), Some(129_600));
+    assert_eq!(parse_duration("720h"), Some(30 * 86_400));
+    assert_eq!(parse_duration("1h30m"), Some(5_400));
+    assert_eq!(parse_duration("P30D"), Some(30 * 86_400));
+    assert_eq!(parse_duration("-5d"), None);
+    assert_eq!(parse_duration("3mo"), None, "months have no fixed length");
     assert_eq!(format_duration(45 * 86_400 + 3 * 3600), "45d 3h");
     assert_eq!(format_duration(5 * 3600 + 600), "5h 10m");
     assert_eq!(format_duration(40), "40s");

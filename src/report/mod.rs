@@ -13,7 +13,7 @@ pub async fn run(args: crate::cli::ReportArgs) -> anyhow::Result<()> {
     let selector = args.selector.as_deref().map(Selector::parse).transpose()?;
     let older_than_seconds = match &args.older_than {
         Some(s) => Some(quantity::parse_duration(s).with_context(|| {
-            format!("--older-than {s:?}: expected a number and one of s, m, h, d, w (e.g. 30d)")
+            format!("--older-than {s:?}: expected a duration such as 30d, 1d12h, 720h or 2w")
         })?),
         None => None,
     };

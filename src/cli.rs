@@ -72,8 +72,9 @@ pub struct ServeArgs {
     /// Serve from a state file (Kubernetes List or multi-document YAML) instead of a cluster.
     #[arg(long, env = "VOLGUARD_STATE")]
     pub state: Option<PathBuf>,
-    /// Kubeconfig file (default: in-cluster config, then $KUBECONFIG / ~/.kube/config).
-    #[arg(long, env = "KUBECONFIG")]
+    /// Kubeconfig file (default: $KUBECONFIG, which may list several files as kubectl reads it,
+    /// then ~/.kube/config, then the in-cluster config).
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     #[command(flatten)]
     pub force_delete: ForceDeleteArgs,
@@ -185,8 +186,9 @@ pub struct DevCertsArgs {
 
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
-    /// Kubeconfig file (default: in-cluster config, then $KUBECONFIG / ~/.kube/config).
-    #[arg(long, env = "KUBECONFIG")]
+    /// Kubeconfig file (default: $KUBECONFIG, which may list several files as kubectl reads it,
+    /// then ~/.kube/config, then the in-cluster config).
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Plain-HTTP listener for /healthz, /readyz and /metrics.
     #[arg(long, default_value = "0.0.0.0:8080", env = "VOLGUARD_PROBE_LISTEN")]
@@ -314,7 +316,7 @@ pub enum FenceCommand {
 #[derive(Debug, Args)]
 pub struct FenceConfirmArgs {
     pub node: String,
-    #[arg(long, env = "KUBECONFIG")]
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     #[arg(long)]
     pub context: Option<String>,
@@ -373,7 +375,7 @@ pub struct ExplainArgs {
     /// Read a state file instead of a cluster.
     #[arg(long, env = "VOLGUARD_STATE")]
     pub state: Option<PathBuf>,
-    #[arg(long, env = "KUBECONFIG")]
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use (as kubectl's --context).
     #[arg(long)]
@@ -393,7 +395,7 @@ pub struct ReportArgs {
     /// Read a state file instead of a cluster.
     #[arg(long, env = "VOLGUARD_STATE")]
     pub state: Option<PathBuf>,
-    #[arg(long, env = "KUBECONFIG")]
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Only this namespace.
     #[arg(short = 'n', long, conflicts_with = "all_namespaces")]

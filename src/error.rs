@@ -3,6 +3,24 @@
 use std::path::Path;
 use thiserror::Error;
 
+/// An error and its sources, each said once: many errors (kube's among them) already include
+/// their source in their own message, so a source already said is left out.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = String::new();
+    let mut next = Some(e);
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    out
+}
+
 #[derive(Debug, Error)]
 pub enum StateError {
     #[error("cannot read state file {path}: {source}")]

@@ -5,9 +5,17 @@ use volguard::cli::{Cli, Command, LogFormat};
 #[global_allocator]
 static ALLOC: volguard::alloc::Allocator = volguard::alloc::Allocator;
 
-fn init_logging(format: LogFormat) {
+/// Servers log at info. A one-shot command (explain, report, fence confirm) prints its answer or
+/// its one error line; only warnings of its own go to the log by default, and kube's client stays
+/// quiet (it would log the same failure a second time).
+fn init_logging(format: LogFormat, long_running: bool) {
+    let default = if long_running {
+        "info"
+    } else {
+        "warn,kube_client=off,kube=off"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -43,11 +51,22 @@ fn parse_cli() -> Cli {
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
+/// The error and its causes, each once (`volguard::error::chain`).
+fn chain(e: &anyhow::Error) -> String {
+    volguard::error::chain(e.as_ref())
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = parse_cli();
     let format = cli.log_format;
-    init_logging(format);
+    let long_running = matches!(
+        cli.command,
+        Command::Serve(_)
+            | Command::Controller(_)
+            | Command::Fence(volguard::cli::FenceCommand::Agent(_))
+    );
+    init_logging(format, long_running);
     let result = match cli.command {
         Command::Serve(args) => volguard::server::run(args).await,
         Command::Controller(args) => volguard::controller::run(args).await,
@@ -82,8 +101,8 @@ async fn main() -> std::process::ExitCode {
         // Once: a JSON line in JSON mode (every stderr line parses), else plain text.
         Err(e) => {
             match format {
-                LogFormat::Json => tracing::error!(error = %format!("{e:#}"), "volguard failed"),
-                LogFormat::Text => eprintln!("volguard: {e:#}"),
+                LogFormat::Json => tracing::error!(error = %chain(&e), "volguard failed"),
+                LogFormat::Text => eprintln!("volguard: {}", chain(&e)),
             }
             std::process::ExitCode::FAILURE
         }

@@ -176,3 +176,43 @@ fn rwo_lock_is_shown_as_table_and_json() {
     );
     assert!(ok && out.contains("rwo lock:     none"), "{out}");
 }
+
+/// `KUBECONFIG` may list several files, as kubectl reads it (kube's own loader merges them), and a
+/// failure is printed once, on one line, without the client library logging it again.
+#[test]
+fn kubeconfig_list_is_merged_and_an_error_is_printed_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let empty = dir.path().join("empty.yaml");
+    let real = dir.path().join("real.yaml");
+    std::fs::write(
+        &empty,
+        "apiVersion: v1\nkind: Config\nclusters: []\nusers: []\ncontexts: []\n",
+    )
+    .expect("write");
+    // A cluster nobody listens on: the command must get as far as dialing it.
+    std::fs::write(
+        &real,
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n\
+         clusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: x, context: {cluster: c, user: u, namespace: team}}]\n",
+    )
+    .expect("write");
+    let list = format!("{}:{}", empty.display(), real.display());
+    let out = std::process::Command::new(volguard())
+        .args(["explain", "pvc", "data"])
+        .env("KUBECONFIG", &list)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(!err.contains(&list), "the list was read as one path: {err}");
+    assert!(err.contains("Connection refused"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert_eq!(
+        err.matches("Connection refused").count(),
+        1,
+        "said once: {err}"
+    );
+}

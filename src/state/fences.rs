@@ -29,7 +29,7 @@ pub async fn get(client: &kube::Client, name: &str) -> Fact<Arc<NodeFence>> {
         Err(_) => Fact::Unknown(ReadError::Timeout { what: what() }),
         Ok(Err(e)) => Fact::Unknown(ReadError::Api {
             what: what(),
-            message: e.to_string(),
+            message: crate::error::chain(&e),
         }),
         Ok(Ok(None)) => Fact::Missing,
         Ok(Ok(Some(o))) => match decode(o) {

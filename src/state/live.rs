@@ -464,7 +464,7 @@ fn read_error(what: String, e: kube::Error) -> ReadError {
         },
         e => ReadError::Api {
             what,
-            message: e.to_string(),
+            message: crate::error::chain(&e),
         },
     }
 }

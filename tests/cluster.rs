@@ -2434,15 +2434,8 @@ fn scenario(name: &str, f: impl for<'a> FnOnce(&'a mut Shared) -> Body<'a>) {
 /// scenario that failed half-way may have left one cordoned).
 async fn prepare(s: &mut Shared) {
     s.cp.ensure_running().await;
-    let nodes = Api::<Node>::all(s.cp.admin().await);
     for n in ["kwok-1", "kwok-2"] {
-        let _ = nodes
-            .patch(
-                n,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"unschedulable": null}})),
-            )
-            .await;
+        let _ = s.cp.cordon(n, false).await;
     }
 }
 

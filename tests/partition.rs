@@ -154,16 +154,10 @@ async fn start_cluster() -> Shared {
 /// an earlier scenario is left (a partitioned leftover would count toward the storm limit).
 async fn prepare(s: &mut Shared) {
     s.cp.ensure_running().await;
-    let nodes = Api::<Node>::all(s.cp.admin().await);
     for n in SHARED_NODES {
-        let _ = nodes
-            .patch(
-                n,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"unschedulable": null}})),
-            )
-            .await;
+        let _ = s.cp.cordon(n, false).await;
     }
+    let nodes = Api::<Node>::all(s.cp.admin().await);
     let all = nodes.list(&ListParams::default()).await.expect("nodes");
     for n in all.items {
         let name = n.metadata.name.unwrap_or_default();
@@ -244,18 +238,6 @@ fn statefulset(name: &str, class: &str, node: &str, forgive: i64) -> StatefulSet
     .expect("statefulset")
 }
 
-async fn cordon(c: &kube::Client, node: &str, on: bool) {
-    let v = if on { json!(true) } else { json!(null) };
-    Api::<Node>::all(c.clone())
-        .patch(
-            node,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"unschedulable": v}})),
-        )
-        .await
-        .expect("cordon");
-}
-
 /// Start node `node` and a StatefulSet `name` whose pod runs on it (kwok-1 is cordoned while the
 /// pod is placed). Returns the running pod.
 async fn workload(cp: &mut ControlPlane, ns: &str, name: &str, class: &str, node: &str) -> Pod {
@@ -273,7 +255,7 @@ async fn workload_forgiving(
 ) -> Pod {
     cp.kwok_node(node).await;
     let c = cp.admin().await;
-    cordon(&c, "kwok-1", true).await;
+    cp.cordon("kwok-1", true).await.expect("cordon");
     Api::<StatefulSet>::namespaced(c.clone(), ns)
         .create(
             &PostParams::default(),
@@ -282,7 +264,7 @@ async fn workload_forgiving(
         .await
         .expect("statefulset");
     let pod = running_on(cp, ns, &format!("{name}-0"), Some(node)).await;
-    cordon(&c, "kwok-1", false).await;
+    cp.cordon("kwok-1", false).await.expect("uncordon");
     pod
 }
 

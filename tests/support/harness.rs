@@ -573,6 +573,25 @@ impl ControlPlane {
         .await;
     }
 
+    /// Cordon (`true`) or uncordon a node, as `kubectl cordon` / `uncordon` do.
+    pub async fn cordon(&self, node: &str, on: bool) -> Result<(), kube::Error> {
+        use k8s_openapi::api::core::v1::Node;
+        use kube::api::{Patch, PatchParams};
+        let v = if on {
+            serde_json::json!(true)
+        } else {
+            serde_json::json!(null)
+        };
+        Api::<Node>::all(self.admin().await)
+            .patch(
+                node,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"unschedulable": v}})),
+            )
+            .await
+            .map(|_| ())
+    }
+
     /// Start a stopped node's kwok again (the node object is still there): the node returns.
     pub fn restart_kwok(&mut self, name: &str) {
         let p = self.spawn_kwok(name);

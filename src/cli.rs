@@ -80,10 +80,10 @@ pub struct ServeArgs {
     pub force_delete: ForceDeleteArgs,
     /// Usernames of volguard's controller: exempt from the finalizer-stripping guard, and the
     /// only callers whose out-of-service taint a `Fenced` incident proves (rules.md §7).
+    /// Default: the `volguard-controller` ServiceAccount of the namespace volguard runs in.
     #[arg(
         long = "controller-user",
         value_delimiter = ',',
-        default_value = "system:serviceaccount:volguard-system:volguard-controller",
         env = "VOLGUARD_CONTROLLER_USERS"
     )]
     pub controller_users: Vec<String>,
@@ -202,12 +202,9 @@ pub struct ControllerArgs {
         env = "VOLGUARD_LEASE_NAME"
     )]
     pub lease_name: String,
-    #[arg(
-        long,
-        default_value = "volguard-system",
-        env = "VOLGUARD_LEASE_NAMESPACE"
-    )]
-    pub lease_namespace: String,
+    /// Namespace of the Lease (default: the namespace volguard runs in).
+    #[arg(long, env = "VOLGUARD_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
     /// Lease duration: a follower takes over at most this long after the leader stops renewing.
     #[arg(long, default_value_t = 15, env = "VOLGUARD_LEASE_DURATION_SECONDS")]
     pub lease_duration_seconds: u64,
@@ -414,4 +411,29 @@ pub struct ReportArgs {
     /// Evaluate at this time instead of now (RFC 3339), for reproducible reports.
     #[arg(long, hide = true)]
     pub now: Option<String>,
+}
+
+/// The namespace volguard is installed in: `$POD_NAMESPACE` (the manifests and the chart set it
+/// from the downward API), else the in-cluster ServiceAccount's, else `volguard-system`. Nothing
+/// else names it, so an install into any namespace needs no flag.
+pub fn install_namespace() -> String {
+    const SA_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .or_else(|| std::fs::read_to_string(SA_NAMESPACE).ok())
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "volguard-system".to_string())
+}
+
+/// The controller's username when `--controller-user` is not given.
+pub fn controller_users(given: &[String]) -> Vec<String> {
+    if given.is_empty() {
+        vec![format!(
+            "system:serviceaccount:{}:volguard-controller",
+            install_namespace()
+        )]
+    } else {
+        given.to_vec()
+    }
 }

@@ -62,6 +62,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = crate::runtime::kube::client(args.kubeconfig.as_deref()).await?;
     let metrics = Arc::new(MetricsRegistry::default());
     crate::runtime::build::register(&metrics);
+    crate::runtime::process::register(&metrics);
     let cmetrics = Arc::new(metrics::ControllerMetrics::register(&metrics));
     // Followers keep warm caches too, so a takeover starts from synced state.
     let view = match state::open(state::Source::Live(client.clone()), Needs::controller())? {
@@ -120,7 +121,10 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
 
     let lease = leader::LeaseConfig {
         name: args.lease_name.clone(),
-        namespace: args.lease_namespace.clone(),
+        namespace: args
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(crate::cli::install_namespace),
         identity: args.identity(),
         duration: Duration::from_secs(args.lease_duration_seconds),
         retry: Duration::from_secs(args.lease_renew_seconds),

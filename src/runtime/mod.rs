@@ -6,6 +6,7 @@
 pub mod build;
 pub mod kube;
 pub mod probes;
+pub mod process;
 pub mod registry;
 pub mod shutdown;
 

@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let registry = Arc::new(MetricsRegistry::default());
     runtime::build::register(&registry);
+    runtime::process::register(&registry);
     let metrics = Arc::new(Metrics::register(registry.clone()));
     let reloader =
         tls::CertReloader::new(args.tls_cert.clone(), args.tls_key.clone(), metrics.clone())
@@ -42,7 +43,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Admission::new(
             cluster.clone(),
             args.force_delete_policy(),
-            args.controller_users.clone(),
+            crate::cli::controller_users(&args.controller_users),
         )
         .with_enforcement(args.enforcement)
         .with_rwo_guard(rwo_guard),

@@ -1,0 +1,48 @@
+{{/* Labels Helm adds to every object (tests/install.rs strips exactly these when it compares
+the chart with manifests/base). */}}
+{{- define "volguard.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+
+{{- define "volguard.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end }}
+
+{{/* The serving Secret: cert-manager's, or the one provided. */}}
+{{- define "volguard.tlsSecret" -}}
+{{- if .Values.tls.certManager -}}
+volguard-webhook-tls
+{{- else -}}
+{{ required "tls.secretName is required when tls.certManager is false" .Values.tls.secretName }}
+{{- end -}}
+{{- end }}
+
+{{/* Namespaces whose requests volguard never sees: kube-system and its own. */}}
+{{- define "volguard.namespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+  - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system, {{ .Release.Namespace }}]}
+{{- end }}
+
+{{/* How the apiserver reaches the webhook; `path` is passed as `.path`. */}}
+{{- define "volguard.clientConfig" -}}
+clientConfig:
+  service: {name: volguard-webhook, namespace: {{ .root.Release.Namespace }}, path: {{ .path }}, port: 443}
+  {{- if not .root.Values.tls.certManager }}
+  caBundle: {{ required "tls.caBundle (PEM) is required when tls.certManager is false" .root.Values.tls.caBundle | b64enc }}
+  {{- end }}
+{{- end }}
+
+{{- define "volguard.certManagerAnnotations" -}}
+{{- if .Values.tls.certManager }}
+annotations:
+  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/volguard-webhook
+{{- end }}
+{{- end }}

@@ -1,0 +1,171 @@
+//! The conventional `process_*` series (CPU, memory, file descriptors, start time) that
+//! dashboards and kube-prometheus-stack expect of every job, read from `/proc/self` at scrape
+//! time. Hand-written: kubert-prometheus-process (the prometheus-client collector) is built on
+//! prometheus-client 0.23, whose Registry is not ours (0.25). Off Linux nothing is exported.
+
+use super::MetricsRegistry;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Clock ticks per second of /proc's CPU times: USER_HZ, fixed at 100 by the Linux ABI.
+const USER_HZ: f64 = 100.0;
+
+/// What one read of /proc/self gives.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Sample {
+    pub cpu_seconds: f64,
+    pub resident_bytes: i64,
+    pub virtual_bytes: i64,
+    pub open_fds: i64,
+    pub max_fds: i64,
+}
+
+/// utime + stime (fields 14 and 15 of /proc/self/stat; the command name, field 2, may hold
+/// spaces and parentheses, so fields are counted after its closing parenthesis).
+pub fn cpu_seconds(stat: &str) -> Option<f64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace().skip(11);
+    let utime: f64 = f.next()?.parse().ok()?;
+    let stime: f64 = f.next()?.parse().ok()?;
+    Some((utime + stime) / USER_HZ)
+}
+
+/// A `Key:   123 kB` line of /proc/self/status, in bytes.
+pub fn status_bytes(status: &str, key: &str) -> Option<i64> {
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    let kb: i64 = line[key.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// The soft limit of `Max open files` in /proc/self/limits.
+pub fn max_fds(limits: &str) -> Option<i64> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn sample() -> Option<Sample> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as i64);
+    Some(Sample {
+        cpu_seconds: cpu_seconds(&stat)?,
+        resident_bytes: status_bytes(&status, "VmRSS:").unwrap_or(0),
+        virtual_bytes: status_bytes(&status, "VmSize:").unwrap_or(0),
+        open_fds,
+        max_fds: max_fds(&limits).unwrap_or(0),
+    })
+}
+
+pub fn register(r: &MetricsRegistry) {
+    if sample().is_none() {
+        return;
+    }
+    let cpu = Counter::<f64, AtomicU64>::default();
+    let rss = Gauge::<i64>::default();
+    let vsz = Gauge::<i64>::default();
+    let fds = Gauge::<i64>::default();
+    let max = Gauge::<i64>::default();
+    let start = Gauge::<i64>::default();
+    start.set(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64),
+    );
+    r.register(
+        "process_cpu_seconds",
+        "User and system CPU time spent, in seconds",
+        cpu.clone(),
+    );
+    r.register(
+        "process_resident_memory_bytes",
+        "Resident memory size in bytes",
+        rss.clone(),
+    );
+    r.register(
+        "process_virtual_memory_bytes",
+        "Virtual memory size in bytes",
+        vsz.clone(),
+    );
+    r.register("process_open_fds", "Open file descriptors", fds.clone());
+    r.register(
+        "process_max_fds",
+        "Limit of open file descriptors",
+        max.clone(),
+    );
+    r.register(
+        "process_start_time_seconds",
+        "Start time of the process since the Unix epoch, in seconds",
+        start,
+    );
+    // The counter only moves forward: each scrape adds the CPU time since the last one.
+    let last = Arc::new(Mutex::new(0.0_f64));
+    r.on_scrape(move || {
+        let Some(s) = sample() else { return };
+        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+        if s.cpu_seconds > *last {
+            cpu.inc_by(s.cpu_seconds - *last);
+            *last = s.cpu_seconds;
+        }
+        rss.set(s.resident_bytes);
+        vsz.set(s.virtual_bytes);
+        fds.set(s.open_fds);
+        max.set(s.max_fds);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_is_counted_after_the_command_name() {
+        // A command name with a space and a parenthesis must not shift the fields.
+        let stat = "42 (vol guard) x) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 1 2 3";
+        assert_eq!(cpu_seconds(stat), Some(3.0));
+        assert_eq!(cpu_seconds("garbage"), None);
+    }
+
+    #[test]
+    fn memory_and_fd_limits_are_read_in_bytes_and_counts() {
+        let status = "Name:\tvolguard\nVmSize:\t  20480 kB\nVmRSS:\t    1024 kB\n";
+        assert_eq!(status_bytes(status, "VmRSS:"), Some(1024 * 1024));
+        assert_eq!(status_bytes(status, "VmSize:"), Some(20480 * 1024));
+        assert_eq!(status_bytes(status, "VmSwap:"), None);
+        let limits = "Limit                     Soft Limit           Hard Limit           Units\nMax open files            1048576              1048576              files\n";
+        assert_eq!(max_fds(limits), Some(1_048_576));
+    }
+
+    #[test]
+    fn this_process_is_sampled_and_exported() {
+        let r = MetricsRegistry::default();
+        register(&r);
+        let text = r.render();
+        for name in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+            "process_max_fds",
+            "process_start_time_seconds",
+        ] {
+            assert!(text.contains(name), "{name} missing:\n{text}");
+        }
+        let rss: f64 = text
+            .lines()
+            .find(|l| l.starts_with("process_resident_memory_bytes "))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .expect("rss value");
+        assert!(rss > 1e6, "resident memory {rss}");
+    }
+}

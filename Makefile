@@ -13,6 +13,8 @@ KWOK_VERSION ?= v0.8.0
 # cert-manager runs for real in the e2e (controller + cainjector) and its CRDs come from the same
 # module: v1.11.5 is the last release whose cmd/* the Go module proxy can serve.
 CM_VERSION ?= v1.11.5
+# helm lints, renders and installs charts/volguard (built from its module, e2e/helm).
+HELM_VERSION ?= v4.3.1
 # `make bench` compares volguard's PVC mutation with a controller-runtime webhook of this release
 # (benches/controller-runtime, built from its module).
 CR_VERSION ?= v0.25.2
@@ -23,6 +25,8 @@ ETCD_BIN := $(CACHE)/etcd/$(ETCD_VERSION)/etcd
 KWOK_DIR := $(CACHE)/kwok/$(KWOK_VERSION)
 CM_DIR := $(CACHE)/cert-manager/$(CM_VERSION)
 CR_WEBHOOK := $(CACHE)/controller-runtime/$(CR_VERSION)/webhook
+HELM := $(CACHE)/helm/$(HELM_VERSION)/helm
+KUBECTL := $(call k8s_dir,$(K8S_VERSION))/kubectl
 k8s_ldflags = -s -w -X k8s.io/component-base/version.gitVersion=$(1) \
   -X k8s.io/component-base/version.gitMajor=$(word 2,$(subst ., ,$(1:v%=x.%))) \
   -X k8s.io/component-base/version.gitMinor=$(word 3,$(subst ., ,$(1:v%=x.%))) \
@@ -30,9 +34,9 @@ k8s_ldflags = -s -w -X k8s.io/component-base/version.gitVersion=$(1) \
 STATE ?= manifests/examples/state.yaml
 # What the e2e tests read: where each component's binaries are.
 E2E_ENV = VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
-  VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds
+  VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts install fuzz fuzz-check bench profile chaos test unit lint e2e controlplane clean help
+.PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts chart install fuzz fuzz-check bench profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -73,12 +77,24 @@ lint:
 unit:
 	$(CARGO) test --locked --lib --bins --tests
 
-test: lint unit fuzz-check alerts image-check e2e
+test: lint unit fuzz-check alerts chart image-check e2e
 
 # Alert rules and their unit tests (promtool, from Debian's prometheus package).
 alerts:
 	command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 	cd manifests/monitoring && promtool check rules alerts.rules.yaml && promtool test rules alerts.test.yaml
+
+# The Helm chart: helm lint, and tests/render.rs (the chart renders what kustomize renders; both
+# install into any namespace; values do what they say).
+chart: $(HELM) $(call k8s_dir,$(K8S_VERSION))/.built
+	$(HELM) lint charts/volguard 2>&1 | grep -v 'symbolic link'
+	VOLGUARD_HELM=$(HELM) VOLGUARD_KUBECTL=$(KUBECTL) $(CARGO) test --locked --test render -- --ignored
+
+$(HELM):
+	mkdir -p $(@D)
+	cd e2e/helm && test "$$(go list -m -f '{{.Version}}' helm.sh/helm/v4)" = "$(HELM_VERSION)"
+	cd e2e/helm && CGO_ENABLED=0 go build -trimpath -o $@ \
+	  -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" helm.sh/helm/v4/cmd/helm
 
 # kubectl plugin: the binary and its kubectl-volguard symlink in $(PREFIX)/bin.
 PREFIX ?= /usr/local
@@ -86,7 +102,7 @@ install: release
 	install -D -m 0755 target/release/volguard $(DESTDIR)$(PREFIX)/bin/volguard
 	ln -sf volguard $(DESTDIR)$(PREFIX)/bin/kubectl-volguard
 
-controlplane: $(K8S_DONE) $(ETCD_BIN) $(KWOK_DIR)/.built $(CM_DIR)/.built
+controlplane: $(K8S_DONE) $(ETCD_BIN) $(KWOK_DIR)/.built $(CM_DIR)/.built $(HELM)
 
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of one version.
 $(CACHE)/kubernetes/%/.built:

@@ -20,7 +20,7 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- if .Values.tls.certManager -}}
 volguard-webhook-tls
 {{- else -}}
-{{ required "tls.secretName is required when tls.certManager is false" .Values.tls.secretName }}
+{{ required "tls.certManager is false: set tls.secretName (an existing kubernetes.io/tls Secret) and tls.caBundle (the PEM of the CA that signed it)" .Values.tls.secretName }}
 {{- end -}}
 {{- end }}
 
@@ -36,7 +36,7 @@ namespaceSelector:
 clientConfig:
   service: {name: volguard-webhook, namespace: {{ .root.Release.Namespace }}, path: {{ .path }}, port: 443}
   {{- if not .root.Values.tls.certManager }}
-  caBundle: {{ required "tls.caBundle (PEM) is required when tls.certManager is false" .root.Values.tls.caBundle | b64enc }}
+  caBundle: {{ required "tls.certManager is false: set tls.secretName (an existing kubernetes.io/tls Secret) and tls.caBundle (the PEM of the CA that signed it)" .root.Values.tls.caBundle | b64enc }}
   {{- end }}
 {{- end }}
 

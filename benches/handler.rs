@@ -81,6 +81,7 @@ fn main() -> anyhow::Result<()> {
         drop(text);
         let cluster = volguard::state::Cluster::Offline(Arc::new(store));
         let volguard = admission_http::router(AppState {
+            audit: None,
             admission: Arc::new(Admission::new(cluster, Default::default(), vec![])),
             metrics: Arc::new(volguard::server::metrics::Metrics::new()),
             decide_timeout: Duration::from_millis(2500),

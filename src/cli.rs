@@ -341,13 +341,16 @@ pub struct FenceAgentArgs {
 
 impl ControllerArgs {
     pub fn identity(&self) -> String {
-        self.identity.clone().unwrap_or_else(|| {
-            let host = std::env::var("POD_NAME")
-                .or_else(|_| std::env::var("HOSTNAME"))
-                .unwrap_or_else(|_| "volguard".into());
-            format!("{host}_{}", std::process::id())
-        })
+        self.identity.clone().unwrap_or_else(process_identity)
     }
+}
+
+/// This process as Leases and Events name it: $POD_NAME or the hostname, plus the process id.
+pub fn process_identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "volguard".into());
+    format!("{host}_{}", std::process::id())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -6,7 +6,7 @@
 use super::MetricsRegistry;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 /// Clock ticks per second of /proc's CPU times: USER_HZ, fixed at 100 by the Linux ABI.

@@ -32,6 +32,8 @@ pub struct AppState {
     pub max_concurrent_requests: usize,
     /// Request body bytes held in memory at once, over all requests; a body waits for room.
     pub max_body_bytes_in_flight: usize,
+    /// The audit trail (an Event per refused or warned request); none offline.
+    pub audit: Option<crate::state::audit::AuditSink>,
 }
 
 /// What every request shares, behind one `Arc`: axum clones the state for each request, and
@@ -44,6 +46,7 @@ struct Shared {
     concurrency: Arc<tokio::sync::Semaphore>,
     /// Body bytes in flight, in KiB permits.
     body_budget: Arc<tokio::sync::Semaphore>,
+    audit: Option<crate::state::audit::AuditSink>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -66,6 +69,7 @@ pub fn router(state: AppState) -> Router {
         body_timeout: state.body_timeout,
         concurrency,
         body_budget: Arc::new(tokio::sync::Semaphore::new(budget_kib)),
+        audit: state.audit,
     });
     let mut r = Router::new()
         .route(
@@ -347,6 +351,13 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
             object = %req.target(), user = %req.user_info.username, decision = decision.outcome(),
             rule, row = decision.row, reason, "refused");
     }
+    if let (Some(audit), Some(rule)) = (&s.audit, verdict.rule)
+        && (!decision.allowed || decision.warned)
+        && decision.code < 500
+        && !req.dry_run.unwrap_or(false)
+    {
+        record_refusal(audit, &req, decision, rule.name());
+    }
     let body = admission::encode(&req.uid, decision, verdict.rule);
     drop(body_permits);
     (
@@ -358,6 +369,60 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
         body,
     )
         .into_response()
+}
+
+/// An Event on what was refused (or would have been, in warn mode). Dry runs change nothing and
+/// record nothing (the registrations say `sideEffects: NoneOnDryRun`); answers of a failure
+/// policy (code 500: volguard could not decide) are not refusals of the request's content.
+fn record_refusal(
+    audit: &crate::state::audit::AuditSink,
+    req: &admission::Request<'_>,
+    decision: &crate::rules::Decision,
+    rule: &str,
+) {
+    use crate::state::audit::{Refusal, Regarding};
+    let Some(regarding) = Regarding::of(
+        &req.kind.kind,
+        &req.operation,
+        req.namespace.as_deref(),
+        req.name.as_deref(),
+    ) else {
+        return;
+    };
+    let action = match (&*req.kind.kind, &*req.operation) {
+        ("Binding", _) => "Bind".to_string(),
+        ("Eviction", _) => "Evict".to_string(),
+        (_, op) => {
+            let mut a = op.to_ascii_lowercase();
+            if let Some(c) = a.get_mut(0..1) {
+                c.make_ascii_uppercase();
+            }
+            match req.sub_resource.as_deref() {
+                Some(sub) if !sub.is_empty() => format!("{a}/{sub}"),
+                _ => a,
+            }
+        }
+    };
+    let message = decision
+        .message
+        .as_deref()
+        .or(decision.warnings.first().map(String::as_str))
+        .unwrap_or("");
+    let verb = if decision.warned { "would refuse" } else { "refused" };
+    let target = match req.target() {
+        t if t.is_empty() => req.namespace.as_deref().unwrap_or_default().to_string(),
+        t => t,
+    };
+    audit.record(Refusal {
+        regarding,
+        reason: if decision.warned { "WouldDeny" } else { "Denied" },
+        action,
+        row: decision.row,
+        note: format!(
+            "volguard {verb} {} {} {target} by {} (rule {rule}, row {}): {message}",
+            req.operation, req.kind.kind, req.user_info.username, decision.row
+        ),
+    });
 }
 
 /// Refusals are logged, but at most `PER_SECOND` lines a second: a storm of denied requests (a

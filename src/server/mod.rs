@@ -34,9 +34,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
 
     let rwo_guard = args.rwo_guard == crate::cli::RwoGuard::All;
-    let source = match args.state.as_deref() {
-        Some(path) => state::Source::File(path),
-        None => state::Source::Live(runtime::kube::client(args.kubeconfig.as_deref()).await?),
+    let (source, audit) = match args.state.as_deref() {
+        Some(path) => (state::Source::File(path), None),
+        None => {
+            let client = runtime::kube::client(args.kubeconfig.as_deref()).await?;
+            let audit = state::audit::start(client.clone(), crate::cli::process_identity(), &registry);
+            (state::Source::Live(client), Some(audit))
+        }
     };
     let cluster = state::open(source, state::Needs::admission(rwo_guard))?;
     let admission = Arc::new(
@@ -60,6 +64,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         body_timeout: Duration::from_millis(args.read_timeout_ms),
         max_concurrent_requests: args.max_concurrent_requests,
         max_body_bytes_in_flight: args.max_body_bytes_in_flight,
+        audit,
     });
     let listener = TcpListener::bind(&args.listen)
         .await

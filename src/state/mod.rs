@@ -1,6 +1,7 @@
 //! The read-only cluster view the rules consume: in-memory stores of pruned objects, filled
 //! either from a `--state` file (offline) or by watches on a live cluster.
 
+pub mod audit;
 pub mod claim_index;
 pub mod cluster;
 pub mod decoded;

@@ -1,0 +1,408 @@
+//! The audit trail of the webhook: an Event (events.k8s.io/v1) for each refused or warned
+//! request, on the object (or its namespace when the object does not exist yet), so
+//! `kubectl describe` and `kubectl get events` show who was refused and why.
+//!
+//! Aggregated and rate-limited so that a loop (a controller retrying a force delete every
+//! second) cannot flood etcd: the same object, reason and rule row make one Event whose
+//! `series.count` is brought up to date at most every `FLUSH` (kube's `Recorder` writes once per
+//! occurrence, which is exactly the flood to avoid); all writes share a token bucket; entries
+//! are bounded. The request path only `try_send`s into a bounded channel and never waits.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Patch, PatchParams, PostParams};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// How often the counts of repeated refusals are written.
+pub const FLUSH: Duration = Duration::from_secs(10);
+/// An entry not seen for this long is forgotten; its next occurrence starts a new Event.
+pub const IDLE: Duration = Duration::from_secs(600);
+/// Distinct (object, reason, row) entries kept; beyond it new ones are dropped (and counted).
+pub const CAPACITY: usize = 4096;
+/// Writes to the apiserver: a sustained rate and a burst.
+pub const WRITES_PER_SECOND: f64 = 5.0;
+pub const BURST: f64 = 25.0;
+const CHANNEL: usize = 1024;
+const NOTE_MAX: usize = 1024;
+pub const CONTROLLER: &str = "volguard.io/webhook";
+
+/// One refused (`Denied`) or warned (`WouldDeny`) request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub regarding: Regarding,
+    pub reason: &'static str,
+    /// What was attempted: Create, Update, Delete, Bind, Evict, ...
+    pub action: String,
+    pub row: &'static str,
+    pub note: String,
+}
+
+/// The object an Event is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Regarding {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl Regarding {
+    /// What an admission request is about: the pod for its subresources (binding, eviction,
+    /// status) and the legacy `bindings`; the namespace for an object not created yet (or one
+    /// with only a generateName); the object itself otherwise.
+    pub fn of(
+        kind: &str,
+        operation: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> Option<Self> {
+        let ns = namespace.filter(|n| !n.is_empty()).map(str::to_string);
+        // Binding and Eviction are CREATEs of a subresource of a pod that exists.
+        let (api_version, object_kind) = match kind {
+            "Pod" | "Binding" | "Eviction" => ("v1", "Pod"),
+            "PersistentVolumeClaim" => ("v1", "PersistentVolumeClaim"),
+            "PersistentVolume" => ("v1", "PersistentVolume"),
+            "Node" => ("v1", "Node"),
+            _ => return None,
+        };
+        let not_yet = operation == "CREATE" && !matches!(kind, "Binding" | "Eviction");
+        match name.filter(|n| !n.is_empty()) {
+            Some(n) if !not_yet => Some(Regarding {
+                api_version,
+                kind: object_kind,
+                namespace: ns,
+                name: n.to_string(),
+            }),
+            _ => ns.map(|ns| Regarding {
+                api_version: "v1",
+                kind: "Namespace",
+                namespace: None,
+                name: ns,
+            }),
+        }
+    }
+
+    fn reference(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some(self.api_version.to_string()),
+            kind: Some(self.kind.to_string()),
+            namespace: self.namespace.clone(),
+            name: Some(self.name.clone()),
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    regarding: Regarding,
+    reason: &'static str,
+    row: &'static str,
+}
+
+#[derive(Debug)]
+struct Entry {
+    refusal: Refusal,
+    /// The Event's name once created.
+    event: Option<String>,
+    /// Occurrences seen, and how many the Event says.
+    seen: i32,
+    written: i32,
+    last_seen: Instant,
+    last_seen_wall: jiff::Timestamp,
+    last_write: Option<Instant>,
+}
+
+/// What the writer should send now.
+#[derive(Debug, PartialEq)]
+pub enum Write {
+    /// A new Event (`count` > 1 when repeats came before it could be written).
+    Create { key: usize, refusal: Refusal, count: i32 },
+    /// Bring an Event's series up to date.
+    Series { key: usize, event: String, namespace: String, count: i32, last: jiff::Timestamp },
+}
+
+/// The pure part: which Events to create or update, given what was seen and the time.
+pub struct Aggregator {
+    entries: Vec<Option<(Key, Entry)>>,
+    index: HashMap<Key, usize>,
+    tokens: f64,
+    refilled: Instant,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Observed {
+    New,
+    Repeat,
+    Dropped,
+}
+
+impl Aggregator {
+    pub fn new(now: Instant) -> Self {
+        Aggregator { entries: Vec::new(), index: HashMap::new(), tokens: BURST, refilled: now }
+    }
+
+    pub fn observe(&mut self, r: Refusal, now: Instant, wall: jiff::Timestamp) -> Observed {
+        let key = Key { regarding: r.regarding.clone(), reason: r.reason, row: r.row };
+        if let Some(&i) = self.index.get(&key)
+            && let Some((_, e)) = self.entries[i].as_mut()
+        {
+            e.seen += 1;
+            e.last_seen = now;
+            e.last_seen_wall = wall;
+            e.refusal.note = r.note;
+            return Observed::Repeat;
+        }
+        if self.index.len() >= CAPACITY {
+            return Observed::Dropped;
+        }
+        let entry = Entry {
+            refusal: r,
+            event: None,
+            seen: 1,
+            written: 0,
+            last_seen: now,
+            last_seen_wall: wall,
+            last_write: None,
+        };
+        let slot = self.entries.iter().position(Option::is_none).unwrap_or(self.entries.len());
+        if slot == self.entries.len() {
+            self.entries.push(None);
+        }
+        self.entries[slot] = Some((key.clone(), entry));
+        self.index.insert(key, slot);
+        Observed::New
+    }
+
+    fn take_token(&mut self, now: Instant) -> bool {
+        let refill = now.duration_since(self.refilled).as_secs_f64() * WRITES_PER_SECOND;
+        self.tokens = (self.tokens + refill).min(BURST);
+        self.refilled = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The writes due now: new entries at once, repeats every `FLUSH`, within the token bucket.
+    /// Forgets entries idle for `IDLE`.
+    pub fn due(&mut self, now: Instant) -> Vec<Write> {
+        let mut out = Vec::new();
+        for i in 0..self.entries.len() {
+            let Some((key, e)) = self.entries[i].as_ref() else { continue };
+            if now.duration_since(e.last_seen) >= IDLE && e.seen == e.written {
+                self.index.remove(key);
+                self.entries[i] = None;
+                continue;
+            }
+            let flushed = |t: Instant| now.duration_since(t) >= FLUSH;
+            let write = match (&e.event, e.last_write) {
+                // New, or its create failed and it happened again since.
+                (None, None) => Write::Create { key: i, refusal: e.refusal.clone(), count: e.seen },
+                (None, Some(t)) if e.seen > e.written && flushed(t) => {
+                    Write::Create { key: i, refusal: e.refusal.clone(), count: e.seen }
+                }
+                (Some(_), Some(t)) if e.seen > e.written && flushed(t) => {
+                    Write::Series {
+                        key: i,
+                        event: e.event.clone().unwrap_or_default(),
+                        namespace: event_namespace(&e.refusal.regarding),
+                        count: e.seen,
+                        last: e.last_seen_wall,
+                    }
+                }
+                _ => continue,
+            };
+            if !self.take_token(now) {
+                break;
+            }
+            if let Some((_, e)) = self.entries[i].as_mut() {
+                // Marked written now: a failed write is not retried in a loop (the next
+                // occurrence or flush tries again).
+                e.last_write = Some(now);
+                e.written = e.seen;
+            }
+            out.push(write);
+        }
+        out
+    }
+
+    /// The Event an entry created (so its repeats become series updates).
+    pub fn created(&mut self, key: usize, event: String) {
+        if let Some((_, e)) = self.entries.get_mut(key).and_then(Option::as_mut) {
+            e.event = Some(event);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+}
+
+/// Events of cluster-scoped objects go to `default`, as the kubelet's Node events do.
+fn event_namespace(r: &Regarding) -> String {
+    r.namespace.clone().unwrap_or_else(|| "default".to_string())
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+/// The request path's handle: never blocks, never fails the request.
+#[derive(Clone)]
+pub struct AuditSink {
+    tx: mpsc::Sender<Refusal>,
+    results: Family<ResultLabels, Counter>,
+}
+
+impl AuditSink {
+    pub fn record(&self, r: Refusal) {
+        if self.tx.try_send(r).is_err() {
+            self.results.get_or_create(&ResultLabels { result: "dropped" }).inc();
+        }
+    }
+}
+
+/// Start the writer task; `identity` names this replica in `reportingInstance`.
+pub fn start(
+    client: kube::Client,
+    identity: String,
+    registry: &crate::runtime::MetricsRegistry,
+) -> AuditSink {
+    let results = Family::<ResultLabels, Counter>::default();
+    registry.register(
+        "volguard_audit_events",
+        "Audit Events for refused and warned requests by result (created, updated, aggregated, dropped, failed)",
+        results.clone(),
+    );
+    let (tx, rx) = mpsc::channel(CHANNEL);
+    tokio::spawn(run(client, identity, rx, results.clone()));
+    AuditSink { tx, results }
+}
+
+async fn run(
+    client: kube::Client,
+    identity: String,
+    mut rx: mpsc::Receiver<Refusal>,
+    results: Family<ResultLabels, Counter>,
+) {
+    let mut agg = Aggregator::new(Instant::now());
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let count = |r: &'static str| {
+        results.get_or_create(&ResultLabels { result: r }).inc();
+    };
+    loop {
+        tokio::select! {
+            got = rx.recv() => {
+                let Some(r) = got else { return };
+                match agg.observe(r, Instant::now(), jiff::Timestamp::now()) {
+                    Observed::New => {}
+                    Observed::Repeat => { count("aggregated"); }
+                    Observed::Dropped => { count("dropped"); }
+                }
+            }
+            _ = tick.tick() => {}
+        }
+        for w in agg.due(Instant::now()) {
+            match w {
+                Write::Create { key, refusal, count: n } => {
+                    match create(&client, &identity, &refusal, n).await {
+                        Ok(name) => {
+                            agg.created(key, name);
+                            count("created");
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %crate::error::chain(&e), "could not record an audit Event");
+                            count("failed");
+                        }
+                    }
+                }
+                Write::Series { event, namespace, count: n, last, .. } => {
+                    match series(&client, &namespace, &event, n, last).await {
+                        Ok(()) => { count("updated"); }
+                        Err(e) => {
+                            tracing::warn!(error = %crate::error::chain(&e), "could not update an audit Event");
+                            count("failed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn micro(t: jiff::Timestamp) -> MicroTime {
+    MicroTime(t)
+}
+
+async fn create(
+    client: &kube::Client,
+    identity: &str,
+    r: &Refusal,
+    count: i32,
+) -> Result<String, kube::Error> {
+    let now = jiff::Timestamp::now();
+    let namespace = event_namespace(&r.regarding);
+    let mut note = r.note.clone();
+    if note.len() > NOTE_MAX {
+        let mut end = NOTE_MAX;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+    }
+    let ev = Event {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{}.", r.regarding.name)),
+            namespace: Some(namespace.clone()),
+            ..Default::default()
+        },
+        event_time: Some(micro(now)),
+        action: Some(r.action.clone()),
+        reason: Some(r.reason.to_string()),
+        regarding: Some(r.regarding.reference()),
+        note: Some(note),
+        reporting_controller: Some(CONTROLLER.to_string()),
+        reporting_instance: Some(identity.to_string()),
+        type_: Some("Warning".to_string()),
+        series: (count > 1).then(|| EventSeries {
+            count,
+            last_observed_time: micro(now),
+        }),
+        ..Default::default()
+    };
+    let api = kube::Api::<Event>::namespaced(client.clone(), &namespace);
+    let created = api.create(&PostParams::default(), &ev).await?;
+    Ok(created.metadata.name.unwrap_or_default())
+}
+
+async fn series(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    count: i32,
+    last: jiff::Timestamp,
+) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({"series": {"count": count, "lastObservedTime": micro(last)}});
+    kube::Api::<Event>::namespaced(client.clone(), namespace)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+}
+
+#[cfg(test)]
+#[path = "audit_tests.rs"]
+mod tests;

@@ -36,7 +36,7 @@ STATE ?= manifests/examples/state.yaml
 E2E_ENV = VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts chart install fuzz fuzz-check bench profile chaos test unit lint e2e controlplane clean help
+.PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts chart prometheus install fuzz fuzz-check bench profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -79,9 +79,12 @@ unit:
 
 test: lint unit fuzz-check alerts chart image-check e2e
 
+# Debian's prometheus package: promtool for the alert tests, the server for tests/install.rs.
+prometheus:
+	command -v promtool >/dev/null && command -v prometheus >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
 # Alert rules and their unit tests (promtool, from Debian's prometheus package).
-alerts:
-	command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+alerts: prometheus
 	cd manifests/monitoring && promtool check rules alerts.rules.yaml && promtool test rules alerts.test.yaml
 
 # The Helm chart: helm lint, and tests/render.rs (the chart renders what kustomize renders; both
@@ -149,9 +152,9 @@ $(CR_WEBHOOK): benches/controller-runtime/go.mod benches/controller-runtime/go.s
 # The short chaos run in `make test` uses a fixed seed; `make chaos` picks a new one each run.
 # tests/e2e.rs and the chaos run on the first version; tests/cluster.rs and tests/partition.rs (the upstream control loops, fencing)
 # on every version, the clusters side by side.
-e2e: controlplane
+e2e: controlplane prometheus
 	VOLGUARD_CHAOS_SEED=$${VOLGUARD_CHAOS_SEED:-20261121} VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
-	  $(CARGO) test --locked --test e2e --test chaos -- --ignored --test-threads=1 --nocapture
+	  $(CARGO) test --locked --test e2e --test chaos --test install -- --ignored --test-threads=1 --nocapture
 	$(E2E_ENV) .ci/cluster-e2e.sh $(CACHE) $(K8S_VERSIONS)
 
 # Chaos on the real control plane; `make test` runs a short form (20 s), this a longer one.

@@ -13,9 +13,9 @@ fn repo() -> PathBuf {
 }
 
 fn tool(var: &str) -> PathBuf {
-    std::env::var_os(var)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("{var} is not set: `make chart` builds helm and kubectl and runs these tests"))
+    std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        panic!("{var} is not set: `make chart` builds helm and kubectl and runs these tests")
+    })
 }
 
 fn run(cmd: &mut Command) -> Result<String, String> {
@@ -46,8 +46,10 @@ fn helm(ns: &str, values: &[&str]) -> Result<String, String> {
 }
 
 fn kustomize(dir: &Path) -> String {
-    run(Command::new(tool("VOLGUARD_KUBECTL")).arg("kustomize").arg(dir))
-        .unwrap_or_else(|e| panic!("kubectl kustomize {}: {e}", dir.display()))
+    run(Command::new(tool("VOLGUARD_KUBECTL"))
+        .arg("kustomize")
+        .arg(dir))
+    .unwrap_or_else(|e| panic!("kubectl kustomize {}: {e}", dir.display()))
 }
 
 /// A throwaway overlay next to the repository's: `resources` and `components` relative to it.
@@ -101,8 +103,7 @@ fn assert_same(kustomized: BTreeMap<String, Value>, charted: BTreeMap<String, Va
     assert_eq!(k, c, "the chart and kustomize render different objects");
     for (id, want) in &kustomized {
         assert_eq!(
-            &charted[id],
-            want,
+            &charted[id], want,
             "{id}: the chart renders it differently from kustomize"
         );
     }
@@ -114,7 +115,10 @@ fn no_volguard_system(text: &str, what: &str) {
         .lines()
         .filter(|l| l.contains("volguard-system"))
         .collect();
-    assert!(hits.is_empty(), "{what} still names volguard-system: {hits:#?}");
+    assert!(
+        hits.is_empty(),
+        "{what} still names volguard-system: {hits:#?}"
+    );
 }
 
 #[test]
@@ -234,11 +238,19 @@ fn arg_lists(objects: &BTreeMap<String, Value>, deployment: &str) -> Vec<String>
 }
 
 fn webhook_names(objects: &BTreeMap<String, Value>) -> Vec<String> {
-    ["MutatingWebhookConfiguration//volguard-mutating", "ValidatingWebhookConfiguration//volguard-validating"]
-        .iter()
-        .flat_map(|k| objects[*k]["webhooks"].as_array().cloned().unwrap_or_default())
-        .filter_map(|w| w["name"].as_str().map(str::to_string))
-        .collect()
+    [
+        "MutatingWebhookConfiguration//volguard-mutating",
+        "ValidatingWebhookConfiguration//volguard-validating",
+    ]
+    .iter()
+    .flat_map(|k| {
+        objects[*k]["webhooks"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    })
+    .filter_map(|w| w["name"].as_str().map(str::to_string))
+    .collect()
 }
 
 #[test]
@@ -262,7 +274,11 @@ fn chart_values_change_what_they_name() {
         .expect("helm template"),
     ));
     let serve = arg_lists(&o, "volguard-webhook");
-    for want in ["--enforcement=force-delete=warn", "--rwo-guard=off", "--listen=0.0.0.0:10250"] {
+    for want in [
+        "--enforcement=force-delete=warn",
+        "--rwo-guard=off",
+        "--listen=0.0.0.0:10250",
+    ] {
         assert!(serve.contains(&want.to_string()), "{want} not in {serve:?}");
     }
     let controller = arg_lists(&o, "volguard-controller");
@@ -271,7 +287,10 @@ fn chart_values_change_what_they_name() {
         "--partition-after=1m",
         "--fence-webhook-url=https://fence.example.invalid",
     ] {
-        assert!(controller.contains(&want.to_string()), "{want} not in {controller:?}");
+        assert!(
+            controller.contains(&want.to_string()),
+            "{want} not in {controller:?}"
+        );
     }
     let pod = &o["Deployment/ns/volguard-webhook"]["spec"];
     assert_eq!(pod["replicas"], 3);
@@ -304,16 +323,21 @@ fn chart_with_a_provided_secret_needs_its_ca_and_skips_cert_manager() {
         )
         .expect("helm template"),
     ));
-    assert!(!o.keys().any(|k| k.starts_with("Certificate/") || k.starts_with("Issuer/")));
+    assert!(
+        !o.keys()
+            .any(|k| k.starts_with("Certificate/") || k.starts_with("Issuer/"))
+    );
     let v = &o["ValidatingWebhookConfiguration//volguard-validating"];
-    assert!(v["metadata"]["annotations"].is_null(), "no cainjector annotation");
+    assert!(
+        v["metadata"]["annotations"].is_null(),
+        "no cainjector annotation"
+    );
     assert_eq!(
         v["webhooks"][0]["clientConfig"]["caBundle"],
         "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t"
     );
     assert_eq!(
-        o["Deployment/ns/volguard-webhook"]["spec"]["template"]["spec"]["volumes"][0]["secret"]
-            ["secretName"],
+        o["Deployment/ns/volguard-webhook"]["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],
         "my-tls"
     );
 }

@@ -62,6 +62,19 @@ impl ControllerMetrics {
             multi_node_rwo: Gauge::default(),
             locks_cleared: Counter::default(),
         };
+        // Every known series exists from the start, at 0: `rate()` then reads 0, not "no data",
+        // and an absent series means a scrape problem, not a quiet controller.
+        for resource in ["pvc", "pv"] {
+            let _ = c
+                .finalizers_added
+                .get_or_create(&ResourceLabel { resource });
+            let _ = c
+                .finalizers_removed
+                .get_or_create(&ResourceLabel { resource });
+        }
+        for result in ["success", "retry"] {
+            let _ = c.reconciles.get_or_create(&ResultLabel { result });
+        }
         {
             r.register(
                 "volguard_controller_queue_depth",

@@ -408,14 +408,22 @@ fn record_refusal(
         .as_deref()
         .or(decision.warnings.first().map(String::as_str))
         .unwrap_or("");
-    let verb = if decision.warned { "would refuse" } else { "refused" };
+    let verb = if decision.warned {
+        "would refuse"
+    } else {
+        "refused"
+    };
     let target = match req.target() {
         t if t.is_empty() => req.namespace.as_deref().unwrap_or_default().to_string(),
         t => t,
     };
     audit.record(Refusal {
         regarding,
-        reason: if decision.warned { "WouldDeny" } else { "Denied" },
+        reason: if decision.warned {
+            "WouldDeny"
+        } else {
+            "Denied"
+        },
         action,
         row: decision.row,
         note: format!(

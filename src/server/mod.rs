@@ -38,7 +38,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => (state::Source::File(path), None),
         None => {
             let client = runtime::kube::client(args.kubeconfig.as_deref()).await?;
-            let audit = state::audit::start(client.clone(), crate::cli::process_identity(), &registry);
+            let audit =
+                state::audit::start(client.clone(), crate::cli::process_identity(), &registry);
             (state::Source::Live(client), Some(audit))
         }
     };

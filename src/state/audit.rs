@@ -79,10 +79,12 @@ impl Regarding {
                 namespace: ns,
                 name: n.to_string(),
             }),
+            // Recorded inside the namespace itself (its users read their namespace's Events);
+            // the apiserver wants the reference's namespace to be the Event's.
             _ => ns.map(|ns| Regarding {
                 api_version: "v1",
                 kind: "Namespace",
-                namespace: None,
+                namespace: Some(ns.clone()),
                 name: ns,
             }),
         }
@@ -123,9 +125,19 @@ struct Entry {
 #[derive(Debug, PartialEq)]
 pub enum Write {
     /// A new Event (`count` > 1 when repeats came before it could be written).
-    Create { key: usize, refusal: Refusal, count: i32 },
+    Create {
+        key: usize,
+        refusal: Refusal,
+        count: i32,
+    },
     /// Bring an Event's series up to date.
-    Series { key: usize, event: String, namespace: String, count: i32, last: jiff::Timestamp },
+    Series {
+        key: usize,
+        event: String,
+        namespace: String,
+        count: i32,
+        last: jiff::Timestamp,
+    },
 }
 
 /// The pure part: which Events to create or update, given what was seen and the time.
@@ -145,11 +157,20 @@ pub enum Observed {
 
 impl Aggregator {
     pub fn new(now: Instant) -> Self {
-        Aggregator { entries: Vec::new(), index: HashMap::new(), tokens: BURST, refilled: now }
+        Aggregator {
+            entries: Vec::new(),
+            index: HashMap::new(),
+            tokens: BURST,
+            refilled: now,
+        }
     }
 
     pub fn observe(&mut self, r: Refusal, now: Instant, wall: jiff::Timestamp) -> Observed {
-        let key = Key { regarding: r.regarding.clone(), reason: r.reason, row: r.row };
+        let key = Key {
+            regarding: r.regarding.clone(),
+            reason: r.reason,
+            row: r.row,
+        };
         if let Some(&i) = self.index.get(&key)
             && let Some((_, e)) = self.entries[i].as_mut()
         {
@@ -171,7 +192,11 @@ impl Aggregator {
             last_seen_wall: wall,
             last_write: None,
         };
-        let slot = self.entries.iter().position(Option::is_none).unwrap_or(self.entries.len());
+        let slot = self
+            .entries
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(self.entries.len());
         if slot == self.entries.len() {
             self.entries.push(None);
         }
@@ -197,7 +222,9 @@ impl Aggregator {
     pub fn due(&mut self, now: Instant) -> Vec<Write> {
         let mut out = Vec::new();
         for i in 0..self.entries.len() {
-            let Some((key, e)) = self.entries[i].as_ref() else { continue };
+            let Some((key, e)) = self.entries[i].as_ref() else {
+                continue;
+            };
             if now.duration_since(e.last_seen) >= IDLE && e.seen == e.written {
                 self.index.remove(key);
                 self.entries[i] = None;
@@ -206,19 +233,23 @@ impl Aggregator {
             let flushed = |t: Instant| now.duration_since(t) >= FLUSH;
             let write = match (&e.event, e.last_write) {
                 // New, or its create failed and it happened again since.
-                (None, None) => Write::Create { key: i, refusal: e.refusal.clone(), count: e.seen },
-                (None, Some(t)) if e.seen > e.written && flushed(t) => {
-                    Write::Create { key: i, refusal: e.refusal.clone(), count: e.seen }
-                }
-                (Some(_), Some(t)) if e.seen > e.written && flushed(t) => {
-                    Write::Series {
-                        key: i,
-                        event: e.event.clone().unwrap_or_default(),
-                        namespace: event_namespace(&e.refusal.regarding),
-                        count: e.seen,
-                        last: e.last_seen_wall,
-                    }
-                }
+                (None, None) => Write::Create {
+                    key: i,
+                    refusal: e.refusal.clone(),
+                    count: e.seen,
+                },
+                (None, Some(t)) if e.seen > e.written && flushed(t) => Write::Create {
+                    key: i,
+                    refusal: e.refusal.clone(),
+                    count: e.seen,
+                },
+                (Some(_), Some(t)) if e.seen > e.written && flushed(t) => Write::Series {
+                    key: i,
+                    event: e.event.clone().unwrap_or_default(),
+                    namespace: event_namespace(&e.refusal.regarding),
+                    count: e.seen,
+                    last: e.last_seen_wall,
+                },
                 _ => continue,
             };
             if !self.take_token(now) {
@@ -271,7 +302,9 @@ pub struct AuditSink {
 impl AuditSink {
     pub fn record(&self, r: Refusal) {
         if self.tx.try_send(r).is_err() {
-            self.results.get_or_create(&ResultLabels { result: "dropped" }).inc();
+            self.results
+                .get_or_create(&ResultLabels { result: "dropped" })
+                .inc();
         }
     }
 }
@@ -318,27 +351,36 @@ async fn run(
         }
         for w in agg.due(Instant::now()) {
             match w {
-                Write::Create { key, refusal, count: n } => {
-                    match create(&client, &identity, &refusal, n).await {
-                        Ok(name) => {
-                            agg.created(key, name);
-                            count("created");
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %crate::error::chain(&e), "could not record an audit Event");
-                            count("failed");
-                        }
+                Write::Create {
+                    key,
+                    refusal,
+                    count: n,
+                } => match create(&client, &identity, &refusal, n).await {
+                    Ok(name) => {
+                        tracing::debug!(event = %name, "audit Event created");
+                        agg.created(key, name);
+                        count("created");
                     }
-                }
-                Write::Series { event, namespace, count: n, last, .. } => {
-                    match series(&client, &namespace, &event, n, last).await {
-                        Ok(()) => { count("updated"); }
-                        Err(e) => {
-                            tracing::warn!(error = %crate::error::chain(&e), "could not update an audit Event");
-                            count("failed");
-                        }
+                    Err(e) => {
+                        tracing::warn!(error = %crate::error::chain(&e), "could not record an audit Event");
+                        count("failed");
                     }
-                }
+                },
+                Write::Series {
+                    event,
+                    namespace,
+                    count: n,
+                    last,
+                    ..
+                } => match series(&client, &namespace, &event, n, last).await {
+                    Ok(()) => {
+                        count("updated");
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %crate::error::chain(&e), "could not update an audit Event");
+                        count("failed");
+                    }
+                },
             }
         }
     }
@@ -366,7 +408,13 @@ async fn create(
     }
     let ev = Event {
         metadata: ObjectMeta {
-            generate_name: Some(format!("{}.", r.regarding.name)),
+            // As kubectl's events are named: the object's name and a unique suffix (the
+            // apiserver rejects a generateName ending in '.').
+            name: Some(format!(
+                "{}.{:x}",
+                r.regarding.name,
+                now.as_nanosecond().unsigned_abs()
+            )),
             namespace: Some(namespace.clone()),
             ..Default::default()
         },

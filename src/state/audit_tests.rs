@@ -21,14 +21,22 @@ fn regarding_is_the_pod_for_its_subresources_and_the_namespace_before_creation()
     // A pod being created does not exist yet (nor does one with only a generateName).
     for name in [Some("web-1"), None] {
         let r = pod("Pod", "CREATE", name).expect("pod create");
-        assert_eq!((r.kind, r.name.as_str(), r.namespace), ("Namespace", "team", None));
+        assert_eq!((r.kind, r.name.as_str()), ("Namespace", "team"));
+        assert_eq!(
+            event_namespace(&r),
+            "team",
+            "in the namespace its users read"
+        );
     }
     let r = pod("Pod", "UPDATE", Some("db-0")).expect("status");
     assert_eq!((r.kind, r.namespace.as_deref()), ("Pod", Some("team")));
     let node = Regarding::of("Node", "UPDATE", None, Some("node-1")).expect("node");
     assert_eq!((node.kind, node.namespace.as_deref()), ("Node", None));
     assert_eq!(event_namespace(&node), "default");
-    assert_eq!(Regarding::of("ConfigMap", "UPDATE", Some("team"), Some("x")), None);
+    assert_eq!(
+        Regarding::of("ConfigMap", "UPDATE", Some("team"), Some("x")),
+        None
+    );
 }
 
 #[test]
@@ -43,7 +51,10 @@ fn a_repeat_is_counted_into_one_event_and_written_every_flush() {
     // A loop of 100 refusals within the flush interval: no write until FLUSH has passed.
     for i in 1..=100 {
         let t = t0 + Duration::from_millis(i * 50);
-        assert_eq!(a.observe(refusal("db-0", "row-1"), t, wall), Observed::Repeat);
+        assert_eq!(
+            a.observe(refusal("db-0", "row-1"), t, wall),
+            Observed::Repeat
+        );
         if Duration::from_millis(i * 50) < FLUSH {
             assert!(a.due(t).is_empty(), "written before the flush at {i}");
         }
@@ -53,7 +64,10 @@ fn a_repeat_is_counted_into_one_event_and_written_every_flush() {
         matches!(&w[..], [Write::Series { count: 101, event, namespace, .. }] if event == "db-0.abc" && namespace == "team"),
         "{w:?}"
     );
-    assert!(a.due(t0 + FLUSH * 2).is_empty(), "nothing new, nothing written");
+    assert!(
+        a.due(t0 + FLUSH * 2).is_empty(),
+        "nothing new, nothing written"
+    );
     // Another row of the same rule on the same pod is its own Event.
     assert_eq!(a.observe(refusal("db-0", "row-2"), t0, wall), Observed::New);
     assert_eq!(a.len(), 2);
@@ -86,9 +100,15 @@ fn entries_are_bounded_and_forgotten_when_idle() {
     let wall = jiff::Timestamp::UNIX_EPOCH;
     let mut a = Aggregator::new(t0);
     for i in 0..CAPACITY {
-        assert_eq!(a.observe(refusal(&format!("p-{i}"), "row"), t0, wall), Observed::New);
+        assert_eq!(
+            a.observe(refusal(&format!("p-{i}"), "row"), t0, wall),
+            Observed::New
+        );
     }
-    assert_eq!(a.observe(refusal("one-more", "row"), t0, wall), Observed::Dropped);
+    assert_eq!(
+        a.observe(refusal("one-more", "row"), t0, wall),
+        Observed::Dropped
+    );
     // Written out over time (5 a second), then idle: forgotten, and room again.
     let mut written = 0;
     for sec in 0..1000 {
@@ -98,5 +118,8 @@ fn entries_are_bounded_and_forgotten_when_idle() {
     let later = t0 + Duration::from_secs(1000) + IDLE;
     assert!(a.due(later).is_empty());
     assert!(a.is_empty(), "{} entries left", a.len());
-    assert_eq!(a.observe(refusal("one-more", "row"), later, wall), Observed::New);
+    assert_eq!(
+        a.observe(refusal("one-more", "row"), later, wall),
+        Observed::New
+    );
 }

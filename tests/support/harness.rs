@@ -507,6 +507,15 @@ impl ControlPlane {
     /// Job pods) and removes them once they are deleted, as a kubelet does. Returns once the
     /// node is Ready and untainted (the node-lifecycle controller lifts the not-ready taint).
     pub async fn kwok_node(&mut self, name: &str) {
+        // Each node its own address (a network fence names the node's addresses).
+        static NEXT_IP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        let n = NEXT_IP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let ip = format!("10.250.{}.{}", n / 250, n % 250 + 1);
+        self.kwok_node_at(name, &ip).await;
+    }
+
+    /// As `kwok_node`, with the node's InternalIP (kwok gives a hostNetwork pod its node's IP).
+    pub async fn kwok_node_at(&mut self, name: &str, ip: &str) {
         use k8s_openapi::api::core::v1::Node;
         let d = self.dir.path().to_path_buf();
         let stages = made("VOLGUARD_KWOK_DIR").join("stages");
@@ -525,10 +534,6 @@ impl ControlPlane {
             assert!(!docs.is_empty(), "no kwok stages in {}", stages.display());
             std::fs::write(&config, docs.join("\n---\n")).expect("write stages");
         }
-        // Each node its own address (a network fence names the node's addresses).
-        static NEXT_IP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-        let n = NEXT_IP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let ip = format!("10.250.{}.{}", n / 250, n % 250 + 1);
         let node: Node = serde_json::from_value(serde_json::json!({
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "type": "kwok"}},
             "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
@@ -674,11 +679,16 @@ impl ControlPlane {
     }
 
     pub fn sa_kubeconfig_file(&self, sa: &str) -> PathBuf {
-        let p = self.dir.path().join(format!("{sa}.kubeconfig"));
+        self.sa_kubeconfig_in("volguard-system", sa)
+    }
+
+    /// A kubeconfig acting as the ServiceAccount `namespace/sa`.
+    pub fn sa_kubeconfig_in(&self, namespace: &str, sa: &str) -> PathBuf {
+        let p = self.dir.path().join(format!("{namespace}-{sa}.kubeconfig"));
         let text = self.kubeconfig_impersonating(
             "e2e-impersonator",
             &["system:masters"],
-            Some(("volguard-system", sa)),
+            Some((namespace, sa)),
         );
         std::fs::write(&p, text).expect("write kubeconfig");
         p
@@ -864,32 +874,8 @@ impl ControlPlane {
     /// serving Certificate also names `localhost`, the host the apiserver dials here. Their
     /// identity is a cluster admin: their Helm chart's RBAC is not part of this project.
     pub async fn start_cert_manager(&mut self) {
+        self.start_cert_manager_processes();
         let d = self.dir.path().to_path_buf();
-        let bin = made("VOLGUARD_CERT_MANAGER_DIR");
-        let kc = self.kubeconfig_file("cert-manager", "cert-manager", &["system:masters"]);
-        let controller = Proc::spawn(
-            "cert-manager-controller",
-            Command::new(bin.join("controller"))
-                .arg(format!("--kubeconfig={}", kc.display()))
-                .arg("--leader-elect=false")
-                .arg("--cluster-resource-namespace=volguard-system")
-                .arg(format!(
-                    "--metrics-listen-address=127.0.0.1:{}",
-                    free_port()
-                ))
-                .arg("--v=2"),
-            &d,
-        );
-        let cainjector = Proc::spawn(
-            "cert-manager-cainjector",
-            Command::new(bin.join("cainjector"))
-                .env("KUBECONFIG", &kc)
-                .arg(format!("--kubeconfig={}", kc.display()))
-                .arg("--leader-elect=false")
-                .arg("--v=2"),
-            &d,
-        );
-        self.cert_manager = vec![controller, cainjector];
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/manifests/base/certificates.yaml"
@@ -937,6 +923,36 @@ impl ControlPlane {
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
         }));
+    }
+
+    /// cert-manager's controller and cainjector alone (an install brings its own certificates).
+    pub fn start_cert_manager_processes(&mut self) {
+        let d = self.dir.path().to_path_buf();
+        let bin = made("VOLGUARD_CERT_MANAGER_DIR");
+        let kc = self.kubeconfig_file("cert-manager", "cert-manager", &["system:masters"]);
+        let controller = Proc::spawn(
+            "cert-manager-controller",
+            Command::new(bin.join("controller"))
+                .arg(format!("--kubeconfig={}", kc.display()))
+                .arg("--leader-elect=false")
+                .arg("--cluster-resource-namespace=volguard-system")
+                .arg(format!(
+                    "--metrics-listen-address=127.0.0.1:{}",
+                    free_port()
+                ))
+                .arg("--v=2"),
+            &d,
+        );
+        let cainjector = Proc::spawn(
+            "cert-manager-cainjector",
+            Command::new(bin.join("cainjector"))
+                .env("KUBECONFIG", &kc)
+                .arg(format!("--kubeconfig={}", kc.display()))
+                .arg("--leader-elect=false")
+                .arg("--v=2"),
+            &d,
+        );
+        self.cert_manager = vec![controller, cainjector];
     }
 
     /// How many matchConditions the registered webhook configurations hold now.
@@ -1071,6 +1087,21 @@ impl ControlPlane {
         for f in ["namespace.yaml", "nodefence-crd.yaml", "rbac.yaml"] {
             applied.extend(apply_file(&self.admin().await, &base.join(f), false).await);
         }
+        applied.extend(self.install_cert_manager_crds().await);
+        let kustomization: serde_json::Value = serde_yaml::from_str(
+            &std::fs::read_to_string(base.join("kustomization.yaml")).expect("kustomization"),
+        )
+        .expect("yaml");
+        for r in kustomization["resources"].as_array().expect("resources") {
+            let f = base.join(r.as_str().expect("resource path"));
+            applied.extend(apply_file(&self.admin().await, &f, true).await);
+        }
+        applied
+    }
+
+    /// cert-manager's CRDs (from its module, built by `make e2e`).
+    pub async fn install_cert_manager_crds(&self) -> Vec<String> {
+        let mut applied = Vec::new();
         let crds = std::env::var("VOLGUARD_CERT_MANAGER_CRDS").unwrap_or_else(|_| {
             panic!("VOLGUARD_CERT_MANAGER_CRDS is not set: run the e2e tests with `make e2e`")
         });
@@ -1084,14 +1115,6 @@ impl ControlPlane {
         assert!(!crd_files.is_empty(), "no cert-manager CRDs in {crds}");
         for f in &crd_files {
             applied.extend(apply_file(&self.admin().await, f, false).await);
-        }
-        let kustomization: serde_json::Value = serde_yaml::from_str(
-            &std::fs::read_to_string(base.join("kustomization.yaml")).expect("kustomization"),
-        )
-        .expect("yaml");
-        for r in kustomization["resources"].as_array().expect("resources") {
-            let f = base.join(r.as_str().expect("resource path"));
-            applied.extend(apply_file(&self.admin().await, &f, true).await);
         }
         applied
     }
@@ -1147,7 +1170,7 @@ async fn kwok_startup_grant(admin: &kube::Client) {
 
 /// Write the Secret's `tls.crt` / `tls.key` into `dir` when they changed, each file replaced
 /// atomically (as the kubelet's secret volume swaps its data directory).
-async fn sync_secret_once(secrets: &Api<k8s_openapi::api::core::v1::Secret>, dir: &Path) {
+pub async fn sync_secret_once(secrets: &Api<k8s_openapi::api::core::v1::Secret>, dir: &Path) {
     let Ok(secret) = secrets.get("volguard-webhook-tls").await else {
         return;
     };
@@ -1214,7 +1237,7 @@ where
 }
 
 /// Poll `f` every 200 ms until it returns Some; after `within`, fail with `what` and `context()`.
-async fn poll_until<T, F, Fut>(
+pub async fn poll_until<T, F, Fut>(
     what: &str,
     within: Duration,
     mut f: F,

@@ -397,10 +397,13 @@ pub struct ReportArgs {
     pub state: Option<PathBuf>,
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// Only this namespace.
+    /// The kubeconfig context to use (as kubectl's --context).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Only this namespace (default: the context's namespace; with --state, all).
     #[arg(short = 'n', long, conflicts_with = "all_namespaces")]
     pub namespace: Option<String>,
-    /// All namespaces (the default when -n is not given).
+    /// All namespaces.
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
     /// Label selector on the claims (kubectl syntax).

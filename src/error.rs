@@ -21,6 +21,52 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     out
 }
 
+/// An error as kubectl prints it, for the one-shot commands a person types (`explain`,
+/// `unused`, `fence confirm`): the apiserver's refusal as `Error from server (Reason): message`
+/// (no Rust debug dump, no context lines a kubectl user does not expect), anything else as
+/// `error: ...` with its causes once.
+pub fn for_cli(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut next = Some(e);
+    while let Some(cause) = next {
+        if let Some(kube::Error::Api(status)) = cause.downcast_ref::<kube::Error>() {
+            let reason = if status.reason.is_empty() {
+                format!("{}", status.code)
+            } else {
+                status.reason.clone()
+            };
+            return format!("Error from server ({reason}): {}", status.message);
+        }
+        if let Some(nf) = cause.downcast_ref::<NotFound>() {
+            return match nf.file {
+                None => format!("Error from server (NotFound): {nf}"),
+                Some(_) => format!("error: {nf}"),
+            };
+        }
+        next = cause.source();
+    }
+    format!("error: {}", chain(e))
+}
+
+/// An object that is not there, worded as kubectl words it (`persistentvolumeclaims "x" not
+/// found`); read from a state file, it says which file and namespace.
+#[derive(Debug, Error)]
+#[error("{resource} {name:?} not found{}", scope(.namespace, .file))]
+pub struct NotFound {
+    /// The plural resource: persistentvolumeclaims, persistentvolumes.
+    pub resource: &'static str,
+    pub name: String,
+    pub namespace: Option<String>,
+    pub file: Option<String>,
+}
+
+fn scope(namespace: &Option<String>, file: &Option<String>) -> String {
+    match (namespace, file) {
+        (_, None) => String::new(),
+        (Some(ns), Some(f)) => format!(" in namespace {ns:?} of {f}"),
+        (None, Some(f)) => format!(" in {f}"),
+    }
+}
+
 #[derive(Debug, Error)]
 pub enum StateError {
     #[error("cannot read state file {path}: {source}")]
@@ -113,4 +159,54 @@ pub enum ObjectError {
         field: &'static str,
         kind: &'static str,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, reason: &str, message: &str) -> anyhow::Error {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": code, "reason": reason, "message": message
+        }))
+        .expect("status");
+        anyhow::Error::from(kube::Error::Api(Box::new(status))).context("reading the claim")
+    }
+
+    #[test]
+    fn an_apiserver_refusal_prints_as_kubectl_prints_it() {
+        let e = api(
+            403,
+            "Forbidden",
+            "persistentvolumes \"pv-1\" is forbidden: User \"alice\" cannot get resource \"persistentvolumes\" in API group \"\" at the cluster scope",
+        );
+        assert_eq!(
+            for_cli(e.as_ref()),
+            "Error from server (Forbidden): persistentvolumes \"pv-1\" is forbidden: User \"alice\" cannot get resource \"persistentvolumes\" in API group \"\" at the cluster scope"
+        );
+    }
+
+    #[test]
+    fn not_found_live_and_in_a_file() {
+        let live = NotFound {
+            resource: "persistentvolumeclaims",
+            name: "data".into(),
+            namespace: Some("team".into()),
+            file: None,
+        };
+        assert_eq!(
+            for_cli(&live),
+            "Error from server (NotFound): persistentvolumeclaims \"data\" not found"
+        );
+        let file = NotFound {
+            file: Some("state.yaml".into()),
+            ..live
+        };
+        assert_eq!(
+            for_cli(&file),
+            "error: persistentvolumeclaims \"data\" not found in namespace \"team\" of state.yaml"
+        );
+        let other = anyhow::anyhow!("the cause").context("what was done");
+        assert_eq!(for_cli(other.as_ref()), "error: what was done: the cause");
+    }
 }

@@ -98,11 +98,13 @@ async fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        // Once: a JSON line in JSON mode (every stderr line parses), else plain text.
+        // Once: a JSON line in JSON mode (every stderr line parses), else plain text; the
+        // commands a person types print it as kubectl would.
         Err(e) => {
             match format {
                 LogFormat::Json => tracing::error!(error = %chain(&e), "volguard failed"),
-                LogFormat::Text => eprintln!("volguard: {}", chain(&e)),
+                LogFormat::Text if long_running => eprintln!("volguard: {}", chain(&e)),
+                LogFormat::Text => eprintln!("{}", volguard::error::for_cli(e.as_ref())),
             }
             std::process::ExitCode::FAILURE
         }

@@ -100,7 +100,7 @@ fn finished_pod_and_volume_and_missing_objects() {
     );
     assert!(!ok);
     assert!(
-        err.contains("PersistentVolumeClaim \"nope\" not found in namespace \"shop\""),
+        err.starts_with("error: persistentvolumeclaims \"nope\" not found in namespace \"shop\" of "),
         "{err}"
     );
     let (ok, _, err) = run(&volguard(), &["explain", "deployment", "x", "--state", s]);
@@ -120,7 +120,7 @@ fn runs_as_the_kubectl_plugin() {
     );
     assert!(ok, "{err}");
     assert!(
-        out.contains("blocking pods:\n    web-0 (Running on node node-a)")
+        out.contains("used by:\n    web-0 (Running on node node-a)")
             || out.contains("in use by pod(s) web-0"),
         "{out}"
     );

@@ -781,3 +781,84 @@ fn uninstall_in_order_keeps_what_the_docs_say_then_reinstall() {
         })
     });
 }
+
+/// `kubectl volguard` for a person who may read one namespace (the `view` role there, nothing
+/// cluster-wide), with a KUBECONFIG that lists two files and a context namespace: it explains and
+/// reports what it can read, says what it could not, and prints a refusal as kubectl does.
+#[test]
+#[ignore = "needs the control plane, helm and cert-manager: make e2e"]
+fn plugin_for_a_namespace_user() {
+    scenario("plugin-namespace-user", |s| {
+        Box::pin(async move {
+            use k8s_openapi::api::rbac::v1::RoleBinding;
+            let c = s.cp.admin().await;
+            namespace(&c, "dev-team").await;
+            pv(&c, "dev-team-pv", &[]).await;
+            pvc(&c, "dev-team", "notes", Some("dev-team-pv")).await.expect("claim");
+            let rb: RoleBinding = serde_json::from_value(json!({
+                "metadata": {"name": "dev-view", "namespace": "dev-team"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dev"}]
+            }))
+            .expect("binding");
+            Api::<RoleBinding>::namespaced(c.clone(), "dev-team")
+                .create(&PostParams::default(), &rb)
+                .await
+                .expect("bind view");
+            // Two files, as KUBECONFIG lists them: contexts in one, nothing in the other; the
+            // context's namespace is dev-team.
+            let d = s.cp.dir.path().join("plugin");
+            std::fs::create_dir_all(&d).expect("dir");
+            let dev = s
+                .cp
+                .kubeconfig_yaml("dev", &[])
+                .replace("context: {cluster: e2e, user: u}", "context: {cluster: e2e, user: u, namespace: dev-team}");
+            std::fs::write(d.join("dev.yaml"), dev).expect("write");
+            std::fs::write(
+                d.join("empty.yaml"),
+                "apiVersion: v1\nkind: Config\nclusters: []\nusers: []\ncontexts: []\n",
+            )
+            .expect("write");
+            let list = format!("{}:{}", d.join("empty.yaml").display(), d.join("dev.yaml").display());
+            std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_volguard"), d.join("kubectl-volguard"))
+                .expect("symlink");
+            let path = format!("{}:{}", d.display(), std::env::var("PATH").unwrap_or_default());
+            let kubectl = |args: &[&str]| {
+                let out = Command::new(made_kubectl())
+                    .args(args)
+                    .env("KUBECONFIG", &list)
+                    .env("PATH", &path)
+                    .env_remove("RUST_LOG")
+                    .output()
+                    .expect("kubectl");
+                (
+                    out.status.success(),
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                    String::from_utf8_lossy(&out.stderr).into_owned(),
+                )
+            };
+            let (ok, out, err) = kubectl(&["volguard", "explain", "pvc", "notes"]);
+            assert!(ok, "explain as dev: {err}");
+            assert!(out.starts_with("PersistentVolumeClaim dev-team/notes\n"), "{out}");
+            assert!(out.contains("bound to:     dev-team-pv (not read)"), "{out}");
+            assert!(
+                out.contains("not read:     persistentvolumes (forbidden), nodefences (forbidden): you may not read them"),
+                "{out}"
+            );
+            println!("kubectl volguard explain pvc notes (user dev, KUBECONFIG of two files):\n{out}");
+            let (ok, out, err) = kubectl(&["volguard", "unused"]);
+            assert!(ok, "unused as dev: {err}");
+            assert!(out.contains("dev-team") && out.contains("notes"), "{out}");
+            assert!(!out.contains("audit") && !out.contains("team "), "only the context's namespace: {out}");
+            assert!(err.contains("note: persistentvolumes were not read (forbidden)"), "{err}");
+            println!("kubectl volguard unused (user dev):\n{out}{err}");
+            let (ok, _, err) = kubectl(&["volguard", "explain", "pvc", "fresh", "-n", "team"]);
+            assert!(!ok);
+            assert_eq!(
+                err.trim_end(),
+                "Error from server (Forbidden): persistentvolumeclaims \"fresh\" is forbidden: User \"dev\" cannot get resource \"persistentvolumeclaims\" in API group \"\" in the namespace \"team\"",
+            );
+            println!("a claim of another namespace: {}", err.trim_end());
+        })
+    });
+}

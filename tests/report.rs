@@ -114,7 +114,7 @@ fn table_and_yaml() {
             && l.contains("1d 0h")),
         "{out}"
     );
-    assert!(out.contains("unknown (not yet observed)"));
+    assert!(out.contains("not yet observed"));
     assert!(
         out.contains("total fast: 4 claim(s), 13.5Gi requested"),
         "{out}"

@@ -5,19 +5,33 @@ use super::Attachment;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, ListParams};
 
-/// VolumeAttachments naming the PV. A caller without RBAC to list them gets an explanation
-/// without them rather than none at all.
-pub async fn attachments(client: &kube::Client, pv: &str) -> anyhow::Result<Vec<Attachment>> {
+/// What a read the caller may not do leaves out, as the explanation says it ("not read").
+pub fn unreadable(resource: &str, e: &kube::Error) -> Option<String> {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => Some(format!("{resource} (forbidden)")),
+        _ => None,
+    }
+}
+
+/// VolumeAttachments naming the PV. A caller without RBAC to list them (a namespace's user) gets
+/// an explanation without them, which says so, rather than none at all.
+pub async fn attachments(
+    client: &kube::Client,
+    pv: &str,
+    not_read: &mut Vec<String>,
+) -> anyhow::Result<Vec<Attachment>> {
     let list = match Api::<VolumeAttachment>::all(client.clone())
         .list(&ListParams::default())
         .await
     {
         Ok(l) => l,
-        Err(kube::Error::Api(e)) if e.code == 403 || e.code == 404 => {
-            tracing::warn!(error = %e.message, "cannot list VolumeAttachments; explaining without them");
-            return Ok(Vec::new());
-        }
-        Err(e) => return Err(e.into()),
+        Err(e) => match unreadable("volumeattachments", &e) {
+            Some(what) => {
+                not_read.push(what);
+                return Ok(Vec::new());
+            }
+            None => return Err(e.into()),
+        },
     };
     Ok(list
         .items
@@ -32,9 +46,12 @@ pub async fn attachments(client: &kube::Client, pv: &str) -> anyhow::Result<Vec<
         .collect())
 }
 
-/// Every fencing incident (docs/fencing.md). A caller who may not list them (or a cluster without
-/// the CRD) gets an explanation without them.
-pub async fn fences(client: &kube::Client) -> anyhow::Result<Vec<crate::model::fence::NodeFence>> {
+/// Every fencing incident (docs/fencing.md). A caller who may not list them gets an explanation
+/// without them that says so; a cluster without the CRD has none.
+pub async fn fences(
+    client: &kube::Client,
+    not_read: &mut Vec<String>,
+) -> anyhow::Result<Vec<crate::model::fence::NodeFence>> {
     match crate::state::fences::api(client.clone())
         .list(&ListParams::default())
         .await
@@ -44,10 +61,13 @@ pub async fn fences(client: &kube::Client) -> anyhow::Result<Vec<crate::model::f
             .into_iter()
             .filter_map(|o| crate::state::fences::decode(o).ok())
             .collect()),
-        Err(kube::Error::Api(e)) if e.code == 403 || e.code == 404 => {
-            tracing::warn!(error = %e.message, "cannot list NodeFences; explaining without them");
-            Ok(Vec::new())
-        }
-        Err(e) => Err(e.into()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+        Err(e) => match unreadable("nodefences", &e) {
+            Some(what) => {
+                not_read.push(what);
+                Ok(Vec::new())
+            }
+            None => Err(e.into()),
+        },
     }
 }

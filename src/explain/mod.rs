@@ -66,6 +66,9 @@ pub struct Explanation {
     /// Pods of the claim on a partitioned node, and the incident that handles each (rules.md §7).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub partitions: Vec<PartitionWait>,
+    /// What the caller may not read (RBAC), left out of this explanation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_read: Vec<String>,
     /// One line: what to do next.
     pub next: String,
 }
@@ -195,10 +198,22 @@ pub fn build_pvc(
         } else {
             "nothing holds it any more: it disappears at once".into()
         }
-    } else if !blocking.is_empty() {
+    } else if blocking.iter().any(|b| !b.finished) {
+        let running: Vec<&BlockingPod> = blocking.iter().filter(|b| !b.finished).collect();
         format!(
             "in use by pod(s) {}; deleting the claim now would wait until they end",
-            names(&blocking.iter().collect::<Vec<_>>())
+            names(&running)
+        )
+    } else if !blocking.is_empty() {
+        // One vocabulary with `report unused`: no running pod means unused, even while finished
+        // pods still name the claim (and would hold a deletion).
+        let done: Vec<&BlockingPod> = blocking.iter().collect();
+        format!(
+            "unused{} (no running pod); finished pod(s) {} still name it and would hold a deletion: delete them first (kubectl delete pod -n {} {}), then the claim if nobody needs its data",
+            since.as_deref().map(|t| format!(" since {t}")).unwrap_or_default(),
+            names(&done),
+            m.namespace,
+            done.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(" ")
         )
     } else if let Some(t) = &since {
         format!(
@@ -231,6 +246,7 @@ pub fn build_pvc(
         unused_since_source: source,
         rwo_lock: crate::rules::rwo_lock::RwoLock::of(pvc),
         partitions: waits,
+        not_read: Vec::new(),
         next,
     }
 }
@@ -291,6 +307,7 @@ pub fn build_pv(pv: &Pv, claim: Option<&Pvc>, vas: &[Attachment]) -> Explanation
         unused_since_source: SinceSource::Unknown,
         rwo_lock: None,
         partitions: Vec::new(),
+        not_read: Vec::new(),
         next,
     }
 }
@@ -329,20 +346,23 @@ pub fn table(e: &Explanation) -> String {
         out.push_str(&format!("    {}  (removed by {})\n", f.name, f.owner));
     }
     if e.kind == "PersistentVolumeClaim" {
-        out.push_str("  blocking pods:\n");
-        if e.blocking_pods.is_empty() {
-            out.push_str("    (none)\n");
+        // "Used" as `report unused` counts it: by a pod that has not finished.
+        out.push_str("  used by:\n");
+        let (done, running): (Vec<_>, Vec<_>) = e.blocking_pods.iter().partition(|p| p.finished);
+        if running.is_empty() {
+            out.push_str("    (no running pod)\n");
         }
-        for p in &e.blocking_pods {
-            let done = if p.finished {
-                format!("; finished: delete pod {} to release it", p.name)
-            } else {
-                String::new()
-            };
-            out.push_str(&format!(
-                "    {} ({} on node {}{done})\n",
-                p.name, p.phase, p.node
-            ));
+        for p in running {
+            out.push_str(&format!("    {} ({} on node {})\n", p.name, p.phase, p.node));
+        }
+        if !done.is_empty() {
+            out.push_str("  finished pods still naming it (they hold a deletion):\n");
+            for p in done {
+                out.push_str(&format!(
+                    "    {} ({} on node {}): delete pod {} to release it\n",
+                    p.name, p.phase, p.node, p.name
+                ));
+            }
         }
         out.push_str(&format!(
             "  unused since: {}\n",
@@ -352,7 +372,8 @@ pub fn table(e: &Explanation) -> String {
                     "{t} (created then; its volguard.io/unused-since predates the claim, e.g. restored from a backup)"
                 ),
                 (Some(t), _) => format!("{t} (volguard.io/unused-since)"),
-                (None, _) => "unknown (in use, or not yet observed)".into(),
+                (None, _) if e.blocking_pods.iter().any(|p| !p.finished) => "in use".into(),
+                (None, _) => "not yet observed (the controller marks it within a reconcile)".into(),
             }
         ));
     }
@@ -394,6 +415,12 @@ pub fn table(e: &Explanation) -> String {
             if a.terminating { ", being deleted" } else { "" }
         ));
     }
+    if !e.not_read.is_empty() {
+        out.push_str(&format!(
+            "  not read:     {}: you may not read them; shown without them\n",
+            e.not_read.join(", ")
+        ));
+    }
     out.push_str(&format!("  next:         {}\n", e.next));
     out
 }
@@ -404,8 +431,7 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
         Some(path) => {
             let view = state::open(state::Source::File(path), state::Needs::default())?;
             let ns = args.namespace.clone().unwrap_or_else(|| "default".into());
-            let scope = format!(" of {}", path.display());
-            gather(&view, None, &ns, &args, &scope).await?
+            gather(&view, None, &ns, &args, Some(path.display().to_string())).await?
         }
         None => {
             let client = crate::runtime::kube::client_for(
@@ -424,7 +450,7 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
                 std::sync::Arc::new(state::Store::default()),
                 false,
             ));
-            gather(&view, Some(&client), &ns, &args, "").await?
+            gather(&view, Some(&client), &ns, &args, None).await?
         }
     };
     let text = match args.output {
@@ -436,33 +462,35 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The error for an object that is not there, worded as kubectl words it.
-#[derive(Debug, thiserror::Error)]
-#[error("{kind} {name:?} not found{scope}")]
-pub struct NotFound {
-    pub kind: &'static str,
-    pub name: String,
-    pub scope: String,
-}
+pub use crate::error::NotFound;
 
 /// The facts of one explanation, read through the view (a file or a live cluster); the
-/// VolumeAttachments only live (`client`). `scope` ends a not-found message (the file's name).
+/// VolumeAttachments only live (`client`). `file` names the state file in a not-found error.
 async fn gather(
     view: &state::View,
     client: Option<&kube::Client>,
     ns: &str,
     args: &ExplainArgs,
-    scope: &str,
+    file: Option<String>,
 ) -> anyhow::Result<Explanation> {
     match args.kind {
         ExplainKind::Pvc => {
             let pvc = found(view.pvc(ns, &args.name).await)?.ok_or_else(|| NotFound {
-                kind: "PersistentVolumeClaim",
+                resource: "persistentvolumeclaims",
                 name: args.name.clone(),
-                scope: format!(" in namespace {ns:?}{scope}"),
+                namespace: Some(ns.to_string()),
+                file: file.clone(),
             })?;
+            let mut not_read = Vec::new();
             let pv = match pvc.volume_name() {
-                Some(v) => found(view.pv(v).await)?,
+                Some(v) => match view.pv(v).await {
+                    // A namespace's user may not read PersistentVolumes (cluster-scoped).
+                    Fact::Unknown(e) if client.is_some() && e.to_string().contains("is forbidden") => {
+                        not_read.push("persistentvolumes (forbidden)".to_string());
+                        None
+                    }
+                    f => found(f)?,
+                },
                 None => None,
             };
             let claim = pvc.metadata.name.clone();
@@ -477,11 +505,11 @@ async fn gather(
                 Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),
             };
             let vas = match (&pv, client) {
-                (Some(pv), Some(c)) => live::attachments(c, &pv.metadata.name).await?,
+                (Some(pv), Some(c)) => live::attachments(c, &pv.metadata.name, &mut not_read).await?,
                 _ => Vec::new(),
             };
             let fences = match client {
-                Some(c) => live::fences(c).await?,
+                Some(c) => live::fences(c, &mut not_read).await?,
                 None => view
                     .store()
                     .fences
@@ -490,27 +518,34 @@ async fn gather(
                     .map(|f| (**f).clone())
                     .collect(),
             };
-            Ok(build_pvc(&pvc, pv.as_deref(), &pods, &vas, &fences))
+            let mut e = build_pvc(&pvc, pv.as_deref(), &pods, &vas, &fences);
+            if not_read.iter().any(|n| n.starts_with("persistentvolumes"))
+                && let Some(v) = pvc.volume_name()
+            {
+                e.bound_to = Some(format!("{v} (not read)"));
+            }
+            e.not_read = not_read;
+            Ok(e)
         }
         ExplainKind::Pv => {
             let pv = found(view.pv(&args.name).await)?.ok_or_else(|| NotFound {
-                kind: "PersistentVolume",
+                resource: "persistentvolumes",
                 name: args.name.clone(),
-                scope: if scope.is_empty() {
-                    String::new()
-                } else {
-                    format!(" in{}", scope.trim_start_matches(" of"))
-                },
+                namespace: None,
+                file: file.clone(),
             })?;
             let claim = match &pv.spec.claim_ref {
                 Some(c) => found(view.pvc(&c.namespace, &c.name).await)?,
                 None => None,
             };
+            let mut not_read = Vec::new();
             let vas = match client {
-                Some(c) => live::attachments(c, &pv.metadata.name).await?,
+                Some(c) => live::attachments(c, &pv.metadata.name, &mut not_read).await?,
                 None => Vec::new(),
             };
-            Ok(build_pv(&pv, claim.as_deref(), &vas))
+            let mut e = build_pv(&pv, claim.as_deref(), &vas);
+            e.not_read = not_read;
+            Ok(e)
         }
     }
 }

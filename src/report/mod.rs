@@ -7,6 +7,14 @@ use crate::model::selector::Selector;
 pub use crate::rules::unused::{Filter, Report, Row, SinceSource, Total, build, unused_since};
 use crate::state;
 
+/// Whether a read failed because the caller may not list PersistentVolumes.
+fn forbidden(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(c.downcast_ref::<kube::Error>(), Some(kube::Error::Api(s))
+            if s.code == 403 && s.message.contains("persistentvolumes"))
+    })
+}
+
 /// Run the `report unused` command: read, query, print.
 pub async fn run(args: crate::cli::ReportArgs) -> anyhow::Result<()> {
     use anyhow::Context;
@@ -23,8 +31,21 @@ pub async fn run(args: crate::cli::ReportArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--now {t:?} is not an RFC 3339 time"))?,
         None => jiff::Timestamp::now(),
     };
+    let client = match &args.state {
+        Some(_) => None,
+        None => Some(
+            crate::runtime::kube::client_for(args.kubeconfig.as_deref(), args.context.as_deref())
+                .await?,
+        ),
+    };
+    // As kubectl: -n, else -A, else the context's namespace. A state file has no context: all.
+    let namespace = match (&args.namespace, args.all_namespaces, &client) {
+        (Some(ns), _, _) => Some(ns.clone()),
+        (None, true, _) | (None, false, None) => None,
+        (None, false, Some(c)) => Some(c.default_namespace().to_string()),
+    };
     let filter = Filter {
-        namespace: args.namespace.clone(),
+        namespace,
         selector,
         older_than_seconds,
     };
@@ -36,13 +57,23 @@ pub async fn run(args: crate::cli::ReportArgs) -> anyhow::Result<()> {
         namespace: filter.namespace.clone(),
         ..Default::default()
     };
-    let source = match &args.state {
-        Some(path) => state::Source::File(path),
-        None => {
-            state::Source::Live(crate::runtime::kube::client(args.kubeconfig.as_deref()).await?)
-        }
+    let view = match (&args.state, client) {
+        (Some(path), _) => state::open_once(state::Source::File(path), needs).await?,
+        (None, None) => anyhow::bail!("neither a cluster nor --state to read"),
+        (None, Some(client)) => match state::open_once(state::Source::Live(client.clone()), needs.clone()).await {
+            // A namespace's user may not list PersistentVolumes (cluster-scoped): report from
+            // the claims alone, and say what is missing.
+            Err(e) if forbidden(&e) => {
+                let without = state::Needs { pvs: false, ..needs };
+                let view = state::open_once(state::Source::Live(client), without).await?;
+                eprintln!(
+                    "note: persistentvolumes were not read (forbidden): the VOLUME and RECLAIM columns are from the claims alone"
+                );
+                view
+            }
+            r => r?,
+        },
     };
-    let view = state::open_once(source, needs).await?;
     let store = view.store();
     let report = build(
         &store.pvcs.all(),

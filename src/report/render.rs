@@ -45,7 +45,7 @@ fn table(report: &Report) -> String {
             r.name.clone(),
             r.unused_since
                 .clone()
-                .unwrap_or_else(|| "unknown (not yet observed)".into()),
+                .unwrap_or_else(|| "not yet observed".into()),
             r.idle_seconds
                 .map(format_duration)
                 .unwrap_or_else(|| "-".into()),

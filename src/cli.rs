@@ -33,22 +33,38 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// HTTPS admission webhook (mutating + validating).
+    #[command(
+        after_help = "Example:\n  volguard serve --tls-cert certs/tls.crt --tls-key certs/tls.key --state manifests/examples/state.yaml\n  volguard serve --tls-cert /etc/volguard/tls/tls.crt --tls-key /etc/volguard/tls/tls.key --enforcement=force-delete=warn"
+    )]
     Serve(ServeArgs),
     /// Reconcile loop: finalizer backfill, safe release, DeletionPostponed events, unused-since.
+    #[command(
+        after_help = "Example:\n  volguard controller --leader-elect --fence-backends=webhook,manual --fence-webhook-url=https://fence-agent.ops:9443/"
+    )]
     Controller(ControllerArgs),
     /// Reports for operators.
     #[command(subcommand)]
     Report(ReportCommand),
     /// Why is this PVC / PV still here, who uses it, and what to do next.
+    #[command(
+        after_help = "Examples:\n  kubectl volguard explain pvc data-web-1 -n shop\n  kubectl volguard explain pv pv-data-web-0 -o json\n  volguard explain pvc results -n batch --state snapshot.yaml"
+    )]
     Explain(ExplainArgs),
     /// Same as `report unused` (the kubectl plugin's `kubectl volguard unused`).
+    #[command(
+        after_help = "Examples:\n  kubectl volguard unused                      # the context's namespace\n  kubectl volguard unused -A --older-than 30d -o wide\n  kubectl volguard unused -n team -o name | xargs kubectl delete -n team"
+    )]
     Unused(ReportArgs),
     /// Partition healing by hand: confirm a node is down, or run the reference fence agent.
     #[command(subcommand)]
     Fence(FenceCommand),
     /// Generate a development CA and serving certificate (what `make certs` runs).
+    #[command(
+        after_help = "Example:\n  volguard dev-certs --out-dir certs --san localhost --san 127.0.0.1"
+    )]
     DevCerts(DevCertsArgs),
     /// Print the version, the commit it was built from and that commit's date.
+    #[command(after_help = "Example:\n  kubectl volguard version")]
     Version,
 }
 
@@ -66,9 +82,12 @@ pub struct ServeArgs {
     /// PEM private key.
     #[arg(long, env = "VOLGUARD_TLS_KEY")]
     pub tls_key: PathBuf,
-    /// How often the certificate files are re-read (milliseconds).
-    #[arg(long, default_value_t = 2000, env = "VOLGUARD_TLS_RELOAD_INTERVAL_MS")]
-    pub tls_reload_interval_ms: u64,
+    /// How often the certificate files are re-read.
+    #[arg(long, default_value = "2s", value_parser = duration, env = "VOLGUARD_TLS_RELOAD_INTERVAL")]
+    pub tls_reload_interval: std::time::Duration,
+    /// The former --tls-reload-interval, in milliseconds (kept as an alias).
+    #[arg(long, hide = true, env = "VOLGUARD_TLS_RELOAD_INTERVAL_MS")]
+    pub tls_reload_interval_ms: Option<u64>,
     /// Serve from a state file (Kubernetes List or multi-document YAML) instead of a cluster.
     #[arg(long, env = "VOLGUARD_STATE")]
     pub state: Option<PathBuf>,
@@ -91,9 +110,12 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 512, env = "VOLGUARD_MAX_CONCURRENT_REQUESTS")]
     pub max_concurrent_requests: usize,
     /// Bound on a TLS handshake, on reading request headers and on reading a request body
-    /// (slow clients, slowloris), in milliseconds.
-    #[arg(long, default_value_t = 10_000, env = "VOLGUARD_READ_TIMEOUT_MS")]
-    pub read_timeout_ms: u64,
+    /// (slow clients, slowloris).
+    #[arg(long, default_value = "10s", value_parser = duration, env = "VOLGUARD_READ_TIMEOUT")]
+    pub read_timeout: std::time::Duration,
+    /// The former --read-timeout, in milliseconds (kept as an alias).
+    #[arg(long, hide = true, env = "VOLGUARD_READ_TIMEOUT_MS")]
+    pub read_timeout_ms: Option<u64>,
     /// Open HTTPS connections; more are closed at accept.
     #[arg(long, default_value_t = 1024, env = "VOLGUARD_MAX_CONNECTIONS")]
     pub max_connections: usize,
@@ -102,8 +124,11 @@ pub struct ServeArgs {
     pub max_body_bytes_in_flight: usize,
     /// Time budget of one decision; a rule that cannot decide in time answers as its failure
     /// policy says (Ignore rules allow with a warning, Fail rules deny with code 500).
-    #[arg(long, default_value_t = 2500, env = "VOLGUARD_DECIDE_TIMEOUT_MS")]
-    pub decide_timeout_ms: u64,
+    #[arg(long, default_value = "2500ms", value_parser = duration, env = "VOLGUARD_DECIDE_TIMEOUT")]
+    pub decide_timeout: std::time::Duration,
+    /// The former --decide-timeout, in milliseconds (kept as an alias).
+    #[arg(long, hide = true, env = "VOLGUARD_DECIDE_TIMEOUT_MS")]
+    pub decide_timeout_ms: Option<u64>,
     /// `deny` (default), `warn`, or `RULE=deny|warn,...` (rules.md §2g): in warn a would-be denial is
     /// allowed with the denial message as a warning, counted as decision="warned".
     #[arg(long, default_value = "deny", env = "VOLGUARD_ENFORCEMENT")]
@@ -206,20 +231,25 @@ pub struct ControllerArgs {
     #[arg(long, env = "VOLGUARD_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
     /// Lease duration: a follower takes over at most this long after the leader stops renewing.
-    #[arg(long, default_value_t = 15, env = "VOLGUARD_LEASE_DURATION_SECONDS")]
-    pub lease_duration_seconds: u64,
+    #[arg(long, default_value = "15s", value_parser = duration, env = "VOLGUARD_LEASE_DURATION")]
+    pub lease_duration: std::time::Duration,
+    /// The former --lease-duration, in seconds (kept as an alias).
+    #[arg(long, hide = true, env = "VOLGUARD_LEASE_DURATION_SECONDS")]
+    pub lease_duration_seconds: Option<u64>,
     /// How often the leader renews (and followers retry).
-    #[arg(long, default_value_t = 2, env = "VOLGUARD_LEASE_RENEW_SECONDS")]
-    pub lease_renew_seconds: u64,
+    #[arg(long, default_value = "2s", value_parser = duration, env = "VOLGUARD_LEASE_RENEW")]
+    pub lease_renew: std::time::Duration,
+    /// The former --lease-renew, in seconds (kept as an alias).
+    #[arg(long, hide = true, env = "VOLGUARD_LEASE_RENEW_SECONDS")]
+    pub lease_renew_seconds: Option<u64>,
     /// The leader gives up (and stops its workers) when no renewal succeeded for this long; each
     /// renewal is cut off at it. Shorter than the lease duration, as client-go's RenewDeadline:
     /// the workers are stopped before any follower may take over.
-    #[arg(
-        long,
-        default_value_t = 10,
-        env = "VOLGUARD_LEASE_RENEW_DEADLINE_SECONDS"
-    )]
-    pub lease_renew_deadline_seconds: u64,
+    #[arg(long, default_value = "10s", value_parser = duration, env = "VOLGUARD_LEASE_RENEW_DEADLINE")]
+    pub lease_renew_deadline: std::time::Duration,
+    /// The former --lease-renew-deadline, in seconds (kept as an alias).
+    #[arg(long, hide = true, env = "VOLGUARD_LEASE_RENEW_DEADLINE_SECONDS")]
+    pub lease_renew_deadline_seconds: Option<u64>,
     /// Holder identity (default: $POD_NAME or hostname, plus the process id).
     #[arg(long, env = "VOLGUARD_IDENTITY")]
     pub identity: Option<String>,
@@ -234,11 +264,18 @@ pub struct ControllerArgs {
     /// Most terminating PVCs of one namespace released on one consistent pod LIST.
     #[arg(long, default_value_t = 100, env = "VOLGUARD_LIST_BATCH")]
     pub list_batch: usize,
-    /// Per-key retry backoff: first delay (ms) and cap (s).
-    #[arg(long, default_value_t = 200, env = "VOLGUARD_BACKOFF_BASE_MS")]
-    pub backoff_base_ms: u64,
-    #[arg(long, default_value_t = 120, env = "VOLGUARD_BACKOFF_MAX_SECONDS")]
-    pub backoff_max_seconds: u64,
+    /// Per-key retry backoff: the first delay.
+    #[arg(long, default_value = "200ms", value_parser = duration, env = "VOLGUARD_BACKOFF_BASE")]
+    pub backoff_base: std::time::Duration,
+    /// The former --backoff-base, in milliseconds (kept as an alias).
+    #[arg(long, hide = true, env = "VOLGUARD_BACKOFF_BASE_MS")]
+    pub backoff_base_ms: Option<u64>,
+    /// Per-key retry backoff: the longest delay.
+    #[arg(long, default_value = "2m", value_parser = duration, env = "VOLGUARD_BACKOFF_MAX")]
+    pub backoff_max: std::time::Duration,
+    /// The former --backoff-max, in seconds (kept as an alias).
+    #[arg(long, hide = true, env = "VOLGUARD_BACKOFF_MAX_SECONDS")]
+    pub backoff_max_seconds: Option<u64>,
     /// Export `volguard_pvc_unused_seconds` with one series per unused PVC (cardinality grows
     /// with the number of unused claims; off by default).
     #[arg(long, env = "VOLGUARD_PER_PVC_UNUSED_METRICS")]
@@ -304,9 +341,15 @@ pub struct FencingArgs {
 pub enum FenceCommand {
     /// Confirm that NODE is down (powered off, cut from its storage): the node's open incident's
     /// `manual` backend then counts it as fenced, recorded with your identity.
+    #[command(
+        after_help = "Example:\n  kubectl volguard fence confirm node-7     # after powering node-7 off"
+    )]
     Confirm(FenceConfirmArgs),
     /// A reference fence agent: an HTTPS endpoint for the `webhook` backend that runs a command
     /// per node (IPMI, a cloud API...), idempotent by incident.
+    #[command(
+        after_help = "Example:\n  volguard fence agent --tls-cert tls.crt --tls-key tls.key --fence-command='ipmitool -H $NODE-bmc power off' --unfence-command='ipmitool -H $NODE-bmc power on' --state /var/lib/fence-agent/ledger.json"
+    )]
     Agent(FenceAgentArgs),
 }
 
@@ -339,7 +382,76 @@ pub struct FenceAgentArgs {
     pub state: PathBuf,
 }
 
+/// A duration flag, or its former unit-suffixed alias when that was given.
+fn either(
+    new: std::time::Duration,
+    old: Option<u64>,
+    unit: fn(u64) -> std::time::Duration,
+) -> std::time::Duration {
+    old.map_or(new, unit)
+}
+
+impl ServeArgs {
+    pub fn tls_reload_interval(&self) -> std::time::Duration {
+        either(
+            self.tls_reload_interval,
+            self.tls_reload_interval_ms,
+            std::time::Duration::from_millis,
+        )
+    }
+    pub fn read_timeout(&self) -> std::time::Duration {
+        either(
+            self.read_timeout,
+            self.read_timeout_ms,
+            std::time::Duration::from_millis,
+        )
+    }
+    pub fn decide_timeout(&self) -> std::time::Duration {
+        either(
+            self.decide_timeout,
+            self.decide_timeout_ms,
+            std::time::Duration::from_millis,
+        )
+    }
+}
+
 impl ControllerArgs {
+    pub fn lease_duration(&self) -> std::time::Duration {
+        either(
+            self.lease_duration,
+            self.lease_duration_seconds,
+            std::time::Duration::from_secs,
+        )
+    }
+    pub fn lease_renew(&self) -> std::time::Duration {
+        either(
+            self.lease_renew,
+            self.lease_renew_seconds,
+            std::time::Duration::from_secs,
+        )
+    }
+    pub fn lease_renew_deadline(&self) -> std::time::Duration {
+        either(
+            self.lease_renew_deadline,
+            self.lease_renew_deadline_seconds,
+            std::time::Duration::from_secs,
+        )
+    }
+    pub fn backoff_base(&self) -> std::time::Duration {
+        either(
+            self.backoff_base,
+            self.backoff_base_ms,
+            std::time::Duration::from_millis,
+        )
+    }
+    pub fn backoff_max(&self) -> std::time::Duration {
+        either(
+            self.backoff_max,
+            self.backoff_max_seconds,
+            std::time::Duration::from_secs,
+        )
+    }
+
     pub fn identity(&self) -> String {
         self.identity.clone().unwrap_or_else(process_identity)
     }
@@ -387,6 +499,9 @@ pub struct ExplainArgs {
 #[derive(Debug, Subcommand)]
 pub enum ReportCommand {
     /// PVCs no pod has used, since when, and what they hold (KEP-5541 semantics).
+    #[command(
+        after_help = "Examples:\n  volguard report unused -A --older-than 1d12h\n  volguard report unused --state snapshot.yaml -o json"
+    )]
     Unused(ReportArgs),
 }
 
@@ -441,5 +556,36 @@ pub fn controller_users(given: &[String]) -> Vec<String> {
         )]
     } else {
         given.to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn controller(args: &[&str]) -> ControllerArgs {
+        let mut all = vec!["volguard", "controller"];
+        all.extend_from_slice(args);
+        match Cli::try_parse_from(all).expect("parse").command {
+            Command::Controller(a) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn durations_read_units_and_the_former_flags_still_work() {
+        let d = controller(&[]);
+        assert_eq!(d.lease_duration(), std::time::Duration::from_secs(15));
+        assert_eq!(d.backoff_base(), std::time::Duration::from_millis(200));
+        let new = controller(&["--lease-duration=1m", "--backoff-max=90s"]);
+        assert_eq!(new.lease_duration(), std::time::Duration::from_secs(60));
+        assert_eq!(new.backoff_max(), std::time::Duration::from_secs(90));
+        let old = controller(&["--lease-duration-seconds=6", "--backoff-base-ms=100"]);
+        assert_eq!(old.lease_duration(), std::time::Duration::from_secs(6));
+        assert_eq!(old.backoff_base(), std::time::Duration::from_millis(100));
+        let bad = Cli::try_parse_from(["volguard", "controller", "--lease-duration=fast"])
+            .expect_err("not a duration")
+            .to_string();
+        assert!(bad.contains("\"fast\" is not a duration like 15s"), "{bad}");
     }
 }

@@ -36,6 +36,20 @@ pub fn for_cli(e: &(dyn std::error::Error + 'static)) -> String {
             };
             return format!("Error from server ({reason}): {}", status.message);
         }
+        if let Some(crate::rules::decision::ReadError::Refused {
+            code,
+            reason,
+            message,
+            ..
+        }) = cause.downcast_ref::<crate::rules::decision::ReadError>()
+        {
+            let reason = if reason.is_empty() {
+                code.to_string()
+            } else {
+                reason.clone()
+            };
+            return format!("Error from server ({reason}): {message}");
+        }
         if let Some(nf) = cause.downcast_ref::<NotFound>() {
             return match nf.file {
                 None => format!("Error from server (NotFound): {nf}"),
@@ -205,6 +219,16 @@ mod tests {
         assert_eq!(
             for_cli(&file),
             "error: persistentvolumeclaims \"data\" not found in namespace \"team\" of state.yaml"
+        );
+        let read = anyhow::Error::from(crate::rules::decision::ReadError::Refused {
+            what: "reading PersistentVolumeClaim \"x\"".into(),
+            code: 403,
+            reason: "Forbidden".into(),
+            message: "persistentvolumeclaims \"x\" is forbidden".into(),
+        });
+        assert_eq!(
+            for_cli(read.as_ref()),
+            "Error from server (Forbidden): persistentvolumeclaims \"x\" is forbidden"
         );
         let other = anyhow::anyhow!("the cause").context("what was done");
         assert_eq!(for_cli(other.as_ref()), "error: what was done: the cause");

@@ -100,7 +100,9 @@ fn finished_pod_and_volume_and_missing_objects() {
     );
     assert!(!ok);
     assert!(
-        err.starts_with("error: persistentvolumeclaims \"nope\" not found in namespace \"shop\" of "),
+        err.starts_with(
+            "error: persistentvolumeclaims \"nope\" not found in namespace \"shop\" of "
+        ),
         "{err}"
     );
     let (ok, _, err) = run(&volguard(), &["explain", "deployment", "x", "--state", s]);
@@ -215,4 +217,49 @@ fn kubeconfig_list_is_merged_and_an_error_is_printed_once() {
         1,
         "said once: {err}"
     );
+}
+
+/// README's `kubectl volguard` sample is volguard's real output: each command of the block is run
+/// against manifests/examples/state.yaml and must print exactly what the README shows.
+#[test]
+fn readme_sample_is_real_output() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README");
+    let start = readme
+        .find("```console\n$ make install PREFIX=$HOME/.local")
+        .expect("the explain sample block");
+    let block = &readme[start + "```console\n".len()..];
+    let block = &block[..block.find("```\n").expect("end of block")];
+    let s = state();
+    let s = s.to_str().expect("path");
+    let mut checked = 0;
+    let mut lines = block.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some(cmd) = line.strip_prefix("$ kubectl volguard ") else {
+            continue;
+        };
+        let mut shown = String::new();
+        while let Some(l) = lines.peek() {
+            if l.starts_with("$ ") {
+                break;
+            }
+            shown.push_str(l);
+            shown.push('\n');
+            lines.next();
+        }
+        if shown.is_empty() {
+            continue;
+        }
+        let mut args: Vec<&str> = cmd.split_whitespace().collect();
+        args.extend(["--state", s]);
+        if args[0] == "unused" {
+            // The sample's clock, so idle times do not move.
+            args.extend(["--now", "2026-11-23T12:00:00Z"]);
+        }
+        let (ok, out, err) = run(&volguard(), &args);
+        assert!(ok, "{cmd}: {err}");
+        assert_eq!(out, shown, "README shows other output for `{cmd}`");
+        checked += 1;
+    }
+    assert!(checked >= 3, "only {checked} commands checked");
 }

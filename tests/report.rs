@@ -138,3 +138,21 @@ fn bad_flags_are_clear_errors() {
     assert!(!ok);
     assert!(err.contains("invalid label selector"), "{err}");
 }
+
+#[test]
+fn wide_and_name_outputs() {
+    let (ok, wide, err) = report(&["-o", "wide"]);
+    assert!(ok, "{err}");
+    let header = wide.lines().next().expect("header");
+    assert!(header.ends_with("RECLAIM   SINCE FROM"), "{header}");
+    assert!(wide.contains("volguard.io/unused-since"), "{wide}");
+    let (ok, names_out, err) = report(&["-o", "name"]);
+    assert!(ok, "{err}");
+    let v = json(&[]);
+    let want: String = names(&v)
+        .iter()
+        .map(|n| format!("persistentvolumeclaim/{n}\n"))
+        .collect();
+    assert_eq!(names_out, want);
+    assert!(!want.is_empty());
+}

@@ -71,8 +71,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     };
     let store = view.store.clone();
     let queue = Queue::new(Backoff {
-        base: Duration::from_millis(args.backoff_base_ms),
-        max: Duration::from_secs(args.backoff_max_seconds),
+        base: args.backoff_base(),
+        max: args.backoff_max(),
     });
     let reconciler = Arc::new(Reconciler::new(
         client.clone(),
@@ -126,9 +126,9 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(crate::cli::install_namespace),
         identity: args.identity(),
-        duration: Duration::from_secs(args.lease_duration_seconds),
-        retry: Duration::from_secs(args.lease_renew_seconds),
-        renew_deadline: Duration::from_secs(args.lease_renew_deadline_seconds),
+        duration: args.lease_duration(),
+        retry: args.lease_renew(),
+        renew_deadline: args.lease_renew_deadline(),
     };
     if args.leader_elect {
         lease.validate().map_err(anyhow::Error::msg)?;

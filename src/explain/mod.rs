@@ -210,10 +210,16 @@ pub fn build_pvc(
         let done: Vec<&BlockingPod> = blocking.iter().collect();
         format!(
             "unused{} (no running pod); finished pod(s) {} still name it and would hold a deletion: delete them first (kubectl delete pod -n {} {}), then the claim if nobody needs its data",
-            since.as_deref().map(|t| format!(" since {t}")).unwrap_or_default(),
+            since
+                .as_deref()
+                .map(|t| format!(" since {t}"))
+                .unwrap_or_default(),
             names(&done),
             m.namespace,
-            done.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(" ")
+            done.iter()
+                .map(|b| b.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
         )
     } else if let Some(t) = &since {
         format!(
@@ -353,7 +359,10 @@ pub fn table(e: &Explanation) -> String {
             out.push_str("    (no running pod)\n");
         }
         for p in running {
-            out.push_str(&format!("    {} ({} on node {})\n", p.name, p.phase, p.node));
+            out.push_str(&format!(
+                "    {} ({} on node {})\n",
+                p.name, p.phase, p.node
+            ));
         }
         if !done.is_empty() {
             out.push_str("  finished pods still naming it (they hold a deletion):\n");
@@ -372,7 +381,7 @@ pub fn table(e: &Explanation) -> String {
                     "{t} (created then; its volguard.io/unused-since predates the claim, e.g. restored from a backup)"
                 ),
                 (Some(t), _) => format!("{t} (volguard.io/unused-since)"),
-                (None, _) if e.blocking_pods.iter().any(|p| !p.finished) => "in use".into(),
+                (None, _) if e.blocking_pods.iter().any(|p| !p.finished) => "(in use)".into(),
                 (None, _) => "not yet observed (the controller marks it within a reconcile)".into(),
             }
         ));
@@ -454,7 +463,10 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
         }
     };
     let text = match args.output {
-        crate::report::render::Format::Table => table(&e),
+        crate::report::render::Format::Table | crate::report::render::Format::Wide => table(&e),
+        crate::report::render::Format::Name => {
+            format!("{}/{}\n", e.kind.to_ascii_lowercase(), e.name)
+        }
         crate::report::render::Format::Json => serde_json::to_string_pretty(&e)? + "\n",
         crate::report::render::Format::Yaml => serde_yaml::to_string(&e)?,
     };
@@ -485,7 +497,9 @@ async fn gather(
             let pv = match pvc.volume_name() {
                 Some(v) => match view.pv(v).await {
                     // A namespace's user may not read PersistentVolumes (cluster-scoped).
-                    Fact::Unknown(e) if client.is_some() && e.to_string().contains("is forbidden") => {
+                    Fact::Unknown(crate::rules::decision::ReadError::Refused {
+                        code: 403, ..
+                    }) => {
                         not_read.push("persistentvolumes (forbidden)".to_string());
                         None
                     }
@@ -505,7 +519,9 @@ async fn gather(
                 Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),
             };
             let vas = match (&pv, client) {
-                (Some(pv), Some(c)) => live::attachments(c, &pv.metadata.name, &mut not_read).await?,
+                (Some(pv), Some(c)) => {
+                    live::attachments(c, &pv.metadata.name, &mut not_read).await?
+                }
                 _ => Vec::new(),
             };
             let fences = match client {
@@ -555,7 +571,7 @@ fn found<T>(f: Fact<std::sync::Arc<T>>) -> anyhow::Result<Option<std::sync::Arc<
     match f {
         Fact::Found(t) => Ok(Some(t)),
         Fact::Missing => Ok(None),
-        Fact::Unknown(e) => Err(anyhow::anyhow!("{e}")),
+        Fact::Unknown(e) => Err(e.into()),
     }
 }
 

@@ -60,19 +60,24 @@ pub async fn run(args: crate::cli::ReportArgs) -> anyhow::Result<()> {
     let view = match (&args.state, client) {
         (Some(path), _) => state::open_once(state::Source::File(path), needs).await?,
         (None, None) => anyhow::bail!("neither a cluster nor --state to read"),
-        (None, Some(client)) => match state::open_once(state::Source::Live(client.clone()), needs.clone()).await {
-            // A namespace's user may not list PersistentVolumes (cluster-scoped): report from
-            // the claims alone, and say what is missing.
-            Err(e) if forbidden(&e) => {
-                let without = state::Needs { pvs: false, ..needs };
-                let view = state::open_once(state::Source::Live(client), without).await?;
-                eprintln!(
-                    "note: persistentvolumes were not read (forbidden): the VOLUME and RECLAIM columns are from the claims alone"
-                );
-                view
+        (None, Some(client)) => {
+            match state::open_once(state::Source::Live(client.clone()), needs.clone()).await {
+                // A namespace's user may not list PersistentVolumes (cluster-scoped): report from
+                // the claims alone, and say what is missing.
+                Err(e) if forbidden(&e) => {
+                    let without = state::Needs {
+                        pvs: false,
+                        ..needs
+                    };
+                    let view = state::open_once(state::Source::Live(client), without).await?;
+                    eprintln!(
+                        "note: persistentvolumes were not read (forbidden): the VOLUME and RECLAIM columns are from the claims alone"
+                    );
+                    view
+                }
+                r => r?,
             }
-            r => r?,
-        },
+        }
     };
     let store = view.store();
     let report = build(

@@ -6,8 +6,12 @@ use crate::model::quantity::{format_bytes, format_duration};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Table,
+    /// The table with where each "unused since" comes from.
+    Wide,
     Json,
     Yaml,
+    /// `persistentvolumeclaim/NAME` per line (for scripts: `| xargs kubectl delete -n NS`).
+    Name,
 }
 
 /// A report that cannot be written in the asked format (never seen: the report's types are plain).
@@ -23,11 +27,26 @@ pub fn render(report: &Report, format: Format) -> Result<String, RenderError> {
     match format {
         Format::Json => Ok(serde_json::to_string_pretty(report)? + "\n"),
         Format::Yaml => Ok(serde_yaml::to_string(report)?),
-        Format::Table => Ok(table(report)),
+        Format::Table => Ok(table(report, false)),
+        Format::Wide => Ok(table(report, true)),
+        Format::Name => Ok(report
+            .items
+            .iter()
+            .map(|r| format!("persistentvolumeclaim/{}\n", r.name))
+            .collect()),
     }
 }
 
-fn table(report: &Report) -> String {
+fn source(s: super::SinceSource) -> &'static str {
+    match s {
+        super::SinceSource::Condition => "Unused condition",
+        super::SinceSource::Annotation => "volguard.io/unused-since",
+        super::SinceSource::Created => "created (mark predates the claim)",
+        super::SinceSource::Unknown => "-",
+    }
+}
+
+fn table(report: &Report, wide: bool) -> String {
     let header = [
         "NAMESPACE",
         "NAME",
@@ -38,9 +57,12 @@ fn table(report: &Report) -> String {
         "VOLUME",
         "RECLAIM",
     ];
-    let mut rows: Vec<[String; 8]> = vec![header.map(str::to_string)];
+    let mut rows: Vec<Vec<String>> = vec![header.map(str::to_string).to_vec()];
+    if wide {
+        rows[0].push("SINCE FROM".into());
+    }
     for r in &report.items {
-        rows.push([
+        let mut row = vec![
             r.namespace.clone(),
             r.name.clone(),
             r.unused_since
@@ -53,9 +75,13 @@ fn table(report: &Report) -> String {
             dash(&r.storage_class),
             dash(&r.volume),
             dash(&r.reclaim_policy),
-        ]);
+        ];
+        if wide {
+            row.push(source(r.unused_since_source).to_string());
+        }
+        rows.push(row);
     }
-    let mut widths = [0usize; 8];
+    let mut widths = [0usize; 9];
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
@@ -65,7 +91,7 @@ fn table(report: &Report) -> String {
     for row in &rows {
         let line: Vec<String> = row
             .iter()
-            .zip(widths)
+            .zip(widths.iter().copied())
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
         out.push_str(line.join("   ").trim_end());

@@ -82,6 +82,15 @@ pub enum ReadError {
     Timeout { what: String },
     #[error("{what}: {message}")]
     Api { what: String, message: String },
+    /// The apiserver answered with a refusal (403 Forbidden, ...): its own words, kept whole so
+    /// a command can print them as kubectl does.
+    #[error("{what}: {message}")]
+    Refused {
+        what: String,
+        code: u16,
+        reason: String,
+        message: String,
+    },
     #[error("decoding {what}: {message}")]
     Decode { what: String, message: String },
     /// The decision's time budget ran out before this fact was read (rules.md "Deciding late").

@@ -15,7 +15,6 @@ use anyhow::Context;
 use metrics::Metrics;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 use tokio::net::TcpListener;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -27,11 +26,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tls::CertReloader::new(args.tls_cert.clone(), args.tls_key.clone(), metrics.clone())
             .context("loading the serving certificate")?;
     let tls_config = reloader.server_config()?;
-    tokio::spawn(
-        reloader
-            .clone()
-            .run(Duration::from_millis(args.tls_reload_interval_ms)),
-    );
+    tokio::spawn(reloader.clone().run(args.tls_reload_interval()));
 
     let rwo_guard = args.rwo_guard == crate::cli::RwoGuard::All;
     let (source, audit) = match args.state.as_deref() {
@@ -61,8 +56,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let app = admission_http::router(admission_http::AppState {
         admission,
         metrics: metrics.clone(),
-        decide_timeout: Duration::from_millis(args.decide_timeout_ms),
-        body_timeout: Duration::from_millis(args.read_timeout_ms),
+        decide_timeout: args.decide_timeout(),
+        body_timeout: args.read_timeout(),
         max_concurrent_requests: args.max_concurrent_requests,
         max_body_bytes_in_flight: args.max_body_bytes_in_flight,
         audit,
@@ -110,8 +105,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let limits = listener::Limits {
         max_connections: args.max_connections,
-        handshake_timeout: Duration::from_millis(args.read_timeout_ms),
-        header_read_timeout: Duration::from_millis(args.read_timeout_ms),
+        handshake_timeout: args.read_timeout(),
+        header_read_timeout: args.read_timeout(),
         ..Default::default()
     };
     let mut webhook_stop = stop_rx.clone();

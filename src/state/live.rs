@@ -462,6 +462,12 @@ fn read_error(what: String, e: kube::Error) -> ReadError {
             what,
             message: e.to_string(),
         },
+        kube::Error::Api(s) => ReadError::Refused {
+            what,
+            code: s.code,
+            reason: s.reason.clone(),
+            message: s.message.clone(),
+        },
         e => ReadError::Api {
             what,
             message: crate::error::chain(&e),

@@ -1059,12 +1059,12 @@ impl ControlPlane {
                 .args([
                     "--leader-elect",
                     "--lease-namespace=volguard-system",
-                    "--lease-duration-seconds=6",
-                    "--lease-renew-seconds=1",
-                    "--lease-renew-deadline-seconds=4",
+                    "--lease-duration=6s",
+                    "--lease-renew=1s",
+                    "--lease-renew-deadline=4s",
                 ])
                 .arg(format!("--identity={identity}"))
-                .args(["--backoff-base-ms=100", "--backoff-max-seconds=2"])
+                .args(["--backoff-base=100ms", "--backoff-max=2s"])
                 .args(&self.controller_extra),
             &d,
         );

@@ -150,7 +150,8 @@ $(CR_WEBHOOK): benches/controller-runtime/go.mod benches/controller-runtime/go.s
 	cd benches/controller-runtime && CGO_ENABLED=0 go build -trimpath -o $@ -ldflags "-s -w" .
 
 # The short chaos run in `make test` uses a fixed seed; `make chaos` picks a new one each run.
-# tests/e2e.rs and the chaos run on the first version; tests/cluster.rs and tests/partition.rs (the upstream control loops, fencing)
+# tests/e2e.rs, the chaos run and tests/install.rs (helm install, Prometheus) on the first version;
+# tests/cluster.rs and tests/partition.rs (the upstream control loops, fencing)
 # on every version, the clusters side by side.
 e2e: controlplane prometheus
 	VOLGUARD_CHAOS_SEED=$${VOLGUARD_CHAOS_SEED:-20261121} VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \

@@ -190,3 +190,63 @@ fn monitoring_component_and_warn_overlay_are_well_formed() {
         "serve"
     );
 }
+
+/// Every alert links its runbook, and the runbook has that section.
+#[test]
+fn every_alert_links_a_runbook_section_that_exists() {
+    let rules = &yaml_docs("manifests/monitoring/alerts.rules.yaml")[0];
+    let runbooks =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/runbooks.md"))
+            .expect("docs/runbooks.md");
+    let anchors: Vec<String> = runbooks
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(|h| h.trim().to_lowercase().replace(' ', "-"))
+        .collect();
+    let alerts = rules["groups"][0]["rules"].as_array().expect("rules");
+    assert!(alerts.len() >= 12);
+    for r in alerts {
+        let name = r["alert"].as_str().expect("alert");
+        let url = r["annotations"]["runbook_url"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} has no runbook_url"));
+        let anchor = url
+            .split_once("docs/runbooks.md#")
+            .map(|(_, a)| a)
+            .unwrap_or_else(|| panic!("{name}: {url} is not a docs/runbooks.md section"));
+        assert_eq!(anchor, name.to_lowercase(), "{name}: {url}");
+        assert!(
+            anchors.contains(&anchor.to_string()),
+            "docs/runbooks.md has no section {name}"
+        );
+    }
+}
+
+/// The dashboard is valid Grafana JSON whose every query reads a series volguard exports (the e2e
+/// then runs each against a real Prometheus).
+#[test]
+fn dashboard_queries_name_exported_series() {
+    let d: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/manifests/monitoring/dashboard.json"
+        ))
+        .expect("dashboard"),
+    )
+    .expect("json");
+    assert_eq!(d["uid"], "volguard");
+    let panels = d["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 15);
+    for p in panels {
+        let targets = p["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "{} has no query", p["title"]);
+        for t in targets {
+            let expr = t["expr"].as_str().expect("expr");
+            assert!(
+                expr.contains("volguard_") || expr.contains("process_") || expr.contains("up{"),
+                "{}: {expr}",
+                p["title"]
+            );
+        }
+    }
+}

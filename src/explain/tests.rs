@@ -83,7 +83,32 @@ fn terminating_claim_names_blockers_and_what_to_do() {
     assert!(e.finalizers[0].owner.contains("volguard controller"));
     let t = table(&e);
     assert!(
-        t.contains("job-1 (Succeeded on node n2; finished: delete pod job-1 to release it)"),
+        t.contains("used by:\n    web-0 (Running on node n1)\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("finished pods still naming it (they hold a deletion):\n    job-1 (Succeeded on node n2): delete pod job-1 to release it\n"),
+        "{t}"
+    );
+}
+
+/// Finished pods only: unused, in `report unused`'s sense, and said in its words.
+#[test]
+fn claim_named_only_by_finished_pods_is_unused_in_reports_words() {
+    let mut claim = pvc(false, &[PVC_FINALIZER]);
+    claim.metadata.annotations =
+        Some([(UNUSED_SINCE.to_string(), "2026-11-02T00:00:00Z".to_string())].into());
+    let done = pod("report-7", Some("n2"), "Succeeded");
+    let e = build_pvc(&claim, None, &[done], &[], &[]);
+    assert!(
+        e.next.starts_with("unused since 2026-11-02T00:00:00Z (no running pod); finished pod(s) report-7 still name it"),
+        "{}",
+        e.next
+    );
+    let t = table(&e);
+    assert!(t.contains("used by:\n    (no running pod)\n"), "{t}");
+    assert!(
+        t.contains("unused since: 2026-11-02T00:00:00Z (volguard.io/unused-since)"),
         "{t}"
     );
 }

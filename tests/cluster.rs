@@ -2600,6 +2600,249 @@ fn webhook_rollout() {
     });
 }
 
+/// How the pods of a churn round were registered with the apiserver.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Hooks {
+    /// No volguard registration at all.
+    None,
+    /// volguard's registrations (same webhooks, paths, matchConditions, failure policies,
+    /// timeouts, TLS) served by the floor binary, which answers every review "allowed".
+    Noop,
+    Volguard,
+}
+
+impl Hooks {
+    fn name(self) -> &'static str {
+        match self {
+            Hooks::None => "none",
+            Hooks::Noop => "noop",
+            Hooks::Volguard => "volguard",
+        }
+    }
+}
+
+/// Pod start latency as a client sees it: first seen (ADDED by a watch) → first seen Running,
+/// in ms, for the pods of `ns` created while `until` is not yet set.
+fn watch_pod_starts(
+    c: kube::Client,
+    ns: &str,
+) -> (
+    tokio::task::JoinHandle<()>,
+    std::sync::Arc<std::sync::Mutex<BTreeMap<String, (Instant, Option<Instant>)>>>,
+) {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<
+        String,
+        (Instant, Option<Instant>),
+    >::new()));
+    let out = seen.clone();
+    let api = Api::<Pod>::namespaced(c, ns);
+    let task = tokio::spawn(async move {
+        let mut w = watcher(api, watcher::Config::default()).boxed();
+        while let Some(ev) = w.next().await {
+            let pods = match ev {
+                Ok(watcher::Event::Apply(p)) | Ok(watcher::Event::InitApply(p)) => vec![p],
+                _ => continue,
+            };
+            let now = Instant::now();
+            let mut m = out.lock().unwrap_or_else(|e| e.into_inner());
+            for p in pods {
+                let uid = p.metadata.uid.clone().unwrap_or_default();
+                let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                let e = m.entry(uid).or_insert((now, None));
+                if running && e.1.is_none() {
+                    e.1 = Some(now);
+                }
+            }
+        }
+    });
+    (task, seen)
+}
+
+fn percentile(v: &mut [f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+/// `make bench`: the same churn (StatefulSets scaled up and down, the scheduler binding, kwok
+/// starting and deleting pods) with no webhook, with a no-op webhook registered exactly like
+/// volguard, and with volguard, rounds interleaved so that the machine's drift hits all three
+/// alike. The apiserver's own histogram gives each webhook's latency; a pod watch gives pod
+/// start latency. Figures go to target/bench/report.json (`apiserver.side_by_side`).
+async fn s_side_by_side(cp: &mut ControlPlane, ns: &str, sets: usize, replicas: i32, rounds: usize) {
+    let floor_bin = std::env::var("VOLGUARD_BENCH_FLOOR")
+        .expect("VOLGUARD_BENCH_FLOOR (the floor example) is set by `make bench`");
+    let d = cp.dir.path().to_path_buf();
+    let floor_port = harness::free_port();
+    let _floor = harness::Proc::spawn(
+        "floor (no-op webhook)",
+        std::process::Command::new(floor_bin)
+            .arg("--listen")
+            .arg(format!("0.0.0.0:{floor_port}"))
+            .arg("--tls-cert")
+            .arg(d.join("webhook-certs/tls.crt"))
+            .arg("--tls-key")
+            .arg(d.join("webhook-certs/tls.key")),
+        &d,
+    );
+    let volguard_port = cp.webhook_port;
+    let c = cp.admin().await;
+    let api = Api::<StatefulSet>::namespaced(c.clone(), ns);
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    for s in 0..sets {
+        api.create(
+            &PostParams::default(),
+            &statefulset(&format!("sbs-{s}"), 0, json!({"whenScaled": "Retain", "whenDeleted": "Delete"})),
+        )
+        .await
+        .expect("statefulset");
+    }
+    let (watch, seen) = watch_pod_starts(c.clone(), ns);
+    let want = sets * replicas as usize;
+    let mut buckets: BTreeMap<&str, Buckets> = BTreeMap::new();
+    let mut starts: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut rejected: BTreeMap<String, f64> = BTreeMap::new();
+    let modes = [Hooks::None, Hooks::Noop, Hooks::Volguard];
+    for round in 0..rounds {
+        for mode in modes {
+            match mode {
+                Hooks::None => cp.unregister_webhooks().await,
+                Hooks::Noop => cp.route_webhooks_to(floor_port).await,
+                Hooks::Volguard => cp.route_webhooks_to(volguard_port).await,
+            }
+            seen.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            let before = apiserver_metrics(&c).await;
+            for s in 0..sets {
+                api.patch(&format!("sbs-{s}"), &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": replicas}})))
+                    .await
+                    .expect("scale up");
+            }
+            cp.eventually(&format!("round {round} ({}): {want} pods running", mode.name()), Duration::from_secs(300), || {
+                let pods = pods.clone();
+                async move {
+                    let n = pods.list(&ListParams::default()).await.ok()?.items.iter()
+                        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                            && p.metadata.deletion_timestamp.is_none())
+                        .count();
+                    (n >= want).then_some(())
+                }
+            })
+            .await;
+            // The watch may trail the LIST a little.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let after = apiserver_metrics(&c).await;
+            let (b0, _) = webhook_series(&before);
+            let (b1, r1) = webhook_series(&after);
+            let (_, r0) = webhook_series(&before);
+            let acc = buckets.entry(mode.name()).or_default();
+            for (name, series) in b1 {
+                for (le, n) in series {
+                    let delta = n - b0.get(&name).and_then(|s| s.get(&le)).copied().unwrap_or(0.0);
+                    *acc.entry(name.clone()).or_default().entry(le).or_default() += delta;
+                }
+            }
+            for (k, v) in r1 {
+                let delta = v - r0.get(&k).copied().unwrap_or(0.0);
+                if delta > 0.0 {
+                    *rejected.entry(format!("{} {k}", mode.name())).or_default() += delta;
+                }
+            }
+            let m = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            starts.entry(mode.name()).or_default().extend(
+                m.values().filter_map(|(a, r)| r.map(|r| r.duration_since(*a).as_secs_f64() * 1e3)),
+            );
+            for s in 0..sets {
+                api.patch(&format!("sbs-{s}"), &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 0}})))
+                    .await
+                    .expect("scale down");
+            }
+            cp.eventually(&format!("round {round} ({}): pods gone", mode.name()), Duration::from_secs(300), || {
+                let pods = pods.clone();
+                async move { pods.list(&ListParams::default()).await.ok()?.items.is_empty().then_some(()) }
+            })
+            .await;
+        }
+    }
+    watch.abort();
+    cp.route_webhooks_to(volguard_port).await;
+    // Per webhook: the no-op's and volguard's p50/p99 as the apiserver measured them.
+    let (noop, _) = latencies(&buckets.get("noop").cloned().unwrap_or_default(), BTreeMap::new());
+    let (vg, _) = latencies(&buckets.get("volguard").cloned().unwrap_or_default(), BTreeMap::new());
+    assert!(
+        buckets.get("none").is_none_or(|b| b.values().all(|s| s.values().last().copied().unwrap_or(0.0) == 0.0)),
+        "with no registration the apiserver still called a volguard webhook"
+    );
+    println!(
+        "side-by-side: {} churn rounds of {want} pods per mode (none / no-op webhook / volguard), interleaved",
+        rounds
+    );
+    println!(
+        "{:<34} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "webhook (apiserver's histogram)", "calls", "noop p50", "noop p99", "vg p50", "vg p99", "p50 ×", "p99 ×"
+    );
+    let mut per_webhook = serde_json::Map::new();
+    for v in &vg {
+        let Some(n) = noop.iter().find(|n| n.webhook == v.webhook) else {
+            continue;
+        };
+        let (r50, r99) = (v.p50 / n.p50.max(1e-9), v.p99 / n.p99.max(1e-9));
+        println!(
+            "{:<34} {:>7.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.2}",
+            v.webhook, v.count, n.p50, n.p99, v.p50, v.p99, r50, r99
+        );
+        per_webhook.insert(
+            v.webhook.clone(),
+            json!({"calls": v.count, "noop_p50_ms": n.p50, "noop_p99_ms": n.p99, "volguard_p50_ms": v.p50,
+                   "volguard_p99_ms": v.p99, "p50_ratio": r50, "p99_ratio": r99}),
+        );
+    }
+    let mut pod_start = serde_json::Map::new();
+    let none_p = {
+        let mut v = starts.get("none").cloned().unwrap_or_default();
+        (percentile(&mut v, 0.5), percentile(&mut v, 0.99))
+    };
+    println!("{:<34} {:>7} {:>9} {:>9} {:>11} {:>11}", "pod start (create → Running)", "pods", "p50 ms", "p99 ms", "p50 ×none", "p99 ×none");
+    for mode in modes {
+        let mut v = starts.get(mode.name()).cloned().unwrap_or_default();
+        let n = v.len();
+        let (p50, p99) = (percentile(&mut v, 0.5), percentile(&mut v, 0.99));
+        let (r50, r99) = (p50 / none_p.0.max(1e-9), p99 / none_p.1.max(1e-9));
+        println!("{:<34} {:>7} {:>9.1} {:>9.1} {:>11.2} {:>11.2}", mode.name(), n, p50, p99, r50, r99);
+        pod_start.insert(
+            mode.name().to_string(),
+            json!({"pods": n, "p50_ms": p50, "p99_ms": p99, "p50_ratio_vs_none": r50, "p99_ratio_vs_none": r99}),
+        );
+        assert!(n >= want * rounds / 2, "{}: only {n} pod starts observed", mode.name());
+    }
+    println!("call errors and refusals by mode, webhook and type: {rejected:?}");
+    // Merged into the report `cargo bench` wrote (or a new one).
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench/report.json");
+    let mut report: serde_json::Value = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| json!({}));
+    report["apiserver"]["side_by_side"] = json!({
+        "rounds": rounds, "pods_per_round": want,
+        "webhooks": per_webhook, "pod_start": pod_start,
+    });
+    std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json")).expect("write report");
+    println!("wrote {} (apiserver.side_by_side)", path.display());
+}
+
+/// `make bench`: none / no-op / volguard side by side (`--exact apiserver_side_by_side`).
+#[test]
+#[ignore = "needs the control plane and the floor example: make bench"]
+fn apiserver_side_by_side() {
+    scenario("apiserver-side-by-side", |s| {
+        Box::pin(s_side_by_side(&mut s.cp, "sbs", 10, 10, 3))
+    });
+}
+
 /// The apiserver's own latency figures for volguard's webhooks under churn (`make bench` runs
 /// this one alone: `cargo test --test cluster -- --ignored --exact apiserver_latency`).
 #[test]

@@ -793,6 +793,18 @@ impl ControlPlane {
         self.register_webhooks().await;
     }
 
+    /// Remove volguard's webhook registrations and wait until the apiserver stops calling.
+    pub async fn unregister_webhooks(&mut self) {
+        let client = self.admin().await;
+        let _ = Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .delete("volguard-mutating", &Default::default())
+            .await;
+        let _ = Api::<ValidatingWebhookConfiguration>::all(client)
+            .delete("volguard-validating", &Default::default())
+            .await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+
     pub fn stop_webhook(&mut self) {
         if let Some(mut p) = self.serve.take() {
             p.kill();

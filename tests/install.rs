@@ -434,6 +434,14 @@ fn helm_install_into_another_namespace() {
                 }
             }
             assert!(!webhook_configs_text(&configs).contains("volguard-system"));
+            let conditions: usize = configs
+                .iter()
+                .flat_map(|c| c["webhooks"].as_array().cloned().unwrap_or_default())
+                .map(|w| w["matchConditions"].as_array().map_or(0, Vec::len))
+                .sum();
+            println!(
+                "matchConditions after cainjector injected the CA: {conditions} (cainjector before 1.12 erases them; README: cert-manager)"
+            );
             // The chart's pod is where the apiserver sends requests: its IP is this machine's.
             let pods = Api::<Pod>::namespaced(c.clone(), NS)
                 .list(&ListParams::default().labels("app.kubernetes.io/name=volguard-webhook"))

@@ -2673,7 +2673,13 @@ fn percentile(v: &mut [f64], q: f64) -> f64 {
 /// volguard, and with volguard, rounds interleaved so that the machine's drift hits all three
 /// alike. The apiserver's own histogram gives each webhook's latency; a pod watch gives pod
 /// start latency. Figures go to target/bench/report.json (`apiserver.side_by_side`).
-async fn s_side_by_side(cp: &mut ControlPlane, ns: &str, sets: usize, replicas: i32, rounds: usize) {
+async fn s_side_by_side(
+    cp: &mut ControlPlane,
+    ns: &str,
+    sets: usize,
+    replicas: i32,
+    rounds: usize,
+) {
     let floor_bin = std::env::var("VOLGUARD_BENCH_FLOOR")
         .expect("VOLGUARD_BENCH_FLOOR (the floor example) is set by `make bench`");
     let d = cp.dir.path().to_path_buf();
@@ -2696,7 +2702,11 @@ async fn s_side_by_side(cp: &mut ControlPlane, ns: &str, sets: usize, replicas: 
     for s in 0..sets {
         api.create(
             &PostParams::default(),
-            &statefulset(&format!("sbs-{s}"), 0, json!({"whenScaled": "Retain", "whenDeleted": "Delete"})),
+            &statefulset(
+                &format!("sbs-{s}"),
+                0,
+                json!({"whenScaled": "Retain", "whenDeleted": "Delete"}),
+            ),
         )
         .await
         .expect("statefulset");
@@ -2717,20 +2727,36 @@ async fn s_side_by_side(cp: &mut ControlPlane, ns: &str, sets: usize, replicas: 
             seen.lock().unwrap_or_else(|e| e.into_inner()).clear();
             let before = apiserver_metrics(&c).await;
             for s in 0..sets {
-                api.patch(&format!("sbs-{s}"), &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": replicas}})))
-                    .await
-                    .expect("scale up");
+                api.patch(
+                    &format!("sbs-{s}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+                )
+                .await
+                .expect("scale up");
             }
-            cp.eventually(&format!("round {round} ({}): {want} pods running", mode.name()), Duration::from_secs(300), || {
-                let pods = pods.clone();
-                async move {
-                    let n = pods.list(&ListParams::default()).await.ok()?.items.iter()
-                        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                            && p.metadata.deletion_timestamp.is_none())
-                        .count();
-                    (n >= want).then_some(())
-                }
-            })
+            cp.eventually(
+                &format!("round {round} ({}): {want} pods running", mode.name()),
+                Duration::from_secs(300),
+                || {
+                    let pods = pods.clone();
+                    async move {
+                        let n = pods
+                            .list(&ListParams::default())
+                            .await
+                            .ok()?
+                            .items
+                            .iter()
+                            .filter(|p| {
+                                p.status.as_ref().and_then(|s| s.phase.as_deref())
+                                    == Some("Running")
+                                    && p.metadata.deletion_timestamp.is_none()
+                            })
+                            .count();
+                        (n >= want).then_some(())
+                    }
+                },
+            )
             .await;
             // The watch may trail the LIST a little.
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -2741,7 +2767,11 @@ async fn s_side_by_side(cp: &mut ControlPlane, ns: &str, sets: usize, replicas: 
             let acc = buckets.entry(mode.name()).or_default();
             for (name, series) in b1 {
                 for (le, n) in series {
-                    let delta = n - b0.get(&name).and_then(|s| s.get(&le)).copied().unwrap_or(0.0);
+                    let delta = n - b0
+                        .get(&name)
+                        .and_then(|s| s.get(&le))
+                        .copied()
+                        .unwrap_or(0.0);
                     *acc.entry(name.clone()).or_default().entry(le).or_default() += delta;
                 }
             }
@@ -2753,27 +2783,54 @@ async fn s_side_by_side(cp: &mut ControlPlane, ns: &str, sets: usize, replicas: 
             }
             let m = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
             starts.entry(mode.name()).or_default().extend(
-                m.values().filter_map(|(a, r)| r.map(|r| r.duration_since(*a).as_secs_f64() * 1e3)),
+                m.values()
+                    .filter_map(|(a, r)| r.map(|r| r.duration_since(*a).as_secs_f64() * 1e3)),
             );
             for s in 0..sets {
-                api.patch(&format!("sbs-{s}"), &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 0}})))
-                    .await
-                    .expect("scale down");
+                api.patch(
+                    &format!("sbs-{s}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"replicas": 0}})),
+                )
+                .await
+                .expect("scale down");
             }
-            cp.eventually(&format!("round {round} ({}): pods gone", mode.name()), Duration::from_secs(300), || {
-                let pods = pods.clone();
-                async move { pods.list(&ListParams::default()).await.ok()?.items.is_empty().then_some(()) }
-            })
+            cp.eventually(
+                &format!("round {round} ({}): pods gone", mode.name()),
+                Duration::from_secs(300),
+                || {
+                    let pods = pods.clone();
+                    async move {
+                        pods.list(&ListParams::default())
+                            .await
+                            .ok()?
+                            .items
+                            .is_empty()
+                            .then_some(())
+                    }
+                },
+            )
             .await;
         }
     }
     watch.abort();
     cp.route_webhooks_to(volguard_port).await;
     // Per webhook: the no-op's and volguard's p50/p99 as the apiserver measured them.
-    let (noop, _) = latencies(&buckets.get("noop").cloned().unwrap_or_default(), BTreeMap::new());
-    let (vg, _) = latencies(&buckets.get("volguard").cloned().unwrap_or_default(), BTreeMap::new());
+    let (noop, _) = latencies(
+        &buckets.get("noop").cloned().unwrap_or_default(),
+        BTreeMap::new(),
+    );
+    let (vg, _) = latencies(
+        &buckets.get("volguard").cloned().unwrap_or_default(),
+        BTreeMap::new(),
+    );
     assert!(
-        buckets.get("none").is_none_or(|b| b.values().all(|s| s.values().last().copied().unwrap_or(0.0) == 0.0)),
+        buckets.get("none").is_none_or(|b| b.values().all(|s| s
+            .values()
+            .last()
+            .copied()
+            .unwrap_or(0.0)
+            == 0.0)),
         "with no registration the apiserver still called a volguard webhook"
     );
     println!(
@@ -2782,7 +2839,14 @@ async fn s_side_by_side(cp: &mut ControlPlane, ns: &str, sets: usize, replicas: 
     );
     println!(
         "{:<34} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
-        "webhook (apiserver's histogram)", "calls", "noop p50", "noop p99", "vg p50", "vg p99", "p50 ×", "p99 ×"
+        "webhook (apiserver's histogram)",
+        "calls",
+        "noop p50",
+        "noop p99",
+        "vg p50",
+        "vg p99",
+        "p50 ×",
+        "p99 ×"
     );
     let mut per_webhook = serde_json::Map::new();
     for v in &vg {
@@ -2805,18 +2869,33 @@ async fn s_side_by_side(cp: &mut ControlPlane, ns: &str, sets: usize, replicas: 
         let mut v = starts.get("none").cloned().unwrap_or_default();
         (percentile(&mut v, 0.5), percentile(&mut v, 0.99))
     };
-    println!("{:<34} {:>7} {:>9} {:>9} {:>11} {:>11}", "pod start (create → Running)", "pods", "p50 ms", "p99 ms", "p50 ×none", "p99 ×none");
+    println!(
+        "{:<34} {:>7} {:>9} {:>9} {:>11} {:>11}",
+        "pod start (create → Running)", "pods", "p50 ms", "p99 ms", "p50 ×none", "p99 ×none"
+    );
     for mode in modes {
         let mut v = starts.get(mode.name()).cloned().unwrap_or_default();
         let n = v.len();
         let (p50, p99) = (percentile(&mut v, 0.5), percentile(&mut v, 0.99));
         let (r50, r99) = (p50 / none_p.0.max(1e-9), p99 / none_p.1.max(1e-9));
-        println!("{:<34} {:>7} {:>9.1} {:>9.1} {:>11.2} {:>11.2}", mode.name(), n, p50, p99, r50, r99);
+        println!(
+            "{:<34} {:>7} {:>9.1} {:>9.1} {:>11.2} {:>11.2}",
+            mode.name(),
+            n,
+            p50,
+            p99,
+            r50,
+            r99
+        );
         pod_start.insert(
             mode.name().to_string(),
             json!({"pods": n, "p50_ms": p50, "p99_ms": p99, "p50_ratio_vs_none": r50, "p99_ratio_vs_none": r99}),
         );
-        assert!(n >= want * rounds / 2, "{}: only {n} pod starts observed", mode.name());
+        assert!(
+            n >= want * rounds / 2,
+            "{}: only {n} pod starts observed",
+            mode.name()
+        );
     }
     println!("call errors and refusals by mode, webhook and type: {rejected:?}");
     // Merged into the report `cargo bench` wrote (or a new one).
@@ -2830,7 +2909,8 @@ async fn s_side_by_side(cp: &mut ControlPlane, ns: &str, sets: usize, replicas: 
         "webhooks": per_webhook, "pod_start": pod_start,
     });
     std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
-    std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json")).expect("write report");
+    std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json"))
+        .expect("write report");
     println!("wrote {} (apiserver.side_by_side)", path.display());
 }
 

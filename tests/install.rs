@@ -155,6 +155,21 @@ impl Shared {
         );
     }
 
+    /// `helm upgrade --reuse-values --set VALUE`, then the webhook restarted with the
+    /// Deployment's new args, as its rollout would.
+    async fn upgrade(&mut self, value: &str) {
+        let mut args = vec![
+            "upgrade".to_string(),
+            RELEASE.into(),
+            chart().display().to_string(),
+        ];
+        args.extend(self.install_args());
+        args.extend(["--reuse-values".to_string(), "--set".into(), value.into()]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.helm(&refs);
+        self.start_serve().await;
+    }
+
     /// The args the chart's Deployment gives `container`, with the Secret's files where this
     /// process finds them.
     async fn rendered_args(&self, deployment: &str) -> Vec<String> {
@@ -571,18 +586,7 @@ fn refusals_and_warnings_are_events() {
             .await;
             // Warn mode through the chart: helm upgrade, the webhook restarted with the
             // Deployment's new args (as the rollout would), the force delete let through.
-            let mut args = vec![
-                "upgrade".to_string(),
-                RELEASE.into(),
-                chart().display().to_string(),
-            ];
-            args.extend(s.install_args());
-            args.extend(
-                ["--reuse-values", "--set", "enforcement=force-delete=warn"].map(String::from),
-            );
-            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-            s.helm(&refs);
-            s.start_serve().await;
+            s.upgrade("enforcement=force-delete=warn").await;
             running_pod_with_claim(s, "audit", "db-1").await;
             pods.delete("db-1", &force())
                 .await
@@ -600,16 +604,7 @@ fn refusals_and_warnings_are_events() {
             println!(
                 "warn mode (helm upgrade --set enforcement=force-delete=warn): force delete allowed, WouldDeny Event recorded"
             );
-            let mut args = vec![
-                "upgrade".to_string(),
-                RELEASE.into(),
-                chart().display().to_string(),
-            ];
-            args.extend(s.install_args());
-            args.extend(["--reuse-values", "--set", "enforcement=deny"].map(String::from));
-            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-            s.helm(&refs);
-            s.start_serve().await;
+            s.upgrade("enforcement=deny").await;
         })
     });
 }

@@ -172,13 +172,9 @@ pub fn build_pvc(
             let mut parts = Vec::new();
             if !done.is_empty() {
                 parts.push(format!(
-                    "delete finished pod(s) {} (kubectl delete pod -n {} {})",
+                    "delete finished pod(s) {} ({})",
                     names(&done),
-                    m.namespace,
-                    done.iter()
-                        .map(|b| b.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(" ")
+                    delete_command(&m.namespace, &done)
                 ));
             }
             if !running.is_empty() {
@@ -209,17 +205,13 @@ pub fn build_pvc(
         // pods still name the claim (and would hold a deletion).
         let done: Vec<&BlockingPod> = blocking.iter().collect();
         format!(
-            "unused{} (no running pod); finished pod(s) {} still name it and would hold a deletion: delete them first (kubectl delete pod -n {} {}), then the claim if nobody needs its data",
+            "unused{} (no running pod); finished pod(s) {} still name it and would hold a deletion: delete them first ({}), then the claim if nobody needs its data",
             since
                 .as_deref()
                 .map(|t| format!(" since {t}"))
                 .unwrap_or_default(),
             names(&done),
-            m.namespace,
-            done.iter()
-                .map(|b| b.name.as_str())
-                .collect::<Vec<_>>()
-                .join(" ")
+            delete_command(&m.namespace, &done)
         )
     } else if let Some(t) = &since {
         format!(
@@ -316,6 +308,12 @@ pub fn build_pv(pv: &Pv, claim: Option<&Pvc>, vas: &[Attachment]) -> Explanation
         not_read: Vec::new(),
         next,
     }
+}
+
+/// `kubectl delete pod -n NS A B`.
+fn delete_command(namespace: &str, pods: &[&BlockingPod]) -> String {
+    let names: Vec<&str> = pods.iter().map(|b| b.name.as_str()).collect();
+    format!("kubectl delete pod -n {namespace} {}", names.join(" "))
 }
 
 fn names(pods: &[&BlockingPod]) -> String {

@@ -2623,19 +2623,13 @@ impl Hooks {
 
 /// Pod start latency as a client sees it: first seen (ADDED by a watch) → first seen Running,
 /// in ms, for the pods of `ns` created while `until` is not yet set.
-fn watch_pod_starts(
-    c: kube::Client,
-    ns: &str,
-) -> (
-    tokio::task::JoinHandle<()>,
-    std::sync::Arc<std::sync::Mutex<BTreeMap<String, (Instant, Option<Instant>)>>>,
-) {
+/// Per pod uid: when it was first seen, and when first seen Running.
+type PodStarts = std::sync::Arc<std::sync::Mutex<BTreeMap<String, (Instant, Option<Instant>)>>>;
+
+fn watch_pod_starts(c: kube::Client, ns: &str) -> (tokio::task::JoinHandle<()>, PodStarts) {
     use futures::StreamExt;
     use kube::runtime::watcher;
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<
-        String,
-        (Instant, Option<Instant>),
-    >::new()));
+    let seen = PodStarts::default();
     let out = seen.clone();
     let api = Api::<Pod>::namespaced(c, ns);
     let task = tokio::spawn(async move {

@@ -172,7 +172,7 @@ bench: controlplane $(CR_WEBHOOK)
 	@echo "== as kube-apiserver $(K8S_VERSION) measures it: no webhook / a no-op webhook registered like volguard / volguard (release build) =="
 	VOLGUARD_BENCH_FLOOR=$(CURDIR)/target/release/examples/floor VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
 	  $(CARGO) test --locked --release --test cluster -- --ignored --exact apiserver_side_by_side --nocapture 2>&1 | \
-	  sed -n '/^side-by-side:/,/^wrote/p; /^scenario apiserver-side-by-side/p; /^kube-apiserver/p'
+	  sed -n '/^side-by-side:/,/^wrote/p; /^scenario apiserver-side-by-side/p; /^kube-apiserver/p; /panicked/,+2p'
 
 
 # Instructions per admission request, volguard against the floor, in process (needs valgrind).

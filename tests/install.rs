@@ -414,10 +414,12 @@ fn helm_install_into_another_namespace() {
                 !manifest.contains("volguard-system"),
                 "the release names volguard-system"
             );
+            let list: Value = serde_json::from_str(&s.helm(&["list", "-n", NS, "-o", "json"]))
+                .expect("list json");
             println!(
-                "helm status: {} (chart {}), {} objects, none naming volguard-system",
+                "helm status: {}, chart {}, {} objects, none naming volguard-system",
                 status["info"]["status"],
-                status["chart"]["metadata"]["version"],
+                list[0]["chart"],
                 manifest.matches("\nkind: ").count() + 1
             );
             let c = s.cp.admin().await;

@@ -1444,6 +1444,49 @@ async fn rollout_churn(
 
 /// Churn pods with claims through StatefulSets (`rounds` × `sets` × `replicas` pod creations)
 /// and print the apiserver's own view of volguard's webhooks.
+/// Scale the StatefulSets `{prefix}-0..sets` to `replicas`, then wait until `replicas × sets` of
+/// their pods run (or, at 0, until none is left).
+async fn scale_all(
+    cp: &ControlPlane,
+    api: &Api<StatefulSet>,
+    pods: &Api<Pod>,
+    prefix: &str,
+    sets: usize,
+    replicas: i32,
+    what: &str,
+) {
+    for s in 0..sets {
+        api.patch(
+            &format!("{prefix}-{s}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .expect("scale");
+    }
+    let want = sets * replicas as usize;
+    cp.eventually(what, Duration::from_secs(300), || {
+        let pods = pods.clone();
+        async move {
+            let items = pods.list(&ListParams::default()).await.ok()?.items;
+            let running = items
+                .iter()
+                .filter(|p| {
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                        && p.metadata.deletion_timestamp.is_none()
+                })
+                .count();
+            let done = if replicas == 0 {
+                items.is_empty()
+            } else {
+                running >= want
+            };
+            done.then_some(())
+        }
+    })
+    .await;
+}
+
 async fn s_apiserver_latency(
     cp: &ControlPlane,
     ns: &str,
@@ -1470,62 +1513,10 @@ async fn s_apiserver_latency(
     }
     let want = sets * replicas as usize;
     for round in 0..rounds {
-        for s in 0..sets {
-            api.patch(
-                &format!("churn-{s}"),
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"replicas": replicas}})),
-            )
-            .await
-            .expect("scale up");
-        }
-        cp.eventually(
-            &format!("round {round}: {want} pods running"),
-            Duration::from_secs(300),
-            || {
-                let pods = pods.clone();
-                async move {
-                    let n = pods
-                        .list(&ListParams::default())
-                        .await
-                        .ok()?
-                        .items
-                        .iter()
-                        .filter(|p| {
-                            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                                && p.metadata.deletion_timestamp.is_none()
-                        })
-                        .count();
-                    (n >= want).then_some(())
-                }
-            },
-        )
-        .await;
-        for s in 0..sets {
-            api.patch(
-                &format!("churn-{s}"),
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"replicas": 0}})),
-            )
-            .await
-            .expect("scale down");
-        }
-        cp.eventually(
-            &format!("round {round}: pods gone"),
-            Duration::from_secs(300),
-            || {
-                let pods = pods.clone();
-                async move {
-                    pods.list(&ListParams::default())
-                        .await
-                        .ok()?
-                        .items
-                        .is_empty()
-                        .then_some(())
-                }
-            },
-        )
-        .await;
+        let up = format!("round {round}: {want} pods running");
+        scale_all(cp, &api, &pods, "churn", sets, replicas, &up).await;
+        let down = format!("round {round}: pods gone");
+        scale_all(cp, &api, &pods, "churn", sets, 0, &down).await;
     }
     // Counters since the churn began (earlier scenarios refuse and fail calls on purpose).
     let (lat, rejections) = webhook_figures(&before, &apiserver_metrics(&c).await);
@@ -2711,51 +2702,17 @@ async fn s_side_by_side(
     // A round not measured: the StatefulSets' claims are created and provisioned once (they are
     // retained across scale-downs), so no mode's first round pays for them.
     cp.route_webhooks_to(volguard_port).await;
-    for s in 0..sets {
-        api.patch(
-            &format!("sbs-{s}"),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
-        )
-        .await
-        .expect("scale up");
-    }
-    cp.eventually("warm-up: pods running", Duration::from_secs(300), || {
-        let pods = pods.clone();
-        async move {
-            let n = pods
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .iter()
-                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-                .count();
-            (n >= want).then_some(())
-        }
-    })
+    scale_all(
+        cp,
+        &api,
+        &pods,
+        "sbs",
+        sets,
+        replicas,
+        "warm-up: pods running",
+    )
     .await;
-    for s in 0..sets {
-        api.patch(
-            &format!("sbs-{s}"),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 0}})),
-        )
-        .await
-        .expect("scale down");
-    }
-    cp.eventually("warm-up: pods gone", Duration::from_secs(300), || {
-        let pods = pods.clone();
-        async move {
-            pods.list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .is_empty()
-                .then_some(())
-        }
-    })
-    .await;
+    scale_all(cp, &api, &pods, "sbs", sets, 0, "warm-up: pods gone").await;
     let mut buckets: BTreeMap<&str, Buckets> = BTreeMap::new();
     let mut starts: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut rejected: BTreeMap<String, f64> = BTreeMap::new();
@@ -2769,38 +2726,8 @@ async fn s_side_by_side(
             }
             seen.lock().unwrap_or_else(|e| e.into_inner()).clear();
             let before = apiserver_metrics(&c).await;
-            for s in 0..sets {
-                api.patch(
-                    &format!("sbs-{s}"),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"replicas": replicas}})),
-                )
-                .await
-                .expect("scale up");
-            }
-            cp.eventually(
-                &format!("round {round} ({}): {want} pods running", mode.name()),
-                Duration::from_secs(300),
-                || {
-                    let pods = pods.clone();
-                    async move {
-                        let n = pods
-                            .list(&ListParams::default())
-                            .await
-                            .ok()?
-                            .items
-                            .iter()
-                            .filter(|p| {
-                                p.status.as_ref().and_then(|s| s.phase.as_deref())
-                                    == Some("Running")
-                                    && p.metadata.deletion_timestamp.is_none()
-                            })
-                            .count();
-                        (n >= want).then_some(())
-                    }
-                },
-            )
-            .await;
+            let up = format!("round {round} ({}): {want} pods running", mode.name());
+            scale_all(cp, &api, &pods, "sbs", sets, replicas, &up).await;
             // The watch may trail the LIST a little.
             tokio::time::sleep(Duration::from_millis(500)).await;
             let after = apiserver_metrics(&c).await;
@@ -2829,31 +2756,8 @@ async fn s_side_by_side(
                 m.values()
                     .filter_map(|(a, r)| r.map(|r| r.duration_since(*a).as_secs_f64() * 1e3)),
             );
-            for s in 0..sets {
-                api.patch(
-                    &format!("sbs-{s}"),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"replicas": 0}})),
-                )
-                .await
-                .expect("scale down");
-            }
-            cp.eventually(
-                &format!("round {round} ({}): pods gone", mode.name()),
-                Duration::from_secs(300),
-                || {
-                    let pods = pods.clone();
-                    async move {
-                        pods.list(&ListParams::default())
-                            .await
-                            .ok()?
-                            .items
-                            .is_empty()
-                            .then_some(())
-                    }
-                },
-            )
-            .await;
+            let down = format!("round {round} ({}): pods gone", mode.name());
+            scale_all(cp, &api, &pods, "sbs", sets, 0, &down).await;
         }
     }
     watch.abort();

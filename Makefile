@@ -36,7 +36,7 @@ STATE ?= manifests/examples/state.yaml
 E2E_ENV = VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts chart prometheus install fuzz fuzz-check bench profile chaos test unit lint e2e controlplane clean help
+.PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts chart prometheus install fuzz fuzz-check bench bench-scale profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -45,6 +45,7 @@ help:
 	@echo "make test     lint, unit + fixture tests, end-to-end tests on a real control plane"
 	@echo "make e2e      end-to-end tests only (builds kube-apiserver/etcd/kcm once into .cache/)"
 	@echo "make bench    benchmarks (table + target/bench/report.json)"
+	@echo "make bench-scale  volguard on 100, 300 and 1,000 kwok nodes (table, scale.json, scale.png)"
 	@echo "make profile  instructions per admission request, volguard vs floor (callgrind)"
 
 build:
@@ -174,6 +175,20 @@ bench: controlplane $(CR_WEBHOOK)
 	  $(CARGO) test --locked --release --test cluster -- --ignored --exact apiserver_side_by_side --nocapture 2>&1 | \
 	  sed -n '/^side-by-side:/,/^wrote/p; /^scenario apiserver-side-by-side/p; /^kube-apiserver/p; /panicked/,+2p'
 
+
+# volguard on a cluster of real size (not in `make test`: about half an hour): one kwok plays
+# 100, then 300, then 1,000 nodes with ten StatefulSet pods each, every pod with its own RWO claim.
+# Table on stdout, target/bench/scale.json and target/bench/scale.png (text in DejaVu Sans).
+SCALE_NODES ?= 100,300,1000
+PLOT_FONT := /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
+bench-scale: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) $(KWOK_DIR)/.built $(CM_DIR)/.built $(PLOT_FONT)
+	$(CARGO) build --locked --release --example floor
+	VOLGUARD_SCALE_NODES=$(SCALE_NODES) VOLGUARD_PLOT_FONT=$(PLOT_FONT) VOLGUARD_BENCH_FLOOR=$(CURDIR)/target/release/examples/floor \
+	  VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
+	  $(CARGO) test --locked --release --test scale -- --ignored --nocapture
+
+$(PLOT_FONT):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-dejavu-core >/dev/null
 
 # Instructions per admission request, volguard against the floor, in process (needs valgrind).
 profile:

@@ -6,7 +6,9 @@
 
 mod support;
 
+use support::apiserver::*;
 use support::shared::{Body, dumping};
+use support::workload::*;
 use support::{harness, objects};
 
 use harness::{ControlPlane, Profile};
@@ -22,50 +24,6 @@ use std::time::{Duration, Instant};
 const LONG: Duration = Duration::from_secs(120);
 
 // ---------------------------------------------------------------- objects
-
-/// The default StorageClass: kube-controller-manager's hostPath provisioner (test clusters only)
-/// creates a PV for each claim and deletes it with the claim.
-async fn storage_class(c: &kube::Client) {
-    use k8s_openapi::api::storage::v1::StorageClass;
-    let sc: StorageClass = serde_json::from_value(json!({
-        "metadata": {"name": "e2e-hostpath",
-                     "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
-        "provisioner": "kubernetes.io/host-path", "reclaimPolicy": "Delete",
-        "volumeBindingMode": "Immediate"
-    }))
-    .expect("storage class");
-    Api::<StorageClass>::all(c.clone())
-        .create(&PostParams::default(), &sc)
-        .await
-        .expect("create storage class");
-}
-
-fn pod_template(app: &str, claim_volume: serde_json::Value) -> serde_json::Value {
-    json!({"metadata": {"labels": {"app": app}},
-           "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1",
-                                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
-                    "terminationGracePeriodSeconds": 5,
-                    "volumes": [claim_volume]}})
-}
-
-/// A StatefulSet with a `data` volumeClaimTemplate (RWO, default class), pods started in parallel.
-fn statefulset(name: &str, replicas: i32, retention: serde_json::Value) -> StatefulSet {
-    let mut template = pod_template(name, json!(null));
-    template["spec"]
-        .as_object_mut()
-        .expect("spec")
-        .remove("volumes");
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
-                 "selector": {"matchLabels": {"app": name}},
-                 "persistentVolumeClaimRetentionPolicy": retention,
-                 "template": template,
-                 "volumeClaimTemplates": [{"metadata": {"name": "data"},
-                     "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}
-    }))
-    .expect("statefulset")
-}
 
 /// A claim of the default class (provisioned and bound by kube-controller-manager).
 async fn claim(cp: &ControlPlane, ns: &str, name: &str) {
@@ -1180,119 +1138,6 @@ async fn s_unused_condition(cp: &mut ControlPlane, ns: &str, minor: u32) {
 }
 
 /// The apiserver's own `/metrics`.
-async fn apiserver_metrics(c: &kube::Client) -> String {
-    let req = http::Request::get("/metrics")
-        .body(Vec::new())
-        .expect("req");
-    c.request_text(req).await.expect("apiserver metrics")
-}
-
-/// Percentiles of one webhook's admission latency from the apiserver's own histogram.
-struct Latency {
-    webhook: String,
-    count: f64,
-    p50: f64,
-    p99: f64,
-}
-
-/// `apiserver_admission_webhook_admission_duration_seconds` per volguard webhook (p50/p99 by
-/// linear interpolation in the buckets, as Prometheus' histogram_quantile does) and
-/// `apiserver_admission_webhook_rejection_count` by error type, as the apiserver measured them.
-/// Only what happened between the two scrapes `before` and `after` counts.
-fn webhook_figures(before: &str, after: &str) -> (Vec<Latency>, BTreeMap<String, f64>) {
-    let (b0, r0) = webhook_series(before);
-    let (mut buckets, mut rejections) = webhook_series(after);
-    for (name, series) in buckets.iter_mut() {
-        for (le, n) in series.iter_mut() {
-            *n -= b0.get(name).and_then(|s| s.get(le)).copied().unwrap_or(0.0);
-        }
-    }
-    for (k, v) in rejections.iter_mut() {
-        *v -= r0.get(k).copied().unwrap_or(0.0);
-    }
-    rejections.retain(|_, v| *v > 0.0);
-    buckets.retain(|_, s| s.values().last().copied().unwrap_or(0.0) > 0.0);
-    latencies(&buckets, rejections)
-}
-
-type Buckets = BTreeMap<String, BTreeMap<u64, f64>>;
-
-/// volguard's webhooks' histogram buckets (by upper bound in µs) and rejection counters.
-fn webhook_series(metrics: &str) -> (Buckets, BTreeMap<String, f64>) {
-    let label = |line: &str, key: &str| -> Option<String> {
-        let start = line.find(&format!("{key}=\""))? + key.len() + 2;
-        let end = line[start..].find('"')? + start;
-        Some(line[start..end].to_string())
-    };
-    let value = |line: &str| line.rsplit(' ').next()?.parse::<f64>().ok();
-    let mut buckets = Buckets::new();
-    let mut rejections = BTreeMap::new();
-    for line in metrics.lines() {
-        if line.starts_with("apiserver_admission_webhook_admission_duration_seconds_bucket{") {
-            let (Some(name), Some(le), Some(v)) =
-                (label(line, "name"), label(line, "le"), value(line))
-            else {
-                continue;
-            };
-            if !name.ends_with("volguard.io") {
-                continue;
-            }
-            let le_us = if le == "+Inf" {
-                u64::MAX
-            } else {
-                (le.parse::<f64>().unwrap_or(0.0) * 1e6) as u64
-            };
-            *buckets.entry(name).or_default().entry(le_us).or_default() += v;
-        } else if line.starts_with("apiserver_admission_webhook_rejection_count{") {
-            let (Some(name), Some(kind), Some(v)) =
-                (label(line, "name"), label(line, "error_type"), value(line))
-            else {
-                continue;
-            };
-            if name.ends_with("volguard.io") {
-                *rejections.entry(format!("{name} {kind}")).or_default() += v;
-            }
-        }
-    }
-    (buckets, rejections)
-}
-
-fn latencies(
-    buckets: &Buckets,
-    rejections: BTreeMap<String, f64>,
-) -> (Vec<Latency>, BTreeMap<String, f64>) {
-    let quantile = |b: &BTreeMap<u64, f64>, q: f64| -> f64 {
-        let total = b.values().last().copied().unwrap_or(0.0);
-        let rank = q * total;
-        let (mut prev_le, mut prev_n) = (0u64, 0.0);
-        for (&le, &n) in b {
-            if n >= rank {
-                if le == u64::MAX {
-                    return prev_le as f64 / 1e3;
-                }
-                let frac = if n > prev_n {
-                    (rank - prev_n) / (n - prev_n)
-                } else {
-                    0.0
-                };
-                return (prev_le as f64 + frac * (le - prev_le) as f64) / 1e3;
-            }
-            (prev_le, prev_n) = (le, n);
-        }
-        0.0
-    };
-    let lat = buckets
-        .iter()
-        .map(|(w, b)| Latency {
-            webhook: w.clone(),
-            count: b.values().last().copied().unwrap_or(0.0),
-            p50: quantile(b, 0.5),
-            p99: quantile(b, 0.99),
-        })
-        .collect();
-    (lat, rejections)
-}
-
 /// `apiserver_admission_webhook_fail_open_count` summed over volguard's webhooks.
 fn fail_opens(metrics: &str) -> f64 {
     metrics
@@ -1444,49 +1289,6 @@ async fn rollout_churn(
 
 /// Churn pods with claims through StatefulSets (`rounds` × `sets` × `replicas` pod creations)
 /// and print the apiserver's own view of volguard's webhooks.
-/// Scale the StatefulSets `{prefix}-0..sets` to `replicas`, then wait until `replicas × sets` of
-/// their pods run (or, at 0, until none is left).
-async fn scale_all(
-    cp: &ControlPlane,
-    api: &Api<StatefulSet>,
-    pods: &Api<Pod>,
-    prefix: &str,
-    sets: usize,
-    replicas: i32,
-    what: &str,
-) {
-    for s in 0..sets {
-        api.patch(
-            &format!("{prefix}-{s}"),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
-        )
-        .await
-        .expect("scale");
-    }
-    let want = sets * replicas as usize;
-    cp.eventually(what, Duration::from_secs(300), || {
-        let pods = pods.clone();
-        async move {
-            let items = pods.list(&ListParams::default()).await.ok()?.items;
-            let running = items
-                .iter()
-                .filter(|p| {
-                    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                        && p.metadata.deletion_timestamp.is_none()
-                })
-                .count();
-            let done = if replicas == 0 {
-                items.is_empty()
-            } else {
-                running >= want
-            };
-            done.then_some(())
-        }
-    })
-    .await;
-}
-
 async fn s_apiserver_latency(
     cp: &ControlPlane,
     ns: &str,
@@ -2382,7 +2184,7 @@ async fn start_cluster() -> Shared {
     );
     cp.start_controller("replica-a").await;
     let c = cp.admin().await;
-    storage_class(&c).await;
+    default_storage_class(&c).await;
     for n in ["kwok-1", "kwok-2"] {
         cp.kwok_node(n).await;
     }
@@ -2592,27 +2394,6 @@ fn webhook_rollout() {
     });
 }
 
-/// How the pods of a churn round were registered with the apiserver.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Hooks {
-    /// No volguard registration at all.
-    None,
-    /// volguard's registrations (same webhooks, paths, matchConditions, failure policies,
-    /// timeouts, TLS) served by the floor binary, which answers every review "allowed".
-    Noop,
-    Volguard,
-}
-
-impl Hooks {
-    fn name(self) -> &'static str {
-        match self {
-            Hooks::None => "none",
-            Hooks::Noop => "noop",
-            Hooks::Volguard => "volguard",
-        }
-    }
-}
-
 /// Pod start latency as a client sees it: first seen (ADDED by a watch) → first seen Running,
 /// in ms, for the pods of `ns` created while `until` is not yet set.
 /// Per pod uid: when it was first seen, and when first seen Running.
@@ -2646,14 +2427,6 @@ fn watch_pod_starts(c: kube::Client, ns: &str) -> (tokio::task::JoinHandle<()>, 
     (task, seen)
 }
 
-fn percentile(v: &mut [f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
-}
-
 /// `make bench`: the same churn (StatefulSets scaled up and down, the scheduler binding, kwok
 /// starting and deleting pods) with no webhook, with a no-op webhook registered exactly like
 /// volguard, and with volguard, rounds interleaved so that the machine's drift hits all three
@@ -2666,21 +2439,7 @@ async fn s_side_by_side(
     replicas: i32,
     rounds: usize,
 ) {
-    let floor_bin = std::env::var("VOLGUARD_BENCH_FLOOR")
-        .expect("VOLGUARD_BENCH_FLOOR (the floor example) is set by `make bench`");
-    let d = cp.dir.path().to_path_buf();
-    let floor_port = harness::free_port();
-    let _floor = harness::Proc::spawn(
-        "floor (no-op webhook)",
-        std::process::Command::new(floor_bin)
-            .arg("--listen")
-            .arg(format!("0.0.0.0:{floor_port}"))
-            .arg("--tls-cert")
-            .arg(d.join("webhook-certs/tls.crt"))
-            .arg("--tls-key")
-            .arg(d.join("webhook-certs/tls.key")),
-        &d,
-    );
+    let (_floor, floor_port) = cp.spawn_floor();
     let volguard_port = cp.webhook_port;
     let c = cp.admin().await;
     let api = Api::<StatefulSet>::namespaced(c.clone(), ns);
@@ -2719,11 +2478,7 @@ async fn s_side_by_side(
     let modes = [Hooks::None, Hooks::Noop, Hooks::Volguard];
     for round in 0..rounds {
         for mode in modes {
-            match mode {
-                Hooks::None => cp.unregister_webhooks().await,
-                Hooks::Noop => cp.route_webhooks_to(floor_port).await,
-                Hooks::Volguard => cp.route_webhooks_to(volguard_port).await,
-            }
+            mode.register(cp, floor_port, volguard_port).await;
             seen.lock().unwrap_or_else(|e| e.into_inner()).clear();
             let before = apiserver_metrics(&c).await;
             let up = format!("round {round} ({}): {want} pods running", mode.name());
@@ -2731,20 +2486,9 @@ async fn s_side_by_side(
             // The watch may trail the LIST a little.
             tokio::time::sleep(Duration::from_millis(500)).await;
             let after = apiserver_metrics(&c).await;
-            let (b0, _) = webhook_series(&before);
-            let (b1, r1) = webhook_series(&after);
+            add_delta(buckets.entry(mode.name()).or_default(), &before, &after);
             let (_, r0) = webhook_series(&before);
-            let acc = buckets.entry(mode.name()).or_default();
-            for (name, series) in b1 {
-                for (le, n) in series {
-                    let delta = n - b0
-                        .get(&name)
-                        .and_then(|s| s.get(&le))
-                        .copied()
-                        .unwrap_or(0.0);
-                    *acc.entry(name.clone()).or_default().entry(le).or_default() += delta;
-                }
-            }
+            let (_, r1) = webhook_series(&after);
             for (k, v) in r1 {
                 let delta = v - r0.get(&k).copied().unwrap_or(0.0);
                 if delta > 0.0 {

@@ -10,7 +10,7 @@ use base64::Engine;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
@@ -33,7 +33,15 @@ pub enum Profile {
     /// so pod status, node leases and final deletes reach the apiserver (and volguard) as a real
     /// kubelet's do.
     Cluster,
+    /// As `Cluster`, sized for thousands of nodes and pods (`make bench-scale`): the controllers'
+    /// and the scheduler's client limits raised (as large clusters run them), the node monitor at
+    /// its default grace period, and nodes played by one kwok for all (`kwok_fleet`).
+    Scale,
 }
+
+/// Client limits of kube-controller-manager and kube-scheduler in the `Scale` profile: their
+/// defaults (20 and 50 requests per second) would make the bench measure their rate limiters.
+pub const SCALE_CLIENT: [&str; 2] = ["--kube-api-qps=500", "--kube-api-burst=1000"];
 
 /// What a Service's endpoints and kube-proxy do for the webhook's replicas, on one loopback port:
 /// each new connection goes to the next backend in turn; established ones stay where they are
@@ -404,8 +412,12 @@ impl ControlPlane {
         match profile {
             Profile::BesideUpstream => cp.start_kcm().await,
             Profile::Cluster => {
-                cp.start_kcm_all();
-                cp.start_scheduler();
+                cp.start_kcm_all(&["--node-monitor-grace-period=16s"]);
+                cp.start_scheduler(&[]);
+            }
+            Profile::Scale => {
+                cp.start_kcm_all(&SCALE_CLIENT);
+                cp.start_scheduler(&SCALE_CLIENT);
             }
             Profile::Standalone => {}
         }
@@ -474,32 +486,38 @@ impl ControlPlane {
     }
 
     /// kube-controller-manager with its default controllers, each under its own ServiceAccount
-    /// (`--use-service-account-credentials`), as a real cluster runs it. A node whose lease is not
-    /// renewed for 16 s is NotReady (50 s by default; shorter keeps the node scenarios quick).
-    fn start_kcm_all(&mut self) {
+    /// (`--use-service-account-credentials`), as a real cluster runs it, plus `extra` flags (the
+    /// cluster profile's node scenarios mark a node NotReady after 16 s instead of 50 s). A
+    /// running one is stopped first.
+    pub fn start_kcm_all(&mut self, extra: &[&str]) {
+        if let Some(mut old) = self.kcm.take() {
+            old.kill();
+        }
         let d = self.dir.path().to_path_buf();
+        let mut args: Vec<String> = vec![
+            "--controllers=*".into(),
+            // The in-tree hostPath provisioner (test clusters only) gives claims real PVs.
+            "--enable-hostpath-provisioner=true".into(),
+            "--use-service-account-credentials=true".into(),
+            format!(
+                "--service-account-private-key-file={}",
+                d.join("sa.key").display()
+            ),
+            format!("--root-ca-file={}", d.join("ca.crt").display()),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
         self.kcm = Some(self.component(
             "kube-controller-manager",
             "system:kube-controller-manager",
-            &[
-                "--controllers=*".into(),
-                "--node-monitor-grace-period=16s".into(),
-                // The in-tree hostPath provisioner (test clusters only) gives claims real PVs.
-                "--enable-hostpath-provisioner=true".into(),
-                "--use-service-account-credentials=true".into(),
-                format!(
-                    "--service-account-private-key-file={}",
-                    d.join("sa.key").display()
-                ),
-                format!("--root-ca-file={}", d.join("ca.crt").display()),
-            ],
+            &args,
         ));
     }
 
     /// kube-scheduler as `system:kube-scheduler` (its bootstrap RBAC).
-    fn start_scheduler(&mut self) {
-        self.scheduler =
-            Some(self.component("kube-scheduler", "system:kube-scheduler", &["-v=2".into()]));
+    fn start_scheduler(&mut self, extra: &[&str]) {
+        let mut args = vec!["-v=2".to_string()];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        self.scheduler = Some(self.component("kube-scheduler", "system:kube-scheduler", &args));
     }
 
     /// A Node played by its own kwok, authenticated as the node's kubelet: kwok reports it Ready,
@@ -517,31 +535,8 @@ impl ControlPlane {
     /// As `kwok_node`, with the node's InternalIP (kwok gives a hostNetwork pod its node's IP).
     pub async fn kwok_node_at(&mut self, name: &str, ip: &str) {
         use k8s_openapi::api::core::v1::Node;
-        let d = self.dir.path().to_path_buf();
-        let stages = made("VOLGUARD_KWOK_DIR").join("stages");
-        let config = d.join("kwok-stages.yaml");
-        if !config.exists() {
-            let mut files: Vec<_> = std::fs::read_dir(&stages)
-                .unwrap_or_else(|e| panic!("{}: {e}", stages.display()))
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .collect();
-            files.sort();
-            let docs: Vec<String> = files
-                .iter()
-                .map(|f| std::fs::read_to_string(f).expect("stage"))
-                .collect();
-            assert!(!docs.is_empty(), "no kwok stages in {}", stages.display());
-            std::fs::write(&config, docs.join("\n---\n")).expect("write stages");
-        }
-        let node: Node = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "type": "kwok"}},
-            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
-                       "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
-                       // Both kinds, or kwok's node-initialize stage replaces the list.
-                       "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}]}
-        }))
-        .expect("node");
+        self.kwok_stages("kwok-stages.yaml", "");
+        let node = kwok_node_object(name, ip, &[]);
         let admin = self.admin().await;
         if self.kwoks.is_empty() {
             kwok_startup_grant(&admin).await;
@@ -572,6 +567,119 @@ impl ControlPlane {
                         .any(|c| c.type_ == "Ready" && c.status == "True");
                     let tainted = n.spec.and_then(|s| s.taints).is_some_and(|t| !t.is_empty());
                     (ready && !tainted).then_some(())
+                }
+            },
+        )
+        .await;
+    }
+
+    /// kwok's configuration `file` in the cluster's directory: the stages `make e2e` copied from
+    /// kwok's module, then `extra` documents. Written once.
+    fn kwok_stages(&self, file: &str, extra: &str) -> PathBuf {
+        let config = self.dir.path().join(file);
+        if !config.exists() {
+            let stages = made("VOLGUARD_KWOK_DIR").join("stages");
+            let mut files: Vec<_> = std::fs::read_dir(&stages)
+                .unwrap_or_else(|e| panic!("{}: {e}", stages.display()))
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .collect();
+            files.sort();
+            let mut docs: Vec<String> = files
+                .iter()
+                .map(|f| std::fs::read_to_string(f).expect("stage"))
+                .collect();
+            assert!(!docs.is_empty(), "no kwok stages in {}", stages.display());
+            if !extra.is_empty() {
+                docs.push(extra.to_string());
+            }
+            std::fs::write(&config, docs.join("\n---\n")).expect("write stages");
+        }
+        config
+    }
+
+    /// One kwok that plays every node labelled `volguard.io/kwok-fleet=true` (`fleet_nodes`), as
+    /// kwok runs thousands of nodes on one machine: it reports them Ready, renews their Leases
+    /// (40 s, the kubelet's default) and runs their pods through the same stages as `kwok_node`.
+    /// One process cannot hold each node's kubelet identity, so it acts as the user `kwok-fleet`
+    /// (cluster admin): a webhook in front of it must allow-list that user for the final force
+    /// deletes a kubelet makes (`--force-delete-allow-user=kwok-fleet`).
+    pub fn spawn_kwok_fleet(&mut self) {
+        let d = self.dir.path().to_path_buf();
+        let kc = self.kubeconfig_file("kwok-fleet", "kwok-fleet", &["system:masters"]);
+        let config = self.kwok_stages(
+            "kwok-fleet.yaml",
+            "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  \
+             podPlayStageParallelism: 16\n  nodePlayStageParallelism: 8\n  nodeLeaseParallelism: 16\n",
+        );
+        let p = Proc::spawn(
+            "kwok-fleet",
+            Command::new(made("VOLGUARD_KWOK_DIR").join("kwok"))
+                .arg(format!("--kubeconfig={}", kc.display()))
+                .arg(format!("--config={}", config.display()))
+                .arg("--manage-nodes-with-label-selector=volguard.io/kwok-fleet=true")
+                .arg("--node-lease-duration-seconds=40")
+                .arg("--cidr=10.128.0.0/9"),
+            &d,
+        );
+        self.kwoks.push(("fleet".to_string(), p));
+    }
+
+    /// Create the nodes `names` for the kwok fleet (16 at a time) and wait until all are Ready
+    /// and untainted.
+    pub async fn fleet_nodes(&self, names: &[String]) {
+        use futures::StreamExt;
+        use k8s_openapi::api::core::v1::Node;
+        let nodes = Api::<Node>::all(self.admin().await);
+        let created: Vec<_> = futures::stream::iter(names.iter().enumerate())
+            .map(|(i, name)| {
+                let nodes = nodes.clone();
+                // 10.0.0.0/9 holds 8 Mi addresses: one per node, never the pods' range.
+                let ip = format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256);
+                async move {
+                    let node = kwok_node_object(name, &ip, &[("volguard.io/kwok-fleet", "true")]);
+                    nodes.create(&PostParams::default(), &node).await
+                }
+            })
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        for r in created {
+            r.expect("create fleet node");
+        }
+        let want: std::collections::BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        self.eventually(
+            &format!("{} fleet nodes Ready and untainted", names.len()),
+            Duration::from_secs(600),
+            || {
+                let nodes = nodes.clone();
+                let want = want.clone();
+                async move {
+                    let list = nodes
+                        .list(&ListParams::default().labels("volguard.io/kwok-fleet=true"))
+                        .await
+                        .ok()?;
+                    let ready = list
+                        .items
+                        .iter()
+                        .filter(|n| want.contains(n.metadata.name.as_deref().unwrap_or_default()))
+                        .filter(|n| {
+                            let ready = n
+                                .status
+                                .as_ref()
+                                .and_then(|s| s.conditions.as_ref())
+                                .is_some_and(|c| {
+                                    c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                                });
+                            let tainted = n
+                                .spec
+                                .as_ref()
+                                .and_then(|s| s.taints.as_ref())
+                                .is_some_and(|t| !t.is_empty());
+                            ready && !tainted
+                        })
+                        .count();
+                    (ready == want.len()).then_some(())
                 }
             },
         )
@@ -785,6 +893,27 @@ impl ControlPlane {
             panic!("volguard serve not ready: {e}\n{}", serve.tail());
         }
         (serve, probe)
+    }
+
+    /// The no-op webhook of `make bench` (the floor example, `VOLGUARD_BENCH_FLOOR`): it answers
+    /// every review "allowed", with volguard's serving certificate, on its own port.
+    pub fn spawn_floor(&self) -> (Proc, u16) {
+        let floor_bin = std::env::var("VOLGUARD_BENCH_FLOOR")
+            .expect("VOLGUARD_BENCH_FLOOR (the floor example) is set by `make bench`");
+        let d = self.dir.path().to_path_buf();
+        let port = free_port();
+        let p = Proc::spawn(
+            "floor (no-op webhook)",
+            Command::new(floor_bin)
+                .arg("--listen")
+                .arg(format!("0.0.0.0:{port}"))
+                .arg("--tls-cert")
+                .arg(d.join("webhook-certs/tls.crt"))
+                .arg("--tls-key")
+                .arg(d.join("webhook-certs/tls.key")),
+            &d,
+        );
+        (p, port)
     }
 
     /// Point every webhook at `port` (the URL the apiserver dials) and wait until it does.
@@ -1150,6 +1279,26 @@ impl ControlPlane {
         }
         out
     }
+}
+
+/// A Node as kwok's node-initialize stage expects it: 8 CPUs, 32 Gi, 110 pods, its address.
+fn kwok_node_object(
+    name: &str,
+    ip: &str,
+    labels: &[(&str, &str)],
+) -> k8s_openapi::api::core::v1::Node {
+    let mut l = serde_json::json!({"kubernetes.io/hostname": name, "type": "kwok"});
+    for (k, v) in labels {
+        l[*k] = serde_json::json!(v);
+    }
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": l},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                   "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                   // Both kinds, or kwok's node-initialize stage replaces the list.
+                   "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}]}
+    }))
+    .expect("node")
 }
 
 /// What kwok needs beyond a kubelet's rights, and nothing that writes: its start-up probe lists

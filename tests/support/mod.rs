@@ -4,6 +4,8 @@
 //! write; what volguard's metrics say. A test file uses it with `mod support;`.
 #![allow(dead_code)]
 
+pub mod apiserver;
 pub mod harness;
 pub mod objects;
 pub mod shared;
+pub mod workload;

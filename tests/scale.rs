@@ -1,0 +1,832 @@
+//! `make bench-scale`: volguard on a cluster of real size. One cluster (kube-apiserver and etcd,
+//! kube-controller-manager with every controller, kube-scheduler) grows to 100, 300 and 1,000
+//! kwok nodes with ten pods each; every pod has its own ReadWriteOnce claim from a StatefulSet's
+//! volumeClaimTemplate, provisioned by kcm's hostPath provisioner, scheduled by the real
+//! scheduler (through volguard's RWO lock) and started by kwok. At each size it measures
+//! `volguard serve` and `volguard controller`: RSS and CPU per 1,000 cached objects, time to
+//! ready from a cold start, and the apiserver's own p50/p99 for each volguard webhook against a
+//! no-op webhook registered exactly like it. At the largest size half the pods go and their
+//! claims are deleted: half released by kube-controller-manager's pvc-protection controller
+//! alone, half by volguard's controller alone.
+//!
+//! Prints a table; writes target/bench/scale.json and target/bench/scale.png. It measures and
+//! prints; only a broken run (a workload that never converges) fails. Sizes:
+//! `VOLGUARD_SCALE_NODES` (default `100,300,1000`), `VOLGUARD_SCALE_PODS_PER_NODE` (10).
+
+mod support;
+
+use support::apiserver::*;
+use support::harness::{self, ControlPlane, Profile};
+use support::objects::namespace;
+use support::workload::*;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// Pods per StatefulSet; a size's pods are a whole number of sets.
+const PER_SET: usize = 100;
+const NS: &str = "scale";
+/// The churn measured per size: 5 StatefulSets of 20 pods, up and down, per mode and round.
+const CHURN_SETS: usize = 5;
+const CHURN_REPLICAS: i32 = 20;
+const CHURN_ROUNDS: usize = 2;
+/// One identity plays every node's kubelet (`ControlPlane::spawn_kwok_fleet`).
+const FLEET_USER: &str = "--force-delete-allow-user=kwok-fleet";
+
+fn env_list(var: &str, default: &str) -> Vec<usize> {
+    let text = std::env::var(var).unwrap_or_else(|_| default.to_string());
+    text.split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .unwrap_or_else(|e| panic!("{var}={text}: {s:?} is not a count: {e}"))
+        })
+        .collect()
+}
+
+/// What /proc says of one process.
+#[derive(Clone, Copy, Default)]
+struct ProcStat {
+    rss_bytes: u64,
+    cpu_seconds: f64,
+}
+
+fn proc_stat(pid: u32) -> ProcStat {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    // utime and stime are fields 14 and 15 of /proc/PID/stat, the 12th and 13th after the
+    // command name's closing parenthesis.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let ticks: f64 = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|v| v.parse::<f64>().ok())
+                .sum()
+        })
+        .unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ProcStat {
+        rss_bytes: rss_kib * 1024,
+        cpu_seconds: ticks / hz,
+    }
+}
+
+/// The objects volguard's caches hold: pods, claims, volumes and nodes, cluster-wide.
+#[derive(Clone, Copy, Default, Debug)]
+struct Objects {
+    pods: usize,
+    pvcs: usize,
+    pvs: usize,
+    nodes: usize,
+}
+
+impl Objects {
+    fn total(&self) -> usize {
+        self.pods + self.pvcs + self.pvs + self.nodes
+    }
+}
+
+async fn count_objects(c: &kube::Client) -> Objects {
+    let lp = ListParams::default().match_any();
+    Objects {
+        pods: Api::<Pod>::all(c.clone())
+            .list_metadata(&lp)
+            .await
+            .expect("pods")
+            .items
+            .len(),
+        pvcs: Api::<PersistentVolumeClaim>::all(c.clone())
+            .list_metadata(&lp)
+            .await
+            .expect("claims")
+            .items
+            .len(),
+        pvs: Api::<PersistentVolume>::all(c.clone())
+            .list_metadata(&lp)
+            .await
+            .expect("volumes")
+            .items
+            .len(),
+        nodes: Api::<Node>::all(c.clone())
+            .list_metadata(&lp)
+            .await
+            .expect("nodes")
+            .items
+            .len(),
+    }
+}
+
+/// Poll `f` every 2 s (lists of thousands of objects are not free) until it returns Some,
+/// printing `what` and the last progress figure every 30 s; fail after `within`.
+async fn converge<F, Fut>(cp: &ControlPlane, what: &str, within: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let started = Instant::now();
+    let mut said = Instant::now();
+    loop {
+        match f().await {
+            Ok(()) => return,
+            Err(progress) => {
+                if started.elapsed() > within {
+                    panic!(
+                        "{what}: not reached in {within:?} ({progress})\n{}",
+                        cp.logs()
+                    );
+                }
+                if said.elapsed() > Duration::from_secs(30) {
+                    println!(
+                        "  … {what}: {progress} after {:.0}s",
+                        started.elapsed().as_secs_f64()
+                    );
+                    said = Instant::now();
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Pods of `NS` that run (`Running`, not deleted) and pods of `NS` in all.
+async fn pod_counts(pods: &Api<Pod>) -> Option<(usize, usize)> {
+    let all = pods
+        .list_metadata(&ListParams::default().match_any())
+        .await
+        .ok()?
+        .items;
+    let running = pods
+        .list_metadata(
+            &ListParams::default()
+                .match_any()
+                .fields("status.phase=Running"),
+        )
+        .await
+        .ok()?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .count();
+    Some((running, all.len()))
+}
+
+/// Grow the cluster to `nodes` fleet nodes and `sets` StatefulSets of `PER_SET` pods each, and
+/// wait until all of those pods run.
+async fn grow(cp: &ControlPlane, have: (usize, usize), nodes: usize, sets: usize) {
+    let names: Vec<String> = (have.0..nodes).map(|i| format!("fleet-{i:04}")).collect();
+    cp.fleet_nodes(&names).await;
+    let c = cp.admin().await;
+    let api = Api::<StatefulSet>::namespaced(c.clone(), NS);
+    for s in have.1..sets {
+        api.create(
+            &PostParams::default(),
+            &statefulset(
+                &format!("scale-{s}"),
+                PER_SET as i32,
+                json!({"whenScaled": "Retain", "whenDeleted": "Delete"}),
+            ),
+        )
+        .await
+        .expect("statefulset");
+    }
+    let pods = Api::<Pod>::namespaced(c, NS);
+    let want = sets * PER_SET;
+    converge(
+        cp,
+        &format!("{want} pods running"),
+        Duration::from_secs(3600),
+        || {
+            let pods = pods.clone();
+            async move {
+                let (running, all) = pod_counts(&pods).await.ok_or("list failed")?;
+                if running >= want {
+                    Ok(())
+                } else {
+                    Err(format!("{running} running of {all}"))
+                }
+            }
+        },
+    )
+    .await;
+}
+
+/// A webhook's latency beside the no-op's, as the apiserver measured them at one size.
+struct Compared {
+    webhook: String,
+    calls: f64,
+    noop: (f64, f64),
+    volguard: (f64, f64),
+}
+
+/// The churn of `make bench`'s side-by-side, at this cluster's size: `CHURN_ROUNDS` rounds, each
+/// with the no-op webhook and then volguard registered, of `CHURN_SETS` StatefulSets scaled up to
+/// `CHURN_REPLICAS` and down again.
+async fn compare_webhooks(cp: &mut ControlPlane, floor: u16, volguard: u16) -> Vec<Compared> {
+    let c = cp.admin().await;
+    let api = Api::<StatefulSet>::namespaced(c.clone(), "churn");
+    let pods = Api::<Pod>::namespaced(c.clone(), "churn");
+    let want = CHURN_SETS * CHURN_REPLICAS as usize;
+    let mut buckets: BTreeMap<&str, Buckets> = BTreeMap::new();
+    for round in 0..CHURN_ROUNDS {
+        for mode in [Hooks::Noop, Hooks::Volguard] {
+            mode.register(cp, floor, volguard).await;
+            let before = apiserver_metrics(&c).await;
+            let up = format!("churn round {round} ({}): {want} pods", mode.name());
+            scale_all(cp, &api, &pods, "churn", CHURN_SETS, CHURN_REPLICAS, &up).await;
+            let after = apiserver_metrics(&c).await;
+            add_delta(buckets.entry(mode.name()).or_default(), &before, &after);
+            let down = format!("churn round {round} ({}): pods gone", mode.name());
+            scale_all(cp, &api, &pods, "churn", CHURN_SETS, 0, &down).await;
+        }
+    }
+    cp.route_webhooks_to(volguard).await;
+    let (noop, _) = latencies(&buckets.remove("noop").unwrap_or_default(), BTreeMap::new());
+    let (vg, _) = latencies(
+        &buckets.remove("volguard").unwrap_or_default(),
+        BTreeMap::new(),
+    );
+    vg.into_iter()
+        .filter(|v| v.count > 0.0)
+        .filter_map(|v| {
+            let n = noop.iter().find(|n| n.webhook == v.webhook)?;
+            Some(Compared {
+                webhook: v.webhook.clone(),
+                calls: v.count,
+                noop: (n.p50, n.p99),
+                volguard: (v.p50, v.p99),
+            })
+        })
+        .collect()
+}
+
+/// What one process costs at one size.
+struct Cost {
+    rss: u64,
+    cold_rss: u64,
+    cpu_per_1000: f64,
+    ready_seconds: f64,
+}
+
+/// One size's figures.
+struct Row {
+    nodes: usize,
+    objects: Objects,
+    grow_seconds: f64,
+    serve: Cost,
+    controller: Cost,
+    webhooks: Vec<Compared>,
+}
+
+/// A second `volguard serve` started cold against the cluster: seconds until ready (its caches
+/// synced) and its RSS then.
+async fn cold_serve(cp: &mut ControlPlane, nodes: usize) -> (f64, u64) {
+    let started = Instant::now();
+    let (mut p, _) = cp
+        .spawn_serve(
+            &format!("volguard-serve-cold-{nodes}"),
+            harness::free_port(),
+            &[FLEET_USER],
+        )
+        .await;
+    let ready = started.elapsed().as_secs_f64();
+    let rss = proc_stat(p.child.id()).rss_bytes;
+    p.kill();
+    (ready, rss)
+}
+
+/// A standby `volguard controller` started cold: seconds until ready (its caches synced; ready
+/// does not wait for the lease) and its RSS then.
+async fn cold_controller(cp: &mut ControlPlane, nodes: usize) -> (f64, u64) {
+    let started = Instant::now();
+    let i = cp.start_controller(&format!("cold-{nodes}")).await;
+    let ready = started.elapsed().as_secs_f64();
+    let mut p = cp.controllers.remove(i);
+    cp.controller_probes.remove(i);
+    let rss = proc_stat(p.child.id()).rss_bytes;
+    p.kill();
+    (ready, rss)
+}
+
+/// Delete the claims `names` of `NS` (32 requests at a time) and return the seconds from the
+/// first delete until every one is gone (its finalizer released).
+async fn release(cp: &ControlPlane, names: &[String]) -> f64 {
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(cp.admin().await, NS);
+    let started = Instant::now();
+    let errors: Vec<_> = futures::stream::iter(names)
+        .map(|n| {
+            let pvcs = pvcs.clone();
+            async move { pvcs.delete(n, &DeleteParams::default()).await.err() }
+        })
+        .buffer_unordered(32)
+        .filter_map(|e| async move { e })
+        .collect()
+        .await;
+    assert!(errors.is_empty(), "deleting claims: {errors:?}");
+    let want: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    converge(
+        cp,
+        &format!("{} claims released", names.len()),
+        Duration::from_secs(1800),
+        || {
+            let pvcs = pvcs.clone();
+            let want = want.clone();
+            async move {
+                let left = pvcs
+                    .list_metadata(&ListParams::default().match_any())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items
+                    .into_iter()
+                    .filter(|p| want.contains(p.metadata.name.as_deref().unwrap_or_default()))
+                    .count();
+                if left == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("{left} left"))
+                }
+            }
+        },
+    )
+    .await;
+    started.elapsed().as_secs_f64()
+}
+
+/// volguard's controller (the single replica left) holds the lease.
+async fn controller_leads(cp: &ControlPlane) {
+    let probe = *cp.controller_probes.last().expect("a controller");
+    converge(
+        cp,
+        "volguard controller leads",
+        Duration::from_secs(60),
+        || async move {
+            let text = support::objects::metrics_text(probe).await;
+            if text
+                .lines()
+                .any(|l| l.starts_with("volguard_controller_leader ") && l.ends_with(" 1"))
+            {
+                Ok(())
+            } else {
+                Err("not leader".into())
+            }
+        },
+    )
+    .await;
+}
+
+/// At the largest size: every StatefulSet down to half (its condemned claims retained, unused),
+/// then those claims deleted, half with only kube-controller-manager's pvc-protection controller
+/// releasing them (volguard's controller stopped), half with only volguard's (kcm without it).
+async fn release_half(cp: &mut ControlPlane, sets: usize) -> (usize, f64, f64) {
+    let c = cp.admin().await;
+    let api = Api::<StatefulSet>::namespaced(c.clone(), NS);
+    for s in 0..sets {
+        api.patch(
+            &format!("scale-{s}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": PER_SET / 2}})),
+        )
+        .await
+        .expect("scale down");
+    }
+    let pods = Api::<Pod>::namespaced(c.clone(), NS);
+    let want = sets * PER_SET / 2;
+    converge(
+        cp,
+        &format!("half the pods gone ({want} left)"),
+        Duration::from_secs(1800),
+        || {
+            let pods = pods.clone();
+            async move {
+                let (running, all) = pod_counts(&pods).await.ok_or("list failed")?;
+                if all == want && running == want {
+                    Ok(())
+                } else {
+                    Err(format!("{all} pods, {running} running"))
+                }
+            }
+        },
+    )
+    .await;
+    let claims = |range: std::ops::Range<usize>| -> Vec<String> {
+        range
+            .flat_map(|s| (PER_SET / 2..PER_SET).map(move |o| format!("data-scale-{s}-{o}")))
+            .collect()
+    };
+    let (by_kcm, by_volguard) = (claims(0..sets / 2), claims(sets / 2..sets));
+    // kube-controller-manager's pvc-protection controller alone (volguard's webhook still guards
+    // the finalizer's removal, as it does in a cluster running both).
+    for mut p in std::mem::take(&mut cp.controllers) {
+        p.kill();
+    }
+    cp.controller_probes.clear();
+    let kcm = release(cp, &by_kcm).await;
+    // volguard's controller alone.
+    let mut extra = harness::SCALE_CLIENT.to_vec();
+    extra.push("--controllers=*,-persistentvolumeclaim-protection-controller");
+    cp.start_kcm_all(&extra);
+    cp.start_controller("replica-a").await;
+    controller_leads(cp).await;
+    let volguard = release(cp, &by_volguard).await;
+    (by_kcm.len(), kcm, volguard)
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+fn print_rows(rows: &[Row]) {
+    println!(
+        "\n{:>6} {:>7} {:>8} | {:>9} {:>9} {:>8} {:>9} {:>7} | {:>9} {:>9} {:>8} {:>9} {:>7}",
+        "nodes",
+        "pods",
+        "objects",
+        "serve MiB",
+        "B/object",
+        "cold MiB",
+        "CPU s/1k",
+        "ready s",
+        "ctrl MiB",
+        "B/object",
+        "cold MiB",
+        "CPU s/1k",
+        "ready s"
+    );
+    for r in rows {
+        let n = r.objects.total().max(1) as f64;
+        println!(
+            "{:>6} {:>7} {:>8} | {:>9.1} {:>9.0} {:>8.1} {:>9.3} {:>7.2} | {:>9.1} {:>9.0} {:>8.1} {:>9.3} {:>7.2}",
+            r.nodes,
+            r.objects.pods,
+            r.objects.total(),
+            mib(r.serve.rss),
+            r.serve.rss as f64 / n,
+            mib(r.serve.cold_rss),
+            r.serve.cpu_per_1000,
+            r.serve.ready_seconds,
+            mib(r.controller.rss),
+            r.controller.rss as f64 / n,
+            mib(r.controller.cold_rss),
+            r.controller.cpu_per_1000,
+            r.controller.ready_seconds,
+        );
+    }
+    if let [first, .., last] = rows {
+        let d = (last.objects.total() - first.objects.total()).max(1) as f64;
+        println!(
+            "marginal RSS per object, {} → {} nodes: serve {:.0} B (cold {:.0} B), controller {:.0} B (cold {:.0} B)",
+            first.nodes,
+            last.nodes,
+            (last.serve.rss as f64 - first.serve.rss as f64) / d,
+            (last.serve.cold_rss as f64 - first.serve.cold_rss as f64) / d,
+            (last.controller.rss as f64 - first.controller.rss as f64) / d,
+            (last.controller.cold_rss as f64 - first.controller.cold_rss as f64) / d,
+        );
+    }
+    println!(
+        "\n{:>6} {:<34} {:>6} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}",
+        "nodes",
+        "webhook (apiserver's histogram)",
+        "calls",
+        "noop p50",
+        "noop p99",
+        "vg p50",
+        "vg p99",
+        "p50 ×",
+        "p99 ×"
+    );
+    for r in rows {
+        for w in &r.webhooks {
+            println!(
+                "{:>6} {:<34} {:>6.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>7.2} {:>7.2}",
+                r.nodes,
+                w.webhook,
+                w.calls,
+                w.noop.0,
+                w.noop.1,
+                w.volguard.0,
+                w.volguard.1,
+                w.volguard.0 / w.noop.0.max(1e-9),
+                w.volguard.1 / w.noop.1.max(1e-9)
+            );
+        }
+    }
+}
+
+fn cost_json(c: &Cost, objects: usize) -> serde_json::Value {
+    json!({
+        "rss_bytes": c.rss, "bytes_per_object": c.rss as f64 / objects.max(1) as f64,
+        "cold_rss_bytes": c.cold_rss, "cold_bytes_per_object": c.cold_rss as f64 / objects.max(1) as f64,
+        "cpu_seconds_per_1000_objects": c.cpu_per_1000, "ready_seconds": c.ready_seconds,
+    })
+}
+
+fn report(rows: &[Row], release: (usize, f64, f64)) -> serde_json::Value {
+    let sizes: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            let webhooks: serde_json::Map<_, _> = r
+                .webhooks
+                .iter()
+                .map(|w| {
+                    (
+                        w.webhook.clone(),
+                        json!({"calls": w.calls, "noop_p50_ms": w.noop.0, "noop_p99_ms": w.noop.1,
+                               "volguard_p50_ms": w.volguard.0, "volguard_p99_ms": w.volguard.1,
+                               "p50_ratio": w.volguard.0 / w.noop.0.max(1e-9),
+                               "p99_ratio": w.volguard.1 / w.noop.1.max(1e-9)}),
+                    )
+                })
+                .collect();
+            json!({
+                "nodes": r.nodes, "pods": r.objects.pods, "pvcs": r.objects.pvcs, "pvs": r.objects.pvs,
+                "objects": r.objects.total(), "grow_seconds": r.grow_seconds,
+                "serve": cost_json(&r.serve, r.objects.total()),
+                "controller": cost_json(&r.controller, r.objects.total()),
+                "webhooks": webhooks,
+            })
+        })
+        .collect();
+    let (claims, kcm, volguard) = release;
+    json!({
+        "sizes": sizes,
+        "release": {"claims_each": claims, "kcm_seconds": kcm, "volguard_seconds": volguard,
+                    "ratio": volguard / kcm.max(1e-9)},
+    })
+}
+
+async fn run() {
+    let sizes = env_list("VOLGUARD_SCALE_NODES", "100,300,1000");
+    let per_node = env_list("VOLGUARD_SCALE_PODS_PER_NODE", "10")[0];
+    for n in &sizes {
+        assert!(
+            (n * per_node).is_multiple_of(PER_SET),
+            "{n} nodes × {per_node} pods is not a whole number of StatefulSets of {PER_SET}"
+        );
+    }
+    let mut cp = ControlPlane::start(Profile::Scale).await;
+    let c = cp.admin().await;
+    let version = c.apiserver_version().await.expect("version");
+    println!(
+        "\nkube-apiserver {} with kube-controller-manager (every controller), kube-scheduler, one kwok for every node",
+        version.git_version
+    );
+    cp.install_manifests().await;
+    let (serve, probe) = cp
+        .spawn_serve("volguard-serve", cp.webhook_port, &[FLEET_USER])
+        .await;
+    cp.serve = Some(serve);
+    cp.serve_probe = probe;
+    let volguard_port = cp.webhook_port;
+    cp.route_webhooks_to(volguard_port).await;
+    cp.start_controller("replica-a").await;
+    let (_floor, floor_port) = cp.spawn_floor();
+    support::workload::default_storage_class(&c).await;
+    for ns in [NS, "churn"] {
+        namespace(&c, ns).await;
+    }
+    cp.spawn_kwok_fleet();
+    let churn = Api::<StatefulSet>::namespaced(c.clone(), "churn");
+    for s in 0..CHURN_SETS {
+        churn
+            .create(
+                &PostParams::default(),
+                &statefulset(
+                    &format!("churn-{s}"),
+                    0,
+                    json!({"whenScaled": "Retain", "whenDeleted": "Delete"}),
+                ),
+            )
+            .await
+            .expect("churn statefulset");
+    }
+    let mut rows = Vec::new();
+    let mut have = (0, 0);
+    let pid = |p: &Option<harness::Proc>| p.as_ref().map(|p| p.child.id()).unwrap_or(0);
+    for &nodes in &sizes {
+        let sets = nodes * per_node / PER_SET;
+        let before = count_objects(&c).await;
+        let (s0, c0) = (
+            proc_stat(pid(&cp.serve)),
+            proc_stat(cp.controllers[0].child.id()),
+        );
+        let started = Instant::now();
+        grow(&cp, have, nodes, sets).await;
+        let grow_seconds = started.elapsed().as_secs_f64();
+        if rows.is_empty() {
+            // The churn's claims are created (and retained) once, before anything is measured.
+            cp.route_webhooks_to(volguard_port).await;
+            let api = churn.clone();
+            let pods = Api::<Pod>::namespaced(c.clone(), "churn");
+            let r = CHURN_REPLICAS;
+            scale_all(&cp, &api, &pods, "churn", CHURN_SETS, r, "churn warm-up").await;
+            scale_all(
+                &cp,
+                &api,
+                &pods,
+                "churn",
+                CHURN_SETS,
+                0,
+                "churn warm-up gone",
+            )
+            .await;
+        }
+        // Let the caches settle (watch events, the allocator's free lists) before reading RSS.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let objects = count_objects(&c).await;
+        let added = objects.total().saturating_sub(before.total()).max(1) as f64 / 1000.0;
+        let (s1, c1) = (
+            proc_stat(pid(&cp.serve)),
+            proc_stat(cp.controllers[0].child.id()),
+        );
+        let (serve_ready, serve_cold) = cold_serve(&mut cp, nodes).await;
+        let (ctrl_ready, ctrl_cold) = cold_controller(&mut cp, nodes).await;
+        let webhooks = compare_webhooks(&mut cp, floor_port, volguard_port).await;
+        let row = Row {
+            nodes,
+            objects,
+            grow_seconds,
+            serve: Cost {
+                rss: s1.rss_bytes,
+                cold_rss: serve_cold,
+                cpu_per_1000: (s1.cpu_seconds - s0.cpu_seconds) / added,
+                ready_seconds: serve_ready,
+            },
+            controller: Cost {
+                rss: c1.rss_bytes,
+                cold_rss: ctrl_cold,
+                cpu_per_1000: (c1.cpu_seconds - c0.cpu_seconds) / added,
+                ready_seconds: ctrl_ready,
+            },
+            webhooks,
+        };
+        println!(
+            "size {nodes} nodes: {} pods, {} claims, {} volumes, grown in {grow_seconds:.0}s; serve {:.1} MiB, controller {:.1} MiB",
+            objects.pods,
+            objects.pvcs,
+            objects.pvs,
+            mib(row.serve.rss),
+            mib(row.controller.rss)
+        );
+        rows.push(row);
+        have = (nodes, sets);
+    }
+    let release = release_half(&mut cp, have.1).await;
+    print_rows(&rows);
+    println!(
+        "release of {} unused claims each: kube-controller-manager's pvc-protection alone {:.1}s, volguard's controller alone {:.1}s (× {:.2})",
+        release.0,
+        release.1,
+        release.2,
+        release.2 / release.1.max(1e-9)
+    );
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let json = report(&rows, release);
+    std::fs::write(
+        out.join("scale.json"),
+        serde_json::to_string_pretty(&json).expect("json"),
+    )
+    .expect("write scale.json");
+    plot(&rows, &out.join("scale.png"));
+    println!(
+        "wrote {} and {}",
+        out.join("scale.json").display(),
+        out.join("scale.png").display()
+    );
+}
+
+type Series = (&'static str, Vec<(f64, f64)>, plotters::style::RGBColor);
+
+/// One panel: each series as a line with its points, against cluster size.
+fn line_chart<DB: plotters::prelude::DrawingBackend>(
+    area: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    series: Vec<Series>,
+) {
+    use plotters::prelude::*;
+    let x_max = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.0))
+        .fold(1.0, f64::max)
+        * 1.05;
+    let y_max = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .fold(1.0, f64::max)
+        * 1.2;
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(48)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+        .expect("chart");
+    chart
+        .configure_mesh()
+        .x_desc("kwok nodes (10 pods with a claim each)")
+        .draw()
+        .expect("mesh");
+    for (label, points, color) in series {
+        chart
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+            .expect("line")
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+        chart
+            .draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))
+            .expect("points");
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .expect("legend");
+}
+
+/// p99 of the pod-create and rwo-single-node webhooks (volguard and no-op) and the RSS of serve
+/// and controller, against cluster size, side by side in one PNG.
+fn plot(rows: &[Row], path: &std::path::Path) {
+    use plotters::prelude::*;
+    let font = std::env::var("VOLGUARD_PLOT_FONT")
+        .unwrap_or_else(|_| "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf".into());
+    let bytes = std::fs::read(&font)
+        .unwrap_or_else(|e| panic!("{font}: {e} (make bench-scale installs fonts-dejavu-core)"));
+    plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(bytes.into()))
+        .map_err(|_| "font")
+        .expect("register font");
+    let root = BitMapBackend::new(path, (1200, 480)).into_drawing_area();
+    root.fill(&WHITE).expect("fill");
+    let (left, right) = root.split_horizontally(600);
+    let p99 = |name: &str, vg: bool| -> Vec<(f64, f64)> {
+        rows.iter()
+            .filter_map(|r| {
+                let w = r.webhooks.iter().find(|w| w.webhook == name)?;
+                Some((r.nodes as f64, if vg { w.volguard.1 } else { w.noop.1 }))
+            })
+            .collect()
+    };
+    let rss = |f: fn(&Row) -> u64| -> Vec<(f64, f64)> {
+        rows.iter().map(|r| (r.nodes as f64, mib(f(r)))).collect()
+    };
+    line_chart(
+        &left,
+        "apiserver's p99 per webhook (ms)",
+        vec![
+            (
+                "pod-create: volguard",
+                p99("pod-create.volguard.io", true),
+                RED,
+            ),
+            (
+                "pod-create: no-op",
+                p99("pod-create.volguard.io", false),
+                MAGENTA,
+            ),
+            (
+                "rwo-single-node: volguard",
+                p99("rwo-single-node.volguard.io", true),
+                BLUE,
+            ),
+            (
+                "rwo-single-node: no-op",
+                p99("rwo-single-node.volguard.io", false),
+                CYAN,
+            ),
+        ],
+    );
+    line_chart(
+        &right,
+        "RSS (MiB)",
+        vec![
+            ("serve", rss(|r| r.serve.rss), RED),
+            ("controller", rss(|r| r.controller.rss), BLUE),
+        ],
+    );
+    root.present().expect("write png");
+}
+
+#[test]
+#[ignore = "a cluster of 1,000 kwok nodes for many minutes: make bench-scale"]
+fn bench_scale() {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(run());
+}

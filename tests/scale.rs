@@ -34,7 +34,7 @@ const NS: &str = "scale";
 /// The churn measured per size: 5 StatefulSets of 20 pods, up and down, per mode and round.
 const CHURN_SETS: usize = 5;
 const CHURN_REPLICAS: i32 = 20;
-const CHURN_ROUNDS: usize = 2;
+const CHURN_ROUNDS: usize = 3;
 /// One identity plays every node's kubelet (`ControlPlane::spawn_kwok_fleet`).
 const FLEET_USER: &str = "--force-delete-allow-user=kwok-fleet";
 

@@ -36,7 +36,7 @@ STATE ?= manifests/examples/state.yaml
 E2E_ENV = VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts chart prometheus install fuzz fuzz-check bench bench-scale profile chaos test unit lint e2e controlplane clean help
+.PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts chart prometheus install fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -45,6 +45,7 @@ help:
 	@echo "make test     lint, unit + fixture tests, end-to-end tests on a real control plane"
 	@echo "make e2e      end-to-end tests only (builds kube-apiserver/etcd/kcm once into .cache/)"
 	@echo "make bench    benchmarks (table + target/bench/report.json)"
+	@echo "make bench-compare BASE=REV  make bench, each admission row also against volguard as of REV"
 	@echo "make bench-scale  volguard on 100, 300 and 1,000 kwok nodes (table, scale.json, scale.png)"
 	@echo "make profile  instructions per admission request, volguard vs floor (callgrind)"
 
@@ -175,6 +176,16 @@ bench: controlplane $(CR_WEBHOOK)
 	  $(CARGO) test --locked --release --test cluster -- --ignored --exact apiserver_side_by_side --nocapture 2>&1 | \
 	  sed -n '/^side-by-side:/,/^wrote/p; /^scenario apiserver-side-by-side/p; /^kube-apiserver/p; /panicked/,+2p'
 
+
+# `make bench` with each admission row also measured against volguard as of BASE (built from a
+# worktree into target/base/), in the same interleaved rounds: before vs after, one run.
+BASE ?= ca278c4
+bench-compare:
+	rm -rf target/base/src && git worktree prune && git worktree add --detach target/base/src $(BASE)
+	cd target/base/src && $(CARGO) build --locked --release --bin volguard --target-dir ../target
+	VOLGUARD_BENCH_BASE=$(CURDIR)/target/base/target/release/volguard VOLGUARD_BENCH_BASE_REV=$$(git rev-parse --short $(BASE)) \
+	  $(MAKE) bench
+	git worktree remove --force target/base/src
 
 # volguard on a cluster of real size (not in `make test`: about half an hour): one kwok plays
 # 100, then 300, then 1,000 nodes with ten StatefulSet pods each, every pod with its own RWO claim.

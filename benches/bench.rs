@@ -159,18 +159,19 @@ fn start_example(
 
 /// Two servers under the same closed-loop load, interleaved twice each so drift in machine load
 /// hits both: (requests/s, server CPU µs per request) of each.
-async fn head_to_head(
-    a: (&load::Target, u32),
-    b: (&load::Target, u32),
+/// The same closed-loop load against each target in turn, twice round, so a burst of noise from
+/// the machine lands on all of them: each target's rate and server CPU per request.
+async fn interleaved<const N: usize>(
+    targets: [(&load::Target, u32); N],
     proto: load::Proto,
     path: &'static str,
     body: &[u8],
     dur: Duration,
-) -> [Side; 2] {
-    let mut out = [Side::default(); 2];
-    let mut n = [0u64; 2];
+) -> [Side; N] {
+    let mut out = [Side::default(); N];
+    let mut n = [0u64; N];
     for _ in 0..2 {
-        for (i, (t, pid)) in [a, b].into_iter().enumerate() {
+        for (i, (t, pid)) in targets.into_iter().enumerate() {
             let c = cpu_seconds(pid);
             let r = load::closed_loop(t, proto, 32, path, body, dur / 2).await;
             let d = cpu_seconds(pid);
@@ -390,6 +391,20 @@ async fn run() {
         ca_pem: certs.ca_pem.clone(),
     };
 
+    // `make bench-compare`: volguard as of an earlier commit, on the same state, measured in the
+    // same rounds as now (VOLGUARD_BENCH_BASE names its binary, VOLGUARD_BENCH_BASE_REV the commit).
+    let base_server = std::env::var_os("VOLGUARD_BENCH_BASE")
+        .map(|bin| common::Server::start_bin(bin.as_ref(), &cert, &key, &["--state", &state_arg]));
+    let base = base_server.as_ref().map(|s| {
+        let t = load::Target {
+            addr: s.webhook.parse().expect("base webhook address"),
+            ca_pem: certs.ca_pem.clone(),
+        };
+        let rev = std::env::var("VOLGUARD_BENCH_BASE_REV").unwrap_or_else(|_| "base".into());
+        (t, s.child.id(), rev)
+    });
+    let mut base_rows = Vec::new();
+
     // ---------------------------------------------------------------- admission
     let dur = Duration::from_secs(secs);
     // VOLGUARD_BENCH_REVIEW=pod_delete_force_deny: one review kind only (for profiling).
@@ -401,7 +416,36 @@ async fn run() {
         for proto in [load::Proto::H1, load::Proto::H2] {
             // Server CPU per request is measured alongside: it does not depend on how the two
             // cores are shared with the load generator, so it shows volguard's own cost plainly.
-            let [v, f] = head_to_head((&vg, vg_pid), (&fl, fl_pid), proto, path, &body, dur).await;
+            let (v, f) = match &base {
+                None => {
+                    let [v, f] =
+                        interleaved([(&vg, vg_pid), (&fl, fl_pid)], proto, path, &body, dur).await;
+                    (v, f)
+                }
+                // Before and after in one run: the base build takes its turn between them.
+                Some((bt, bpid, rev)) => {
+                    let [v, f, b] = interleaved(
+                        [(&vg, vg_pid), (&fl, fl_pid), (bt, *bpid)],
+                        proto,
+                        path,
+                        &body,
+                        dur,
+                    )
+                    .await;
+                    let before = b.rps / f.rps;
+                    report["admission"][name][proto.name()]["base"] = json!({"rev": rev, "rps": b.rps,
+                        "ratio": before, "server_cpu_us": b.cpu_us()});
+                    base_rows.push((
+                        format!(
+                            "admission {name} {}: before ({rev}) → now, x floor",
+                            proto.name()
+                        ),
+                        format!("{before:.2}x → {:.2}x", v.rps / f.rps),
+                        v.rps / f.rps >= before,
+                    ));
+                    (v, f)
+                }
+            };
             let ratio = v.rps / f.rps;
             report["admission"][name][proto.name()] = json!({"volguard_rps": v.rps, "floor_rps": f.rps, "ratio": ratio,
                 "volguard_server_cpu_us": v.cpu_us(), "floor_server_cpu_us": f.cpu_us(),
@@ -456,7 +500,7 @@ async fn run() {
         assert_patches(&vg, path, body, "volguard").await;
         for proto in protos.iter().copied() {
             let [v, o] =
-                head_to_head((&vg, vg_pid), (&t, proc.0.id()), proto, path, body, dur).await;
+                interleaved([(&vg, vg_pid), (&t, proc.0.id())], proto, path, body, dur).await;
             report["admission"]["pvc_create_mutate"][proto.name()][*who] = json!({"volguard_rps": v.rps, "rps": o.rps,
                 "ratio": v.rps / o.rps, "volguard_server_cpu_us": v.cpu_us(), "server_cpu_us": o.cpu_us()});
             table.row(
@@ -478,6 +522,10 @@ async fn run() {
         }
     }
     drop(others);
+    for (what, value, ok) in base_rows {
+        table.row(what, value, "no lower", Some(ok));
+    }
+    drop(base_server);
 
     let (_, path, body) = &synth::reviews()[1];
     // Three interleaved rounds each, so a burst of noise from the machine lands on both.

@@ -53,16 +53,20 @@ fn env_list(var: &str, default: &str) -> Vec<usize> {
 #[derive(Clone, Copy, Default)]
 struct ProcStat {
     rss_bytes: u64,
+    /// The peak RSS since it started (VmHWM).
+    peak_bytes: u64,
     cpu_seconds: f64,
 }
 
 fn proc_stat(pid: u32) -> ProcStat {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
+    let kib = |key: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
     // utime and stime are fields 14 and 15 of /proc/PID/stat, the 12th and 13th after the
     // command name's closing parenthesis.
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -79,7 +83,8 @@ fn proc_stat(pid: u32) -> ProcStat {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     ProcStat {
-        rss_bytes: rss_kib * 1024,
+        rss_bytes: kib("VmRSS:") * 1024,
+        peak_bytes: kib("VmHWM:") * 1024,
         cpu_seconds: ticks / hz,
     }
 }
@@ -275,7 +280,9 @@ async fn compare_webhooks(cp: &mut ControlPlane, floor: u16, volguard: u16) -> V
 /// What one process costs at one size.
 struct Cost {
     rss: u64,
+    /// A replica started cold against this cluster, 10 s after it turned ready, and its peak.
     cold_rss: u64,
+    cold_peak: u64,
     cpu_per_1000: f64,
     ready_seconds: f64,
 }
@@ -290,9 +297,13 @@ struct Row {
     webhooks: Vec<Compared>,
 }
 
+/// How long a replica that turned ready is left to settle (watch events, the allocator's lazy
+/// purge of what the initial LISTs freed) before its RSS is read.
+const SETTLE: Duration = Duration::from_secs(10);
+
 /// A second `volguard serve` started cold against the cluster: seconds until ready (its caches
-/// synced) and its RSS then.
-async fn cold_serve(cp: &mut ControlPlane, nodes: usize) -> (f64, u64) {
+/// synced) and what /proc says of it once settled.
+async fn cold_serve(cp: &mut ControlPlane, nodes: usize) -> (f64, ProcStat) {
     let started = Instant::now();
     let (mut p, _) = cp
         .spawn_serve(
@@ -302,27 +313,36 @@ async fn cold_serve(cp: &mut ControlPlane, nodes: usize) -> (f64, u64) {
         )
         .await;
     let ready = started.elapsed().as_secs_f64();
-    let rss = proc_stat(p.child.id()).rss_bytes;
+    tokio::time::sleep(SETTLE).await;
+    let stat = proc_stat(p.child.id());
     p.kill();
-    (ready, rss)
+    (ready, stat)
 }
 
 /// A standby `volguard controller` started cold: seconds until ready (its caches synced; ready
-/// does not wait for the lease) and its RSS then.
-async fn cold_controller(cp: &mut ControlPlane, nodes: usize) -> (f64, u64) {
+/// does not wait for the lease) and what /proc says of it once settled.
+async fn cold_controller(cp: &mut ControlPlane, nodes: usize) -> (f64, ProcStat) {
     let started = Instant::now();
     let i = cp.start_controller(&format!("cold-{nodes}")).await;
     let ready = started.elapsed().as_secs_f64();
+    tokio::time::sleep(SETTLE).await;
     let mut p = cp.controllers.remove(i);
     cp.controller_probes.remove(i);
-    let rss = proc_stat(p.child.id()).rss_bytes;
+    let stat = proc_stat(p.child.id());
     p.kill();
-    (ready, rss)
+    (ready, stat)
 }
 
-/// Delete the claims `names` of `NS` (32 requests at a time) and return the seconds from the
-/// first delete until every one is gone (its finalizer released).
-async fn release(cp: &ControlPlane, names: &[String]) -> f64 {
+/// Seconds from the first delete of a batch of claims until the apiserver had accepted every
+/// delete, and until every claim was gone (its finalizer released).
+#[derive(Clone, Copy, Default)]
+struct Released {
+    issued: f64,
+    gone: f64,
+}
+
+/// Delete the claims `names` of `NS` (32 requests at a time) and time their release.
+async fn release(cp: &ControlPlane, names: &[String]) -> Released {
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(cp.admin().await, NS);
     let started = Instant::now();
     let errors: Vec<_> = futures::stream::iter(names)
@@ -335,6 +355,7 @@ async fn release(cp: &ControlPlane, names: &[String]) -> f64 {
         .collect()
         .await;
     assert!(errors.is_empty(), "deleting claims: {errors:?}");
+    let issued = started.elapsed().as_secs_f64();
     let want: BTreeSet<&str> = names.iter().map(String::as_str).collect();
     converge(
         cp,
@@ -361,7 +382,10 @@ async fn release(cp: &ControlPlane, names: &[String]) -> f64 {
         },
     )
     .await;
-    started.elapsed().as_secs_f64()
+    Released {
+        issued,
+        gone: started.elapsed().as_secs_f64(),
+    }
 }
 
 /// volguard's controller (the single replica left) holds the lease.
@@ -389,7 +413,7 @@ async fn controller_leads(cp: &ControlPlane) {
 /// At the largest size: every StatefulSet down to half (its condemned claims retained, unused),
 /// then those claims deleted, half with only kube-controller-manager's pvc-protection controller
 /// releasing them (volguard's controller stopped), half with only volguard's (kcm without it).
-async fn release_half(cp: &mut ControlPlane, sets: usize) -> (usize, f64, f64) {
+async fn release_half(cp: &mut ControlPlane, sets: usize) -> (usize, Released, Released) {
     let c = cp.admin().await;
     let api = Api::<StatefulSet>::namespaced(c.clone(), NS);
     for s in 0..sets {
@@ -447,54 +471,45 @@ fn mib(b: u64) -> f64 {
     b as f64 / (1024.0 * 1024.0)
 }
 
-fn print_rows(rows: &[Row]) {
+/// One process's costs per size, and the marginal RSS per object from the smallest size to the
+/// largest.
+fn print_costs(who: &str, rows: &[Row], cost: fn(&Row) -> &Cost) {
     println!(
-        "\n{:>6} {:>7} {:>8} | {:>9} {:>9} {:>8} {:>9} {:>7} | {:>9} {:>9} {:>8} {:>9} {:>7}",
-        "nodes",
-        "pods",
-        "objects",
-        "serve MiB",
-        "B/object",
-        "cold MiB",
-        "CPU s/1k",
-        "ready s",
-        "ctrl MiB",
-        "B/object",
-        "cold MiB",
-        "CPU s/1k",
-        "ready s"
+        "\n{who:<10} {:>6} {:>8} | {:>7} {:>7} | {:>8} {:>7} {:>8} | {:>9} {:>7}",
+        "nodes", "objects", "MiB", "B/obj", "cold MiB", "B/obj", "peak MiB", "CPU s/1k", "ready s"
     );
     for r in rows {
-        let n = r.objects.total().max(1) as f64;
+        let (c, n) = (cost(r), r.objects.total().max(1) as f64);
         println!(
-            "{:>6} {:>7} {:>8} | {:>9.1} {:>9.0} {:>8.1} {:>9.3} {:>7.2} | {:>9.1} {:>9.0} {:>8.1} {:>9.3} {:>7.2}",
+            "{:<10} {:>6} {:>8} | {:>7.1} {:>7.0} | {:>8.1} {:>7.0} {:>8.1} | {:>9.3} {:>7.2}",
+            "",
             r.nodes,
-            r.objects.pods,
             r.objects.total(),
-            mib(r.serve.rss),
-            r.serve.rss as f64 / n,
-            mib(r.serve.cold_rss),
-            r.serve.cpu_per_1000,
-            r.serve.ready_seconds,
-            mib(r.controller.rss),
-            r.controller.rss as f64 / n,
-            mib(r.controller.cold_rss),
-            r.controller.cpu_per_1000,
-            r.controller.ready_seconds,
+            mib(c.rss),
+            c.rss as f64 / n,
+            mib(c.cold_rss),
+            c.cold_rss as f64 / n,
+            mib(c.cold_peak),
+            c.cpu_per_1000,
+            c.ready_seconds
         );
     }
     if let [first, .., last] = rows {
         let d = (last.objects.total() - first.objects.total()).max(1) as f64;
+        let (a, b) = (cost(first), cost(last));
         println!(
-            "marginal RSS per object, {} → {} nodes: serve {:.0} B (cold {:.0} B), controller {:.0} B (cold {:.0} B)",
+            "{who}: marginal RSS per object, {} → {} nodes: {:.0} B running since the start, {:.0} B started cold",
             first.nodes,
             last.nodes,
-            (last.serve.rss as f64 - first.serve.rss as f64) / d,
-            (last.serve.cold_rss as f64 - first.serve.cold_rss as f64) / d,
-            (last.controller.rss as f64 - first.controller.rss as f64) / d,
-            (last.controller.cold_rss as f64 - first.controller.cold_rss as f64) / d,
+            (b.rss as f64 - a.rss as f64) / d,
+            (b.cold_rss as f64 - a.cold_rss as f64) / d,
         );
     }
+}
+
+fn print_rows(rows: &[Row]) {
+    print_costs("serve", rows, |r| &r.serve);
+    print_costs("controller", rows, |r| &r.controller);
     println!(
         "\n{:>6} {:<34} {:>6} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}",
         "nodes",
@@ -529,11 +544,12 @@ fn cost_json(c: &Cost, objects: usize) -> serde_json::Value {
     json!({
         "rss_bytes": c.rss, "bytes_per_object": c.rss as f64 / objects.max(1) as f64,
         "cold_rss_bytes": c.cold_rss, "cold_bytes_per_object": c.cold_rss as f64 / objects.max(1) as f64,
+        "cold_peak_rss_bytes": c.cold_peak,
         "cpu_seconds_per_1000_objects": c.cpu_per_1000, "ready_seconds": c.ready_seconds,
     })
 }
 
-fn report(rows: &[Row], release: (usize, f64, f64)) -> serde_json::Value {
+fn report(rows: &[Row], release: (usize, Released, Released)) -> serde_json::Value {
     let sizes: Vec<_> = rows
         .iter()
         .map(|r| {
@@ -562,8 +578,9 @@ fn report(rows: &[Row], release: (usize, f64, f64)) -> serde_json::Value {
     let (claims, kcm, volguard) = release;
     json!({
         "sizes": sizes,
-        "release": {"claims_each": claims, "kcm_seconds": kcm, "volguard_seconds": volguard,
-                    "ratio": volguard / kcm.max(1e-9)},
+        "release": {"claims_each": claims, "kcm_seconds": kcm.gone, "volguard_seconds": volguard.gone,
+                    "kcm_deletes_issued_seconds": kcm.issued, "volguard_deletes_issued_seconds": volguard.issued,
+                    "ratio": volguard.gone / kcm.gone.max(1e-9)},
     })
 }
 
@@ -577,6 +594,14 @@ async fn run() {
         );
     }
     let mut cp = ControlPlane::start(Profile::Scale).await;
+    // The production lease timings (the scenarios' quick ones lose the lease to a busy apiserver).
+    cp.controller_extra = [
+        "--lease-duration=15s",
+        "--lease-renew=2s",
+        "--lease-renew-deadline=10s",
+    ]
+    .map(String::from)
+    .to_vec();
     let c = cp.admin().await;
     let version = c.apiserver_version().await.expect("version");
     println!(
@@ -625,6 +650,16 @@ async fn run() {
         let started = Instant::now();
         grow(&cp, have, nodes, sets).await;
         let grow_seconds = started.elapsed().as_secs_f64();
+        // A replica that exited while the cluster grew would measure as a few KiB.
+        for p in cp.serve.iter_mut().chain(cp.controllers.iter_mut()) {
+            if let Ok(Some(status)) = p.child.try_wait() {
+                panic!(
+                    "{} exited ({status}) while the cluster grew:\n{}",
+                    p.name,
+                    p.tail()
+                );
+            }
+        }
         if rows.is_empty() {
             // The churn's claims are created (and retained) once, before anything is measured.
             cp.route_webhooks_to(volguard_port).await;
@@ -660,13 +695,15 @@ async fn run() {
             grow_seconds,
             serve: Cost {
                 rss: s1.rss_bytes,
-                cold_rss: serve_cold,
+                cold_rss: serve_cold.rss_bytes,
+                cold_peak: serve_cold.peak_bytes,
                 cpu_per_1000: (s1.cpu_seconds - s0.cpu_seconds) / added,
                 ready_seconds: serve_ready,
             },
             controller: Cost {
                 rss: c1.rss_bytes,
-                cold_rss: ctrl_cold,
+                cold_rss: ctrl_cold.rss_bytes,
+                cold_peak: ctrl_cold.peak_bytes,
                 cpu_per_1000: (c1.cpu_seconds - c0.cpu_seconds) / added,
                 ready_seconds: ctrl_ready,
             },
@@ -685,12 +722,14 @@ async fn run() {
     }
     let release = release_half(&mut cp, have.1).await;
     print_rows(&rows);
+    let (claims, kcm, vg) = release;
     println!(
-        "release of {} unused claims each: kube-controller-manager's pvc-protection alone {:.1}s, volguard's controller alone {:.1}s (× {:.2})",
-        release.0,
-        release.1,
-        release.2,
-        release.2 / release.1.max(1e-9)
+        "\nrelease of {claims} unused claims each (deletes accepted after / all gone after): kube-controller-manager's pvc-protection alone {:.1}s / {:.1}s, volguard's controller alone {:.1}s / {:.1}s (× {:.2})",
+        kcm.issued,
+        kcm.gone,
+        vg.issued,
+        vg.gone,
+        vg.gone / kcm.gone.max(1e-9)
     );
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
     std::fs::create_dir_all(&out).expect("mkdir");

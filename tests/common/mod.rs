@@ -56,7 +56,12 @@ impl Server {
     /// Start `volguard serve` on ephemeral ports with the given cert/key and extra args; wait until
     /// it logs its addresses and answers /readyz.
     pub fn start(cert: &Path, key: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_volguard"))
+        Self::start_bin(env!("CARGO_BIN_EXE_volguard").as_ref(), cert, key, extra)
+    }
+
+    /// As `start`, with another build of volguard (`make bench-compare`'s base).
+    pub fn start_bin(bin: &Path, cert: &Path, key: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(bin)
             .args([
                 "--log-format",
                 "json",

@@ -1191,19 +1191,26 @@ impl ControlPlane {
         let d = self.dir.path().to_path_buf();
         let kc = self.sa_kubeconfig_file("volguard-controller");
         let probe = free_port();
+        // Leader failover within seconds for the scenarios, unless `controller_extra` sets its own.
+        let quick_leases = [
+            "--lease-duration=6s",
+            "--lease-renew=1s",
+            "--lease-renew-deadline=4s",
+        ];
+        let overridden = |d: &&str| {
+            let flag = d.split('=').next();
+            self.controller_extra
+                .iter()
+                .any(|e| e.split('=').next() == flag)
+        };
         let p = Proc::spawn(
             &format!("volguard-controller-{identity}"),
             Command::new(env!("CARGO_BIN_EXE_volguard"))
                 .args(["--log-format", "json", "controller"])
                 .arg(format!("--kubeconfig={}", kc.display()))
                 .arg(format!("--probe-listen=127.0.0.1:{probe}"))
-                .args([
-                    "--leader-elect",
-                    "--lease-namespace=volguard-system",
-                    "--lease-duration=6s",
-                    "--lease-renew=1s",
-                    "--lease-renew-deadline=4s",
-                ])
+                .args(["--leader-elect", "--lease-namespace=volguard-system"])
+                .args(quick_leases.iter().filter(|d| !overridden(d)))
                 .arg(format!("--identity={identity}"))
                 .args(["--backoff-base=100ms", "--backoff-max=2s"])
                 .args(&self.controller_extra),

@@ -157,8 +157,6 @@ fn start_example(
     )
 }
 
-/// Two servers under the same closed-loop load, interleaved twice each so drift in machine load
-/// hits both: (requests/s, server CPU µs per request) of each.
 /// The same closed-loop load against each target in turn, twice round, so a burst of noise from
 /// the machine lands on all of them: each target's rate and server CPU per request.
 async fn interleaved<const N: usize>(

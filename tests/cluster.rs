@@ -1301,18 +1301,7 @@ async fn s_apiserver_latency(
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     let before = apiserver_metrics(&c).await;
     let started = Instant::now();
-    for s in 0..sets {
-        api.create(
-            &PostParams::default(),
-            &statefulset(
-                &format!("churn-{s}"),
-                0,
-                json!({"whenScaled": "Retain", "whenDeleted": "Delete"}),
-            ),
-        )
-        .await
-        .expect("statefulset");
-    }
+    create_statefulsets(&api, "churn", 0..sets, 0).await;
     let want = sets * replicas as usize;
     for round in 0..rounds {
         let up = format!("round {round}: {want} pods running");
@@ -2444,18 +2433,7 @@ async fn s_side_by_side(
     let c = cp.admin().await;
     let api = Api::<StatefulSet>::namespaced(c.clone(), ns);
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
-    for s in 0..sets {
-        api.create(
-            &PostParams::default(),
-            &statefulset(
-                &format!("sbs-{s}"),
-                0,
-                json!({"whenScaled": "Retain", "whenDeleted": "Delete"}),
-            ),
-        )
-        .await
-        .expect("statefulset");
-    }
+    create_statefulsets(&api, "sbs", 0..sets, 0).await;
     let (watch, seen) = watch_pod_starts(c.clone(), ns);
     let want = sets * replicas as usize;
     // A round not measured: the StatefulSets' claims are created and provisioned once (they are

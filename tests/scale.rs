@@ -23,7 +23,7 @@ use support::workload::*;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -195,18 +195,7 @@ async fn grow(cp: &ControlPlane, have: (usize, usize), nodes: usize, sets: usize
     cp.fleet_nodes(&names).await;
     let c = cp.admin().await;
     let api = Api::<StatefulSet>::namespaced(c.clone(), NS);
-    for s in have.1..sets {
-        api.create(
-            &PostParams::default(),
-            &statefulset(
-                &format!("scale-{s}"),
-                PER_SET as i32,
-                json!({"whenScaled": "Retain", "whenDeleted": "Delete"}),
-            ),
-        )
-        .await
-        .expect("statefulset");
-    }
+    create_statefulsets(&api, "scale", have.1..sets, PER_SET as i32).await;
     let pods = Api::<Pod>::namespaced(c, NS);
     let want = sets * PER_SET;
     converge(
@@ -624,19 +613,7 @@ async fn run() {
     }
     cp.spawn_kwok_fleet();
     let churn = Api::<StatefulSet>::namespaced(c.clone(), "churn");
-    for s in 0..CHURN_SETS {
-        churn
-            .create(
-                &PostParams::default(),
-                &statefulset(
-                    &format!("churn-{s}"),
-                    0,
-                    json!({"whenScaled": "Retain", "whenDeleted": "Delete"}),
-                ),
-            )
-            .await
-            .expect("churn statefulset");
-    }
+    create_statefulsets(&churn, "churn", 0..CHURN_SETS, 0).await;
     let mut rows = Vec::new();
     let mut have = (0, 0);
     let pid = |p: &Option<harness::Proc>| p.as_ref().map(|p| p.child.id()).unwrap_or(0);

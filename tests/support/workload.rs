@@ -52,6 +52,28 @@ pub fn statefulset(name: &str, replicas: i32, retention: serde_json::Value) -> S
     .expect("statefulset")
 }
 
+/// Create the StatefulSets `{prefix}-{i}` for each `i` of `range`, with `replicas` pods each; their
+/// claims are retained when they scale down and deleted with them.
+pub async fn create_statefulsets(
+    api: &Api<StatefulSet>,
+    prefix: &str,
+    range: std::ops::Range<usize>,
+    replicas: i32,
+) {
+    for s in range {
+        api.create(
+            &PostParams::default(),
+            &statefulset(
+                &format!("{prefix}-{s}"),
+                replicas,
+                json!({"whenScaled": "Retain", "whenDeleted": "Delete"}),
+            ),
+        )
+        .await
+        .expect("statefulset");
+    }
+}
+
 /// Scale the StatefulSets `{prefix}-0..sets` to `replicas`, then wait until `replicas × sets` of
 /// their pods run (or, at 0, until none is left).
 pub async fn scale_all(

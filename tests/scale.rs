@@ -583,11 +583,15 @@ async fn run() {
         );
     }
     let mut cp = ControlPlane::start(Profile::Scale).await;
-    // The production lease timings (the scenarios' quick ones lose the lease to a busy apiserver).
+    // The production lease timings (the scenarios' quick ones lose the lease to a busy apiserver),
+    // and the client budget kube-controller-manager and the scheduler get here (SCALE_CLIENT):
+    // the release race compares controllers, not client-side rate limits.
     cp.controller_extra = [
         "--lease-duration=15s",
         "--lease-renew=2s",
         "--lease-renew-deadline=10s",
+        "--qps=500",
+        "--burst=1000",
     ]
     .map(String::from)
     .to_vec();

@@ -58,7 +58,6 @@ fn chain(e: &anyhow::Error) -> String {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    volguard::alloc::configure();
     let cli = parse_cli();
     let format = cli.log_format;
     let long_running = matches!(

@@ -209,3 +209,51 @@ fn encoded_response_has_exactly_the_fields_of_an_admission_response() {
         json!({"status": "Failure", "code": 400, "reason": "BadRequest", "message": "no object"})
     );
 }
+
+#[test]
+fn binds_evictions_and_nodes_are_decoded_in_the_pass_and_a_broken_one_is_named() {
+    let cases = [
+        (
+            json!({"group": "", "version": "v1", "kind": "Binding"}),
+            json!({"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}}),
+        ),
+        (
+            json!({"group": "policy", "version": "v1", "kind": "Eviction"}),
+            json!({"metadata": {"name": "p"}, "deleteOptions": {"gracePeriodSeconds": 0}}),
+        ),
+        (
+            json!({"group": "", "version": "v1", "kind": "Node"}),
+            json!({"metadata": {"name": "n1"}, "spec": {"taints": []}}),
+        ),
+    ];
+    for (kind, object) in cases {
+        let body =
+            pod_review(json!({"uid": "u", "kind": kind, "operation": "CREATE", "object": object}));
+        let req = decode(&body).expect("review");
+        match &req.object {
+            Embedded::Binding(b) => assert_eq!(b.target.name, "n1"),
+            Embedded::Eviction(e) => assert_eq!(
+                e.delete_options
+                    .as_ref()
+                    .and_then(|o| o.grace_period_seconds),
+                Some(0)
+            ),
+            Embedded::Node(n) => assert_eq!(n.metadata.name, "n1"),
+            other => panic!("{kind} stayed {other:?}"),
+        }
+    }
+    let broken = pod_review(
+        json!({"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Binding"},
+        "operation": "CREATE", "object": {"target": {"name": 7}}}),
+    );
+    let req = decode(&broken).expect("the review itself is fine");
+    let err = req
+        .object
+        .get::<crate::model::Binding>("object")
+        .expect_err("name is a number");
+    assert!(
+        err.to_string()
+            .starts_with("request.object does not decode as a Binding: invalid type: integer `7`"),
+        "{err}"
+    );
+}

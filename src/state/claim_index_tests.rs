@@ -24,3 +24,30 @@ fn add_remove_rebuild() {
     idx.rebuild([&p]);
     assert_eq!(idx.pods_naming("ns", "data").len(), 1);
 }
+
+#[test]
+fn a_namespace_goes_with_its_last_claim() {
+    let pod = |name: &str, claim: &str| {
+        let mut p = Pod::default();
+        p.metadata.namespace = "ns".into();
+        p.metadata.name = name.into();
+        p.spec.volumes.push(Volume {
+            name: "v".into(),
+            persistent_volume_claim: Some(ClaimSource {
+                claim_name: claim.into(),
+            }),
+            ..Default::default()
+        });
+        p
+    };
+    let (a, b) = (pod("a", "one"), pod("b", "two"));
+    let idx = ClaimIndex::default();
+    idx.add(&a);
+    idx.add(&b);
+    idx.add(&Pod::default()); // no claims: indexes nothing
+    idx.remove(&a);
+    assert!(idx.pods_naming("ns", "one").is_empty());
+    assert_eq!(idx.pods_naming("ns", "two"), vec!["b".to_string()]);
+    idx.remove(&b);
+    assert!(idx.lock().is_empty(), "empty namespaces are dropped");
+}

@@ -27,7 +27,7 @@ async fn whoami(client: &kube::Client) -> anyhow::Result<String> {
 pub fn open_incident<'a>(all: &'a [NodeFence], node: &str) -> Option<&'a NodeFence> {
     all.iter()
         .filter(|f| f.spec.node == node && !f.status.phase.is_final())
-        .max_by_key(|f| f.metadata.creation_timestamp.clone())
+        .max_by_key(|f| f.metadata.creation_timestamp)
 }
 
 pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {

@@ -59,7 +59,11 @@ fn parse_ts(s: Option<&str>) -> Option<jiff::Timestamp> {
 }
 
 fn seconds_since(s: Option<&str>) -> Option<f64> {
-    parse_ts(s).map(|t| {
+    seconds_since_ts(parse_ts(s))
+}
+
+fn seconds_since_ts(t: Option<jiff::Timestamp>) -> Option<f64> {
+    t.map(|t| {
         jiff::Timestamp::now()
             .duration_since(t)
             .as_secs_f64()
@@ -235,7 +239,7 @@ impl Fencer {
             if let Some(f) = incidents
                 .iter()
                 .filter(|f| f.spec.node == name && f.status.phase == Phase::Failed)
-                .max_by_key(|f| f.metadata.creation_timestamp.clone())
+                .max_by_key(|f| f.metadata.creation_timestamp)
             {
                 self.hold(&name, format!(
                     "incident {} failed ({}); delete it (kubectl delete nodefence {}) to let volguard try again",
@@ -640,7 +644,7 @@ impl Fencer {
                                 .annotation(crate::model::fence::CONFIRMED_BY)
                                 .map(str::to_string);
                         }
-                        if let Some(s) = seconds_since(f.metadata.creation_timestamp.as_deref()) {
+                        if let Some(s) = seconds_since_ts(f.metadata.creation_timestamp) {
                             self.metrics.time_to_fence.observe(s);
                         }
                         let msg = format!(

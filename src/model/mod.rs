@@ -38,9 +38,16 @@ pub struct Meta {
     pub uid: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<String>,
-    /// Read by "unused since": nothing is unused since before it existed (rules.md §4).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub creation_timestamp: Option<String>,
+    /// Read by "unused since": nothing is unused since before it existed (rules.md §4). Kept
+    /// as a time, not its text: 16 bytes in place of a 24-byte `String` and its 20-byte text, on
+    /// every cached object (`make bench`'s cache bytes per object: 623 → 590 for serve). A value
+    /// that is not a time reads as absent, as `created_at` always treated it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "wire::lenient_time"
+    )]
+    pub creation_timestamp: Option<jiff::Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,7 +102,7 @@ impl Meta {
 
     /// `creationTimestamp` as a time (`None` when absent or not a time).
     pub fn created_at(&self) -> Option<jiff::Timestamp> {
-        self.creation_timestamp.as_deref()?.parse().ok()
+        self.creation_timestamp
     }
 
     /// UID of the controller owner reference, if any.

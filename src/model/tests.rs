@@ -160,3 +160,27 @@ fn fence_backend_lists_parse_or_are_refused_whole() {
     );
     assert_eq!(BackendKind::parse_list(""), None);
 }
+
+#[test]
+fn creation_timestamp_is_kept_as_a_time_and_written_back_as_the_apiserver_wrote_it() {
+    let pvc: Pvc = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "c", "creationTimestamp": "2026-11-01T00:00:00Z"}}),
+    )
+    .expect("pvc");
+    assert_eq!(
+        pvc.metadata.created_at(),
+        "2026-11-01T00:00:00Z".parse().ok()
+    );
+    let back = serde_json::to_value(&pvc).expect("json");
+    assert_eq!(
+        back["metadata"]["creationTimestamp"],
+        "2026-11-01T00:00:00Z"
+    );
+    for odd in [serde_json::json!("yesterday"), serde_json::json!(null)] {
+        let pvc: Pvc = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "c", "creationTimestamp": odd}}),
+        )
+        .expect("an odd timestamp does not make the object unreadable");
+        assert_eq!(pvc.metadata.created_at(), None, "{odd}");
+    }
+}

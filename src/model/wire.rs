@@ -259,6 +259,16 @@ pub(super) fn latest_transition<'de, D: serde::Deserializer<'de>>(
     latest_of(d, |c: Condition<'de>| c.last_transition_time)
 }
 
+/// An RFC 3339 time, or `None` when absent, `null` or not a time (never an error: one odd
+/// timestamp must not make a whole object unreadable).
+pub(super) fn lenient_time<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<jiff::Timestamp>, D::Error> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(Option::<Text<'de>>::deserialize(d)?.and_then(|t| t.0.parse().ok()))
+}
+
 /// The compact fields written back in their API shape (state files, `-o yaml`).
 pub(super) fn as_finished_container<S: serde::Serializer>(
     t: &Option<String>,

@@ -221,7 +221,7 @@ fn unused_since_never_predates_the_claim() {
     // A claim restored from a backup: created today, carrying a mark from years ago.
     let mut c = pvc(false, Some(vec![PVC_FINALIZER]));
     c.status.phase = Some("Bound".into());
-    c.metadata.creation_timestamp = Some("2026-11-23T09:00:00Z".into());
+    c.metadata.creation_timestamp = "2026-11-23T09:00:00Z".parse().ok();
     c.metadata.annotations =
         Some([(UNUSED_SINCE.to_string(), "2023-12-31T00:00:00Z".to_string())].into());
     assert_eq!(

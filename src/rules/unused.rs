@@ -79,10 +79,9 @@ pub fn is_reportable_unused<'a>(pvc: &Pvc, pods: impl IntoIterator<Item = &'a Po
 pub fn unused_since(pvc: &Pvc) -> (Option<String>, SinceSource) {
     let (since, source) = unused_since_unclamped(pvc);
     match (since, pvc.metadata.created_at()) {
-        (Some(s), Some(created)) if s.parse::<jiff::Timestamp>().is_ok_and(|t| t < created) => (
-            pvc.metadata.creation_timestamp.clone(),
-            SinceSource::Created,
-        ),
+        (Some(s), Some(created)) if s.parse::<jiff::Timestamp>().is_ok_and(|t| t < created) => {
+            (Some(created.to_string()), SinceSource::Created)
+        }
         (since, _) => (since, source),
     }
 }

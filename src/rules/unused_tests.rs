@@ -50,7 +50,7 @@ fn since_is_the_later_of_true_condition_and_annotation() {
 fn since_is_clamped_to_the_claims_creation() {
     // Restored from a backup an hour ago with a mark from 2023: idle for an hour, not for years.
     let mut p = pvc("restored");
-    p.metadata.creation_timestamp = Some("2026-11-23T09:00:00Z".into());
+    p.metadata.creation_timestamp = "2026-11-23T09:00:00Z".parse().ok();
     p.metadata.annotations =
         Some([(UNUSED_SINCE.to_string(), "2023-12-31T00:00:00Z".to_string())].into());
     assert_eq!(

@@ -231,7 +231,7 @@ pub fn build_pvc(
         kind: "PersistentVolumeClaim",
         namespace: m.namespace.clone(),
         name: m.name.clone(),
-        phase: pvc.status.phase.clone().unwrap_or_else(|| "Unknown".into()),
+        phase: pvc.status.phase.as_deref().unwrap_or("Unknown").into(),
         deleting_since: m.deletion_timestamp.clone(),
         finalizers: finalizers(m.finalizers.as_ref()),
         bound_to: pvc.volume_name().map(|v| match pv {
@@ -295,7 +295,7 @@ pub fn build_pv(pv: &Pv, claim: Option<&Pvc>, vas: &[Attachment]) -> Explanation
         kind: "PersistentVolume",
         namespace: String::new(),
         name: m.name.clone(),
-        phase: pv.status.phase.clone().unwrap_or_else(|| "Unknown".into()),
+        phase: pv.status.phase.as_deref().unwrap_or("Unknown").into(),
         deleting_since: m.deletion_timestamp.clone(),
         finalizers: finalizers(m.finalizers.as_ref()),
         bound_to: claim_ref,

@@ -145,7 +145,7 @@ pub struct Pod {
 #[serde(rename_all = "camelCase")]
 pub struct PodSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_name: Option<String>,
+    pub node_name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -205,7 +205,7 @@ pub struct Present {}
 #[serde(rename_all = "camelCase")]
 pub struct PodStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Box<str>>,
     /// The latest `containerStatuses[].state.terminated.finishedAt`, kept as it was written
     /// (decoded without a vector per pod: admission decodes every pod it reviews).
     #[serde(
@@ -283,9 +283,9 @@ pub struct Pvc {
 #[serde(rename_all = "camelCase")]
 pub struct PvcSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub volume_name: Option<String>,
+    pub volume_name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage_class_name: Option<String>,
+    pub storage_class_name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Resources>,
     #[serde(default, skip_serializing_if = "AccessModes::is_empty")]
@@ -374,7 +374,7 @@ pub struct StorageRequest {
 #[serde(rename_all = "camelCase")]
 pub struct PvcStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
@@ -443,9 +443,9 @@ pub struct PvSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim_ref: Option<ClaimRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub persistent_volume_reclaim_policy: Option<String>,
+    pub persistent_volume_reclaim_policy: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage_class_name: Option<String>,
+    pub storage_class_name: Option<Box<str>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -463,7 +463,7 @@ pub struct ClaimRef {
 #[serde(rename_all = "camelCase")]
 pub struct PvStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Box<str>>,
 }
 
 impl Pv {

@@ -24,7 +24,7 @@ fn wrong_field_type_is_an_error() {
 fn pod_states() {
     let mut p = Pod::default();
     assert!(!p.is_scheduled());
-    p.spec.node_name = Some(String::new());
+    p.spec.node_name = Some("".into());
     assert!(!p.is_scheduled(), "empty nodeName is unscheduled");
     p.spec.node_name = Some("n1".into());
     assert!(p.is_scheduled());

@@ -173,12 +173,14 @@ pub fn build<P: AsRef<Pvc>, V: AsRef<Pv>, Q: AsRef<Pod>>(
             storage_class: pvc
                 .spec
                 .storage_class_name
-                .clone()
-                .or_else(|| pv.and_then(|v| v.spec.storage_class_name.clone()))
-                .unwrap_or_default(),
+                .as_deref()
+                .or_else(|| pv.and_then(|v| v.spec.storage_class_name.as_deref()))
+                .unwrap_or_default()
+                .to_string(),
             reclaim_policy: pv
-                .and_then(|v| v.spec.persistent_volume_reclaim_policy.clone())
-                .unwrap_or_default(),
+                .and_then(|v| v.spec.persistent_volume_reclaim_policy.as_deref())
+                .unwrap_or_default()
+                .to_string(),
             volume,
         });
     }

@@ -414,6 +414,8 @@ async fn run() {
         for proto in [load::Proto::H1, load::Proto::H2] {
             // Server CPU per request is measured alongside: it does not depend on how the two
             // cores are shared with the load generator, so it shows volguard's own cost plainly.
+            // The base's figures, added to the row's report after it is written.
+            let mut base_json = None;
             let (v, f) = match &base {
                 None => {
                     let [v, f] =
@@ -431,14 +433,19 @@ async fn run() {
                     )
                     .await;
                     let before = b.rps / f.rps;
-                    report["admission"][name][proto.name()]["base"] = json!({"rev": rev, "rps": b.rps,
-                        "ratio": before, "server_cpu_us": b.cpu_us()});
+                    base_json = Some(json!({"rev": rev, "rps": b.rps, "ratio": before,
+                        "server_cpu_us": b.cpu_us(), "server_user_us": b.user_us, "server_sys_us": b.sys_us}));
                     base_rows.push((
                         format!(
                             "admission {name} {}: before ({rev}) → now, x floor",
                             proto.name()
                         ),
-                        format!("{before:.2}x → {:.2}x", v.rps / f.rps),
+                        format!(
+                            "{before:.2}x → {:.2}x; CPU µs {:.1} → {:.1}",
+                            v.rps / f.rps,
+                            b.cpu_us(),
+                            v.cpu_us()
+                        ),
                         v.rps / f.rps >= before,
                     ));
                     (v, f)
@@ -449,6 +456,9 @@ async fn run() {
                 "volguard_server_cpu_us": v.cpu_us(), "floor_server_cpu_us": f.cpu_us(),
                 "volguard_server_user_us": v.user_us, "volguard_server_sys_us": v.sys_us,
                 "floor_server_user_us": f.user_us, "floor_server_sys_us": f.sys_us});
+            if let Some(b) = base_json {
+                report["admission"][name][proto.name()]["base"] = b;
+            }
             table.row(
                 format!(
                     "admission {name} {} req/s (floor {:.0})",

@@ -64,11 +64,13 @@ fn main() -> anyhow::Result<()> {
     let n: usize = arg("--requests").map_or(Ok(100_000), |v| v.parse())?;
     let pvcs: usize = arg("--pvcs").map_or(Ok(100_000), |v| v.parse())?;
     let mut evict = vec![0u8; arg("--evict-kib").map_or(Ok(0), |v| v.parse::<usize>())? << 10];
-    // Logging as `make bench` runs the server: refusals at info, the rest filtered out.
+    // Logging as `make bench` runs the server (refusals at info, the rest filtered out), unless
+    // RUST_LOG says otherwise: `make profile` turns refusal lines off, since how many fit in their
+    // 50-a-second budget depends on how fast valgrind runs, not on the code.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,volguard::server=info"));
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(
-            "warn,volguard::server=info",
-        ))
+        .with_env_filter(filter)
         .with_writer(std::io::sink)
         .init();
     let rt = tokio::runtime::Builder::new_current_thread()

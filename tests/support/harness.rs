@@ -183,6 +183,26 @@ impl Proc {
             .args([&format!("-{sig}"), &self.child.id().to_string()])
             .status();
     }
+    /// The port of the address a JSON log line of this process gives under `field` (volguard logs
+    /// `"probes":"127.0.0.1:PORT"` once its listeners are bound).
+    pub async fn logged_port(&self, field: &str, within: Duration) -> Result<u16, String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let found = text.lines().find_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).ok()?;
+                v[field].as_str()?.rsplit(':').next()?.parse::<u16>().ok()
+            });
+            if let Some(port) = found {
+                return Ok(port);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("{} logged no {field:?} address", self.name));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub fn tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -864,13 +884,15 @@ impl ControlPlane {
             self.webhook_ca = pki.ca_pem;
         }
         let kc = self.sa_kubeconfig_file("volguard-webhook");
-        let probe = free_port();
         let serve = Proc::spawn(
             name,
             Command::new(env!("CARGO_BIN_EXE_volguard"))
                 .args(["--log-format", "json", "serve"])
                 .arg(format!("--listen=127.0.0.1:{port}"))
-                .arg(format!("--probe-listen=127.0.0.1:{probe}"))
+                // Port 0, read back from its log: a port picked free here and passed on can be
+                // taken by an outgoing connection before serve binds it (seen in CI with two
+                // clusters side by side: "Address already in use" on a restart).
+                .arg("--probe-listen=127.0.0.1:0")
                 .arg(format!(
                     "--tls-cert={}",
                     d.join("webhook-certs/tls.crt").display()
@@ -884,6 +906,10 @@ impl ControlPlane {
                 .env("RUST_LOG", "volguard=debug,info"),
             &d,
         );
+        let probe = match serve.logged_port("probes", Duration::from_secs(30)).await {
+            Ok(p) => p,
+            Err(e) => panic!("volguard serve did not start: {e}\n{}", serve.tail()),
+        };
         if let Err(e) = wait_http_ok(
             &format!("http://127.0.0.1:{probe}/readyz"),
             Duration::from_secs(30),

@@ -1,5 +1,6 @@
 //! The facts each rule needs, gathered from the cluster view, then the rule asked: the one place
-//! between a request and a pure rule in `rules/`. Reads go to the caches first; a miss is read
+//! between a request and a pure rule in `rules/` (one method per entry of the rule table's `on`
+//! column). Reads go to the caches first; a miss is read
 //! live, and a fact that cannot be read is `Fact::Unknown`, which the rules treat as in use.
 
 use super::dispatch::{Admission, Target};
@@ -24,38 +25,49 @@ use std::sync::Arc;
 /// Live claim reads in flight for one request (the process-wide cap is `MAX_LIVE_READS`).
 pub const MAX_CLAIM_READS: usize = 8;
 
-impl Admission {
-    /// Decide `rule` for this request: `Err` is an answer reached before the rule ran (a
-    /// malformed object), `Ok` the rule's own.
-    pub(super) async fn judge(
-        &self,
-        rule: Rule,
-        target: Target,
-        req: &Request<'_>,
-    ) -> Result<Decision, Decision> {
-        match (rule, target) {
-            (Rule::PvcFinalizer, _) => {
-                let pvc = object::<Pvc>(&req.object, "object")?;
-                Ok(protect::pvc_on_create(&pvc.metadata, PVC_FINALIZER))
-            }
-            (Rule::PvFinalizer, _) => {
-                let pv = object::<Pv>(&req.object, "object")?;
-                Ok(protect::protect_on_create(&pv.metadata, PV_FINALIZER))
-            }
-            (Rule::RwoPlacementHint, _) => self.placement_hint(req).await,
-            (Rule::PodOnTerminatingClaim, _) => self.pod_create(req).await,
-            (Rule::RwoSingleNode, Target::On(On::PodBinding)) => self.rwo_binding(req).await,
-            (Rule::RwoSingleNode, _) => self.rwo_pod_create(req).await,
-            (Rule::ForceDelete, Target::On(On::PodEviction)) => self.eviction(req).await,
-            (Rule::ForceDelete, _) => self.pod_delete(req).await,
-            (Rule::FinalizerRemoval, Target::On(On::PvUpdate | On::PvStatusUpdate)) => {
-                self.pv_finalizer(req)
-            }
-            (Rule::FinalizerRemoval, _) => self.pvc_finalizer(req).await,
-            (Rule::BindingToTerminatingVolume, _) => self.pvc_binding(req).await,
-            (Rule::PodStatus, _) => self.pod_status(req).await,
-            (Rule::OutOfServiceTaint, _) => self.out_of_service(req).await,
+/// `judge`, expanded from the rule table's `on` column (`rules/rule.rs`): each kind of request a
+/// rule judges, and the method below that gathers its facts and asks the rule.
+macro_rules! judge_by_table {
+    ($(
+        $(#[$doc:meta])*
+        $rule:ident {
+            name: $name:tt,
+            path: $path:tt,
+            failure_policy: $policy:tt,
+            mutating: $mutating:tt,
+            webhooks: $webhooks:tt,
+            on: { $($on:ident => $judge:ident),+ $(,)? } $(,)?
         }
+    ),+ $(,)?) => {
+        impl Admission {
+            /// Decide `rule` for this request: `Err` is an answer reached before the rule ran (a
+            /// malformed object), `Ok` the rule's own.
+            pub(super) async fn judge(
+                &self,
+                rule: Rule,
+                target: Target,
+                req: &Request<'_>,
+            ) -> Result<Decision, Decision> {
+                match (rule, target) {
+                    $($((Rule::$rule, Target::On(On::$on)) => self.$judge(req).await,)+)+
+                    // Routing hands a rule only the requests its row names (`On::rules`).
+                    _ => Ok(Decision::allow("not-this-rule")),
+                }
+            }
+        }
+    };
+}
+crate::rules::rule::for_each_rule!(judge_by_table);
+
+impl Admission {
+    async fn protect_pvc(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let pvc = object::<Pvc>(&req.object, "object")?;
+        Ok(protect::pvc_on_create(&pvc.metadata, PVC_FINALIZER))
+    }
+
+    async fn protect_pv(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let pv = object::<Pv>(&req.object, "object")?;
+        Ok(protect::protect_on_create(&pv.metadata, PV_FINALIZER))
     }
 
     /// The claims of `pod` with the PVC each names: from the cache, and the misses read live in
@@ -229,7 +241,7 @@ impl Admission {
         ))
     }
 
-    fn pv_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+    async fn pv_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let new = object::<Pv>(&req.object, "object")?;
         let old = object::<Pv>(&req.old_object, "oldObject")?;
         if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PV_FINALIZER) {

@@ -1,5 +1,5 @@
-//! The rules by name: one webhook entry, one HTTP path, one failure policy and one enforcement
-//! mode each. Names are the ones operators type (`--enforcement force-delete=warn`) and read in
+//! The rules by name, as one table: one webhook entry, one HTTP path, one failure policy, one
+//! enforcement mode and the requests each judges (with the method that gathers their facts). Names are the ones operators type (`--enforcement force-delete=warn`) and read in
 //! metrics and logs.
 
 use std::fmt;
@@ -14,47 +14,170 @@ pub enum FailurePolicy {
     Fail,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Rule {
-    /// rules.md §1: `kubernetes.io/pvc-protection` on PVC CREATE (mutating).
-    PvcFinalizer,
-    /// rules.md §1: `kubernetes.io/pv-protection` on PV CREATE (mutating).
-    PvFinalizer,
-    /// rules.md §2a.
-    PodOnTerminatingClaim,
-    /// rules.md §2c.
-    FinalizerRemoval,
-    /// rules.md §2b.
-    BindingToTerminatingVolume,
-    /// rules.md §2d: pod DELETE and `pods/eviction` CREATE.
-    ForceDelete,
-    /// rules.md §2f: `pods/binding` CREATE and pod CREATE with `spec.nodeName`.
-    RwoSingleNode,
-    /// rules.md §2f placement hint: pod CREATE gets a preferred affinity to its claim's node
-    /// (mutating).
-    RwoPlacementHint,
-    /// rules.md §2h: `UPDATE pods/status` that ends a running pod.
-    PodStatus,
-    /// rules.md §7 guards: adding the out-of-service taint to a Node.
-    OutOfServiceTaint,
+/// The rule table: one row per rule, and nothing about a rule lives anywhere else but its file
+/// under `rules/` and, for a new kind of request, `On`. The rows become the `Rule` enum and
+/// `TABLE` here; `admission/facts.rs` expands the same rows into its dispatch. Adding a rule is
+/// its file, one row, and the methods its `on` column names.
+///
+/// Columns: `name` is what operators type (`--enforcement NAME=warn`) and read (metric label
+/// `endpoint`, logs); `path` the path its webhook entries post to; `failure_policy` as registered
+/// in `manifests/base/webhooks.yaml` (a test keeps the two in step); `webhooks` the entries
+/// (`webhooks[].name`) that post to `path`; `on` each kind of request it judges (routing reads
+/// this; a request meets its rules in table order) and the method of `admission::Admission` that
+/// gathers the facts for it and asks the rule. `rules/` only names those methods, so it stays pure.
+macro_rules! for_each_rule {
+    ($then:ident) => {
+        $then! {
+            /// rules.md §1: `kubernetes.io/pvc-protection` on PVC CREATE (mutating).
+            PvcFinalizer {
+                name: "pvc-finalizer",
+                path: "/mutate/pvc-finalizer",
+                failure_policy: Ignore,
+                mutating: true,
+                webhooks: ["pvc-finalizer.volguard.io"],
+                on: { PvcCreate => protect_pvc },
+            },
+            /// rules.md §1: `kubernetes.io/pv-protection` on PV CREATE (mutating).
+            PvFinalizer {
+                name: "pv-finalizer",
+                path: "/mutate/pv-finalizer",
+                failure_policy: Ignore,
+                mutating: true,
+                webhooks: ["pv-finalizer.volguard.io"],
+                on: { PvCreate => protect_pv },
+            },
+            /// rules.md §2a.
+            PodOnTerminatingClaim {
+                name: "pod-on-terminating-claim",
+                path: "/validate/pod-on-terminating-claim",
+                failure_policy: Ignore,
+                mutating: false,
+                webhooks: ["pod-create.volguard.io"],
+                on: { PodCreate => pod_create },
+            },
+            /// rules.md §2c. Fail: stripping a protection finalizer from a volume in use deletes it.
+            FinalizerRemoval {
+                name: "finalizer-removal",
+                path: "/validate/finalizer-removal",
+                failure_policy: Fail,
+                mutating: false,
+                webhooks: ["finalizer-guard.volguard.io"],
+                on: {
+                    PvcUpdate => pvc_finalizer,
+                    PvcStatusUpdate => pvc_finalizer,
+                    PvUpdate => pv_finalizer,
+                    PvStatusUpdate => pv_finalizer,
+                },
+            },
+            /// rules.md §2b.
+            BindingToTerminatingVolume {
+                name: "binding-to-terminating-volume",
+                path: "/validate/binding-to-terminating-volume",
+                failure_policy: Ignore,
+                mutating: false,
+                webhooks: ["pvc-binding.volguard.io"],
+                on: { PvcCreate => pvc_binding, PvcUpdate => pvc_binding },
+            },
+            /// rules.md §2d: pod DELETE and `pods/eviction` CREATE. Fail: while volguard is down a
+            /// force delete of a running pod must not slip through; its matchConditions keep
+            /// graceful deletes, PodGC and the kubelet away.
+            ForceDelete {
+                name: "force-delete",
+                path: "/validate/force-delete",
+                failure_policy: Fail,
+                mutating: false,
+                webhooks: ["force-delete.volguard.io", "eviction.volguard.io"],
+                on: { PodDelete => pod_delete, PodEviction => eviction },
+            },
+            /// rules.md §2f: `pods/binding` CREATE and pod CREATE with `spec.nodeName`.
+            RwoSingleNode {
+                name: "rwo-single-node",
+                path: "/validate/rwo-single-node",
+                failure_policy: Ignore,
+                mutating: false,
+                webhooks: ["rwo-single-node.volguard.io"],
+                on: { PodCreate => rwo_pod_create, PodBinding => rwo_binding },
+            },
+            /// rules.md §2f placement hint: pod CREATE gets a preferred affinity to its claim's
+            /// node (mutating).
+            RwoPlacementHint {
+                name: "rwo-placement-hint",
+                path: "/mutate/rwo-placement-hint",
+                failure_policy: Ignore,
+                mutating: true,
+                webhooks: ["rwo-placement-hint.volguard.io"],
+                on: { PodCreate => placement_hint },
+            },
+            /// rules.md §2h: `UPDATE pods/status` that ends a running pod. Ignore: PodGC must never
+            /// wait on volguard; matchConditions narrow it to a running pod made terminal by
+            /// someone other than its kubelet.
+            PodStatus {
+                name: "pod-status",
+                path: "/validate/pod-status",
+                failure_policy: Ignore,
+                mutating: false,
+                webhooks: ["pod-status.volguard.io"],
+                on: { PodStatusUpdate => pod_status },
+            },
+            /// rules.md §7 guards: adding the out-of-service taint to a Node. Ignore: a person must
+            /// be able to heal a partition while volguard is down.
+            OutOfServiceTaint {
+                name: "out-of-service-taint",
+                path: "/validate/out-of-service-taint",
+                failure_policy: Ignore,
+                mutating: false,
+                webhooks: ["out-of-service-taint.volguard.io"],
+                on: { NodeUpdate => out_of_service },
+            },
+        }
+    };
 }
+pub(crate) use for_each_rule;
 
-/// One rule, one row: everything the webhook registration, the router, the metrics and the
-/// enforcement flags know about it, and which requests it judges. Adding a rule is its file under
-/// `rules/`, one `Rule` variant, one row here, and its facts in `admission/facts.rs`.
+/// The rows as the `Rule` enum and `TABLE` (the `on` column's methods are admission's).
+macro_rules! declare_rules {
+    ($(
+        $(#[$doc:meta])*
+        $rule:ident {
+            name: $name:literal,
+            path: $path:literal,
+            failure_policy: $policy:ident,
+            mutating: $mutating:literal,
+            webhooks: [$($webhook:literal),+ $(,)?],
+            on: { $($on:ident => $judge:ident),+ $(,)? } $(,)?
+        }
+    ),+ $(,)?) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Rule {
+            $($(#[$doc])* $rule,)+
+        }
+
+        /// The rule table, in `Rule` order.
+        pub const TABLE: [RuleDef; [$(Rule::$rule),+].len()] = [$(
+            RuleDef {
+                rule: Rule::$rule,
+                name: $name,
+                path: $path,
+                failure_policy: FailurePolicy::$policy,
+                mutating: $mutating,
+                webhooks: &[$($webhook),+],
+                on: &[$(On::$on),+],
+            }
+        ),+];
+    };
+}
+for_each_rule!(declare_rules);
+
+/// One rule's row as data: what the webhook registration, the router, the metrics and the
+/// enforcement flags know about it (the columns are described at `for_each_rule`).
 #[derive(Debug, Clone, Copy)]
 pub struct RuleDef {
     pub rule: Rule,
-    /// What operators type (`--enforcement NAME=warn`) and read (metric label `endpoint`, logs).
     pub name: &'static str,
-    /// The path its webhook entries post to.
     pub path: &'static str,
-    /// As registered in `manifests/base/webhooks.yaml` (a test keeps the two in step).
     pub failure_policy: FailurePolicy,
     pub mutating: bool,
-    /// The webhook entries (`webhooks[].name`) that post to `path`.
     pub webhooks: &'static [&'static str],
-    /// The requests it judges (routing reads this; a request meets its rules in table order).
     pub on: &'static [On],
 }
 
@@ -80,111 +203,6 @@ pub enum On {
     /// `UPDATE nodes`.
     NodeUpdate,
 }
-
-/// The rule table, in `Rule` order.
-pub const TABLE: [RuleDef; 10] = [
-    RuleDef {
-        rule: Rule::PvcFinalizer,
-        name: "pvc-finalizer",
-        path: "/mutate/pvc-finalizer",
-        failure_policy: FailurePolicy::Ignore,
-        mutating: true,
-        webhooks: &["pvc-finalizer.volguard.io"],
-        on: &[On::PvcCreate],
-    },
-    RuleDef {
-        rule: Rule::PvFinalizer,
-        name: "pv-finalizer",
-        path: "/mutate/pv-finalizer",
-        failure_policy: FailurePolicy::Ignore,
-        mutating: true,
-        webhooks: &["pv-finalizer.volguard.io"],
-        on: &[On::PvCreate],
-    },
-    RuleDef {
-        rule: Rule::PodOnTerminatingClaim,
-        name: "pod-on-terminating-claim",
-        path: "/validate/pod-on-terminating-claim",
-        failure_policy: FailurePolicy::Ignore,
-        mutating: false,
-        webhooks: &["pod-create.volguard.io"],
-        on: &[On::PodCreate],
-    },
-    // Fail: stripping a protection finalizer from a volume in use deletes it.
-    RuleDef {
-        rule: Rule::FinalizerRemoval,
-        name: "finalizer-removal",
-        path: "/validate/finalizer-removal",
-        failure_policy: FailurePolicy::Fail,
-        mutating: false,
-        webhooks: &["finalizer-guard.volguard.io"],
-        on: &[
-            On::PvcUpdate,
-            On::PvcStatusUpdate,
-            On::PvUpdate,
-            On::PvStatusUpdate,
-        ],
-    },
-    RuleDef {
-        rule: Rule::BindingToTerminatingVolume,
-        name: "binding-to-terminating-volume",
-        path: "/validate/binding-to-terminating-volume",
-        failure_policy: FailurePolicy::Ignore,
-        mutating: false,
-        webhooks: &["pvc-binding.volguard.io"],
-        on: &[On::PvcCreate, On::PvcUpdate],
-    },
-    // Fail: while volguard is down a force delete of a running pod must not slip through; its
-    // matchConditions keep graceful deletes, PodGC and the kubelet away.
-    RuleDef {
-        rule: Rule::ForceDelete,
-        name: "force-delete",
-        path: "/validate/force-delete",
-        failure_policy: FailurePolicy::Fail,
-        mutating: false,
-        webhooks: &["force-delete.volguard.io", "eviction.volguard.io"],
-        on: &[On::PodDelete, On::PodEviction],
-    },
-    RuleDef {
-        rule: Rule::RwoSingleNode,
-        name: "rwo-single-node",
-        path: "/validate/rwo-single-node",
-        failure_policy: FailurePolicy::Ignore,
-        mutating: false,
-        webhooks: &["rwo-single-node.volguard.io"],
-        on: &[On::PodCreate, On::PodBinding],
-    },
-    RuleDef {
-        rule: Rule::RwoPlacementHint,
-        name: "rwo-placement-hint",
-        path: "/mutate/rwo-placement-hint",
-        failure_policy: FailurePolicy::Ignore,
-        mutating: true,
-        webhooks: &["rwo-placement-hint.volguard.io"],
-        on: &[On::PodCreate],
-    },
-    // Ignore: PodGC must never wait on volguard; matchConditions narrow it to a running pod
-    // made terminal by someone other than its kubelet.
-    RuleDef {
-        rule: Rule::PodStatus,
-        name: "pod-status",
-        path: "/validate/pod-status",
-        failure_policy: FailurePolicy::Ignore,
-        mutating: false,
-        webhooks: &["pod-status.volguard.io"],
-        on: &[On::PodStatusUpdate],
-    },
-    // Ignore: a person must be able to heal a partition while volguard is down.
-    RuleDef {
-        rule: Rule::OutOfServiceTaint,
-        name: "out-of-service-taint",
-        path: "/validate/out-of-service-taint",
-        failure_policy: FailurePolicy::Ignore,
-        mutating: false,
-        webhooks: &["out-of-service-taint.volguard.io"],
-        on: &[On::NodeUpdate],
-    },
-];
 
 /// How many validating rules the table has.
 const fn validating_count() -> usize {

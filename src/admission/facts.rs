@@ -1,7 +1,7 @@
 //! The facts each rule needs, gathered from the cluster view, then the rule asked: the one place
 //! between a request and a pure rule in `rules/` (one method per entry of the rule table's `on`
-//! column). Reads go to the caches first; a miss is read
-//! live, and a fact that cannot be read is `Fact::Unknown`, which the rules treat as in use.
+//! column). Reads go to the caches first; a miss is read live, and a fact that cannot be read is
+//! `Fact::Unknown`, which the rules treat as in use.
 
 use super::dispatch::{Admission, Target};
 use super::review::{Embedded, EmbeddedKind, Request};

@@ -275,15 +275,21 @@ impl Admission {
 /// What a rule answers when its facts did not arrive in time (rules.md "Deciding late or without
 /// facts"): the same as the apiserver would if volguard were down.
 fn late(rule: Rule, budget: Duration) -> Decision {
+    undecided(rule, "late", &format!("within {budget:?}"))
+}
+
+/// A rule that could not decide answers as its failure policy says: an Ignore rule allows with a
+/// warning, a Fail rule refuses with 500. `why` finishes "volguard could not decide RULE ...".
+pub(super) fn undecided(rule: Rule, row: &'static str, why: &str) -> Decision {
     match rule.failure_policy() {
-        FailurePolicy::Ignore => Decision::allow("late").with_warning(format!(
-            "volguard could not check {} within {budget:?}; allowed as if volguard were unavailable",
+        FailurePolicy::Ignore => Decision::allow(row).with_warning(format!(
+            "volguard could not check {} {why}; allowed as if volguard were unavailable",
             rule.name()
         )),
         FailurePolicy::Fail => Decision::unavailable(
-            "late",
+            row,
             format!(
-                "volguard could not decide {} within {budget:?}: refused, since it guards against data \
+                "volguard could not decide {} {why}: refused, since it guards against data \
                  loss; retry",
                 rule.name()
             ),

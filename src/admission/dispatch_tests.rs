@@ -89,3 +89,24 @@ fn a_decision_future_stays_small_whatever_the_rule() {
         "the decision's future is {decide} bytes (at most 1.5 KiB)"
     );
 }
+
+/// Routing never hands a rule a request its row does not name; should it ever, a Fail rule
+/// refuses (500) and an Ignore rule allows with a warning, as if volguard were down.
+#[tokio::test]
+async fn a_rule_asked_outside_its_row_answers_by_its_failure_policy() {
+    let a = admission();
+    let body = review("", "PersistentVolumeClaim", "CREATE");
+    let req = crate::admission::decode(body.as_bytes()).expect("review");
+    let target = Target::of(&req);
+    assert!(!target.rules().contains(&Rule::ForceDelete));
+    let d = a.judge(Rule::ForceDelete, target, &req).await;
+    let d = d.expect_err("answered before the rule ran");
+    assert_eq!((d.allowed, d.code, d.row), (false, 500, "not-this-rule"));
+    let message = d.message.unwrap_or_default();
+    assert!(message.contains("force-delete"), "{message}");
+    assert!(!target.rules().contains(&Rule::PodStatus));
+    let d = a.judge(Rule::PodStatus, target, &req).await;
+    let d = d.expect_err("answered before the rule ran");
+    assert_eq!((d.allowed, d.row), (true, "not-this-rule"));
+    assert!(d.warnings[0].contains("pod-status"), "{:?}", d.warnings);
+}

@@ -50,8 +50,13 @@ macro_rules! judge_by_table {
             ) -> Result<Decision, Decision> {
                 match (rule, target) {
                     $($((Rule::$rule, Target::On(On::$on)) => self.$judge(req).await,)+)+
-                    // Routing hands a rule only the requests its row names (`On::rules`).
-                    _ => Ok(Decision::allow("not-this-rule")),
+                    // Routing hands a rule only the requests its row names (`On::rules`); were
+                    // that ever to slip, the rule answers as if it could not decide.
+                    _ => Err(super::dispatch::undecided(
+                        rule,
+                        "not-this-rule",
+                        "for a request its row does not name",
+                    )),
                 }
             }
         }

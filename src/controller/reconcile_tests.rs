@@ -12,12 +12,10 @@ fn config() -> ReconcilerConfig {
 }
 
 fn pvc(ns: &str, name: &str, terminating: bool) -> Pvc {
-    let mut p = Pvc::default();
-    p.metadata.namespace = ns.into();
-    p.metadata.name = name.into();
-    p.metadata.finalizers = Some(vec![PVC_FINALIZER.into()]);
+    let mut p = crate::model::testing::pvc(ns, name);
+    p.metadata.set_finalizers(&[PVC_FINALIZER]);
     if terminating {
-        p.metadata.deletion_timestamp = Some("2026-11-21T00:00:00Z".into());
+        p.metadata.deleted_at("2026-11-21T00:00:00Z");
     }
     p
 }

@@ -1,43 +1,32 @@
 //! Unit tests of `src/explain/mod.rs`: every case of rules.md §6 over plain objects.
 
 use super::*;
-use crate::model::{ClaimRef, ClaimSource, UNUSED_SINCE, Volume};
+use crate::model::{ClaimRef, UNUSED_SINCE, testing};
 
 fn pvc(terminating: bool, finalizers: &[&str]) -> Pvc {
-    let mut p = Pvc::default();
-    p.metadata.namespace = "shop".into();
-    p.metadata.name = "data".into();
+    let mut p = testing::pvc("shop", "data");
     p.spec.volume_name = Some("pv-1".into());
     p.status.phase = Some("Bound".into());
-    p.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
+    p.metadata.set_finalizers(finalizers);
     if terminating {
-        p.metadata.deletion_timestamp = Some("2026-11-01T00:00:00Z".into());
+        p.metadata.deleted_at("2026-11-01T00:00:00Z");
     }
     p
 }
 
 fn pod(name: &str, node: Option<&str>, phase: &str) -> Pod {
-    let mut p = Pod::default();
-    p.metadata.namespace = "shop".into();
-    p.metadata.name = name.into();
-    p.spec.node_name = node.map(Into::into);
-    p.status.phase = Some(phase.into());
-    p.spec.volumes.push(Volume {
-        name: "d".into(),
-        persistent_volume_claim: Some(ClaimSource {
-            claim_name: "data".into(),
-        }),
-        ..Default::default()
-    });
-    p
+    testing::pod("shop", name)
+        .on(node)
+        .in_phase(phase)
+        .mounting("data")
 }
 
 fn pv(terminating: bool, bound: bool, finalizers: &[&str]) -> Pv {
     let mut v = Pv::default();
     v.metadata.name = "pv-1".into();
-    v.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
+    v.metadata.set_finalizers(finalizers);
     if terminating {
-        v.metadata.deletion_timestamp = Some("2026-11-01T00:00:00Z".into());
+        v.metadata.deleted_at("2026-11-01T00:00:00Z");
     }
     v.status.phase = Some(if bound { "Bound" } else { "Released" }.into());
     v.spec.claim_ref = Some(ClaimRef {

@@ -15,6 +15,8 @@ use std::borrow::Cow;
 pub mod fence;
 pub mod quantity;
 pub mod selector;
+#[cfg(test)]
+pub mod testing;
 mod wire;
 pub use wire::SmallMap;
 pub(crate) use wire::{FieldKey, Optional};

@@ -1,7 +1,7 @@
 //! Unit tests of `src/rules/finalizer_guard.rs`.
 
 use super::*;
-use crate::model::{ClaimSource, Volume};
+use crate::model::testing;
 
 fn meta(fins: Option<Vec<&str>>) -> Meta {
     Meta {
@@ -49,26 +49,15 @@ fn exemptions() {
 }
 
 fn using_pod(node: Option<&str>) -> Pod {
-    let mut p = Pod::default();
-    p.metadata.name = "app".into();
-    p.metadata.namespace = "ns".into();
-    p.spec.node_name = node.map(Into::into);
-    p.status.phase = Some("Running".into());
-    p.spec.volumes = vec![Volume {
-        name: "d".into(),
-        persistent_volume_claim: Some(ClaimSource {
-            claim_name: "data".into(),
-        }),
-        ..Default::default()
-    }];
-    p
+    testing::pod("ns", "app")
+        .on(node)
+        .in_phase("Running")
+        .mounting("data")
 }
 
 #[test]
 fn pvc_in_use_denied_listing_pods() {
-    let mut pvc = Pvc::default();
-    pvc.metadata.name = "data".into();
-    pvc.metadata.namespace = "ns".into();
+    let pvc = testing::pvc("ns", "data");
     let pods = vec![using_pod(Some("n1"))];
     let d = pvc_finalizer_removal(&pvc, Fact::Found(&pods));
     assert!(!d.allowed);

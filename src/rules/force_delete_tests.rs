@@ -1,27 +1,15 @@
 //! Unit tests of `src/rules/force_delete.rs`.
 
 use super::*;
-use crate::model::Taint;
+use crate::model::testing::{self, user};
 
 fn pod() -> Pod {
-    let mut p = Pod::default();
-    p.metadata.name = "db-0".into();
-    p.metadata.namespace = "ns".into();
-    p.spec.node_name = Some("n1".into());
-    p.status.phase = Some("Running".into());
-    p
-}
-fn user(name: &str, groups: &[&str]) -> UserInfo {
-    UserInfo {
-        username: name.into(),
-        groups: groups.iter().map(|g| g.to_string()).collect(),
-        ..Default::default()
-    }
+    testing::pod("ns", "db-0")
+        .on(Some("n1"))
+        .in_phase("Running")
 }
 fn node() -> Node {
-    let mut n = Node::default();
-    n.metadata.name = "n1".into();
-    n
+    testing::node("n1")
 }
 fn decide(u: &UserInfo, p: &Pod, grace: Option<i64>, n: Fact<&Node>) -> Decision {
     pod_delete(u, p, grace, n, &ForceDeletePolicy::default())
@@ -87,12 +75,7 @@ fn row4_and_5_node_gone_or_out_of_service() {
         decide(&ctl, &pod(), Some(0), Fact::Missing).row,
         "force-delete-node-gone"
     );
-    let mut n = node();
-    n.spec.taints.push(Taint {
-        key: OUT_OF_SERVICE_TAINT.into(),
-        value: Some("nodeshutdown".into()),
-        effect: "NoExecute".into(),
-    });
+    let n = node().out_of_service();
     assert!(decide(&ctl, &pod(), Some(0), Fact::Found(&n)).allowed);
     // Unknown node is not a confirmed partition.
     assert!(

@@ -1,12 +1,10 @@
 //! Unit tests of `src/rules/in_use.rs`.
 
 use super::*;
-use crate::model::{ClaimSource, OwnerReference, Present, Volume};
+use crate::model::{OwnerReference, Present, Volume, testing};
 
 fn pvc(ns: &str, name: &str, owner: Option<&str>) -> Pvc {
-    let mut p = Pvc::default();
-    p.metadata.namespace = ns.into();
-    p.metadata.name = name.into();
+    let mut p = testing::pvc(ns, name);
     p.metadata.owner_references = owner.map(|uid| {
         vec![OwnerReference {
             kind: "Pod".into(),
@@ -19,26 +17,18 @@ fn pvc(ns: &str, name: &str, owner: Option<&str>) -> Pvc {
 }
 
 fn pod(name: &str, node: Option<&str>, phase: &str, claim: &str, ephemeral: bool) -> Pod {
-    let mut p = Pod::default();
-    p.metadata.name = name.into();
-    p.metadata.namespace = "ns".into();
-    p.metadata.uid = format!("uid-{name}");
-    p.spec.node_name = node.map(Into::into);
-    p.status.phase = Some(phase.into());
-    p.spec.volumes.push(if ephemeral {
-        Volume {
-            name: claim.into(),
-            ephemeral: Some(Present {}),
-            ..Default::default()
-        }
-    } else {
-        Volume {
-            name: "v".into(),
-            persistent_volume_claim: Some(ClaimSource {
-                claim_name: claim.into(),
-            }),
-            ..Default::default()
-        }
+    let p = testing::pod("ns", name)
+        .with_uid(&format!("uid-{name}"))
+        .on(node)
+        .in_phase(phase);
+    if !ephemeral {
+        return p.mounting(claim);
+    }
+    let mut p = p;
+    p.spec.volumes.push(Volume {
+        name: claim.into(),
+        ephemeral: Some(Present {}),
+        ..Default::default()
     });
     p
 }

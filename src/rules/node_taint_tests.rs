@@ -1,18 +1,13 @@
 //! Unit tests of `src/rules/node_taint.rs`: one per row.
 
 use super::*;
-use crate::model::Taint;
 use crate::model::fence::NodeFenceSpec;
+use crate::model::testing;
 
 fn node(tainted: bool, confirmed: bool) -> Node {
-    let mut n = Node::default();
-    n.metadata.name = "n1".into();
+    let mut n = testing::node("n1");
     if tainted {
-        n.spec.taints.push(Taint {
-            key: OUT_OF_SERVICE_TAINT.into(),
-            value: Some("nodeshutdown".into()),
-            effect: "NoExecute".into(),
-        });
+        n = n.out_of_service();
     }
     if confirmed {
         n.metadata.annotations = Some([(CONFIRM_NODE_DOWN.to_string(), "true".to_string())].into());
@@ -20,10 +15,7 @@ fn node(tainted: bool, confirmed: bool) -> Node {
     n
 }
 fn user(name: &str) -> UserInfo {
-    UserInfo {
-        username: name.into(),
-        ..Default::default()
-    }
+    testing::user(name, &[])
 }
 const CTL: &str = "system:serviceaccount:volguard-system:volguard-controller";
 fn own() -> Vec<String> {

@@ -4,11 +4,7 @@ use super::*;
 use crate::model::OwnerReference;
 
 fn pod() -> Pod {
-    let mut p = Pod::default();
-    p.metadata.name = "web-0".into();
-    p.metadata.namespace = "ns".into();
-    p.metadata.uid = "new-uid".into();
-    p
+    crate::model::testing::pod("ns", "web-0").with_uid("new-uid")
 }
 
 fn claim(name: &str, ephemeral: bool) -> Claim {

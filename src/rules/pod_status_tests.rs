@@ -1,34 +1,18 @@
 //! Unit tests of `src/rules/pod_status.rs`: one per row.
 
 use super::*;
-use crate::model::Taint;
+use crate::model::testing::{self, user};
 
 fn pod(phase: &str) -> Pod {
-    let mut p = Pod::default();
-    p.metadata.name = "db-0".into();
-    p.metadata.namespace = "ns".into();
-    p.spec.node_name = Some("n1".into());
-    p.status.phase = Some(phase.into());
-    p
-}
-fn user(name: &str, groups: &[&str]) -> UserInfo {
-    UserInfo {
-        username: name.into(),
-        groups: groups.iter().map(|g| g.to_string()).collect(),
-        ..Default::default()
-    }
+    testing::pod("ns", "db-0").on(Some("n1")).in_phase(phase)
 }
 fn node(out_of_service: bool) -> Node {
-    let mut n = Node::default();
-    n.metadata.name = "n1".into();
+    let n = testing::node("n1");
     if out_of_service {
-        n.spec.taints.push(Taint {
-            key: OUT_OF_SERVICE_TAINT.into(),
-            value: Some("nodeshutdown".into()),
-            effect: "NoExecute".into(),
-        });
+        n.out_of_service()
+    } else {
+        n
     }
-    n
 }
 fn admin() -> UserInfo {
     user("admin", &["system:masters"])

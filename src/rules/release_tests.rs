@@ -1,12 +1,10 @@
 //! Unit tests of `src/rules/release.rs`.
 
 use super::*;
-use crate::model::{ClaimSource, Volume};
+use crate::model::{Volume, testing};
 
 fn pvc(terminating: bool, fins: Option<Vec<&str>>) -> Pvc {
-    let mut p = Pvc::default();
-    p.metadata.namespace = "ns".into();
-    p.metadata.name = "data".into();
+    let mut p = testing::pvc("ns", "data");
     p.metadata.resource_version = Some("7".into());
     if terminating {
         p.metadata.deletion_timestamp = Some("t".into());
@@ -16,20 +14,11 @@ fn pvc(terminating: bool, fins: Option<Vec<&str>>) -> Pvc {
 }
 
 fn pod(name: &str, node: Option<&str>, phase: &str) -> Pod {
-    let mut p = Pod::default();
-    p.metadata.namespace = "ns".into();
-    p.metadata.name = name.into();
-    p.metadata.uid = format!("uid-{name}");
-    p.spec.node_name = node.map(Into::into);
-    p.status.phase = Some(phase.into());
-    p.spec.volumes = vec![Volume {
-        name: "v".into(),
-        persistent_volume_claim: Some(ClaimSource {
-            claim_name: "data".into(),
-        }),
-        ..Default::default()
-    }];
-    p
+    testing::pod("ns", name)
+        .with_uid(&format!("uid-{name}"))
+        .on(node)
+        .in_phase(phase)
+        .mounting("data")
 }
 
 fn plan(p: &Pvc, pods: &[Pod]) -> PvcPlan {
@@ -54,20 +43,14 @@ fn upstream_table() {
     );
     assert_eq!(plan(&t, &[]), PvcPlan::ConfirmUnused);
     // Unrelated and emptyDir volumes do not count.
-    let mut other = pod("b", Some("n"), "Running");
-    other.spec.volumes = vec![
-        Volume {
-            name: "tmp".into(),
-            ..Default::default()
-        },
-        Volume {
-            name: "x".into(),
-            persistent_volume_claim: Some(ClaimSource {
-                claim_name: "other".into(),
-            }),
-            ..Default::default()
-        },
-    ];
+    let mut other = testing::pod("ns", "b")
+        .on(Some("n"))
+        .in_phase("Running")
+        .mounting("other");
+    other.spec.volumes.push(Volume {
+        name: "tmp".into(),
+        ..Default::default()
+    });
     assert_eq!(plan(&t, &[other]), PvcPlan::ConfirmUnused);
     // Live PVC without the finalizer gets it; terminating without it is left alone.
     assert_eq!(plan(&pvc(false, None), &[]), PvcPlan::AddFinalizer);
@@ -262,11 +245,11 @@ fn requeue_on_relevant_pod_changes_only() {
         "became terminal"
     );
     // Delete+recreate with the same name and a different claim: both claims re-examined.
-    let mut c = pod("a", Some("n"), "Running");
-    c.metadata.uid = "uid-new".into();
-    c.spec.volumes[0].persistent_volume_claim = Some(ClaimSource {
-        claim_name: "other".into(),
-    });
+    let c = testing::pod("ns", "a")
+        .with_uid("uid-new")
+        .on(Some("n"))
+        .in_phase("Running")
+        .mounting("other");
     assert_eq!(claims_to_requeue(Some(&a), Some(&c)).len(), 2);
 }
 

@@ -1,7 +1,7 @@
 //! Unit tests of `src/rules/rwo_lock.rs`: take, share, deny, each kind of take-over.
 
 use super::*;
-use crate::model::{OUT_OF_SERVICE_TAINT, Taint};
+use crate::model::testing;
 use crate::rules::decision::ReadError;
 
 fn ts(s: &str) -> jiff::Timestamp {
@@ -11,25 +11,19 @@ fn ts(s: &str) -> jiff::Timestamp {
 const NOW: &str = "2026-11-23T10:00:00Z";
 
 fn pod(name: &str, uid: &str, node: Option<&str>, phase: &str) -> Pod {
-    let mut p = Pod::default();
-    p.metadata.name = name.into();
-    p.metadata.namespace = "ns".into();
-    p.metadata.uid = uid.into();
-    p.spec.node_name = node.map(Into::into);
-    p.status.phase = Some(phase.into());
-    p
+    testing::pod("ns", name)
+        .with_uid(uid)
+        .on(node)
+        .in_phase(phase)
 }
 
 fn node(out_of_service: bool) -> Node {
-    let mut n = Node::default();
-    n.metadata.name = "n1".into();
+    let n = testing::node("n1");
     if out_of_service {
-        n.spec.taints.push(Taint {
-            key: OUT_OF_SERVICE_TAINT.into(),
-            ..Default::default()
-        });
+        n.out_of_service()
+    } else {
+        n
     }
-    n
 }
 
 /// The lock of pod "old" (uid u-old) on n1, taken at `at`.

@@ -1,26 +1,15 @@
 //! Unit tests of `src/rules/rwo.rs`: every case of rules.md §2f.
 
 use super::*;
-use crate::model::{OUT_OF_SERVICE_TAINT, Taint};
+use crate::model::testing;
 use crate::rules::decision::ReadError;
 
 fn pod(name: &str, node: Option<&str>, phase: &str) -> Pod {
-    let mut p = Pod::default();
-    p.metadata.name = name.into();
-    p.metadata.namespace = "ns".into();
-    p.spec.node_name = node.map(Into::into);
-    p.status.phase = Some(phase.into());
-    p
+    testing::pod("ns", name).on(node).in_phase(phase)
 }
 
 fn pvc(modes: &[&str]) -> Pvc {
-    let mut p = Pvc::default();
-    p.metadata.name = "data".into();
-    p.metadata.namespace = "ns".into();
-    for m in modes {
-        p.spec.access_modes.insert(m);
-    }
-    p
+    testing::pvc("ns", "data").with_modes(modes)
 }
 
 fn claim() -> Claim {
@@ -31,15 +20,12 @@ fn claim() -> Claim {
 }
 
 fn node(out_of_service: bool) -> Node {
-    let mut n = Node::default();
-    n.metadata.name = "n1".into();
+    let n = testing::node("n1");
     if out_of_service {
-        n.spec.taints.push(Taint {
-            key: OUT_OF_SERVICE_TAINT.into(),
-            ..Default::default()
-        });
+        n.out_of_service()
+    } else {
+        n
     }
-    n
 }
 
 fn place_with(pvc: Fact<&Pvc>, others: Vec<(&Pod, Fact<&Node>)>) -> Decision {

@@ -4,9 +4,7 @@ use super::*;
 use crate::model::{ClaimSource, Condition, Volume};
 
 fn pvc(name: &str) -> Pvc {
-    let mut p = Pvc::default();
-    p.metadata.namespace = "ns".into();
-    p.metadata.name = name.into();
+    let mut p = crate::model::testing::pvc("ns", name);
     p.status.phase = Some("Bound".into());
     p
 }

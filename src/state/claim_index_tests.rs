@@ -1,20 +1,11 @@
 //! Unit tests of `src/state/claim_index.rs`.
 
 use super::*;
-use crate::model::{ClaimSource, Volume};
+use crate::model::testing;
 
 #[test]
 fn add_remove_rebuild() {
-    let mut p = Pod::default();
-    p.metadata.namespace = "ns".into();
-    p.metadata.name = "a".into();
-    p.spec.volumes.push(Volume {
-        name: "v".into(),
-        persistent_volume_claim: Some(ClaimSource {
-            claim_name: "data".into(),
-        }),
-        ..Default::default()
-    });
+    let p = testing::pod("ns", "a").mounting("data");
     let idx = ClaimIndex::default();
     idx.add(&p);
     assert_eq!(idx.pods_naming("ns", "data"), vec!["a".to_string()]);
@@ -27,19 +18,7 @@ fn add_remove_rebuild() {
 
 #[test]
 fn a_namespace_goes_with_its_last_claim() {
-    let pod = |name: &str, claim: &str| {
-        let mut p = Pod::default();
-        p.metadata.namespace = "ns".into();
-        p.metadata.name = name.into();
-        p.spec.volumes.push(Volume {
-            name: "v".into(),
-            persistent_volume_claim: Some(ClaimSource {
-                claim_name: claim.into(),
-            }),
-            ..Default::default()
-        });
-        p
-    };
+    let pod = |name: &str, claim: &str| testing::pod("ns", name).mounting(claim);
     let (a, b) = (pod("a", "one"), pod("b", "two"));
     let idx = ClaimIndex::default();
     idx.add(&a);

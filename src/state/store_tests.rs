@@ -5,9 +5,7 @@ use super::*;
 #[test]
 fn namespaces_scope_names() {
     let m: ObjectMap<Pvc> = ObjectMap::default();
-    let mut a = Pvc::default();
-    a.metadata.namespace = "a".into();
-    a.metadata.name = "data".into();
+    let a = crate::model::testing::pvc("a", "data");
     let mut b = a.clone();
     b.metadata.namespace = "b".into();
     m.apply(a);

@@ -117,82 +117,31 @@ impl LiveCluster {
     /// Start the watches `needs` names. The pod watch keeps the claim index; every applied
     /// change is published to `subscribe`rs after the stores hold it.
     pub fn start(client: kube::Client, needs: Needs) -> Arc<Self> {
-        let store = Arc::new(Store::default());
-        let (changes, _) = tokio::sync::broadcast::channel(CHANGE_BUFFER);
-        let mut synced = Vec::new();
+        let mut w = Watches {
+            store: Arc::new(Store::default()),
+            synced: Vec::new(),
+            changes: tokio::sync::broadcast::channel(CHANGE_BUFFER).0,
+        };
         let ns = needs.namespace.as_deref();
         if needs.pvcs {
-            let api = scoped::<Pvc>(&client, ns);
-            let tx = changes.clone();
-            spawn_watch(
-                api,
-                &store,
-                |s| &s.pvcs,
-                &mut synced,
-                move |c| {
-                    let _ = tx.send(ViewChange::Pvc(c));
-                },
-            );
+            w.watch(scoped::<Pvc>(&client, ns), |s| &s.pvcs, ViewChange::Pvc);
         }
         if needs.pvs {
-            let api = Api::<Decoded<Pv>>::all(client.clone());
-            let tx = changes.clone();
-            spawn_watch(
-                api,
-                &store,
-                |s| &s.pvs,
-                &mut synced,
-                move |c| {
-                    let _ = tx.send(ViewChange::Pv(c));
-                },
-            );
+            w.watch(Api::all(client.clone()), |s| &s.pvs, ViewChange::Pv);
         }
         if needs.nodes {
-            let api = Api::<Decoded<Node>>::all(client.clone());
-            let tx = changes.clone();
-            spawn_watch(
-                api,
-                &store,
-                |s| &s.nodes,
-                &mut synced,
-                move |c| {
-                    let _ = tx.send(ViewChange::Node(c));
-                },
-            );
+            w.watch(Api::all(client.clone()), |s| &s.nodes, ViewChange::Node);
         }
         if needs.pods {
-            let (st, tx) = (store.clone(), changes.clone());
             let api = scoped::<Pod>(&client, ns);
-            spawn_watch(
-                api,
-                &store,
-                |s| &s.pods,
-                &mut synced,
-                move |c| {
-                    // The index first: a subscriber that reacts reads it already updated.
-                    match &c {
-                        Change::Applied { old, new } => {
-                            if let Some(o) = old {
-                                st.claims.remove(o);
-                            }
-                            st.claims.add(new);
-                        }
-                        Change::Deleted(old) => st.claims.remove(old),
-                        Change::Relisted => {
-                            let pods = st.pods.all();
-                            st.claims.rebuild(pods.iter().map(|p| p.as_ref()));
-                        }
-                    }
-                    let _ = tx.send(ViewChange::Pod(c));
-                },
-            );
+            w.watch_with(api, |s| &s.pods, ViewChange::Pod, index_claims);
         }
         Arc::new(LiveCluster {
             client,
-            store,
-            synced,
+            store: w.store,
+            synced: w.synced,
             watch_pods: needs.pods,
-            changes,
+            changes: w.changes,
         })
     }
 
@@ -406,25 +355,68 @@ where
     })
 }
 
-/// Keep one map of `store` equal to the collection `api` lists; its synced flag joins `synced`.
-fn spawn_watch<T>(
-    api: Api<Decoded<T>>,
-    store: &Arc<Store>,
-    pick: fn(&Store) -> &ObjectMap<T>,
-    synced: &mut Vec<Arc<AtomicBool>>,
-    notify: impl FnMut(Change<T>) + Send + 'static,
-) where
-    T: Wire + DeserializeOwned + std::fmt::Debug + super::Object + Send + Sync + 'static,
-{
-    let flag = Arc::new(AtomicBool::new(false));
-    synced.push(flag.clone());
-    tokio::spawn(run_watch(
-        api,
-        watcher::Config::default(),
-        store_ref(store, pick),
-        flag,
-        notify,
-    ));
+/// The watches a live view starts, each keeping one map of `store` equal to the collection its
+/// `api` lists, with a synced flag, and publishing every applied change to subscribers.
+struct Watches {
+    store: Arc<Store>,
+    synced: Vec<Arc<AtomicBool>>,
+    changes: tokio::sync::broadcast::Sender<ViewChange>,
+}
+
+impl Watches {
+    fn watch<T>(&mut self, api: Api<Decoded<T>>, pick: Pick<T>, wrap: fn(Change<T>) -> ViewChange)
+    where
+        T: Wire + DeserializeOwned + std::fmt::Debug + super::Object + Send + Sync + 'static,
+    {
+        self.watch_with(api, pick, wrap, |_, _| {});
+    }
+
+    /// As `watch`, with `first` run on each change before subscribers hear of it.
+    fn watch_with<T>(
+        &mut self,
+        api: Api<Decoded<T>>,
+        pick: Pick<T>,
+        wrap: fn(Change<T>) -> ViewChange,
+        first: fn(&Store, &Change<T>),
+    ) where
+        T: Wire + DeserializeOwned + std::fmt::Debug + super::Object + Send + Sync + 'static,
+    {
+        let flag = Arc::new(AtomicBool::new(false));
+        self.synced.push(flag.clone());
+        let (store, tx) = (self.store.clone(), self.changes.clone());
+        let notify = move |c| {
+            first(&store, &c);
+            let _ = tx.send(wrap(c));
+        };
+        let cache = store_ref(&self.store, pick);
+        tokio::spawn(run_watch(
+            api,
+            watcher::Config::default(),
+            cache,
+            flag,
+            notify,
+        ));
+    }
+}
+
+type Pick<T> = fn(&Store) -> &ObjectMap<T>;
+
+/// The pod watch keeps the claim index, ahead of subscribers: one that reacts to a pod change
+/// reads the index already updated.
+fn index_claims(store: &Store, c: &Change<Pod>) {
+    match c {
+        Change::Applied { old, new } => {
+            if let Some(o) = old {
+                store.claims.remove(o);
+            }
+            store.claims.add(new);
+        }
+        Change::Deleted(old) => store.claims.remove(old),
+        Change::Relisted => {
+            let pods = store.pods.all();
+            store.claims.rebuild(pods.iter().map(|p| p.as_ref()));
+        }
+    }
 }
 
 fn scoped<T>(client: &kube::Client, ns: Option<&str>) -> Api<Decoded<T>>

@@ -32,7 +32,6 @@ macro_rules! judge_by_table {
         $(#[$doc:meta])*
         $rule:ident {
             name: $name:tt,
-            path: $path:tt,
             failure_policy: $policy:tt,
             mutating: $mutating:tt,
             webhooks: $webhooks:tt,

@@ -20,9 +20,10 @@ pub enum FailurePolicy {
 /// its file, one row, and the methods its `on` column names.
 ///
 /// Columns: `name` is what operators type (`--enforcement NAME=warn`) and read (metric label
-/// `endpoint`, logs); `path` the path its webhook entries post to; `failure_policy` as registered
+/// `endpoint`, logs) and ends its webhook entries' path (`/mutate/NAME` for a mutating rule,
+/// `/validate/NAME` for the others); `failure_policy` as registered
 /// in `manifests/base/webhooks.yaml` (a test keeps the two in step); `webhooks` the entries
-/// (`webhooks[].name`) that post to `path`; `on` each kind of request it judges (routing reads
+/// (`webhooks[].name`) that post to that path; `on` each kind of request it judges (routing reads
 /// this; a request meets its rules in table order) and the method of `admission::Admission` that
 /// gathers the facts for it and asks the rule. `rules/` only names those methods, so it stays pure.
 macro_rules! for_each_rule {
@@ -31,7 +32,6 @@ macro_rules! for_each_rule {
             /// rules.md §1: `kubernetes.io/pvc-protection` on PVC CREATE (mutating).
             PvcFinalizer {
                 name: "pvc-finalizer",
-                path: "/mutate/pvc-finalizer",
                 failure_policy: Ignore,
                 mutating: true,
                 webhooks: ["pvc-finalizer.volguard.io"],
@@ -40,7 +40,6 @@ macro_rules! for_each_rule {
             /// rules.md §1: `kubernetes.io/pv-protection` on PV CREATE (mutating).
             PvFinalizer {
                 name: "pv-finalizer",
-                path: "/mutate/pv-finalizer",
                 failure_policy: Ignore,
                 mutating: true,
                 webhooks: ["pv-finalizer.volguard.io"],
@@ -49,7 +48,6 @@ macro_rules! for_each_rule {
             /// rules.md §2a.
             PodOnTerminatingClaim {
                 name: "pod-on-terminating-claim",
-                path: "/validate/pod-on-terminating-claim",
                 failure_policy: Ignore,
                 mutating: false,
                 webhooks: ["pod-create.volguard.io"],
@@ -58,7 +56,6 @@ macro_rules! for_each_rule {
             /// rules.md §2c. Fail: stripping a protection finalizer from a volume in use deletes it.
             FinalizerRemoval {
                 name: "finalizer-removal",
-                path: "/validate/finalizer-removal",
                 failure_policy: Fail,
                 mutating: false,
                 webhooks: ["finalizer-guard.volguard.io"],
@@ -72,7 +69,6 @@ macro_rules! for_each_rule {
             /// rules.md §2b.
             BindingToTerminatingVolume {
                 name: "binding-to-terminating-volume",
-                path: "/validate/binding-to-terminating-volume",
                 failure_policy: Ignore,
                 mutating: false,
                 webhooks: ["pvc-binding.volguard.io"],
@@ -83,7 +79,6 @@ macro_rules! for_each_rule {
             /// graceful deletes, PodGC and the kubelet away.
             ForceDelete {
                 name: "force-delete",
-                path: "/validate/force-delete",
                 failure_policy: Fail,
                 mutating: false,
                 webhooks: ["force-delete.volguard.io", "eviction.volguard.io"],
@@ -92,7 +87,6 @@ macro_rules! for_each_rule {
             /// rules.md §2f: `pods/binding` CREATE and pod CREATE with `spec.nodeName`.
             RwoSingleNode {
                 name: "rwo-single-node",
-                path: "/validate/rwo-single-node",
                 failure_policy: Ignore,
                 mutating: false,
                 webhooks: ["rwo-single-node.volguard.io"],
@@ -102,7 +96,6 @@ macro_rules! for_each_rule {
             /// node (mutating).
             RwoPlacementHint {
                 name: "rwo-placement-hint",
-                path: "/mutate/rwo-placement-hint",
                 failure_policy: Ignore,
                 mutating: true,
                 webhooks: ["rwo-placement-hint.volguard.io"],
@@ -113,7 +106,6 @@ macro_rules! for_each_rule {
             /// someone other than its kubelet.
             PodStatus {
                 name: "pod-status",
-                path: "/validate/pod-status",
                 failure_policy: Ignore,
                 mutating: false,
                 webhooks: ["pod-status.volguard.io"],
@@ -123,7 +115,6 @@ macro_rules! for_each_rule {
             /// be able to heal a partition while volguard is down.
             OutOfServiceTaint {
                 name: "out-of-service-taint",
-                path: "/validate/out-of-service-taint",
                 failure_policy: Ignore,
                 mutating: false,
                 webhooks: ["out-of-service-taint.volguard.io"],
@@ -140,7 +131,6 @@ macro_rules! declare_rules {
         $(#[$doc:meta])*
         $rule:ident {
             name: $name:literal,
-            path: $path:literal,
             failure_policy: $policy:ident,
             mutating: $mutating:literal,
             webhooks: [$($webhook:literal),+ $(,)?],
@@ -152,12 +142,20 @@ macro_rules! declare_rules {
             $($(#[$doc])* $rule,)+
         }
 
+        impl Rule {
+            pub const ALL: [Rule; [$(Rule::$rule),+].len()] = [$(Rule::$rule),+];
+        }
+
         /// The rule table, in `Rule` order.
-        pub const TABLE: [RuleDef; [$(Rule::$rule),+].len()] = [$(
+        pub const TABLE: [RuleDef; Rule::ALL.len()] = [$(
             RuleDef {
                 rule: Rule::$rule,
                 name: $name,
-                path: $path,
+                path: if $mutating {
+                    concat!("/mutate/", $name)
+                } else {
+                    concat!("/validate/", $name)
+                },
                 failure_policy: FailurePolicy::$policy,
                 mutating: $mutating,
                 webhooks: &[$($webhook),+],
@@ -181,9 +179,21 @@ pub struct RuleDef {
     pub on: &'static [On],
 }
 
-/// What a request is, as far as routing cares: kind, subresource and operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum On {
+/// `On` and `On::ALL` from one list.
+macro_rules! requests {
+    ($($(#[$doc:meta])* $on:ident,)+) => {
+        /// What a request is, as far as routing cares: kind, subresource and operation.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum On {
+            $($(#[$doc])* $on,)+
+        }
+
+        impl On {
+            pub const ALL: [On; [$(On::$on),+].len()] = [$(On::$on),+];
+        }
+    };
+}
+requests! {
     PodCreate,
     PodDelete,
     /// `CREATE pods/eviction` (an Eviction).
@@ -217,8 +227,7 @@ const fn validating_count() -> usize {
     n
 }
 
-/// How many kinds of request `On` names.
-const ON_COUNT: usize = On::NodeUpdate as usize + 1;
+const ON_COUNT: usize = On::ALL.len();
 
 /// Each kind of request's rules in table order, worked out at compile time from `TABLE`: routing
 /// a request is one indexed load, as it was before the table existed (`make profile`).
@@ -240,21 +249,6 @@ const ROUTES: [([Rule; TABLE.len()], usize); ON_COUNT] = {
 };
 
 impl On {
-    pub const ALL: [On; ON_COUNT] = [
-        On::PodCreate,
-        On::PodDelete,
-        On::PodEviction,
-        On::PodBinding,
-        On::PvcCreate,
-        On::PvcUpdate,
-        On::PvcStatusUpdate,
-        On::PvCreate,
-        On::PvUpdate,
-        On::PvStatusUpdate,
-        On::PodStatusUpdate,
-        On::NodeUpdate,
-    ];
-
     /// The rules that judge this request, in table order.
     pub fn rules(self) -> &'static [Rule] {
         let (rules, n) = &ROUTES[self as usize];
@@ -263,15 +257,6 @@ impl On {
 }
 
 impl Rule {
-    pub const ALL: [Rule; TABLE.len()] = {
-        let mut out = [Rule::PvcFinalizer; TABLE.len()];
-        let mut i = 0;
-        while i < TABLE.len() {
-            out[i] = TABLE[i].rule;
-            i += 1;
-        }
-        out
-    };
     /// The validating rules, the ones `--enforcement` names (table order).
     pub const VALIDATING: [Rule; validating_count()] = {
         let mut out = [Rule::PvcFinalizer; validating_count()];

@@ -17,7 +17,7 @@
 //! | 2h pod status: only the kubelet ends a running pod | `pod_status.rs` |
 //! | 7 the out-of-service taint needs proof | `node_taint.rs` |
 //! | 7 partition healing: detect, decide, each incident's next step | `fencing.rs` |
-//! | the rule table: names, paths, failure policies, requests judged and by which method | `rule.rs` |
+//! | the rule table: names (and so paths), failure policies, requests judged and by which method | `rule.rs` |
 //! | 3 in use | `in_use.rs` |
 //! | 4 controller decisions | `release.rs` |
 //! | 4-5 unused claims, since when (report, gauges, explain) | `unused.rs` |

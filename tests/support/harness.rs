@@ -116,7 +116,30 @@ impl Drop for Forwarder {
     }
 }
 
+/// A port free now, for a process about to listen on it. Taken from below the kernel's ephemeral
+/// range: a port from `bind(:0)` lies inside it, where any outgoing connection of this machine may
+/// take it before the process it was picked for binds it ("Address already in use" in CI).
 pub fn free_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let low = 10_000.min(ephemeral / 2);
+    for _ in 0..1000 {
+        // RandomState is seeded afresh each time: concurrent test processes pick apart.
+        let r = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let port = low + (r % u64::from(ephemeral - low)) as u16;
+        // Never the same port twice in one process (several are picked before any is bound).
+        static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -8,17 +8,18 @@ use crate::model::fence::{
     Phase, VERSION,
 };
 use crate::state::fences;
+use crate::state::writer::Writer;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType};
 
 pub const FIELD_MANAGER: &str = "volguard-fencing";
 
 /// Writes of the fencing controller.
-#[derive(Clone)]
 pub struct Records {
     pub client: kube::Client,
-    recorder: Recorder,
+    /// Events go through the writer every command shares (`state::writer`).
+    writer: Writer,
 }
 
 pub fn now() -> String {
@@ -27,14 +28,8 @@ pub fn now() -> String {
 
 impl Records {
     pub fn new(client: kube::Client, identity: String) -> Records {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: FIELD_MANAGER.into(),
-                instance: Some(identity),
-            },
-        );
-        Records { client, recorder }
+        let writer = Writer::new(client.clone(), FIELD_MANAGER, identity);
+        Records { client, writer }
     }
 
     /// Every incident, typed (one that does not decode is skipped with a warning).
@@ -166,7 +161,7 @@ impl Records {
             action: "Fencing".into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, on).await {
+        if let Err(e) = self.writer.event(&ev, on).await {
             tracing::warn!(error = %e, reason, "could not record an Event");
         }
     }

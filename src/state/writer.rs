@@ -1,5 +1,6 @@
 //! The writes next to the view: the RWO lock's compare-and-swap on a claim (rules.md §2f), and
-//! the controller's patches (each carrying a `test` or a resourceVersion) and Events.
+//! the controller's patches (each carrying a `test` or a resourceVersion) and Events (reconcile's
+//! and fencing's).
 //!
 //! Live, the swap is a merge patch carrying the claim's `resourceVersion` as read: the apiserver
 //! stores it only if nobody wrote the claim since (409 otherwise). Offline (`--state`), the lock
@@ -91,7 +92,8 @@ impl Cluster {
     }
 }
 
-/// The controller's writer: patches under its field manager, Events under its reporter name.
+/// A writer of the controller (reconcile, fencing): patches under its field manager, Events under
+/// its reporter name.
 pub struct Writer {
     client: kube::Client,
     params: PatchParams,

@@ -49,18 +49,63 @@ pub struct ControllerMetrics {
 impl ControllerMetrics {
     pub fn register(r: &MetricsRegistry) -> Self {
         let c = ControllerMetrics {
-            unused_pvcs: Family::default(),
-            unused_bytes: Family::default(),
+            queue_depth: r.add(
+                "volguard_controller_queue_depth",
+                "Keys waiting in the work queue",
+                Gauge::default(),
+            ),
+            reconciles: r.add(
+                "volguard_controller_reconciles",
+                "Reconciles by result",
+                Family::default(),
+            ),
+            finalizers_removed: r.add(
+                "volguard_controller_finalizer_removals",
+                "Protection finalizers removed",
+                Family::default(),
+            ),
+            finalizers_added: r.add(
+                "volguard_controller_finalizer_additions",
+                "Protection finalizers added (backfill)",
+                Family::default(),
+            ),
+            consistent_lists: r.add(
+                "volguard_controller_consistent_lists",
+                "Consistent pod LISTs issued before releasing PVCs",
+                Counter::default(),
+            ),
+            blocked_pvcs: r.add(
+                "volguard_controller_blocked_terminating_pvcs",
+                "Terminating PVCs kept because pods use them",
+                Gauge::default(),
+            ),
+            unused_pvcs: r.add(
+                "volguard_unused_pvcs",
+                "Bound PVCs no non-terminal pod uses (KEP-5541), by namespace and StorageClass",
+                Family::default(),
+            ),
+            unused_bytes: r.add(
+                "volguard_unused_pvc_requested_bytes",
+                "Requested storage of unused PVCs, by namespace and StorageClass",
+                Family::default(),
+            ),
+            leader: r.add(
+                "volguard_controller_leader",
+                "1 while this replica leads",
+                Gauge::default(),
+            ),
+            multi_node_rwo: r.add(
+                "volguard_pvcs_multi_node_rwo",
+                "ReadWriteOnce PVCs that pods on more than one node use at once (rules.md §2f; each also gets a MultiNodeRWO event)",
+                Gauge::default(),
+            ),
+            locks_cleared: r.add(
+                "volguard_controller_rwo_locks_cleared",
+                "ReadWriteOnce locks removed because their pod is gone, ended, replaced or never bound (consistent read)",
+                Counter::default(),
+            ),
+            // Registered only behind `--per-pvc-unused-metrics` (`register_per_pvc`).
             unused_seconds: Family::default(),
-            queue_depth: Gauge::default(),
-            reconciles: Family::default(),
-            finalizers_removed: Family::default(),
-            finalizers_added: Family::default(),
-            consistent_lists: Counter::default(),
-            blocked_pvcs: Gauge::default(),
-            leader: Gauge::default(),
-            multi_node_rwo: Gauge::default(),
-            locks_cleared: Counter::default(),
         };
         // Every known series exists from the start, at 0: `rate()` then reads 0, not "no data",
         // and an absent series means a scrape problem, not a quiet controller.
@@ -74,63 +119,6 @@ impl ControllerMetrics {
         }
         for result in ["success", "retry"] {
             let _ = c.reconciles.get_or_create(&ResultLabel { result });
-        }
-        {
-            r.register(
-                "volguard_controller_queue_depth",
-                "Keys waiting in the work queue",
-                c.queue_depth.clone(),
-            );
-            r.register(
-                "volguard_controller_reconciles",
-                "Reconciles by result",
-                c.reconciles.clone(),
-            );
-            r.register(
-                "volguard_controller_finalizer_removals",
-                "Protection finalizers removed",
-                c.finalizers_removed.clone(),
-            );
-            r.register(
-                "volguard_controller_finalizer_additions",
-                "Protection finalizers added (backfill)",
-                c.finalizers_added.clone(),
-            );
-            r.register(
-                "volguard_controller_consistent_lists",
-                "Consistent pod LISTs issued before releasing PVCs",
-                c.consistent_lists.clone(),
-            );
-            r.register(
-                "volguard_controller_blocked_terminating_pvcs",
-                "Terminating PVCs kept because pods use them",
-                c.blocked_pvcs.clone(),
-            );
-            r.register(
-                "volguard_unused_pvcs",
-                "Bound PVCs no non-terminal pod uses (KEP-5541), by namespace and StorageClass",
-                c.unused_pvcs.clone(),
-            );
-            r.register(
-                "volguard_unused_pvc_requested_bytes",
-                "Requested storage of unused PVCs, by namespace and StorageClass",
-                c.unused_bytes.clone(),
-            );
-            r.register(
-                "volguard_controller_leader",
-                "1 while this replica leads",
-                c.leader.clone(),
-            );
-            r.register(
-                "volguard_pvcs_multi_node_rwo",
-                "ReadWriteOnce PVCs that pods on more than one node use at once (rules.md §2f; each also gets a MultiNodeRWO event)",
-                c.multi_node_rwo.clone(),
-            );
-            r.register(
-                "volguard_controller_rwo_locks_cleared",
-                "ReadWriteOnce locks removed because their pod is gone, ended, replaced or never bound (consistent read)",
-                c.locks_cleared.clone(),
-            );
         }
         c
     }

@@ -42,46 +42,40 @@ fn buckets() -> impl Iterator<Item = f64> {
 impl FencingMetrics {
     pub fn register(r: &MetricsRegistry) -> Self {
         let m = FencingMetrics {
-            incidents: Family::default(),
-            time_to_fence: Histogram::new(buckets()),
-            time_to_recover: Histogram::new(buckets()),
-            backend_failures: Family::default(),
-            unhealthy_nodes: Gauge::default(),
-            storm: Gauge::default(),
+            incidents: r.add(
+                "volguard_fencing_incidents",
+                "NodeFence incidents by phase",
+                Family::default(),
+            ),
+            time_to_fence: r.add(
+                "volguard_fencing_time_to_fence_seconds",
+                "From a partition's detection to a proven fence",
+                Histogram::new(buckets()),
+            ),
+            time_to_recover: r.add(
+                "volguard_fencing_time_to_recover_seconds",
+                "From a fenced node's return to its fence undone and its taint removed",
+                Histogram::new(buckets()),
+            ),
+            backend_failures: r.add(
+                "volguard_fencing_backend_failures",
+                "Fence backend calls that failed or timed out, by backend",
+                Family::default(),
+            ),
+            unhealthy_nodes: r.add(
+                "volguard_fencing_unhealthy_nodes",
+                "Nodes whose Lease is silent and which are not Ready",
+                Gauge::default(),
+            ),
+            storm: r.add(
+                "volguard_fencing_storm",
+                "1 while more nodes are unhealthy than --max-unhealthy-nodes allows (no new fence)",
+                Gauge::default(),
+            ),
         };
         for p in Phase::ALL {
             let _ = m.incidents.get_or_create(&PhaseLabel { phase: p.as_str() });
         }
-        r.register(
-            "volguard_fencing_incidents",
-            "NodeFence incidents by phase",
-            m.incidents.clone(),
-        );
-        r.register(
-            "volguard_fencing_time_to_fence_seconds",
-            "From a partition's detection to a proven fence",
-            m.time_to_fence.clone(),
-        );
-        r.register(
-            "volguard_fencing_time_to_recover_seconds",
-            "From a fenced node's return to its fence undone and its taint removed",
-            m.time_to_recover.clone(),
-        );
-        r.register(
-            "volguard_fencing_backend_failures",
-            "Fence backend calls that failed or timed out, by backend",
-            m.backend_failures.clone(),
-        );
-        r.register(
-            "volguard_fencing_unhealthy_nodes",
-            "Nodes whose Lease is silent and which are not Ready",
-            m.unhealthy_nodes.clone(),
-        );
-        r.register(
-            "volguard_fencing_storm",
-            "1 while more nodes are unhealthy than --max-unhealthy-nodes allows (no new fence)",
-            m.storm.clone(),
-        );
         m
     }
 }

@@ -72,42 +72,40 @@ pub fn register(r: &MetricsRegistry) {
     if sample().is_none() {
         return;
     }
-    let cpu = Counter::<f64, AtomicU64>::default();
-    let rss = Gauge::<i64>::default();
-    let vsz = Gauge::<i64>::default();
-    let fds = Gauge::<i64>::default();
-    let max = Gauge::<i64>::default();
-    let start = Gauge::<i64>::default();
+    let cpu = r.add(
+        "process_cpu_seconds",
+        "User and system CPU time spent, in seconds",
+        Counter::<f64, AtomicU64>::default(),
+    );
+    let rss = r.add(
+        "process_resident_memory_bytes",
+        "Resident memory size in bytes",
+        Gauge::<i64>::default(),
+    );
+    let vsz = r.add(
+        "process_virtual_memory_bytes",
+        "Virtual memory size in bytes",
+        Gauge::<i64>::default(),
+    );
+    let fds = r.add(
+        "process_open_fds",
+        "Open file descriptors",
+        Gauge::<i64>::default(),
+    );
+    let max = r.add(
+        "process_max_fds",
+        "Limit of open file descriptors",
+        Gauge::<i64>::default(),
+    );
+    let start = r.add(
+        "process_start_time_seconds",
+        "Start time of the process since the Unix epoch, in seconds",
+        Gauge::<i64>::default(),
+    );
     start.set(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64),
-    );
-    r.register(
-        "process_cpu_seconds",
-        "User and system CPU time spent, in seconds",
-        cpu.clone(),
-    );
-    r.register(
-        "process_resident_memory_bytes",
-        "Resident memory size in bytes",
-        rss.clone(),
-    );
-    r.register(
-        "process_virtual_memory_bytes",
-        "Virtual memory size in bytes",
-        vsz.clone(),
-    );
-    r.register("process_open_fds", "Open file descriptors", fds.clone());
-    r.register(
-        "process_max_fds",
-        "Limit of open file descriptors",
-        max.clone(),
-    );
-    r.register(
-        "process_start_time_seconds",
-        "Start time of the process since the Unix epoch, in seconds",
-        start,
     );
     // The counter only moves forward: each scrape adds the CPU time since the last one.
     let last = Arc::new(Mutex::new(0.0_f64));

@@ -22,6 +22,13 @@ impl MetricsRegistry {
             .register(name, help, metric);
     }
 
+    /// Register `metric` and hand it back: a metric is a shared handle, so the one registered
+    /// and the one returned are the same series.
+    pub fn add<M: Metric + Clone>(&self, name: &str, help: &str, metric: M) -> M {
+        self.register(name, help, metric.clone());
+        metric
+    }
+
     /// Call `hook` before every scrape (e.g. to set a gauge from its source).
     pub fn on_scrape(&self, hook: impl Fn() + Send + Sync + 'static) {
         self.on_scrape

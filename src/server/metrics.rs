@@ -95,62 +95,49 @@ impl Metrics {
 
     /// Register the admission metrics (`volguard_admission_*`, `volguard_tls_*`) in `registry`.
     pub fn register(registry: Arc<MetricsRegistry>) -> Self {
-        let requests = Family::<RequestLabels, Counter>::default();
-        // 50µs .. ~1.6s: the apiserver waits for every call, so the low end matters.
-        let duration = Histogram::new([
-            0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-            0.5, 1.0, 2.5,
-        ]);
-        let rejected_bodies = Family::<CodeLabels, Counter>::default();
-        let unknown_kinds = Family::<KindLabels, Counter>::default();
-        let tls_reloads = Family::<ResultLabels, Counter>::default();
-        let tls_cert_not_after = Gauge::default();
-        let in_flight = Gauge::default();
-        registry.register(
-            "volguard_admission_requests",
-            "Admission requests by endpoint, kind, operation and decision",
-            requests.clone(),
-        );
-        registry.register(
-            "volguard_admission_request_duration_seconds",
-            "Time to decide one admission request",
-            duration.clone(),
-        );
-        registry.register(
-            "volguard_admission_rejected_bodies",
-            "HTTP requests rejected before any rule ran, by HTTP status code",
-            rejected_bodies.clone(),
-        );
-        registry.register(
-            "volguard_admission_unknown_kind_requests",
-            "Requests for kinds volguard has no rule for (a webhook configuration mistake)",
-            unknown_kinds.clone(),
-        );
-        registry.register(
-            "volguard_tls_reloads",
-            "Serving certificate reloads by result",
-            tls_reloads.clone(),
-        );
-        registry.register(
-            "volguard_tls_certificate_not_after_seconds",
-            "Expiry (unix time) of the serving certificate in use",
-            tls_cert_not_after.clone(),
-        );
-        registry.register(
-            "volguard_admission_in_flight_requests",
-            "Admission requests holding a concurrency slot (body being read or decision being made)",
-            in_flight.clone(),
-        );
+        let r = &registry;
         Metrics {
-            registry,
-            requests,
+            requests: r.add(
+                "volguard_admission_requests",
+                "Admission requests by endpoint, kind, operation and decision",
+                Family::default(),
+            ),
             request_series: (0..REQUEST_SERIES).map(|_| OnceLock::new()).collect(),
-            duration,
-            rejected_bodies,
-            unknown_kinds,
-            tls_reloads,
-            tls_cert_not_after,
-            in_flight,
+            duration: r.add(
+                "volguard_admission_request_duration_seconds",
+                "Time to decide one admission request",
+                // 50µs .. ~1.6s: the apiserver waits for every call, so the low end matters.
+                Histogram::new([
+                    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                    0.25, 0.5, 1.0, 2.5,
+                ]),
+            ),
+            rejected_bodies: r.add(
+                "volguard_admission_rejected_bodies",
+                "HTTP requests rejected before any rule ran, by HTTP status code",
+                Family::default(),
+            ),
+            unknown_kinds: r.add(
+                "volguard_admission_unknown_kind_requests",
+                "Requests for kinds volguard has no rule for (a webhook configuration mistake)",
+                Family::default(),
+            ),
+            tls_reloads: r.add(
+                "volguard_tls_reloads",
+                "Serving certificate reloads by result",
+                Family::default(),
+            ),
+            tls_cert_not_after: r.add(
+                "volguard_tls_certificate_not_after_seconds",
+                "Expiry (unix time) of the serving certificate in use",
+                Gauge::default(),
+            ),
+            in_flight: r.add(
+                "volguard_admission_in_flight_requests",
+                "Admission requests holding a concurrency slot (body being read or decision being made)",
+                Gauge::default(),
+            ),
+            registry,
         }
     }
 

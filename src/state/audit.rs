@@ -315,11 +315,10 @@ pub fn start(
     identity: String,
     registry: &crate::runtime::MetricsRegistry,
 ) -> AuditSink {
-    let results = Family::<ResultLabels, Counter>::default();
-    registry.register(
+    let results = registry.add(
         "volguard_audit_events",
         "Audit Events for refused and warned requests by result (created, updated, aggregated, dropped, failed)",
-        results.clone(),
+        Family::<ResultLabels, Counter>::default(),
     );
     let (tx, rx) = mpsc::channel(CHANNEL);
     tokio::spawn(run(client, identity, rx, results.clone()));

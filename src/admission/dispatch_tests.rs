@@ -101,12 +101,12 @@ async fn a_rule_asked_outside_its_row_answers_by_its_failure_policy() {
     assert!(!target.rules().contains(&Rule::ForceDelete));
     let d = a.judge(Rule::ForceDelete, target, &req).await;
     let d = d.expect_err("answered before the rule ran");
-    assert_eq!((d.allowed, d.code, d.row), (false, 500, "not-this-rule"));
+    assert_eq!((d.allowed, d.code, d.row), (false, 500, "unrouted"));
     let message = d.message.unwrap_or_default();
     assert!(message.contains("force-delete"), "{message}");
     assert!(!target.rules().contains(&Rule::PodStatus));
     let d = a.judge(Rule::PodStatus, target, &req).await;
     let d = d.expect_err("answered before the rule ran");
-    assert_eq!((d.allowed, d.row), (true, "not-this-rule"));
+    assert_eq!((d.allowed, d.row), (true, "unrouted"));
     assert!(d.warnings[0].contains("pod-status"), "{:?}", d.warnings);
 }

@@ -53,7 +53,7 @@ macro_rules! judge_by_table {
                     // that ever to slip, the rule answers as if it could not decide.
                     _ => Err(super::dispatch::undecided(
                         rule,
-                        "not-this-rule",
+                        "unrouted",
                         "for a request its row does not name",
                     )),
                 }

@@ -104,13 +104,15 @@ impl Embedded<'_> {
         let kind = T::KIND;
         match self {
             Embedded::Absent => Err(ObjectError::Missing { field, kind }),
-            Embedded::Raw(raw) => serde_json::from_str(raw.get())
-                .map(Cow::Owned)
-                .map_err(|e| ObjectError::Malformed {
-                    field,
-                    kind,
-                    message: e.to_string(),
-                }),
+            Embedded::Raw(raw) => {
+                crate::model::from_json(raw.get())
+                    .map(Cow::Owned)
+                    .map_err(|message| ObjectError::Malformed {
+                        field,
+                        kind,
+                        message,
+                    })
+            }
             decoded => T::decoded(decoded)
                 .map(Cow::Borrowed)
                 .ok_or(ObjectError::OtherKind { field, kind }),

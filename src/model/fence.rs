@@ -110,6 +110,7 @@ impl BackendKind {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct NodeFenceSpec {
     pub node: String,
@@ -123,6 +124,7 @@ pub struct NodeFenceSpec {
 
 /// One recorded step: when, what, and the evidence behind it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct Evidence {
     pub time: String,
@@ -131,6 +133,7 @@ pub struct Evidence {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct NodeFenceStatus {
     #[serde(default)]
@@ -166,6 +169,7 @@ pub struct NodeFenceStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct NodeFence {
     #[serde(default)]
@@ -175,3 +179,5 @@ pub struct NodeFence {
     #[serde(default)]
     pub status: NodeFenceStatus,
 }
+
+super::wire::object_only!(NodeFenceSpec, Evidence, NodeFenceStatus, NodeFence);

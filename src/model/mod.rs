@@ -18,8 +18,8 @@ pub mod selector;
 #[cfg(test)]
 pub mod testing;
 mod wire;
-pub use wire::SmallMap;
 pub(crate) use wire::{FieldKey, Optional};
+pub use wire::{SmallMap, from_json};
 
 pub const PVC_FINALIZER: &str = "kubernetes.io/pvc-protection";
 pub const PV_FINALIZER: &str = "kubernetes.io/pv-protection";
@@ -34,6 +34,7 @@ pub const IGNORE_UNUSED: &str = "volguard.io/ignore-unused";
 pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct Meta {
     #[serde(default)]
@@ -74,6 +75,7 @@ pub struct Meta {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct OwnerReference {
     #[serde(default)]
@@ -137,6 +139,7 @@ impl Meta {
 // ---------------------------------------------------------------- Pod
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct Pod {
     #[serde(default)]
@@ -148,6 +151,7 @@ pub struct Pod {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct PodSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,6 +167,7 @@ pub struct PodSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct AffinityShape {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -170,6 +175,7 @@ pub struct AffinityShape {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct NodeAffinityShape {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -178,13 +184,16 @@ pub struct NodeAffinityShape {
 
 /// A preferred scheduling term, as far as the hint needs it: which hostnames it names.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct PreferredTerm {
-    #[serde(default)]
+    /// A NodeSelectorTerm, compared whole; an object like every other nested field.
+    #[serde(default, deserialize_with = "wire::object_value")]
     pub preference: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct Volume {
     #[serde(default)]
@@ -197,6 +206,7 @@ pub struct Volume {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimSource {
     #[serde(default)]
@@ -205,9 +215,11 @@ pub struct ClaimSource {
 
 /// A JSON object whose content is irrelevant (decodes from any object, encodes as `{}`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct Present {}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct PodStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -275,6 +287,7 @@ impl Pod {
 // ---------------------------------------------------------------- PVC
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct Pvc {
     #[serde(default)]
@@ -286,6 +299,7 @@ pub struct Pvc {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct PvcSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -363,6 +377,7 @@ impl<'de> Deserialize<'de> for AccessModes {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct Resources {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -371,12 +386,14 @@ pub struct Resources {
 
 /// `resources.requests`: only `storage` is read (other keys are ignored while decoding).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct StorageRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct PvcStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -386,6 +403,7 @@ pub struct PvcStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     #[serde(default, rename = "type")]
@@ -433,6 +451,7 @@ impl Pvc {
 // ---------------------------------------------------------------- PV
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct Pv {
     #[serde(default)]
@@ -444,6 +463,7 @@ pub struct Pv {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct PvSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -455,6 +475,7 @@ pub struct PvSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimRef {
     #[serde(default)]
@@ -466,6 +487,7 @@ pub struct ClaimRef {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct PvStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -482,6 +504,7 @@ impl Pv {
 // ---------------------------------------------------------------- Node
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct Node {
     #[serde(default)]
@@ -491,6 +514,7 @@ pub struct Node {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -498,6 +522,7 @@ pub struct NodeSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct Taint {
     #[serde(default)]
@@ -524,6 +549,7 @@ impl Node {
 
 /// DeleteOptions as sent in a DELETE admission request's `options`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct DeleteOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -532,6 +558,7 @@ pub struct DeleteOptions {
 
 /// `policy/v1` Eviction (the object of a `pods/eviction` CREATE): which pod, and how.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct Eviction {
     #[serde(default)]
@@ -542,6 +569,7 @@ pub struct Eviction {
 
 /// `v1` Binding (the object of a `pods/binding` CREATE: the scheduler's bind).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct Binding {
     #[serde(default)]
@@ -551,6 +579,7 @@ pub struct Binding {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectReference {
     #[serde(default)]
@@ -561,6 +590,7 @@ pub struct ObjectReference {
 
 /// The authenticated caller of an admission request (authentication.k8s.io/v1 UserInfo).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
 pub struct UserInfo {
     #[serde(default)]
@@ -576,6 +606,38 @@ impl UserInfo {
         self.groups.iter().any(|g| g == group)
     }
 }
+
+wire::object_only!(
+    Meta,
+    OwnerReference,
+    Pod,
+    PodSpec,
+    AffinityShape,
+    NodeAffinityShape,
+    PreferredTerm,
+    Volume,
+    ClaimSource,
+    Present,
+    PodStatus,
+    Pvc,
+    PvcSpec,
+    Resources,
+    StorageRequest,
+    PvcStatus,
+    Condition,
+    Pv,
+    PvSpec,
+    ClaimRef,
+    PvStatus,
+    Node,
+    NodeSpec,
+    Taint,
+    DeleteOptions,
+    Eviction,
+    Binding,
+    ObjectReference,
+    UserInfo,
+);
 
 #[cfg(test)]
 #[path = "tests.rs"]

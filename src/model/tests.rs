@@ -184,3 +184,138 @@ fn creation_timestamp_is_kept_as_a_time_and_written_back_as_the_apiserver_wrote_
         assert_eq!(pvc.metadata.created_at(), None, "{odd}");
     }
 }
+
+/// Every place a kind holds an object, replaced by a JSON array (then by a string), must fail to
+/// decode and say where: serde's derive accepts a sequence for a struct, which decoded
+/// `{"metadata": []}` as empty metadata (`make fuzz`, finalizer_patch).
+fn rejects_non_objects_everywhere<T: serde::de::DeserializeOwned + std::fmt::Debug>(
+    kind: &str,
+    full: serde_json::Value,
+) {
+    use serde_json::Value;
+    fn objects(v: &Value, at: String, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                out.push(at.clone());
+                for (k, x) in m {
+                    objects(x, format!("{at}/{k}"), out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    objects(x, format!("{at}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let parsed: T = serde_json::from_value(full.clone())
+        .unwrap_or_else(|e| panic!("{kind}: the full example decodes: {e}"));
+    let mut paths = Vec::new();
+    objects(&full, String::new(), &mut paths);
+    assert!(paths.len() >= 4, "{kind}: {paths:?}");
+    for path in &paths {
+        for wrong in [serde_json::json!([]), serde_json::json!([1, "x"]), serde_json::json!("x")] {
+            let mut v = full.clone();
+            match v.pointer_mut(path) {
+                Some(slot) => *slot = wrong.clone(),
+                None => panic!("{kind}: no {path}"),
+            }
+            let text = v.to_string();
+            let err = match from_json::<T>(&text) {
+                Ok(got) => panic!("{kind}: {path} = {wrong} decoded as {got:?} (from {parsed:?})"),
+                Err(e) => e,
+            };
+            assert!(err.contains("invalid type"), "{kind} {path}: {err}");
+            // serde_path_to_error's spelling: `spec.volumes[0].ephemeral`.
+            let mut dotted = String::new();
+            for seg in path.split('/').skip(1) {
+                match seg.parse::<usize>() {
+                    Ok(i) => dotted.push_str(&format!("[{i}]")),
+                    Err(_) if dotted.is_empty() => dotted.push_str(seg),
+                    Err(_) => dotted.push_str(&format!(".{seg}")),
+                }
+            }
+            if !dotted.is_empty() {
+                assert!(err.starts_with(&format!("{dotted}: ")), "{kind} {path}: {err} names the field");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_pod_refuses_a_non_object_anywhere() {
+    rejects_non_objects_everywhere::<Pod>(
+        "Pod",
+        serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u",
+                "annotations": {"volguard.io/x": "y"}, "labels": {"a": "b"},
+                "ownerReferences": [{"kind": "StatefulSet", "name": "s", "uid": "o", "controller": true}]},
+            "spec": {"nodeName": "n1", "volumes": [
+                {"name": "d", "persistentVolumeClaim": {"claimName": "c"}},
+                {"name": "e", "ephemeral": {}}],
+                "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"preference": {}}]}}},
+            "status": {"phase": "Failed",
+                "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-01-01T00:00:00Z"}}}],
+                "conditions": [{"lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }),
+    );
+}
+
+#[test]
+fn a_claim_refuses_a_non_object_anywhere() {
+    rejects_non_objects_everywhere::<Pvc>(
+        "PersistentVolumeClaim",
+        serde_json::json!({
+            "metadata": {"name": "c", "finalizers": ["kubernetes.io/pvc-protection"]},
+            "spec": {"volumeName": "v", "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Bound", "conditions": [{"type": "Unused", "status": "True"}]}
+        }),
+    );
+}
+
+#[test]
+fn a_volume_a_node_and_the_request_kinds_refuse_a_non_object_anywhere() {
+    rejects_non_objects_everywhere::<Pv>(
+        "PersistentVolume",
+        serde_json::json!({
+            "metadata": {"name": "v"},
+            "spec": {"claimRef": {"namespace": "ns", "name": "c"}},
+            "status": {"phase": "Bound"}
+        }),
+    );
+    rejects_non_objects_everywhere::<Node>(
+        "Node",
+        serde_json::json!({
+            "metadata": {"name": "n1"},
+            "spec": {"taints": [{"key": OUT_OF_SERVICE_TAINT, "effect": "NoExecute"}]}
+        }),
+    );
+    rejects_non_objects_everywhere::<Eviction>(
+        "Eviction",
+        serde_json::json!({"metadata": {"name": "p", "labels": {"a": "b"}}, "deleteOptions": {"gracePeriodSeconds": 0}}),
+    );
+    rejects_non_objects_everywhere::<Binding>(
+        "Binding",
+        serde_json::json!({"metadata": {"name": "p", "uid": "u", "labels": {}}, "target": {"kind": "Node", "name": "n1"}}),
+    );
+    rejects_non_objects_everywhere::<fence::NodeFence>(
+        "NodeFence",
+        serde_json::json!({
+            "metadata": {"name": "f"},
+            "spec": {"node": "n1"},
+            "status": {"phase": "Fenced", "evidence": [{"time": "t", "step": "s", "message": "m"}]}
+        }),
+    );
+}
+
+#[test]
+fn the_metadata_array_the_fuzzer_found_is_an_error_naming_metadata() {
+    let err = from_json::<Pvc>(r#"{"metadata": []}"#).expect_err("refused");
+    assert_eq!(
+        err,
+        "metadata: invalid type: sequence, expected an object at line 1 column 13"
+    );
+}

@@ -3,7 +3,7 @@
 
 use super::Store;
 use crate::error::StateError;
-use crate::model::{Node, Pod, Pv, Pvc};
+use crate::model::{Node, Pod, Pv, Pvc, from_json};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -99,40 +99,32 @@ fn add_raw(raw: &str, index: usize, store: &Store, s: &mut LoadSummary) -> Resul
         .ok()
         .and_then(|k| k.kind)
         .ok_or(StateError::MissingKind { index })?;
-    let bad = |e: serde_json::Error| StateError::Object {
+    let bad = |message: String| StateError::Object {
         index,
         kind: kind.clone(),
-        message: e.to_string(),
+        message,
     };
     match kind.as_str() {
         "PersistentVolumeClaim" => {
-            store
-                .pvcs
-                .apply(serde_json::from_str::<Pvc>(raw).map_err(bad)?);
+            store.pvcs.apply(from_json::<Pvc>(raw).map_err(bad)?);
             s.pvcs += 1;
         }
         "PersistentVolume" => {
-            store
-                .pvs
-                .apply(serde_json::from_str::<Pv>(raw).map_err(bad)?);
+            store.pvs.apply(from_json::<Pv>(raw).map_err(bad)?);
             s.pvs += 1;
         }
         "Node" => {
-            store
-                .nodes
-                .apply(serde_json::from_str::<Node>(raw).map_err(bad)?);
+            store.nodes.apply(from_json::<Node>(raw).map_err(bad)?);
             s.nodes += 1;
         }
         "Pod" => {
-            store
-                .pods
-                .apply(serde_json::from_str::<Pod>(raw).map_err(bad)?);
+            store.pods.apply(from_json::<Pod>(raw).map_err(bad)?);
             s.pods += 1;
         }
         crate::model::fence::KIND => {
             store
                 .fences
-                .apply(serde_json::from_str::<crate::model::fence::NodeFence>(raw).map_err(bad)?);
+                .apply(from_json::<crate::model::fence::NodeFence>(raw).map_err(bad)?);
             s.fences += 1;
         }
         _ => *s.skipped.entry(kind).or_default() += 1,

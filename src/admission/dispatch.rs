@@ -122,12 +122,19 @@ pub struct Admission {
         super::facts::LockLabels,
         prometheus_client::metrics::counter::Counter,
     >,
+    /// How long each RWO lock has been seen, on this process's own clock (rules.md §2f).
+    pub lock_clock: crate::state::lock_clock::LockClock,
     unknown_kinds: Mutex<HashSet<String>>,
 }
 
 impl Admission {
     pub fn new(cluster: Cluster, policy: ForceDeletePolicy, own_controllers: Vec<String>) -> Self {
+        let lock_clock = match &cluster {
+            Cluster::Offline(_) => crate::state::lock_clock::LockClock::offline(),
+            Cluster::Live(_) => crate::state::lock_clock::LockClock::live(),
+        };
         Admission {
+            lock_clock,
             cluster,
             policy,
             own_controllers,

@@ -13,7 +13,7 @@ use crate::rules::claims::claims_of;
 use crate::rules::force_delete::is_force;
 use crate::rules::rule::{On, Rule};
 use crate::rules::rwo::ClaimFacts;
-use crate::rules::rwo_lock::{self, LockHolder, LockStep, RwoLock};
+use crate::rules::rwo_lock::{self, LockStep, NodeHold, RwoLock};
 use crate::rules::{
     Decision, Fact, binding, finalizer_guard, force_delete, node_taint, pod_create, pod_status,
     protect, rwo,
@@ -298,7 +298,16 @@ impl Admission {
         }
         let b = object::<Binding>(&req.object, "object")?;
         let (ns, name) = name_of(&b.metadata, req);
-        let pod = match self.cluster.pod(&ns, &name).await {
+        let mut pod = self.cluster.pod(&ns, &name).await;
+        // The bind names the pod's UID: a cached pod of that name with another UID is an older
+        // pod (recreated, or a lagging cache), whose claims are not this pod's. Read it live.
+        if let Fact::Found(p) = &pod
+            && !b.metadata.uid.is_empty()
+            && p.metadata.uid != b.metadata.uid
+        {
+            pod = self.cluster.pod_live(&ns, &name).await;
+        }
+        let pod = match pod {
             Fact::Found(p) => p,
             Fact::Missing => return Ok(Decision::allow("binding-pod-missing")),
             Fact::Unknown(e) => {
@@ -377,15 +386,24 @@ impl Admission {
                         .cluster
                         .pvc_fresh(&pod.metadata.namespace, &claim.name)
                         .await;
+                    // Another placement just won this claim: not being able to see which one
+                    // is no reason to allow (rules.md §2f). The scheduler retries.
+                    if let Fact::Unknown(e) = &fresh {
+                        self.lock_count("refused");
+                        return Decision::deny(
+                            "rwo-lock-lost-unread",
+                            rwo_lock::lost_message(pod, node, &claim.name, Some(&e.to_string())),
+                        );
+                    }
                     claims[i].1 = fresh;
                 }
             }
         }
-        Decision::allow("late").with_warning(format!(
-            "volguard could not take the ReadWriteOnce lock for pod {:?} after {MAX_SWAPS} tries (other \
-             placements kept winning); allowed as if volguard were unavailable",
-            pod.metadata.name
-        ))
+        self.lock_count("refused");
+        Decision::deny(
+            "rwo-lock-contended",
+            rwo_lock::lost_message(pod, node, &claims_names(&claims), None),
+        )
     }
 
     /// The holders the caches know of (pods already bound elsewhere). A claim that does not exist
@@ -406,7 +424,7 @@ impl Admission {
                 Fact::Missing => true,
                 Fact::Unknown(_) => false,
             };
-            if rwo {
+            if rwo && !claim.read_only {
                 let pods = match self.cluster.pods_naming(ns, &claim.name).await {
                     Fact::Found(pods) => pods,
                     Fact::Missing => Vec::new(),
@@ -456,22 +474,22 @@ impl Admission {
         let mut any_rwo = false;
         for (i, (claim, pvc)) in claims.iter().enumerate() {
             let Fact::Found(pvc) = pvc else { continue };
-            if !pvc.is_rwo() {
+            if !pvc.is_rwo() || claim.read_only {
                 continue;
             }
             any_rwo = true;
+            let ns = &pvc.metadata.namespace;
             let current = RwoLock::of(pvc);
-            let holder = match &current {
-                Some(l) if l.node != node => {
-                    Some(self.lock_holder(&pvc.metadata.namespace, l).await)
-                }
+            let hold = match &current {
+                Some(l) if l.node != node => Some(self.node_hold(ns, &claim.name, pvc, l).await),
                 _ => None,
             };
-            let holder_ref = holder.as_ref().map(|(p, n)| LockHolder {
-                pod: deref(p),
+            let hold_ref = hold.as_ref().map(|(users, n, observed)| NodeHold {
+                users: users.as_ref().map(Vec::as_slice),
                 node: deref(n),
+                observed: *observed,
             });
-            match rwo_lock::step(pod, node, current.as_ref(), holder_ref.as_ref(), now) {
+            match rwo_lock::step(pod, node, current.as_ref(), hold_ref.as_ref(), now) {
                 LockStep::Keep => {}
                 LockStep::Held(l) => {
                     self.lock_count("refused");
@@ -496,8 +514,11 @@ impl Admission {
         }
         let mut row = "rwo-lock-taken";
         for (i, pvc, lock, took_over) in writes {
-            match self.cluster.swap_lock(pvc, &lock.encode()).await {
+            let raw = lock.encode();
+            match self.cluster.swap_lock(pvc, &raw).await {
                 Swap::Written => {
+                    self.lock_clock
+                        .wrote(&pvc.metadata.namespace, &pvc.metadata.name, &raw);
                     if let Some(why) = took_over {
                         tracing::info!(claim = %pvc.metadata.name, node, took_over = why,
                             "ReadWriteOnce lock taken over");
@@ -521,26 +542,58 @@ impl Admission {
         Locked::Decided(Decision::allow(row))
     }
 
-    /// The pod a lock names and the lock's node. A cached out-of-service taint (which lets the
-    /// lock be taken over) is confirmed live first, as for a force delete.
-    async fn lock_holder(
+    /// What holds a lock on another node: the pods there that still use the claim, by a quorum
+    /// read unless the cache already shows one (a cache may show a use that ended, never decide
+    /// a take-over); the node, a cached out-of-service taint confirmed live as for a force
+    /// delete; and how long this process has seen the lock.
+    async fn node_hold(
         &self,
         ns: &str,
+        claim: &str,
+        pvc: &Pvc,
         lock: &RwoLock,
-    ) -> (Fact<Arc<Pod>>, Fact<Arc<crate::model::Node>>) {
-        let pod = self.cluster.pod(ns, &lock.pod).await;
+    ) -> (Fact<Vec<Pod>>, Fact<Arc<Node>>, std::time::Duration) {
+        let raw = pvc
+            .metadata
+            .annotation(rwo_lock::RWO_LOCK)
+            .unwrap_or_default();
+        let observed = self.lock_clock.observed(ns, &pvc.metadata.name, raw);
         let mut node = self.cluster.node(&lock.node).await;
         if let Fact::Found(n) = &node
             && n.is_out_of_service()
         {
             node = self.cluster.node_confirmed(&lock.node).await;
         }
-        (pod, node)
+        let cached = match self.cluster.pods_naming(ns, claim).await {
+            Fact::Found(pods) => pods
+                .iter()
+                .find(|p| rwo_lock::uses_on(p, ns, claim, &lock.node))
+                .map(|p| (**p).clone()),
+            _ => None,
+        };
+        let users = match cached {
+            Some(p) => Fact::Found(vec![p]),
+            None => {
+                self.cluster
+                    .pods_consistent(ns, |p| rwo_lock::uses_on(p, ns, claim, &lock.node))
+                    .await
+            }
+        };
+        (users, node, observed)
     }
 
     fn lock_count(&self, result: &'static str) {
         self.locks.get_or_create(&LockLabels { result }).inc();
     }
+}
+
+/// The claim names of a placement, for a message.
+fn claims_names(claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)]) -> String {
+    claims
+        .iter()
+        .map(|(c, _)| c.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// How often a placement re-reads and re-decides after losing the lock's swap.

@@ -130,8 +130,9 @@ fn a_malformed_object_is_named_by_its_field_not_a_broken_review() {
         .get::<Pod>("object")
         .expect_err("name is a number");
     assert!(
-        err.to_string()
-            .starts_with("request.object does not decode as a Pod: invalid type: integer `7`"),
+        err.to_string().starts_with(
+            "request.object does not decode as a Pod: metadata.name: invalid type: integer `7`"
+        ),
         "{err}"
     );
     assert_eq!(
@@ -252,8 +253,9 @@ fn binds_evictions_and_nodes_are_decoded_in_the_pass_and_a_broken_one_is_named()
         .get::<crate::model::Binding>("object")
         .expect_err("name is a number");
     assert!(
-        err.to_string()
-            .starts_with("request.object does not decode as a Binding: invalid type: integer `7`"),
+        err.to_string().starts_with(
+            "request.object does not decode as a Binding: target.name: invalid type: integer `7`"
+        ),
         "{err}"
     );
 }

@@ -80,6 +80,8 @@ pub struct Reconciler {
     multi_node: Mutex<HashMap<(String, String), Vec<String>>>,
     batch: usize,
     limiter: RateLimiter,
+    /// How long each RWO lock has been seen, on this process's clock (rules.md §2f "one clock").
+    lock_clock: crate::state::lock_clock::LockClock,
 }
 
 impl Reconciler {
@@ -98,6 +100,7 @@ impl Reconciler {
             queue,
             metrics,
             announced: Mutex::new(HashMap::new()),
+            lock_clock: crate::state::lock_clock::LockClock::live(),
             multi_node: Mutex::new(HashMap::new()),
             batch: config.list_batch,
             limiter: RateLimiter::new(config.qps, config.burst),
@@ -304,10 +307,12 @@ impl Reconciler {
         }
     }
 
-    /// rules.md §2f "the controller cleans up": remove the RWO lock when its pod is gone, ended,
-    /// replaced or was never bound, as a quorum GET of the pod confirms (the cache only suggests),
-    /// with a `test` on the lock's value so a lock retaken meanwhile stays. A young lock whose pod
-    /// is not bound yet is looked at again once its grace has passed.
+    /// rules.md §2f "the controller cleans up": remove the RWO lock once no pod on its node uses
+    /// the claim (a consistent LIST confirms what the cache suggests) and this process has seen
+    /// the lock for the grace, or its node is gone or out of service (read live). The removal
+    /// `test`s the lock's value, so a lock retaken meanwhile stays. A lock too young to judge is
+    /// looked at again when its grace ends (at most `BIND_GRACE` away: no date written by anyone
+    /// else sets that time).
     async fn clear_stale_lock(&self, pvc: &Pvc) -> Outcome {
         let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
         let Some(raw) = pvc.metadata.annotation(RWO_LOCK) else {
@@ -316,29 +321,48 @@ impl Reconciler {
         let Some(lock) = RwoLock::parse(raw) else {
             return Outcome::Done;
         };
-        let now = jiff::Timestamp::now();
-        let cached = self.store.pods.get(ns, &lock.pod);
-        let cached_fact = cached.as_deref().map_or(Fact::Missing, Fact::Found);
-        if rwo_lock::holder_gone(&lock, cached_fact, now).is_none() {
-            if cached.as_ref().is_some_and(|p| p.node_name().is_none()) {
-                let left = rwo_lock::BIND_GRACE_SECONDS - now.duration_since(lock.at).as_secs();
-                let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
-                tokio::spawn(async move {
-                    tokio::time::sleep(std::time::Duration::from_secs(left.max(0) as u64 + 1))
-                        .await;
-                    queue.add(key);
-                });
-            }
+        let observed = self.lock_clock.observed(ns, name, raw);
+        let in_use_cached = self
+            .store
+            .claims
+            .pods_naming(ns, name)
+            .into_iter()
+            .filter_map(|n| self.store.pods.get(ns, &n))
+            .any(|p| rwo_lock::uses_on(&p, ns, name, &lock.node));
+        let node_cached = self.store.nodes.get("", &lock.node);
+        let node_released = node_cached.as_ref().is_none_or(|n| n.is_out_of_service());
+        if in_use_cached && !node_released {
+            return Outcome::Done;
+        }
+        if observed < rwo_lock::BIND_GRACE && !node_released {
+            let left = rwo_lock::BIND_GRACE - observed + std::time::Duration::from_secs(1);
+            let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
+            tokio::spawn(async move {
+                tokio::time::sleep(left).await;
+                queue.add(key);
+            });
             return Outcome::Done;
         }
         self.limiter.acquire().await;
-        let api = Api::<Decoded<Pod>>::namespaced(self.client.clone(), ns);
-        let live = match api.get_opt(&lock.pod).await {
-            Ok(Some(p)) => Fact::Found(p.into_inner()),
+        let node = match Api::<Decoded<crate::model::Node>>::all(self.client.clone())
+            .get_opt(&lock.node)
+            .await
+        {
+            Ok(Some(n)) => Fact::Found(n.into_inner()),
             Ok(None) => Fact::Missing,
             Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
         };
-        let Some(why) = rwo_lock::holder_gone(&lock, live.as_ref(), now) else {
+        self.limiter.acquire().await;
+        let users = list_pods_consistent(&self.client, ns, |p| {
+            rwo_lock::uses_on(p, ns, name, &lock.node)
+        })
+        .await;
+        let hold = rwo_lock::NodeHold {
+            users: users.as_ref().map(Vec::as_slice),
+            node: node.as_ref(),
+            observed,
+        };
+        let Some(why) = rwo_lock::clearable(&hold) else {
             return Outcome::Done;
         };
         let path = format!("/metadata/annotations/{}", RWO_LOCK.replace('/', "~1"));
@@ -356,7 +380,7 @@ impl Reconciler {
             return o;
         }
         self.metrics.locks_cleared.inc();
-        tracing::info!(pvc = %format!("{ns}/{name}"), holder = %lock.pod, node = %lock.node, reason = why,
+        tracing::info!(pvc = %format!("{ns}/{name}"), first_holder = %lock.pod, node = %lock.node, reason = why,
             "ReadWriteOnce lock cleared (consistent read)");
         Outcome::Done
     }

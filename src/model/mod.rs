@@ -211,6 +211,9 @@ pub struct Volume {
 pub struct ClaimSource {
     #[serde(default)]
     pub claim_name: String,
+    /// `readOnly: true`: the pod mounts the claim read-only, so it takes no RWO lock (rules.md §2f).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
 }
 
 /// A JSON object whose content is irrelevant (decodes from any object, encodes as `{}`).
@@ -432,10 +435,11 @@ impl Pvc {
             .storage
             .as_deref()
     }
-    /// rules.md §2f: `ReadWriteOnce` and neither `ReadWriteMany` nor `ReadOnlyMany`.
+    /// rules.md §2f: `ReadWriteOnce` or `ReadWriteOncePod`, and not `ReadWriteMany`. A
+    /// `ReadOnlyMany` beside them changes nothing for a read-write mount, which any node may make.
     pub fn is_rwo(&self) -> bool {
         let has = |m: &str| self.spec.access_modes.has(m);
-        has("ReadWriteOnce") && !has("ReadWriteMany") && !has("ReadOnlyMany")
+        (has("ReadWriteOnce") || has("ReadWriteOncePod")) && !has("ReadWriteMany")
     }
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.status.conditions.iter().find(|c| c.type_ == type_)

@@ -51,6 +51,7 @@ impl Pod {
             name: "v".into(),
             persistent_volume_claim: Some(ClaimSource {
                 claim_name: claim.into(),
+                read_only: false,
             }),
             ..Default::default()
         });

@@ -215,7 +215,11 @@ fn rejects_non_objects_everywhere<T: serde::de::DeserializeOwned + std::fmt::Deb
     objects(&full, String::new(), &mut paths);
     assert!(paths.len() >= 4, "{kind}: {paths:?}");
     for path in &paths {
-        for wrong in [serde_json::json!([]), serde_json::json!([1, "x"]), serde_json::json!("x")] {
+        for wrong in [
+            serde_json::json!([]),
+            serde_json::json!([1, "x"]),
+            serde_json::json!("x"),
+        ] {
             let mut v = full.clone();
             match v.pointer_mut(path) {
                 Some(slot) => *slot = wrong.clone(),
@@ -237,7 +241,10 @@ fn rejects_non_objects_everywhere<T: serde::de::DeserializeOwned + std::fmt::Deb
                 }
             }
             if !dotted.is_empty() {
-                assert!(err.starts_with(&format!("{dotted}: ")), "{kind} {path}: {err} names the field");
+                assert!(
+                    err.starts_with(&format!("{dotted}: ")),
+                    "{kind} {path}: {err} names the field"
+                );
             }
         }
     }

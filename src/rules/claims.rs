@@ -8,6 +8,8 @@ pub struct Claim {
     pub name: String,
     /// Generated `<pod>-<volume>` claim of an `ephemeral` volume.
     pub ephemeral: bool,
+    /// Mounted `readOnly: true`: takes no RWO lock (an ephemeral claim is always read-write).
+    pub read_only: bool,
 }
 
 /// Every claim the pod's volumes name. Claim names are namespace-scoped: they always refer to the
@@ -18,11 +20,13 @@ pub fn claims_of(pod: &Pod) -> impl Iterator<Item = Claim> + '_ {
             Some(Claim {
                 name: src.claim_name.clone(),
                 ephemeral: false,
+                read_only: src.read_only,
             })
         } else {
             v.ephemeral.as_ref().map(|_| Claim {
                 name: ephemeral_claim_name(&pod.metadata.name, &v.name),
                 ephemeral: true,
+                read_only: false,
             })
         }
     })

@@ -12,6 +12,7 @@ fn pod() -> Pod {
             name: "data".into(),
             persistent_volume_claim: Some(ClaimSource {
                 claim_name: "data-web-0".into(),
+                read_only: false,
             }),
             ephemeral: None,
         },
@@ -36,11 +37,13 @@ fn plain_and_ephemeral_claims() {
         vec![
             Claim {
                 name: "data-web-0".into(),
-                ephemeral: false
+                ephemeral: false,
+                read_only: false
             },
             Claim {
                 name: "web-0-scratch".into(),
-                ephemeral: true
+                ephemeral: true,
+                read_only: false
             },
         ]
     );

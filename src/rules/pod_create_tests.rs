@@ -11,6 +11,7 @@ fn claim(name: &str, ephemeral: bool) -> Claim {
     Claim {
         name: name.into(),
         ephemeral,
+        read_only: false,
     }
 }
 

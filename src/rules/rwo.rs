@@ -54,10 +54,27 @@ pub fn holders<'a>(pod: &Pod, node: &str, facts: &'a ClaimFacts<'a>) -> Vec<Hold
 pub fn place(pod: &Pod, node: &str, claims: &[ClaimFacts<'_>]) -> Decision {
     let mut warnings = Vec::new();
     for facts in claims {
+        if facts.claim.read_only {
+            // A read-only mount writes nothing: it takes no lock (rules.md §2f).
+            continue;
+        }
         let unknown_mode = match &facts.pvc {
             Fact::Found(pvc) if pvc.is_rwo() => false,
-            // rules.md §2f: a claim that does not exist yet has no known access mode; unknown
-            // means in use, so it is judged as ReadWriteOnce.
+            // rules.md §2f: a claim that does not exist yet has no known access mode (unknown
+            // means ReadWriteOnce) and cannot carry a lock, so two pods placed on two nodes
+            // would both pass. The caller read it live. An ephemeral claim is exempt: its
+            // controller creates it after the pod, owned by that one pod.
+            Fact::Missing if !facts.claim.ephemeral => {
+                return Decision::deny(
+                    "rwo-claim-missing",
+                    format!(
+                        "pod {:?} cannot be placed on node {node:?}: PersistentVolumeClaim {:?} does not \
+                         exist, so its access mode is unknown and no ReadWriteOnce lock can be taken. \
+                         Create the claim first, then the pod",
+                        pod.metadata.name, facts.claim.name
+                    ),
+                );
+            }
             Fact::Missing => true,
             Fact::Found(_) => continue,
             // rules.md "Deciding late": an Ignore rule allows, and says it could not check.

@@ -3,8 +3,10 @@
 //! Caches lag: two binds a few milliseconds apart both see no holder in any cache, and two webhook
 //! replicas each have their own. So the first placement of a ReadWriteOnce claim on a node writes
 //! a lock onto the claim (annotation `volguard.io/rwo-lock`: node, pod, UID, time) with a
-//! compare-and-swap; whoever loses the swap reads again and decides again. This file decides what
-//! to do with the lock as read; the caller does the swap.
+//! compare-and-swap; whoever loses the swap reads again and decides again. The lock names the
+//! node: a placement on that node writes nothing, and whether it still holds is "does a pod on
+//! that node still use the claim", read by quorum. This file decides what to do with the lock as
+//! read; the caller does the reads and the swap.
 
 use super::Fact;
 use crate::model::{Node, Pod, Pvc};
@@ -12,12 +14,15 @@ use crate::model::{Node, Pod, Pvc};
 /// The annotation that carries the lock on a PersistentVolumeClaim.
 pub const RWO_LOCK: &str = "volguard.io/rwo-lock";
 
-/// A lock whose pod has not been bound this long after the lock was taken no longer counts: the
-/// bind it was written for was refused later (another webhook, a timeout). Binds that get through
-/// finish in milliseconds; the apiserver gives up on a request after 60 s.
-pub const BIND_GRACE_SECONDS: i64 = 60;
+/// How long a lock nobody on its node uses yet still holds: the placement it was written for is
+/// in flight (a bind persists milliseconds after admission; a pod CREATE with `spec.nodeName`
+/// after every webhook). The apiserver gives up on a request after 60 s. Measured on the
+/// observer's own monotonic clock from when it first saw the lock, never from the lock's `at`
+/// (another process's clock: one running a minute fast, or a forged date, would move it).
+pub const BIND_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The lock as stored: `{"node":..,"pod":..,"uid":..,"at":..}` (readable in `kubectl get -o yaml`).
+/// Only `node` decides; the first pod placed and the writer's time are for people (`explain`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RwoLock {
     pub node: String,
@@ -53,66 +58,60 @@ impl RwoLock {
     }
 }
 
-/// What is known of the pod a lock names, and of the lock's node.
-pub struct LockHolder<'a> {
-    pub pod: Fact<&'a Pod>,
+/// Whether `pod` uses claim `ns/claim` on `node`: what a lock on `node` stands for. A pod that is
+/// not terminal, scheduled there, naming the claim (read-only or not: any use keeps the volume
+/// attached to that node).
+pub fn uses_on(pod: &Pod, ns: &str, claim: &str, node: &str) -> bool {
+    pod.metadata.namespace == ns
+        && pod.node_name() == Some(node)
+        && !pod.is_terminal()
+        && super::claims::claims_of(pod).any(|c| c.name == claim)
+}
+
+/// What is known of a lock's node, for one claim.
+pub struct NodeHold<'a> {
+    /// The non-terminal pods on the lock's node that use the claim, by a quorum read (a cache may
+    /// lag: it must never decide a take-over).
+    pub users: Fact<&'a [Pod]>,
+    /// The lock's node (a cached out-of-service taint is confirmed live by the caller).
     pub node: Fact<&'a Node>,
+    /// How long this process has seen this exact lock (its own monotonic clock).
+    pub observed: std::time::Duration,
 }
 
 /// Why a lock still holds, or why it does not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Standing {
-    /// Its pod may still run on the lock's node (or is about to be bound there).
-    Holds,
-    /// Its pod is gone, was replaced (another UID), ended, sits on another node, was never bound
-    /// in time, or its node is gone or out of service.
+    Holds(&'static str),
+    /// Nobody on its node uses the claim any more (past the grace), or its node is gone or out
+    /// of service.
     Stale(&'static str),
 }
 
-/// Whether `lock` still holds at `now`. Unsure means it holds: a pod or node that could not be
-/// read counts as present.
-pub fn standing(lock: &RwoLock, holder: &LockHolder<'_>, now: jiff::Timestamp) -> Standing {
-    if let Some(why) = holder_gone(lock, holder.pod.as_ref().map(|p| *p), now) {
-        return Standing::Stale(why);
+/// Whether a lock still holds. The lock names a node; it holds while any non-terminal pod there
+/// uses the claim, and for `BIND_GRACE` after this process first saw it (the placement it was
+/// written for may not be stored yet). Unsure means it holds.
+pub fn standing(hold: &NodeHold<'_>) -> Standing {
+    match hold.node {
+        Fact::Missing => return Standing::Stale("node gone"),
+        Fact::Found(n) if n.is_out_of_service() => return Standing::Stale("node out of service"),
+        Fact::Found(_) | Fact::Unknown(_) => {}
     }
-    match holder.node {
-        Fact::Missing => Standing::Stale("node gone"),
-        Fact::Found(n) if n.is_out_of_service() => Standing::Stale("node out of service"),
-        Fact::Found(_) | Fact::Unknown(_) => Standing::Holds,
-    }
-}
-
-/// Why the lock's pod no longer holds it, judged on the pod alone (the controller's cleanup,
-/// which reads no nodes). `None`: it may still hold (or could not be read).
-pub fn holder_gone(lock: &RwoLock, pod: Fact<&Pod>, now: jiff::Timestamp) -> Option<&'static str> {
-    let pod = match pod {
-        Fact::Missing => return Some("holder deleted"),
-        Fact::Unknown(_) => return None,
-        Fact::Found(p) => p,
-    };
-    if !lock.uid.is_empty() && !pod.metadata.uid.is_empty() && pod.metadata.uid != lock.uid {
-        return Some("holder replaced");
-    }
-    if pod.is_terminal() {
-        return Some("holder ended");
-    }
-    match pod.node_name() {
-        Some(n) if n != lock.node => Some("holder on another node"),
-        Some(_) => None,
-        None if now.duration_since(lock.at).as_secs() > BIND_GRACE_SECONDS => {
-            Some("holder never bound")
-        }
-        None => None,
+    match hold.users {
+        Fact::Found(u) if !u.is_empty() => Standing::Holds("in use on its node"),
+        Fact::Unknown(_) => Standing::Holds("its node's use could not be read"),
+        _ if hold.observed < BIND_GRACE => Standing::Holds("placement in progress"),
+        Fact::Found(_) | Fact::Missing => Standing::Stale("nobody on its node uses it"),
     }
 }
 
 /// What placing a pod on `node` does to one claim's lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockStep {
-    /// The lock already names this pod on this node: nothing to write.
+    /// The lock already names this node: nothing to write (restarts on one node cost no write,
+    /// and no review can move a lock that another pod on this node still holds).
     Keep,
-    /// Write this lock (no lock yet, the same node's lock moves to the newest pod, or a stale
-    /// lock is taken over). `took_over` names why the old one no longer held.
+    /// Write this lock (no lock yet, or a stale one is taken over: `took_over` says why).
     Write {
         lock: RwoLock,
         took_over: Option<&'static str>,
@@ -121,40 +120,30 @@ pub enum LockStep {
     Held(RwoLock),
 }
 
-/// Decide one claim's lock for `pod` going to `node`. `holder` is read only when the lock names
-/// another node (`None` otherwise). The newest placement on the lock's node is recorded, so the
-/// lock never names a pod that ended while a younger one on that node (not yet in any cache)
-/// still uses the claim.
+/// Decide one claim's lock for `pod` going to `node`. `hold` is read only when the lock names
+/// another node (`None` otherwise, or when it could not be read: then the lock holds).
 pub fn step(
     pod: &Pod,
     node: &str,
     current: Option<&RwoLock>,
-    holder: Option<&LockHolder<'_>>,
+    hold: Option<&NodeHold<'_>>,
     now: jiff::Timestamp,
 ) -> LockStep {
-    // Built only when written: the common bind (the lock already names this pod) allocates nothing.
-    let fresh = || RwoLock::new(pod, node, now);
     let Some(lock) = current else {
         return LockStep::Write {
-            lock: fresh(),
+            lock: RwoLock::new(pod, node, now),
             took_over: None,
         };
     };
     if lock.node == node {
-        if lock.pod == pod.metadata.name && lock.uid == pod.metadata.uid {
-            return LockStep::Keep;
-        }
-        return LockStep::Write {
-            lock: fresh(),
-            took_over: None,
-        };
+        return LockStep::Keep;
     }
-    match holder.map(|h| standing(lock, h, now)) {
+    match hold.map(standing) {
         Some(Standing::Stale(why)) => LockStep::Write {
-            lock: fresh(),
+            lock: RwoLock::new(pod, node, now),
             took_over: Some(why),
         },
-        Some(Standing::Holds) | None => LockStep::Held(lock.clone()),
+        Some(Standing::Holds(_)) | None => LockStep::Held(lock.clone()),
     }
 }
 
@@ -162,22 +151,34 @@ pub fn step(
 pub fn held_message(pod: &Pod, node: &str, claim: &str, lock: &RwoLock) -> String {
     format!(
         "pod {:?} cannot run on node {node:?}: PersistentVolumeClaim {claim:?} is ReadWriteOnce and is \
-         locked to node {:?} by pod {:?} (since {}). Two nodes writing one volume corrupt it; the \
-         scheduler retries this pod once {:?} has ended. For a Deployment use `strategy: Recreate` \
-         (a RollingUpdate starts the new pod before the old one stops)",
-        pod.metadata.name, lock.node, lock.pod, lock.at, lock.pod
+         locked to node {:?} (first placed there by pod {:?}, since {}). Two nodes writing one volume \
+         corrupt it; the scheduler retries this pod once no pod on node {:?} uses the claim. For a \
+         Deployment use `strategy: Recreate` (a RollingUpdate starts the new pod before the old one stops)",
+        pod.metadata.name, lock.node, lock.pod, lock.at, lock.node
+    )
+}
+
+/// The refusal when the lock's swap was lost (another placement just won) and the claim could
+/// not be read again (`unread`), or kept being lost.
+pub fn lost_message(pod: &Pod, node: &str, claims: &str, unread: Option<&str>) -> String {
+    let why = match unread {
+        Some(e) => format!(
+            "another placement just took its lock and volguard could not read the claim again ({e})"
+        ),
+        None => "other placements kept taking its lock first".to_string(),
+    };
+    format!(
+        "pod {:?} cannot run on node {node:?} yet: ReadWriteOnce PersistentVolumeClaim {claims:?}: {why}. \
+         The scheduler retries this pod; nothing is needed from you",
+        pod.metadata.name
     )
 }
 
 /// What the controller may clear: a lock that no longer holds (read consistently by the caller).
-pub fn clearable(
-    lock: &RwoLock,
-    holder: &LockHolder<'_>,
-    now: jiff::Timestamp,
-) -> Option<&'static str> {
-    match standing(lock, holder, now) {
+pub fn clearable(hold: &NodeHold<'_>) -> Option<&'static str> {
+    match standing(hold) {
         Standing::Stale(why) => Some(why),
-        Standing::Holds => None,
+        Standing::Holds(_) => None,
     }
 }
 

@@ -3,6 +3,7 @@
 use super::*;
 use crate::model::testing;
 use crate::rules::decision::ReadError;
+use std::time::Duration;
 
 fn ts(s: &str) -> jiff::Timestamp {
     s.parse().expect("timestamp")
@@ -40,7 +41,7 @@ fn me() -> Pod {
     pod("new", "u-new", None, "Pending")
 }
 
-fn step_with(current: Option<&RwoLock>, holder: Option<&LockHolder<'_>>, node: &str) -> LockStep {
+fn step_with(current: Option<&RwoLock>, holder: Option<&NodeHold<'_>>, node: &str) -> LockStep {
     step(&me(), node, current, holder, ts(NOW))
 }
 
@@ -68,142 +69,110 @@ fn lock_round_trips_through_the_annotation() {
     assert_eq!(RwoLock::parse("not json"), None);
 }
 
-#[test]
-fn same_node_shares_and_records_the_newest_pod() {
-    let l = lock("2026-11-23T09:00:00Z");
-    match step_with(Some(&l), None, "n1") {
-        LockStep::Write { lock, took_over } => {
-            assert_eq!((lock.node.as_str(), lock.pod.as_str()), ("n1", "new"));
-            assert_eq!(took_over, None);
-        }
-        other => panic!("expected the lock to move to the newest pod on n1, got {other:?}"),
+const OLD: Duration = BIND_GRACE;
+const YOUNG: Duration = Duration::from_secs(1);
+
+fn hold<'a>(users: Fact<&'a [Pod]>, node: Fact<&'a Node>, observed: Duration) -> NodeHold<'a> {
+    NodeHold {
+        users,
+        node,
+        observed,
     }
 }
 
 #[test]
-fn own_lock_is_kept_without_a_write() {
-    let mine = RwoLock::new(&me(), "n1", ts("2026-11-23T09:00:00Z"));
-    assert_eq!(step_with(Some(&mine), None, "n1"), LockStep::Keep);
+fn a_placement_on_the_locks_own_node_writes_nothing() {
+    // Point 5 of the trust review: the lock names the node. A newer pod there (even one whose
+    // creation later fails) never rewrites it, so no review can move a live lock.
+    for l in [
+        lock("2026-11-23T09:00:00Z"),
+        RwoLock::new(&me(), "n1", ts(NOW)),
+    ] {
+        assert_eq!(step_with(Some(&l), None, "n1"), LockStep::Keep);
+    }
 }
 
 #[test]
-fn live_holder_on_other_node_denies() {
+fn a_pod_using_the_claim_on_the_locks_node_denies_whatever_the_named_pod_did() {
     let l = lock("2026-11-23T09:00:00Z");
-    let old = pod("old", "u-old", Some("n1"), "Running");
+    // The named pod ("old") is gone; a younger one on n1 still uses the claim.
+    let users = [pod("younger", "u-y", Some("n1"), "Running").mounting("data")];
     let n = node(false);
-    let h = LockHolder {
-        pod: Fact::Found(&old),
-        node: Fact::Found(&n),
-    };
+    let h = hold(Fact::Found(&users), Fact::Found(&n), OLD);
     assert_eq!(
         step_with(Some(&l), Some(&h), "n2"),
         LockStep::Held(l.clone())
     );
+    assert_eq!(clearable(&h), None);
     let msg = held_message(&me(), "n2", "data", &l);
     assert!(
-        msg.contains("locked to node \"n1\" by pod \"old\""),
+        msg.contains("locked to node \"n1\" (first placed there by pod \"old\""),
         "{msg}"
     );
 }
 
 #[test]
-fn holder_not_yet_bound_denies_within_the_grace() {
-    // The race the lock exists for: the winner's bind is still in flight.
-    let l = lock("2026-11-23T09:59:59Z");
-    let old = pod("old", "u-old", None, "Pending");
+fn a_lock_nobody_uses_yet_holds_for_the_grace_on_this_process_clock() {
+    // The race the lock exists for: the winner's bind is not stored yet. The lock's `at` plays no
+    // part: dated a year ahead or an hour back, only this process's observation counts.
     let n = node(false);
-    let h = LockHolder {
-        pod: Fact::Found(&old),
-        node: Fact::Found(&n),
-    };
-    assert_eq!(step_with(Some(&l), Some(&h), "n2"), LockStep::Held(l));
+    for at in ["2027-11-23T10:00:00Z", "2026-11-23T09:00:00Z"] {
+        let l = lock(at);
+        let young = hold(Fact::Found(&[]), Fact::Found(&n), YOUNG);
+        assert_eq!(
+            step_with(Some(&l), Some(&young), "n2"),
+            LockStep::Held(l.clone())
+        );
+        let old = hold(Fact::Found(&[]), Fact::Found(&n), OLD);
+        assert!(matches!(
+            step_with(Some(&l), Some(&old), "n2"),
+            LockStep::Write {
+                took_over: Some("nobody on its node uses it"),
+                ..
+            }
+        ));
+    }
 }
 
 #[test]
-fn unsure_holder_or_node_denies() {
+fn unsure_use_or_node_denies() {
     let l = lock("2026-11-23T09:00:00Z");
-    let old = pod("old", "u-old", Some("n1"), "Running");
     let n = node(false);
     for h in [
-        LockHolder {
-            pod: Fact::Unknown(ReadError::Late),
-            node: Fact::Found(&n),
-        },
-        LockHolder {
-            pod: Fact::Found(&old),
-            node: Fact::Unknown(ReadError::Late),
-        },
+        hold(Fact::Unknown(ReadError::Late), Fact::Found(&n), OLD),
+        hold(
+            Fact::Unknown(ReadError::Late),
+            Fact::Unknown(ReadError::Late),
+            OLD,
+        ),
     ] {
         assert_eq!(
             step_with(Some(&l), Some(&h), "n2"),
             LockStep::Held(l.clone())
         );
     }
+    // No hold read at all (the caller could not ask): the lock holds.
+    assert_eq!(step_with(Some(&l), None, "n2"), LockStep::Held(l.clone()));
 }
 
 #[test]
 fn every_stale_kind_is_taken_over() {
-    let long_ago = "2026-11-23T09:00:00Z";
     let n = node(false);
     let oos = node(true);
-    let ended = pod("old", "u-old", Some("n1"), "Succeeded");
-    let replaced = pod("old", "u-other", Some("n1"), "Running");
-    let elsewhere = pod("old", "u-old", Some("n3"), "Running");
-    let unbound = pod("old", "u-old", None, "Pending");
-    let running = pod("old", "u-old", Some("n1"), "Running");
-    let cases: Vec<(&str, LockHolder<'_>)> = vec![
+    let users = [pod("old", "u-old", Some("n1"), "Running").mounting("data")];
+    let cases: Vec<(&str, NodeHold<'_>)> = vec![
         (
-            "holder deleted",
-            LockHolder {
-                pod: Fact::Missing,
-                node: Fact::Found(&n),
-            },
+            "nobody on its node uses it",
+            hold(Fact::Found(&[]), Fact::Found(&n), OLD),
         ),
-        (
-            "holder ended",
-            LockHolder {
-                pod: Fact::Found(&ended),
-                node: Fact::Found(&n),
-            },
-        ),
-        (
-            "holder replaced",
-            LockHolder {
-                pod: Fact::Found(&replaced),
-                node: Fact::Found(&n),
-            },
-        ),
-        (
-            "holder on another node",
-            LockHolder {
-                pod: Fact::Found(&elsewhere),
-                node: Fact::Found(&n),
-            },
-        ),
-        (
-            "holder never bound",
-            LockHolder {
-                pod: Fact::Found(&unbound),
-                node: Fact::Found(&n),
-            },
-        ),
-        (
-            "node gone",
-            LockHolder {
-                pod: Fact::Found(&running),
-                node: Fact::Missing,
-            },
-        ),
+        ("node gone", hold(Fact::Found(&users), Fact::Missing, YOUNG)),
         (
             "node out of service",
-            LockHolder {
-                pod: Fact::Found(&running),
-                node: Fact::Found(&oos),
-            },
+            hold(Fact::Found(&users), Fact::Found(&oos), YOUNG),
         ),
     ];
     for (why, h) in cases {
-        let l = lock(long_ago);
+        let l = lock("2026-11-23T09:00:00Z");
         match step_with(Some(&l), Some(&h), "n2") {
             LockStep::Write { lock, took_over } => {
                 assert_eq!(took_over, Some(why));
@@ -211,6 +180,22 @@ fn every_stale_kind_is_taken_over() {
             }
             other => panic!("{why}: expected a take-over, got {other:?}"),
         }
-        assert_eq!(clearable(&l, &h, ts(NOW)), Some(why));
+        assert_eq!(clearable(&h), Some(why));
     }
+}
+
+#[test]
+fn uses_on_is_a_non_terminal_pod_of_that_node_naming_the_claim() {
+    let running = pod("a", "u", Some("n1"), "Running").mounting("data");
+    assert!(uses_on(&running, "ns", "data", "n1"));
+    assert!(!uses_on(&running, "ns", "data", "n2"), "another node");
+    assert!(
+        !uses_on(&running, "other", "data", "n1"),
+        "another namespace"
+    );
+    assert!(!uses_on(&running, "ns", "logs", "n1"), "another claim");
+    let ended = pod("a", "u", Some("n1"), "Succeeded").mounting("data");
+    assert!(!uses_on(&ended, "ns", "data", "n1"), "ended");
+    let pending = pod("a", "u", None, "Pending").mounting("data");
+    assert!(!uses_on(&pending, "ns", "data", "n1"), "not placed");
 }

@@ -16,6 +16,7 @@ fn claim() -> Claim {
     Claim {
         name: "data".into(),
         ephemeral: false,
+        read_only: false,
     }
 }
 
@@ -62,7 +63,7 @@ fn shared_modes_and_same_node_allowed() {
         &["ReadWriteMany"][..],
         &["ReadOnlyMany"],
         &["ReadWriteOnce", "ReadWriteMany"],
-        &["ReadWriteOnce", "ReadOnlyMany"],
+        &["ReadWriteOncePod", "ReadWriteMany"],
         &[],
     ] {
         let c = pvc(modes);
@@ -119,8 +120,56 @@ fn terminating_holder_still_counts() {
 }
 
 #[test]
-fn missing_claim_allowed_unknown_claim_warns() {
-    assert!(place_with(Fact::Missing, vec![]).allowed);
+fn mixed_modes_with_a_read_write_once_mode_are_locked() {
+    // Point 2 of the trust review: ReadOnlyMany beside ReadWriteOnce does not make a read-write
+    // mount shareable; ReadWriteOncePod is once-only too.
+    let holder = pod("web-0", Some("n1"), "Running");
+    let n = node(false);
+    for modes in [
+        &["ReadWriteOnce", "ReadOnlyMany"][..],
+        &["ReadWriteOncePod"],
+        &["ReadWriteOncePod", "ReadOnlyMany"],
+    ] {
+        let c = pvc(modes);
+        let d = place_with(Fact::Found(&c), vec![(&holder, Fact::Found(&n))]);
+        assert_eq!(
+            (d.allowed, d.row),
+            (false, "rwo-held-on-other-node"),
+            "{modes:?}"
+        );
+    }
+}
+
+#[test]
+fn a_read_only_mount_takes_no_lock() {
+    let holder = pod("web-0", Some("n1"), "Running");
+    let n = node(false);
+    let rwo = pvc(&["ReadWriteOnce"]);
+    let me = pod("web-1", None, "Pending");
+    let read_only = Claim {
+        read_only: true,
+        ..claim()
+    };
+    let d = place(
+        &me,
+        "n2",
+        &[ClaimFacts {
+            claim: read_only,
+            pvc: Fact::Found(&rwo),
+            others: vec![(&holder, Fact::Found(&n))],
+        }],
+    );
+    assert!(d.allowed, "{d:?}");
+}
+
+#[test]
+fn a_missing_claim_is_refused_and_an_unknown_claim_warns() {
+    // Point 1 of the trust review: a missing claim (read live by the caller) cannot carry a lock,
+    // so two pods placed on two nodes would both pass.
+    let d = place_with(Fact::Missing, vec![]);
+    assert_eq!((d.allowed, d.row), (false, "rwo-claim-missing"));
+    let m = d.message.unwrap_or_default();
+    assert!(m.contains("Create the claim first"), "{m}");
     let d = place_with(Fact::Unknown(ReadError::Late), vec![]);
     assert!(d.allowed);
     assert!(
@@ -139,6 +188,7 @@ fn nodes_using_detects_two_nodes_on_rwo_only() {
             name: "d".into(),
             persistent_volume_claim: Some(ClaimSource {
                 claim_name: "data".into(),
+                read_only: false,
             }),
             ..Default::default()
         });
@@ -159,16 +209,27 @@ fn nodes_using_detects_two_nodes_on_rwo_only() {
 }
 
 #[test]
-fn missing_claim_is_judged_as_rwo() {
+fn a_missing_ephemeral_claim_is_judged_as_rwo() {
+    // Its controller creates it after the pod: not refused for being missing, but a holder of
+    // the same name elsewhere still counts (unknown mode means ReadWriteOnce).
     let holder = pod("web-0", Some("n1"), "Running");
     let n = node(false);
-    let d = place_with(Fact::Missing, vec![(&holder, Fact::Found(&n))]);
+    let me = pod("web-1", None, "Pending");
+    let eph = Claim {
+        ephemeral: true,
+        ..claim()
+    };
+    let facts = |others| ClaimFacts {
+        claim: eph.clone(),
+        pvc: Fact::Missing,
+        others,
+    };
+    let d = place(&me, "n2", &[facts(vec![(&holder, Fact::Found(&n))])]);
     assert_eq!((d.allowed, d.row), (false, "rwo-held-on-other-node"));
-    let m = d.message.unwrap();
+    let m = d.message.unwrap_or_default();
     assert!(
         m.contains("does not exist yet (its access mode is unknown"),
         "{m}"
     );
-    // Nobody else names it: a pod may come before its claim.
-    assert!(place_with(Fact::Missing, vec![]).allowed);
+    assert!(place(&me, "n2", &[facts(vec![])]).allowed);
 }

@@ -92,6 +92,7 @@ fn reportable_cases() {
         name: "v".into(),
         persistent_volume_claim: Some(ClaimSource {
             claim_name: "a".into(),
+            read_only: false,
         }),
         ..Default::default()
     });

@@ -78,6 +78,15 @@ impl Cluster {
         }
     }
 
+    /// The pod as the apiserver has it now, never a cache (a bind whose pod UID differs from the
+    /// cached pod's).
+    pub async fn pod_live(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
+        match self {
+            Cluster::Offline(s) => from_cache(s.pods.get(namespace, name)),
+            Cluster::Live(l) => l.pod_live(namespace, name).await,
+        }
+    }
+
     /// The pods that name `claim` in their volumes (the RWO guard's candidate holders).
     pub async fn pods_naming(&self, namespace: &str, claim: &str) -> Fact<Vec<Arc<Pod>>> {
         match self {

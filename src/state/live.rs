@@ -198,6 +198,15 @@ impl LiveCluster {
         .await
     }
 
+    /// A live GET, whatever the cache holds.
+    pub async fn pod_live(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
+        get_live(
+            Api::<Decoded<Pod>>::namespaced(self.client.clone(), namespace),
+            name,
+        )
+        .await
+    }
+
     /// Pods naming `claim`: the watch cache's index, or a consistent LIST when pods are not
     /// watched.
     pub async fn pods_naming(&self, namespace: &str, claim: &str) -> Fact<Vec<Arc<Pod>>> {

@@ -8,6 +8,7 @@ pub mod decoded;
 pub mod fences;
 pub mod live;
 pub mod loader;
+pub mod lock_clock;
 pub mod store;
 pub mod writer;
 

@@ -1,0 +1,88 @@
+//! How long this process has seen each RWO lock, on its own monotonic clock (rules.md §2f "one
+//! clock"): a lock's age is never the writer's `at` against the local clock (a replica whose clock
+//! runs a minute fast, or a lock dated in the future, would move it).
+
+use crate::rules::rwo_lock::BIND_GRACE;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Past this many claims, entries older than the grace are dropped (a dropped lock seen again
+/// counts as new: it holds a grace longer, never less).
+const PRUNE_ABOVE: usize = 4096;
+
+pub struct LockClock {
+    seen: Mutex<HashMap<(String, String), (String, Instant)>>,
+    /// The age of a lock seen for the first time: zero on a live cluster (the placement it was
+    /// written for may be in flight); the grace itself offline, where the state file is a
+    /// snapshot with nothing in flight.
+    first_sight: Duration,
+}
+
+impl LockClock {
+    pub fn live() -> LockClock {
+        LockClock::new(Duration::ZERO)
+    }
+
+    pub fn offline() -> LockClock {
+        LockClock::new(BIND_GRACE)
+    }
+
+    fn new(first_sight: Duration) -> LockClock {
+        LockClock {
+            seen: Mutex::new(HashMap::new()),
+            first_sight,
+        }
+    }
+
+    /// How long the lock `raw` on claim `ns/name` has been seen unchanged (starting now if new).
+    pub fn observed(&self, ns: &str, name: &str, raw: &str) -> Duration {
+        self.observe(ns, name, raw, self.first_sight)
+    }
+
+    /// This process wrote `raw` onto `ns/name` just now.
+    pub fn wrote(&self, ns: &str, name: &str, raw: &str) {
+        self.observe(ns, name, raw, Duration::ZERO);
+    }
+
+    fn observe(&self, ns: &str, name: &str, raw: &str, first: Duration) -> Duration {
+        let now = Instant::now();
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (ns.to_string(), name.to_string());
+        if let Some((value, since)) = seen.get(&key)
+            && value == raw
+        {
+            return now.duration_since(*since);
+        }
+        if seen.len() >= PRUNE_ABOVE {
+            seen.retain(|_, (_, since)| now.duration_since(*since) < BIND_GRACE);
+        }
+        // Backdated by `first` so that the next look measures from the same origin.
+        let since = now.checked_sub(first).unwrap_or(now);
+        seen.insert(key, (raw.to_string(), since));
+        now.duration_since(since)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_lock_is_young_live_and_old_offline_and_a_changed_lock_starts_again() {
+        let live = LockClock::live();
+        assert!(live.observed("ns", "c", "a") < BIND_GRACE);
+        assert!(live.observed("ns", "c", "a") < BIND_GRACE);
+        let offline = LockClock::offline();
+        assert!(offline.observed("ns", "c", "a") >= BIND_GRACE);
+        offline.wrote("ns", "c", "b");
+        assert!(
+            offline.observed("ns", "c", "b") < BIND_GRACE,
+            "a lock written here is young"
+        );
+        assert!(
+            offline.observed("ns", "c", "a") >= BIND_GRACE,
+            "another value is another lock"
+        );
+    }
+}

@@ -484,12 +484,21 @@ impl Admission {
                 Some(l) if l.node != node => Some(self.node_hold(ns, &claim.name, pvc, l).await),
                 _ => None,
             };
+            let in_use_here = current.as_ref().is_some_and(|l| l.node == node)
+                && self.used_here(ns, &claim.name, node, pod).await;
             let hold_ref = hold.as_ref().map(|(users, n, observed)| NodeHold {
                 users: users.as_ref().map(Vec::as_slice),
                 node: deref(n),
                 observed: *observed,
             });
-            match rwo_lock::step(pod, node, current.as_ref(), hold_ref.as_ref(), now) {
+            match rwo_lock::step(
+                pod,
+                node,
+                in_use_here,
+                current.as_ref(),
+                hold_ref.as_ref(),
+                now,
+            ) {
                 LockStep::Keep => {}
                 LockStep::Held(l) => {
                     self.lock_count("refused");
@@ -553,11 +562,6 @@ impl Admission {
         pvc: &Pvc,
         lock: &RwoLock,
     ) -> (Fact<Vec<Pod>>, Fact<Arc<Node>>, std::time::Duration) {
-        let raw = pvc
-            .metadata
-            .annotation(rwo_lock::RWO_LOCK)
-            .unwrap_or_default();
-        let observed = self.lock_clock.observed(ns, &pvc.metadata.name, raw);
         let mut node = self.cluster.node(&lock.node).await;
         if let Fact::Found(n) = &node
             && n.is_out_of_service()
@@ -579,7 +583,26 @@ impl Admission {
                     .await
             }
         };
+        let raw = pvc
+            .metadata
+            .annotation(rwo_lock::RWO_LOCK)
+            .unwrap_or_default();
+        let in_use = !matches!(&users, Fact::Found(u) if u.is_empty());
+        let observed = self
+            .lock_clock
+            .quiet_for(ns, &pvc.metadata.name, raw, in_use);
         (users, node, observed)
+    }
+
+    /// Whether the caches show another non-terminal pod on `node` using the claim (then a
+    /// placement there writes nothing).
+    async fn used_here(&self, ns: &str, claim: &str, node: &str, pod: &Pod) -> bool {
+        match self.cluster.pods_naming(ns, claim).await {
+            Fact::Found(pods) => pods.iter().any(|p| {
+                p.metadata.name != pod.metadata.name && rwo_lock::uses_on(p, ns, claim, node)
+            }),
+            Fact::Missing | Fact::Unknown(_) => false,
+        }
     }
 
     fn lock_count(&self, result: &'static str) {

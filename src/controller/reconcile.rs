@@ -321,7 +321,6 @@ impl Reconciler {
         let Some(lock) = RwoLock::parse(raw) else {
             return Outcome::Done;
         };
-        let observed = self.lock_clock.observed(ns, name, raw);
         let in_use_cached = self
             .store
             .claims
@@ -332,8 +331,10 @@ impl Reconciler {
         let node_cached = self.store.nodes.get("", &lock.node);
         let node_released = node_cached.as_ref().is_none_or(|n| n.is_out_of_service());
         if in_use_cached && !node_released {
+            self.lock_clock.quiet_for(ns, name, raw, true);
             return Outcome::Done;
         }
+        let observed = self.lock_clock.quiet_for(ns, name, raw, false);
         if observed < rwo_lock::BIND_GRACE && !node_released {
             let left = rwo_lock::BIND_GRACE - observed + std::time::Duration::from_secs(1);
             let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
@@ -357,6 +358,11 @@ impl Reconciler {
             rwo_lock::uses_on(p, ns, name, &lock.node)
         })
         .await;
+        let in_use = !matches!(&users, Fact::Found(u) if u.is_empty());
+        let observed = match in_use {
+            true => self.lock_clock.quiet_for(ns, name, raw, true),
+            false => observed,
+        };
         let hold = rwo_lock::NodeHold {
             users: users.as_ref().map(Vec::as_slice),
             node: node.as_ref(),

@@ -75,7 +75,8 @@ pub struct NodeHold<'a> {
     pub users: Fact<&'a [Pod]>,
     /// The lock's node (a cached out-of-service taint is confirmed live by the caller).
     pub node: Fact<&'a Node>,
-    /// How long this process has seen this exact lock (its own monotonic clock).
+    /// How long this process has seen this exact lock with nobody on its node using the claim
+    /// (its own monotonic clock; zero when this look found a user).
     pub observed: std::time::Duration,
 }
 
@@ -89,8 +90,8 @@ pub enum Standing {
 }
 
 /// Whether a lock still holds. The lock names a node; it holds while any non-terminal pod there
-/// uses the claim, and for `BIND_GRACE` after this process first saw it (the placement it was
-/// written for may not be stored yet). Unsure means it holds.
+/// uses the claim, and for `BIND_GRACE` after this process first saw nobody there (a placement
+/// admitted a moment ago may not be stored yet). Unsure means it holds.
 pub fn standing(hold: &NodeHold<'_>) -> Standing {
     match hold.node {
         Fact::Missing => return Standing::Stale("node gone"),
@@ -108,10 +109,13 @@ pub fn standing(hold: &NodeHold<'_>) -> Standing {
 /// What placing a pod on `node` does to one claim's lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockStep {
-    /// The lock already names this node: nothing to write (restarts on one node cost no write,
-    /// and no review can move a lock that another pod on this node still holds).
+    /// The lock names this node and another pod there uses the claim: nothing to write (whoever
+    /// would take the lock over reads that pod first).
     Keep,
-    /// Write this lock (no lock yet, or a stale one is taken over: `took_over` says why).
+    /// Write this lock: no lock yet, a stale one taken over (`took_over` says why), or this
+    /// node's lock with nobody on the node using the claim yet, refreshed so that a take-over or
+    /// a cleanup racing this placement fails its compare-and-swap. Which pod a lock names never
+    /// decides anything (its node does), so a refresh moves nothing.
     Write {
         lock: RwoLock,
         took_over: Option<&'static str>,
@@ -120,11 +124,13 @@ pub enum LockStep {
     Held(RwoLock),
 }
 
-/// Decide one claim's lock for `pod` going to `node`. `hold` is read only when the lock names
-/// another node (`None` otherwise, or when it could not be read: then the lock holds).
+/// Decide one claim's lock for `pod` going to `node`. `in_use_here`: another non-terminal pod on
+/// `node` uses the claim (as the caches show it). `hold` is read only when the lock names another
+/// node (`None` otherwise, or when it could not be read: then the lock holds).
 pub fn step(
     pod: &Pod,
     node: &str,
+    in_use_here: bool,
     current: Option<&RwoLock>,
     hold: Option<&NodeHold<'_>>,
     now: jiff::Timestamp,
@@ -136,7 +142,13 @@ pub fn step(
         };
     };
     if lock.node == node {
-        return LockStep::Keep;
+        return match in_use_here {
+            true => LockStep::Keep,
+            false => LockStep::Write {
+                lock: RwoLock::new(pod, node, now),
+                took_over: None,
+            },
+        };
     }
     match hold.map(standing) {
         Some(Standing::Stale(why)) => LockStep::Write {

@@ -42,7 +42,7 @@ fn me() -> Pod {
 }
 
 fn step_with(current: Option<&RwoLock>, holder: Option<&NodeHold<'_>>, node: &str) -> LockStep {
-    step(&me(), node, current, holder, ts(NOW))
+    step(&me(), node, false, current, holder, ts(NOW))
 }
 
 #[test]
@@ -81,15 +81,27 @@ fn hold<'a>(users: Fact<&'a [Pod]>, node: Fact<&'a Node>, observed: Duration) ->
 }
 
 #[test]
-fn a_placement_on_the_locks_own_node_writes_nothing() {
-    // Point 5 of the trust review: the lock names the node. A newer pod there (even one whose
-    // creation later fails) never rewrites it, so no review can move a live lock.
+fn a_placement_on_the_locks_node_writes_nothing_while_another_pod_there_uses_it() {
+    // Point 5 of the trust review: the lock names the node, so which pod it names decides
+    // nothing; a placement beside a running user costs no write.
     for l in [
         lock("2026-11-23T09:00:00Z"),
         RwoLock::new(&me(), "n1", ts(NOW)),
     ] {
-        assert_eq!(step_with(Some(&l), None, "n1"), LockStep::Keep);
+        assert_eq!(
+            step(&me(), "n1", true, Some(&l), None, ts(NOW)),
+            LockStep::Keep
+        );
     }
+    // Nobody there yet: refreshed, so a take-over or cleanup racing this placement loses its swap.
+    let l = lock("2026-11-23T09:00:00Z");
+    assert_eq!(
+        step(&me(), "n1", false, Some(&l), None, ts(NOW)),
+        LockStep::Write {
+            lock: RwoLock::new(&me(), "n1", ts(NOW)),
+            took_over: None
+        }
+    );
 }
 
 #[test]

@@ -1,6 +1,11 @@
-//! How long this process has seen each RWO lock, on its own monotonic clock (rules.md §2f "one
-//! clock"): a lock's age is never the writer's `at` against the local clock (a replica whose clock
-//! runs a minute fast, or a lock dated in the future, would move it).
+//! How long this process has seen each RWO lock unused, on its own monotonic clock (rules.md §2f
+//! "one clock"): a lock's age is never the writer's `at` against the local clock (a replica whose
+//! clock runs a minute fast, or a lock dated in the future, would move it).
+//!
+//! The clock runs while this process sees nobody on the lock's node using the claim and restarts
+//! whenever it sees a user: a placement on that node admitted a moment ago (not stored yet) is
+//! covered for a whole grace from the first time anyone here saw the node empty, whatever the
+//! lock's own age.
 
 use crate::rules::rwo_lock::BIND_GRACE;
 use std::collections::HashMap;
@@ -35,9 +40,19 @@ impl LockClock {
         }
     }
 
-    /// How long the lock `raw` on claim `ns/name` has been seen unchanged (starting now if new).
-    pub fn observed(&self, ns: &str, name: &str, raw: &str) -> Duration {
+    /// How long the lock `raw` on claim `ns/name` has been seen unchanged and unused (`in_use`:
+    /// what this look found; a use restarts the clock).
+    pub fn quiet_for(&self, ns: &str, name: &str, raw: &str, in_use: bool) -> Duration {
+        if in_use {
+            self.forget(ns, name);
+            return Duration::ZERO;
+        }
         self.observe(ns, name, raw, self.first_sight)
+    }
+
+    fn forget(&self, ns: &str, name: &str) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.remove(&(ns.to_string(), name.to_string()));
     }
 
     /// This process wrote `raw` onto `ns/name` just now.
@@ -69,20 +84,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_new_lock_is_young_live_and_old_offline_and_a_changed_lock_starts_again() {
+    fn a_new_lock_is_young_live_and_old_offline_and_a_changed_lock_or_a_use_starts_again() {
         let live = LockClock::live();
-        assert!(live.observed("ns", "c", "a") < BIND_GRACE);
-        assert!(live.observed("ns", "c", "a") < BIND_GRACE);
+        assert!(live.quiet_for("ns", "c", "a", false) < BIND_GRACE);
+        assert!(live.quiet_for("ns", "c", "a", false) < BIND_GRACE);
         let offline = LockClock::offline();
-        assert!(offline.observed("ns", "c", "a") >= BIND_GRACE);
+        assert!(offline.quiet_for("ns", "c", "a", false) >= BIND_GRACE);
         offline.wrote("ns", "c", "b");
         assert!(
-            offline.observed("ns", "c", "b") < BIND_GRACE,
-            "a lock written here is young"
+            offline.quiet_for("ns", "c", "b", false) < BIND_GRACE,
+            "written here: young"
         );
         assert!(
-            offline.observed("ns", "c", "a") >= BIND_GRACE,
-            "another value is another lock"
+            offline.quiet_for("ns", "c", "a", false) >= BIND_GRACE,
+            "another value"
+        );
+        assert_eq!(
+            offline.quiet_for("ns", "c", "a", true),
+            Duration::ZERO,
+            "a use"
         );
     }
 }

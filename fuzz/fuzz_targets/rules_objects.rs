@@ -5,7 +5,7 @@ use libfuzzer_sys::fuzz_target;
 use volguard::model::{Node, Pod, Pv, Pvc, UserInfo};
 use volguard::rules::claims::claims_of;
 use volguard::rules::decision::ReadError;
-use volguard::rules::rwo_lock::{self, LockHolder, RwoLock};
+use volguard::rules::rwo_lock::{self, NodeHold, RwoLock};
 use volguard::rules::{Fact, binding, finalizer_guard, force_delete, in_use, pod_create, protect, release};
 
 fuzz_target!(|data: &[u8]| {
@@ -25,7 +25,10 @@ fuzz_target!(|data: &[u8]| {
         let _ = binding::pvc_binding(&pvc, name, Fact::Found(&pv));
     }
     let _ = finalizer_guard::pvc_finalizer_removal(&pvc, Fact::Found(&pods));
-    let _ = finalizer_guard::pv_finalizer_removal(&pv, &pv);
+    for c in [Fact::Found(&pvc), Fact::Missing, Fact::Unknown(ReadError::Late)] {
+        let _ = finalizer_guard::pv_finalizer_removal(&pv, &pv, c.clone());
+        let _ = release::pv_plan(&pv, c);
+    }
     for n in [Fact::Found(&node), Fact::Missing, Fact::Unknown(ReadError::Late)] {
         let d = force_delete::pod_delete(&user, &pod, grace, n, &Default::default());
         // A graceful delete is never refused.
@@ -37,21 +40,25 @@ fuzz_target!(|data: &[u8]| {
     let _ = in_use::pod_blocks_deletion(&pod, &pvc);
     let _ = release::pvc_plan(&pvc, &pods);
     let _ = release::unused_since(&pvc, &pods);
-    let _ = release::pv_plan(&pv);
     let _ = release::claims_to_requeue(Some(&pod), Some(&pod));
     // The RWO lock as any annotation may carry it: parse or not, never a panic.
     let lock = RwoLock::of(&pvc);
     let now = jiff::Timestamp::UNIX_EPOCH;
-    for (p, n) in [
-        (Fact::Found(&pod), Fact::Found(&node)),
-        (Fact::Missing, Fact::Missing),
-        (Fact::Unknown(ReadError::Late), Fact::Unknown(ReadError::Late)),
+    let users = [pod.clone()];
+    for (u, n, quiet) in [
+        (Fact::Found(&users[..]), Fact::Found(&node), 0),
+        (Fact::Found(&[][..]), Fact::Found(&node), 3600),
+        (Fact::Missing, Fact::Missing, 0),
+        (Fact::Unknown(ReadError::Late), Fact::Unknown(ReadError::Late), 3600),
     ] {
-        let h = LockHolder { pod: p, node: n };
+        let h = NodeHold { users: u, node: n, observed: std::time::Duration::from_secs(quiet) };
         let node_name = pod.node_name().unwrap_or("n");
-        let _ = rwo_lock::step(&pod, node_name, lock.as_ref(), Some(&h), now);
-        if let Some(l) = &lock {
-            let _ = rwo_lock::clearable(l, &h, now);
+        for here in [false, true] {
+            let _ = rwo_lock::step(&pod, node_name, here, lock.as_ref(), Some(&h), now);
+        }
+        // A lock that holds is never cleared.
+        if matches!(rwo_lock::standing(&h), rwo_lock::Standing::Holds(_)) {
+            assert_eq!(rwo_lock::clearable(&h), None);
         }
     }
 });

@@ -251,7 +251,16 @@ impl Admission {
         if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PV_FINALIZER) {
             return Ok(d);
         }
-        Ok(finalizer_guard::pv_finalizer_removal(&old, &new))
+        // The claim its claimRef names, read live: a forged phase must not decide (rules.md §2c).
+        let claim = match old.spec.claim_ref.as_ref() {
+            Some(r) if !r.name.is_empty() => self.cluster.pvc_fresh(&r.namespace, &r.name).await,
+            _ => Fact::Missing,
+        };
+        Ok(finalizer_guard::pv_finalizer_removal(
+            &old,
+            &new,
+            deref(&claim),
+        ))
     }
 
     /// The answer when a finalizer update needs no look at use: it keeps `finalizer`, or the

@@ -493,7 +493,15 @@ impl Reconciler {
         let Some(pv) = self.store.pvs.get("", name) else {
             return Outcome::Done;
         };
-        match release::pv_plan(&pv) {
+        let cached_claim = |pv: &Pv| match pv.spec.claim_ref.as_ref() {
+            Some(r) => self
+                .store
+                .pvcs
+                .get(&r.namespace, &r.name)
+                .map_or(Fact::Missing, Fact::Found),
+            None => Fact::Missing,
+        };
+        match release::pv_plan(&pv, cached_claim(&pv).as_ref().map(|c| &**c)) {
             PvPlan::Keep => Outcome::Done,
             PvPlan::AddFinalizer => {
                 let Some(patch) = release::finalizer_add_patch(&pv.metadata, PV_FINALIZER) else {
@@ -519,7 +527,22 @@ impl Reconciler {
                     Ok(None) => return Outcome::Done,
                     Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
                 };
-                if release::pv_plan(&live) != PvPlan::Release {
+                // Its claim read live too: a phase forged `Available` proves nothing (§2c).
+                let claim = match live.spec.claim_ref.as_ref() {
+                    Some(r) => {
+                        self.limiter.acquire().await;
+                        match Api::<Decoded<Pvc>>::namespaced(self.client.clone(), &r.namespace)
+                            .get_opt(&r.name)
+                            .await
+                        {
+                            Ok(Some(c)) => Fact::Found(c.into_inner()),
+                            Ok(None) => Fact::Missing,
+                            Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+                        }
+                    }
+                    None => Fact::Missing,
+                };
+                if release::pv_plan(&live, claim.as_ref()) != PvPlan::Release {
                     return Outcome::Done;
                 }
                 let Some(patch) = release::finalizer_removal_patch(&live.metadata, PV_FINALIZER)

@@ -4,7 +4,7 @@
 //! in Terminating; while a pod still mounts the volume it destroys data. The PVC check uses a live
 //! list of the namespace's pods (never a cache), handed in by the caller.
 
-use super::in_use::{blocking_pods, describe_pods, pv_in_use};
+use super::in_use::{blocking_pods, describe_pods, pv_claimed, pv_in_use};
 use super::{Decision, Fact};
 use crate::model::{
     ALLOW_FINALIZER_REMOVAL, Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UserInfo,
@@ -108,20 +108,33 @@ pub fn pvc_finalizer_removal(pvc: &Pvc, pods: Fact<&[Pod]>) -> Decision {
 }
 
 /// PV UPDATE that strips `kubernetes.io/pv-protection` (caller checked `strips` and `exempt`).
-pub fn pv_finalizer_removal(old: &Pv, new: &Pv) -> Decision {
-    if !(pv_in_use(old) || pv_in_use(new)) {
+/// `claim`: the claim the stored PV's `spec.claimRef` names, read live (`Missing` when it names
+/// none): a PV is in use while Bound **or** while that claim is bound to it, whatever the phase.
+pub fn pv_finalizer_removal(old: &Pv, new: &Pv, claim: Fact<&Pvc>) -> Decision {
+    let claimed = pv_claimed(old, claim);
+    if !(pv_in_use(old) || pv_in_use(new) || claimed) {
         return Decision::allow("strip-pv-finalizer");
     }
-    let claim = old
+    let to = old
         .spec
         .claim_ref
         .as_ref()
         .map(|c| format!(" to PersistentVolumeClaim {}/{}", c.namespace, c.name))
         .unwrap_or_default();
+    let state = match pv_in_use(old) || pv_in_use(new) {
+        true => format!("it is Bound{to}"),
+        // The phase says otherwise: say what proves the binding.
+        false => format!(
+            "its claimRef names PersistentVolumeClaim {}, which is bound to it (status.phase {:?} \
+             is not proof: a phase is written through /status)",
+            to.trim_start_matches(" to PersistentVolumeClaim "),
+            old.status.phase.as_deref().unwrap_or("")
+        ),
+    };
     Decision::deny(
         "strip-pv-finalizer",
         format!(
-            "refusing to remove {PV_FINALIZER} from PersistentVolume {:?}: it is Bound{claim}. \
+            "refusing to remove {PV_FINALIZER} from PersistentVolume {:?}: {state}. \
              Delete the claim first; to override, annotate the volume {ALLOW_FINALIZER_REMOVAL}=true",
             old.metadata.name
         ),

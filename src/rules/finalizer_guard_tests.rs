@@ -80,9 +80,54 @@ fn pvc_in_use_denied_listing_pods() {
 fn pv_bound_denied() {
     let mut pv = Pv::default();
     pv.metadata.name = "pv1".into();
-    assert!(pv_finalizer_removal(&pv, &pv).allowed);
+    assert!(pv_finalizer_removal(&pv, &pv, Fact::Missing).allowed);
     pv.status.phase = Some("Bound".into());
-    let d = pv_finalizer_removal(&pv, &pv);
+    let d = pv_finalizer_removal(&pv, &pv, Fact::Missing);
     assert!(!d.allowed);
     assert!(d.message.is_some_and(|m| m.contains("it is Bound")));
+}
+
+#[test]
+fn a_pv_forged_available_while_its_claim_points_at_it_is_in_use() {
+    // Point 11 of the trust review: the phase is written through /status and proves nothing.
+    let mut pv = Pv::default();
+    pv.metadata.name = "pv1".into();
+    pv.status.phase = Some("Available".into());
+    pv.spec.claim_ref = Some(crate::model::ClaimRef {
+        namespace: "ns".into(),
+        name: "data".into(),
+        uid: Some("u-data".into()),
+    });
+    let mut claim = testing::pvc("ns", "data");
+    claim.metadata.uid = "u-data".into();
+    claim.spec.volume_name = Some("pv1".into());
+    let d = pv_finalizer_removal(&pv, &pv, Fact::Found(&claim));
+    assert_eq!((d.allowed, d.code), (false, 403));
+    let m = d.message.unwrap_or_default();
+    assert!(
+        m.contains("claimRef names PersistentVolumeClaim ns/data, which is bound to it"),
+        "{m}"
+    );
+    // Unsure means in use.
+    let late = Fact::Unknown(crate::rules::decision::ReadError::Late);
+    assert!(!pv_finalizer_removal(&pv, &pv, late).allowed);
+    // The claim is bound elsewhere, was replaced (another UID), or is gone: not this PV's user.
+    let mut elsewhere = claim.clone();
+    elsewhere.spec.volume_name = Some("pv2".into());
+    assert!(pv_finalizer_removal(&pv, &pv, Fact::Found(&elsewhere)).allowed);
+    let mut replaced = claim.clone();
+    replaced.metadata.uid = "u-other".into();
+    assert!(pv_finalizer_removal(&pv, &pv, Fact::Found(&replaced)).allowed);
+    assert!(pv_finalizer_removal(&pv, &pv, Fact::Missing).allowed);
+    // The controller's own release follows the same rule.
+    pv.metadata.deletion_timestamp = Some("2026-11-25T00:00:00Z".into());
+    pv.metadata.finalizers = Some(vec![PV_FINALIZER.into()]);
+    assert_eq!(
+        crate::rules::release::pv_plan(&pv, Fact::Found(&claim)),
+        crate::rules::release::PvPlan::Keep
+    );
+    assert_eq!(
+        crate::rules::release::pv_plan(&pv, Fact::Missing),
+        crate::rules::release::PvPlan::Release
+    );
 }

@@ -1,5 +1,6 @@
 //! rules.md §3: when is a volume in use. One implementation for the webhook and the controller.
 
+use super::Fact;
 use super::claims::find_claim;
 use crate::model::{Pod, Pv, Pvc};
 
@@ -63,9 +64,30 @@ where
         .any(|p| pod_uses_for_unused_since(p.as_ref(), pvc))
 }
 
-/// rules.md §3: a PV is in use while it is Bound.
+/// rules.md §3: a PV is in use while it is Bound (what its status says; see `pv_claimed` for
+/// what its binding says).
 pub fn pv_in_use(pv: &Pv) -> bool {
     pv.is_bound()
+}
+
+/// rules.md §2c: the claim the PV's `spec.claimRef` names, as read, is bound to this PV (its
+/// `spec.volumeName` names it, and its UID is the one the claimRef records, when recorded). A
+/// `status.phase` is written through `/status` and proves nothing: a PV forged `Available` while
+/// its claim still points at it is in use. A claim that could not be read: unsure means in use.
+pub fn pv_claimed(pv: &Pv, claim: Fact<&Pvc>) -> bool {
+    let Some(r) = pv.spec.claim_ref.as_ref() else {
+        return false;
+    };
+    match claim {
+        Fact::Missing => false,
+        Fact::Unknown(_) => true,
+        Fact::Found(c) => {
+            c.volume_name() == Some(pv.metadata.name.as_str())
+                && r.uid.as_deref().is_none_or(|u| {
+                    u.is_empty() || c.metadata.uid.is_empty() || u == c.metadata.uid
+                })
+        }
+    }
 }
 
 /// The pod's ephemeral claim is its own: the PVC's controller is this pod (UID), or the PVC has

@@ -2,8 +2,9 @@
 //! released, what to tell users, and how "unused since" moves. Pure: the controller supplies the
 //! cached and consistently-read pods.
 
+use super::Fact;
 use super::claims::claims_of;
-use super::in_use::{blocking_pods, names_claim, pv_in_use, unused_for_since};
+use super::in_use::{blocking_pods, names_claim, pv_claimed, pv_in_use, unused_for_since};
 use crate::model::{Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UNUSED_SINCE};
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{Patch, PatchOperation, ReplaceOperation, TestOperation};
@@ -107,11 +108,13 @@ pub enum PvPlan {
     Keep,
 }
 
-pub fn pv_plan(pv: &Pv) -> PvPlan {
+/// `claim`: the claim the PV's claimRef names (`Missing` when none): a PV whose claim is still
+/// bound to it is kept whatever its phase says (rules.md §2c).
+pub fn pv_plan(pv: &Pv, claim: Fact<&Pvc>) -> PvPlan {
     let m = &pv.metadata;
     match (m.is_terminating(), m.has_finalizer(PV_FINALIZER)) {
         (false, false) => PvPlan::AddFinalizer,
-        (true, true) if !pv_in_use(pv) => PvPlan::Release,
+        (true, true) if !pv_in_use(pv) && !pv_claimed(pv, claim) => PvPlan::Release,
         _ => PvPlan::Keep,
     }
 }

@@ -113,14 +113,14 @@ fn add_patch_guards_resource_version() {
 #[test]
 fn pv_plans() {
     let mut pv = Pv::default();
-    assert_eq!(pv_plan(&pv), PvPlan::AddFinalizer);
+    assert_eq!(pv_plan(&pv, Fact::Missing), PvPlan::AddFinalizer);
     pv.metadata.finalizers = Some(vec![PV_FINALIZER.into()]);
-    assert_eq!(pv_plan(&pv), PvPlan::Keep);
+    assert_eq!(pv_plan(&pv, Fact::Missing), PvPlan::Keep);
     pv.metadata.deletion_timestamp = Some("t".into());
     pv.status.phase = Some("Bound".into());
-    assert_eq!(pv_plan(&pv), PvPlan::Keep);
+    assert_eq!(pv_plan(&pv, Fact::Missing), PvPlan::Keep);
     pv.status.phase = Some("Released".into());
-    assert_eq!(pv_plan(&pv), PvPlan::Release);
+    assert_eq!(pv_plan(&pv, Fact::Missing), PvPlan::Release);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! is down: a `Fenced` incident for volguard's controller, or the Node's confirm annotation for a
 //! person (who then owns the claim; volguard records it as a manual incident).
 
+use super::force_delete::is_human;
 use super::{Decision, Fact};
 use crate::model::fence::{CONFIRM_NODE_DOWN, FENCE_INCIDENT, NodeFence, Phase};
 use crate::model::{Node, OUT_OF_SERVICE_TAINT, UserInfo};
@@ -21,8 +22,10 @@ pub fn out_of_service_taint(
         return Decision::allow("out-of-service-not-added");
     }
     let node = &new.metadata.name;
-    // 2: a person confirmed the machine is down.
-    if new.metadata.annotation_true(CONFIRM_NODE_DOWN) {
+    // 2: a person confirmed the machine is down, in an earlier request: the confirmation is read
+    // from the stored Node, never from this update (which would let any caller confirm its own
+    // taint), and the caller adding the taint is a person (rules.md §8).
+    if old.metadata.annotation_true(CONFIRM_NODE_DOWN) && is_human(user) {
         return Decision::allow("out-of-service-confirmed").with_warning(format!(
             "node {node:?} taken out of service on your confirmation ({CONFIRM_NODE_DOWN}): its pods will be \
              force-deleted and its volumes detached; volguard records this as a manual fencing incident"
@@ -44,14 +47,27 @@ pub fn out_of_service_taint(
         (Fact::Missing, true) => format!(" (no incident named by {FENCE_INCIDENT})"),
         (_, false) => String::new(),
     };
-    // 4: deny, and say how to proceed.
+    // 4: deny, and say how to proceed (and why a confirmation present did not count).
+    let why = match (
+        new.metadata.annotation_true(CONFIRM_NODE_DOWN),
+        old.metadata.annotation_true(CONFIRM_NODE_DOWN),
+    ) {
+        (_, true) if !own => format!(
+            "{why} ({CONFIRM_NODE_DOWN} counts for a person; {:?} is a service account or system identity)",
+            user.username
+        ),
+        (true, false) => format!(
+            "{why} ({CONFIRM_NODE_DOWN} set in the same request does not count: set it first, then add the taint)"
+        ),
+        _ => why,
+    };
     Decision::deny(
         "out-of-service-unproven",
         format!(
             "adding taint {OUT_OF_SERVICE_TAINT} to node {node:?} refused: nothing proves the node is down{why}. \
              The taint makes PodGC force-delete its pods and the attach/detach controller detach its volumes while \
              the machine may still write to them. Once you have confirmed the machine is off (or cut from its \
-             storage), annotate the node {CONFIRM_NODE_DOWN}=true and add the taint again; or let volguard fence it \
+             storage), annotate the node {CONFIRM_NODE_DOWN}=true, then add the taint in a second step; or let volguard fence it \
              (StorageClass annotation volguard.io/fencing=auto, see `kubectl volguard fence`)"
         ),
     )

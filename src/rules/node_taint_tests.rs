@@ -55,7 +55,22 @@ fn row1_keeping_or_removing_passes() {
 }
 
 #[test]
-fn row2_person_with_confirmation_passes_with_warning() {
+fn row2_person_with_a_stored_confirmation_passes_with_warning() {
+    let d = out_of_service_taint(
+        &user("admin"),
+        &own(),
+        &node(false, true),
+        &node(true, true),
+        Fact::Missing,
+    );
+    assert_eq!(d.row, "out-of-service-confirmed");
+    assert!(d.warnings[0].contains("manual fencing incident"));
+}
+
+#[test]
+fn row2_a_confirmation_in_the_same_request_or_by_a_service_account_does_not_count() {
+    // Point 8 of the trust review: any caller could add the taint and its own confirmation in
+    // one update.
     let d = out_of_service_taint(
         &user("admin"),
         &own(),
@@ -63,8 +78,23 @@ fn row2_person_with_confirmation_passes_with_warning() {
         &node(true, true),
         Fact::Missing,
     );
-    assert_eq!(d.row, "out-of-service-confirmed");
-    assert!(d.warnings[0].contains("manual fencing incident"));
+    assert_eq!((d.allowed, d.row), (false, "out-of-service-unproven"));
+    let m = d.message.unwrap_or_default();
+    assert!(m.contains("set in the same request does not count"), "{m}");
+    let sa = testing::user(
+        "system:serviceaccount:ops:healer",
+        &["system:serviceaccounts"],
+    );
+    let d = out_of_service_taint(
+        &sa,
+        &own(),
+        &node(false, true),
+        &node(true, true),
+        Fact::Missing,
+    );
+    assert_eq!((d.allowed, d.row), (false, "out-of-service-unproven"));
+    let m = d.message.unwrap_or_default();
+    assert!(m.contains("counts for a person"), "{m}");
 }
 
 #[test]

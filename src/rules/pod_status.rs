@@ -5,7 +5,7 @@
 //! So a terminal phase written through `pods/status` by anyone but the pod's kubelet would free
 //! its volumes while its containers may still run. The rows below are evaluated in order.
 
-use super::force_delete::is_own_kubelet;
+use super::force_delete::{is_human, is_own_kubelet};
 use super::{Decision, Fact};
 use crate::model::{CONFIRM_FORCE_DELETE, Node, OUT_OF_SERVICE_TAINT, Pod, UserInfo};
 
@@ -34,8 +34,9 @@ pub fn pod_status_update(user: &UserInfo, old: &Pod, new: &Pod, node: Fact<&Node
         }
         Fact::Found(_) | Fact::Unknown(_) => {}
     }
-    // 6: a person accepted the risk on the pod.
-    if old.metadata.annotation_true(CONFIRM_FORCE_DELETE) {
+    // 6: a person accepted the risk on the stored pod (a service account's confirmation does not
+    // count: rules.md §8).
+    if old.metadata.annotation_true(CONFIRM_FORCE_DELETE) && is_human(user) {
         return Decision::allow("pod-status-confirmed").with_warning(format!(
             "pod {:?} marked {} while it may still run on node {node_name:?}: its volumes can be detached under it",
             old.metadata.name,

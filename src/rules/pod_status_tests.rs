@@ -67,6 +67,14 @@ fn row6_confirmed_passes_with_warning() {
     let d = pod_status_update(&admin(), &old, &pod("Failed"), Fact::Found(&node(false)));
     assert_eq!(d.row, "pod-status-confirmed");
     assert_eq!(d.warnings.len(), 1);
+    // Point 8 of the trust review: a service account ending a running pod is not a person
+    // accepting the risk, whatever the pod carries.
+    let sa = crate::model::testing::user(
+        "system:serviceaccount:ops:reaper",
+        &["system:serviceaccounts"],
+    );
+    let d = pod_status_update(&sa, &old, &pod("Failed"), Fact::Found(&node(false)));
+    assert_eq!((d.allowed, d.row), (false, "pod-status-forged-end"));
 }
 
 #[test]

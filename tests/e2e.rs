@@ -663,9 +663,18 @@ async fn s5_force_delete(cp: &ControlPlane, ns: &str) {
     .await;
     // Node tainted out-of-service (by a person who confirmed it down, as the taint's own guard
     // requires): allowed.
+    // The confirmation first, in its own request: one in the same update does not count (§8).
+    Api::<Node>::all(c.clone())
+        .patch(
+            "node-down",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+            "metadata": {"annotations": {"volguard.io/confirm-node-down": "true"}}})),
+        )
+        .await
+        .expect("confirm");
     Api::<Node>::all(c.clone())
         .patch("node-down", &PatchParams::default(), &Patch::Merge(json!({
-            "metadata": {"annotations": {"volguard.io/confirm-node-down": "true"}},
             "spec": {"taints": [
             {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]}})))
         .await
@@ -752,17 +761,16 @@ async fn s5b_stale_out_of_service(cp: &ControlPlane, ns: &str) {
         "a stale out-of-service taint let a force delete through: {v:?}"
     );
     // Tainted for real: the live read confirms it, row 5 allows.
-    Api::<Node>::all(c.clone())
-        .patch(
-            "node-stale",
-            &PatchParams::default(),
-            &Patch::Merge(json!({
-                "metadata": {"annotations": {"volguard.io/confirm-node-down": "true"}},
-                "spec": {"taints": [{"key": "node.kubernetes.io/out-of-service",
-                "value": "nodeshutdown", "effect": "NoExecute"}]}})),
-        )
-        .await
-        .expect("taint");
+    for step in [
+        json!({"metadata": {"annotations": {"volguard.io/confirm-node-down": "true"}}}),
+        json!({"spec": {"taints": [{"key": "node.kubernetes.io/out-of-service",
+            "value": "nodeshutdown", "effect": "NoExecute"}]}}),
+    ] {
+        Api::<Node>::all(c.clone())
+            .patch("node-stale", &PatchParams::default(), &Patch::Merge(step))
+            .await
+            .expect("confirm, then taint");
+    }
     let v = admission
         .decide(Endpoint::Validate, &req, Duration::from_secs(2))
         .await;

@@ -547,6 +547,20 @@ pub fn install_namespace() -> String {
         .unwrap_or_else(|| "volguard-system".to_string())
 }
 
+/// The webhook's own username (it writes the RWO lock): its ServiceAccount in the namespace
+/// volguard runs in, or `VOLGUARD_WEBHOOK_USER`.
+pub fn webhook_user() -> String {
+    std::env::var("VOLGUARD_WEBHOOK_USER")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| {
+            format!(
+                "system:serviceaccount:{}:volguard-webhook",
+                install_namespace()
+            )
+        })
+}
+
 /// The controller's username when `--controller-user` is not given.
 pub fn controller_users(given: &[String]) -> Vec<String> {
     if given.is_empty() {

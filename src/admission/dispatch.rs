@@ -114,6 +114,9 @@ pub struct Admission {
     pub policy: ForceDeletePolicy,
     /// Usernames of volguard's own controller (exempt from the finalizer guard).
     pub own_controllers: Vec<String>,
+    /// Every identity of volguard's (its controller's and its webhook's): the writers of the
+    /// RWO lock annotation.
+    pub own_identities: Vec<String>,
     pub enforcement: Enforcement,
     /// `--rwo-guard=off` turns rules.md §2f off.
     pub rwo_guard: bool,
@@ -133,10 +136,13 @@ impl Admission {
             Cluster::Offline(_) => crate::state::lock_clock::LockClock::offline(),
             Cluster::Live(_) => crate::state::lock_clock::LockClock::live(),
         };
+        let mut own_identities = own_controllers.clone();
+        own_identities.push(crate::cli::webhook_user());
         Admission {
             lock_clock,
             cluster,
             policy,
+            own_identities,
             own_controllers,
             enforcement: Enforcement::default(),
             rwo_guard: true,

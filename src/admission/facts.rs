@@ -245,6 +245,24 @@ impl Admission {
         ))
     }
 
+    /// rules.md §2f / §3: who changed the lock annotation or a mounted ephemeral claim's owner.
+    async fn claim_metadata(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let new = object::<Pvc>(&req.object, "object")?;
+        let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
+        fill_namespace(&mut old, req);
+        let pod = match crate::rules::claim_metadata::owner_changed(&old, &new) {
+            Some(owner) => self.cluster.pod(&old.metadata.namespace, &owner.name).await,
+            None => Fact::Missing,
+        };
+        Ok(crate::rules::claim_metadata::claim_update(
+            &req.user_info,
+            &self.own_identities,
+            &old,
+            &new,
+            deref(&pod),
+        ))
+    }
+
     async fn pv_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let new = object::<Pv>(&req.object, "object")?;
         let old = object::<Pv>(&req.old_object, "oldObject")?;

@@ -6,17 +6,17 @@ use crate::model::{Pod, Pv, Pvc};
 
 /// For deletion (finalizer removal): a *scheduled* pod naming the PVC blocks it in any phase,
 /// terminal included, because volume teardown on the node is asynchronous (#113828, #123320).
-/// An ephemeral claim counts only for the pod that owns the PVC (controller ownerReference UID),
-/// or, when the claim has no controller at all (orphaned by `--cascade=orphan` or a patch), for
-/// the pod of that name, which may still mount it; either stops counting once that pod is shut
-/// down (#99604). Unscheduled pods never block.
+/// An ephemeral claim `POD-VOLUME` counts for the scheduled pod `POD` that declares the ephemeral
+/// volume `VOLUME` until that pod is shut down (#99604), whatever the claim's ownerReferences
+/// say: a patch that kept the finalizer (so no webhook saw it) may have removed or re-pointed
+/// them, and a pod that mounts a claim is not told by who owns it. Unscheduled pods never block.
 pub fn pod_blocks_deletion(pod: &Pod, pvc: &Pvc) -> bool {
     if !pod.is_scheduled() {
         return false;
     }
     match find_claim(pod, &pvc.metadata.namespace, &pvc.metadata.name) {
         None => false,
-        Some(c) if c.ephemeral => claimed_by(pod, pvc) && !pod.is_shut_down(),
+        Some(c) if c.ephemeral => !pod.is_shut_down(),
         Some(_) => true,
     }
 }

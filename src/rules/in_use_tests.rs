@@ -70,9 +70,11 @@ fn other_namespace_or_claim_does_not_block() {
 }
 
 #[test]
-fn ephemeral_claim_needs_owner_uid_and_stops_at_shutdown() {
+fn ephemeral_claim_counts_whatever_its_owner_says_and_stops_at_shutdown() {
+    // Point 12 of the trust review: an owner re-pointed by a patch that kept the finalizer must
+    // not free a claim the running pod of that name mounts (rules.md §3).
     let mut p = pod("web", Some("n1"), "Running", "scratch", true);
-    assert!(!pod_blocks_deletion(
+    assert!(pod_blocks_deletion(
         &p,
         &pvc("ns", "web-scratch", Some("someone-else"))
     ));
@@ -106,12 +108,14 @@ fn orphaned_ephemeral_claim_counts_for_the_pod_of_that_name() {
     p.metadata.deletion_timestamp = Some("t".into());
     p.metadata.deletion_grace_period_seconds = Some(0);
     assert!(!pod_blocks_deletion(&p, &orphan));
-    // A claim owned by an earlier pod of the same name is still not this pod's.
+    // Owned by another UID: for deletion it still counts (a re-pointed owner proves nothing);
+    // for "unused since" it is an earlier pod's claim.
     let p = pod("web", Some("n1"), "Running", "scratch", true);
-    assert!(!pod_blocks_deletion(
+    assert!(pod_blocks_deletion(
         &p,
         &pvc("ns", "web-scratch", Some("uid-old"))
     ));
+    assert!(!names_claim(&p, &pvc("ns", "web-scratch", Some("uid-old"))));
 }
 
 #[test]

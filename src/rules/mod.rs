@@ -11,6 +11,7 @@
 //! | 2a pod on terminating claim | `pod_create.rs` |
 //! | 2b binding to terminating PV | `binding.rs` |
 //! | 2c finalizer stripping | `finalizer_guard.rs` |
+//! | 2f the lock and 3 the ephemeral owner: who may change them | `claim_metadata.rs` |
 //! | 2d force delete | `force_delete.rs` |
 //! | 2f RWO claims on one node | `rwo.rs`, the lock: `rwo_lock.rs`, the placement hint: `placement.rs` |
 //! | 2g enforcement modes | `enforcement.rs` |
@@ -23,6 +24,7 @@
 //! | 4-5 unused claims, since when (report, gauges, explain) | `unused.rs` |
 
 pub mod binding;
+pub mod claim_metadata;
 pub mod claims;
 pub mod decision;
 pub mod enforcement;

@@ -67,6 +67,17 @@ macro_rules! for_each_rule {
                     PvStatusUpdate => pv_finalizer,
                 },
             },
+            /// rules.md §2f and §3: the RWO lock annotation is volguard's to write, and a mounted
+            /// ephemeral claim keeps its pod owner. Fail: a forged or removed lock puts two nodes
+            /// on one volume, a re-pointed owner lets `kubectl delete pvc` release a mounted claim;
+            /// matchConditions let only those updates (by others than volguard) reach it.
+            ClaimMetadata {
+                name: "claim-metadata",
+                failure_policy: Fail,
+                mutating: false,
+                webhooks: ["claim-metadata.volguard.io"],
+                on: { PvcUpdate => claim_metadata, PvcStatusUpdate => claim_metadata },
+            },
             /// rules.md §2b.
             BindingToTerminatingVolume {
                 name: "binding-to-terminating-volume",

@@ -119,6 +119,18 @@ pub struct ServeArgs {
     /// Open HTTPS connections; more are closed at accept.
     #[arg(long, default_value_t = 1024, env = "VOLGUARD_MAX_CONNECTIONS")]
     pub max_connections: usize,
+    /// Open HTTPS connections from one peer address; more are closed at accept (one client must
+    /// not take every slot).
+    #[arg(long, default_value_t = 128, env = "VOLGUARD_MAX_CONNECTIONS_PER_PEER")]
+    pub max_connections_per_peer: usize,
+    /// A connection with no request in flight for this long is closed (h2: GOAWAY). A
+    /// connection's first request must come within --read-timeout.
+    #[arg(long, default_value = "120s", value_parser = duration, env = "VOLGUARD_IDLE_TIMEOUT")]
+    pub idle_timeout: std::time::Duration,
+    /// PEM CA bundle: serve only clients presenting a certificate it signed (the apiserver, through
+    /// its AdmissionConfiguration kubeconfig). Unset: any TLS client (restrict with a NetworkPolicy).
+    #[arg(long, env = "VOLGUARD_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
     /// Request body bytes held in memory at once over all requests (bodies wait for room).
     #[arg(long, default_value_t = 64 * 1024 * 1024, env = "VOLGUARD_MAX_BODY_BYTES_IN_FLIGHT")]
     pub max_body_bytes_in_flight: usize,

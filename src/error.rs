@@ -132,6 +132,8 @@ pub enum TlsError {
     NoKey { path: String, detail: String },
     #[error("certificate and key do not form a usable pair: {0}")]
     Pair(String),
+    #[error("client CA bundle (--client-ca) unusable: {0}")]
+    ClientCa(String),
 }
 
 /// Why an HTTP admission body was rejected before any rule ran (HTTP 4xx, JSON body).

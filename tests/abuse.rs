@@ -122,7 +122,20 @@ async fn slow_body_gets_408() {
 #[tokio::test]
 async fn many_idle_connections_and_tls_garbage() {
     let certs = Certs::new();
-    let server = start(&certs);
+    // All from 127.0.0.1: the per-peer cap is lifted to look at the global one.
+    let state = repo().join("manifests/examples/state.yaml");
+    let server = Server::start(
+        &certs.cert(),
+        &certs.key(),
+        &[
+            "--state",
+            state.to_str().expect("path"),
+            "--read-timeout-ms",
+            READ_TIMEOUT_MS,
+            "--max-connections-per-peer",
+            "1024",
+        ],
+    );
     let mut idle = Vec::new();
     for _ in 0..300 {
         idle.push(tls(&server, &certs.ca_pem, b"http/1.1").await);
@@ -333,4 +346,223 @@ async fn slow_large_bodies_hold_bytes_not_slots() {
     );
     drop(streams);
     still_serves(&server, &certs.ca_pem).await;
+}
+
+/// `volguard_connections_closed_total{reason}` as served on /metrics.
+async fn closed_count(server: &Server, reason: &str) -> f64 {
+    let text = reqwest::get(server.probe_url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .find(|l| {
+            l.starts_with(&format!(
+                "volguard_connections_closed_total{{reason=\"{reason}\"}}"
+            ))
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Whether the server closed `s` within `within` (EOF or a reset, never an answer).
+async fn closed_by_server(
+    s: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    within: Duration,
+) -> bool {
+    let mut buf = [0u8; 256];
+    loop {
+        match tokio::time::timeout(within, s.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            // h2: the server's SETTINGS / GOAWAY frames come first; keep reading.
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// Trust review point 13: TLS connections that never send a request once held every slot for as
+/// long as they stayed open (1,024 of them locked the apiserver out). Now each must send a
+/// request within the read timeout, on HTTP/1.1 and h2 alike, or it is closed and its slot freed.
+#[tokio::test]
+async fn connections_that_send_no_request_are_closed_and_free_their_slots() {
+    let certs = Certs::new();
+    let state = repo().join("manifests/examples/state.yaml");
+    let server = Server::start(
+        &certs.cert(),
+        &certs.key(),
+        &[
+            "--state",
+            state.to_str().expect("path"),
+            "--read-timeout-ms",
+            READ_TIMEOUT_MS,
+            "--max-connections",
+            "40",
+        ],
+    );
+    let mut idle = Vec::new();
+    for i in 0..40 {
+        let alpn: &[u8] = if i % 2 == 0 { b"http/1.1" } else { b"h2" };
+        idle.push(tls(&server, &certs.ca_pem, alpn).await);
+    }
+    let started = Instant::now();
+    for (i, s) in idle.iter_mut().enumerate() {
+        assert!(
+            closed_by_server(s, Duration::from_secs(5)).await,
+            "idle connection {i} still open after {:?}",
+            started.elapsed()
+        );
+    }
+    // Every slot was given back: a caller is served again.
+    still_serves(&server, &certs.ca_pem).await;
+    let n = closed_count(&server, "no_request").await;
+    assert!(n >= 40.0, "closed for no request: {n}");
+    println!(
+        "40 idle TLS connections (h1 and h2) closed within {:?} of the read timeout; {n} counted",
+        started.elapsed()
+    );
+}
+
+/// After a request, a connection with nothing in flight past --idle-timeout is closed too (an
+/// h2 connection that only answers PINGs earns nothing: activity is a request).
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
+    let certs = Certs::new();
+    let state = repo().join("manifests/examples/state.yaml");
+    let server = Server::start(
+        &certs.cert(),
+        &certs.key(),
+        &[
+            "--state",
+            state.to_str().expect("path"),
+            "--idle-timeout",
+            "1s",
+        ],
+    );
+    let mut s = tls(&server, &certs.ca_pem, b"http/1.1").await;
+    let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CONNECT"}}"#;
+    s.write_all(review_head(body.len()).as_bytes())
+        .await
+        .expect("head");
+    s.write_all(body).await.expect("body");
+    let first = answer(&mut s).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(
+        closed_by_server(&mut s, Duration::from_secs(5)).await,
+        "an idle keep-alive connection stayed open"
+    );
+    assert!(closed_count(&server, "idle").await >= 1.0);
+}
+
+/// One peer address holds at most --max-connections-per-peer slots.
+#[tokio::test]
+async fn one_peer_cannot_take_every_slot() {
+    let certs = Certs::new();
+    let state = repo().join("manifests/examples/state.yaml");
+    let server = Server::start(
+        &certs.cert(),
+        &certs.key(),
+        &[
+            "--state",
+            state.to_str().expect("path"),
+            "--max-connections-per-peer",
+            "3",
+        ],
+    );
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(tls(&server, &certs.ca_pem, b"http/1.1").await);
+    }
+    let tcp = tokio::net::TcpStream::connect(&server.webhook)
+        .await
+        .expect("connect");
+    let fourth = common::tls_client::connector(&certs.ca_pem, b"http/1.1")
+        .connect(
+            rustls_pki_types::ServerName::try_from("localhost").expect("name"),
+            tcp,
+        )
+        .await;
+    assert!(
+        fourth.is_err(),
+        "a fourth connection from one peer was served"
+    );
+    assert!(closed_count(&server, "peer_limit").await >= 1.0);
+    drop(held);
+    // The slots come back as the connections close.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = client(&certs.ca_pem)
+            .get(server.url("/healthz-is-not-here"))
+            .send()
+            .await;
+        if r.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "slots never came back: {r:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// With --client-ca only clients presenting a certificate that CA signed are served (the
+/// apiserver presents one through its AdmissionConfiguration kubeconfig).
+#[tokio::test]
+async fn with_a_client_ca_only_its_clients_are_served() {
+    let certs = Certs::new();
+    let callers = volguard::devcerts::generate(&["kube-apiserver".into()]).expect("client pki");
+    let strangers = volguard::devcerts::generate(&["someone".into()]).expect("other pki");
+    let ca_file = certs.dir.path().join("client-ca.crt");
+    std::fs::write(&ca_file, &callers.ca_pem).expect("write");
+    let state = repo().join("manifests/examples/state.yaml");
+    let server = Server::start(
+        &certs.cert(),
+        &certs.key(),
+        &[
+            "--state",
+            state.to_str().expect("path"),
+            "--client-ca",
+            ca_file.to_str().expect("path"),
+        ],
+    );
+    let with = |pki: Option<&volguard::devcerts::DevPki>| {
+        let mut b = reqwest::Client::builder()
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(certs.ca_pem.as_bytes()).expect("ca"),
+            )
+            .tls_built_in_root_certs(false)
+            .timeout(Duration::from_secs(10));
+        if let Some(p) = pki {
+            let pem = format!("{}{}", p.cert_pem, p.key_pem);
+            b = b.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"));
+        }
+        b.build().expect("client")
+    };
+    let body =
+        std::fs::read(repo().join("tests/fixtures/reviews/mutate-pvc-create-no-finalizers.json"))
+            .expect("fixture");
+    let v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    let post = |c: reqwest::Client| {
+        let body = serde_json::to_vec(&v["body"]).expect("body");
+        let url = server.url("/mutate");
+        async move {
+            c.post(url)
+                .header("Content-Type", "application/json")
+                .body(body)
+                .send()
+                .await
+        }
+    };
+    let ok = post(with(Some(&callers)))
+        .await
+        .expect("the apiserver's certificate is served");
+    assert_eq!(ok.status(), 200);
+    assert!(
+        post(with(None)).await.is_err(),
+        "a client without a certificate was served"
+    );
+    assert!(
+        post(with(Some(&strangers))).await.is_err(),
+        "a certificate of another CA was served"
+    );
+    assert!(closed_count(&server, "handshake_failed").await >= 2.0);
 }

@@ -25,7 +25,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let reloader =
         tls::CertReloader::new(args.tls_cert.clone(), args.tls_key.clone(), metrics.clone())
             .context("loading the serving certificate")?;
-    let tls_config = reloader.server_config()?;
+    let tls_config = reloader
+        .server_config_for(args.client_ca.as_deref())
+        .context("building the TLS configuration")?;
+    if args.client_ca.is_none() {
+        tracing::warn!(
+            "no --client-ca: any TLS client may call the webhook; set it (the apiserver presents a client \
+             certificate through its AdmissionConfiguration) or restrict callers with a NetworkPolicy"
+        );
+    }
     tokio::spawn(reloader.clone().run(args.tls_reload_interval()));
 
     let rwo_guard = args.rwo_guard == crate::cli::RwoGuard::All;
@@ -105,14 +113,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let limits = listener::Limits {
         max_connections: args.max_connections,
+        max_connections_per_peer: args.max_connections_per_peer,
         handshake_timeout: args.read_timeout(),
         header_read_timeout: args.read_timeout(),
+        first_request_timeout: args.read_timeout(),
+        idle_timeout: args.idle_timeout,
         ..Default::default()
     };
+    let closed = registry.add(
+        "volguard_connections_closed",
+        "HTTPS connections volguard closed or refused, by reason (limit, peer_limit, handshake_failed, \
+         handshake_timeout, no_request, idle)",
+        listener::ConnectionMetrics::default(),
+    );
     let mut webhook_stop = stop_rx.clone();
-    let serve = listener::serve_tls(listener, tls_config, app, limits, async move {
-        let _ = webhook_stop.changed().await;
-    });
+    let serve =
+        listener::serve_tls_counted(listener, tls_config, app, limits, closed, async move {
+            let _ = webhook_stop.changed().await;
+        });
     let signal_tx = stop_tx.clone();
     let drain = args.shutdown_drain;
     tokio::spawn(async move {

@@ -53,6 +53,28 @@ pub fn load_pair(
     Ok(ck)
 }
 
+/// A verifier that accepts only client certificates signed by the CAs in `path` (PEM).
+pub fn client_verifier(
+    path: &Path,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let pem = read(path)?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok) {
+        roots
+            .add(cert)
+            .map_err(|e| TlsError::ClientCa(format!("{}: {e}", path.display())))?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::ClientCa(format!(
+            "{}: no PEM certificate in it",
+            path.display()
+        )));
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|e| TlsError::ClientCa(format!("{}: {e}", path.display())))
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|source| TlsError::Read {
         path: path.display().to_string(),
@@ -115,13 +137,25 @@ impl CertReloader {
         }))
     }
 
-    /// TLS 1.2+ with ALPN `h2` and `http/1.1`, certificate from this reloader.
+    /// TLS 1.2+ with ALPN `h2` and `http/1.1`, certificate from this reloader, any client.
     pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
-        let mut cfg = ServerConfig::builder_with_provider(provider())
+        self.server_config_for(None)
+    }
+
+    /// As `server_config`; with `client_ca`, only clients presenting a certificate that CA signed
+    /// complete the handshake (rules.md §8 "who may call").
+    pub fn server_config_for(
+        &self,
+        client_ca: Option<&Path>,
+    ) -> Result<Arc<ServerConfig>, TlsError> {
+        let builder = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| TlsError::Pair(e.to_string()))?
-            .with_no_client_auth()
-            .with_cert_resolver(self.resolver.clone());
+            .map_err(|e| TlsError::Pair(e.to_string()))?;
+        let builder = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(path) => builder.with_client_cert_verifier(client_verifier(path)?),
+        };
+        let mut cfg = builder.with_cert_resolver(self.resolver.clone());
         cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(cfg))
     }

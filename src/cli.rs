@@ -106,6 +106,11 @@ pub struct ServeArgs {
         env = "VOLGUARD_CONTROLLER_USERS"
     )]
     pub controller_users: Vec<String>,
+    /// Who may use a volguard.io/* override (allow-finalizer-removal, confirm-force-delete,
+    /// allow-lock-removal, confirm-node-down): `rbac` (whom RBAC allows `use` on
+    /// breakglass.volguard.io: the ClusterRole volguard-break-glass), `anyone`, or `off`.
+    #[arg(long, value_enum, default_value_t = crate::admission::break_glass::BreakGlass::Rbac, env = "VOLGUARD_BREAK_GLASS")]
+    pub break_glass: crate::admission::break_glass::BreakGlass,
     /// Admission requests decided at once; more wait.
     #[arg(long, default_value_t = 512, env = "VOLGUARD_MAX_CONCURRENT_REQUESTS")]
     pub max_concurrent_requests: usize,

@@ -120,6 +120,8 @@ pub struct Admission {
     pub enforcement: Enforcement,
     /// `--rwo-guard=off` turns rules.md §2f off.
     pub rwo_guard: bool,
+    /// Who may use a `volguard.io/*` override (rules.md §8).
+    pub break_glass: super::break_glass::BreakGlass,
     /// The RWO lock's outcomes (`volguard_rwo_locks_total`), registered by whoever serves.
     pub locks: prometheus_client::metrics::family::Family<
         super::facts::LockLabels,
@@ -146,6 +148,7 @@ impl Admission {
             own_controllers,
             enforcement: Enforcement::default(),
             rwo_guard: true,
+            break_glass: Default::default(),
             locks: Default::default(),
             unknown_kinds: Mutex::new(HashSet::new()),
         }
@@ -153,6 +156,11 @@ impl Admission {
 
     pub fn with_enforcement(mut self, enforcement: Enforcement) -> Self {
         self.enforcement = enforcement;
+        self
+    }
+
+    pub fn with_break_glass(mut self, mode: super::break_glass::BreakGlass) -> Self {
+        self.break_glass = mode;
         self
     }
 

@@ -3,11 +3,14 @@
 //! column). Reads go to the caches first; a miss is read live, and a fact that cannot be read is
 //! `Fact::Unknown`, which the rules treat as in use.
 
+use super::break_glass::{Override, strip};
 use super::dispatch::{Admission, Target};
 use super::review::{Embedded, EmbeddedKind, Request};
+use crate::model::fence::CONFIRM_NODE_DOWN;
 use crate::model::fence::FENCE_INCIDENT;
 use crate::model::{
-    Binding, DeleteOptions, Eviction, Meta, Node, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc,
+    ALLOW_FINALIZER_REMOVAL, Binding, CONFIRM_FORCE_DELETE, DeleteOptions, Eviction, Meta, Node,
+    PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc,
 };
 use crate::rules::claims::claims_of;
 use crate::rules::force_delete::is_force;
@@ -179,32 +182,73 @@ impl Admission {
         {
             node = self.cluster.node_confirmed(n).await;
         }
+        // rules.md §8: the pod's confirmation counts only for a person allowed to break glass.
+        if is_force(grace)
+            && let Override::Ignored(w) = self
+                .override_counts(req, "force-delete", CONFIRM_FORCE_DELETE, &[&pod.metadata])
+                .await
+        {
+            let mut pod = pod.clone();
+            strip(&mut pod.metadata, CONFIRM_FORCE_DELETE);
+            return force_delete::pod_delete(
+                &req.user_info,
+                &pod,
+                grace,
+                deref(&node),
+                &self.policy,
+            )
+            .with_warning(w);
+        }
         force_delete::pod_delete(&req.user_info, pod, grace, deref(&node), &self.policy)
     }
 
     /// rules.md §2h: the node is read as the apiserver has it now (its out-of-service taint lets
     /// the new phase through, as in §2d rows 4-5).
     async fn pod_status(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let old = object::<Pod>(&req.old_object, "oldObject")?;
+        let mut old = object::<Pod>(&req.old_object, "oldObject")?;
         let new = object::<Pod>(&req.object, "object")?;
+        let mut ignored = None;
+        if new.is_terminal()
+            && !old.is_terminal()
+            && let Override::Ignored(w) = self
+                .override_counts(req, "pod-status", CONFIRM_FORCE_DELETE, &[&old.metadata])
+                .await
+        {
+            strip(&mut old.to_mut().metadata, CONFIRM_FORCE_DELETE);
+            ignored = Some(w);
+        }
         let node = match old.node_name() {
             Some(n) if new.is_terminal() && !old.is_terminal() => {
                 self.cluster.node_confirmed(n).await
             }
             _ => Fact::Missing,
         };
-        Ok(pod_status::pod_status_update(
-            &req.user_info,
-            &old,
-            &new,
-            deref(&node),
+        Ok(with_warning(
+            pod_status::pod_status_update(&req.user_info, &old, &new, deref(&node)),
+            ignored,
         ))
     }
 
     /// rules.md §7 guards: the incident is read live, and only for volguard's own controller.
     async fn out_of_service(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let old = object::<Node>(&req.old_object, "oldObject")?;
-        let new = object::<Node>(&req.object, "object")?;
+        let mut old = object::<Node>(&req.old_object, "oldObject")?;
+        let mut new = object::<Node>(&req.object, "object")?;
+        let mut ignored = None;
+        if new.is_out_of_service()
+            && !old.is_out_of_service()
+            && let Override::Ignored(w) = self
+                .override_counts(
+                    req,
+                    "out-of-service-taint",
+                    CONFIRM_NODE_DOWN,
+                    &[&old.metadata],
+                )
+                .await
+        {
+            strip(&mut old.to_mut().metadata, CONFIRM_NODE_DOWN);
+            strip(&mut new.to_mut().metadata, CONFIRM_NODE_DOWN);
+            ignored = Some(w);
+        }
         let own = self.own_controllers.contains(&req.user_info.username);
         let incident = match new.metadata.annotation(FENCE_INCIDENT) {
             Some(name) if own && !old.is_out_of_service() && new.is_out_of_service() => {
@@ -213,23 +257,34 @@ impl Admission {
             }
             _ => Fact::Missing,
         };
-        Ok(node_taint::out_of_service_taint(
-            &req.user_info,
-            &self.own_controllers,
-            &old,
-            &new,
-            deref(&incident),
+        Ok(with_warning(
+            node_taint::out_of_service_taint(
+                &req.user_info,
+                &self.own_controllers,
+                &old,
+                &new,
+                deref(&incident),
+            ),
+            ignored,
         ))
     }
 
     /// rules.md §2c, judged on the stored object (`oldObject`): a patch that nulls `finalizers` and
     /// `ownerReferences` together must not make an owned ephemeral claim look unowned.
     async fn pvc_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let new = object::<Pvc>(&req.object, "object")?;
+        let mut new = object::<Pvc>(&req.object, "object")?;
         let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
         fill_namespace(&mut old, req);
+        let ignored = self
+            .finalizer_override(
+                req,
+                &mut old.to_mut().metadata,
+                &mut new.to_mut().metadata,
+                PVC_FINALIZER,
+            )
+            .await;
         if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PVC_FINALIZER) {
-            return Ok(d);
+            return Ok(with_warning(d, ignored));
         }
         // Only the pods that block are kept while the pages stream by.
         let pvc: &Pvc = &old;
@@ -239,46 +294,104 @@ impl Admission {
                 crate::rules::in_use::pod_blocks_deletion(p, pvc)
             })
             .await;
-        Ok(finalizer_guard::pvc_finalizer_removal(
-            &old,
-            pods.as_ref().map(Vec::as_slice),
+        Ok(with_warning(
+            finalizer_guard::pvc_finalizer_removal(&old, pods.as_ref().map(Vec::as_slice)),
+            ignored,
         ))
     }
 
     /// rules.md §2f / §3: who changed the lock annotation or a mounted ephemeral claim's owner.
     async fn claim_metadata(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let new = object::<Pvc>(&req.object, "object")?;
+        let mut new = object::<Pvc>(&req.object, "object")?;
         let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
         fill_namespace(&mut old, req);
+        use crate::rules::claim_metadata::ALLOW_LOCK_REMOVAL;
+        let mut ignored = None;
+        if old.metadata.annotation(rwo_lock::RWO_LOCK)
+            != new.metadata.annotation(rwo_lock::RWO_LOCK)
+            && let Override::Ignored(w) = self
+                .override_counts(
+                    req,
+                    "claim-metadata",
+                    ALLOW_LOCK_REMOVAL,
+                    &[&old.metadata, &new.metadata],
+                )
+                .await
+        {
+            strip(&mut old.to_mut().metadata, ALLOW_LOCK_REMOVAL);
+            strip(&mut new.to_mut().metadata, ALLOW_LOCK_REMOVAL);
+            ignored = Some(w);
+        }
         let pod = match crate::rules::claim_metadata::owner_changed(&old, &new) {
             Some(owner) => self.cluster.pod(&old.metadata.namespace, &owner.name).await,
             None => Fact::Missing,
         };
-        Ok(crate::rules::claim_metadata::claim_update(
-            &req.user_info,
-            &self.own_identities,
-            &old,
-            &new,
-            deref(&pod),
+        Ok(with_warning(
+            crate::rules::claim_metadata::claim_update(
+                &req.user_info,
+                &self.own_identities,
+                &old,
+                &new,
+                deref(&pod),
+            ),
+            ignored,
         ))
     }
 
     async fn pv_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let new = object::<Pv>(&req.object, "object")?;
-        let old = object::<Pv>(&req.old_object, "oldObject")?;
+        let mut new = object::<Pv>(&req.object, "object")?;
+        let mut old = object::<Pv>(&req.old_object, "oldObject")?;
+        let ignored = self
+            .finalizer_override(
+                req,
+                &mut old.to_mut().metadata,
+                &mut new.to_mut().metadata,
+                PV_FINALIZER,
+            )
+            .await;
         if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PV_FINALIZER) {
-            return Ok(d);
+            return Ok(with_warning(d, ignored));
         }
         // The claim its claimRef names, read live: a forged phase must not decide (rules.md §2c).
         let claim = match old.spec.claim_ref.as_ref() {
             Some(r) if !r.name.is_empty() => self.cluster.pvc_fresh(&r.namespace, &r.name).await,
             _ => Fact::Missing,
         };
-        Ok(finalizer_guard::pv_finalizer_removal(
-            &old,
-            &new,
-            deref(&claim),
+        Ok(with_warning(
+            finalizer_guard::pv_finalizer_removal(&old, &new, deref(&claim)),
+            ignored,
         ))
+    }
+
+    /// rules.md §8: the finalizer guard's break glass counts only for a person allowed to use it
+    /// (asked only when this update strips `finalizer`). An override that does not count is
+    /// dropped from both objects; the warning says why.
+    async fn finalizer_override(
+        &self,
+        req: &Request<'_>,
+        old: &mut Meta,
+        new: &mut Meta,
+        finalizer: &str,
+    ) -> Option<String> {
+        if !finalizer_guard::strips(old, new, finalizer) {
+            return None;
+        }
+        match self
+            .override_counts(
+                req,
+                "finalizer-removal",
+                ALLOW_FINALIZER_REMOVAL,
+                &[old, new],
+            )
+            .await
+        {
+            Override::Ignored(w) => {
+                strip(old, ALLOW_FINALIZER_REMOVAL);
+                strip(new, ALLOW_FINALIZER_REMOVAL);
+                Some(w)
+            }
+            Override::Absent | Override::Honoured => None,
+        }
     }
 
     /// The answer when a finalizer update needs no look at use: it keeps `finalizer`, or the
@@ -634,6 +747,14 @@ impl Admission {
 
     fn lock_count(&self, result: &'static str) {
         self.locks.get_or_create(&LockLabels { result }).inc();
+    }
+}
+
+/// `d`, with the warning that an override did not count, when one did not.
+fn with_warning(d: Decision, warning: Option<String>) -> Decision {
+    match warning {
+        Some(w) => d.with_warning(w),
+        None => d,
     }
 }
 

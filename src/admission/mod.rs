@@ -1,5 +1,6 @@
 //! AdmissionReview v1 in and out, and the dispatch of each request to its rule.
 
+pub mod break_glass;
 pub mod dispatch;
 pub mod encode;
 mod facts;

@@ -100,7 +100,8 @@ pub fn pvc_finalizer_removal(pvc: &Pvc, pods: Fact<&[Pod]>) -> Decision {
         format!(
             "refusing to remove {PVC_FINALIZER} from PersistentVolumeClaim {:?}: it is in use by pod(s) {}. \
              Removing it would delete the volume under them. Delete those pods and the claim goes away by \
-             itself; to override, annotate the claim {ALLOW_FINALIZER_REMOVAL}=true",
+             itself; to override, a person granted volguard's break-glass role (ClusterRole volguard-break-glass) \
+             annotates the claim {ALLOW_FINALIZER_REMOVAL}=true",
             pvc.metadata.name,
             describe_pods(&blocking)
         ),
@@ -135,7 +136,8 @@ pub fn pv_finalizer_removal(old: &Pv, new: &Pv, claim: Fact<&Pvc>) -> Decision {
         "strip-pv-finalizer",
         format!(
             "refusing to remove {PV_FINALIZER} from PersistentVolume {:?}: {state}. \
-             Delete the claim first; to override, annotate the volume {ALLOW_FINALIZER_REMOVAL}=true",
+             Delete the claim first; to override, a person granted volguard's break-glass role (ClusterRole \
+             volguard-break-glass) annotates the volume {ALLOW_FINALIZER_REMOVAL}=true",
             old.metadata.name
         ),
     )

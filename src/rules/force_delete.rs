@@ -109,8 +109,8 @@ pub fn pod_delete(
             "force delete of pod {:?} refused: it is {} on node {node_name:?}{unknown} and may keep running there, \
              writing to its volumes, after it is removed from the API. Delete it without --force and let the \
              kubelet stop it. If the node is really down, taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute \
-             (or delete the Node). A person who accepts the risk can annotate the pod \
-             {CONFIRM_FORCE_DELETE}=true and retry",
+             (or delete the Node). A person granted volguard's break-glass role (ClusterRole \
+             volguard-break-glass) who accepts the risk can annotate the pod {CONFIRM_FORCE_DELETE}=true and retry",
             pod.metadata.name,
             pod.phase()
         ),

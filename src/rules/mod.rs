@@ -44,3 +44,13 @@ pub mod rwo_lock;
 pub mod unused;
 
 pub use decision::{Decision, Fact};
+
+/// The rows where a person's override decided (rules.md §8 break glass): every use is recorded
+/// (a Warning Event, a warn-level log line, `volguard_break_glass_total`).
+pub const BREAK_GLASS_ROWS: [&str; 5] = [
+    "finalizer-removal-break-glass",
+    "force-delete-confirmed",
+    "pod-status-confirmed",
+    "out-of-service-confirmed",
+    "rwo-lock-break-glass",
+];

@@ -55,7 +55,8 @@ pub fn pod_status_update(user: &UserInfo, old: &Pod, new: &Pod, node: Fact<&Node
              end it there. A terminal phase lets PodGC delete the pod and the attach/detach controller detach its \
              volumes while its containers may still write to them. Delete the pod gracefully instead; if the node \
              is really down, taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute (see `kubectl volguard fence`), \
-             or annotate the pod {CONFIRM_FORCE_DELETE}=true to accept the risk",
+             or, as a person granted volguard's break-glass role (ClusterRole volguard-break-glass), annotate \
+             the pod {CONFIRM_FORCE_DELETE}=true to accept the risk",
             old.metadata.name,
             new.phase(),
             old.phase()

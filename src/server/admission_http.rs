@@ -351,12 +351,41 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
             object = %req.target(), user = %req.user_info.username, decision = decision.outcome(),
             rule, row = decision.row, reason, "refused");
     }
+    // rules.md §8: every use of break glass is recorded, whatever else is logged.
+    if decision.allowed
+        && !decision.warned
+        && crate::rules::BREAK_GLASS_ROWS.contains(&decision.row)
+        && !req.dry_run.unwrap_or(false)
+        && let Some(r) = verdict.rule
+    {
+        s.metrics
+            .break_glass
+            .get_or_create(&super::metrics::RuleLabels { rule: r.name() })
+            .inc();
+        tracing::warn!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
+            object = %req.target(), user = %req.user_info.username, rule, row = decision.row,
+            "break glass used");
+        if let Some(audit) = &s.audit {
+            record_event(
+                audit,
+                &req,
+                decision,
+                rule,
+                "BreakGlass",
+                "allowed on a person's override",
+            );
+        }
+    }
     if let (Some(audit), Some(rule)) = (&s.audit, verdict.rule)
         && (!decision.allowed || decision.warned)
         && decision.code < 500
         && !req.dry_run.unwrap_or(false)
     {
-        record_refusal(audit, &req, decision, rule.name());
+        let (reason, verb) = match decision.warned {
+            true => ("WouldDeny", "would refuse"),
+            false => ("Denied", "refused"),
+        };
+        record_event(audit, &req, decision, rule.name(), reason, verb);
     }
     let body = admission::encode(&req.uid, decision, verdict.rule);
     drop(body_permits);
@@ -374,11 +403,13 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
 /// An Event on what was refused (or would have been, in warn mode). Dry runs change nothing and
 /// record nothing (the registrations say `sideEffects: NoneOnDryRun`); answers of a failure
 /// policy (code 500: volguard could not decide) are not refusals of the request's content.
-fn record_refusal(
+fn record_event(
     audit: &crate::state::audit::AuditSink,
     req: &admission::Request<'_>,
     decision: &crate::rules::Decision,
     rule: &str,
+    reason: &'static str,
+    verb: &str,
 ) {
     use crate::state::audit::{Refusal, Regarding};
     let Some(regarding) = Regarding::of(
@@ -408,22 +439,13 @@ fn record_refusal(
         .as_deref()
         .or(decision.warnings.first().map(String::as_str))
         .unwrap_or("");
-    let verb = if decision.warned {
-        "would refuse"
-    } else {
-        "refused"
-    };
     let target = match req.target() {
         t if t.is_empty() => req.namespace.as_deref().unwrap_or_default().to_string(),
         t => t,
     };
     audit.record(Refusal {
         regarding,
-        reason: if decision.warned {
-            "WouldDeny"
-        } else {
-            "Denied"
-        },
+        reason,
         action,
         row: decision.row,
         note: format!(

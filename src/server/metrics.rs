@@ -67,6 +67,12 @@ pub struct CodeLabels {
     pub code: u16,
 }
 
+/// `volguard_break_glass_total{rule}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct RuleLabels {
+    pub rule: &'static str,
+}
+
 pub struct Metrics {
     registry: Arc<MetricsRegistry>,
     pub requests: Family<RequestLabels, Counter>,
@@ -79,6 +85,8 @@ pub struct Metrics {
     pub tls_reloads: Family<ResultLabels, Counter>,
     pub tls_cert_not_after: Gauge,
     pub in_flight: Gauge,
+    /// Overrides used (rules.md §8), by rule.
+    pub break_glass: Family<RuleLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -136,6 +144,11 @@ impl Metrics {
                 "volguard_admission_in_flight_requests",
                 "Admission requests holding a concurrency slot (body being read or decision being made)",
                 Gauge::default(),
+            ),
+            break_glass: r.add(
+                "volguard_break_glass",
+                "Requests allowed by a person's volguard.io/* override (break glass), by rule",
+                Family::default(),
             ),
             registry,
         }

@@ -54,7 +54,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             crate::cli::controller_users(&args.controller_users),
         )
         .with_enforcement(args.enforcement)
-        .with_rwo_guard(rwo_guard),
+        .with_rwo_guard(rwo_guard)
+        .with_break_glass(args.break_glass),
     );
     registry.register(
         "volguard_rwo_locks",

@@ -36,7 +36,7 @@ STATE ?= manifests/examples/state.yaml
 E2E_ENV = VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: encode-cmp all build release certs run try image image-check image-tools docker-image alerts chart prometheus install fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
+.PHONY: model encode-cmp all build release certs run try image image-check image-tools docker-image alerts chart prometheus install fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -77,9 +77,16 @@ lint:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 
 unit:
-	$(CARGO) test --locked --lib --bins --tests
+	$(CARGO) test --locked --lib --bins --tests -- --skip model_rwo_lock
 
-test: lint unit fuzz-check alerts chart image-check e2e
+# The RWO lock's protocol, model-checked (tests/model_rwo_lock.rs): exhaustive to MODEL_DEPTH, and
+# a deliberately broken rule must yield a counterexample.
+MODEL_DEPTH ?= 10
+model:
+	VOLGUARD_MODEL_DEPTH=$(MODEL_DEPTH) $(CARGO) test --locked --test model_rwo_lock -- --nocapture --test-threads=1 2>&1 | \
+	  grep -oE 'model rwo-lock.*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
+
+test: lint unit model fuzz-check alerts chart image-check e2e
 
 # Debian's prometheus package: promtool for the alert tests, the server for tests/install.rs.
 prometheus:

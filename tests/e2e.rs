@@ -1126,6 +1126,239 @@ fn beside(name: &str, f: impl for<'a> FnOnce(&'a mut ControlPlane) -> Body<'a>) 
     );
 }
 
+/// Trust review point 1 on the real apiserver: two pods placed directly (`spec.nodeName`) on two
+/// nodes, naming one claim that does not exist, are both refused (neither can carry a lock); an
+/// ephemeral claim, which its controller creates after the pod, is not refused for being missing.
+async fn s_rwo_missing_claim(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    namespace(&c, ns).await;
+    let mut refused = Vec::new();
+    for (name, node) in [("ghost-a", "node-a"), ("ghost-b", "node-b")] {
+        let e = pod(&c, ns, name, Some(node), &["ghost"])
+            .await
+            .expect_err("a direct placement on a missing claim must be refused");
+        let (code, msg) = denial(e);
+        assert_eq!(code, 403, "{msg}");
+        assert!(msg.contains("Create the claim first"), "{msg}");
+        refused.push(name);
+    }
+    let eph: Pod = serde_json::from_value(json!({"metadata": {"name": "eph"}, "spec": {
+        "nodeName": "node-a", "containers": [{"name": "c", "image": "example.invalid/c"}],
+        "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]}}))
+    .expect("pod");
+    Api::<Pod>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &eph)
+        .await
+        .expect("an ephemeral claim is created after its pod");
+    // Once the claim exists, the first placement takes it.
+    pvc(&c, ns, "ghost", None).await.expect("pvc");
+    eventually("placed once the claim exists", WAIT, || {
+        let c = c.clone();
+        async move {
+            pod(&c, ns, "ghost-a", Some("node-a"), &["ghost"])
+                .await
+                .ok()
+                .map(|_| ())
+        }
+    })
+    .await;
+    println!(
+        "rwo-missing-claim: {refused:?} refused while the claim was missing; placed once it existed"
+    );
+}
+
+/// Trust review points 7 and 12 on the real apiserver (rule `claim-metadata`, Fail): only
+/// volguard writes the lock, a person with the break glass may clear it, and the pod owner of a
+/// mounted ephemeral claim is not re-pointed.
+async fn s_claim_metadata(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    namespace(&c, ns).await;
+    pvc(&c, ns, "locked", None).await.expect("pvc");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let lock = r#"{"node":"node-a","pod":"x","at":"2099-01-01T00:00:00Z"}"#;
+    let forge = Patch::Merge(json!({"metadata": {"annotations": {"volguard.io/rwo-lock": lock}}}));
+    let e = pvcs
+        .patch("locked", &PatchParams::default(), &forge)
+        .await
+        .expect_err("a person forging the lock");
+    let (code, msg) = denial(e);
+    assert_eq!(code, 403, "{msg}");
+    assert!(msg.contains("only volguard writes it"), "{msg}");
+    // Through /status too: metadata sent there is stored.
+    let e = pvcs
+        .patch_status("locked", &PatchParams::default(), &forge)
+        .await
+        .expect_err("forging through /status");
+    assert_eq!(denial(e).0, 403);
+    // volguard's webhook writes it (its matchCondition lets it through without a call).
+    let webhook = cp.sa_client("volguard-webhook").await;
+    Api::<PersistentVolumeClaim>::namespaced(webhook, ns)
+        .patch("locked", &PatchParams::default(), &forge)
+        .await
+        .expect("volguard's webhook writes the lock");
+    // A person allowed to break glass (system:masters here) clears it, with a warning.
+    pvcs.patch(
+        "locked",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"volguard.io/allow-lock-removal": "true"}}}),
+        ),
+    )
+    .await
+    .expect("break glass annotation");
+    pvcs.patch(
+        "locked",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"volguard.io/rwo-lock": null}}})),
+    )
+    .await
+    .expect("break glass clears the lock");
+    // The ephemeral claim of a running pod keeps its owner.
+    let user = pod(&c, ns, "cache-0", Some("node-a"), &[]).await;
+    let user = match user {
+        Ok(p) => p,
+        Err(e) => panic!("pod: {e}"),
+    };
+    let eph: Pod = serde_json::from_value(json!({"metadata": {"name": "cache-1"}, "spec": {
+        "nodeName": "node-a", "containers": [{"name": "c", "image": "example.invalid/c"}],
+        "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]}}))
+    .expect("pod");
+    let eph = Api::<Pod>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &eph)
+        .await
+        .expect("ephemeral pod");
+    set_pod_phase(&c, ns, "cache-1", "Running").await;
+    let owned: PersistentVolumeClaim = serde_json::from_value(json!({"metadata": {
+        "name": "cache-1-scratch",
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "cache-1",
+            "uid": eph.metadata.uid.clone().unwrap_or_default(), "controller": true}]},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": ""}}))
+    .expect("pvc");
+    pvcs.create(&PostParams::default(), &owned)
+        .await
+        .expect("the ephemeral claim, as its controller makes it");
+    let repoint = Patch::Merge(
+        json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+        "name": "cache-0", "uid": user.metadata.uid.clone().unwrap_or_default(), "controller": true}]}}),
+    );
+    let e = eventually("re-pointed owner refused", WAIT, || {
+        let pvcs = pvcs.clone();
+        let repoint = repoint.clone();
+        async move {
+            pvcs.patch("cache-1-scratch", &PatchParams::default(), &repoint)
+                .await
+                .err()
+        }
+    })
+    .await;
+    let (code, msg) = denial(e);
+    assert_eq!(code, 403, "{msg}");
+    assert!(msg.contains("pod \"cache-1\" still mounts it"), "{msg}");
+    println!(
+        "claim-metadata: forged lock refused (plain and /status), volguard's write and the break glass allowed; re-pointed owner refused: {msg}"
+    );
+}
+
+/// Trust review point 13 on the real apiserver: 1,100 TLS connections that never send a request,
+/// from 19 addresses, fill every slot of volguard's listener. Once the read timeout has passed
+/// they are closed, and the apiserver's calls reach volguard again: a Fail rule answers with
+/// volguard's own refusal, not "failed calling webhook".
+async fn s_webhook_idle_flood(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    namespace(&c, ns).await;
+    pvc(&c, ns, "held", None).await.expect("pvc");
+    pod(&c, ns, "holder", Some("node-a"), &["held"])
+        .await
+        .expect("pod");
+    set_pod_phase(&c, ns, "holder", "Running").await;
+    let connector = {
+        use rustls_pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in
+            rustls_pki_types::CertificateDer::pem_slice_iter(cp.webhook_ca.as_bytes()).flatten()
+        {
+            roots.add(cert).expect("ca");
+        }
+        let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+    };
+    let target: std::net::SocketAddr = format!("127.0.0.1:{}", cp.webhook_port)
+        .parse()
+        .expect("addr");
+    let started = std::time::Instant::now();
+    let mut idle = Vec::new();
+    for i in 0..1100u32 {
+        let src = std::net::Ipv4Addr::new(127, 0, 1, (2 + i % 19) as u8);
+        let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+        if sock.bind((src, 0).into()).is_err() {
+            continue;
+        }
+        let Ok(tcp) = sock.connect(target).await else {
+            continue;
+        };
+        let name = rustls_pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        if let Ok(Ok(t)) = tokio::time::timeout(
+            Duration::from_secs(2),
+            connector.connect(name.to_owned(), tcp),
+        )
+        .await
+        {
+            idle.push(t);
+        }
+    }
+    let opened = idle.len();
+    // The read timeout (10 s) passes; the flood is still open on the attacker's side.
+    tokio::time::sleep(Duration::from_secs(12).saturating_sub(started.elapsed())).await;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let mut answered = 0;
+    for _ in 0..10 {
+        let e = pvcs
+            .patch("held", &PatchParams::default(), &strip)
+            .await
+            .expect_err("stripping an in-use claim's finalizer");
+        let (code, msg) = denial(e);
+        assert!(
+            code == 403 && msg.contains("in use by pod(s) holder"),
+            "after the read timeout the apiserver must reach volguard: {code} {msg}"
+        );
+        answered += 1;
+    }
+    // And the flood's connections were closed by volguard, not left holding slots.
+    tokio::time::sleep(Duration::from_secs(16).saturating_sub(started.elapsed())).await;
+    let mut closed = 0;
+    for t in idle.iter_mut() {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 512];
+        loop {
+            match tokio::time::timeout(Duration::from_millis(50), t.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => {
+                    closed += 1;
+                    break;
+                }
+                Ok(Ok(_)) => continue,
+                Err(_) => break,
+            }
+        }
+    }
+    assert!(
+        opened >= 1000 && closed == opened,
+        "{closed} of {opened} idle connections closed by volguard"
+    );
+    println!(
+        "webhook-idle-flood: {opened} idle TLS connections held every slot; volguard closed all {closed} after the read timeout; \
+         then {answered}/10 Fail-rule calls answered by volguard"
+    );
+}
+
 // ---------------------------------------------------------------- one test per scenario
 
 #[test]
@@ -1254,6 +1487,42 @@ fn match_conditions() {
             cp,
             "match-conditions",
             s14_match_conditions(cp, "s14"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn rwo_missing_claim() {
+    standalone("rwo-missing-claim", |cp| {
+        Box::pin(dumping(
+            cp,
+            "rwo-missing-claim",
+            s_rwo_missing_claim(cp, "s-missing"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn claim_metadata() {
+    standalone("claim-metadata", |cp| {
+        Box::pin(dumping(
+            cp,
+            "claim-metadata",
+            s_claim_metadata(cp, "s-claim-meta"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn webhook_idle_flood() {
+    standalone("webhook-idle-flood", |cp| {
+        Box::pin(dumping(
+            cp,
+            "webhook-idle-flood",
+            s_webhook_idle_flood(cp, "s-flood"),
         ))
     });
 }

@@ -75,13 +75,16 @@ impl Target {
             ("", "PersistentVolume", Some("status"), "UPDATE") => On::PvStatusUpdate,
             ("", "Pod", Some("status"), "UPDATE") => On::PodStatusUpdate,
             ("", "Node", None, "UPDATE") => On::NodeUpdate,
+            ("", "Pod", None, "UPDATE") => On::PodUpdate,
+            ("volguard.io", "NodeFence", None, "UPDATE") => On::NodeFenceUpdate,
             (
                 "",
                 "Pod" | "PersistentVolumeClaim" | "PersistentVolume" | "Binding" | "Node",
                 _,
                 _,
             )
-            | ("policy", "Eviction", _, _) => return Target::Other,
+            | ("policy", "Eviction", _, _)
+            | ("volguard.io", "NodeFence", _, _) => return Target::Other,
             _ => return Target::Unknown,
         };
         Target::On(on)

@@ -72,6 +72,41 @@ impl Admission {
         Ok(protect::pvc_on_create(&pvc.metadata, PVC_FINALIZER))
     }
 
+    /// rules.md §8: stamp who set a confirmation.
+    async fn stamp_pod(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let old = object::<Pod>(&req.old_object, "oldObject")?;
+        let new = object::<Pod>(&req.object, "object")?;
+        Ok(crate::rules::stamp::stamp(
+            &req.user_info,
+            crate::rules::stamp::POD_CONFIRMATIONS,
+            &old.metadata,
+            &new.metadata,
+        ))
+    }
+
+    async fn stamp_node(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let old = object::<Node>(&req.old_object, "oldObject")?;
+        let new = object::<Node>(&req.object, "object")?;
+        Ok(crate::rules::stamp::stamp(
+            &req.user_info,
+            crate::rules::stamp::NODE_CONFIRMATIONS,
+            &old.metadata,
+            &new.metadata,
+        ))
+    }
+
+    async fn stamp_fence(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        use crate::model::fence::NodeFence;
+        let old = object::<NodeFence>(&req.old_object, "oldObject")?;
+        let new = object::<NodeFence>(&req.object, "object")?;
+        Ok(crate::rules::stamp::stamp(
+            &req.user_info,
+            &[],
+            &old.metadata,
+            &new.metadata,
+        ))
+    }
+
     async fn protect_pv(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let pv = object::<Pv>(&req.object, "object")?;
         Ok(protect::protect_on_create(&pv.metadata, PV_FINALIZER))

@@ -98,6 +98,14 @@ embedded_kind!(Binding, "Binding");
 embedded_kind!(Eviction, "Eviction");
 embedded_kind!(Node, "Node");
 
+/// Never decoded in the pass (rare: a person's `fence confirm`): always read from the raw object.
+impl EmbeddedKind for crate::model::fence::NodeFence {
+    const KIND: &'static str = "NodeFence";
+    fn decoded<'e>(_: &'e Embedded<'_>) -> Option<&'e Self> {
+        None
+    }
+}
+
 impl Embedded<'_> {
     /// The object as a `T`; the error says which field is missing or does not decode, and why.
     pub fn get<T: EmbeddedKind>(&self, field: &'static str) -> Result<Cow<'_, T>, ObjectError> {

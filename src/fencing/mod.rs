@@ -351,7 +351,17 @@ impl Fencer {
             backend: Some(BackendKind::Manual),
             lease_renew_time: lease,
             released_at: Some(now()),
-            confirmed_by: Some(format!("node annotation {CONFIRM_NODE_DOWN}")),
+            // The username volguard's webhook stamped beside the confirmation (rules.md §8).
+            confirmed_by: Some(
+                n.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(crate::model::fence::CONFIRMED_BY))
+                    .map_or_else(
+                        || format!("node annotation {CONFIRM_NODE_DOWN} (setter not stamped)"),
+                        |who| who.clone(),
+                    ),
+            ),
             message: Some(
                 "a person confirmed the node down and added the out-of-service taint".into(),
             ),

@@ -17,6 +17,7 @@
 //! | 2g enforcement modes | `enforcement.rs` |
 //! | 2h pod status: only the kubelet ends a running pod | `pod_status.rs` |
 //! | 7 the out-of-service taint needs proof | `node_taint.rs` |
+//! | 8 who confirmed: the apiserver's word, stamped | `stamp.rs` |
 //! | 7 partition healing: detect, decide, each incident's next step | `fencing.rs` |
 //! | the rule table: names (and so paths), failure policies, requests judged and by which method | `rule.rs` |
 //! | 3 in use | `in_use.rs` |
@@ -41,6 +42,7 @@ pub mod release;
 pub mod rule;
 pub mod rwo;
 pub mod rwo_lock;
+pub mod stamp;
 pub mod unused;
 
 pub use decision::{Decision, Fact};

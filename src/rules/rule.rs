@@ -123,6 +123,20 @@ macro_rules! for_each_rule {
                 webhooks: ["pod-status.volguard.io"],
                 on: { PodStatusUpdate => pod_status },
             },
+            /// rules.md §8: whoever sets a `volguard.io/confirm-*` annotation (or confirms a
+            /// NodeFence) is stamped in `volguard.io/confirmed-by` with the apiserver's username
+            /// (mutating). Ignore: without it the guards still read the stored confirmation.
+            ConfirmationStamp {
+                name: "confirmation-stamp",
+                failure_policy: Ignore,
+                mutating: true,
+                webhooks: ["confirmation-stamp.volguard.io"],
+                on: {
+                    PodUpdate => stamp_pod,
+                    NodeUpdate => stamp_node,
+                    NodeFenceUpdate => stamp_fence,
+                },
+            },
             /// rules.md §7 guards: adding the out-of-service taint to a Node. Ignore: a person must
             /// be able to heal a partition while volguard is down.
             OutOfServiceTaint {
@@ -224,6 +238,10 @@ requests! {
     PodStatusUpdate,
     /// `UPDATE nodes`.
     NodeUpdate,
+    /// `UPDATE pods` (not a subresource).
+    PodUpdate,
+    /// `UPDATE nodefences.volguard.io`.
+    NodeFenceUpdate,
 }
 
 /// How many validating rules the table has.

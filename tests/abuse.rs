@@ -11,17 +11,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const READ_TIMEOUT_MS: &str = "500";
 
 fn start(certs: &Certs) -> Server {
+    start_with(certs, &["--read-timeout-ms", READ_TIMEOUT_MS])
+}
+
+/// `volguard serve` on the example state with `extra` flags.
+fn start_with(certs: &Certs, extra: &[&str]) -> Server {
     let state = repo().join("manifests/examples/state.yaml");
-    Server::start(
-        &certs.cert(),
-        &certs.key(),
-        &[
-            "--state",
-            state.to_str().expect("path"),
-            "--read-timeout-ms",
-            READ_TIMEOUT_MS,
-        ],
-    )
+    let mut args = vec!["--state", state.to_str().expect("path")];
+    args.extend_from_slice(extra);
+    Server::start(&certs.cert(), &certs.key(), &args)
 }
 
 async fn tls(
@@ -123,13 +121,9 @@ async fn slow_body_gets_408() {
 async fn many_idle_connections_and_tls_garbage() {
     let certs = Certs::new();
     // All from 127.0.0.1: the per-peer cap is lifted to look at the global one.
-    let state = repo().join("manifests/examples/state.yaml");
-    let server = Server::start(
-        &certs.cert(),
-        &certs.key(),
+    let server = start_with(
+        &certs,
         &[
-            "--state",
-            state.to_str().expect("path"),
             "--read-timeout-ms",
             READ_TIMEOUT_MS,
             "--max-connections-per-peer",
@@ -294,13 +288,9 @@ async fn oversize_body_gets_a_413_the_sender_reads() {
 #[tokio::test]
 async fn slow_large_bodies_hold_bytes_not_slots() {
     let certs = Certs::new();
-    let state = repo().join("manifests/examples/state.yaml");
-    let server = Server::start(
-        &certs.cert(),
-        &certs.key(),
+    let server = start_with(
+        &certs,
         &[
-            "--state",
-            state.to_str().expect("path"),
             "--read-timeout-ms",
             "20000",
             "--max-concurrent-requests",
@@ -388,13 +378,9 @@ async fn closed_by_server(
 #[tokio::test]
 async fn connections_that_send_no_request_are_closed_and_free_their_slots() {
     let certs = Certs::new();
-    let state = repo().join("manifests/examples/state.yaml");
-    let server = Server::start(
-        &certs.cert(),
-        &certs.key(),
+    let server = start_with(
+        &certs,
         &[
-            "--state",
-            state.to_str().expect("path"),
             "--read-timeout-ms",
             READ_TIMEOUT_MS,
             "--max-connections",
@@ -429,17 +415,7 @@ async fn connections_that_send_no_request_are_closed_and_free_their_slots() {
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     let certs = Certs::new();
-    let state = repo().join("manifests/examples/state.yaml");
-    let server = Server::start(
-        &certs.cert(),
-        &certs.key(),
-        &[
-            "--state",
-            state.to_str().expect("path"),
-            "--idle-timeout",
-            "1s",
-        ],
-    );
+    let server = start_with(&certs, &["--idle-timeout", "1s"]);
     let mut s = tls(&server, &certs.ca_pem, b"http/1.1").await;
     let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CONNECT"}}"#;
     s.write_all(review_head(body.len()).as_bytes())
@@ -459,17 +435,7 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
 #[tokio::test]
 async fn one_peer_cannot_take_every_slot() {
     let certs = Certs::new();
-    let state = repo().join("manifests/examples/state.yaml");
-    let server = Server::start(
-        &certs.cert(),
-        &certs.key(),
-        &[
-            "--state",
-            state.to_str().expect("path"),
-            "--max-connections-per-peer",
-            "3",
-        ],
-    );
+    let server = start_with(&certs, &["--max-connections-per-peer", "3"]);
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(tls(&server, &certs.ca_pem, b"http/1.1").await);
@@ -513,17 +479,7 @@ async fn with_a_client_ca_only_its_clients_are_served() {
     let strangers = volguard::devcerts::generate(&["someone".into()]).expect("other pki");
     let ca_file = certs.dir.path().join("client-ca.crt");
     std::fs::write(&ca_file, &callers.ca_pem).expect("write");
-    let state = repo().join("manifests/examples/state.yaml");
-    let server = Server::start(
-        &certs.cert(),
-        &certs.key(),
-        &[
-            "--state",
-            state.to_str().expect("path"),
-            "--client-ca",
-            ca_file.to_str().expect("path"),
-        ],
-    );
+    let server = start_with(&certs, &["--client-ca", ca_file.to_str().expect("path")]);
     let with = |pki: Option<&volguard::devcerts::DevPki>| {
         let mut b = reqwest::Client::builder()
             .add_root_certificate(

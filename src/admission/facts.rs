@@ -74,37 +74,17 @@ impl Admission {
 
     /// rules.md §8: stamp who set a confirmation.
     async fn stamp_pod(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let old = object::<Pod>(&req.old_object, "oldObject")?;
-        let new = object::<Pod>(&req.object, "object")?;
-        Ok(crate::rules::stamp::stamp(
-            &req.user_info,
-            crate::rules::stamp::POD_CONFIRMATIONS,
-            &old.metadata,
-            &new.metadata,
-        ))
+        stamped::<Pod>(req, crate::rules::stamp::POD_CONFIRMATIONS, |p| &p.metadata)
     }
 
     async fn stamp_node(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let old = object::<Node>(&req.old_object, "oldObject")?;
-        let new = object::<Node>(&req.object, "object")?;
-        Ok(crate::rules::stamp::stamp(
-            &req.user_info,
-            crate::rules::stamp::NODE_CONFIRMATIONS,
-            &old.metadata,
-            &new.metadata,
-        ))
+        stamped::<Node>(req, crate::rules::stamp::NODE_CONFIRMATIONS, |n| {
+            &n.metadata
+        })
     }
 
     async fn stamp_fence(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        use crate::model::fence::NodeFence;
-        let old = object::<NodeFence>(&req.old_object, "oldObject")?;
-        let new = object::<NodeFence>(&req.object, "object")?;
-        Ok(crate::rules::stamp::stamp(
-            &req.user_info,
-            &[],
-            &old.metadata,
-            &new.metadata,
-        ))
+        stamped::<crate::model::fence::NodeFence>(req, &[], |f| &f.metadata)
     }
 
     async fn protect_pv(&self, req: &Request<'_>) -> Result<Decision, Decision> {
@@ -783,6 +763,22 @@ impl Admission {
     fn lock_count(&self, result: &'static str) {
         self.locks.get_or_create(&LockLabels { result }).inc();
     }
+}
+
+/// The confirmation stamp of an UPDATE of a `T` (rules.md §8).
+fn stamped<T: EmbeddedKind>(
+    req: &Request<'_>,
+    confirmations: &[&str],
+    meta: fn(&T) -> &Meta,
+) -> Result<Decision, Decision> {
+    let old = object::<T>(&req.old_object, "oldObject")?;
+    let new = object::<T>(&req.object, "object")?;
+    Ok(crate::rules::stamp::stamp(
+        &req.user_info,
+        confirmations,
+        meta(&old),
+        meta(&new),
+    ))
 }
 
 /// `d`, with the warning that an override did not count, when one did not.

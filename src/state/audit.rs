@@ -25,6 +25,9 @@ pub const FLUSH: Duration = Duration::from_secs(10);
 pub const IDLE: Duration = Duration::from_secs(600);
 /// Distinct (object, reason, row) entries kept; beyond it new ones are dropped (and counted).
 pub const CAPACITY: usize = 4096;
+/// Entries one namespace may hold: a flood of refusals in one namespace cannot take the room of
+/// every other namespace's Events (rules.md §8 "bounded side effects").
+pub const PER_NAMESPACE: usize = CAPACITY / 16;
 /// Writes to the apiserver: a sustained rate and a burst.
 pub const WRITES_PER_SECOND: f64 = 5.0;
 pub const BURST: f64 = 25.0;
@@ -144,6 +147,7 @@ pub enum Write {
 pub struct Aggregator {
     entries: Vec<Option<(Key, Entry)>>,
     index: HashMap<Key, usize>,
+    per_namespace: HashMap<String, usize>,
     tokens: f64,
     refilled: Instant,
 }
@@ -160,6 +164,7 @@ impl Aggregator {
         Aggregator {
             entries: Vec::new(),
             index: HashMap::new(),
+            per_namespace: HashMap::new(),
             tokens: BURST,
             refilled: now,
         }
@@ -180,9 +185,12 @@ impl Aggregator {
             e.refusal.note = r.note;
             return Observed::Repeat;
         }
-        if self.index.len() >= CAPACITY {
+        let ns = event_namespace(&key.regarding);
+        let held = self.per_namespace.get(&ns).copied().unwrap_or(0);
+        if self.index.len() >= CAPACITY || held >= PER_NAMESPACE {
             return Observed::Dropped;
         }
+        self.per_namespace.insert(ns, held + 1);
         let entry = Entry {
             refusal: r,
             event: None,
@@ -226,6 +234,13 @@ impl Aggregator {
                 continue;
             };
             if now.duration_since(e.last_seen) >= IDLE && e.seen == e.written {
+                let ns = event_namespace(&key.regarding);
+                if let Some(n) = self.per_namespace.get_mut(&ns) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.per_namespace.remove(&ns);
+                    }
+                }
                 self.index.remove(key);
                 self.entries[i] = None;
                 continue;

@@ -1,8 +1,12 @@
 use super::*;
 
 fn refusal(name: &str, row: &'static str) -> Refusal {
+    refusal_in("team", name, row)
+}
+
+fn refusal_in(ns: &str, name: &str, row: &'static str) -> Refusal {
     Refusal {
-        regarding: Regarding::of("Pod", "DELETE", Some("team"), Some(name)).expect("pod"),
+        regarding: Regarding::of("Pod", "DELETE", Some(ns), Some(name)).expect("pod"),
         reason: "Denied",
         action: "Delete".into(),
         row,
@@ -100,8 +104,9 @@ fn entries_are_bounded_and_forgotten_when_idle() {
     let wall = jiff::Timestamp::UNIX_EPOCH;
     let mut a = Aggregator::new(t0);
     for i in 0..CAPACITY {
+        let ns = format!("team-{}", i / PER_NAMESPACE);
         assert_eq!(
-            a.observe(refusal(&format!("p-{i}"), "row"), t0, wall),
+            a.observe(refusal_in(&ns, &format!("p-{i}"), "row"), t0, wall),
             Observed::New
         );
     }
@@ -121,5 +126,25 @@ fn entries_are_bounded_and_forgotten_when_idle() {
     assert_eq!(
         a.observe(refusal("one-more", "row"), later, wall),
         Observed::New
+    );
+}
+
+#[test]
+fn one_namespace_cannot_take_every_other_namespaces_room() {
+    // Trust review point 13: a flood of refusals in one namespace must not drop another's Events.
+    let t0 = Instant::now();
+    let wall = jiff::Timestamp::UNIX_EPOCH;
+    let mut a = Aggregator::new(t0);
+    let mut dropped = 0;
+    for i in 0..CAPACITY {
+        if a.observe(refusal_in("flood", &format!("p-{i}"), "row"), t0, wall) == Observed::Dropped {
+            dropped += 1;
+        }
+    }
+    assert_eq!(dropped, CAPACITY - PER_NAMESPACE);
+    assert_eq!(
+        a.observe(refusal_in("quiet", "victim", "row"), t0, wall),
+        Observed::New,
+        "another namespace still has room"
     );
 }

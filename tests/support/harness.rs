@@ -233,6 +233,41 @@ impl Proc {
     }
 }
 
+/// A CA and a client certificate for the apiserver's webhook calls, and the AdmissionConfiguration
+/// that makes the apiserver present it; returns the configuration's path.
+fn write_webhook_client_config(d: &Path) -> PathBuf {
+    let dir = d.join("webhook-client");
+    let pki = volguard::devcerts::generate(&["kube-apiserver-webhook-client".into()]).expect("pki");
+    volguard::devcerts::write(&dir, &pki).expect("write");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nusers:\n- name: '*'\n  user:\n    client-certificate: {}\n    client-key: {}\n",
+            dir.join("tls.crt").display(),
+            dir.join("tls.key").display()
+        ),
+    )
+    .expect("write");
+    let plugin = |name: &str| {
+        format!(
+            "- name: {name}\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: {}\n",
+            kubeconfig.display()
+        )
+    };
+    let config = dir.join("admission.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n{}{}",
+            plugin("ValidatingAdmissionWebhook"),
+            plugin("MutatingAdmissionWebhook")
+        ),
+    )
+    .expect("write");
+    config
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         self.kill();
@@ -449,6 +484,14 @@ impl ControlPlane {
                 "--disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection".into(),
             );
         }
+        // The apiserver presents a client certificate to every webhook (its AdmissionConfiguration
+        // kubeconfig, user `*`), as rules.md §8 asks operators to set up: a `volguard serve
+        // --client-ca webhook-client/ca.crt` serves only it. A server without --client-ca does
+        // not ask for one, so nothing else changes.
+        args.push(format!(
+            "--admission-control-config-file={}",
+            write_webhook_client_config(&d).display()
+        ));
         args.extend(extra_apiserver_args.iter().map(|a| a.to_string()));
         cp.apiserver_args = args;
         cp.start_apiserver().await;

@@ -17,7 +17,7 @@ use volguard::model::{ClaimSource, Node, Pod, Pvc, Volume};
 use volguard::rules::Fact;
 use volguard::rules::claims::Claim;
 use volguard::rules::rwo::{self, ClaimFacts};
-use volguard::rules::rwo_lock::{self, BIND_GRACE, LockStep, NodeHold, RwoLock};
+use volguard::rules::rwo_lock::{self, BIND_GRACE, LockStep, NodeHold, RwoLock, Via};
 
 const NODES: [&str; 2] = ["n1", "n2"];
 const NS: &str = "ns";
@@ -34,10 +34,11 @@ struct P {
     ended: bool,
 }
 
-/// The claim's lock annotation: its node and the pod (uid) that wrote it (distinct values).
+/// The claim's lock annotation: its node and the placement (pod name, uid) it names.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct L {
     node: u8,
+    name: u8,
     uid: u8,
 }
 
@@ -166,10 +167,19 @@ fn pvc_of(c: &Claimed) -> Pvc {
 fn lock_of(l: &L) -> RwoLock {
     RwoLock {
         node: NODES[l.node as usize].into(),
-        pod: String::new(),
+        pod: format!("p{}", l.name),
         uid: format!("u{}", l.uid),
+        via: Some(Via::Bind),
         at: jiff::Timestamp::UNIX_EPOCH,
     }
+}
+
+/// The stored pod of the name a lock names (a quorum read).
+fn writer_of<'a>(truth: &'a [Pod], lock: &RwoLock) -> Fact<&'a Pod> {
+    truth
+        .iter()
+        .find(|p| p.metadata.name == lock.pod)
+        .map_or(Fact::Missing, Fact::Found)
 }
 
 fn node_of(i: u8, out_of_service: bool) -> Node {
@@ -235,10 +245,6 @@ impl LockModel {
         // 2. The lock as the replica's cache shows the claim.
         let current = s.replicas[r].claim.lock.clone();
         let current_lock = current.as_ref().map(lock_of);
-        let in_use_here = current.as_ref().is_some_and(|l| l.node == node)
-            && cached.iter().any(|p| {
-                p.metadata.name != pod.metadata.name && rwo_lock::uses_on(p, NS, CLAIM, node_name)
-            });
         let truth: Vec<Pod> = s.pods.iter().map(pod_of).collect();
         let step = match &current {
             Some(l) if l.node != node => {
@@ -251,15 +257,17 @@ impl LockModel {
                     .cloned()
                     .collect();
                 let observed = s.replicas[r].quiet.look(l, !users.is_empty());
+                let named = lock_of(l);
                 let hold = NodeHold {
                     users: Fact::Found(&users),
+                    writer: writer_of(seen, &named),
                     node: Fact::Found(&nodes[l.node as usize]),
                     observed,
                 };
                 rwo_lock::step(
                     &pod,
                     node_name,
-                    in_use_here,
+                    Via::Bind,
                     current_lock.as_ref(),
                     Some(&hold),
                     jiff::Timestamp::UNIX_EPOCH,
@@ -268,7 +276,7 @@ impl LockModel {
             _ => rwo_lock::step(
                 &pod,
                 node_name,
-                in_use_here,
+                Via::Bind,
                 current_lock.as_ref(),
                 None,
                 jiff::Timestamp::UNIX_EPOCH,
@@ -290,6 +298,7 @@ impl LockModel {
                 }
                 let l = L {
                     node: node_index(&lock.node),
+                    name,
                     uid: target.uid,
                 };
                 s.claim = Claimed {
@@ -322,12 +331,14 @@ impl LockModel {
             .collect();
         let observed = s.controller.look(&l, !users.is_empty());
         let node = node_of(l.node, s.out_of_service[l.node as usize]);
+        let named = lock_of(&l);
         let hold = NodeHold {
             users: Fact::Found(&users),
+            writer: writer_of(&truth, &named),
             node: Fact::Found(&node),
             observed,
         };
-        if rwo_lock::clearable(&hold).is_some() {
+        if rwo_lock::clearable(&named, &hold).is_some() {
             s.claim = Claimed {
                 lock: None,
                 rv: s.claim.rv.wrapping_add(1),

@@ -45,20 +45,23 @@ fuzz_target!(|data: &[u8]| {
     let lock = RwoLock::of(&pvc);
     let now = jiff::Timestamp::UNIX_EPOCH;
     let users = [pod.clone()];
-    for (u, n, quiet) in [
-        (Fact::Found(&users[..]), Fact::Found(&node), 0),
-        (Fact::Found(&[][..]), Fact::Found(&node), 3600),
-        (Fact::Missing, Fact::Missing, 0),
-        (Fact::Unknown(ReadError::Late), Fact::Unknown(ReadError::Late), 3600),
+    for (u, w, n, quiet) in [
+        (Fact::Found(&users[..]), Fact::Found(&pod), Fact::Found(&node), 0),
+        (Fact::Found(&[][..]), Fact::Found(&pod), Fact::Found(&node), 3600),
+        (Fact::Found(&[][..]), Fact::Missing, Fact::Found(&node), 0),
+        (Fact::Missing, Fact::Missing, Fact::Missing, 0),
+        (Fact::Unknown(ReadError::Late), Fact::Unknown(ReadError::Late), Fact::Unknown(ReadError::Late), 3600),
     ] {
-        let h = NodeHold { users: u, node: n, observed: std::time::Duration::from_secs(quiet) };
+        let h = NodeHold { users: u, writer: w, node: n, observed: std::time::Duration::from_secs(quiet) };
         let node_name = pod.node_name().unwrap_or("n");
-        for here in [false, true] {
-            let _ = rwo_lock::step(&pod, node_name, here, lock.as_ref(), Some(&h), now);
+        for via in [rwo_lock::Via::Bind, rwo_lock::Via::Create] {
+            let _ = rwo_lock::step(&pod, node_name, via, lock.as_ref(), Some(&h), now);
         }
         // A lock that holds is never cleared.
-        if matches!(rwo_lock::standing(&h), rwo_lock::Standing::Holds(_)) {
-            assert_eq!(rwo_lock::clearable(&h), None);
+        if let Some(l) = &lock
+            && matches!(rwo_lock::standing(l, &h), rwo_lock::Standing::Holds(_))
+        {
+            assert_eq!(rwo_lock::clearable(l, &h), None);
         }
     }
 });

@@ -16,7 +16,7 @@ use crate::rules::claims::claims_of;
 use crate::rules::force_delete::is_force;
 use crate::rules::rule::{On, Rule};
 use crate::rules::rwo::ClaimFacts;
-use crate::rules::rwo_lock::{self, LockStep, NodeHold, RwoLock};
+use crate::rules::rwo_lock::{self, LockStep, NodeHold, RwoLock, Via};
 use crate::rules::{
     Decision, Fact, binding, finalizer_guard, force_delete, node_taint, pod_create, pod_status,
     protect, rwo,
@@ -474,7 +474,7 @@ impl Admission {
         // Boxed (here and in `rwo_pod_create`): placing holds the lock's write, a ~2.5 KB future;
         // inline it would size every rule's future, and every review moves that future (the pod
         // reviews' L1 data misses rose 273 → 433 per request with it inline).
-        Ok(Box::pin(self.rwo_place(req, &pod, &b.target.name)).await)
+        Ok(Box::pin(self.rwo_place(req, &pod, &b.target.name, Via::Bind)).await)
     }
 
     /// rules.md §2f placement hint: the nodes that hold the pod's RWO claims, from the locks on
@@ -512,13 +512,13 @@ impl Admission {
         let Some(node) = pod.node_name().map(str::to_string) else {
             return Ok(Decision::allow("not-placed"));
         };
-        Ok(Box::pin(self.rwo_place(req, &pod, &node)).await)
+        Ok(Box::pin(self.rwo_place(req, &pod, &node, Via::Create)).await)
     }
 
     /// rules.md §2f: the holders in the caches first, then the lock on each RWO claim, taken by
     /// compare-and-swap. A lost swap means another placement won: read that claim again and
     /// decide again, at most `MAX_SWAPS` times, then decide late.
-    async fn rwo_place(&self, req: &Request<'_>, pod: &Pod, node: &str) -> Decision {
+    async fn rwo_place(&self, req: &Request<'_>, pod: &Pod, node: &str, via: Via) -> Decision {
         let dry_run = req.dry_run.unwrap_or(false);
         let mut claims = self.claim_facts(pod).await;
         for _ in 0..MAX_SWAPS {
@@ -529,7 +529,7 @@ impl Admission {
                 }
                 return d;
             }
-            match self.rwo_locks(pod, node, &claims, dry_run).await {
+            match self.rwo_locks(pod, node, via, &claims, dry_run).await {
                 Locked::Decided(mut l) => {
                     l.warnings.splice(0..0, d.warnings);
                     return l;
@@ -621,6 +621,7 @@ impl Admission {
         &self,
         pod: &Pod,
         node: &str,
+        via: Via,
         claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)],
         dry_run: bool,
     ) -> Locked {
@@ -639,21 +640,13 @@ impl Admission {
                 Some(l) if l.node != node => Some(self.node_hold(ns, &claim.name, pvc, l).await),
                 _ => None,
             };
-            let in_use_here = current.as_ref().is_some_and(|l| l.node == node)
-                && self.used_here(ns, &claim.name, node, pod).await;
-            let hold_ref = hold.as_ref().map(|(users, n, observed)| NodeHold {
+            let hold_ref = hold.as_ref().map(|(users, writer, n, observed)| NodeHold {
                 users: users.as_ref().map(Vec::as_slice),
+                writer: deref(writer),
                 node: deref(n),
                 observed: *observed,
             });
-            match rwo_lock::step(
-                pod,
-                node,
-                in_use_here,
-                current.as_ref(),
-                hold_ref.as_ref(),
-                now,
-            ) {
+            match rwo_lock::step(pod, node, via, current.as_ref(), hold_ref.as_ref(), now) {
                 LockStep::Keep => {}
                 LockStep::Held(l) => {
                     self.lock_count("refused");
@@ -708,15 +701,20 @@ impl Admission {
 
     /// What holds a lock on another node: the pods there that still use the claim, by a quorum
     /// read unless the cache already shows one (a cache may show a use that ended, never decide
-    /// a take-over); the node, a cached out-of-service taint confirmed live as for a force
-    /// delete; and how long this process has seen the lock.
+    /// a take-over); the pod the lock names, read live; the node, a cached out-of-service taint
+    /// confirmed live as for a force delete; and how long this process has seen the node empty.
     async fn node_hold(
         &self,
         ns: &str,
         claim: &str,
         pvc: &Pvc,
         lock: &RwoLock,
-    ) -> (Fact<Vec<Pod>>, Fact<Arc<Node>>, std::time::Duration) {
+    ) -> (
+        Fact<Vec<Pod>>,
+        Fact<Arc<Pod>>,
+        Fact<Arc<Node>>,
+        std::time::Duration,
+    ) {
         let mut node = self.cluster.node(&lock.node).await;
         if let Fact::Found(n) = &node
             && n.is_out_of_service()
@@ -746,18 +744,12 @@ impl Admission {
         let observed = self
             .lock_clock
             .quiet_for(ns, &pvc.metadata.name, raw, in_use);
-        (users, node, observed)
-    }
-
-    /// Whether the caches show another non-terminal pod on `node` using the claim (then a
-    /// placement there writes nothing).
-    async fn used_here(&self, ns: &str, claim: &str, node: &str, pod: &Pod) -> bool {
-        match self.cluster.pods_naming(ns, claim).await {
-            Fact::Found(pods) => pods.iter().any(|p| {
-                p.metadata.name != pod.metadata.name && rwo_lock::uses_on(p, ns, claim, node)
-            }),
-            Fact::Missing | Fact::Unknown(_) => false,
-        }
+        // Only asked when nobody uses the claim there: may the lock's placement still land?
+        let writer = match in_use {
+            true => Fact::Missing,
+            false => self.cluster.pod_live(ns, &lock.pod).await,
+        };
+        (users, writer, node, observed)
     }
 
     fn lock_count(&self, result: &'static str) {

@@ -336,13 +336,14 @@ impl Reconciler {
         }
         let observed = self.lock_clock.quiet_for(ns, name, raw, false);
         if observed < rwo_lock::BIND_GRACE && !node_released {
+            // Looked at again when the grace ends (the reads below may clear it sooner, when the
+            // lock's placement can no longer land).
             let left = rwo_lock::BIND_GRACE - observed + std::time::Duration::from_secs(1);
             let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
             tokio::spawn(async move {
                 tokio::time::sleep(left).await;
                 queue.add(key);
             });
-            return Outcome::Done;
         }
         self.limiter.acquire().await;
         let node = match Api::<Decoded<crate::model::Node>>::all(self.client.clone())
@@ -363,12 +364,23 @@ impl Reconciler {
             true => self.lock_clock.quiet_for(ns, name, raw, true),
             false => observed,
         };
+        // The pod the lock names, read live: may the placement it was written for still land?
+        self.limiter.acquire().await;
+        let writer = match Api::<Decoded<Pod>>::namespaced(self.client.clone(), ns)
+            .get_opt(&lock.pod)
+            .await
+        {
+            Ok(Some(p)) => Fact::Found(p.into_inner()),
+            Ok(None) => Fact::Missing,
+            Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+        };
         let hold = rwo_lock::NodeHold {
             users: users.as_ref().map(Vec::as_slice),
+            writer: writer.as_ref(),
             node: node.as_ref(),
             observed,
         };
-        let Some(why) = rwo_lock::clearable(&hold) else {
+        let Some(why) = rwo_lock::clearable(&lock, &hold) else {
             return Outcome::Done;
         };
         let path = format!("/metadata/annotations/{}", RWO_LOCK.replace('/', "~1"));

@@ -21,23 +21,38 @@ pub const RWO_LOCK: &str = "volguard.io/rwo-lock";
 /// (another process's clock: one running a minute fast, or a forged date, would move it).
 pub const BIND_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// The lock as stored: `{"node":..,"pod":..,"uid":..,"at":..}` (readable in `kubectl get -o yaml`).
-/// Only `node` decides; the first pod placed and the writer's time are for people (`explain`).
+/// How the placement a lock was written for reaches the apiserver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// The scheduler's bind: the pod is stored before, so a pod missing later was deleted.
+    Bind,
+    /// A pod created with `spec.nodeName`: stored only after admission, so missing proves nothing.
+    Create,
+}
+
+/// The lock as stored: `{"node":..,"pod":..,"uid":..,"via":..,"at":..}` (readable in `kubectl get
+/// -o yaml`). It names the node that holds the claim and the placement it was last written for;
+/// `at` is for people (`explain`), never for a decision.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RwoLock {
     pub node: String,
     pub pod: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    /// Absent in locks written before it existed: judged as `Create` (missing proves nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<Via>,
     pub at: jiff::Timestamp,
 }
 
 impl RwoLock {
-    pub fn new(pod: &Pod, node: &str, now: jiff::Timestamp) -> RwoLock {
+    pub fn new(pod: &Pod, node: &str, via: Via, now: jiff::Timestamp) -> RwoLock {
         RwoLock {
             node: node.to_string(),
             pod: pod.metadata.name.clone(),
             uid: pod.metadata.uid.clone(),
+            via: Some(via),
             at: now,
         }
     }
@@ -73,6 +88,9 @@ pub struct NodeHold<'a> {
     /// The non-terminal pods on the lock's node that use the claim, by a quorum read (a cache may
     /// lag: it must never decide a take-over).
     pub users: Fact<&'a [Pod]>,
+    /// The pod of the name the lock names, by a quorum read: whether the placement the lock was
+    /// written for can still land.
+    pub writer: Fact<&'a Pod>,
     /// The lock's node (a cached out-of-service taint is confirmed live by the caller).
     pub node: Fact<&'a Node>,
     /// How long this process has seen this exact lock with nobody on its node using the claim
@@ -90,32 +108,57 @@ pub enum Standing {
 }
 
 /// Whether a lock still holds. The lock names a node; it holds while any non-terminal pod there
-/// uses the claim, and for `BIND_GRACE` after this process first saw nobody there (a placement
-/// admitted a moment ago may not be stored yet). Unsure means it holds.
-pub fn standing(hold: &NodeHold<'_>) -> Standing {
+/// uses the claim. With nobody there, it holds while the placement it was written for may still
+/// land (its pod not yet bound, or a created pod not yet stored), for `BIND_GRACE` after this
+/// process first saw the node empty. Unsure means it holds.
+pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
     match hold.node {
         Fact::Missing => return Standing::Stale("node gone"),
         Fact::Found(n) if n.is_out_of_service() => return Standing::Stale("node out of service"),
         Fact::Found(_) | Fact::Unknown(_) => {}
     }
     match hold.users {
-        Fact::Found(u) if !u.is_empty() => Standing::Holds("in use on its node"),
-        Fact::Unknown(_) => Standing::Holds("its node's use could not be read"),
-        _ if hold.observed < BIND_GRACE => Standing::Holds("placement in progress"),
-        Fact::Found(_) | Fact::Missing => Standing::Stale("nobody on its node uses it"),
+        Fact::Found(u) if !u.is_empty() => return Standing::Holds("in use on its node"),
+        Fact::Unknown(_) => return Standing::Holds("its node's use could not be read"),
+        Fact::Found(_) | Fact::Missing => {}
+    }
+    if let Some(why) = placement_gone(lock, &hold.writer) {
+        return Standing::Stale(why);
+    }
+    match hold.observed < BIND_GRACE {
+        true => Standing::Holds("placement in progress"),
+        false => Standing::Stale("nobody on its node uses it"),
+    }
+}
+
+/// Why the placement a lock was written for can no longer land, from a quorum read of the pod of
+/// that name. `None`: it may still (bound soon, created soon) or could not be read.
+fn placement_gone(lock: &RwoLock, writer: &Fact<&Pod>) -> Option<&'static str> {
+    match writer {
+        Fact::Unknown(_) => None,
+        Fact::Missing => (lock.via == Some(Via::Bind)).then_some("its pod was deleted"),
+        Fact::Found(p) if !lock.uid.is_empty() && p.metadata.uid != lock.uid => {
+            Some("its pod was replaced")
+        }
+        Fact::Found(p) if p.is_terminal() => Some("its pod ended"),
+        Fact::Found(p) => match p.node_name() {
+            Some(n) if n != lock.node => Some("its pod runs on another node"),
+            // On the lock's node without using the claim any more, or not bound yet.
+            Some(_) => Some("its pod does not use the claim"),
+            None => None,
+        },
     }
 }
 
 /// What placing a pod on `node` does to one claim's lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockStep {
-    /// The lock names this node and another pod there uses the claim: nothing to write (whoever
-    /// would take the lock over reads that pod first).
+    /// The lock already names this placement (this pod, this node): nothing to write.
     Keep,
     /// Write this lock: no lock yet, a stale one taken over (`took_over` says why), or this
-    /// node's lock with nobody on the node using the claim yet, refreshed so that a take-over or
-    /// a cleanup racing this placement fails its compare-and-swap. Which pod a lock names never
-    /// decides anything (its node does), so a refresh moves nothing.
+    /// node's lock renamed for this placement. A lock must name every placement in flight on its
+    /// node, or a take-over could not tell one is coming; renaming moves nothing, since a lock
+    /// holds while any pod on its node uses the claim, whichever it names.
     Write {
         lock: RwoLock,
         took_over: Option<&'static str>,
@@ -124,35 +167,35 @@ pub enum LockStep {
     Held(RwoLock),
 }
 
-/// Decide one claim's lock for `pod` going to `node`. `in_use_here`: another non-terminal pod on
-/// `node` uses the claim (as the caches show it). `hold` is read only when the lock names another
-/// node (`None` otherwise, or when it could not be read: then the lock holds).
+/// Decide one claim's lock for `pod` going to `node` by `via`. `hold` is read only when the lock
+/// names another node (`None` otherwise, or when it could not be read: then the lock holds).
 pub fn step(
     pod: &Pod,
     node: &str,
-    in_use_here: bool,
+    via: Via,
     current: Option<&RwoLock>,
     hold: Option<&NodeHold<'_>>,
     now: jiff::Timestamp,
 ) -> LockStep {
+    let fresh = || RwoLock::new(pod, node, via, now);
     let Some(lock) = current else {
         return LockStep::Write {
-            lock: RwoLock::new(pod, node, now),
+            lock: fresh(),
             took_over: None,
         };
     };
     if lock.node == node {
-        return match in_use_here {
+        return match lock.pod == pod.metadata.name && lock.uid == pod.metadata.uid {
             true => LockStep::Keep,
             false => LockStep::Write {
-                lock: RwoLock::new(pod, node, now),
+                lock: fresh(),
                 took_over: None,
             },
         };
     }
-    match hold.map(standing) {
+    match hold.map(|h| standing(lock, h)) {
         Some(Standing::Stale(why)) => LockStep::Write {
-            lock: RwoLock::new(pod, node, now),
+            lock: fresh(),
             took_over: Some(why),
         },
         Some(Standing::Holds(_)) | None => LockStep::Held(lock.clone()),
@@ -187,8 +230,8 @@ pub fn lost_message(pod: &Pod, node: &str, claims: &str, unread: Option<&str>) -
 }
 
 /// What the controller may clear: a lock that no longer holds (read consistently by the caller).
-pub fn clearable(hold: &NodeHold<'_>) -> Option<&'static str> {
-    match standing(hold) {
+pub fn clearable(lock: &RwoLock, hold: &NodeHold<'_>) -> Option<&'static str> {
+    match standing(lock, hold) {
         Standing::Stale(why) => Some(why),
         Standing::Holds(_) => None,
     }

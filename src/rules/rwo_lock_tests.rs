@@ -27,12 +27,13 @@ fn node(out_of_service: bool) -> Node {
     }
 }
 
-/// The lock of pod "old" (uid u-old) on n1, taken at `at`.
+/// The lock of pod "old" (uid u-old) on n1, placed by a bind at `at`.
 fn lock(at: &str) -> RwoLock {
     RwoLock {
         node: "n1".into(),
         pod: "old".into(),
         uid: "u-old".into(),
+        via: Some(Via::Bind),
         at: ts(at),
     }
 }
@@ -42,7 +43,7 @@ fn me() -> Pod {
 }
 
 fn step_with(current: Option<&RwoLock>, holder: Option<&NodeHold<'_>>, node: &str) -> LockStep {
-    step(&me(), node, false, current, holder, ts(NOW))
+    step(&me(), node, Via::Bind, current, holder, ts(NOW))
 }
 
 #[test]
@@ -51,7 +52,7 @@ fn free_claim_is_taken() {
     assert_eq!(
         s,
         LockStep::Write {
-            lock: RwoLock::new(&me(), "n2", ts(NOW)),
+            lock: RwoLock::new(&me(), "n2", Via::Bind, ts(NOW)),
             took_over: None
         }
     );
@@ -62,43 +63,44 @@ fn lock_round_trips_through_the_annotation() {
     let l = lock("2026-11-23T09:59:00Z");
     let raw = l.encode();
     assert!(
-        raw.contains("\"node\":\"n1\"") && raw.contains("\"pod\":\"old\""),
+        raw.contains("\"node\":\"n1\"") && raw.contains("\"via\":\"bind\""),
         "{raw}"
     );
     assert_eq!(RwoLock::parse(&raw), Some(l));
     assert_eq!(RwoLock::parse("not json"), None);
+    // A lock written before `via` existed still parses (and is judged as a create).
+    let old = RwoLock::parse(r#"{"node":"n1","pod":"a","at":"2026-11-23T09:59:00Z"}"#);
+    assert_eq!(old.map(|l| l.via), Some(None));
 }
 
 const OLD: Duration = BIND_GRACE;
 const YOUNG: Duration = Duration::from_secs(1);
 
-fn hold<'a>(users: Fact<&'a [Pod]>, node: Fact<&'a Node>, observed: Duration) -> NodeHold<'a> {
+fn hold<'a>(
+    users: Fact<&'a [Pod]>,
+    writer: Fact<&'a Pod>,
+    node: Fact<&'a Node>,
+    observed: Duration,
+) -> NodeHold<'a> {
     NodeHold {
         users,
+        writer,
         node,
         observed,
     }
 }
 
 #[test]
-fn a_placement_on_the_locks_node_writes_nothing_while_another_pod_there_uses_it() {
-    // Point 5 of the trust review: the lock names the node, so which pod it names decides
-    // nothing; a placement beside a running user costs no write.
-    for l in [
-        lock("2026-11-23T09:00:00Z"),
-        RwoLock::new(&me(), "n1", ts(NOW)),
-    ] {
-        assert_eq!(
-            step(&me(), "n1", true, Some(&l), None, ts(NOW)),
-            LockStep::Keep
-        );
-    }
-    // Nobody there yet: refreshed, so a take-over or cleanup racing this placement loses its swap.
+fn a_placement_on_the_locks_node_writes_only_when_the_lock_names_another_placement() {
+    // The lock must name every placement in flight on its node (a take-over reads it); which
+    // pod it names never moves the lock off a node that still uses the claim.
+    let mine = RwoLock::new(&me(), "n1", Via::Bind, ts("2026-11-23T09:00:00Z"));
+    assert_eq!(step_with(Some(&mine), None, "n1"), LockStep::Keep);
     let l = lock("2026-11-23T09:00:00Z");
     assert_eq!(
-        step(&me(), "n1", false, Some(&l), None, ts(NOW)),
+        step_with(Some(&l), None, "n1"),
         LockStep::Write {
-            lock: RwoLock::new(&me(), "n1", ts(NOW)),
+            lock: RwoLock::new(&me(), "n1", Via::Bind, ts(NOW)),
             took_over: None
         }
     );
@@ -106,16 +108,17 @@ fn a_placement_on_the_locks_node_writes_nothing_while_another_pod_there_uses_it(
 
 #[test]
 fn a_pod_using_the_claim_on_the_locks_node_denies_whatever_the_named_pod_did() {
+    // Point 5 of the trust review: the lock named a pod that never materialised (or is gone);
+    // another pod on n1 still uses the claim, so the lock holds.
     let l = lock("2026-11-23T09:00:00Z");
-    // The named pod ("old") is gone; a younger one on n1 still uses the claim.
     let users = [pod("younger", "u-y", Some("n1"), "Running").mounting("data")];
     let n = node(false);
-    let h = hold(Fact::Found(&users), Fact::Found(&n), OLD);
+    let h = hold(Fact::Found(&users), Fact::Missing, Fact::Found(&n), OLD);
     assert_eq!(
         step_with(Some(&l), Some(&h), "n2"),
         LockStep::Held(l.clone())
     );
-    assert_eq!(clearable(&h), None);
+    assert_eq!(clearable(&l, &h), None);
     let msg = held_message(&me(), "n2", "data", &l);
     assert!(
         msg.contains("locked to node \"n1\" (first placed there by pod \"old\""),
@@ -124,25 +127,30 @@ fn a_pod_using_the_claim_on_the_locks_node_denies_whatever_the_named_pod_did() {
 }
 
 #[test]
-fn a_lock_nobody_uses_yet_holds_for_the_grace_on_this_process_clock() {
-    // The race the lock exists for: the winner's bind is not stored yet. The lock's `at` plays no
-    // part: dated a year ahead or an hour back, only this process's observation counts.
+fn a_placement_that_may_still_land_holds_for_the_grace_on_this_process_clock() {
+    // The race the lock exists for: the winner's bind is not stored yet (its pod is unbound), or
+    // its pod CREATE is not stored yet (missing). The lock's `at` plays no part: a year ahead or
+    // an hour back, only this process's observation counts.
     let n = node(false);
+    let unbound = pod("old", "u-old", None, "Pending");
     for at in ["2027-11-23T10:00:00Z", "2026-11-23T09:00:00Z"] {
-        let l = lock(at);
-        let young = hold(Fact::Found(&[]), Fact::Found(&n), YOUNG);
-        assert_eq!(
-            step_with(Some(&l), Some(&young), "n2"),
-            LockStep::Held(l.clone())
-        );
-        let old = hold(Fact::Found(&[]), Fact::Found(&n), OLD);
-        assert!(matches!(
-            step_with(Some(&l), Some(&old), "n2"),
-            LockStep::Write {
-                took_over: Some("nobody on its node uses it"),
-                ..
-            }
-        ));
+        let mut created = lock(at);
+        created.via = Some(Via::Create);
+        for (l, writer) in [(lock(at), Fact::Found(&unbound)), (created, Fact::Missing)] {
+            let young = hold(Fact::Found(&[]), writer.clone(), Fact::Found(&n), YOUNG);
+            assert_eq!(
+                step_with(Some(&l), Some(&young), "n2"),
+                LockStep::Held(l.clone())
+            );
+            let old = hold(Fact::Found(&[]), writer, Fact::Found(&n), OLD);
+            assert!(matches!(
+                step_with(Some(&l), Some(&old), "n2"),
+                LockStep::Write {
+                    took_over: Some("nobody on its node uses it"),
+                    ..
+                }
+            ));
+        }
     }
 }
 
@@ -151,11 +159,24 @@ fn unsure_use_or_node_denies() {
     let l = lock("2026-11-23T09:00:00Z");
     let n = node(false);
     for h in [
-        hold(Fact::Unknown(ReadError::Late), Fact::Found(&n), OLD),
         hold(
             Fact::Unknown(ReadError::Late),
+            Fact::Missing,
+            Fact::Found(&n),
+            OLD,
+        ),
+        hold(
+            Fact::Unknown(ReadError::Late),
+            Fact::Missing,
             Fact::Unknown(ReadError::Late),
             OLD,
+        ),
+        // Nobody there, the writer could not be read and the grace has not passed.
+        hold(
+            Fact::Found(&[]),
+            Fact::Unknown(ReadError::Late),
+            Fact::Found(&n),
+            YOUNG,
         ),
     ] {
         assert_eq!(
@@ -168,19 +189,63 @@ fn unsure_use_or_node_denies() {
 }
 
 #[test]
-fn every_stale_kind_is_taken_over() {
+fn every_stale_kind_is_taken_over_at_once() {
+    // A StatefulSet's successor (same name, new UID) on another node takes the claim without
+    // waiting: the placement the lock was written for can no longer land.
     let n = node(false);
     let oos = node(true);
     let users = [pod("old", "u-old", Some("n1"), "Running").mounting("data")];
+    let replaced = pod("old", "u-other", None, "Pending");
+    let ended = pod("old", "u-old", Some("n1"), "Succeeded");
+    let elsewhere = pod("old", "u-old", Some("n3"), "Running");
     let cases: Vec<(&str, NodeHold<'_>)> = vec![
         (
-            "nobody on its node uses it",
-            hold(Fact::Found(&[]), Fact::Found(&n), OLD),
+            "its pod was deleted",
+            hold(Fact::Found(&[]), Fact::Missing, Fact::Found(&n), YOUNG),
         ),
-        ("node gone", hold(Fact::Found(&users), Fact::Missing, YOUNG)),
+        (
+            "its pod was replaced",
+            hold(
+                Fact::Found(&[]),
+                Fact::Found(&replaced),
+                Fact::Found(&n),
+                YOUNG,
+            ),
+        ),
+        (
+            "its pod ended",
+            hold(
+                Fact::Found(&[]),
+                Fact::Found(&ended),
+                Fact::Found(&n),
+                YOUNG,
+            ),
+        ),
+        (
+            "its pod runs on another node",
+            hold(
+                Fact::Found(&[]),
+                Fact::Found(&elsewhere),
+                Fact::Found(&n),
+                YOUNG,
+            ),
+        ),
+        (
+            "nobody on its node uses it",
+            hold(
+                Fact::Found(&[]),
+                Fact::Unknown(ReadError::Late),
+                Fact::Found(&n),
+                OLD,
+            ),
+        ),
+        (
+            "node gone",
+            hold(Fact::Found(&users), Fact::Missing, Fact::Missing, YOUNG),
+        ),
         (
             "node out of service",
-            hold(Fact::Found(&users), Fact::Found(&oos), YOUNG),
+            hold(Fact::Found(&users), Fact::Missing, Fact::Found(&oos), YOUNG),
         ),
     ];
     for (why, h) in cases {
@@ -192,8 +257,13 @@ fn every_stale_kind_is_taken_over() {
             }
             other => panic!("{why}: expected a take-over, got {other:?}"),
         }
-        assert_eq!(clearable(&h), Some(why));
+        assert_eq!(clearable(&l, &h), Some(why));
     }
+    // A created pod that is missing may not be stored yet: it waits for the grace.
+    let mut created = lock("2026-11-23T09:00:00Z");
+    created.via = Some(Via::Create);
+    let h = hold(Fact::Found(&[]), Fact::Missing, Fact::Found(&n), YOUNG);
+    assert_eq!(clearable(&created, &h), None);
 }
 
 #[test]

@@ -138,7 +138,13 @@ pub struct Admission {
 impl Admission {
     pub fn new(cluster: Cluster, policy: ForceDeletePolicy, own_controllers: Vec<String>) -> Self {
         let lock_clock = match &cluster {
-            Cluster::Offline(_) => crate::state::lock_clock::LockClock::offline(),
+            Cluster::Offline(store) => {
+                let pvcs = store.pvcs.all();
+                crate::state::lock_clock::LockClock::offline(pvcs.iter().filter_map(|p| {
+                    let raw = p.metadata.annotation(crate::rules::rwo_lock::RWO_LOCK)?;
+                    Some((p.metadata.namespace.as_str(), p.metadata.name.as_str(), raw))
+                }))
+            }
             Cluster::Live(_) => crate::state::lock_clock::LockClock::live(),
         };
         let mut own_identities = own_controllers.clone();

@@ -18,26 +18,24 @@ const PRUNE_ABOVE: usize = 4096;
 
 pub struct LockClock {
     seen: Mutex<HashMap<(String, String), (String, Instant)>>,
-    /// The age of a lock seen for the first time: zero on a live cluster (the placement it was
-    /// written for may be in flight); the grace itself offline, where the state file is a
-    /// snapshot with nothing in flight.
-    first_sight: Duration,
 }
 
 impl LockClock {
+    /// A lock seen for the first time is young: the placement it was written for may be in flight.
     pub fn live() -> LockClock {
-        LockClock::new(Duration::ZERO)
-    }
-
-    pub fn offline() -> LockClock {
-        LockClock::new(BIND_GRACE)
-    }
-
-    fn new(first_sight: Duration) -> LockClock {
         LockClock {
             seen: Mutex::new(HashMap::new()),
-            first_sight,
         }
+    }
+
+    /// Offline, the locks of the state file (`ns`, `name`, value) count as seen a grace ago: the
+    /// file is a snapshot with nothing in flight. Locks written while serving are young as live.
+    pub fn offline<'a>(file: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> LockClock {
+        let clock = LockClock::live();
+        for (ns, name, raw) in file {
+            clock.observe(ns, name, raw, BIND_GRACE);
+        }
+        clock
     }
 
     /// How long the lock `raw` on claim `ns/name` has been seen unchanged and unused (`in_use`:
@@ -47,7 +45,7 @@ impl LockClock {
             self.forget(ns, name);
             return Duration::ZERO;
         }
-        self.observe(ns, name, raw, self.first_sight)
+        self.observe(ns, name, raw, Duration::ZERO)
     }
 
     fn forget(&self, ns: &str, name: &str) {
@@ -84,20 +82,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_new_lock_is_young_live_and_old_offline_and_a_changed_lock_or_a_use_starts_again() {
+    fn a_new_lock_is_young_a_state_files_is_old_and_a_changed_lock_or_a_use_starts_again() {
         let live = LockClock::live();
         assert!(live.quiet_for("ns", "c", "a", false) < BIND_GRACE);
         assert!(live.quiet_for("ns", "c", "a", false) < BIND_GRACE);
-        let offline = LockClock::offline();
+        let offline = LockClock::offline([("ns", "c", "a")]);
         assert!(offline.quiet_for("ns", "c", "a", false) >= BIND_GRACE);
+        assert!(
+            offline.quiet_for("ns", "other", "a", false) < BIND_GRACE,
+            "not in the file"
+        );
         offline.wrote("ns", "c", "b");
         assert!(
             offline.quiet_for("ns", "c", "b", false) < BIND_GRACE,
             "written here: young"
         );
         assert!(
-            offline.quiet_for("ns", "c", "a", false) >= BIND_GRACE,
-            "another value"
+            offline.quiet_for("ns", "c", "a", false) < BIND_GRACE,
+            "a value seen anew is young"
         );
         assert_eq!(
             offline.quiet_for("ns", "c", "a", true),

@@ -1126,6 +1126,26 @@ fn beside(name: &str, f: impl for<'a> FnOnce(&'a mut ControlPlane) -> Body<'a>) 
     );
 }
 
+/// Namespace `ns` with claim `held` used by the running pod `holder` on node-a: a strip of its
+/// finalizer is a Fail rule's refusal, volguard's own answer.
+async fn held_claim(c: &kube::Client, ns: &str) {
+    namespace(c, ns).await;
+    pvc(c, ns, "held", None).await.expect("pvc");
+    pod(c, ns, "holder", Some("node-a"), &["held"])
+        .await
+        .expect("pod");
+    set_pod_phase(c, ns, "holder", "Running").await;
+}
+
+/// A pod placed on `node` with a generic ephemeral volume `scratch` (claim `<name>-scratch`).
+fn ephemeral_pod(name: &str, node: &str) -> Pod {
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": {
+        "nodeName": node, "containers": [{"name": "c", "image": "example.invalid/c"}],
+        "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]}}))
+    .expect("pod")
+}
+
 /// Trust review point 1 on the real apiserver: two pods placed directly (`spec.nodeName`) on two
 /// nodes, naming one claim that does not exist, are both refused (neither can carry a lock); an
 /// ephemeral claim, which its controller creates after the pod, is not refused for being missing.
@@ -1142,11 +1162,7 @@ async fn s_rwo_missing_claim(cp: &ControlPlane, ns: &str) {
         assert!(msg.contains("Create the claim first"), "{msg}");
         refused.push(name);
     }
-    let eph: Pod = serde_json::from_value(json!({"metadata": {"name": "eph"}, "spec": {
-        "nodeName": "node-a", "containers": [{"name": "c", "image": "example.invalid/c"}],
-        "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
-            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]}}))
-    .expect("pod");
+    let eph = ephemeral_pod("eph", "node-a");
     Api::<Pod>::namespaced(c.clone(), ns)
         .create(&PostParams::default(), &eph)
         .await
@@ -1220,11 +1236,7 @@ async fn s_claim_metadata(cp: &ControlPlane, ns: &str) {
         Ok(p) => p,
         Err(e) => panic!("pod: {e}"),
     };
-    let eph: Pod = serde_json::from_value(json!({"metadata": {"name": "cache-1"}, "spec": {
-        "nodeName": "node-a", "containers": [{"name": "c", "image": "example.invalid/c"}],
-        "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
-            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]}}))
-    .expect("pod");
+    let eph = ephemeral_pod("cache-1", "node-a");
     let eph = Api::<Pod>::namespaced(c.clone(), ns)
         .create(&PostParams::default(), &eph)
         .await
@@ -1267,12 +1279,7 @@ async fn s_claim_metadata(cp: &ControlPlane, ns: &str) {
 /// volguard's own refusal, not "failed calling webhook".
 async fn s_webhook_idle_flood(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
-    namespace(&c, ns).await;
-    pvc(&c, ns, "held", None).await.expect("pvc");
-    pod(&c, ns, "holder", Some("node-a"), &["held"])
-        .await
-        .expect("pod");
-    set_pod_phase(&c, ns, "holder", "Running").await;
+    held_claim(&c, ns).await;
     let connector = {
         use rustls_pki_types::pem::PemObject;
         let mut roots = rustls::RootCertStore::empty();
@@ -1363,12 +1370,7 @@ async fn s_webhook_idle_flood(cp: &ControlPlane, ns: &str) {
 /// (which presents its AdmissionConfiguration's client certificate) and nobody else.
 async fn s_webhook_client_cert(cp: &mut ControlPlane, ns: &str) {
     let c = cp.admin().await;
-    namespace(&c, ns).await;
-    pvc(&c, ns, "held", None).await.expect("pvc");
-    pod(&c, ns, "holder", Some("node-a"), &["held"])
-        .await
-        .expect("pod");
-    set_pod_phase(&c, ns, "holder", "Running").await;
+    held_claim(&c, ns).await;
     let ca = cp.dir.path().join("webhook-client/ca.crt");
     let port = harness::free_port();
     let (mtls, probe) = cp

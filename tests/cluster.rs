@@ -449,6 +449,313 @@ async fn s_ephemeral_volume(cp: &ControlPlane, ns: &str) {
     assert!(finalizers(&fresh).contains(&PVCF.to_string()));
 }
 
+/// A pod on `claim` that no scheduler picks up: it stays Pending until a test binds it.
+fn unscheduled_pod(name: &str, claim: &str) -> Pod {
+    let mut p = claim_pod(name, claim, None);
+    if let Some(spec) = p.spec.as_mut() {
+        spec.scheduler_name = Some("e2e-nobody".into());
+    }
+    p
+}
+
+/// The AdmissionReview the apiserver sends for the scheduler's bind of `pod` (UID `uid`) to `node`.
+fn bind_review(ns: &str, pod: &str, uid: &str, node: &str) -> String {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": format!("bind-{pod}"), "kind": {"group": "", "version": "v1", "kind": "Binding"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "binding",
+        "name": pod, "namespace": ns, "operation": "CREATE",
+        "userInfo": {"username": "system:kube-scheduler", "groups": ["system:authenticated"]},
+        "object": {"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": pod, "namespace": ns, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}},
+        "oldObject": null}})
+    .to_string()
+}
+
+/// volguard's webhook over `store` as it is (no watch keeps it current; pods count as watched),
+/// reading live through `client`: a replica whose watches stopped.
+fn frozen_replica(
+    client: kube::Client,
+    store: volguard::state::Store,
+) -> volguard::admission::Admission {
+    use volguard::state::{Cluster, live::LiveCluster};
+    let view = Cluster::Live(LiveCluster::from_store(
+        client,
+        std::sync::Arc::new(store),
+        true,
+    ));
+    volguard::admission::Admission::new(view, Default::default(), vec![])
+}
+
+/// `o` as volguard's model of it (what a watch would have stored).
+fn modelled<T: serde::Serialize, M: serde::de::DeserializeOwned>(o: &T) -> M {
+    serde_json::from_value(serde_json::to_value(o).expect("json")).expect("model")
+}
+
+/// Trust review points 3, 4 and 6 on the real apiserver. A replica whose pod watch stopped long
+/// ago (its cache shows neither the holder nor the pod being bound, only an older pod of that name,
+/// recreated since) and whose clock runs a day ahead of the replica that wrote the lock (its copy of
+/// the lock is dated a day back) judges a bind to another node: the live reads show the real pod
+/// and the holder, so it refuses. Then a replica that loses the lock's swap and cannot read the
+/// claim back (RBAC lets it patch claims, not get them) refuses too: the scheduler retries.
+async fn s_rwo_stale_replica(cp: &ControlPlane, ns: &str) {
+    use volguard::admission::{Endpoint, decode};
+    use volguard::rules::rwo_lock::{RWO_LOCK, RwoLock};
+    let c = cp.admin().await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    claim(cp, ns, "data").await;
+    pods.create(
+        &PostParams::default(),
+        &claim_pod("holder", "data", Some("kwok-1")),
+    )
+    .await
+    .expect("holder");
+    running(cp, ns, "holder").await;
+    let locked = pvcs.get("data").await.expect("claim");
+    let raw = locked
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RWO_LOCK))
+        .expect("the webhook locked the claim to kwok-1");
+    let mut lock = RwoLock::parse(raw).expect("lock");
+    assert_eq!(lock.node, "kwok-1");
+    let rival = pods
+        .create(&PostParams::default(), &unscheduled_pod("rival", "data"))
+        .await
+        .expect("rival");
+    let uid = rival.metadata.uid.clone().expect("uid");
+
+    // The frozen cache: the claim with its lock dated a day back, the rival's predecessor.
+    lock.at -= jiff::SignedDuration::from_hours(24);
+    let mut stale = serde_json::to_value(&locked).expect("json");
+    stale["metadata"]["annotations"][RWO_LOCK] = json!(lock.encode());
+    let store = volguard::state::Store::default();
+    store
+        .pvcs
+        .apply(serde_json::from_value(stale).expect("claim"));
+    let old: volguard::model::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "rival", "namespace": ns, "uid": "00000000-0000-4000-8000-0000000000aa"},
+        "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]}}))
+    .expect("pod");
+    store.claims.add(&old);
+    store.pods.apply(old);
+    let replica = frozen_replica(c.clone(), store);
+    let body = bind_review(ns, "rival", &uid, "kwok-2");
+    let req = decode(body.as_bytes()).expect("review");
+    let v = replica
+        .decide(Endpoint::Validate, &req, Duration::from_secs(2))
+        .await;
+    assert_eq!(
+        (v.decision.allowed, v.decision.row),
+        (false, "rwo-locked-on-other-node"),
+        "a frozen replica with a clock a day ahead must not move a live lock: {v:?}"
+    );
+    let msg = v.decision.message.clone().unwrap_or_default();
+    assert!(msg.contains("kwok-1"), "{msg}");
+    let now = pvcs.get("data").await.expect("claim");
+    assert_eq!(
+        now.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(RWO_LOCK)),
+        Some(raw),
+        "the lock moved"
+    );
+    println!("rwo-stale-replica: frozen cache, old pod UID, clock +24 h: refused: {msg}");
+
+    // Point 6: the swap lost (the cache's claim is a version behind), the read back forbidden.
+    claim(cp, ns, "fresh").await;
+    let before = pvcs.get("fresh").await.expect("claim");
+    pvcs.patch(
+        "fresh",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"moved": "on"}}})),
+    )
+    .await
+    .expect("a newer version of the claim");
+    let taker = pods
+        .create(&PostParams::default(), &unscheduled_pod("taker", "fresh"))
+        .await
+        .expect("taker");
+    let uid = taker.metadata.uid.clone().expect("uid");
+    let rbac = json!([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "patch-claims-only", "namespace": ns},
+         "rules": [{"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["patch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "patch-claims-only", "namespace": ns},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "patch-claims-only"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "e2e-lossy"}]}
+    ]);
+    for o in rbac.as_array().expect("list") {
+        let o: kube::api::DynamicObject = serde_json::from_value(o.clone()).expect("object");
+        let kind = o.types.as_ref().expect("types").kind.clone();
+        let ar = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            &kind,
+        ));
+        Api::<kube::api::DynamicObject>::namespaced_with(c.clone(), ns, &ar)
+            .create(&PostParams::default(), &o)
+            .await
+            .expect("rbac");
+    }
+    let store = volguard::state::Store::default();
+    store.pvcs.apply(modelled(&before));
+    let taker: volguard::model::Pod = modelled(&taker);
+    store.claims.add(&taker);
+    store.pods.apply(taker);
+    let lossy = frozen_replica(cp.client_as("e2e-lossy", &[]).await, store);
+    let body = bind_review(ns, "taker", &uid, "kwok-2");
+    let req = decode(body.as_bytes()).expect("review");
+    let v = cp
+        .eventually("the patch-only role in force", WAIT, || {
+            let (lossy, req) = (&lossy, &req);
+            async move {
+                let v = lossy
+                    .decide(Endpoint::Validate, req, Duration::from_secs(2))
+                    .await;
+                (v.decision.row != "rwo-unknown").then_some(v)
+            }
+        })
+        .await;
+    assert_eq!(
+        (v.decision.allowed, v.decision.row),
+        (false, "rwo-lock-lost-unread"),
+        "a lost swap then a failed read must refuse: {v:?}"
+    );
+    let fresh = pvcs.get("fresh").await.expect("claim");
+    assert!(
+        fresh
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(RWO_LOCK))
+            .is_none(),
+        "the stale swap wrote a lock"
+    );
+    println!(
+        "rwo-stale-replica: swap lost, read back forbidden: refused ({})",
+        v.decision.message.unwrap_or_default()
+    );
+}
+
+/// Trust review point 12 among the real controllers: the owner of a mounted ephemeral claim cannot
+/// be re-pointed or removed (upstream's pvc-protection trusts that UID), while the garbage
+/// collector's orphaning (`kubectl delete pod --cascade=orphan`) still works.
+async fn s_ephemeral_owner_repointed(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let mut t = pod_template(
+        "eph",
+        json!({"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}),
+    );
+    t["metadata"]["name"] = json!("eph");
+    let pod: Pod = serde_json::from_value(t).expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("pod");
+    let running_pod = running(cp, ns, "eph").await;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let claim = pvcs.get("eph-data").await.expect("generated claim");
+    let mut owners = claim.metadata.owner_references.clone().expect("owned");
+    assert_eq!(
+        owners[0].uid,
+        running_pod.metadata.uid.clone().expect("uid")
+    );
+    owners[0].uid = "00000000-0000-4000-8000-0000000000bb".into();
+    for (what, refs) in [("re-pointed", json!(owners)), ("removed", json!(null))] {
+        let e = pvcs
+            .patch(
+                "eph-data",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"ownerReferences": refs}})),
+            )
+            .await
+            .expect_err("the owner of a mounted ephemeral claim changed");
+        let (code, msg) = denial(e);
+        assert_eq!(code, 403, "{what}: {msg}");
+        assert!(msg.contains("--cascade=orphan"), "{what}: {msg}");
+        println!("ephemeral-owner-repointed: owner {what}: refused");
+    }
+    pods.delete(
+        "eph",
+        &DeleteParams {
+            propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("delete --cascade=orphan");
+    cp.eventually("the garbage collector orphans eph-data", LONG, || {
+        let pvcs = pvcs.clone();
+        async move {
+            let p = pvcs.get("eph-data").await.ok()?;
+            p.metadata
+                .owner_references
+                .unwrap_or_default()
+                .is_empty()
+                .then_some(())
+        }
+    })
+    .await;
+    gone_within(cp, &pods, "pod", "eph", LONG).await;
+    assert!(
+        pvcs.get("eph-data").await.is_ok(),
+        "the orphaned claim stays"
+    );
+    println!(
+        "ephemeral-owner-repointed: --cascade=orphan: the garbage collector removed the owner, the claim stays"
+    );
+}
+
+/// Trust review point 1 on the real apiserver: two pods placed directly (`spec.nodeName`) on two
+/// nodes, naming one claim that does not exist, are both refused (neither can carry a lock); an
+/// ephemeral claim, which its controller creates after the pod, is not refused for being missing.
+async fn s_rwo_missing_claim(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let mut refused = Vec::new();
+    for (name, node) in [("ghost-a", "kwok-1"), ("ghost-b", "kwok-2")] {
+        let e = pod(&c, ns, name, Some(node), &["ghost"])
+            .await
+            .expect_err("a direct placement on a missing claim must be refused");
+        let (code, msg) = denial(e);
+        assert_eq!(code, 403, "{msg}");
+        assert!(msg.contains("Create the claim first"), "{msg}");
+        refused.push(name);
+    }
+    let mut eph = pod_template(
+        "eph",
+        json!({"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}),
+    );
+    eph["metadata"]["name"] = json!("eph");
+    eph["spec"]["nodeName"] = json!("kwok-1");
+    let eph: Pod = serde_json::from_value(eph).expect("pod");
+    Api::<Pod>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &eph)
+        .await
+        .expect("an ephemeral claim is created after its pod");
+    // Once the claim exists, the first placement takes it.
+    pvc(&c, ns, "ghost", None).await.expect("pvc");
+    cp.eventually("placed once the claim exists", WAIT, || {
+        let c = c.clone();
+        async move {
+            pod(&c, ns, "ghost-a", Some("kwok-1"), &["ghost"])
+                .await
+                .ok()
+                .map(|_| ())
+        }
+    })
+    .await;
+    println!(
+        "rwo-missing-claim: {refused:?} refused while the claim was missing; placed once it existed"
+    );
+}
+
 /// A completed Job pod still blocks its claim (the event says to delete the pod); the TTL
 /// controller removes Job and pod, and the claim is released.
 async fn s_job_completion(cp: &ControlPlane, ns: &str) {
@@ -2195,6 +2502,9 @@ async fn start_cluster() -> Shared {
         "rollout",
         "rwo-race",
         "multi-rwo",
+        "rwo-stale",
+        "eph-owner",
+        "rwo-missing",
     ] {
         namespace(&c, ns).await;
     }
@@ -2268,6 +2578,42 @@ fn ephemeral_volume() {
             &s.cp,
             "ephemeral-volume",
             s_ephemeral_volume(&s.cp, "ephemeral"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn rwo_stale_replica() {
+    scenario("rwo-stale-replica", |s| {
+        Box::pin(dumping(
+            &s.cp,
+            "rwo-stale-replica",
+            s_rwo_stale_replica(&s.cp, "rwo-stale"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn ephemeral_owner_repointed() {
+    scenario("ephemeral-owner-repointed", |s| {
+        Box::pin(dumping(
+            &s.cp,
+            "ephemeral-owner-repointed",
+            s_ephemeral_owner_repointed(&s.cp, "eph-owner"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn rwo_missing_claim() {
+    scenario("rwo-missing-claim", |s| {
+        Box::pin(dumping(
+            &s.cp,
+            "rwo-missing-claim",
+            s_rwo_missing_claim(&s.cp, "rwo-missing"),
         ))
     });
 }

@@ -1146,44 +1146,6 @@ fn ephemeral_pod(name: &str, node: &str) -> Pod {
     .expect("pod")
 }
 
-/// Trust review point 1 on the real apiserver: two pods placed directly (`spec.nodeName`) on two
-/// nodes, naming one claim that does not exist, are both refused (neither can carry a lock); an
-/// ephemeral claim, which its controller creates after the pod, is not refused for being missing.
-async fn s_rwo_missing_claim(cp: &ControlPlane, ns: &str) {
-    let c = cp.admin().await;
-    namespace(&c, ns).await;
-    let mut refused = Vec::new();
-    for (name, node) in [("ghost-a", "node-a"), ("ghost-b", "node-b")] {
-        let e = pod(&c, ns, name, Some(node), &["ghost"])
-            .await
-            .expect_err("a direct placement on a missing claim must be refused");
-        let (code, msg) = denial(e);
-        assert_eq!(code, 403, "{msg}");
-        assert!(msg.contains("Create the claim first"), "{msg}");
-        refused.push(name);
-    }
-    let eph = ephemeral_pod("eph", "node-a");
-    Api::<Pod>::namespaced(c.clone(), ns)
-        .create(&PostParams::default(), &eph)
-        .await
-        .expect("an ephemeral claim is created after its pod");
-    // Once the claim exists, the first placement takes it.
-    pvc(&c, ns, "ghost", None).await.expect("pvc");
-    eventually("placed once the claim exists", WAIT, || {
-        let c = c.clone();
-        async move {
-            pod(&c, ns, "ghost-a", Some("node-a"), &["ghost"])
-                .await
-                .ok()
-                .map(|_| ())
-        }
-    })
-    .await;
-    println!(
-        "rwo-missing-claim: {refused:?} refused while the claim was missing; placed once it existed"
-    );
-}
-
 /// Trust review points 7 and 12 on the real apiserver (rule `claim-metadata`, Fail): only
 /// volguard writes the lock, a person with the break glass may clear it, and the pod owner of a
 /// mounted ephemeral claim is not re-pointed.
@@ -1567,18 +1529,6 @@ fn match_conditions() {
             cp,
             "match-conditions",
             s14_match_conditions(cp, "s14"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn rwo_missing_claim() {
-    standalone("rwo-missing-claim", |cp| {
-        Box::pin(dumping(
-            cp,
-            "rwo-missing-claim",
-            s_rwo_missing_claim(cp, "s-missing"),
         ))
     });
 }

@@ -22,6 +22,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(120);
+/// The name cert-manager's certificate for the webhook carries (the kustomize base's Service).
+const WEBHOOK_DNS: &str = "volguard-webhook.volguard-system.svc";
 
 // ---------------------------------------------------------------- objects
 
@@ -753,6 +755,196 @@ async fn s_rwo_missing_claim(cp: &ControlPlane, ns: &str) {
     .await;
     println!(
         "rwo-missing-claim: {refused:?} refused while the claim was missing; placed once it existed"
+    );
+}
+
+/// Claim `held` used by the running pod `holder` on kwok-1: a strip of its finalizer is a Fail
+/// rule's refusal, volguard's own answer.
+async fn held_claim(cp: &ControlPlane, ns: &str) {
+    claim(cp, ns, "held").await;
+    Api::<Pod>::namespaced(cp.admin().await, ns)
+        .create(
+            &PostParams::default(),
+            &claim_pod("holder", "held", Some("kwok-1")),
+        )
+        .await
+        .expect("holder");
+    running(cp, ns, "holder").await;
+}
+
+/// Trust review point 13 on the real apiserver: 1,100 TLS connections that never send a request,
+/// from 19 addresses, fill every slot of volguard's listener. Once the read timeout has passed
+/// they are closed, and the apiserver's calls reach volguard again: a Fail rule answers with
+/// volguard's own refusal, not "failed calling webhook".
+async fn s_webhook_idle_flood(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    held_claim(cp, ns).await;
+    let connector = {
+        use rustls_pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in
+            rustls_pki_types::CertificateDer::pem_slice_iter(cp.webhook_ca.as_bytes()).flatten()
+        {
+            roots.add(cert).expect("ca");
+        }
+        let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+    };
+    let target: std::net::SocketAddr = format!("127.0.0.1:{}", cp.webhook_port)
+        .parse()
+        .expect("addr");
+    let started = std::time::Instant::now();
+    let mut idle = Vec::new();
+    for i in 0..1100u32 {
+        let src = std::net::Ipv4Addr::new(127, 0, 1, (2 + i % 19) as u8);
+        let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+        if sock.bind((src, 0).into()).is_err() {
+            continue;
+        }
+        let Ok(tcp) = sock.connect(target).await else {
+            continue;
+        };
+        let name = rustls_pki_types::ServerName::try_from(WEBHOOK_DNS).expect("name");
+        if let Ok(Ok(t)) = tokio::time::timeout(
+            Duration::from_secs(2),
+            connector.connect(name.to_owned(), tcp),
+        )
+        .await
+        {
+            idle.push(t);
+        }
+    }
+    let opened = idle.len();
+    // The read timeout (10 s) passes; the flood is still open on the attacker's side.
+    tokio::time::sleep(Duration::from_secs(12).saturating_sub(started.elapsed())).await;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let mut answered = 0;
+    for _ in 0..10 {
+        let e = pvcs
+            .patch("held", &PatchParams::default(), &strip)
+            .await
+            .expect_err("stripping an in-use claim's finalizer");
+        let (code, msg) = denial(e);
+        assert!(
+            code == 403 && msg.contains("in use by pod(s) holder"),
+            "after the read timeout the apiserver must reach volguard: {code} {msg}"
+        );
+        answered += 1;
+    }
+    // And the flood's connections were closed by volguard, not left holding slots.
+    tokio::time::sleep(Duration::from_secs(16).saturating_sub(started.elapsed())).await;
+    let mut closed = 0;
+    for t in idle.iter_mut() {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 512];
+        loop {
+            match tokio::time::timeout(Duration::from_millis(50), t.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => {
+                    closed += 1;
+                    break;
+                }
+                Ok(Ok(_)) => continue,
+                Err(_) => break,
+            }
+        }
+    }
+    assert!(
+        opened >= 1000 && closed == opened,
+        "{closed} of {opened} idle connections closed by volguard"
+    );
+    println!(
+        "webhook-idle-flood: {opened} idle TLS connections held every slot; volguard closed all {closed} after the read timeout; \
+         then {answered}/10 Fail-rule calls answered by volguard"
+    );
+}
+
+/// Trust review point 13 on the real apiserver: with `--client-ca`, volguard serves the apiserver
+/// (which presents its AdmissionConfiguration's client certificate) and nobody else.
+async fn s_webhook_client_cert(cp: &mut ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    held_claim(cp, ns).await;
+    let ca = cp.dir.path().join("webhook-client/ca.crt");
+    let port = harness::free_port();
+    let (mtls, probe) = cp
+        .spawn_serve(
+            "volguard-serve-mtls",
+            port,
+            &["--client-ca", ca.to_str().expect("path")],
+        )
+        .await;
+    let before = cp.webhook_port;
+    cp.route_webhooks_to(port).await;
+    // A Fail rule answers with volguard's own refusal: the apiserver's certificate was accepted.
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let (code, msg) = cp
+        .eventually(
+            "the apiserver reaches volguard with its certificate",
+            WAIT,
+            || {
+                let pvcs = pvcs.clone();
+                let strip = strip.clone();
+                async move {
+                    let e = pvcs
+                        .patch("held", &PatchParams::default(), &strip)
+                        .await
+                        .err()?;
+                    let (code, msg) = denial(e);
+                    msg.contains("in use by pod(s) holder")
+                        .then_some((code, msg))
+                }
+            },
+        )
+        .await;
+    assert_eq!(code, 403, "{msg}");
+    // A caller without a certificate is refused at the handshake.
+    let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CONNECT"}});
+    let stranger = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cp.webhook_ca.as_bytes()).expect("ca"))
+        .tls_built_in_root_certs(false)
+        .timeout(Duration::from_secs(10))
+        .resolve(WEBHOOK_DNS, ([127, 0, 0, 1], 0).into()) // the URL gives the port
+        .build()
+        .expect("client");
+    let r = stranger
+        .post(format!("https://{WEBHOOK_DNS}:{port}/validate"))
+        .json(&body)
+        .send()
+        .await;
+    assert!(
+        r.is_err(),
+        "a caller without a client certificate was served: {r:?}"
+    );
+    // The same caller is served by a replica without --client-ca: the refusal above is the
+    // missing client certificate, not this client's trust in the server.
+    let control = stranger
+        .post(format!("https://{WEBHOOK_DNS}:{before}/validate"))
+        .json(&body)
+        .send()
+        .await;
+    assert!(control.is_ok(), "the control call failed: {control:?}");
+    let metrics = reqwest::get(format!("http://127.0.0.1:{probe}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("volguard_connections_closed_total{reason=\"handshake_failed\"}"),
+        "the refused handshake is counted"
+    );
+    cp.route_webhooks_to(before).await;
+    drop(mtls);
+    println!(
+        "webhook-client-cert: the apiserver's calls served with its client certificate ({code}); a caller without one refused at the handshake"
     );
 }
 
@@ -2505,6 +2697,8 @@ async fn start_cluster() -> Shared {
         "rwo-stale",
         "eph-owner",
         "rwo-missing",
+        "flood",
+        "mtls",
     ] {
         namespace(&c, ns).await;
     }
@@ -2615,6 +2809,26 @@ fn rwo_missing_claim() {
             "rwo-missing-claim",
             s_rwo_missing_claim(&s.cp, "rwo-missing"),
         ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn webhook_idle_flood() {
+    scenario("webhook-idle-flood", |s| {
+        Box::pin(dumping(
+            &s.cp,
+            "webhook-idle-flood",
+            s_webhook_idle_flood(&s.cp, "flood"),
+        ))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn webhook_client_cert() {
+    scenario("webhook-client-cert", |s| {
+        Box::pin(s_webhook_client_cert(&mut s.cp, "mtls"))
     });
 }
 

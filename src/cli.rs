@@ -111,6 +111,11 @@ pub struct ServeArgs {
     /// breakglass.volguard.io: the ClusterRole volguard-break-glass), `anyone`, or `off`.
     #[arg(long, value_enum, default_value_t = crate::admission::break_glass::BreakGlass::Rbac, env = "VOLGUARD_BREAK_GLASS")]
     pub break_glass: crate::admission::break_glass::BreakGlass,
+    /// A node whose Lease was renewed within this (or that reports Ready) is alive: its
+    /// confirmation, out-of-service taint and deletion are refused whoever asks (rules.md §7).
+    /// Keep it equal to the controller's --partition-after.
+    #[arg(long, default_value = "40s", env = "VOLGUARD_PARTITION_AFTER")]
+    pub partition_after: jiff::SignedDuration,
     /// Admission requests decided at once; more wait.
     #[arg(long, default_value_t = 512, env = "VOLGUARD_MAX_CONCURRENT_REQUESTS")]
     pub max_concurrent_requests: usize,
@@ -200,6 +205,17 @@ pub struct ForceDeleteArgs {
         env = "VOLGUARD_FORCE_DELETE_ALLOW_GROUPS"
     )]
     pub allow_groups: Vec<String>,
+    /// A node remediator you run, trusted for what it does after its own fencing (rules.md §7):
+    /// `IDENTITY=ACTION[+ACTION]`, ACTION one of `taint` (the out-of-service taint),
+    /// `delete-node` (a Node whose pods use claims), `force-delete` (a running pod); IDENTITY a
+    /// username or `group:NAME`. Repeat the flag (or separate with `,`). Its actions are recorded.
+    /// Nobody is trusted by default.
+    #[arg(
+        long = "trusted-remediator",
+        value_delimiter = ',',
+        env = "VOLGUARD_TRUSTED_REMEDIATORS"
+    )]
+    pub trusted_remediators: Vec<crate::rules::remediators::Remediator>,
 }
 
 impl ServeArgs {
@@ -208,6 +224,9 @@ impl ServeArgs {
             human: self.force_delete.human_force_delete,
             allow_users: self.force_delete.allow_users.clone(),
             allow_groups: self.force_delete.allow_groups.clone(),
+            remediators: crate::rules::remediators::Remediators(
+                self.force_delete.trusted_remediators.clone(),
+            ),
         }
     }
 }
@@ -373,6 +392,10 @@ pub enum FenceCommand {
 #[derive(Debug, Args)]
 pub struct FenceConfirmArgs {
     pub node: String,
+    /// A node whose Lease was renewed within this (or that reports Ready) is alive and is not
+    /// confirmed (rules.md §7); the controller's and webhook's --partition-after.
+    #[arg(long, default_value = "40s", env = "VOLGUARD_PARTITION_AFTER")]
+    pub partition_after: jiff::SignedDuration,
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     #[arg(long)]

@@ -208,6 +208,10 @@ async fn every_fixture_over_https() {
             "system:serviceaccount:ops:fencer",
             "--force-delete-allow-group",
             "storage-admins",
+            "--trusted-remediator",
+            "system:serviceaccount:medik8s:fence-agents-remediation=taint",
+            "--trusted-remediator",
+            "system:serviceaccount:capi-system:capi-manager=delete-node",
         ];
         args.extend_from_slice(extra);
         Server::start(&certs.cert(), &certs.key(), &args)

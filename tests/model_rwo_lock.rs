@@ -262,6 +262,7 @@ impl LockModel {
                     users: Fact::Found(&users),
                     writer: writer_of(seen, &named),
                     node: Fact::Found(&nodes[l.node as usize]),
+                    gone_recorded: false,
                     observed,
                 };
                 rwo_lock::step(
@@ -336,6 +337,7 @@ impl LockModel {
             users: Fact::Found(&users),
             writer: writer_of(&truth, &named),
             node: Fact::Found(&node),
+            gone_recorded: false,
             observed,
         };
         if rwo_lock::clearable(&named, &hold).is_some() {

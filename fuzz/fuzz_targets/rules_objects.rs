@@ -30,10 +30,12 @@ fuzz_target!(|data: &[u8]| {
         let _ = release::pv_plan(&pv, c);
     }
     for n in [Fact::Found(&node), Fact::Missing, Fact::Unknown(ReadError::Late)] {
-        let d = force_delete::pod_delete(&user, &pod, grace, n, &Default::default());
-        // A graceful delete is never refused.
-        if !force_delete::is_force(grace) {
-            assert!(d.allowed);
+        for record in [None, Some("rec")] {
+            let d = force_delete::pod_delete(&user, &pod, grace, n.clone(), record, &Default::default());
+            // A graceful delete is never refused.
+            if !force_delete::is_force(grace) {
+                assert!(d.allowed);
+            }
         }
     }
     let _ = protect::protect_on_create(&pvc.metadata, "kubernetes.io/pvc-protection");
@@ -52,7 +54,7 @@ fuzz_target!(|data: &[u8]| {
         (Fact::Missing, Fact::Missing, Fact::Missing, 0),
         (Fact::Unknown(ReadError::Late), Fact::Unknown(ReadError::Late), Fact::Unknown(ReadError::Late), 3600),
     ] {
-        let h = NodeHold { users: u, writer: w, node: n, observed: std::time::Duration::from_secs(quiet) };
+        let h = NodeHold { users: u, writer: w, node: n, gone_recorded: quiet == 0, observed: std::time::Duration::from_secs(quiet) };
         let node_name = pod.node_name().unwrap_or("n");
         for via in [rwo_lock::Via::Bind, rwo_lock::Via::Create] {
             let _ = rwo_lock::step(&pod, node_name, via, lock.as_ref(), Some(&h), now);

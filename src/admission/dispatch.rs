@@ -75,6 +75,7 @@ impl Target {
             ("", "PersistentVolume", Some("status"), "UPDATE") => On::PvStatusUpdate,
             ("", "Pod", Some("status"), "UPDATE") => On::PodStatusUpdate,
             ("", "Node", None, "UPDATE") => On::NodeUpdate,
+            ("", "Node", None, "DELETE") => On::NodeDelete,
             ("", "Pod", None, "UPDATE") => On::PodUpdate,
             ("volguard.io", "NodeFence", None, "UPDATE") => On::NodeFenceUpdate,
             (
@@ -132,6 +133,8 @@ pub struct Admission {
     >,
     /// How long each RWO lock has been seen, on this process's own clock (rules.md §2f).
     pub lock_clock: crate::state::lock_clock::LockClock,
+    /// A node whose Lease was renewed within this is alive, whoever confirms it down (rules.md §7).
+    pub partition_after: jiff::SignedDuration,
     unknown_kinds: Mutex<HashSet<String>>,
 }
 
@@ -159,12 +162,18 @@ impl Admission {
             rwo_guard: true,
             break_glass: Default::default(),
             locks: Default::default(),
+            partition_after: jiff::SignedDuration::from_secs(40),
             unknown_kinds: Mutex::new(HashSet::new()),
         }
     }
 
     pub fn with_enforcement(mut self, enforcement: Enforcement) -> Self {
         self.enforcement = enforcement;
+        self
+    }
+
+    pub fn with_partition_after(mut self, d: jiff::SignedDuration) -> Self {
+        self.partition_after = d;
         self
     }
 

@@ -7,7 +7,7 @@ use super::break_glass::{Override, strip};
 use super::dispatch::{Admission, Target};
 use super::review::{Embedded, EmbeddedKind, Request};
 use crate::model::fence::CONFIRM_NODE_DOWN;
-use crate::model::fence::FENCE_INCIDENT;
+use crate::model::fence::{FENCE_INCIDENT, Release, ReleaseAction};
 use crate::model::{
     ALLOW_FINALIZER_REMOVAL, Binding, CONFIRM_FORCE_DELETE, DeleteOptions, Eviction, Meta, Node,
     PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc,
@@ -150,7 +150,7 @@ impl Admission {
             None => None,
         };
         tracing::debug!(pod = %pod.metadata.name, grace_period_seconds = ?grace, "pod delete seen");
-        Ok(self.force_delete(req, &pod, grace).await)
+        Ok(Box::pin(self.force_delete(req, &pod, grace)).await)
     }
 
     /// rules.md §2d "Eviction is a delete too": the apiserver deletes an evicted pod without calling
@@ -180,7 +180,7 @@ impl Admission {
             }
         };
         tracing::debug!(pod = %name, grace_period_seconds = ?grace, "pod eviction seen");
-        Ok(self.force_delete(req, &pod, grace).await)
+        Ok(Box::pin(self.force_delete(req, &pod, grace)).await)
     }
 
     async fn force_delete(&self, req: &Request<'_>, pod: &Pod, grace: Option<i64>) -> Decision {
@@ -197,6 +197,14 @@ impl Admission {
         {
             node = self.cluster.node_confirmed(n).await;
         }
+        let gone = match pod.node_name() {
+            // Boxed: a read taken only for a node gone, kept out of every review's future.
+            Some(n) if is_force(grace) => {
+                Box::pin(self.gone_record(n, &node, pod.metadata.creation_timestamp)).await
+            }
+            _ => None,
+        };
+        let gone = gone.as_deref();
         // rules.md §8: the pod's confirmation counts only for a person allowed to break glass.
         if is_force(grace)
             && let Override::Ignored(w) = self
@@ -210,11 +218,12 @@ impl Admission {
                 &pod,
                 grace,
                 deref(&node),
+                gone,
                 &self.policy,
             )
             .with_warning(w);
         }
-        force_delete::pod_delete(&req.user_info, pod, grace, deref(&node), &self.policy)
+        force_delete::pod_delete(&req.user_info, pod, grace, deref(&node), gone, &self.policy)
     }
 
     /// rules.md §2h: the node is read as the apiserver has it now (its out-of-service taint lets
@@ -232,25 +241,46 @@ impl Admission {
             strip(&mut old.to_mut().metadata, CONFIRM_FORCE_DELETE);
             ignored = Some(w);
         }
-        let node = match old.node_name() {
+        let (node, gone) = match old.node_name() {
             Some(n) if new.is_terminal() && !old.is_terminal() => {
-                self.cluster.node_confirmed(n).await
+                // Boxed: both reads in one future, kept out of every review's future.
+                Box::pin(async {
+                    let node = self.cluster.node_confirmed(n).await;
+                    let gone = self
+                        .gone_record(n, &node, old.metadata.creation_timestamp)
+                        .await;
+                    (node, gone)
+                })
+                .await
             }
-            _ => Fact::Missing,
+            _ => (Fact::Missing, None),
         };
         Ok(with_warning(
-            pod_status::pod_status_update(&req.user_info, &old, &new, deref(&node)),
+            pod_status::pod_status_update(
+                &req.user_info,
+                &old,
+                &new,
+                deref(&node),
+                gone.as_deref(),
+            ),
             ignored,
         ))
     }
 
-    /// rules.md §7 guards: the incident is read live, and only for volguard's own controller.
+    /// rules.md §7 guards: the incident is read live, and only for volguard's own controller; a
+    /// confirmation or a taint is judged against the node's heartbeat (a live read of its Lease,
+    /// its stored Ready condition); a trusted remediator's taint is recorded as a release.
     async fn out_of_service(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let mut old = object::<Node>(&req.old_object, "oldObject")?;
         let mut new = object::<Node>(&req.object, "object")?;
+        let adds_taint = new.is_out_of_service() && !old.is_out_of_service();
+        let confirms = new.metadata.annotation_true(CONFIRM_NODE_DOWN)
+            && !old.metadata.annotation_true(CONFIRM_NODE_DOWN);
+        if !adds_taint && !confirms {
+            return Ok(Decision::allow("out-of-service-not-added"));
+        }
         let mut ignored = None;
-        if new.is_out_of_service()
-            && !old.is_out_of_service()
+        if adds_taint
             && let Override::Ignored(w) = self
                 .override_counts(
                     req,
@@ -264,24 +294,129 @@ impl Admission {
             strip(&mut new.to_mut().metadata, CONFIRM_NODE_DOWN);
             ignored = Some(w);
         }
-        let own = self.own_controllers.contains(&req.user_info.username);
-        let incident = match new.metadata.annotation(FENCE_INCIDENT) {
-            Some(name) if own && !old.is_out_of_service() && new.is_out_of_service() => {
-                // Boxed: a live read (~2 KB of future) taken once per incident, not per review.
-                Box::pin(self.cluster.node_fence(name)).await
+        let name = old.metadata.name.clone();
+        // Boxed: live reads taken once per confirmation or taint, not per review.
+        let (incident, alive) = Box::pin(async {
+            let own = self.own_controllers.contains(&req.user_info.username);
+            let incident = match new.metadata.annotation(FENCE_INCIDENT) {
+                Some(i) if own && adds_taint => self.cluster.node_fence(i).await,
+                _ => Fact::Missing,
+            };
+            (incident, self.node_alive(&name, old.ready()).await)
+        })
+        .await;
+        let d = node_taint::node_update(
+            &req.user_info,
+            &self.own_controllers,
+            &self.policy.remediators,
+            &old,
+            &new,
+            deref(&incident),
+            alive.as_ref().map(String::as_str),
+        );
+        let d = match d.row {
+            "out-of-service-remediator" => {
+                let release = Release {
+                    action: ReleaseAction::Taint,
+                    by: req.user_info.username.clone(),
+                    proof: "trusted remediator (taint)".into(),
+                    pods: Vec::new(),
+                };
+                Box::pin(self.record(req, &name, release, d)).await
             }
-            _ => Fact::Missing,
+            _ => d,
         };
-        Ok(with_warning(
-            node_taint::out_of_service_taint(
-                &req.user_info,
-                &self.own_controllers,
-                &old,
-                &new,
-                deref(&incident),
+        Ok(with_warning(d, ignored))
+    }
+
+    /// rules.md §7 "Node deletion is a release": the pods on it by a consistent read, its records
+    /// live; a deletion allowed on a proof no record holds yet is recorded before the answer.
+    async fn node_delete(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let node = object::<Node>(&req.old_object, "oldObject")?;
+        let name = node.metadata.name.clone();
+        let (users, fences, alive) = Box::pin(async {
+            let users = self.cluster.claim_users_on_node(&name).await;
+            let fences = match &users {
+                Fact::Found(u) if !u.is_empty() => self.cluster.fences_of_node(&name).await,
+                _ => Fact::Found(Vec::new()),
+            };
+            let alive = match &users {
+                Fact::Found(u) if !u.is_empty() => self.node_alive(&name, node.ready()).await,
+                _ => Fact::Missing,
+            };
+            (users, fences, alive)
+        })
+        .await;
+        let d = crate::rules::node_delete::node_delete(
+            &req.user_info,
+            &node,
+            users.as_ref().map(Vec::as_slice),
+            fences.as_ref().map(Vec::as_slice),
+            &self.policy.remediators,
+            alive.as_ref().map(String::as_str),
+        );
+        Ok(match d.record {
+            Some((proof, pods)) => {
+                let release = Release {
+                    action: ReleaseAction::NodeDelete,
+                    by: req.user_info.username.clone(),
+                    proof,
+                    pods,
+                };
+                Box::pin(self.record(req, &name, release, d.decision)).await
+            }
+            None => d.decision,
+        })
+    }
+
+    /// Write the record of a release before allowing it (rules.md §7); a dry run writes nothing.
+    /// A record that cannot be written refuses: a release nobody can find later proves nothing.
+    async fn record(
+        &self,
+        req: &Request<'_>,
+        node: &str,
+        release: Release,
+        d: Decision,
+    ) -> Decision {
+        if req.dry_run.unwrap_or(false) {
+            return d;
+        }
+        match self.cluster.record_release(node, release).await {
+            Ok(name) => {
+                tracing::warn!(node, record = %name, row = d.row, "release of a node recorded");
+                d.with_warning(format!("recorded as NodeFence {name}"))
+            }
+            Err(e) => Decision::unavailable(
+                "release-unrecorded",
+                format!(
+                    "node {node:?}: volguard could not record this release as a NodeFence ({e}); without the record \
+                     its pods cannot be released later. Retry"
+                ),
             ),
-            ignored,
-        ))
+        }
+    }
+
+    /// Why `node` is evidently alive (rules.md §7): its stored Ready condition, or its Lease
+    /// renewed within `--partition-after`, read live. `Missing`: not evidently alive.
+    async fn node_alive(&self, node: &str, ready: Option<bool>) -> Fact<String> {
+        if ready == Some(true) {
+            return Fact::Found("it reports Ready".into());
+        }
+        match self.cluster.lease_renewed(node).await {
+            Fact::Found(renewed) => {
+                match crate::rules::fencing::alive(
+                    ready,
+                    renewed,
+                    self.partition_after,
+                    jiff::Timestamp::now(),
+                ) {
+                    Some(why) => Fact::Found(why),
+                    None => Fact::Missing,
+                }
+            }
+            Fact::Missing => Fact::Missing,
+            Fact::Unknown(e) => Fact::Unknown(e),
+        }
     }
 
     /// rules.md §2c, judged on the stored object (`oldObject`): a patch that nulls `finalizers` and
@@ -596,7 +731,24 @@ impl Admission {
                         && other.node_name().is_some_and(|n| n != node);
                     if elsewhere {
                         let n = other.node_name().unwrap_or_default().to_string();
-                        let fact = self.cluster.node(&n).await;
+                        let mut fact = self.cluster.node(&n).await;
+                        // A node gone counts only with a record of its deletion on proof; without
+                        // one its machine may still run the holder: unsure, so it holds.
+                        if matches!(fact, Fact::Missing)
+                            && Box::pin(self.gone_record(
+                                &n,
+                                &fact,
+                                other.metadata.creation_timestamp,
+                            ))
+                            .await
+                            .is_none()
+                        {
+                            fact = Fact::Unknown(crate::rules::decision::ReadError::Api {
+                                what: format!("node {n:?}"),
+                                message: "gone, but no NodeFence records its deletion on proof"
+                                    .into(),
+                            });
+                        }
                         list.push((other, fact));
                     }
                 }
@@ -640,12 +792,15 @@ impl Admission {
                 Some(l) if l.node != node => Some(self.node_hold(ns, &claim.name, pvc, l).await),
                 _ => None,
             };
-            let hold_ref = hold.as_ref().map(|(users, writer, n, observed)| NodeHold {
-                users: users.as_ref().map(Vec::as_slice),
-                writer: deref(writer),
-                node: deref(n),
-                observed: *observed,
-            });
+            let hold_ref = hold
+                .as_ref()
+                .map(|(users, writer, n, gone_recorded, observed)| NodeHold {
+                    users: users.as_ref().map(Vec::as_slice),
+                    writer: deref(writer),
+                    node: deref(n),
+                    gone_recorded: *gone_recorded,
+                    observed: *observed,
+                });
             match rwo_lock::step(pod, node, via, current.as_ref(), hold_ref.as_ref(), now) {
                 LockStep::Keep => {}
                 LockStep::Held(l) => {
@@ -713,6 +868,7 @@ impl Admission {
         Fact<Vec<Pod>>,
         Fact<Arc<Pod>>,
         Fact<Arc<Node>>,
+        bool,
         std::time::Duration,
     ) {
         let mut node = self.cluster.node(&lock.node).await;
@@ -749,7 +905,30 @@ impl Admission {
             true => Fact::Missing,
             false => self.cluster.pod_live(ns, &lock.pod).await,
         };
-        (users, writer, node, observed)
+        let gone_recorded = self
+            .gone_record(&lock.node, &node, Some(lock.at))
+            .await
+            .is_some();
+        (users, writer, node, gone_recorded, observed)
+    }
+
+    /// When `node` is gone (`fact`, read live), the NodeFence that records its deletion on proof,
+    /// made after `since` (rules.md §7). `None` when the node is there, or gone without a record,
+    /// or the records could not be read (unsure: no proof).
+    async fn gone_record(
+        &self,
+        node: &str,
+        fact: &Fact<Arc<Node>>,
+        since: Option<jiff::Timestamp>,
+    ) -> Option<String> {
+        if !matches!(fact, Fact::Missing) {
+            return None;
+        }
+        match self.cluster.fences_of_node(node).await {
+            Fact::Found(all) => crate::model::fence::proof_of_down(&all, node, since)
+                .map(|f| f.metadata.name.clone()),
+            Fact::Missing | Fact::Unknown(_) => None,
+        }
     }
 
     fn lock_count(&self, result: &'static str) {

@@ -374,10 +374,21 @@ impl Reconciler {
             Ok(None) => Fact::Missing,
             Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
         };
+        // A node gone counts only with a record of its deletion on proof (rules.md §7).
+        let gone_recorded = match &node {
+            Fact::Missing => match crate::state::fences::of_node(&self.client, &lock.node).await {
+                Fact::Found(all) => {
+                    crate::model::fence::proof_of_down(&all, &lock.node, Some(lock.at)).is_some()
+                }
+                _ => false,
+            },
+            _ => false,
+        };
         let hold = rwo_lock::NodeHold {
             users: users.as_ref().map(Vec::as_slice),
             writer: writer.as_ref(),
             node: node.as_ref(),
+            gone_recorded,
             observed,
         };
         let Some(why) = rwo_lock::clearable(&lock, &hold) else {

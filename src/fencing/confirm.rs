@@ -26,7 +26,7 @@ async fn whoami(client: &kube::Client) -> anyhow::Result<String> {
 /// The node's incident that is still open (not Done, Failed or Aborted).
 pub fn open_incident<'a>(all: &'a [NodeFence], node: &str) -> Option<&'a NodeFence> {
     all.iter()
-        .filter(|f| f.spec.node == node && !f.status.phase.is_final())
+        .filter(|f| f.spec.node == node && !f.status.phase.is_final() && !f.is_release_record())
         .max_by_key(|f| f.metadata.creation_timestamp)
 }
 
@@ -35,6 +35,33 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
         crate::runtime::kube::client_for(args.kubeconfig.as_deref(), args.context.as_deref())
             .await?;
     let user = whoami(&client).await?;
+    let node = args.node.as_str();
+    let live = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .get_opt(node)
+        .await
+        .with_context(|| format!("reading node {node:?}"))?;
+    // A node that heartbeats is not down, whoever says so (rules.md §7).
+    if let Some(n) = &live {
+        let ready = super::observe::ready(n).0;
+        let lease = super::observe::lease(&client, node)
+            .await
+            .with_context(|| format!("reading the Lease of node {node:?}"))?;
+        let renewed = lease.as_deref().and_then(|t| t.parse().ok());
+        if let Some(why) = crate::rules::fencing::alive(
+            ready,
+            renewed,
+            args.partition_after,
+            jiff::Timestamp::now(),
+        ) {
+            anyhow::bail!(
+                "node {node:?} is not down: {why} (Lease renewTime {}). volguard does not confirm a node that \
+                 heartbeats: stop its kubelet or power the machine off, wait until `kubectl get node {node}` shows \
+                 NotReady and its Lease ({}/{node}) stops renewing, then run this again",
+                lease.as_deref().unwrap_or("never"),
+                super::observe::LEASE_NAMESPACE
+            );
+        }
+    }
     let api = fences::api(client.clone());
     let all: Vec<NodeFence> = api
         .list(&Default::default())
@@ -44,12 +71,33 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
         .into_iter()
         .filter_map(|o| fences::decode(o).ok())
         .collect();
-    let Some(f) = open_incident(&all, &args.node) else {
+    let Some(f) = open_incident(&all, node) else {
+        if live.is_none() {
+            // The Node is gone without a record: record the person's word, so that PodGC may
+            // release its pods ("node gone" counts only with a record: rules.md §7).
+            let release = crate::model::fence::Release {
+                action: crate::model::fence::ReleaseAction::NodeDelete,
+                by: user.clone(),
+                proof: format!(
+                    "{user} confirmed the machine of node {node} down after the Node was deleted"
+                ),
+                pods: Vec::new(),
+            };
+            let rec = fences::record_release(&client, node, release)
+                .await
+                .with_context(|| {
+                    format!("recording your confirmation for the deleted node {node:?}")
+                })?;
+            println!(
+                "nodefence/{} recorded: node {node} (deleted) confirmed down by {user}; its pods may now be released",
+                rec.metadata.name
+            );
+            return Ok(());
+        }
         anyhow::bail!(
             "node {node:?} has no open fencing incident (kubectl get nodefences). If you have confirmed the machine \
              is down and want its volumes released now: kubectl annotate node {node} {CONFIRM_NODE_DOWN}=true && \
-             kubectl taint node {node} {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute",
-            node = args.node
+             kubectl taint node {node} {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute"
         );
     };
     let at = jiff::Timestamp::now();

@@ -66,7 +66,8 @@ impl Records {
         let node: String = spec.node.chars().take(230).collect();
         let name = format!("{node}-{stamp}");
         let mut o = DynamicObject::new(&name, &fences::resource());
-        o.metadata.labels = Some([(NODE_LABEL.to_string(), label_value(&spec.node))].into());
+        o.metadata.labels =
+            Some([(NODE_LABEL.to_string(), fences::label_value(&spec.node))].into());
         o.data = serde_json::json!({"spec": spec});
         let created = fences::api(self.client.clone())
             .create(&PostParams::default(), &o)
@@ -272,11 +273,4 @@ fn annotation_op(node: &Node, key: &str, value: Option<&str>) -> serde_json::Val
             serde_json::json!({"op": "remove", "path": format!("/metadata/annotations/{escaped}")})
         }
     }
-}
-
-/// A node name as a label value (at most 63 characters; longer names are cut, and the incident
-/// is still found by `spec.node`).
-pub fn label_value(node: &str) -> String {
-    let v: String = node.chars().take(63).collect();
-    v.trim_end_matches(['-', '.', '_']).to_string()
 }

@@ -179,20 +179,20 @@ impl Fencer {
         let leases = observe::leases(self.client()).await?;
         let incidents = self.records.list().await?;
         for p in Phase::ALL {
-            let n = incidents.iter().filter(|f| f.status.phase == p).count();
+            let n = incidents
+                .iter()
+                .filter(|f| f.status.phase == p && !f.is_release_record())
+                .count();
             self.metrics
                 .incidents
                 .get_or_create(&metrics::PhaseLabel { phase: p.as_str() })
                 .set(n as i64);
         }
-        for f in incidents.iter().filter(|f| !f.status.phase.is_final()) {
+        let open = |f: &&NodeFence| !f.status.phase.is_final() && !f.is_release_record();
+        for f in incidents.iter().filter(open) {
             self.clone().ensure_driver(&f.metadata.name);
         }
-        let open_for = |node: &str| {
-            incidents
-                .iter()
-                .any(|f| f.spec.node == node && !f.status.phase.is_final())
-        };
+        let open_for = |node: &str| incidents.iter().filter(open).any(|f| f.spec.node == node);
         // Who is partitioned now, by our own clock of each Lease's changes.
         let at = Instant::now();
         let mut unhealthy = Vec::new();
@@ -230,6 +230,7 @@ impl Fencer {
         let mut active = incidents
             .iter()
             .filter(|f| matches!(f.status.phase, Phase::Detected | Phase::Fencing))
+            .filter(|f| !f.is_release_record())
             .count();
         for (n, h) in unhealthy {
             let name = n.metadata.name.clone().unwrap_or_default();
@@ -286,6 +287,7 @@ impl Fencer {
                         node: name.clone(),
                         backends: affected.backends(&self.cfg.chain),
                         addresses: observe::addresses(&n),
+                        release: None,
                     };
                     let mut status = NodeFenceStatus {
                         lease_renew_time: lease,
@@ -345,6 +347,7 @@ impl Fencer {
             node: name.clone(),
             backends: vec![BackendKind::Manual],
             addresses: observe::addresses(n),
+            release: None,
         };
         let mut status = NodeFenceStatus {
             phase: Phase::Released,
@@ -413,7 +416,7 @@ impl Fencer {
         let Some(mut f) = self.records.get(name).await? else {
             return Ok(true);
         };
-        if f.status.phase.is_final() {
+        if f.status.phase.is_final() || f.is_release_record() {
             return Ok(true);
         }
         let node = Api::<Node>::all(self.client().clone())

@@ -120,6 +120,36 @@ pub struct NodeFenceSpec {
     /// The node's addresses when the incident began (what a network fence cuts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<String>,
+    /// Set when this record is a release volguard allowed outside its own fencing: a Node deleted
+    /// with pods on it, or a trusted remediator's out-of-service taint (rules.md §7). Such a record
+    /// is never driven, only read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<Release>,
+}
+
+/// What released a node's volumes outside volguard's own fencing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReleaseAction {
+    /// The Node was deleted (PodGC then force-deletes its pods).
+    #[default]
+    NodeDelete,
+    /// The out-of-service taint was added by a trusted remediator after its own fencing.
+    Taint,
+}
+
+/// A release volguard allowed while pods on the node used claims: what, who, and what proved the
+/// machine down. Written by the webhook before it answers; the spec never changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct Release {
+    #[serde(default)]
+    pub action: ReleaseAction,
+    pub by: String,
+    pub proof: String,
+    /// The pods (namespace/name) that used claims on the node when it was deleted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<String>,
 }
 
 /// One recorded step: when, what, and the evidence behind it.
@@ -180,4 +210,46 @@ pub struct NodeFence {
     pub status: NodeFenceStatus,
 }
 
-super::wire::object_only!(NodeFenceSpec, Evidence, NodeFenceStatus, NodeFence);
+impl NodeFence {
+    /// Whether this record proves node `node` down for what began there at `since` (a pod's
+    /// creation): a release allowed on proof (a Node deletion, a trusted remediator's taint), or
+    /// a fence that held (`Fenced`, `Released`, or `Done` because the Node was deleted after its
+    /// release), recorded after `since`. A fence the
+    /// node recovered from proves nothing any more, and a record older than the pod it would
+    /// release covers an earlier machine of that name. Without times (offline fixtures) the
+    /// record counts.
+    pub fn proves_down(&self, node: &str, since: Option<jiff::Timestamp>) -> bool {
+        if self.spec.node != node {
+            return false;
+        }
+        let s = &self.status;
+        let held = self.spec.release.is_some()
+            || matches!(s.phase, Phase::Fenced | Phase::Released)
+            || (s.phase == Phase::Done
+                && s.released_at.is_some()
+                && s.unfence_requested_at.is_none());
+        let after = match (since, self.metadata.creation_timestamp) {
+            (Some(since), Some(created)) => created >= since,
+            _ => true,
+        };
+        held && after
+    }
+
+    /// A record of a release outside volguard's fencing: read, never driven.
+    pub fn is_release_record(&self) -> bool {
+        self.spec.release.is_some()
+    }
+}
+
+/// The incident among `all` that proves `node` down for what began at `since`, if any.
+pub fn proof_of_down<'a>(
+    all: &'a [std::sync::Arc<NodeFence>],
+    node: &str,
+    since: Option<jiff::Timestamp>,
+) -> Option<&'a NodeFence> {
+    all.iter()
+        .map(|f| f.as_ref())
+        .find(|f| f.proves_down(node, since))
+}
+
+super::wire::object_only!(NodeFenceSpec, Release, Evidence, NodeFenceStatus, NodeFence);

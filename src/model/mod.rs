@@ -515,6 +515,23 @@ pub struct Node {
     pub metadata: Meta,
     #[serde(default)]
     pub spec: NodeSpec,
+    /// Only the `Ready` condition is kept (a node that reports Ready is not down: rules.md §7).
+    #[serde(default, skip_serializing_if = "NodeStatus::is_empty")]
+    pub status: NodeStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+impl NodeStatus {
+    fn is_empty(&self) -> bool {
+        self.conditions.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -544,10 +561,25 @@ impl Node {
             .iter()
             .any(|t| t.key == OUT_OF_SERVICE_TAINT)
     }
-    /// For caches: only the out-of-service taint matters.
+    /// `Some(true)` when the node reports Ready, `Some(false)` NotReady or Unknown, `None` when
+    /// it reports nothing.
+    pub fn ready(&self) -> Option<bool> {
+        self.status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.status == "True")
+    }
+    /// For caches: only the out-of-service taint and the Ready condition matter.
     pub fn prune(&mut self) {
         self.metadata.prune(false);
         self.spec.taints.retain(|t| t.key == OUT_OF_SERVICE_TAINT);
+        self.status.conditions.retain(|c| c.type_ == "Ready");
+        for c in &mut self.status.conditions {
+            c.reason = None;
+            c.last_transition_time = None;
+        }
+        self.status.conditions.shrink_to_fit();
     }
 }
 
@@ -635,6 +667,7 @@ wire::object_only!(
     PvStatus,
     Node,
     NodeSpec,
+    NodeStatus,
     Taint,
     DeleteOptions,
     Eviction,

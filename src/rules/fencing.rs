@@ -212,6 +212,30 @@ pub fn proof(
     Ok(())
 }
 
+/// rules.md §7 "Guards": why a node is evidently alive, if it is — it reports Ready, or its Lease
+/// was renewed within `partition_after` of `now` (the kubelet's clock against ours: a kubelet
+/// clock ahead only makes the node look alive longer, the safe side). A node that heartbeats is
+/// not down, whoever says so.
+pub fn alive(
+    ready: Option<bool>,
+    lease_renewed: Option<Timestamp>,
+    partition_after: SignedDuration,
+    now: Timestamp,
+) -> Option<String> {
+    if ready == Some(true) {
+        return Some("it reports Ready".into());
+    }
+    let renewed = lease_renewed?;
+    let ago = now.duration_since(renewed);
+    (ago < partition_after).then(|| {
+        format!(
+            "its Lease was renewed {}s ago (renewTime {renewed}, within --partition-after {}s)",
+            ago.as_secs().max(0),
+            partition_after.as_secs()
+        )
+    })
+}
+
 /// The backend after `index` in a chain of `len`, if any (rules.md §7: the next backend on failure).
 pub fn next_backend(index: usize, len: usize) -> Option<usize> {
     (index + 1 < len).then_some(index + 1)

@@ -116,3 +116,30 @@ fn backends_in_order_and_timeouts() {
     assert!(timed_out(now() - secs(10), secs(10), now()));
     assert!(!timed_out(now() - secs(9), secs(10), now()));
 }
+
+/// Issue 40 point 4: a node that reports Ready or renewed its Lease within --partition-after is not
+/// down, whoever says so.
+#[test]
+fn a_node_that_heartbeats_is_alive() {
+    let now: Timestamp = "2026-11-25T10:00:00Z".parse().expect("ts");
+    let after = SignedDuration::from_secs(40);
+    let ago = |s: i64| Some(now - SignedDuration::from_secs(s));
+    assert_eq!(
+        alive(Some(true), None, after, now).as_deref(),
+        Some("it reports Ready")
+    );
+    let why = alive(Some(false), ago(2), after, now).expect("alive");
+    assert!(why.contains("renewed 2s ago"), "{why}");
+    assert_eq!(alive(Some(false), ago(41), after, now), None);
+    assert_eq!(alive(None, None, after, now), None);
+    // A kubelet clock ahead of ours: renewed "in the future" is alive.
+    assert!(
+        alive(
+            Some(false),
+            Some(now + SignedDuration::from_secs(5)),
+            after,
+            now
+        )
+        .is_some()
+    );
+}

@@ -22,6 +22,9 @@ pub struct ForceDeletePolicy {
     pub human: HumanForceDelete,
     pub allow_users: Vec<String>,
     pub allow_groups: Vec<String>,
+    /// `--trusted-remediator`: the remediators an operator runs, each with what it may do (rules.md
+    /// §7); `force-delete` ones pass row 7, the others are read by the Node guards.
+    pub remediators: super::remediators::Remediators,
 }
 
 /// The warning kubectl prints for `--force --grace-period=0`.
@@ -48,12 +51,14 @@ pub fn is_own_kubelet(user: &UserInfo, pod: &Pod) -> bool {
 }
 
 /// Decide a pod DELETE. `node` is the pod's node as read from the cluster (only consulted when
-/// the earlier rows did not decide).
+/// the earlier rows did not decide); `gone_record`, when the node is gone, the NodeFence that
+/// records its deletion on proof (a node gone without one proves nothing: rules.md §7).
 pub fn pod_delete(
     user: &UserInfo,
     pod: &Pod,
     grace_period_seconds: Option<i64>,
     node: Fact<&Node>,
+    gone_record: Option<&str>,
     policy: &ForceDeletePolicy,
 ) -> Decision {
     // 1: graceful deletion; the kubelet stops the containers first.
@@ -70,13 +75,15 @@ pub fn pod_delete(
     }
     let node_name = pod.node_name().unwrap_or_default();
     match node {
-        // 4: node deletion confirms the partition is permanent (seed 004).
-        Fact::Missing => return Decision::allow("force-delete-node-gone"),
+        // 4: the node's deletion, allowed on proof and recorded, confirms the machine is down.
+        Fact::Missing if gone_record.is_some() => {
+            return Decision::allow("force-delete-node-gone");
+        }
         // 5: non-graceful node shutdown (KEP-2268).
         Fact::Found(n) if n.is_out_of_service() => {
             return Decision::allow("force-delete-node-out-of-service");
         }
-        Fact::Found(_) | Fact::Unknown(_) => {}
+        Fact::Found(_) | Fact::Missing | Fact::Unknown(_) => {}
     }
     // 6: the owner opted in to immediate termination.
     if pod.spec.termination_grace_period_seconds == Some(0) {
@@ -85,11 +92,21 @@ pub fn pod_delete(
             pod.metadata.name
         ));
     }
-    // 7: configured allow-list.
+    // 7: configured allow-list, and trusted remediators named for force deletes.
     if policy.allow_users.contains(&user.username)
         || user.groups.iter().any(|g| policy.allow_groups.contains(g))
     {
         return Decision::allow("force-delete-allow-listed");
+    }
+    if let Some(r) = policy
+        .remediators
+        .may(user, super::remediators::Action::ForceDelete)
+    {
+        return Decision::allow("force-delete-remediator").with_warning(format!(
+            "pod {:?} force-deleted by trusted remediator {:?} (--trusted-remediator) while it may still run on node \
+             {node_name:?}",
+            pod.metadata.name, r.identity
+        ));
     }
     // 8: a human who confirmed (or any human in `warn` mode).
     if is_human(user)
@@ -101,7 +118,8 @@ pub fn pod_delete(
     // 9: deny, and say how to proceed.
     let unknown = match node {
         Fact::Unknown(e) => format!(" (node {node_name:?} could not be read: {e})"),
-        _ => String::new(),
+        Fact::Missing => gone_unrecorded(node_name),
+        Fact::Found(_) => String::new(),
     };
     Decision::deny(
         "force-delete-running-pod",
@@ -114,6 +132,15 @@ pub fn pod_delete(
             pod.metadata.name,
             pod.phase()
         ),
+    )
+}
+
+/// Why a node that no longer exists proves nothing, and what to do (rules.md §7).
+pub fn gone_unrecorded(node: &str) -> String {
+    format!(
+        " (node {node:?} no longer exists, but no NodeFence records its deletion on proof: a Node deleted \
+         without one may still run on its machine; once you know the machine is off, \
+         `kubectl volguard fence confirm {node}` records it)"
     )
 }
 

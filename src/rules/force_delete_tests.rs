@@ -12,7 +12,7 @@ fn node() -> Node {
     testing::node("n1")
 }
 fn decide(u: &UserInfo, p: &Pod, grace: Option<i64>, n: Fact<&Node>) -> Decision {
-    pod_delete(u, p, grace, n, &ForceDeletePolicy::default())
+    pod_delete(u, p, grace, n, None, &ForceDeletePolicy::default())
 }
 
 #[test]
@@ -71,9 +71,24 @@ fn row4_and_5_node_gone_or_out_of_service() {
         "system:serviceaccount:kube-system:pod-garbage-collector",
         &[],
     );
-    assert_eq!(
-        decide(&ctl, &pod(), Some(0), Fact::Missing).row,
-        "force-delete-node-gone"
+    let gone = |record| {
+        pod_delete(
+            &ctl,
+            &pod(),
+            Some(0),
+            Fact::Missing,
+            record,
+            &ForceDeletePolicy::default(),
+        )
+    };
+    assert_eq!(gone(Some("n1-deleted-1")).row, "force-delete-node-gone");
+    // Issue 40 point 6: a node gone without a record of its deletion on proof proves nothing.
+    let d = gone(None);
+    assert_eq!((d.allowed, d.row), (false, "force-delete-running-pod"));
+    let m = d.message.unwrap_or_default();
+    assert!(
+        m.contains("no longer exists") && m.contains("kubectl volguard fence confirm n1"),
+        "{m}"
     );
     let n = node().out_of_service();
     assert!(decide(&ctl, &pod(), Some(0), Fact::Found(&n)).allowed);
@@ -121,6 +136,7 @@ fn row7_allow_list() {
             &pod(),
             Some(0),
             Fact::Found(&n),
+            None,
             &policy,
         );
         assert_eq!(d.allowed, allowed, "{name} {groups:?}");
@@ -156,6 +172,6 @@ fn row8_humans_confirm_or_warn_mode() {
         human: HumanForceDelete::Warn,
         ..Default::default()
     };
-    assert!(pod_delete(&alice, &pod(), Some(0), Fact::Found(&n), &warn).allowed);
-    assert!(!pod_delete(&sa, &pod(), Some(0), Fact::Found(&n), &warn).allowed);
+    assert!(pod_delete(&alice, &pod(), Some(0), Fact::Found(&n), None, &warn).allowed);
+    assert!(!pod_delete(&sa, &pod(), Some(0), Fact::Found(&n), None, &warn).allowed);
 }

@@ -4,9 +4,68 @@
 //! person (who then owns the claim; volguard records it as a manual incident).
 
 use super::force_delete::is_human;
+use super::remediators::{Action, Remediators};
 use super::{Decision, Fact};
 use crate::model::fence::{CONFIRM_NODE_DOWN, FENCE_INCIDENT, NodeFence, Phase};
 use crate::model::{Node, OUT_OF_SERVICE_TAINT, UserInfo};
+
+/// Decide a Node UPDATE from `old` to `new` (rules.md §7 "Guards"): the confirmation and the
+/// taint. `alive`: why a live read shows the node alive (Ready, or its Lease renewed within
+/// `--partition-after`) — `Found(why)` — or `Missing` when it does not; a node that heartbeats is
+/// not down, whoever says so. A trusted remediator's taint counts as its own proof (the caller
+/// records it). The rest is `out_of_service_taint`.
+pub fn node_update(
+    user: &UserInfo,
+    own_controllers: &[String],
+    remediators: &Remediators,
+    old: &Node,
+    new: &Node,
+    incident: Fact<&NodeFence>,
+    alive: Fact<&str>,
+) -> Decision {
+    let node = &new.metadata.name;
+    let adds_taint = !old.is_out_of_service() && new.is_out_of_service();
+    let confirms = new.metadata.annotation_true(CONFIRM_NODE_DOWN)
+        && !old.metadata.annotation_true(CONFIRM_NODE_DOWN);
+    if !adds_taint && !confirms {
+        return Decision::allow("out-of-service-not-added");
+    }
+    let alive_why = match &alive {
+        Fact::Found(why) => Some(why.to_string()),
+        Fact::Unknown(e) => Some(format!("volguard could not read its heartbeat ({e})")),
+        Fact::Missing => None,
+    };
+    if let Some(why) = alive_why {
+        let what = match adds_taint {
+            true => format!("adding taint {OUT_OF_SERVICE_TAINT} to"),
+            false => format!("confirming ({CONFIRM_NODE_DOWN}=true)"),
+        };
+        return Decision::deny(
+            if adds_taint {
+                "out-of-service-node-alive"
+            } else {
+                "confirm-node-alive"
+            },
+            format!(
+                "{what} node {node:?} refused: the node is not down: {why}. A node that heartbeats may run its pods and \
+                 write to their volumes, whoever says it is down. If the machine is really gone, stop its kubelet or \
+                 power it off first; once its Lease stops and it is NotReady (kubectl get node {node}; kubectl -n \
+                 kube-node-lease get lease {node}), confirm again"
+            ),
+        );
+    }
+    if !adds_taint {
+        return Decision::allow("confirm-node-down-recorded");
+    }
+    if let Some(r) = remediators.may(user, Action::Taint) {
+        return Decision::allow("out-of-service-remediator").with_warning(format!(
+            "node {node:?} taken out of service by trusted remediator {:?} (--trusted-remediator): volguard records \
+             it as a release incident",
+            r.identity
+        ));
+    }
+    out_of_service_taint(user, own_controllers, old, new, incident)
+}
 
 /// Decide a Node UPDATE from `old` to `new`. `incident` is the NodeFence the new object's
 /// `volguard.io/fence-incident` annotation names (only read for volguard's own controller).

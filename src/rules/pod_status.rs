@@ -10,8 +10,15 @@ use super::{Decision, Fact};
 use crate::model::{CONFIRM_FORCE_DELETE, Node, OUT_OF_SERVICE_TAINT, Pod, UserInfo};
 
 /// Decide an `UPDATE pods/status` from `old` to `new`. `node` is the pod's node as the apiserver
-/// has it now (only read when the earlier rows did not decide).
-pub fn pod_status_update(user: &UserInfo, old: &Pod, new: &Pod, node: Fact<&Node>) -> Decision {
+/// has it now (only read when the earlier rows did not decide); `gone_record`, when it is gone,
+/// the NodeFence that records its deletion on proof.
+pub fn pod_status_update(
+    user: &UserInfo,
+    old: &Pod,
+    new: &Pod,
+    node: Fact<&Node>,
+    gone_record: Option<&str>,
+) -> Decision {
     // 1: only a running pod turned terminal concerns this rule.
     if old.is_terminal() || !new.is_terminal() {
         return Decision::allow("pod-status-not-ending");
@@ -26,13 +33,15 @@ pub fn pod_status_update(user: &UserInfo, old: &Pod, new: &Pod, node: Fact<&Node
     }
     let node_name = old.node_name().unwrap_or_default();
     match node {
-        // 4: PodGC's orphaned pods: the node is gone.
-        Fact::Missing => return Decision::allow("pod-status-node-gone"),
+        // 4: PodGC's orphaned pods: the node is gone, its deletion recorded on proof.
+        Fact::Missing if gone_record.is_some() => {
+            return Decision::allow("pod-status-node-gone");
+        }
         // 5: PodGC's terminating pods on an out-of-service node (KEP-2268).
         Fact::Found(n) if n.is_out_of_service() => {
             return Decision::allow("pod-status-node-out-of-service");
         }
-        Fact::Found(_) | Fact::Unknown(_) => {}
+        Fact::Found(_) | Fact::Missing | Fact::Unknown(_) => {}
     }
     // 6: a person accepted the risk on the stored pod (a service account's confirmation does not
     // count: rules.md §8).
@@ -46,7 +55,8 @@ pub fn pod_status_update(user: &UserInfo, old: &Pod, new: &Pod, node: Fact<&Node
     // 7: deny, and say how to proceed.
     let unknown = match node {
         Fact::Unknown(e) => format!(" (node {node_name:?} could not be read: {e})"),
-        _ => String::new(),
+        Fact::Missing => super::force_delete::gone_unrecorded(node_name),
+        Fact::Found(_) => String::new(),
     };
     Decision::deny(
         "pod-status-forged-end",

@@ -21,9 +21,21 @@ fn admin() -> UserInfo {
 #[test]
 fn row1_not_an_ending_passes() {
     let n = node(false);
-    let d = pod_status_update(&admin(), &pod("Pending"), &pod("Running"), Fact::Found(&n));
+    let d = pod_status_update(
+        &admin(),
+        &pod("Pending"),
+        &pod("Running"),
+        Fact::Found(&n),
+        None,
+    );
     assert_eq!(d.row, "pod-status-not-ending");
-    let d = pod_status_update(&admin(), &pod("Failed"), &pod("Failed"), Fact::Found(&n));
+    let d = pod_status_update(
+        &admin(),
+        &pod("Failed"),
+        &pod("Failed"),
+        Fact::Found(&n),
+        None,
+    );
     assert_eq!(d.row, "pod-status-not-ending");
 }
 
@@ -31,7 +43,13 @@ fn row1_not_an_ending_passes() {
 fn row2_unscheduled_passes() {
     let mut old = pod("Pending");
     old.spec.node_name = None;
-    let d = pod_status_update(&admin(), &old, &pod("Failed"), Fact::Found(&node(false)));
+    let d = pod_status_update(
+        &admin(),
+        &old,
+        &pod("Failed"),
+        Fact::Found(&node(false)),
+        None,
+    );
     assert_eq!(d.row, "pod-status-not-scheduled");
 }
 
@@ -39,10 +57,22 @@ fn row2_unscheduled_passes() {
 fn row3_own_kubelet_only() {
     let n = node(false);
     let own = user("system:node:n1", &["system:nodes"]);
-    let d = pod_status_update(&own, &pod("Running"), &pod("Succeeded"), Fact::Found(&n));
+    let d = pod_status_update(
+        &own,
+        &pod("Running"),
+        &pod("Succeeded"),
+        Fact::Found(&n),
+        None,
+    );
     assert_eq!(d.row, "pod-status-own-kubelet");
     let other = user("system:node:n2", &["system:nodes"]);
-    let d = pod_status_update(&other, &pod("Running"), &pod("Succeeded"), Fact::Found(&n));
+    let d = pod_status_update(
+        &other,
+        &pod("Running"),
+        &pod("Succeeded"),
+        Fact::Found(&n),
+        None,
+    );
     assert!(!d.allowed);
 }
 
@@ -52,10 +82,26 @@ fn rows4_5_podgc_cases_pass() {
         "system:serviceaccount:kube-system:pod-garbage-collector",
         &[],
     );
-    let d = pod_status_update(&podgc, &pod("Running"), &pod("Failed"), Fact::Missing);
+    let d = pod_status_update(
+        &podgc,
+        &pod("Running"),
+        &pod("Failed"),
+        Fact::Missing,
+        Some("n1-deleted-1"),
+    );
     assert_eq!(d.row, "pod-status-node-gone");
+    // Issue 40 point 6: gone without a record of proof, PodGC's marking waits for one.
+    let d = pod_status_update(&podgc, &pod("Running"), &pod("Failed"), Fact::Missing, None);
+    assert_eq!((d.allowed, d.row), (false, "pod-status-forged-end"));
+    assert!(d.message.unwrap_or_default().contains("fence confirm n1"));
     let n = node(true);
-    let d = pod_status_update(&podgc, &pod("Running"), &pod("Failed"), Fact::Found(&n));
+    let d = pod_status_update(
+        &podgc,
+        &pod("Running"),
+        &pod("Failed"),
+        Fact::Found(&n),
+        None,
+    );
     assert_eq!(d.row, "pod-status-node-out-of-service");
 }
 
@@ -64,7 +110,13 @@ fn row6_confirmed_passes_with_warning() {
     let mut old = pod("Running");
     old.metadata.annotations =
         Some([(CONFIRM_FORCE_DELETE.to_string(), "true".to_string())].into());
-    let d = pod_status_update(&admin(), &old, &pod("Failed"), Fact::Found(&node(false)));
+    let d = pod_status_update(
+        &admin(),
+        &old,
+        &pod("Failed"),
+        Fact::Found(&node(false)),
+        None,
+    );
     assert_eq!(d.row, "pod-status-confirmed");
     assert_eq!(d.warnings.len(), 1);
     // Point 8 of the trust review: a service account ending a running pod is not a person
@@ -73,14 +125,20 @@ fn row6_confirmed_passes_with_warning() {
         "system:serviceaccount:ops:reaper",
         &["system:serviceaccounts"],
     );
-    let d = pod_status_update(&sa, &old, &pod("Failed"), Fact::Found(&node(false)));
+    let d = pod_status_update(&sa, &old, &pod("Failed"), Fact::Found(&node(false)), None);
     assert_eq!((d.allowed, d.row), (false, "pod-status-forged-end"));
 }
 
 #[test]
 fn row7_forged_end_refused_even_when_the_node_is_unknown() {
     let n = node(false);
-    let d = pod_status_update(&admin(), &pod("Running"), &pod("Failed"), Fact::Found(&n));
+    let d = pod_status_update(
+        &admin(),
+        &pod("Running"),
+        &pod("Failed"),
+        Fact::Found(&n),
+        None,
+    );
     assert!(!d.allowed);
     assert_eq!(d.row, "pod-status-forged-end");
     let m = d.message.unwrap_or_default();
@@ -95,6 +153,7 @@ fn row7_forged_end_refused_even_when_the_node_is_unknown() {
         Fact::Unknown(crate::rules::decision::ReadError::Timeout {
             what: "node n1".into(),
         }),
+        None,
     );
     assert!(!d.allowed);
     assert!(d.message.unwrap_or_default().contains("could not be read"));

@@ -137,8 +137,20 @@ macro_rules! for_each_rule {
                     NodeFenceUpdate => stamp_fence,
                 },
             },
-            /// rules.md §7 guards: adding the out-of-service taint to a Node. Ignore: a person must
-            /// be able to heal a partition while volguard is down.
+            /// rules.md §7 "Node deletion is a release": a Node whose pods use claims is deleted
+            /// only on proof, and the deletion is recorded. Ignore: a deletion that slips through
+            /// while volguard is down leaves no record, so "node gone" proves nothing and its pods
+            /// wait for a person (upstream's behaviour, never a release).
+            NodeDelete {
+                name: "node-delete",
+                failure_policy: Ignore,
+                mutating: false,
+                webhooks: ["node-delete.volguard.io"],
+                on: { NodeDelete => node_delete },
+            },
+            /// rules.md §7 guards: adding the out-of-service taint to a Node, or confirming it down
+            /// (never while it heartbeats). Ignore: a person must be able to heal a partition while
+            /// volguard is down.
             OutOfServiceTaint {
                 name: "out-of-service-taint",
                 failure_policy: Ignore,
@@ -238,6 +250,8 @@ requests! {
     PodStatusUpdate,
     /// `UPDATE nodes`.
     NodeUpdate,
+    /// `DELETE nodes`.
+    NodeDelete,
     /// `UPDATE pods` (not a subresource).
     PodUpdate,
     /// `UPDATE nodefences.volguard.io`.

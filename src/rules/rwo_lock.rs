@@ -93,6 +93,9 @@ pub struct NodeHold<'a> {
     pub writer: Fact<&'a Pod>,
     /// The lock's node (a cached out-of-service taint is confirmed live by the caller).
     pub node: Fact<&'a Node>,
+    /// When the node is gone: a NodeFence records its deletion on proof, made after the lock
+    /// (rules.md §7). Without one, the node's machine may still run the pods.
+    pub gone_recorded: bool,
     /// How long this process has seen this exact lock with nobody on its node using the claim
     /// (its own monotonic clock; zero when this look found a user).
     pub observed: std::time::Duration,
@@ -113,9 +116,11 @@ pub enum Standing {
 /// process first saw the node empty. Unsure means it holds.
 pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
     match hold.node {
-        Fact::Missing => return Standing::Stale("node gone"),
+        // A Node deleted on proof (its deletion recorded); gone without a record, its machine may
+        // still run the pods, so the users below decide.
+        Fact::Missing if hold.gone_recorded => return Standing::Stale("node gone"),
         Fact::Found(n) if n.is_out_of_service() => return Standing::Stale("node out of service"),
-        Fact::Found(_) | Fact::Unknown(_) => {}
+        Fact::Found(_) | Fact::Missing | Fact::Unknown(_) => {}
     }
     match hold.users {
         Fact::Found(u) if !u.is_empty() => return Standing::Holds("in use on its node"),

@@ -86,7 +86,16 @@ fn hold<'a>(
         users,
         writer,
         node,
+        gone_recorded: false,
         observed,
+    }
+}
+
+/// `h` with the node's deletion recorded on proof.
+fn recorded(h: NodeHold<'_>) -> NodeHold<'_> {
+    NodeHold {
+        gone_recorded: true,
+        ..h
     }
 }
 
@@ -241,7 +250,12 @@ fn every_stale_kind_is_taken_over_at_once() {
         ),
         (
             "node gone",
-            hold(Fact::Found(&users), Fact::Missing, Fact::Missing, YOUNG),
+            recorded(hold(
+                Fact::Found(&users),
+                Fact::Missing,
+                Fact::Missing,
+                YOUNG,
+            )),
         ),
         (
             "node out of service",
@@ -264,6 +278,23 @@ fn every_stale_kind_is_taken_over_at_once() {
     created.via = Some(Via::Create);
     let h = hold(Fact::Found(&[]), Fact::Missing, Fact::Found(&n), YOUNG);
     assert_eq!(clearable(&created, &h), None);
+}
+
+/// Issue 40 point 6: a Node deleted without a record of proof may still run its pods on the
+/// machine; the lock then stands on its users like any other node's.
+#[test]
+fn a_node_gone_without_a_record_is_not_a_take_over() {
+    let users = [pod("a", "u", Some("n1"), "Running").mounting("data")];
+    let l = lock("2026-11-23T09:00:00Z");
+    let h = hold(Fact::Found(&users), Fact::Missing, Fact::Missing, OLD);
+    assert!(matches!(
+        step_with(Some(&l), Some(&h), "n2"),
+        LockStep::Held(_)
+    ));
+    assert_eq!(clearable(&l, &h), None);
+    // Nobody there any more, the grace passed: stale as on any node.
+    let h = hold(Fact::Found(&[]), Fact::Missing, Fact::Missing, OLD);
+    assert_eq!(clearable(&l, &h), Some("its pod was deleted"));
 }
 
 #[test]

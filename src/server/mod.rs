@@ -55,7 +55,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         )
         .with_enforcement(args.enforcement)
         .with_rwo_guard(rwo_guard)
-        .with_break_glass(args.break_glass),
+        .with_break_glass(args.break_glass)
+        .with_partition_after(args.partition_after),
     );
     registry.register(
         "volguard_rwo_locks",

@@ -71,6 +71,53 @@ impl Cluster {
         }
     }
 
+    /// The NodeFence incidents and deletion records of `node`, read live (a "node gone" counts as
+    /// proof only with one: rules.md §7).
+    pub async fn fences_of_node(
+        &self,
+        node: &str,
+    ) -> Fact<Vec<Arc<crate::model::fence::NodeFence>>> {
+        match self {
+            Cluster::Offline(s) => Fact::Found(
+                s.fences
+                    .all()
+                    .into_iter()
+                    .filter(|f| f.spec.node == node)
+                    .collect(),
+            ),
+            Cluster::Live(l) => super::fences::of_node(&l.client, node).await,
+        }
+    }
+
+    /// The node's Lease renewTime, read live (offline: none is known).
+    pub async fn lease_renewed(&self, node: &str) -> Fact<Option<jiff::Timestamp>> {
+        match self {
+            Cluster::Offline(_) => Fact::Found(None),
+            Cluster::Live(l) => l.lease_renewed(node).await,
+        }
+    }
+
+    /// The non-terminal pods scheduled on `node` that use a claim: a consistent read (a Node
+    /// DELETE releases them). Offline, the store's.
+    pub async fn claim_users_on_node(&self, node: &str) -> Fact<Vec<Pod>> {
+        let keep = |p: &Pod| {
+            p.node_name() == Some(node)
+                && !p.is_terminal()
+                && crate::rules::claims::claims_of(p).next().is_some()
+        };
+        match self {
+            Cluster::Offline(s) => Fact::Found(
+                s.pods
+                    .all()
+                    .into_iter()
+                    .filter(|p| keep(p))
+                    .map(|p| (*p).clone())
+                    .collect(),
+            ),
+            Cluster::Live(l) => super::live::list_pods_on_node(&l.client, node, keep).await,
+        }
+    }
+
     pub async fn pod(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
         match self {
             Cluster::Offline(s) => from_cache(s.pods.get(namespace, name)),

@@ -1,10 +1,12 @@
 //! NodeFence incidents (rules.md §7) as the apiserver stores them: the webhook reads one to judge
 //! an out-of-service taint; the fencing controller lists, creates and updates them.
 
-use crate::model::fence::{GROUP, KIND, NodeFence, PLURAL, VERSION};
+use crate::model::fence::{
+    GROUP, KIND, NODE_LABEL, NodeFence, NodeFenceSpec, PLURAL, Release, VERSION,
+};
 use crate::rules::Fact;
 use crate::rules::decision::ReadError;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::core::GroupVersionKind;
 use std::sync::Arc;
 
@@ -40,4 +42,69 @@ pub async fn get(client: &kube::Client, name: &str) -> Fact<Arc<NodeFence>> {
             }),
         },
     }
+}
+
+/// A node name as a label value (at most 63 characters; longer names are cut, and the incident
+/// is still found by `spec.node`).
+pub fn label_value(node: &str) -> String {
+    let v: String = node.chars().take(63).collect();
+    v.trim_end_matches(['-', '.', '_']).to_string()
+}
+
+/// The incidents and deletion records of one node, read live (they decide a release).
+pub async fn of_node(client: &kube::Client, node: &str) -> Fact<Vec<Arc<NodeFence>>> {
+    let what = || format!("listing the NodeFence records of node {node:?}");
+    let params = ListParams::default().labels(&format!("{NODE_LABEL}={}", label_value(node)));
+    let list = api(client.clone());
+    match tokio::time::timeout(std::time::Duration::from_secs(2), list.list(&params)).await {
+        Err(_) => Fact::Unknown(ReadError::Timeout { what: what() }),
+        Ok(Err(e)) => Fact::Unknown(ReadError::Api {
+            what: what(),
+            message: crate::error::chain(&e),
+        }),
+        Ok(Ok(l)) => {
+            let mut out = Vec::new();
+            for o in l.items {
+                match decode(o) {
+                    Ok(f) if f.spec.node == node => out.push(Arc::new(f)),
+                    Ok(_) => {}
+                    Err(e) => {
+                        return Fact::Unknown(ReadError::Decode {
+                            what: what(),
+                            message: e.to_string(),
+                        });
+                    }
+                }
+            }
+            Fact::Found(out)
+        }
+    }
+}
+
+/// Record a release allowed on proof outside volguard's fencing (rules.md §7): a NodeFence whose
+/// spec says what, who and why, which outlives the Node and is what "node gone" is read from.
+pub async fn record_release(
+    client: &kube::Client,
+    node: &str,
+    release: Release,
+) -> Result<NodeFence, kube::Error> {
+    let stamp = jiff::Timestamp::now().as_millisecond();
+    let base: String = node.chars().take(220).collect();
+    let what = match release.action {
+        crate::model::fence::ReleaseAction::NodeDelete => "deleted",
+        crate::model::fence::ReleaseAction::Taint => "tainted",
+    };
+    let mut o = DynamicObject::new(&format!("{base}-{what}-{stamp}"), &resource());
+    o.metadata.labels = Some([(NODE_LABEL.to_string(), label_value(node))].into());
+    let spec = NodeFenceSpec {
+        node: node.to_string(),
+        backends: Vec::new(),
+        addresses: Vec::new(),
+        release: Some(release),
+    };
+    o.data = serde_json::json!({"spec": spec});
+    let created = api(client.clone())
+        .create(&PostParams::default(), &o)
+        .await?;
+    decode(created).map_err(kube::Error::SerdeError)
 }

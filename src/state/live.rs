@@ -272,6 +272,28 @@ impl LiveCluster {
         get_live(Api::<Decoded<Node>>::all(self.client.clone()), name).await
     }
 
+    /// The node's Lease renewTime, read live (`None`: no Lease, or never renewed).
+    pub async fn lease_renewed(&self, node: &str) -> Fact<Option<jiff::Timestamp>> {
+        let what = || format!("reading the Lease of node {node:?}");
+        let api = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+            self.client.clone(),
+            crate::fencing::observe::LEASE_NAMESPACE,
+        );
+        let read = Box::pin(async {
+            let _permit = LIVE_READS.acquire().await;
+            api.get_opt(node).await
+        });
+        match tokio::time::timeout(LIVE_READ_TIMEOUT, read).await {
+            Err(_) => Fact::Unknown(ReadError::Timeout { what: what() }),
+            Ok(Err(e)) => Fact::Unknown(read_error(what(), e)),
+            Ok(Ok(l)) => Fact::Found(
+                l.as_ref()
+                    .and_then(crate::fencing::observe::renew_time)
+                    .and_then(|t| t.parse().ok()),
+            ),
+        }
+    }
+
     pub async fn pods_consistent(
         &self,
         namespace: &str,
@@ -303,12 +325,43 @@ pub fn list_pods_consistent<'a>(
     namespace: &'a str,
     keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
 ) -> BoxFuture<'a, Fact<Vec<Pod>>> {
+    let api = Api::<Decoded<Pod>>::namespaced(client.clone(), namespace);
+    list_pods(
+        api,
+        ListParams::default(),
+        format!("listing pods of {namespace:?}"),
+        keep,
+    )
+}
+
+/// The pods scheduled on `node` in every namespace that `keep` accepts, read as
+/// `list_pods_consistent` reads (a Node DELETE releases them: rules.md §7).
+pub fn list_pods_on_node<'a>(
+    client: &'a kube::Client,
+    node: &'a str,
+    keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
+) -> BoxFuture<'a, Fact<Vec<Pod>>> {
+    let api = Api::<Decoded<Pod>>::all(client.clone());
+    let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    list_pods(
+        api,
+        params,
+        format!("listing the pods on node {node:?}"),
+        keep,
+    )
+}
+
+fn list_pods<'a>(
+    api: Api<Decoded<Pod>>,
+    first: ListParams,
+    what: String,
+    keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
+) -> BoxFuture<'a, Fact<Vec<Pod>>> {
     Box::pin(async move {
-        let what = || format!("listing pods of {namespace:?}");
-        let api = Api::<Decoded<Pod>>::namespaced(client.clone(), namespace);
+        let what = || what.clone();
         let pages = async {
             let mut kept = Vec::new();
-            let mut params = ListParams::default().limit(LIST_PAGE);
+            let mut params = first.limit(LIST_PAGE);
             loop {
                 let page = {
                     let _permit = LIVE_READS.acquire().await;

@@ -79,6 +79,30 @@ impl Cluster {
         }
     }
 
+    /// Record a release allowed on proof (rules.md §7) as a NodeFence; offline, into the store.
+    /// Returns the record's name.
+    pub async fn record_release(
+        &self,
+        node: &str,
+        release: crate::model::fence::Release,
+    ) -> Result<String, String> {
+        match self {
+            Cluster::Offline(store) => {
+                let mut f = crate::model::fence::NodeFence::default();
+                f.metadata.name = format!("{node}-recorded-{}", store.fences.len() + 1);
+                f.spec.node = node.to_string();
+                f.spec.release = Some(release);
+                let name = f.metadata.name.clone();
+                store.fences.apply(f);
+                Ok(name)
+            }
+            Cluster::Live(live) => super::fences::record_release(&live.client, node, release)
+                .await
+                .map(|f| f.metadata.name)
+                .map_err(|e| crate::error::chain(&e)),
+        }
+    }
+
     /// The claim as the apiserver has it now (after a lost swap); offline, the store's.
     pub async fn pvc_fresh(
         &self,

@@ -1,0 +1,136 @@
+//! rules.md §7 "Node deletion is a release": deleting a Node makes PodGC force-delete its pods and
+//! lets their replacements take the RWO locks elsewhere, with no proof that the machine is off (the
+//! kubelet of a partitioned machine keeps running them: cluster-api#2565). So a Node whose
+//! non-terminal pods use claims is deleted only on proof, and every such deletion is recorded (a
+//! NodeFence that outlives the Node), which is what "node gone" is later read from.
+
+use super::force_delete::is_human;
+use super::remediators::{Action, Remediators};
+use super::{Decision, Fact};
+use crate::model::fence::{CONFIRM_NODE_DOWN, NodeFence, proof_of_down};
+use crate::model::{Node, Pod, UserInfo};
+use std::sync::Arc;
+
+/// The answer to a Node DELETE, and when it is allowed on a proof that no record holds yet, what
+/// to record (the caller writes the record before answering).
+#[derive(Debug, Clone)]
+pub struct NodeDelete {
+    pub decision: Decision,
+    /// The proof to record, with the pods (namespace/name) the deletion releases.
+    pub record: Option<(String, Vec<String>)>,
+}
+
+/// Decide the DELETE of `node` (the stored object). `users`: its non-terminal pods that use
+/// claims (a consistent read); `fences`: its NodeFence incidents and records; `alive`: why a live
+/// read shows it alive, if it does (as for the taint: a heartbeating node is not down).
+pub fn node_delete(
+    user: &UserInfo,
+    node: &Node,
+    users: Fact<&[Pod]>,
+    fences: Fact<&[Arc<NodeFence>]>,
+    remediators: &Remediators,
+    alive: Fact<&str>,
+) -> NodeDelete {
+    let name = &node.metadata.name;
+    let allow = |row| NodeDelete {
+        decision: Decision::allow(row),
+        record: None,
+    };
+    // 1: nothing on it uses a claim (drained, or stateless): nothing to release.
+    let pods = match users {
+        Fact::Found([]) | Fact::Missing => return allow("node-delete-drained"),
+        Fact::Found(p) => p,
+        Fact::Unknown(e) => {
+            return NodeDelete {
+                decision: Decision::deny(
+                    "node-delete-unknown",
+                    format!(
+                        "deleting node {name:?} refused: volguard could not list the pods on it ({e}), so it cannot tell \
+                         whether deleting it releases volumes that a running machine still writes. Retry"
+                    ),
+                ),
+                record: None,
+            };
+        }
+    };
+    let names: Vec<String> = pods
+        .iter()
+        .map(|p| format!("{}/{}", p.metadata.namespace, p.metadata.name))
+        .collect();
+    let newest = pods
+        .iter()
+        .filter_map(|p| p.metadata.creation_timestamp)
+        .max();
+    // 2: a fence that held, or a release already recorded: the incident is the record.
+    if let Fact::Found(all) = fences
+        && let Some(f) = proof_of_down(all, name, newest)
+    {
+        return NodeDelete {
+            decision: Decision::allow("node-delete-fenced").with_warning(format!(
+                "node {name:?} deleted on the proof of NodeFence {}",
+                f.metadata.name
+            )),
+            record: None,
+        };
+    }
+    let alive_why = match &alive {
+        Fact::Found(why) => Some(why.to_string()),
+        Fact::Unknown(e) => Some(format!("volguard could not read its heartbeat ({e})")),
+        Fact::Missing => None,
+    };
+    let shown = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    let more = match names.len() {
+        n if n > 5 => format!(" and {} more", n - 5),
+        _ => String::new(),
+    };
+    // 3: a person's confirmation, stored on the Node by an earlier request (rules.md §8), or
+    // 4: a trusted remediator named for Node deletion, unless the node evidently runs.
+    let proof = if old_confirmed(node) && is_human(user) {
+        Some(format!(
+            "node {name:?} carried {CONFIRM_NODE_DOWN}=true; deleted by {:?}",
+            user.username
+        ))
+    } else {
+        remediators
+            .may(user, Action::DeleteNode)
+            .map(|r| format!("trusted remediator {:?} (delete-node)", r.identity))
+    };
+    match (proof, alive_why) {
+        (Some(proof), None) => NodeDelete {
+            decision: Decision::allow("node-delete-proven").with_warning(format!(
+                "node {name:?} deleted while pods on it use claims ({shown}{more}): {proof}; volguard records the \
+                 deletion as a NodeFence, and PodGC now releases those pods"
+            )),
+            record: Some((proof, names)),
+        },
+        (proof, alive) => {
+            let why = match alive {
+                Some(a) if proof.is_some() => format!("the node is not down: {a}"),
+                Some(a) => format!("nothing proves the machine is off, and {a}"),
+                None => "nothing proves the machine is off".to_string(),
+            };
+            NodeDelete {
+                decision: Decision::deny(
+                    "node-delete-unproven",
+                    format!(
+                        "deleting node {name:?} refused: pods on it still use claims ({shown}{more}) and {why}. Deleting \
+                         the Node makes PodGC force-delete them and their volumes attach elsewhere while the machine may \
+                         still write to them. Drain it first (kubectl drain {name}); or, once the machine is off, let \
+                         volguard fence it, or run `kubectl volguard fence confirm {name}` (a person, recorded), then \
+                         delete it. A remediator that deletes Nodes after removing their machine (cluster-api, a cloud \
+                         node controller) can be trusted with --trusted-remediator IDENTITY=delete-node"
+                    ),
+                ),
+                record: None,
+            }
+        }
+    }
+}
+
+fn old_confirmed(node: &Node) -> bool {
+    node.metadata.annotation_true(CONFIRM_NODE_DOWN)
+}
+
+#[cfg(test)]
+#[path = "node_delete_tests.rs"]
+mod tests;

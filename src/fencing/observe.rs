@@ -96,7 +96,20 @@ pub fn health(n: &Node, silent: Option<std::time::Duration>) -> NodeHealth {
         ready,
         ready_changed,
         control_plane: is_control_plane(n),
+        maintenance: maintenance(n),
     }
+}
+
+/// The KEP-5683 condition (alpha in 1.37, `NodeLifecycleConditions`) that says the node is in
+/// planned maintenance, if one is True: read when present.
+pub fn maintenance(n: &Node) -> Option<String> {
+    n.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| fencing::MAINTENANCE_CONDITIONS.contains(&c.type_.as_str()) && c.status == "True")
+        .map(|c| c.type_.clone())
 }
 
 /// The pods on a partitioned node that hold opted-in ReadWriteOnce claims.

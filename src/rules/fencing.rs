@@ -26,14 +26,30 @@ impl Mode {
     }
 }
 
-/// The mode for one pod's claim: the pod's annotation, else its namespace's, else the claim's
-/// StorageClass's, else off. A value that is not `auto|manual|off` counts as off (doing nothing
-/// is upstream's behaviour, never a surprise).
+/// The mode for one pod's claim: its namespace's annotation, else the claim's StorageClass's, else
+/// off — both an admin's. A pod may only lower it (to `manual` or `off`): one tenant must not
+/// make a whole node eligible for fencing. A value that is not `auto|manual|off` counts as off
+/// (doing nothing is upstream's behaviour, never a surprise); on a pod it is ignored.
 pub fn mode(pod: Option<&str>, namespace: Option<&str>, class: Option<&str>) -> Mode {
-    pod.or(namespace)
+    let granted = namespace
         .or(class)
         .and_then(Mode::parse)
-        .unwrap_or(Mode::Off)
+        .unwrap_or(Mode::Off);
+    match pod.and_then(Mode::parse) {
+        Some(asked) if asked.rank() < granted.rank() => asked,
+        _ => granted,
+    }
+}
+
+impl Mode {
+    /// Off < Manual < Auto: how much a mode lets volguard do on its own.
+    fn rank(self) -> u8 {
+        match self {
+            Mode::Off => 0,
+            Mode::Manual => 1,
+            Mode::Auto => 2,
+        }
+    }
 }
 
 /// How long a pod tolerates `node.kubernetes.io/unreachable` (NoExecute).
@@ -101,7 +117,17 @@ pub struct NodeHealth {
     /// When the Ready condition last changed.
     pub ready_changed: Option<Timestamp>,
     pub control_plane: bool,
+    /// A planned-maintenance condition the node reports True (KEP-5683), if any.
+    pub maintenance: Option<String>,
 }
+
+/// KEP-5683's Node conditions for planned work (alpha in 1.37): a node in one of them is not
+/// partitioned, it is being worked on.
+pub const MAINTENANCE_CONDITIONS: [&str; 3] = [
+    "MaintenanceInProgress",
+    "DrainInProgress",
+    "GracefulNodeShutdownInProgress",
+];
 
 impl NodeHealth {
     /// Partitioned: its Lease silent for `after` and not Ready (rules.md §7 "Detect").
@@ -140,6 +166,11 @@ pub fn open(
     }
     if node.control_plane {
         return Open::Hold("never a control-plane node".into());
+    }
+    if let Some(c) = &node.maintenance {
+        return Open::Hold(format!(
+            "the node reports {c}=True: planned maintenance is not a partition"
+        ));
     }
     if affected == 0 {
         return Open::Hold(

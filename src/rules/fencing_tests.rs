@@ -14,6 +14,7 @@ fn partitioned() -> NodeHealth {
         ready: Some(false),
         ready_changed: Some(now() - secs(30)),
         control_plane: false,
+        maintenance: None,
     }
 }
 fn limits() -> Limits {
@@ -25,12 +26,22 @@ fn limits() -> Limits {
 }
 
 #[test]
-fn mode_pod_over_namespace_over_class_default_off() {
+fn mode_namespace_over_class_default_off() {
     assert_eq!(mode(None, None, None), Mode::Off);
     assert_eq!(mode(None, None, Some("auto")), Mode::Auto);
     assert_eq!(mode(None, Some("manual"), Some("auto")), Mode::Manual);
-    assert_eq!(mode(Some("off"), Some("manual"), Some("auto")), Mode::Off);
     assert_eq!(mode(None, None, Some("yes")), Mode::Off);
+}
+
+/// Issue 40 point 5: one tenant must not opt a whole node in; a pod may only opt out.
+#[test]
+fn a_pod_may_only_lower_its_mode() {
+    assert_eq!(mode(Some("off"), Some("manual"), Some("auto")), Mode::Off);
+    assert_eq!(mode(Some("manual"), None, Some("auto")), Mode::Manual);
+    assert_eq!(mode(Some("auto"), None, None), Mode::Off);
+    assert_eq!(mode(Some("auto"), Some("manual"), None), Mode::Manual);
+    assert_eq!(mode(Some("auto"), None, Some("auto")), Mode::Auto);
+    assert_eq!(mode(Some("bogus"), None, Some("auto")), Mode::Auto);
 }
 
 #[test]
@@ -142,4 +153,17 @@ fn a_node_that_heartbeats_is_alive() {
         )
         .is_some()
     );
+}
+
+/// Issue 40 point 8: planned maintenance is not a partition (KEP-5683 conditions).
+#[test]
+fn a_node_in_planned_maintenance_is_never_fenced() {
+    for c in MAINTENANCE_CONDITIONS {
+        let mut h = partitioned();
+        h.maintenance = Some(c.to_string());
+        match open(&h, 1, Some(secs(0)), false, 0, &limits(), now()) {
+            Open::Hold(why) => assert!(why.contains(c) && why.contains("planned maintenance"), "{why}"),
+            Open::Yes => panic!("{c}: fenced a node in maintenance"),
+        }
+    }
 }

@@ -291,6 +291,7 @@ impl Fencer {
                     };
                     let mut status = NodeFenceStatus {
                         lease_renew_time: lease,
+                        boot_id: live.as_ref().and_then(observe::boot_id),
                         ..Default::default()
                     };
                     let pods: Vec<&String> = affected.pods.keys().collect();
@@ -353,6 +354,8 @@ impl Fencer {
             phase: Phase::Released,
             backend: Some(BackendKind::Manual),
             lease_renew_time: lease,
+            boot_id: observe::boot_id(n),
+            released_volumes: observe::volumes(n),
             released_at: Some(now()),
             // The username volguard's webhook stamped beside the confirmation (rules.md §8).
             confirmed_by: Some(
@@ -462,9 +465,33 @@ impl Fencer {
             Phase::Detected => self.request(&mut f, 0, None).await?,
             Phase::Fencing => self.fence(&mut f).await?,
             Phase::Fenced => {
+                // Re-checked right before the taint (rules.md §7), also for an incident found
+                // `Fenced` after a restart: the Lease still silent since detection, not Ready.
+                if let Err(reason) = rules::proof(lease.as_deref(), seen.as_deref(), ready) {
+                    let kind = self.current(&f);
+                    self.backend_failed(kind);
+                    let msg =
+                        format!("{reason} (re-checked before the taint); nothing was released");
+                    self.records
+                        .record(
+                            &mut f,
+                            Phase::Failed,
+                            "proof-failed",
+                            true,
+                            "FenceFailed",
+                            msg,
+                        )
+                        .await?;
+                    return Ok(true);
+                }
                 let affected = observe::affected(self.client(), &f.spec.node)
                     .await
                     .unwrap_or_default();
+                // What the kubelet last reported mounted and attached: recovery waits until they
+                // are gone, or the machine rebooted (rules.md §7 "Recover").
+                if let Some(n) = &node {
+                    f.status.released_volumes = observe::volumes(n);
+                }
                 self.records.taint(&f).await?;
                 f.status.released_at = Some(now());
                 let msg = format!(
@@ -507,6 +534,27 @@ impl Fencer {
             }
             Phase::Released => {}
             Phase::Recovering => {
+                // The released pods' processes may still run, or flush buffered writes, when
+                // storage returns: unfence only after a reboot or once the kubelet reports none
+                // of the released volumes (rules.md §7 "Recover", rook#17790).
+                let (boot_now, volumes_now) = match &node {
+                    Some(n) => (observe::boot_id(n), observe::volumes(n)),
+                    None => (None, Vec::new()),
+                };
+                if let Err(why) = rules::rebooted_or_released(
+                    boot_now.as_deref(),
+                    f.status.boot_id.as_deref(),
+                    &volumes_now,
+                    &f.status.released_volumes,
+                ) {
+                    if f.status.message.as_deref() != Some(why.as_str()) {
+                        self.records
+                            .announce(&f, true, "RecoveryHeld", why.clone())
+                            .await;
+                    }
+                    self.note(&mut f, why).await?;
+                    return Ok(false);
+                }
                 let kind = self.current(&f);
                 match self
                     .cfg

@@ -100,6 +100,29 @@ pub fn health(n: &Node, silent: Option<std::time::Duration>) -> NodeHealth {
     }
 }
 
+/// The machine's boot as the kubelet reports it (`status.nodeInfo.bootID`): a new one after a
+/// fence proves the machine restarted.
+pub fn boot_id(n: &Node) -> Option<String> {
+    n.status
+        .as_ref()?
+        .node_info
+        .as_ref()
+        .map(|i| i.boot_id.clone())
+        .filter(|b| !b.is_empty())
+}
+
+/// The volumes the kubelet reports mounted (`volumesInUse`) or attached (`volumesAttached`).
+pub fn volumes(n: &Node) -> Vec<String> {
+    let Some(s) = n.status.as_ref() else {
+        return Vec::new();
+    };
+    let mut v: Vec<String> = s.volumes_in_use.clone().unwrap_or_default();
+    v.extend(s.volumes_attached.iter().flatten().map(|a| a.name.clone()));
+    v.sort();
+    v.dedup();
+    v
+}
+
 /// The KEP-5683 condition (alpha in 1.37, `NodeLifecycleConditions`) that says the node is in
 /// planned maintenance, if one is True: read when present.
 pub fn maintenance(n: &Node) -> Option<String> {

@@ -180,6 +180,13 @@ pub struct NodeFenceStatus {
     /// When the current backend was asked to fence (written before the call).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence_requested_at: Option<String>,
+    /// The machine's `status.nodeInfo.bootID` when the partition was detected (a different one
+    /// on return proves a reboot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+    /// The volumes the node's kubelet last reported in use or attached when it was released.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub released_volumes: Vec<String>,
     /// When a backend confirmed the fence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fenced_at: Option<String>,

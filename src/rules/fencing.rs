@@ -267,6 +267,43 @@ pub fn alive(
     })
 }
 
+/// rules.md §7 "Recover": a node that returned after its volumes were released may be unfenced
+/// (its storage given back, the taint removed) only once its machine restarted (`bootID` differs
+/// from the one seen at detection) or its kubelet reports none of the released volumes mounted
+/// or attached: the released pods' processes may otherwise still run, or flush buffered writes
+/// (rook#17790). `Err`: why recovery waits.
+pub fn rebooted_or_released(
+    boot_now: Option<&str>,
+    boot_seen: Option<&str>,
+    volumes_now: &[String],
+    released: &[String],
+) -> Result<(), String> {
+    if let (Some(now), Some(seen)) = (boot_now, boot_seen)
+        && now != seen
+    {
+        return Ok(());
+    }
+    let still: Vec<&String> = released
+        .iter()
+        .filter(|v| volumes_now.contains(v))
+        .collect();
+    if still.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the node is back without a reboot (bootID {}) and its kubelet still reports {} released volume(s) ({}): \
+         the taint stays and nothing is unfenced until the machine restarts or the volumes are unmounted",
+        boot_now.unwrap_or("unknown"),
+        still.len(),
+        still
+            .iter()
+            .take(3)
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
 /// The backend after `index` in a chain of `len`, if any (rules.md §7: the next backend on failure).
 pub fn next_backend(index: usize, len: usize) -> Option<usize> {
     (index + 1 < len).then_some(index + 1)

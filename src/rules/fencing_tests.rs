@@ -162,8 +162,34 @@ fn a_node_in_planned_maintenance_is_never_fenced() {
         let mut h = partitioned();
         h.maintenance = Some(c.to_string());
         match open(&h, 1, Some(secs(0)), false, 0, &limits(), now()) {
-            Open::Hold(why) => assert!(why.contains(c) && why.contains("planned maintenance"), "{why}"),
+            Open::Hold(why) => assert!(
+                why.contains(c) && why.contains("planned maintenance"),
+                "{why}"
+            ),
             Open::Yes => panic!("{c}: fenced a node in maintenance"),
         }
     }
+}
+
+/// Issue 40 point 2: recovery waits for a reboot, or for the released volumes to be gone.
+#[test]
+fn recovery_needs_a_reboot_or_the_released_volumes_gone() {
+    let released = vec!["kubernetes.io/csi/drv^vol-1".to_string()];
+    let same = rebooted_or_released(Some("b1"), Some("b1"), &released, &released);
+    let why = same.expect_err("same boot, volume still mounted");
+    assert!(
+        why.contains("without a reboot") && why.contains("vol-1"),
+        "{why}"
+    );
+    assert_eq!(
+        rebooted_or_released(Some("b2"), Some("b1"), &released, &released),
+        Ok(())
+    );
+    assert_eq!(
+        rebooted_or_released(Some("b1"), Some("b1"), &[], &released),
+        Ok(())
+    );
+    // A boot never seen proves nothing: the volumes decide.
+    assert!(rebooted_or_released(None, Some("b1"), &released, &released).is_err());
+    assert!(rebooted_or_released(Some("b1"), None, &released, &released).is_err());
 }

@@ -1013,9 +1013,12 @@ async fn s_job_completion(cp: &ControlPlane, ns: &str) {
     gone_within(cp, &pvcs, "claim", "results", LONG).await;
 }
 
-/// A node deleted with a running pod on it: PodGC force-deletes the orphaned pod, and volguard
-/// allows it (rules.md §2d row 4); the claim survives.
-async fn s_node_deleted_podgc(cp: &mut ControlPlane, ns: &str) {
+/// Issue 40 points 4 and 6 among the real control loops: a Node whose running pod uses a claim is
+/// not deleted without proof (and, while it still reports Ready, not confirmed down either); once
+/// its kwok is stopped and node-lifecycle marks it NotReady, a person's confirmation lets the
+/// deletion through, recorded as a NodeFence; PodGC then force-deletes the orphaned pod, nothing
+/// refused, and the claim survives.
+async fn s_node_delete_guard(cp: &mut ControlPlane, ns: &str) {
     let node = format!("{ns}-node");
     cp.kwok_node(&node).await;
     let c = cp.admin().await;
@@ -1028,13 +1031,80 @@ async fn s_node_deleted_podgc(cp: &mut ControlPlane, ns: &str) {
     .await
     .expect("pod");
     running(cp, ns, "orphan").await;
+    // A drained node (nothing on it uses a claim) deletes freely.
+    let spare = format!("{ns}-spare");
+    cp.kwok_node(&spare).await;
+    let nodes = Api::<Node>::all(c.clone());
+    nodes
+        .delete(&spare, &DeleteParams::default())
+        .await
+        .expect("a drained node deletes freely");
+    cp.stop_kwok(&spare);
     let allowed = decided(cp, "force-delete", Some("allowed")).await;
     let denied = decided(cp, "force-delete", Some("denied")).await;
     cp.stop_kwok(&node);
-    Api::<Node>::all(c.clone())
+    // Unproven: refused, with what to do.
+    let (code, msg) = denial(
+        nodes
+            .delete(&node, &DeleteParams::default())
+            .await
+            .expect_err("an unproven deletion of a node whose pod uses a claim"),
+    );
+    assert_eq!(code, 403, "{msg}");
+    assert!(
+        msg.contains("node-delete.volguard.io") && msg.contains("kubectl volguard fence confirm"),
+        "{msg}"
+    );
+    // A person's confirmation while the node still reports Ready or heartbeats: refused.
+    let confirm = Patch::Merge(
+        json!({"metadata": {"annotations": {"volguard.io/confirm-node-down": "true"}}}),
+    );
+    let (code, alive) = denial(
+        nodes
+            .patch(&node, &PatchParams::default(), &confirm)
+            .await
+            .expect_err("confirming a node that heartbeats"),
+    );
+    assert!(
+        code == 403 && alive.contains("the node is not down"),
+        "{alive}"
+    );
+    // Once node-lifecycle marks it NotReady and its Lease is older than --partition-after.
+    let started = Instant::now();
+    cp.eventually(
+        "the confirmation accepted once the node is down",
+        LONG,
+        || {
+            let nodes = nodes.clone();
+            let (node, confirm) = (node.clone(), confirm.clone());
+            async move {
+                nodes
+                    .patch(&node, &PatchParams::default(), &confirm)
+                    .await
+                    .ok()
+                    .map(|_| ())
+            }
+        },
+    )
+    .await;
+    let waited = started.elapsed().as_secs();
+    nodes
         .delete(&node, &DeleteParams::default())
         .await
-        .expect("delete node");
+        .expect("deletion on the stored confirmation");
+    let records = volguard::state::fences::api(c.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("nodefences");
+    let record = records
+        .items
+        .iter()
+        .filter_map(|o| volguard::state::fences::decode(o.clone()).ok())
+        .find(|f| f.spec.node == node && f.spec.release.is_some())
+        .expect("the deletion is recorded as a NodeFence");
+    let release = record.spec.release.clone().expect("release");
+    assert!(release.proof.contains("confirm-node-down"), "{release:?}");
+    assert_eq!(release.pods, vec![format!("{ns}/orphan")]);
     // PodGC quarantines a missing node for 40 s, checks every 20 s.
     gone_within(cp, &pods, "pod (PodGC)", "orphan", Duration::from_secs(150)).await;
     // PodGC marks the pod Failed before it force-deletes it, so the webhook's matchConditions
@@ -1042,7 +1112,9 @@ async fn s_node_deleted_podgc(cp: &mut ControlPlane, ns: &str) {
     let judged = decided(cp, "force-delete", Some("allowed")).await - allowed;
     assert_eq!(decided(cp, "force-delete", Some("denied")).await, denied);
     println!(
-        "node-deleted-podgc: PodGC force-deleted the orphaned pod, nothing refused ({judged} reviews reached volguard, the rest skipped by matchConditions)"
+        "node-delete-guard: unproven deletion refused; confirmation refused while the node heartbeats, accepted {waited}s later; \
+         deletion recorded as nodefence/{} by {:?}; PodGC force-deleted the orphaned pod, nothing refused ({judged} reviews reached volguard)",
+        record.metadata.name, release.by
     );
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
     assert!(!gone(&pvcs, "orphan-data").await, "the claim must survive");
@@ -2868,9 +2940,9 @@ fn namespace_deletion() {
 
 #[test]
 #[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn node_deleted_podgc() {
-    scenario("node-deleted-podgc", |s| {
-        Box::pin(s_node_deleted_podgc(&mut s.cp, "podgc"))
+fn node_delete_guard() {
+    scenario("node-delete-guard", |s| {
+        Box::pin(s_node_delete_guard(&mut s.cp, "podgc"))
     });
 }
 

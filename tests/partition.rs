@@ -58,6 +58,8 @@ async fn start_cluster() -> Shared {
         false,
     )
     .await;
+    // The webhook judges "is this node alive" with the controller's partition window.
+    cp.serve_extra = vec!["--partition-after=10s".into()];
     cp.start_webhook().await;
     let d = cp.dir.path().to_path_buf();
     let agent_dir = d.join("agent");

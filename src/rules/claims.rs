@@ -12,6 +12,14 @@ pub struct Claim {
     pub read_only: bool,
 }
 
+/// Whether any of the pod's volumes is a claim (a PVC or a generic ephemeral volume).
+pub fn uses_claims(pod: &Pod) -> bool {
+    pod.spec
+        .volumes
+        .iter()
+        .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
+}
+
 /// Every claim the pod's volumes name. Claim names are namespace-scoped: they always refer to the
 /// pod's own namespace.
 pub fn claims_of(pod: &Pod) -> impl Iterator<Item = Claim> + '_ {

@@ -76,7 +76,8 @@ pub fn pod_delete(
     let node_name = pod.node_name().unwrap_or_default();
     match node {
         // 4: the node's deletion, allowed on proof and recorded, confirms the machine is down.
-        Fact::Missing if gone_record.is_some() => {
+        // A pod that uses no claim has no volume to protect: its node's deletion needed no proof.
+        Fact::Missing if gone_record.is_some() || !super::claims::uses_claims(pod) => {
             return Decision::allow("force-delete-node-gone");
         }
         // 5: non-graceful node shutdown (KEP-2268).

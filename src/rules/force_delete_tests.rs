@@ -71,10 +71,11 @@ fn row4_and_5_node_gone_or_out_of_service() {
         "system:serviceaccount:kube-system:pod-garbage-collector",
         &[],
     );
+    let claimed = pod().mounting("data-db-0");
     let gone = |record| {
         pod_delete(
             &ctl,
-            &pod(),
+            &claimed,
             Some(0),
             Fact::Missing,
             record,
@@ -90,6 +91,16 @@ fn row4_and_5_node_gone_or_out_of_service() {
         m.contains("no longer exists") && m.contains("kubectl volguard fence confirm n1"),
         "{m}"
     );
+    // A pod that uses no claim has no volume to protect: its node's deletion needed no proof.
+    let stateless = pod_delete(
+        &ctl,
+        &pod(),
+        Some(0),
+        Fact::Missing,
+        None,
+        &ForceDeletePolicy::default(),
+    );
+    assert_eq!(stateless.row, "force-delete-node-gone");
     let n = node().out_of_service();
     assert!(decide(&ctl, &pod(), Some(0), Fact::Found(&n)).allowed);
     // Unknown node is not a confirmed partition.

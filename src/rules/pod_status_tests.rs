@@ -90,10 +90,14 @@ fn rows4_5_podgc_cases_pass() {
         Some("n1-deleted-1"),
     );
     assert_eq!(d.row, "pod-status-node-gone");
-    // Issue 40 point 6: gone without a record of proof, PodGC's marking waits for one.
-    let d = pod_status_update(&podgc, &pod("Running"), &pod("Failed"), Fact::Missing, None);
+    // Issue 40 point 6: gone without a record of proof, PodGC's marking of a pod that uses a
+    // claim waits for one; a pod without claims has nothing to protect.
+    let claimed = pod("Running").mounting("data");
+    let d = pod_status_update(&podgc, &claimed, &pod("Failed"), Fact::Missing, None);
     assert_eq!((d.allowed, d.row), (false, "pod-status-forged-end"));
     assert!(d.message.unwrap_or_default().contains("fence confirm n1"));
+    let d = pod_status_update(&podgc, &pod("Running"), &pod("Failed"), Fact::Missing, None);
+    assert_eq!(d.row, "pod-status-node-gone");
     let n = node(true);
     let d = pod_status_update(
         &podgc,

@@ -101,9 +101,7 @@ impl Cluster {
     /// DELETE releases them). Offline, the store's.
     pub async fn claim_users_on_node(&self, node: &str) -> Fact<Vec<Pod>> {
         let keep = |p: &Pod| {
-            p.node_name() == Some(node)
-                && !p.is_terminal()
-                && crate::rules::claims::claims_of(p).next().is_some()
+            p.node_name() == Some(node) && !p.is_terminal() && crate::rules::claims::uses_claims(p)
         };
         match self {
             Cluster::Offline(s) => Fact::Found(

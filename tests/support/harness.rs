@@ -357,6 +357,8 @@ pub struct ControlPlane {
     pub controller_probes: Vec<u16>,
     /// Extra flags for every `volguard controller` this cluster starts (fencing settings).
     pub controller_extra: Vec<String>,
+    /// Extra `volguard serve` flags of the webhook `start_webhook` runs.
+    pub serve_extra: Vec<String>,
     pub webhook_port: u16,
     /// Probe port (`/metrics`) of the running `volguard serve`.
     pub serve_probe: u16,
@@ -413,6 +415,7 @@ impl ControlPlane {
             controllers: Vec::new(),
             controller_probes: Vec::new(),
             controller_extra: Vec::new(),
+            serve_extra: Vec::new(),
             webhook_port: free_port(),
             serve_probe: 0,
             webhook_ca: String::new(),
@@ -931,8 +934,10 @@ impl ControlPlane {
     /// Start `volguard serve` against this apiserver and register the project's webhook
     /// manifests with a loopback URL and the dev CA.
     pub async fn start_webhook(&mut self) {
+        let extra = self.serve_extra.clone();
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let (serve, probe) = self
-            .spawn_serve("volguard-serve", self.webhook_port, &[])
+            .spawn_serve("volguard-serve", self.webhook_port, &extra)
             .await;
         self.serve = Some(serve);
         self.serve_probe = probe;

@@ -1162,19 +1162,37 @@ async fn s_out_of_service(cp: &mut ControlPlane, ns: &str) {
     ];
     let (ok, refused) = kubectl(cp, &taint);
     assert!(
-        !ok && refused.contains("volguard.io/confirm-node-down"),
+        !ok && refused.contains("out-of-service-taint.volguard.io"),
         "{refused}"
     );
-    let (ok, out) = kubectl(
-        cp,
-        &[
-            "annotate",
-            "node",
-            &node,
-            "volguard.io/confirm-node-down=true",
-        ],
-    );
-    assert!(ok, "{out}");
+    // The confirmation counts once the node no longer heartbeats (its Lease silent for the
+    // webhook's --partition-after): until then kubectl prints volguard's refusal.
+    let annotate = [
+        "annotate",
+        "node",
+        &node,
+        "volguard.io/confirm-node-down=true",
+    ];
+    let mut alive = None;
+    cp.eventually(
+        "the confirmation accepted once the Lease is silent",
+        LONG,
+        || {
+            let (ok, out) = kubectl(cp, &annotate);
+            if !ok {
+                assert!(out.contains("the node is not down"), "{out}");
+                alive.get_or_insert(out);
+            }
+            async move { ok.then_some(()) }
+        },
+    )
+    .await;
+    if let Some(out) = alive {
+        println!(
+            "out-of-service: the confirmation refused while the node heartbeats: {}",
+            out.trim()
+        );
+    }
     let (ok, out) = kubectl(cp, &taint);
     assert!(ok, "{out}");
     gone_within(cp, &pods, "pod (taint eviction + PodGC)", "db", LONG).await;

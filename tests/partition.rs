@@ -164,8 +164,7 @@ async fn prepare(s: &mut Shared) {
     for n in all.items {
         let name = n.metadata.name.unwrap_or_default();
         if !SHARED_NODES.contains(&name.as_str()) {
-            s.cp.stop_kwok(&name);
-            let _ = nodes.delete(&name, &DeleteParams::default()).await;
+            remove_node(&mut s.cp, &name).await;
         }
     }
 }
@@ -488,10 +487,43 @@ impl Checker {
 
 /// Remove a scenario's node (its kwok first): the incident ends `Done`, PodGC cleans up.
 async fn forget_node(cp: &mut ControlPlane, node: &str) {
+    remove_node(cp, node).await;
+}
+
+/// Remove a node whatever is left on it. volguard refuses deleting a Node whose pods use claims
+/// without proof (rules.md §7): so the node is cordoned and stopped, and when a plain delete is
+/// refused, its pods are force-deleted by a person who accepts the risk (the force-delete rule's
+/// row 8: test cleanup), which drains it.
+async fn remove_node(cp: &mut ControlPlane, node: &str) {
+    let c = cp.admin().await;
+    let nodes = Api::<Node>::all(c.clone());
+    let _ = cp.cordon(node, true).await;
     cp.stop_kwok(node);
-    let _ = Api::<Node>::all(cp.admin().await)
-        .delete(node, &DeleteParams::default())
-        .await;
+    for _ in 0..30 {
+        match nodes.delete(node, &DeleteParams::default()).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(e)) if e.code == 404 => return,
+            Err(_) => {}
+        }
+        let on = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        let pods = Api::<Pod>::all(c.clone())
+            .list(&on)
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        let confirm = Patch::Merge(json!({"metadata": {"annotations": {"volguard.io/confirm-force-delete": "true"}}}));
+        for p in pods {
+            let (ns, name) = (
+                p.metadata.namespace.unwrap_or_default(),
+                p.metadata.name.unwrap_or_default(),
+            );
+            let api = Api::<Pod>::namespaced(c.clone(), &ns);
+            let _ = api.patch(&name, &PatchParams::default(), &confirm).await;
+            let _ = api.delete(&name, &force()).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("node {node} could not be removed");
 }
 
 // ---------------------------------------------------------------- scenarios

@@ -59,7 +59,11 @@ async fn start_cluster() -> Shared {
     )
     .await;
     // The webhook judges "is this node alive" with the controller's partition window.
-    cp.serve_extra = vec!["--partition-after=10s".into()];
+    cp.serve_extra = vec![
+        "--partition-after=10s".into(),
+        format!("--trusted-remediator={FAR}=taint"),
+        format!("--trusted-remediator={CAPI}=delete-node"),
+    ];
     cp.start_webhook().await;
     let d = cp.dir.path().to_path_buf();
     let agent_dir = d.join("agent");
@@ -142,6 +146,11 @@ async fn start_cluster() -> Shared {
         "p-optout",
         "p-guards",
         "p-netfence",
+        "p-partial",
+        "p-maint",
+        "p-reboot",
+        "p-far",
+        "p-capi",
     ] {
         namespace(&c, ns).await;
     }
@@ -213,6 +222,11 @@ async fn classes(c: &kube::Client) {
             .expect("create storage class");
     }
 }
+
+/// The remediators the partition cluster trusts (`--trusted-remediator`), as their own
+/// ServiceAccounts authenticate: medik8s fence-agents-remediation (taint) and cluster-api (delete-node).
+const FAR: &str = "system:serviceaccount:medik8s:fence-agents-remediation-controller-manager";
+const CAPI: &str = "system:serviceaccount:capi-system:capi-controller-manager";
 
 // ---------------------------------------------------------------- helpers
 
@@ -511,7 +525,9 @@ async fn remove_node(cp: &mut ControlPlane, node: &str) {
             .await
             .map(|l| l.items)
             .unwrap_or_default();
-        let confirm = Patch::Merge(json!({"metadata": {"annotations": {"volguard.io/confirm-force-delete": "true"}}}));
+        let confirm = Patch::Merge(
+            json!({"metadata": {"annotations": {"volguard.io/confirm-force-delete": "true"}}}),
+        );
         for p in pods {
             let (ns, name) = (
                 p.metadata.namespace.unwrap_or_default(),
@@ -775,7 +791,7 @@ async fn partition_agent_timeout(s: &mut Shared) {
     let kc =
         s.cp.kubeconfig_file("confirmer", "alice", &["system:masters"]);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_volguard"))
-        .args(["fence", "confirm", node])
+        .args(["fence", "confirm", node, "--partition-after=10s"])
         .arg(format!("--kubeconfig={}", kc.display()))
         .output()
         .expect("run fence confirm");
@@ -901,6 +917,256 @@ async fn partition_zombie(s: &mut Shared) {
         rec.status.unfence_requested_at.unwrap_or_default()
     );
     print_record(&f);
+    forget_node(&mut s.cp, node).await;
+}
+
+/// Issue 40 point 8: a node that reports a planned-maintenance condition (KEP-5683) is not
+/// partitioned, it is being worked on: never fenced, and the hold says why.
+async fn partition_maintenance(s: &mut Shared) {
+    let (ns, node) = ("p-maint", "maint");
+    workload(&mut s.cp, ns, "db", "fence-auto", node).await;
+    let c = s.cp.admin().await;
+    let check = Checker::start(&c, ns, s.agent_dir.join("fenced"));
+    behave(s, node, "touch \"$FENCED\"", None);
+    s.cp.stop_kwok(node);
+    let maint = json!({"status": {"conditions": [{"type": "MaintenanceInProgress", "status": "True",
+        "reason": "PlannedMaintenance", "message": "e2e: planned maintenance"}]}});
+    Api::<Node>::all(c.clone())
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(maint))
+        .await
+        .expect("maintenance condition");
+    not_ready(&s.cp, node).await;
+    // Well past detection (10 s) and forgiveness (2 s): still nothing.
+    let held =
+        s.cp.eventually("FencingHeld names the maintenance", LONG, || {
+            let c = c.clone();
+            async move {
+                Api::<Event>::namespaced(c, "default")
+                    .list(&ListParams::default().fields(&format!("involvedObject.name={node}")))
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .filter(|e| e.reason.as_deref() == Some("FencingHeld"))
+                    .filter_map(|e| e.message)
+                    .find(|m| m.contains("MaintenanceInProgress"))
+            }
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(
+        incidents(&c, node).await.is_empty(),
+        "a node in maintenance was fenced"
+    );
+    assert!(!tainted(&c, node).await);
+    check.finish();
+    println!(
+        "partition-maintenance: NotReady with MaintenanceInProgress=True: no incident, no taint; Event: {held}"
+    );
+    forget_node(&mut s.cp, node).await;
+}
+
+/// Issue 40 point 2: a fenced node that returns without a reboot, its kubelet still reporting a
+/// released volume, stays `Recovering` (tainted, fenced); a new bootID releases it.
+async fn partition_needs_reboot(s: &mut Shared) {
+    let (ns, node) = ("p-reboot", "reboot");
+    workload(&mut s.cp, ns, "db", "fence-auto", node).await;
+    let c = s.cp.admin().await;
+    let nodes = Api::<Node>::all(c.clone());
+    // What its kubelet reports: this boot, and a volume mounted for the pod.
+    let volume = "kubernetes.io/host-path/e2e-reboot-data";
+    let reported =
+        |boot: &str| json!({"status": {"nodeInfo": {"bootID": boot}, "volumesInUse": [volume]}});
+    nodes
+        .patch_status(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(reported("boot-1")),
+        )
+        .await
+        .expect("node status");
+    let check = Checker::start(&c, ns, s.agent_dir.join("fenced"));
+    behave(s, node, "touch \"$FENCED\"", Some("rm -f \"$FENCED\""));
+    s.cp.stop_kwok(node);
+    let released = incident_in(&s.cp, node, Phase::Released, LONG).await;
+    assert_eq!(released.status.boot_id.as_deref(), Some("boot-1"));
+    assert_eq!(released.status.released_volumes, vec![volume.to_string()]);
+    running_on(&s.cp, ns, "db-0", Some("kwok-1")).await;
+    // The machine comes back without a reboot, the volume still mounted.
+    s.cp.restart_kwok(node);
+    nodes
+        .patch_status(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(reported("boot-1")),
+        )
+        .await
+        .expect("node status");
+    let held = incident_in(&s.cp, node, Phase::Recovering, LONG).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let still = incidents(&c, node)
+        .await
+        .into_iter()
+        .find(|f| f.metadata.name == held.metadata.name)
+        .expect("incident");
+    assert_eq!(
+        still.status.phase,
+        Phase::Recovering,
+        "unfenced without a reboot"
+    );
+    let why = still.status.message.clone().unwrap_or_default();
+    assert!(
+        why.contains("without a reboot") && why.contains(volume),
+        "{why}"
+    );
+    assert!(tainted(&c, node).await, "the taint stays until the reboot");
+    assert_eq!(
+        ledger(s, &held.metadata.name, "unfence").1,
+        0,
+        "unfenced before the reboot"
+    );
+    // The machine reboots.
+    nodes
+        .patch_status(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(reported("boot-2")),
+        )
+        .await
+        .expect("node status");
+    let f = incident_in(&s.cp, node, Phase::Done, LONG).await;
+    assert!(!tainted(&c, node).await, "the taint goes after the reboot");
+    check.finish();
+    println!(
+        "partition-needs-reboot: back with bootID boot-1 and {volume} still in use: Recovering ({why}); bootID boot-2: Done"
+    );
+    print_record(&f);
+    forget_node(&mut s.cp, node).await;
+}
+
+/// Issue 40 point 7: medik8s fence-agents-remediation, trusted with `taint`, adds the out-of-service
+/// taint after its own fencing (its exact call: a patch of the Node's taints): refused while the
+/// node heartbeats, then allowed and recorded; cluster-api's identity, trusted only to delete
+/// Nodes, may not taint.
+async fn remediator_taint(s: &mut Shared) {
+    let (ns, node) = ("p-far", "far");
+    workload(&mut s.cp, ns, "db", "e2e-hostpath", node).await;
+    let c = s.cp.admin().await;
+    let far =
+        s.cp.client_as(FAR, &["system:serviceaccounts", "system:masters"])
+            .await;
+    let capi =
+        s.cp.client_as(CAPI, &["system:serviceaccounts", "system:masters"])
+            .await;
+    let taint = Patch::Merge(
+        json!({"spec": {"taints": [{"key": OOS, "value": "nodeshutdown", "effect": "NoExecute"}]}}),
+    );
+    s.cp.stop_kwok(node);
+    let e = Api::<Node>::all(far.clone())
+        .patch(node, &PatchParams::default(), &taint)
+        .await
+        .expect_err("a remediator's taint on a node that still heartbeats");
+    let (_, alive) = denial(e);
+    assert!(alive.contains("the node is not down"), "{alive}");
+    not_ready(&s.cp, node).await;
+    let e =
+        s.cp.eventually(
+            "cluster-api's identity refused the taint once the node is down",
+            LONG,
+            || {
+                let capi = capi.clone();
+                let taint = taint.clone();
+                async move {
+                    let e = Api::<Node>::all(capi)
+                        .patch(node, &PatchParams::default(), &taint)
+                        .await
+                        .err()?;
+                    let (_, m) = denial(e);
+                    m.contains("nothing proves the node is down").then_some(m)
+                }
+            },
+        )
+        .await;
+    assert!(!tainted(&c, node).await, "{e}");
+    Api::<Node>::all(far.clone())
+        .patch(node, &PatchParams::default(), &taint)
+        .await
+        .expect("the trusted remediator's taint");
+    let record = incidents(&c, node)
+        .await
+        .into_iter()
+        .find(|f| f.spec.release.is_some())
+        .expect("the remediator's taint is recorded");
+    let release = record.spec.release.clone().expect("release");
+    assert_eq!(release.action, volguard::model::fence::ReleaseAction::Taint);
+    assert_eq!(release.by, FAR);
+    // The taint releases the pod (taint eviction, PodGC); its replacement runs on kwok-1.
+    running_on(&s.cp, ns, "db-0", Some("kwok-1")).await;
+    println!(
+        "remediator-taint: refused while the node heartbeated; cluster-api's identity refused; fence-agents-remediation's taint allowed, recorded as nodefence/{} ({:?} by {})",
+        record.metadata.name, release.action, release.by
+    );
+    forget_node(&mut s.cp, node).await;
+}
+
+/// Issue 40 point 7: cluster-api, trusted with `delete-node`, deletes the Node of a Machine it
+/// removed (its exact call: DELETE of the Node): refused while the node heartbeats, then allowed
+/// and recorded; fence-agents-remediation's identity, trusted only to taint, may not delete it.
+async fn remediator_node_delete(s: &mut Shared) {
+    let (ns, node) = ("p-capi", "capi");
+    workload(&mut s.cp, ns, "db", "e2e-hostpath", node).await;
+    let c = s.cp.admin().await;
+    let far =
+        s.cp.client_as(FAR, &["system:serviceaccounts", "system:masters"])
+            .await;
+    let capi =
+        s.cp.client_as(CAPI, &["system:serviceaccounts", "system:masters"])
+            .await;
+    s.cp.stop_kwok(node);
+    let e = Api::<Node>::all(capi.clone())
+        .delete(node, &DeleteParams::default())
+        .await
+        .expect_err("deleting a node that still heartbeats");
+    let (_, alive) = denial(e);
+    assert!(alive.contains("the node is not down"), "{alive}");
+    not_ready(&s.cp, node).await;
+    s.cp.eventually(
+        "fence-agents-remediation's identity refused the delete once the node is down",
+        LONG,
+        || {
+            let far = far.clone();
+            async move {
+                let e = Api::<Node>::all(far)
+                    .delete(node, &DeleteParams::default())
+                    .await
+                    .err()?;
+                let (_, m) = denial(e);
+                m.contains("nothing proves the machine is off")
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    Api::<Node>::all(capi.clone())
+        .delete(node, &DeleteParams::default())
+        .await
+        .expect("the trusted remediator's delete");
+    let record = incidents(&c, node)
+        .await
+        .into_iter()
+        .find(|f| f.spec.release.is_some())
+        .expect("the deletion is recorded");
+    let release = record.spec.release.clone().expect("release");
+    assert_eq!(
+        release.action,
+        volguard::model::fence::ReleaseAction::NodeDelete
+    );
+    assert_eq!(release.by, CAPI);
+    assert_eq!(release.pods, vec![format!("{ns}/db-0")]);
+    println!(
+        "remediator-node-delete: refused while the node heartbeated; fence-agents-remediation's identity refused; cluster-api's delete allowed, recorded as nodefence/{} (pods {:?})",
+        record.metadata.name, release.pods
+    );
     forget_node(&mut s.cp, node).await;
 }
 
@@ -1163,8 +1429,79 @@ fn storage_system(c: &kube::Client, fenced_dir: PathBuf) -> tokio::task::JoinHan
     })
 }
 
+/// A volume of the CSI driver the NetworkFence backend fences, pre-bound to the StatefulSet's
+/// claim `data-<set>-0` (what the driver's provisioner would have made).
+async fn csi_volume(c: &kube::Client, ns: &str, set: &str) {
+    use k8s_openapi::api::core::v1::PersistentVolume;
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": format!("{ns}-{set}")},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "storageClassName": "fence-network", "persistentVolumeReclaimPolicy": "Retain",
+                 "claimRef": {"namespace": ns, "name": format!("data-{set}-0")},
+                 "csi": {"driver": "e2e.csi.volguard.io", "volumeHandle": format!("{ns}-{set}")}}
+    }))
+    .expect("pv");
+    Api::<PersistentVolume>::all(c.clone())
+        .create(&PostParams::default(), &pv)
+        .await
+        .expect("csi volume");
+}
+
+/// Issue 40 point 1: a NetworkFence cuts one CSI driver's storage network, but the pod on the node
+/// uses a hostPath volume the fence does not cover: the incident stays `Fenced`, never tainted,
+/// saying what is not covered (status, `FenceScopeIncomplete` Event, `volguard_fencing_scope_held`).
+async fn partition_partial_fence(s: &mut Shared) {
+    let (ns, node) = ("p-partial", "partial");
+    workload(&mut s.cp, ns, "db", "fence-network", node).await;
+    let c = s.cp.admin().await;
+    let check = Checker::start(&c, ns, s.agent_dir.join("fenced"));
+    let storage = storage_system(&c, s.agent_dir.join("fenced"));
+    s.cp.stop_kwok(node);
+    let f =
+        s.cp.eventually("the incident held for its fence's scope", LONG, || {
+            let c = c.clone();
+            async move {
+                incidents(&c, node)
+                    .await
+                    .into_iter()
+                    .find(|f| f.status.phase == Phase::Fenced && !f.status.uncovered.is_empty())
+            }
+        })
+        .await;
+    let why = f.status.message.clone().unwrap_or_default();
+    assert!(
+        why.contains("covers CSI driver e2e.csi.volguard.io") && why.contains("hostPath"),
+        "{why}"
+    );
+    s.cp.eventually("volguard_fencing_scope_held 1", LONG, || async {
+        (controller_metric(&s.cp, "volguard_fencing_scope_held").await == 1.0).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        !tainted(&c, node).await,
+        "tainted with a fence that does not cover the node"
+    );
+    let reasons = Api::<Event>::namespaced(c.clone(), "default")
+        .list(&ListParams::default().fields(&format!("involvedObject.name={node}")))
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect::<BTreeSet<_>>();
+    assert!(reasons.contains("FenceScopeIncomplete"), "{reasons:?}");
+    storage.abort();
+    check.finish();
+    println!("partition-partial-fence: held Fenced, no taint: {why}");
+    print_record(&f);
+    forget_node(&mut s.cp, node).await;
+}
+
 async fn partition_networkfence(s: &mut Shared) {
     let (ns, node) = ("p-netfence", "netfence");
+    // The pod's volume is the fenced driver's: the NetworkFence covers it.
+    csi_volume(&s.cp.admin().await, ns, "db").await;
     workload(&mut s.cp, ns, "db", "fence-network", node).await;
     let c = s.cp.admin().await;
     let check = Checker::start(&c, ns, s.agent_dir.join("fenced"));
@@ -1259,4 +1596,25 @@ partition_test!(
     partition_networkfence_test,
     "partition-networkfence",
     partition_networkfence
+);
+partition_test!(
+    partition_maintenance_test,
+    "partition-maintenance",
+    partition_maintenance
+);
+partition_test!(
+    partition_needs_reboot_test,
+    "partition-needs-reboot",
+    partition_needs_reboot
+);
+partition_test!(remediator_taint_test, "remediator-taint", remediator_taint);
+partition_test!(
+    remediator_node_delete_test,
+    "remediator-node-delete",
+    remediator_node_delete
+);
+partition_test!(
+    partition_partial_fence_test,
+    "partition-partial-fence",
+    partition_partial_fence
 );

@@ -104,6 +104,22 @@ impl Backends {
         }
     }
 
+    /// What a fence by `kind` cuts off (rules.md §7 "A fence has a scope"): the fence agent
+    /// powers the machine off and a person confirms the machine is down (every volume); a
+    /// NetworkFence cuts one CSI driver's storage network (`--networkfence-driver`; with only a
+    /// class, volguard cannot name what it covers).
+    pub fn scope(&self, kind: BackendKind) -> crate::rules::fencing::Scope {
+        use crate::rules::fencing::Scope;
+        match kind {
+            BackendKind::Webhook | BackendKind::Manual => Scope::Machine,
+            BackendKind::Networkfence => self
+                .networkfence
+                .driver
+                .clone()
+                .map_or(Scope::Unknown, Scope::Driver),
+        }
+    }
+
     /// Whether `kind` is configured at all (an unconfigured one fails at once).
     pub fn configured(&self, kind: BackendKind) -> bool {
         match kind {

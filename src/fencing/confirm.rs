@@ -54,11 +54,11 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
             jiff::Timestamp::now(),
         ) {
             anyhow::bail!(
-                "node {node:?} is not down: {why} (Lease renewTime {}). volguard does not confirm a node that \
-                 heartbeats: stop its kubelet or power the machine off, wait until `kubectl get node {node}` shows \
-                 NotReady and its Lease ({}/{node}) stops renewing, then run this again",
+                "node {node:?} is not down: {why}. volguard does not confirm a node that heartbeats: stop its \
+                 kubelet or power the machine off, wait until `kubectl get node {node}` shows NotReady and its \
+                 Lease ({}/{node}, last renewed {}) stops renewing, then run this again",
+                super::observe::LEASE_NAMESPACE,
                 lease.as_deref().unwrap_or("never"),
-                super::observe::LEASE_NAMESPACE
             );
         }
     }

@@ -30,6 +30,8 @@ pub struct FencingMetrics {
     pub unhealthy_nodes: Gauge,
     /// 1 while more nodes are unhealthy than `--max-unhealthy-nodes`: nothing new is fenced.
     pub storm: Gauge,
+    /// Fenced incidents held because the fence does not cover every volume on the node.
+    pub scope_held: Gauge,
 }
 
 fn buckets() -> impl Iterator<Item = f64> {
@@ -70,6 +72,11 @@ impl FencingMetrics {
             storm: r.add(
                 "volguard_fencing_storm",
                 "1 while more nodes are unhealthy than --max-unhealthy-nodes allows (no new fence)",
+                Gauge::default(),
+            ),
+            scope_held: r.add(
+                "volguard_fencing_scope_held",
+                "Fenced incidents not released because the fence does not cover every volume the node's pods use",
                 Gauge::default(),
             ),
         };

@@ -216,6 +216,12 @@ impl Fencer {
                 }
             }
         }
+        self.metrics.scope_held.set(
+            incidents
+                .iter()
+                .filter(|f| f.status.phase == Phase::Fenced && !f.status.uncovered.is_empty())
+                .count() as i64,
+        );
         let storm = rules::storm(unhealthy.len(), nodes.len(), self.cfg.limits.max_unhealthy);
         self.metrics.unhealthy_nodes.set(unhealthy.len() as i64);
         self.metrics.storm.set(i64::from(storm));
@@ -484,6 +490,24 @@ impl Fencer {
                         .await?;
                     return Ok(true);
                 }
+                // The taint releases every volume on the node: only when the fence covers them
+                // all (rules.md §7 "A fence has a scope"); otherwise the incident holds, saying why.
+                let scope = self.cfg.backends.scope(self.current(&f));
+                let used = observe::storage_on(self.client(), &f.spec.node).await?;
+                let missing = rules::uncovered(&scope, &used);
+                if !missing.is_empty() {
+                    let why = rules::scope_message(&f.spec.node, &scope, &missing);
+                    if f.status.message.as_deref() != Some(why.as_str()) {
+                        tracing::warn!(node = %f.spec.node, %why, "fencing: fence does not cover the node's volumes");
+                        self.records
+                            .announce(&f, true, "FenceScopeIncomplete", why.clone())
+                            .await;
+                    }
+                    f.status.uncovered = missing.iter().map(ToString::to_string).collect();
+                    self.note(&mut f, why).await?;
+                    return Ok(false);
+                }
+                f.status.uncovered.clear();
                 let affected = observe::affected(self.client(), &f.spec.node)
                     .await
                     .unwrap_or_default();

@@ -4,7 +4,7 @@
 //! fence must not rest on a cache.
 
 use crate::model::fence::{BackendKind, FENCE_BACKENDS, FENCING};
-use crate::rules::fencing::{self, Mode, NodeHealth, Tolerates};
+use crate::rules::fencing::{self, Mode, NodeHealth, Storage, Tolerates};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -291,6 +291,75 @@ pub async fn affected(client: &kube::Client, node: &str) -> Result<Affected, kub
         out.pods.insert(format!("{ns}/{name}"), held);
     }
     Ok(out)
+}
+
+/// The storage systems behind every claim the node's non-terminal pods use (rules.md §7 "A fence
+/// has a scope"): what the out-of-service taint would release. Live reads.
+pub async fn storage_on(client: &kube::Client, node: &str) -> Result<Vec<Storage>, kube::Error> {
+    use k8s_openapi::api::core::v1::PersistentVolume;
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+        .await?;
+    let pvs = Api::<PersistentVolume>::all(client.clone());
+    let mut out = Vec::new();
+    for p in pods.items.iter().filter(|p| !terminal(p)) {
+        let ns = p.metadata.namespace.clone().unwrap_or_default();
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+        for v in p.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            let claim = match (&v.persistent_volume_claim, &v.ephemeral) {
+                (Some(c), _) => c.claim_name.clone(),
+                (None, Some(_)) => format!("{name}-{}", v.name),
+                _ => continue,
+            };
+            let volume = pvcs
+                .get_opt(&claim)
+                .await?
+                .and_then(|c| c.spec?.volume_name)
+                .filter(|v| !v.is_empty());
+            let pv = match volume {
+                Some(v) => pvs.get_opt(&v).await?,
+                None => None,
+            };
+            out.push(match pv.and_then(|pv| pv.spec) {
+                Some(spec) => storage_of(&spec),
+                None => Storage::Unknown(format!("{ns}/{claim}")),
+            });
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// The storage system of a PersistentVolume: its CSI driver, else the in-tree source's kind.
+fn storage_of(spec: &k8s_openapi::api::core::v1::PersistentVolumeSpec) -> Storage {
+    if let Some(csi) = &spec.csi {
+        return Storage::Csi(csi.driver.clone());
+    }
+    let kind = serde_json::to_value(spec)
+        .ok()
+        .and_then(|v| {
+            v.as_object()?
+                .keys()
+                .find(|k| {
+                    !matches!(
+                        k.as_str(),
+                        "accessModes"
+                            | "capacity"
+                            | "claimRef"
+                            | "mountOptions"
+                            | "nodeAffinity"
+                            | "persistentVolumeReclaimPolicy"
+                            | "storageClassName"
+                            | "volumeMode"
+                            | "volumeAttributesClassName"
+                    )
+                })
+                .cloned()
+        })
+        .unwrap_or_else(|| "unknown".into());
+    Storage::InTree(kind)
 }
 
 /// Every node's Lease, by node name.

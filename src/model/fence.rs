@@ -187,6 +187,9 @@ pub struct NodeFenceStatus {
     /// The volumes the node's kubelet last reported in use or attached when it was released.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub released_volumes: Vec<String>,
+    /// What the node's pods use that the fence does not cover (the incident holds while any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uncovered: Vec<String>,
     /// When a backend confirmed the fence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fenced_at: Option<String>,
@@ -231,7 +234,8 @@ impl NodeFence {
         }
         let s = &self.status;
         let held = self.spec.release.is_some()
-            || matches!(s.phase, Phase::Fenced | Phase::Released)
+            || (s.phase == Phase::Fenced && s.uncovered.is_empty())
+            || s.phase == Phase::Released
             || (s.phase == Phase::Done
                 && s.released_at.is_some()
                 && s.unfence_requested_at.is_none());

@@ -304,6 +304,71 @@ pub fn rebooted_or_released(
     ))
 }
 
+/// The storage system behind one volume a node's pods use: a CSI driver, or an in-tree kind
+/// (`hostPath`, `nfs`, `iscsi`...). `Unknown`: the claim is not bound, or its volume unreadable.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Storage {
+    Csi(String),
+    InTree(String),
+    Unknown(String),
+}
+
+impl std::fmt::Display for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Storage::Csi(d) => write!(f, "CSI driver {d}"),
+            Storage::InTree(k) => write!(f, "{k} volumes"),
+            Storage::Unknown(c) => write!(f, "claim {c} (its volume unknown)"),
+        }
+    }
+}
+
+/// What a fence cuts off (rules.md §7 "A fence has a scope").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// The machine (power off, a person's confirmation): every volume.
+    Machine,
+    /// One CSI driver's storage network (a csi-addons NetworkFence): that driver's volumes.
+    Driver(String),
+    /// Nothing that can be shown (a NetworkFence whose driver volguard was not told).
+    Unknown,
+}
+
+/// The volumes a fence of `scope` leaves uncovered among `used` (each storage system once). The
+/// out-of-service taint releases every volume on the node, so it waits until this is empty.
+pub fn uncovered(scope: &Scope, used: &[Storage]) -> Vec<Storage> {
+    let mut out: Vec<Storage> = used
+        .iter()
+        .filter(|v| match (scope, v) {
+            (Scope::Machine, _) => false,
+            (Scope::Driver(d), Storage::Csi(x)) => d != x,
+            _ => true,
+        })
+        .cloned()
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Why a fence does not cover the node's volumes, for the incident's status and its Event.
+pub fn scope_message(node: &str, scope: &Scope, missing: &[Storage]) -> String {
+    let covers = match scope {
+        Scope::Machine => "the whole machine".to_string(),
+        Scope::Driver(d) => format!("CSI driver {d}"),
+        Scope::Unknown => "no storage volguard can name (set --networkfence-driver)".to_string(),
+    };
+    let list = missing
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "the fence covers {covers}; pods on node {node} also use {list}: the out-of-service taint would release those \
+         too, so the node is not released (fence them with a backend that covers them, or take the pods off)"
+    )
+}
+
 /// The backend after `index` in a chain of `len`, if any (rules.md §7: the next backend on failure).
 pub fn next_backend(index: usize, len: usize) -> Option<usize> {
     (index + 1 < len).then_some(index + 1)

@@ -193,3 +193,32 @@ fn recovery_needs_a_reboot_or_the_released_volumes_gone() {
     assert!(rebooted_or_released(None, Some("b1"), &released, &released).is_err());
     assert!(rebooted_or_released(Some("b1"), None, &released, &released).is_err());
 }
+
+/// Issue 40 point 1: a fence covers one storage system or the whole machine; the taint releases
+/// every volume, so it waits until the fence covers all the node's pods use.
+#[test]
+fn a_fence_covers_its_scope_only() {
+    let used = vec![
+        Storage::Csi("rbd.csi.ceph.com".into()),
+        Storage::InTree("nfs".into()),
+        Storage::Csi("rbd.csi.ceph.com".into()),
+    ];
+    assert!(uncovered(&Scope::Machine, &used).is_empty());
+    assert_eq!(
+        uncovered(&Scope::Driver("rbd.csi.ceph.com".into()), &used),
+        vec![Storage::InTree("nfs".into())]
+    );
+    assert!(uncovered(&Scope::Driver("rbd.csi.ceph.com".into()), &used[..1]).is_empty());
+    assert_eq!(uncovered(&Scope::Unknown, &used[..1]).len(), 1);
+    let unknown = vec![Storage::Unknown("ns/data".into())];
+    assert_eq!(uncovered(&Scope::Driver("x".into()), &unknown), unknown);
+    let m = scope_message(
+        "n1",
+        &Scope::Driver("rbd.csi.ceph.com".into()),
+        &[Storage::InTree("nfs".into())],
+    );
+    assert!(
+        m.contains("covers CSI driver rbd.csi.ceph.com") && m.contains("also use nfs volumes"),
+        "{m}"
+    );
+}

@@ -1044,20 +1044,30 @@ async fn partition_needs_reboot(s: &mut Shared) {
     forget_node(&mut s.cp, node).await;
 }
 
+/// A workload on `node` (a class that did not opt in: the remediator, not volguard, handles it),
+/// and clients as the admin and as the two trusted remediators (RBAC lets them act; volguard
+/// decides).
+async fn remediated_workload(
+    s: &mut Shared,
+    ns: &str,
+    node: &str,
+) -> (kube::Client, kube::Client, kube::Client) {
+    workload(&mut s.cp, ns, "db", "e2e-hostpath", node).await;
+    let groups = ["system:serviceaccounts", "system:masters"];
+    (
+        s.cp.admin().await,
+        s.cp.client_as(FAR, &groups).await,
+        s.cp.client_as(CAPI, &groups).await,
+    )
+}
+
 /// Issue 40 point 7: medik8s fence-agents-remediation, trusted with `taint`, adds the out-of-service
 /// taint after its own fencing (its exact call: a patch of the Node's taints): refused while the
 /// node heartbeats, then allowed and recorded; cluster-api's identity, trusted only to delete
 /// Nodes, may not taint.
 async fn remediator_taint(s: &mut Shared) {
     let (ns, node) = ("p-far", "far");
-    workload(&mut s.cp, ns, "db", "e2e-hostpath", node).await;
-    let c = s.cp.admin().await;
-    let far =
-        s.cp.client_as(FAR, &["system:serviceaccounts", "system:masters"])
-            .await;
-    let capi =
-        s.cp.client_as(CAPI, &["system:serviceaccounts", "system:masters"])
-            .await;
+    let (c, far, capi) = remediated_workload(s, ns, node).await;
     let taint = Patch::Merge(
         json!({"spec": {"taints": [{"key": OOS, "value": "nodeshutdown", "effect": "NoExecute"}]}}),
     );
@@ -1114,14 +1124,7 @@ async fn remediator_taint(s: &mut Shared) {
 /// and recorded; fence-agents-remediation's identity, trusted only to taint, may not delete it.
 async fn remediator_node_delete(s: &mut Shared) {
     let (ns, node) = ("p-capi", "capi");
-    workload(&mut s.cp, ns, "db", "e2e-hostpath", node).await;
-    let c = s.cp.admin().await;
-    let far =
-        s.cp.client_as(FAR, &["system:serviceaccounts", "system:masters"])
-            .await;
-    let capi =
-        s.cp.client_as(CAPI, &["system:serviceaccounts", "system:masters"])
-            .await;
+    let (c, far, capi) = remediated_workload(s, ns, node).await;
     s.cp.stop_kwok(node);
     let e = Api::<Node>::all(capi.clone())
         .delete(node, &DeleteParams::default())

@@ -2356,7 +2356,7 @@ async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
         .expect("old pod finished");
     // Either the new revision runs, or the old ReplicaSet's replacement won the claim first and
     // the new pod waits, told by volguard which pod holds the claim on which node (with a third
-    // schedulable node the scheduler may keep scoring the new pod there: README "what cannot roll").
+    // schedulable node the scheduler may keep scoring the new pod there: docs/reference.md "what cannot roll").
     let outcome = cp
         .eventually("rollout: new revision runs, or waits told why", LONG, || {
             let c = c.clone();

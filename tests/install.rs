@@ -457,7 +457,7 @@ fn helm_install_into_another_namespace() {
                 .map(|w| w["matchConditions"].as_array().map_or(0, Vec::len))
                 .sum();
             println!(
-                "matchConditions after cainjector injected the CA: {conditions} (cainjector before 1.12 erases them; README: cert-manager)"
+                "matchConditions after cainjector injected the CA: {conditions} (cainjector before 1.12 erases them; docs/reference.md: cert-manager)"
             );
             // The chart's pod is where the apiserver sends requests: its IP is this machine's.
             let pods = Api::<Pod>::namespaced(c.clone(), NS)

@@ -5,7 +5,7 @@
 //! Why not kube-runtime's `Controller`: it reconciles one object per call, while releasing a
 //! terminating PVC must be proven by a consistent pod LIST, and one such LIST per namespace per
 //! batch (not per PVC) is what keeps the API cost at kube-controller-manager's level (see the
-//! README's performance table: 1.06 requests per released PVC). `Controller` has no batching.
+//! docs/performance.md: 1.06 requests per released PVC). `Controller` has no batching.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;

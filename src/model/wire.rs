@@ -1,6 +1,6 @@
 //! Serde helpers for the wire format (no object shapes here): a compact string map, `null`-or-value
 //! seeds, and object keys borrowed from the input. They keep decoding of 100k objects and of
-//! every admission review cheap (see the README's performance notes).
+//! every admission review cheap (see docs/performance.md).
 
 use super::ANNOTATION_PREFIX;
 use serde::{Deserialize, Serialize};

@@ -1094,7 +1094,7 @@ impl ControlPlane {
             if kept == 0 {
                 // cainjector v1.11 rewrites the whole configuration with client-go 0.26 types,
                 // which predate `matchConditions`: injecting the CA erases them, on every sync
-                // (README: "cert-manager"). Re-applied with the injected bundle and without the
+                // (docs/reference.md: "cert-manager"). Re-applied with the injected bundle and without the
                 // injection annotation, as an operator stuck on 1.11 must.
                 println!(
                     "cert-manager cainjector dropped every matchConditions entry while injecting the CA; re-applied with its bundle, without the injection annotation"

@@ -513,11 +513,14 @@ pub enum ExplainKind {
     /// A PersistentVolume.
     #[value(alias = "persistentvolume", alias = "pvs")]
     Pv,
+    /// A Node: why it is fenced, tainted or not released (rules.md §7).
+    #[value(alias = "nodes", alias = "no")]
+    Node,
 }
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// pvc or pv.
+    /// pvc, pv or node.
     #[arg(value_enum)]
     pub kind: ExplainKind,
     pub name: String,
@@ -534,6 +537,9 @@ pub struct ExplainArgs {
     pub context: Option<String>,
     #[arg(short = 'o', long, value_enum, default_value_t = crate::report::render::Format::Table)]
     pub output: crate::report::render::Format,
+    /// `explain node`: a node whose Lease was renewed within this (or that reports Ready) is alive.
+    #[arg(long, default_value = "40s", env = "VOLGUARD_PARTITION_AFTER")]
+    pub partition_after: jiff::SignedDuration,
 }
 
 #[derive(Debug, Subcommand)]

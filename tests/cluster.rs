@@ -1105,6 +1105,24 @@ async fn s_node_delete_guard(cp: &mut ControlPlane, ns: &str) {
     let release = record.spec.release.clone().expect("release");
     assert!(release.proof.contains("confirm-node-down"), "{release:?}");
     assert_eq!(release.pods, vec![format!("{ns}/orphan")]);
+    // `explain node` on the live cluster: the Node is gone, its release recorded.
+    let kc = cp.kubeconfig_file("explainer", "e2e-user", &["system:masters"]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_volguard"))
+        .args(["explain", "node", &node])
+        .arg(format!("--kubeconfig={}", kc.display()))
+        .output()
+        .expect("run explain node");
+    let explained = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success()
+            && explained.contains("exists:       no (deleted)")
+            && explained.contains(&format!(
+                "release recorded in nodefence {}",
+                record.metadata.name
+            )),
+        "{explained}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // PodGC quarantines a missing node for 40 s, checks every 20 s.
     gone_within(cp, &pods, "pod (PodGC)", "orphan", Duration::from_secs(150)).await;
     // PodGC marks the pod Failed before it force-deletes it, so the webhook's matchConditions

@@ -1,8 +1,10 @@
-//! `volguard explain pvc|pv NAME` (also `kubectl volguard explain ...`): why is this volume still
-//! here, who uses it, and what to do next (rules.md §6). `build_*` are pure over the objects read;
+//! `volguard explain pvc|pv|node NAME` (also `kubectl volguard explain ...`): why is this volume
+//! still here, who uses it, why is this node fenced or not released, and what to do next (rules.md
+//! §6, §7). `build_*` are pure over the objects read;
 //! `run` reads them from a live cluster or a `--state` file and prints table, JSON or YAML.
 
 mod live;
+pub mod node;
 
 use crate::cli::{ExplainArgs, ExplainKind};
 use crate::model::fence::NodeFence;
@@ -434,11 +436,11 @@ pub fn table(e: &Explanation) -> String {
 
 /// Read, explain, print.
 pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
-    let e = match &args.state {
+    let (view, client, ns, file) = match &args.state {
         Some(path) => {
             let view = state::open(state::Source::File(path), state::Needs::default())?;
             let ns = args.namespace.clone().unwrap_or_else(|| "default".into());
-            gather(&view, None, &ns, &args, Some(path.display().to_string())).await?
+            (view, None, ns, Some(path.display().to_string()))
         }
         None => {
             let client = crate::runtime::kube::client_for(
@@ -457,19 +459,101 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
                 std::sync::Arc::new(state::Store::default()),
                 false,
             ));
-            gather(&view, Some(&client), &ns, &args, None).await?
+            (view, Some(client), ns, None)
         }
     };
-    let text = match args.output {
-        crate::report::render::Format::Table | crate::report::render::Format::Wide => table(&e),
-        crate::report::render::Format::Name => {
-            format!("{}/{}\n", e.kind.to_ascii_lowercase(), e.name)
+    let text = match args.kind {
+        ExplainKind::Node => {
+            let e = gather_node(&view, client.as_ref(), &args, file).await?;
+            match args.output {
+                crate::report::render::Format::Table | crate::report::render::Format::Wide => {
+                    node::table(&e)
+                }
+                crate::report::render::Format::Name => format!("node/{}\n", e.name),
+                crate::report::render::Format::Json => serde_json::to_string_pretty(&e)? + "\n",
+                crate::report::render::Format::Yaml => serde_yaml::to_string(&e)?,
+            }
         }
-        crate::report::render::Format::Json => serde_json::to_string_pretty(&e)? + "\n",
-        crate::report::render::Format::Yaml => serde_yaml::to_string(&e)?,
+        ExplainKind::Pvc | ExplainKind::Pv => {
+            let e = gather(&view, client.as_ref(), &ns, &args, file).await?;
+            match args.output {
+                crate::report::render::Format::Table | crate::report::render::Format::Wide => {
+                    table(&e)
+                }
+                crate::report::render::Format::Name => {
+                    format!("{}/{}\n", e.kind.to_ascii_lowercase(), e.name)
+                }
+                crate::report::render::Format::Json => serde_json::to_string_pretty(&e)? + "\n",
+                crate::report::render::Format::Yaml => serde_yaml::to_string(&e)?,
+            }
+        }
     };
     print!("{text}");
     Ok(())
+}
+
+/// The facts of `explain node`: the Node, its Lease (live), its NodeFence incidents and records,
+/// and the pods scheduled on it. A Node that no longer exists is explained too (its records say
+/// whether its release was proven); a node nobody ever knew of is not found.
+async fn gather_node(
+    view: &state::View,
+    client: Option<&kube::Client>,
+    args: &ExplainArgs,
+    file: Option<String>,
+) -> anyhow::Result<node::NodeExplanation> {
+    let name = args.name.as_str();
+    let n = found(view.node_confirmed(name).await)?;
+    let lease = match view.lease_renewed(name).await {
+        Fact::Found(t) => t,
+        Fact::Missing | Fact::Unknown(_) => None,
+    };
+    let fences: Vec<NodeFence> = match view.fences_of_node(name).await {
+        Fact::Found(f) => f.iter().map(|f| (**f).clone()).collect(),
+        Fact::Missing => Vec::new(),
+        Fact::Unknown(e) => {
+            anyhow::bail!("cannot read the NodeFence records of node {name:?}: {e}")
+        }
+    };
+    let pods = match client {
+        Some(c) => match state::live::list_pods_on_node(c, name, |_| true).await {
+            Fact::Found(p) => p,
+            Fact::Missing => Vec::new(),
+            Fact::Unknown(e) => anyhow::bail!("cannot list the pods on node {name:?}: {e}"),
+        },
+        None => view
+            .store()
+            .pods
+            .all()
+            .iter()
+            .filter(|p| p.node_name() == Some(name))
+            .map(|p| (**p).clone())
+            .collect(),
+    };
+    if n.is_none() && fences.is_empty() && pods.is_empty() {
+        return Err(NotFound {
+            resource: "nodes",
+            name: name.to_string(),
+            namespace: None,
+            file,
+        }
+        .into());
+    }
+    let alive = n.as_ref().and_then(|n| {
+        crate::rules::fencing::alive(
+            n.ready(),
+            lease,
+            args.partition_after,
+            jiff::Timestamp::now(),
+        )
+    });
+    Ok(node::build(&node::Facts {
+        name,
+        node: n.as_deref(),
+        lease_renewed: lease,
+        alive,
+        fences: &fences,
+        pods: &pods,
+    }))
 }
 
 pub use crate::error::NotFound;
@@ -561,6 +645,7 @@ async fn gather(
             e.not_read = not_read;
             Ok(e)
         }
+        ExplainKind::Node => anyhow::bail!("a node is explained by explain node"),
     }
 }
 

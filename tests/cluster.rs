@@ -1269,7 +1269,9 @@ async fn s_drain_eviction(cp: &mut ControlPlane, ns: &str) {
     );
     assert!(!ok, "forced drain went through:\n{forced}");
     assert!(
-        forced.contains("eviction.volguard.io") && forced.contains("force delete of pod"),
+        forced.contains("eviction.volguard.io")
+            && forced.contains("eviction with gracePeriodSeconds 0 of pod")
+            && forced.contains("kubectl drain without --grace-period=0"),
         "{forced}"
     );
     let still = running(cp, ns, "drainee-0").await.metadata.uid;

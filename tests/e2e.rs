@@ -197,7 +197,9 @@ async fn s12_eviction(cp: &ControlPlane, ns: &str) {
     };
     assert_eq!(code, 403, "{msg}");
     assert!(
-        msg.contains("force delete of pod \"ev-0\" refused") && msg.contains("may keep running"),
+        msg.contains("eviction with gracePeriodSeconds 0 of pod \"ev-0\" refused")
+            && msg.contains("may keep running")
+            && msg.contains("kubectl drain without --grace-period=0"),
         "volguard's message, not another refusal: {msg}"
     );
     assert!(

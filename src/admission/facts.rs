@@ -150,7 +150,7 @@ impl Admission {
             None => None,
         };
         tracing::debug!(pod = %pod.metadata.name, grace_period_seconds = ?grace, "pod delete seen");
-        Ok(Box::pin(self.force_delete(req, &pod, grace)).await)
+        Ok(Box::pin(self.force_delete(req, &pod, grace, force_delete::pod_delete)).await)
     }
 
     /// rules.md §2d "Eviction is a delete too": the apiserver deletes an evicted pod without calling
@@ -180,10 +180,17 @@ impl Admission {
             }
         };
         tracing::debug!(pod = %name, grace_period_seconds = ?grace, "pod eviction seen");
-        Ok(Box::pin(self.force_delete(req, &pod, grace)).await)
+        Ok(Box::pin(self.force_delete(req, &pod, grace, force_delete::pod_eviction)).await)
     }
 
-    async fn force_delete(&self, req: &Request<'_>, pod: &Pod, grace: Option<i64>) -> Decision {
+    /// `judge`: `force_delete::pod_delete` or `pod_eviction` (the same rows, their own words).
+    async fn force_delete(
+        &self,
+        req: &Request<'_>,
+        pod: &Pod,
+        grace: Option<i64>,
+        judge: ForceJudge,
+    ) -> Decision {
         // The node is only read when the cheap rows did not decide (force delete of a scheduled pod).
         let mut node = match pod.node_name() {
             Some(n) if is_force(grace) => self.cluster.node(n).await,
@@ -213,7 +220,7 @@ impl Admission {
         {
             let mut pod = pod.clone();
             strip(&mut pod.metadata, CONFIRM_FORCE_DELETE);
-            return force_delete::pod_delete(
+            return judge(
                 &req.user_info,
                 &pod,
                 grace,
@@ -223,7 +230,7 @@ impl Admission {
             )
             .with_warning(w);
         }
-        force_delete::pod_delete(&req.user_info, pod, grace, deref(&node), gone, &self.policy)
+        judge(&req.user_info, pod, grace, deref(&node), gone, &self.policy)
     }
 
     /// rules.md §2h: the node is read as the apiserver has it now (its out-of-service taint lets
@@ -968,6 +975,16 @@ fn claims_names(claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)]) -> Str
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// `force_delete::pod_delete` or `force_delete::pod_eviction`.
+type ForceJudge = fn(
+    &crate::model::UserInfo,
+    &Pod,
+    Option<i64>,
+    Fact<&Node>,
+    Option<&str>,
+    &force_delete::ForceDeletePolicy,
+) -> Decision;
 
 /// How often a placement re-reads and re-decides after losing the lock's swap.
 pub const MAX_SWAPS: usize = 4;

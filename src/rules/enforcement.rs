@@ -26,13 +26,19 @@ impl Mode {
 pub enum EnforcementError {
     #[error("enforcement mode {0:?} is neither deny nor warn")]
     Mode(String),
-    #[error(
-        "unknown rule {0:?} in --enforcement; rules: pod-on-terminating-claim, \
-         binding-to-terminating-volume, finalizer-removal, force-delete, rwo-single-node"
-    )]
+    #[error("unknown rule {0:?} in --enforcement; rules: {rules}", rules = validating_names())]
     Rule(String),
     #[error("--enforcement entry {0:?} is not RULE=deny|warn")]
     Entry(String),
+}
+
+/// Every validating rule's name, from the rule table (what `--enforcement` accepts).
+fn validating_names() -> String {
+    Rule::VALIDATING
+        .iter()
+        .map(|r| r.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The mode of every validating rule.

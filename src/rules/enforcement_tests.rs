@@ -29,11 +29,11 @@ fn rejects_bad_input_precisely() {
         Enforcement::parse("loud"),
         Err(EnforcementError::Entry("loud".into()))
     );
-    assert!(
-        EnforcementError::Rule("x".into())
-            .to_string()
-            .contains("rwo-single-node")
-    );
+    // Issue 44 point 8: the error names every validating rule of the table, not a stale list.
+    let e = EnforcementError::Rule("x".into()).to_string();
+    for r in Rule::VALIDATING {
+        assert!(e.contains(r.name()), "{} missing from: {e}", r.name());
+    }
 }
 
 #[test]

@@ -61,6 +61,53 @@ pub fn pod_delete(
     gone_record: Option<&str>,
     policy: &ForceDeletePolicy,
 ) -> Decision {
+    judge(
+        user,
+        pod,
+        grace_period_seconds,
+        node,
+        gone_record,
+        policy,
+        Via::Delete,
+    )
+}
+
+/// Decide a `pods/eviction` with its `deleteOptions`: the same rows as a DELETE; the refusal
+/// speaks of draining (in `kubectl drain`, `--force` means something else).
+pub fn pod_eviction(
+    user: &UserInfo,
+    pod: &Pod,
+    grace_period_seconds: Option<i64>,
+    node: Fact<&Node>,
+    gone_record: Option<&str>,
+    policy: &ForceDeletePolicy,
+) -> Decision {
+    judge(
+        user,
+        pod,
+        grace_period_seconds,
+        node,
+        gone_record,
+        policy,
+        Via::Eviction,
+    )
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Delete,
+    Eviction,
+}
+
+fn judge(
+    user: &UserInfo,
+    pod: &Pod,
+    grace_period_seconds: Option<i64>,
+    node: Fact<&Node>,
+    gone_record: Option<&str>,
+    policy: &ForceDeletePolicy,
+    via: Via,
+) -> Decision {
     // 1: graceful deletion; the kubelet stops the containers first.
     if !is_force(grace_period_seconds) {
         return Decision::allow("graceful-delete");
@@ -122,12 +169,22 @@ pub fn pod_delete(
         Fact::Missing => gone_unrecorded(node_name),
         Fact::Found(_) => String::new(),
     };
+    let (what, graceful) = match via {
+        Via::Delete => (
+            "force delete",
+            "Delete it without --force and let the kubelet stop it",
+        ),
+        Via::Eviction => (
+            "eviction with gracePeriodSeconds 0",
+            "Evict it gracefully (kubectl drain without --grace-period=0): the kubelet stops it within its \
+             termination grace period",
+        ),
+    };
     Decision::deny(
         "force-delete-running-pod",
         format!(
-            "force delete of pod {:?} refused: it is {} on node {node_name:?}{unknown} and may keep running there, \
-             writing to its volumes, after it is removed from the API. Delete it without --force and let the \
-             kubelet stop it. If the node is really down, taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute \
+            "{what} of pod {:?} refused: it is {} on node {node_name:?}{unknown} and may keep running there, \
+             writing to its volumes, after it is removed from the API. {graceful}. If the node is really down, taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute \
              (or delete the Node). A person granted volguard's break-glass role (ClusterRole \
              volguard-break-glass) who accepts the risk can annotate the pod {CONFIRM_FORCE_DELETE}=true and retry",
             pod.metadata.name,

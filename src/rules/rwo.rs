@@ -96,10 +96,14 @@ pub fn place(pod: &Pod, node: &str, claims: &[ClaimFacts<'_>]) -> Decision {
                 "rwo-held-on-other-node",
                 format!(
                     "pod {:?} cannot run on node {node:?}: PersistentVolumeClaim {:?} {mode} \
-                     and pod {:?} uses it on node {:?}. Two nodes writing one volume corrupt it; the \
-                     scheduler retries this pod once {:?} has ended. For a Deployment use \
-                     `strategy: Recreate` (a RollingUpdate starts the new pod before the old one stops)",
-                    pod.metadata.name, h.claim, h.pod, h.node, h.pod
+                     and pod {:?} uses it on node {:?}. Two nodes writing one volume corrupt it; {}. \
+                     For a Deployment use `strategy: Recreate` (a RollingUpdate starts the new pod \
+                     before the old one stops)",
+                    pod.metadata.name,
+                    h.claim,
+                    h.pod,
+                    h.node,
+                    super::rwo_lock::retry_hint(pod, &format!("once {:?} has ended", h.pod))
                 ),
             );
         }

@@ -207,14 +207,33 @@ pub fn step(
     }
 }
 
+/// Who tries again after a refused placement: the scheduler retries a bind, but nothing retries a
+/// refused create of a pod that names its node (`spec.nodeName`): its creator must.
+pub fn retry_hint(pod: &Pod, when: &str) -> String {
+    match pod.node_name() {
+        Some(_) => format!(
+            "nothing retries a refused create: create the pod again {when} (or leave spec.nodeName empty and let \
+             the scheduler place it)"
+        ),
+        None => format!("the scheduler retries this pod {when}"),
+    }
+}
+
 /// The refusal when another node holds the lock.
 pub fn held_message(pod: &Pod, node: &str, claim: &str, lock: &RwoLock) -> String {
     format!(
         "pod {:?} cannot run on node {node:?}: PersistentVolumeClaim {claim:?} is ReadWriteOnce and is \
          locked to node {:?} (first placed there by pod {:?}, since {}). Two nodes writing one volume \
-         corrupt it; the scheduler retries this pod once no pod on node {:?} uses the claim. For a \
-         Deployment use `strategy: Recreate` (a RollingUpdate starts the new pod before the old one stops)",
-        pod.metadata.name, lock.node, lock.pod, lock.at, lock.node
+         corrupt it; {}. For a Deployment use `strategy: Recreate` (a RollingUpdate starts the new pod \
+         before the old one stops)",
+        pod.metadata.name,
+        lock.node,
+        lock.pod,
+        lock.at,
+        retry_hint(
+            pod,
+            &format!("once no pod on node {:?} uses the claim", lock.node)
+        )
     )
 }
 
@@ -227,10 +246,16 @@ pub fn lost_message(pod: &Pod, node: &str, claims: &str, unread: Option<&str>) -
         ),
         None => "other placements kept taking its lock first".to_string(),
     };
+    let retry = match pod.node_name() {
+        Some(_) => retry_hint(pod, "in a moment"),
+        None => "the scheduler retries this pod; nothing is needed from you".to_string(),
+    };
     format!(
         "pod {:?} cannot run on node {node:?} yet: ReadWriteOnce PersistentVolumeClaim {claims:?}: {why}. \
-         The scheduler retries this pod; nothing is needed from you",
-        pod.metadata.name
+         {}{}",
+        pod.metadata.name,
+        retry[..1].to_uppercase(),
+        &retry[1..]
     )
 }
 

@@ -516,11 +516,14 @@ pub enum ExplainKind {
     /// A Node: why it is fenced, tainted or not released (rules.md §7).
     #[value(alias = "nodes", alias = "no")]
     Node,
+    /// A Pod (namespaced): what in its storage keeps it from starting.
+    #[value(alias = "pods", alias = "po")]
+    Pod,
 }
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// pvc, pv or node.
+    /// pvc, pv, node or pod.
     #[arg(value_enum)]
     pub kind: ExplainKind,
     pub name: String,

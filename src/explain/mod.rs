@@ -5,6 +5,7 @@
 
 mod live;
 pub mod node;
+pub mod pod;
 
 use crate::cli::{ExplainArgs, ExplainKind};
 use crate::model::fence::NodeFence;
@@ -474,6 +475,17 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
                 crate::report::render::Format::Yaml => serde_yaml::to_string(&e)?,
             }
         }
+        ExplainKind::Pod => {
+            let e = gather_pod(&view, client.as_ref(), &ns, &args, file).await?;
+            match args.output {
+                crate::report::render::Format::Table | crate::report::render::Format::Wide => {
+                    pod::table(&e)
+                }
+                crate::report::render::Format::Name => format!("pod/{}\n", e.name),
+                crate::report::render::Format::Json => serde_json::to_string_pretty(&e)? + "\n",
+                crate::report::render::Format::Yaml => serde_yaml::to_string(&e)?,
+            }
+        }
         ExplainKind::Pvc | ExplainKind::Pv => {
             let e = gather(&view, client.as_ref(), &ns, &args, file).await?;
             match args.output {
@@ -490,6 +502,79 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
     };
     print!("{text}");
     Ok(())
+}
+
+/// The facts of `explain pod`: the pod, each of its claims and their volumes, the volumes'
+/// VolumeAttachments (live), the namespace's pods that name the same claims (a consistent read),
+/// and the fencing incidents.
+async fn gather_pod(
+    view: &state::View,
+    client: Option<&kube::Client>,
+    ns: &str,
+    args: &ExplainArgs,
+    file: Option<String>,
+) -> anyhow::Result<pod::PodExplanation> {
+    let p = found(view.pod(ns, &args.name).await)?.ok_or_else(|| NotFound {
+        resource: "pods",
+        name: args.name.clone(),
+        namespace: Some(ns.to_string()),
+        file: file.clone(),
+    })?;
+    let names: Vec<String> = crate::rules::claims::claims_of(&p)
+        .map(|c| c.name)
+        .collect();
+    let mut not_read = Vec::new();
+    let mut pvcs = Vec::new();
+    let mut pvs = Vec::new();
+    let mut vas = Vec::new();
+    for c in &names {
+        let pvc = found(view.pvc(ns, c).await)?;
+        let pv = match pvc.as_ref().and_then(|p| p.volume_name()) {
+            Some(v) => match view.pv(v).await {
+                Fact::Unknown(crate::rules::decision::ReadError::Refused { code: 403, .. }) => None,
+                f => found(f)?,
+            },
+            None => None,
+        };
+        let va = match (&pv, client) {
+            (Some(pv), Some(c)) => live::attachments(c, &pv.metadata.name, &mut not_read).await?,
+            _ => Vec::new(),
+        };
+        pvcs.push(pvc);
+        pvs.push(pv);
+        vas.push(va);
+    }
+    let others = match view
+        .pods_consistent(ns, |o| {
+            crate::rules::claims::claims_of(o).any(|c| names.contains(&c.name))
+        })
+        .await
+    {
+        Fact::Found(p) => p,
+        Fact::Missing => Vec::new(),
+        Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),
+    };
+    let fences = match client {
+        Some(c) => live::fences(c, &mut not_read).await?,
+        None => view
+            .store()
+            .fences
+            .all()
+            .iter()
+            .map(|f| (**f).clone())
+            .collect(),
+    };
+    let facts: Vec<pod::ClaimFacts<'_>> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| pod::ClaimFacts {
+            name: n.clone(),
+            pvc: pvcs[i].as_deref(),
+            pv: pvs[i].as_deref(),
+            attachments: vas[i].clone(),
+        })
+        .collect();
+    Ok(pod::build(&p, &facts, &others, &fences))
 }
 
 /// The facts of `explain node`: the Node, its Lease (live), its NodeFence incidents and records,
@@ -645,7 +730,9 @@ async fn gather(
             e.not_read = not_read;
             Ok(e)
         }
-        ExplainKind::Node => anyhow::bail!("a node is explained by explain node"),
+        ExplainKind::Node | ExplainKind::Pod => {
+            anyhow::bail!("nodes and pods have their own explanations")
+        }
     }
 }
 

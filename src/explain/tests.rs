@@ -376,3 +376,105 @@ mod node {
         assert!(e.next.starts_with("out of service"), "{}", e.next);
     }
 }
+
+mod pod {
+    use crate::explain::Attachment;
+    use crate::explain::pod::{ClaimFacts, build, table};
+    use crate::model::fence::{NodeFence, NodeFenceSpec, Phase};
+    use crate::model::testing;
+
+    fn me() -> crate::model::Pod {
+        testing::pod("shop", "db-1")
+            .on(Some("n2"))
+            .in_phase("Pending")
+            .mounting("data")
+    }
+    fn claim(rwo: bool) -> crate::model::Pvc {
+        let mut c = testing::pvc("shop", "data");
+        if rwo {
+            c = c.with_modes(&["ReadWriteOnce"]);
+        }
+        c.spec.volume_name = Some("pv-1".into());
+        c.status.phase = Some("Bound".into());
+        c
+    }
+    fn facts(pvc: Option<&crate::model::Pvc>, attachments: Vec<Attachment>) -> Vec<ClaimFacts<'_>> {
+        vec![ClaimFacts {
+            name: "data".into(),
+            pvc,
+            pv: None,
+            attachments,
+        }]
+    }
+
+    #[test]
+    fn a_pod_without_a_storage_problem_says_so_in_one_line() {
+        let c = claim(true);
+        let e = build(&me(), &facts(Some(&c), vec![]), &[], &[]);
+        assert!(e.blocked.is_empty());
+        assert!(e.next.starts_with("no storage problem found"), "{}", e.next);
+        let bare = testing::pod("shop", "web").on(Some("n1"));
+        let e = build(&bare, &[], &[], &[]);
+        assert_eq!(e.next, "the pod uses no claim: no storage problem");
+    }
+
+    #[test]
+    fn missing_and_terminating_claims_say_what_to_do() {
+        let e = build(&me(), &facts(None, vec![]), &[], &[]);
+        assert!(e.next.contains("create claim data"), "{}", e.next);
+        let mut c = claim(true);
+        c.metadata.deleted_at("2026-11-25T10:00:00Z");
+        let e = build(&me(), &facts(Some(&c), vec![]), &[], &[]);
+        assert_eq!(e.claims[0].state, "terminating");
+        assert!(
+            e.next.contains("kubectl volguard explain pvc data"),
+            "{}",
+            e.next
+        );
+    }
+
+    #[test]
+    fn the_holder_on_another_node_and_the_multi_attach_are_named_never_a_manual_va_delete() {
+        let c = claim(true);
+        let holder = testing::pod("shop", "db-0")
+            .on(Some("n1"))
+            .in_phase("Running")
+            .mounting("data");
+        let va = Attachment {
+            name: "csi-123".into(),
+            node: "n1".into(),
+            attached: true,
+            terminating: false,
+        };
+        let e = build(&me(), &facts(Some(&c), vec![va]), &[holder.clone()], &[]);
+        let all = e.blocked.join("\n");
+        assert!(all.contains("pod db-0 holds it on node n1"), "{all}");
+        assert!(all.contains("still attached to node n1"), "{all}");
+        assert!(
+            e.next.contains("do not delete VolumeAttachment csi-123"),
+            "{}",
+            e.next
+        );
+        let t = table(&e);
+        assert!(
+            t.contains("used by:  db-0 on n1") && t.contains("attached: csi-123 on node n1"),
+            "{t}"
+        );
+        // A partitioned holder's node: the incident that releases it.
+        let mut f = NodeFence {
+            spec: NodeFenceSpec {
+                node: "n1".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        f.metadata.name = "n1-7".into();
+        f.status.phase = Phase::Fencing;
+        let e = build(&me(), &facts(Some(&c), vec![]), &[holder], &[f]);
+        assert!(
+            e.next.contains("fencing incident n1-7 (Fencing)"),
+            "{}",
+            e.next
+        );
+    }
+}

@@ -1,0 +1,249 @@
+//! `volguard explain pod NAME`: why won't my pod start, as far as its storage goes. Walks the pod
+//! to each claim (missing, unbound, terminating), its volume, the volume's attachments (the node
+//! that still holds it: the "Multi-Attach error"), volguard's RWO lock and the pods holding the
+//! claim, and a fencing incident on the holder's node. `build` is pure over what was read.
+
+use super::Attachment;
+use crate::model::fence::NodeFence;
+use crate::model::{Pod, Pv, Pvc};
+use crate::rules::claims::claims_of;
+use crate::rules::rwo_lock::RwoLock;
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimState {
+    pub name: String,
+    /// missing, pending, terminating or bound.
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
+    pub read_write_once: bool,
+    /// Other pods that use the claim and where (`name on node`).
+    pub used_by: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rwo_lock: Option<RwoLock>,
+    pub attachments: Vec<Attachment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodExplanation {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub phase: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub claims: Vec<ClaimState>,
+    /// What blocks the pod, one line per claim that does (empty: no storage problem).
+    pub blocked: Vec<String>,
+    pub next: String,
+}
+
+/// One claim of the pod, as read.
+pub struct ClaimFacts<'a> {
+    pub name: String,
+    pub pvc: Option<&'a Pvc>,
+    pub pv: Option<&'a Pv>,
+    pub attachments: Vec<Attachment>,
+}
+
+/// `others`: the other pods of the namespace that name any of the pod's claims.
+pub fn build(
+    pod: &Pod,
+    claims: &[ClaimFacts<'_>],
+    others: &[Pod],
+    fences: &[NodeFence],
+) -> PodExplanation {
+    let node = pod.node_name().map(str::to_string);
+    let mut blocked = Vec::new();
+    let mut steps = Vec::new();
+    let mut out = Vec::new();
+    for c in claims {
+        let users: Vec<&Pod> = others
+            .iter()
+            .filter(|o| o.metadata.name != pod.metadata.name && !o.is_terminal())
+            .filter(|o| claims_of(o).any(|x| x.name == c.name))
+            .collect();
+        let (state, volume) = match c.pvc {
+            None => ("missing", None),
+            Some(p) if p.metadata.deletion_timestamp.is_some() => ("terminating", p.volume_name()),
+            Some(p) if p.is_bound() => ("bound", p.volume_name()),
+            Some(p) => ("pending", p.volume_name()),
+        };
+        let rwo = c.pvc.is_some_and(Pvc::is_rwo);
+        let lock = c.pvc.and_then(RwoLock::of);
+        match state {
+            "missing" => {
+                blocked.push(format!("claim {} does not exist", c.name));
+                steps.push(format!("create claim {} (the pod waits for it)", c.name));
+            }
+            "terminating" => {
+                blocked.push(format!("claim {} is being deleted", c.name));
+                steps.push(format!(
+                    "wait until claim {} is gone, recreate it, then recreate the pod (`kubectl volguard explain pvc {}` says what holds it)",
+                    c.name, c.name
+                ));
+            }
+            "pending" => {
+                blocked.push(format!("claim {} is not bound to a volume yet", c.name));
+                steps.push(format!(
+                    "see why claim {} is Pending (`kubectl describe pvc {}`: its StorageClass, provisioner, or \
+                     WaitForFirstConsumer binding after the pod is scheduled)",
+                    c.name, c.name
+                ));
+            }
+            _ => {}
+        }
+        // Another node holds the claim: a pod running there, volguard's lock, or an attachment.
+        let elsewhere = |n: &str| node.as_deref() != Some(n);
+        if rwo {
+            let holder = users
+                .iter()
+                .find(|u| u.node_name().is_some_and(elsewhere))
+                .map(|u| {
+                    (
+                        u.metadata.name.clone(),
+                        u.node_name().unwrap_or_default().to_string(),
+                    )
+                })
+                .or_else(|| {
+                    lock.as_ref()
+                        .filter(|l| elsewhere(&l.node))
+                        .map(|l| (l.pod.clone(), l.node.clone()))
+                });
+            if let Some((holder, on)) = holder {
+                blocked.push(format!(
+                    "claim {} is ReadWriteOnce and pod {holder} holds it on node {on}: this pod can run only on {on} \
+                     until {holder} ends",
+                    c.name
+                ));
+                let incident = fences.iter().find(|f| {
+                    f.spec.node == on && !f.status.phase.is_final() && !f.is_release_record()
+                });
+                steps.push(match incident {
+                    Some(f) => format!(
+                        "node {on} is partitioned: fencing incident {} ({}) releases the claim once the fence is \
+                         proven (`kubectl volguard explain node {on}`)",
+                        f.metadata.name,
+                        f.status.phase.as_str()
+                    ),
+                    None => format!(
+                        "it runs on {on} if it fits there (volguard's placement hint prefers it), else it waits until \
+                         {holder} ends (for a Deployment use `strategy: Recreate`); if node {on} is down, see \
+                         `kubectl volguard explain node {on}`"
+                    ),
+                });
+            }
+        }
+        if let Some(a) = c
+            .attachments
+            .iter()
+            .find(|a| a.attached && elsewhere(&a.node))
+            && rwo
+        {
+            blocked.push(format!(
+                "volume {} is still attached to node {} (the \"Multi-Attach error\")",
+                volume.unwrap_or("?"),
+                a.node
+            ));
+            steps.push(format!(
+                "it detaches once no pod on node {} uses it; do not delete VolumeAttachment {} by hand (that races \
+                 the attach/detach controller and can put two nodes on the volume)",
+                a.node, a.name
+            ));
+        }
+        out.push(ClaimState {
+            name: c.name.clone(),
+            state,
+            volume: volume.map(str::to_string),
+            read_write_once: rwo,
+            used_by: users
+                .iter()
+                .map(|u| {
+                    format!(
+                        "{} on {}",
+                        u.metadata.name,
+                        u.node_name().unwrap_or("no node yet")
+                    )
+                })
+                .collect(),
+            rwo_lock: lock,
+            attachments: c.attachments.clone(),
+        });
+    }
+    steps.dedup();
+    let next = match (claims.is_empty(), steps.is_empty()) {
+        (true, _) => "the pod uses no claim: no storage problem".to_string(),
+        (false, true) => {
+            "no storage problem found: its claims are bound and no other node holds them"
+                .to_string()
+        }
+        (false, false) => steps.join("; "),
+    };
+    PodExplanation {
+        kind: "Pod",
+        namespace: pod.metadata.namespace.clone(),
+        name: pod.metadata.name.clone(),
+        phase: pod.phase().to_string(),
+        node,
+        claims: out,
+        blocked,
+        next,
+    }
+}
+
+pub fn table(e: &PodExplanation) -> String {
+    let mut out = format!("Pod {}/{}\n", e.namespace, e.name);
+    out.push_str(&format!("  phase:        {}\n", e.phase));
+    out.push_str(&format!(
+        "  node:         {}\n",
+        e.node.as_deref().unwrap_or("(not scheduled)")
+    ));
+    out.push_str("  claims:\n");
+    if e.claims.is_empty() {
+        out.push_str("    (none)\n");
+    }
+    for c in &e.claims {
+        out.push_str(&format!(
+            "    {} {}{}{}\n",
+            c.name,
+            c.state,
+            c.volume
+                .as_deref()
+                .map(|v| format!(" to {v}"))
+                .unwrap_or_default(),
+            if c.read_write_once {
+                " (ReadWriteOnce)"
+            } else {
+                ""
+            }
+        ));
+        if !c.used_by.is_empty() {
+            out.push_str(&format!("      used by:  {}\n", c.used_by.join(", ")));
+        }
+        if let Some(l) = &c.rwo_lock {
+            out.push_str(&format!(
+                "      rwo lock: node {} (pod {}, since {})\n",
+                l.node, l.pod, l.at
+            ));
+        }
+        for a in &c.attachments {
+            out.push_str(&format!(
+                "      attached: {} on node {} ({})\n",
+                a.name,
+                a.node,
+                if a.attached { "attached" } else { "detached" }
+            ));
+        }
+    }
+    if !e.blocked.is_empty() {
+        out.push_str("  blocked by:\n");
+        for b in &e.blocked {
+            out.push_str(&format!("    {b}\n"));
+        }
+    }
+    out.push_str(&format!("  next:         {}\n", e.next));
+    out
+}

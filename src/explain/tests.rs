@@ -446,7 +446,12 @@ mod pod {
             attached: true,
             terminating: false,
         };
-        let e = build(&me(), &facts(Some(&c), vec![va]), &[holder.clone()], &[]);
+        let e = build(
+            &me(),
+            &facts(Some(&c), vec![va]),
+            std::slice::from_ref(&holder),
+            &[],
+        );
         let all = e.blocked.join("\n");
         assert!(all.contains("pod db-0 holds it on node n1"), "{all}");
         assert!(all.contains("still attached to node n1"), "{all}");

@@ -466,42 +466,36 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let text = match args.kind {
         ExplainKind::Node => {
             let e = gather_node(&view, client.as_ref(), &args, file).await?;
-            match args.output {
-                crate::report::render::Format::Table | crate::report::render::Format::Wide => {
-                    node::table(&e)
-                }
-                crate::report::render::Format::Name => format!("node/{}\n", e.name),
-                crate::report::render::Format::Json => serde_json::to_string_pretty(&e)? + "\n",
-                crate::report::render::Format::Yaml => serde_yaml::to_string(&e)?,
-            }
+            render(&e, args.output, node::table, format!("node/{}", e.name))?
         }
         ExplainKind::Pod => {
             let e = gather_pod(&view, client.as_ref(), &ns, &args, file).await?;
-            match args.output {
-                crate::report::render::Format::Table | crate::report::render::Format::Wide => {
-                    pod::table(&e)
-                }
-                crate::report::render::Format::Name => format!("pod/{}\n", e.name),
-                crate::report::render::Format::Json => serde_json::to_string_pretty(&e)? + "\n",
-                crate::report::render::Format::Yaml => serde_yaml::to_string(&e)?,
-            }
+            render(&e, args.output, pod::table, format!("pod/{}", e.name))?
         }
         ExplainKind::Pvc | ExplainKind::Pv => {
             let e = gather(&view, client.as_ref(), &ns, &args, file).await?;
-            match args.output {
-                crate::report::render::Format::Table | crate::report::render::Format::Wide => {
-                    table(&e)
-                }
-                crate::report::render::Format::Name => {
-                    format!("{}/{}\n", e.kind.to_ascii_lowercase(), e.name)
-                }
-                crate::report::render::Format::Json => serde_json::to_string_pretty(&e)? + "\n",
-                crate::report::render::Format::Yaml => serde_yaml::to_string(&e)?,
-            }
+            let name = format!("{}/{}", e.kind.to_ascii_lowercase(), e.name);
+            render(&e, args.output, table, name)?
         }
     };
     print!("{text}");
     Ok(())
+}
+
+/// One explanation in the format asked for (`name`: what `-o name` prints).
+fn render<T: Serialize>(
+    e: &T,
+    format: crate::report::render::Format,
+    table: fn(&T) -> String,
+    name: String,
+) -> anyhow::Result<String> {
+    use crate::report::render::Format;
+    Ok(match format {
+        Format::Table | Format::Wide => table(e),
+        Format::Name => name + "\n",
+        Format::Json => serde_json::to_string_pretty(e)? + "\n",
+        Format::Yaml => serde_yaml::to_string(e)?,
+    })
 }
 
 /// The facts of `explain pod`: the pod, each of its claims and their volumes, the volumes'

@@ -548,16 +548,7 @@ async fn gather_pod(
         Fact::Missing => Vec::new(),
         Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),
     };
-    let fences = match client {
-        Some(c) => live::fences(c, &mut not_read).await?,
-        None => view
-            .store()
-            .fences
-            .all()
-            .iter()
-            .map(|f| (**f).clone())
-            .collect(),
-    };
+    let fences = all_fences(view, client, &mut not_read).await?;
     let facts: Vec<pod::ClaimFacts<'_>> = names
         .iter()
         .enumerate()
@@ -685,16 +676,7 @@ async fn gather(
                 }
                 _ => Vec::new(),
             };
-            let fences = match client {
-                Some(c) => live::fences(c, &mut not_read).await?,
-                None => view
-                    .store()
-                    .fences
-                    .all()
-                    .iter()
-                    .map(|f| (**f).clone())
-                    .collect(),
-            };
+            let fences = all_fences(view, client, &mut not_read).await?;
             let mut e = build_pvc(&pvc, pv.as_deref(), &pods, &vas, &fences);
             if not_read.iter().any(|n| n.starts_with("persistentvolumes"))
                 && let Some(v) = pvc.volume_name()
@@ -728,6 +710,24 @@ async fn gather(
             anyhow::bail!("nodes and pods have their own explanations")
         }
     }
+}
+
+/// Every fencing incident: live (what the caller may read), or the state file's.
+async fn all_fences(
+    view: &state::View,
+    client: Option<&kube::Client>,
+    not_read: &mut Vec<String>,
+) -> anyhow::Result<Vec<NodeFence>> {
+    Ok(match client {
+        Some(c) => live::fences(c, not_read).await?,
+        None => view
+            .store()
+            .fences
+            .all()
+            .iter()
+            .map(|f| (**f).clone())
+            .collect(),
+    })
 }
 
 /// A read's answer for a reader that must not guess: absent, present, or an error.

@@ -1780,8 +1780,9 @@ async fn s_webhook_rollout(cp: &mut ControlPlane, ns: &str) {
                 &["--shutdown-drain=6s"],
             )
             .await;
-        let mut old = cp.serve.replace(next).expect("a serving replica");
-        cp.serve_probe = probe;
+        let mut old = cp
+            .replace_serve(next, port, probe)
+            .expect("a serving replica");
         old.signal("TERM");
         // Endpoints and kube-proxy notice the terminating replica only after a while.
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -2025,17 +2026,14 @@ fn spread_deployment(
 }
 
 /// The app's pods that are Running on a node, and the refusals the scheduler met for the others.
-async fn race_state(
-    c: &kube::Client,
-    ns: &str,
-    app: &str,
-) -> (Vec<(String, String)>, Vec<(String, String)>) {
+/// `Err` when the app's pods sit on two nodes (rules.md §2f broken), saying which.
+async fn race_state(c: &kube::Client, ns: &str, app: &str) -> Result<RaceState, String> {
     let pods = Api::<Pod>::namespaced(c.clone(), ns)
         .list(&ListParams::default().labels(&format!("app={app}")))
         .await
         .expect("list")
         .items;
-    assert_one_node(&pods, app);
+    split_nodes(&pods, app)?;
     let mut running = Vec::new();
     let mut refused = Vec::new();
     for p in pods
@@ -2061,8 +2059,22 @@ async fn race_state(
             _ => {}
         }
     }
-    (running, refused)
+    Ok((running, refused))
 }
+
+/// Two nodes on one claim: fail with every decision both replicas logged about placements.
+fn race_lost(cp: &ControlPlane, replicas: &[Option<harness::Proc>], round: usize, e: &str) -> ! {
+    let logs: Vec<String> = cp
+        .serve
+        .iter()
+        .chain(replicas.iter().flatten())
+        .map(|p| p.lines_with("rwo", 40))
+        .collect();
+    panic!("round {round}: {e}\n{}", logs.join("\n"))
+}
+
+/// The running pods (name, node) and the refused ones (name, refusal) of a race.
+type RaceState = (Vec<(String, String)>, Vec<(String, String)>);
 
 /// The lock's race on the real cluster: two `volguard serve` replicas (each with its own caches)
 /// behind one address, a Deployment of two pods that must use two nodes on one RWO claim, created
@@ -2111,13 +2123,10 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
         probes[r] = probe;
         fwd.route_to_many(ports.clone());
         let old = if r == 0 {
-            cp.serve.replace(fresh)
+            cp.replace_serve(fresh, port, probe)
         } else {
             replicas[1].replace(fresh)
         };
-        if r == 0 {
-            cp.serve_probe = probe;
-        }
         if let Some(mut old) = old {
             old.signal("TERM");
             tokio::task::spawn_blocking(move || {
@@ -2141,19 +2150,27 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
                 || {
                     let c = c.clone();
                     async move {
-                        let (running, refused) = race_state(&c, ns, "pair").await;
-                        assert!(
-                            running.len() <= 1,
-                            "round {round}: two pods run: {running:?}"
-                        );
-                        Some((running.into_iter().next()?, refused.into_iter().next()?))
+                        let (running, refused) = match race_state(&c, ns, "pair").await {
+                            Ok(s) => s,
+                            Err(e) => return Some(Err(e)),
+                        };
+                        if running.len() > 1 {
+                            return Some(Err(format!("two pods run: {running:?}")));
+                        }
+                        Some(Ok((
+                            running.into_iter().next()?,
+                            refused.into_iter().next()?,
+                        )))
                     }
                 },
             )
-            .await;
+            .await
+            .unwrap_or_else(|e| race_lost(cp, &replicas, round, &e));
         // A moment later it still holds: the waiter stays Pending.
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let (running, _) = race_state(&c, ns, "pair").await;
+        let (running, _) = race_state(&c, ns, "pair")
+            .await
+            .unwrap_or_else(|e| race_lost(cp, &replicas, round, &e));
         assert_eq!(running.len(), 1, "round {round}: {running:?}");
         if waiter.1.contains("locked to node") {
             by_lock += 1;
@@ -2232,11 +2249,18 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
         .eventually("scaled back: one pod runs, the other refused", LONG, || {
             let c = c.clone();
             async move {
-                let (running, refused) = race_state(&c, ns, "pair").await;
-                Some((running.into_iter().next()?, refused.into_iter().next()?))
+                let (running, refused) = match race_state(&c, ns, "pair").await {
+                    Ok(s) => s,
+                    Err(e) => return Some(Err(e)),
+                };
+                Some(Ok((
+                    running.into_iter().next()?,
+                    refused.into_iter().next()?,
+                )))
             }
         })
-        .await;
+        .await
+        .unwrap_or_else(|e| race_lost(cp, &replicas, ROUNDS + 1, &e));
     let after = lock_of(pvcs.get("shared").await.expect("claim"));
     assert!(
         after.contains(&format!("\"pod\":\"{}\"", runner.0))
@@ -2272,6 +2296,13 @@ async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
 
 /// rules.md §2f's promise, checked on every look: the app's non-terminal pods sit on one node.
 fn assert_one_node(pods: &[Pod], app: &str) {
+    if let Err(e) = split_nodes(pods, app) {
+        panic!("{e}");
+    }
+}
+
+/// `Err` naming the nodes when the app's non-terminal pods sit on more than one.
+fn split_nodes(pods: &[Pod], app: &str) -> Result<(), String> {
     let mut nodes: Vec<&str> = pods
         .iter()
         .filter(|p| {
@@ -2284,10 +2315,10 @@ fn assert_one_node(pods: &[Pod], app: &str) {
         .collect();
     nodes.sort();
     nodes.dedup();
-    assert!(
-        nodes.len() <= 1,
-        "{app}: pods on {nodes:?} share one RWO claim"
-    );
+    match nodes.len() {
+        0 | 1 => Ok(()),
+        _ => Err(format!("{app}: pods on {nodes:?} share one RWO claim")),
+    }
 }
 
 /// The scheduler's events for a pod that mention volguard's RWO rule.

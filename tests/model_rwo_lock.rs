@@ -109,6 +109,9 @@ enum A {
         replica: u8,
         name: u8,
         node: u8,
+        /// A placement in flight lands between the quorum read of the users and the read of
+        /// the lock's pod (two reads, two moments).
+        mid: Option<u8>,
     },
     Persist(u8),
     Lose(u8),
@@ -119,7 +122,9 @@ enum A {
     /// a request within the grace).
     Tick(u8),
     ControllerTick,
-    ControllerClear,
+    ControllerClear {
+        mid: Option<u8>,
+    },
     OutOfService(u8),
 }
 
@@ -206,7 +211,7 @@ fn node_index(name: &str) -> u8 {
 
 impl LockModel {
     /// The webhook's decision for placing pod `name` on `node` through `replica`, and its effect.
-    fn place(&self, s: &mut S, r: usize, name: u8, node: u8) {
+    fn place(&self, s: &mut S, r: usize, name: u8, node: u8, mid: Option<u8>) {
         let Some(target) = s.pods.iter().find(|p| p.name == name).cloned() else {
             return;
         };
@@ -258,9 +263,17 @@ impl LockModel {
                     .collect();
                 let observed = s.replicas[r].quiet.look(l, !users.is_empty());
                 let named = lock_of(l);
+                let later: Vec<Pod> = match mid {
+                    Some(i) if !self.broken => {
+                        persist(s, i);
+                        s.pods.iter().map(pod_of).collect()
+                    }
+                    _ => seen.to_vec(),
+                };
                 let hold = NodeHold {
+                    claim: CLAIM,
                     users: Fact::Found(&users),
-                    writer: writer_of(seen, &named),
+                    writer: writer_of(&later, &named),
                     node: Fact::Found(&nodes[l.node as usize]),
                     gone_recorded: false,
                     observed,
@@ -319,7 +332,7 @@ impl LockModel {
     }
 
     /// The controller's cleanup: consistent reads, its own clock, a `test` on the lock's value.
-    fn clear(&self, s: &mut S) {
+    fn clear(&self, s: &mut S, mid: Option<u8>) {
         let Some(l) = s.claim.lock.clone() else {
             return;
         };
@@ -333,9 +346,14 @@ impl LockModel {
         let observed = s.controller.look(&l, !users.is_empty());
         let node = node_of(l.node, s.out_of_service[l.node as usize]);
         let named = lock_of(&l);
+        if let Some(i) = mid {
+            persist(s, i);
+        }
+        let later: Vec<Pod> = s.pods.iter().map(pod_of).collect();
         let hold = NodeHold {
+            claim: CLAIM,
             users: Fact::Found(&users),
-            writer: writer_of(&truth, &named),
+            writer: writer_of(&later, &named),
             node: Fact::Found(&node),
             gone_recorded: false,
             observed,
@@ -349,6 +367,22 @@ impl LockModel {
     }
 }
 
+/// The apiserver stores placement `i` in flight (the bind names the pod's UID: a replaced or
+/// deleted pod is not bound).
+fn persist(s: &mut S, i: u8) {
+    if (i as usize) >= s.flights.len() {
+        return;
+    }
+    let f = s.flights.remove(i as usize);
+    if let Some(p) = s
+        .pods
+        .iter_mut()
+        .find(|p| p.uid == f.uid && p.node.is_none())
+    {
+        p.node = Some(f.node);
+    }
+}
+
 /// The invariant: non-terminal stored pods run on at most one in-service node.
 fn one_node(s: &S) -> bool {
     let mut on = [false; 2];
@@ -358,6 +392,11 @@ fn one_node(s: &S) -> bool {
         }
     }
     (0..2).filter(|i| on[*i] && !s.out_of_service[*i]).count() <= 1
+}
+
+/// What may land between two quorum reads: nothing, or one of the placements in flight.
+fn mids(s: &S) -> impl Iterator<Item = Option<u8>> {
+    std::iter::once(None).chain((0..s.flights.len() as u8).map(Some))
 }
 
 impl Model for LockModel {
@@ -391,11 +430,14 @@ impl Model for LockModel {
                         for replica in 0..2 {
                             for node in 0..2 {
                                 if !s.flights.iter().any(|f| f.uid == p.uid) {
-                                    out.push(A::Place {
-                                        replica,
-                                        name,
-                                        node,
-                                    });
+                                    for mid in mids(s) {
+                                        out.push(A::Place {
+                                            replica,
+                                            name,
+                                            node,
+                                            mid,
+                                        });
+                                    }
                                 }
                             }
                         }
@@ -427,7 +469,9 @@ impl Model for LockModel {
             out.push(A::ControllerTick);
         }
         if s.claim.lock.is_some() {
-            out.push(A::ControllerClear);
+            for mid in mids(s) {
+                out.push(A::ControllerClear { mid });
+            }
         }
         for n in 0..2 {
             if !s.out_of_service[n as usize] {
@@ -452,18 +496,9 @@ impl Model for LockModel {
                 replica,
                 name,
                 node,
-            } => self.place(&mut s, replica as usize, name, node),
-            A::Persist(i) => {
-                let f = s.flights.remove(i as usize);
-                // The bind names the pod's UID: a replaced or deleted pod is not bound.
-                if let Some(p) = s
-                    .pods
-                    .iter_mut()
-                    .find(|p| p.uid == f.uid && p.node.is_none())
-                {
-                    p.node = Some(f.node);
-                }
-            }
+                mid,
+            } => self.place(&mut s, replica as usize, name, node, mid),
+            A::Persist(i) => persist(&mut s, i),
             A::Lose(i) => {
                 s.flights.remove(i as usize);
             }
@@ -487,7 +522,7 @@ impl Model for LockModel {
                     q.1 = true;
                 }
             }
-            A::ControllerClear => self.clear(&mut s),
+            A::ControllerClear { mid } => self.clear(&mut s, mid),
             A::OutOfService(n) => s.out_of_service[n as usize] = true,
         }
         Some(s)

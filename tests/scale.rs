@@ -605,9 +605,8 @@ async fn run() {
     let (serve, probe) = cp
         .spawn_serve("volguard-serve", cp.webhook_port, &[FLEET_USER])
         .await;
-    cp.serve = Some(serve);
-    cp.serve_probe = probe;
     let volguard_port = cp.webhook_port;
+    cp.replace_serve(serve, volguard_port, probe);
     cp.route_webhooks_to(volguard_port).await;
     cp.start_controller("replica-a").await;
     let (_floor, floor_port) = cp.spawn_floor();

@@ -659,47 +659,79 @@ impl Admission {
 
     /// rules.md §2f: the holders in the caches first, then the lock on each RWO claim, taken by
     /// compare-and-swap. A lost swap means another placement won: read that claim again and
-    /// decide again, at most `MAX_SWAPS` times, then decide late.
+    /// decide again, at most `MAX_SWAPS` times, then refuse.
+    ///
+    /// Late: before it has seen a lock on another node or begun a write, the rule answers as if
+    /// volguard were down (the dispatcher's allow). After, allowing could put a second node on the
+    /// claim (the placement that won, or the one a held lock stands for): it refuses, a moment
+    /// before the dispatcher's deadline (`LOCK_MARGIN`), and the scheduler retries.
     async fn rwo_place(&self, req: &Request<'_>, pod: &Pod, node: &str, via: Via) -> Decision {
         let dry_run = req.dry_run.unwrap_or(false);
+        let until = super::dispatch::deadline() - LOCK_MARGIN;
         let mut claims = self.claim_facts(pod).await;
+        let mut lost: Option<String> = None;
         for _ in 0..MAX_SWAPS {
-            let d = self.rwo_holders(pod, node, &claims).await;
-            if !d.allowed || d.row == "rwo-unknown" {
-                if !d.allowed {
-                    self.lock_count("refused");
-                }
-                return d;
-            }
-            match self.rwo_locks(pod, node, via, &claims, dry_run).await {
-                Locked::Decided(mut l) => {
-                    l.warnings.splice(0..0, d.warnings);
-                    return l;
-                }
-                Locked::Lost(i) => {
-                    self.lock_count("conflict_retried");
-                    let (claim, _) = &claims[i];
-                    let fresh = self
-                        .cluster
-                        .pvc_fresh(&pod.metadata.namespace, &claim.name)
-                        .await;
-                    // Another placement just won this claim: not being able to see which one
-                    // is no reason to allow (rules.md §2f). The scheduler retries.
-                    if let Fact::Unknown(e) = &fresh {
+            let round = async {
+                let d = self.rwo_holders(pod, node, &claims).await;
+                if !d.allowed || d.row == "rwo-unknown" {
+                    if !d.allowed {
                         self.lock_count("refused");
-                        return Decision::deny(
-                            "rwo-lock-lost-unread",
-                            rwo_lock::lost_message(pod, node, &claim.name, Some(&e.to_string())),
-                        );
                     }
-                    claims[i].1 = fresh;
+                    return Locked::Decided(d);
                 }
+                match self
+                    .rwo_locks(pod, node, via, &claims, dry_run, until)
+                    .await
+                {
+                    Locked::Decided(mut l) => {
+                        l.warnings.splice(0..0, d.warnings);
+                        Locked::Decided(l)
+                    }
+                    lost => lost,
+                }
+            };
+            let outcome = match &lost {
+                None => round.await,
+                Some(claim) => match tokio::time::timeout_at(until, round).await {
+                    Ok(o) => o,
+                    Err(_) => return self.lost_unread(pod, node, claim, "not in time"),
+                },
+            };
+            let i = match outcome {
+                Locked::Decided(d) => return d,
+                Locked::Lost(i) => i,
+            };
+            self.lock_count("conflict_retried");
+            let name = claims[i].0.name.clone();
+            // Another placement just won this claim: not being able to see which one is no
+            // reason to allow (rules.md §2f). The scheduler retries.
+            let fresh = tokio::time::timeout_at(
+                until,
+                self.cluster.pvc_fresh(&pod.metadata.namespace, &name),
+            )
+            .await;
+            match fresh {
+                Err(_) => return self.lost_unread(pod, node, &name, "not in time"),
+                Ok(Fact::Unknown(e)) => {
+                    return self.lost_unread(pod, node, &name, &e.to_string());
+                }
+                Ok(f) => claims[i].1 = f,
             }
+            lost = Some(name);
         }
         self.lock_count("refused");
         Decision::deny(
             "rwo-lock-contended",
             rwo_lock::lost_message(pod, node, &claims_names(&claims), None),
+        )
+    }
+
+    /// The refusal when a swap on `claim` was lost and the claim could not be read again.
+    fn lost_unread(&self, pod: &Pod, node: &str, claim: &str, why: &str) -> Decision {
+        self.lock_count("refused");
+        Decision::deny(
+            "rwo-lock-lost-unread",
+            rwo_lock::lost_message(pod, node, claim, Some(why)),
         )
     }
 
@@ -783,6 +815,7 @@ impl Admission {
         via: Via,
         claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)],
         dry_run: bool,
+        until: tokio::time::Instant,
     ) -> Locked {
         let now = jiff::Timestamp::now();
         let mut writes = Vec::new();
@@ -795,13 +828,19 @@ impl Admission {
             any_rwo = true;
             let ns = &pvc.metadata.namespace;
             let current = RwoLock::of(pvc);
+            // Not read in time: the lock on the other node holds (unsure means in use).
             let hold = match &current {
-                Some(l) if l.node != node => Some(self.node_hold(ns, &claim.name, pvc, l).await),
+                Some(l) if l.node != node => {
+                    tokio::time::timeout_at(until, self.node_hold(ns, &claim.name, pvc, l))
+                        .await
+                        .ok()
+                }
                 _ => None,
             };
             let hold_ref = hold
                 .as_ref()
                 .map(|(users, writer, n, gone_recorded, observed)| NodeHold {
+                    claim: &claim.name,
                     users: users.as_ref().map(Vec::as_slice),
                     writer: deref(writer),
                     node: deref(n),
@@ -834,7 +873,7 @@ impl Admission {
         let mut row = "rwo-lock-taken";
         for (i, pvc, lock, took_over) in writes {
             let raw = lock.encode();
-            match self.cluster.swap_lock(pvc, &raw).await {
+            match self.cluster.swap_lock(pvc, &raw, until).await {
                 Swap::Written => {
                     self.lock_clock
                         .wrote(&pvc.metadata.namespace, &pvc.metadata.name, &raw);
@@ -848,6 +887,16 @@ impl Admission {
                     }
                 }
                 Swap::Conflict => return Locked::Lost(i),
+                Swap::Unconfirmed(e) => {
+                    // The write may or may not land: allowing could put a second node on the
+                    // claim, refusing costs the scheduler one retry (which then finds the lock
+                    // naming this pod, or not).
+                    self.lock_count("unconfirmed");
+                    return Locked::Decided(Decision::deny(
+                        "rwo-lock-unconfirmed",
+                        rwo_lock::unconfirmed_message(pod, node, &pvc.metadata.name, &e),
+                    ));
+                }
                 Swap::Failed(e) => {
                     self.lock_count("write_failed");
                     return Locked::Decided(Decision::allow("rwo-unknown").with_warning(format!(
@@ -989,13 +1038,18 @@ type ForceJudge = fn(
 /// How often a placement re-reads and re-decides after losing the lock's swap.
 pub const MAX_SWAPS: usize = 4;
 
+/// How long before the dispatcher's deadline the lock answers a late placement itself (refused):
+/// enough for the answer to be built and sent before the dispatcher's late allow would be.
+const LOCK_MARGIN: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The lock step's outcome.
 enum Locked {
     Decided(Decision),
     Lost(usize),
 }
 
-/// `volguard_rwo_locks_total{result}`: taken, taken_over, conflict_retried, refused, write_failed.
+/// `volguard_rwo_locks_total{result}`: taken, taken_over, conflict_retried, refused,
+/// unconfirmed, write_failed.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
 pub struct LockLabels {
     pub result: &'static str,

@@ -385,6 +385,7 @@ impl Reconciler {
             _ => false,
         };
         let hold = rwo_lock::NodeHold {
+            claim: name,
             users: users.as_ref().map(Vec::as_slice),
             writer: writer.as_ref(),
             node: node.as_ref(),

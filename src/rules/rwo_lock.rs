@@ -85,6 +85,8 @@ pub fn uses_on(pod: &Pod, ns: &str, claim: &str, node: &str) -> bool {
 
 /// What is known of a lock's node, for one claim.
 pub struct NodeHold<'a> {
+    /// The claim's name (in the namespace of the pods below).
+    pub claim: &'a str,
     /// The non-terminal pods on the lock's node that use the claim, by a quorum read (a cache may
     /// lag: it must never decide a take-over).
     pub users: Fact<&'a [Pod]>,
@@ -126,6 +128,15 @@ pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
         Fact::Found(u) if !u.is_empty() => return Standing::Holds("in use on its node"),
         Fact::Unknown(_) => return Standing::Holds("its node's use could not be read"),
         Fact::Found(_) | Fact::Missing => {}
+    }
+    // The users and the lock's pod are two reads, two moments: a bind that landed between them
+    // shows only in the second. Its pod on the lock's node, naming the claim, not ended, is a
+    // user (found by the e2e race: taken over as "its pod does not use the claim").
+    if let Fact::Found(w) = hold.writer
+        && (lock.uid.is_empty() || w.metadata.uid == lock.uid)
+        && uses_on(w, &w.metadata.namespace, hold.claim, &lock.node)
+    {
+        return Standing::Holds("in use on its node");
     }
     if let Some(why) = placement_gone(lock, &hold.writer) {
         return Standing::Stale(why);
@@ -253,6 +264,22 @@ pub fn lost_message(pod: &Pod, node: &str, claims: &str, unread: Option<&str>) -
     format!(
         "pod {:?} cannot run on node {node:?} yet: ReadWriteOnce PersistentVolumeClaim {claims:?}: {why}. \
          {}{}",
+        pod.metadata.name,
+        retry[..1].to_uppercase(),
+        &retry[1..]
+    )
+}
+
+/// The refusal when the lock's write got no answer in time: it may or may not have landed.
+pub fn unconfirmed_message(pod: &Pod, node: &str, claim: &str, why: &str) -> String {
+    let retry = match pod.node_name() {
+        Some(_) => retry_hint(pod, "in a moment"),
+        None => "the scheduler retries this pod; nothing is needed from you".to_string(),
+    };
+    format!(
+        "pod {:?} cannot run on node {node:?} yet: volguard could not confirm the ReadWriteOnce lock \
+         it wrote on PersistentVolumeClaim {claim:?} ({why}), and a placement whose lock may be \
+         missing could put a second node on the volume. {}{}",
         pod.metadata.name,
         retry[..1].to_uppercase(),
         &retry[1..]

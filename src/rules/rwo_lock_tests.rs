@@ -83,6 +83,7 @@ fn hold<'a>(
     observed: Duration,
 ) -> NodeHold<'a> {
     NodeHold {
+        claim: "data",
         users,
         writer,
         node,

@@ -60,7 +60,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     registry.register(
         "volguard_rwo_locks",
-        "ReadWriteOnce lock operations by result (taken, taken_over, conflict_retried, refused, write_failed)",
+        "ReadWriteOnce lock operations by result (taken, taken_over, conflict_retried, refused, unconfirmed, write_failed)",
         admission.locks.clone(),
     );
     let app = admission_http::router(admission_http::AppState {

@@ -23,13 +23,17 @@ pub enum Swap {
     Written,
     /// Someone wrote the claim since it was read: read again, decide again.
     Conflict,
-    /// The claim is gone, or the write failed: the rule decides as it does without facts.
+    /// No answer in time, or the connection failed mid-request: the write may still land.
+    Unconfirmed(String),
+    /// The apiserver refused the write (the claim is gone, no permission, ...): nothing was
+    /// written, and the rule decides as it does without facts.
     Failed(String),
 }
 
 impl Cluster {
-    /// Put `lock` (encoded) on `pvc`, if `pvc` is still what the cluster holds.
-    pub async fn swap_lock(&self, pvc: &Pvc, lock: &str) -> Swap {
+    /// Put `lock` (encoded) on `pvc`, if `pvc` is still what the cluster holds, answered by
+    /// `until` at the latest (and within `SWAP_TIMEOUT`).
+    pub async fn swap_lock(&self, pvc: &Pvc, lock: &str, until: tokio::time::Instant) -> Swap {
         match self {
             Cluster::Offline(store) => {
                 let Ok(_guard) = store.swap.lock() else {
@@ -65,15 +69,21 @@ impl Cluster {
                 }});
                 let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
                 let write = api.patch(&pvc.metadata.name, &params, &patch);
-                match tokio::time::timeout(SWAP_TIMEOUT, write).await {
-                    Err(_) => Swap::Failed("writing the lock timed out".into()),
+                let until = until.min(tokio::time::Instant::now() + SWAP_TIMEOUT);
+                match tokio::time::timeout_at(until, write).await {
+                    Err(_) => {
+                        Swap::Unconfirmed("the apiserver did not answer the write in time".into())
+                    }
                     Ok(Ok(stored)) => {
                         // The next placement on this replica reads the lock from memory at once.
                         live.store.pvcs.apply(stored.into_inner());
                         Swap::Written
                     }
                     Ok(Err(kube::Error::Api(e))) if e.code == 409 => Swap::Conflict,
-                    Ok(Err(e)) => Swap::Failed(format!("writing the lock: {e}")),
+                    // A status: the apiserver decided, nothing was written. Anything else (a
+                    // connection lost mid-request) leaves it open whether the write landed.
+                    Ok(Err(kube::Error::Api(e))) => Swap::Failed(format!("writing the lock: {e}")),
+                    Ok(Err(e)) => Swap::Unconfirmed(format!("writing the lock: {e}")),
                 }
             }
         }

@@ -226,6 +226,18 @@ impl Proc {
         }
     }
 
+    /// The last `n` lines of this process's log that contain `needle`, under its name.
+    pub fn lines_with(&self, needle: &str, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains(needle)).collect();
+        format!(
+            "--- {} ({} lines with {needle:?}, the last {n}):\n{}",
+            self.name,
+            lines.len(),
+            lines[lines.len().saturating_sub(n)..].join("\n")
+        )
+    }
+
     pub fn tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -359,7 +371,10 @@ pub struct ControlPlane {
     pub controller_extra: Vec<String>,
     /// Extra `volguard serve` flags of the webhook `start_webhook` runs.
     pub serve_extra: Vec<String>,
+    /// Where the registered webhooks send calls (the harness's serve, or a scenario's forwarder).
     pub webhook_port: u16,
+    /// Where the harness's own `volguard serve` (`serve`) listens.
+    pub serve_port: u16,
     /// Probe port (`/metrics`) of the running `volguard serve`.
     pub serve_probe: u16,
     pub webhook_ca: String,
@@ -417,6 +432,7 @@ impl ControlPlane {
             controller_extra: Vec::new(),
             serve_extra: Vec::new(),
             webhook_port: free_port(),
+            serve_port: 0,
             serve_probe: 0,
             webhook_ca: String::new(),
             cert_manager: Vec::new(),
@@ -940,8 +956,17 @@ impl ControlPlane {
             .spawn_serve("volguard-serve", self.webhook_port, &extra)
             .await;
         self.serve = Some(serve);
+        self.serve_port = self.webhook_port;
         self.serve_probe = probe;
         self.register_webhooks().await;
+    }
+
+    /// Make `next` (listening on `port`, probes on `probe`) the harness's serve; returns the one
+    /// it replaces. Routing is the caller's (`route_webhooks_to`).
+    pub fn replace_serve(&mut self, next: Proc, port: u16, probe: u16) -> Option<Proc> {
+        self.serve_port = port;
+        self.serve_probe = probe;
+        self.serve.replace(next)
     }
 
     /// One `volguard serve` replica on `port` with the webhook identity and this cluster's serving
@@ -1028,6 +1053,7 @@ impl ControlPlane {
         let _ = Api::<ValidatingWebhookConfiguration>::all(client)
             .delete("volguard-validating", &Default::default())
             .await;
+        self.registered = false;
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
 
@@ -1265,8 +1291,24 @@ impl ControlPlane {
     /// Before a scenario: the webhook serves and one controller runs (an earlier scenario may
     /// have stopped them, as a crash would; the kubelet would restart them).
     pub async fn ensure_running(&mut self) {
-        if self.serve.is_none() {
+        let alive = self
+            .serve
+            .as_mut()
+            .is_some_and(|p| matches!(p.child.try_wait(), Ok(None)));
+        if !alive {
+            // Gone, or died: a new one on a new port (the old port may linger in TIME_WAIT).
+            self.stop_webhook();
+            self.webhook_port = free_port();
             self.start_webhook().await;
+        } else if self.webhook_port != self.serve_port || !self.registered {
+            // A scenario that stopped half-way may have left the webhooks routed to its own
+            // forwarder or replica (gone with it), or unregistered: every later scenario would
+            // then meet a dead endpoint, and the Ignore rules would let everything through.
+            println!(
+                "(webhooks routed to port {}: back to the harness's serve on {})",
+                self.webhook_port, self.serve_port
+            );
+            self.route_webhooks_to(self.serve_port).await;
         }
         let mut live = Vec::new();
         for (mut p, probe) in std::mem::take(&mut self.controllers)

@@ -17,7 +17,7 @@ use volguard::model::{ClaimSource, Node, Pod, Pvc, Volume};
 use volguard::rules::Fact;
 use volguard::rules::claims::Claim;
 use volguard::rules::rwo::{self, ClaimFacts};
-use volguard::rules::rwo_lock::{self, BIND_GRACE, LockStep, NodeHold, RwoLock, Via};
+use volguard::rules::rwo_lock::{self, BIND_GRACE, LockStep, Named, NodeHold, RwoLock, Via};
 
 const NODES: [&str; 2] = ["n1", "n2"];
 const NS: &str = "ns";
@@ -40,6 +40,9 @@ struct L {
     node: u8,
     name: u8,
     uid: u8,
+    /// When it was written (the claim's version then): a lock written afresh for the same
+    /// placement is a new lock to every process's clock, as the real one's `at` makes it.
+    at: u8,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -175,7 +178,7 @@ fn lock_of(l: &L) -> RwoLock {
         pod: format!("p{}", l.name),
         uid: format!("u{}", l.uid),
         via: Some(Via::Bind),
-        at: jiff::Timestamp::UNIX_EPOCH,
+        at: jiff::Timestamp::from_second(i64::from(l.at)).unwrap_or(jiff::Timestamp::UNIX_EPOCH),
     }
 }
 
@@ -284,6 +287,24 @@ impl LockModel {
                     Via::Bind,
                     current_lock.as_ref(),
                     Some(&hold),
+                    None,
+                    jiff::Timestamp::UNIX_EPOCH,
+                )
+            }
+            // On the lock's node, naming another placement: that one's pod by a quorum read.
+            Some(l) if l.name != name || l.uid != target.uid => {
+                let observed = s.replicas[r].quiet.look(l, false);
+                let named = Named {
+                    writer: writer_of(&truth, &lock_of(l)),
+                    observed,
+                };
+                rwo_lock::step(
+                    &pod,
+                    node_name,
+                    Via::Bind,
+                    current_lock.as_ref(),
+                    None,
+                    Some(&named),
                     jiff::Timestamp::UNIX_EPOCH,
                 )
             }
@@ -293,16 +314,12 @@ impl LockModel {
                 Via::Bind,
                 current_lock.as_ref(),
                 None,
+                None,
                 jiff::Timestamp::UNIX_EPOCH,
             ),
         };
         match step {
-            LockStep::Held(_) => {}
-            LockStep::Keep => s.flights.push(Flight {
-                name,
-                uid: target.uid,
-                node,
-            }),
+            LockStep::Held(_) | LockStep::Busy(_) => {}
             LockStep::Write { lock, .. } => {
                 // The compare-and-swap against the stored claim's resourceVersion.
                 if s.replicas[r].claim.rv != s.claim.rv {
@@ -314,6 +331,7 @@ impl LockModel {
                     node: node_index(&lock.node),
                     name,
                     uid: target.uid,
+                    at: s.claim.rv.wrapping_add(1),
                 };
                 s.claim = Claimed {
                     lock: Some(l.clone()),

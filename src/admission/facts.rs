@@ -16,7 +16,7 @@ use crate::rules::claims::claims_of;
 use crate::rules::force_delete::is_force;
 use crate::rules::rule::{On, Rule};
 use crate::rules::rwo::ClaimFacts;
-use crate::rules::rwo_lock::{self, LockStep, NodeHold, RwoLock, Via};
+use crate::rules::rwo_lock::{self, LockStep, Named, NodeHold, RwoLock, Via};
 use crate::rules::{
     Decision, Fact, binding, finalizer_guard, force_delete, node_taint, pod_create, pod_status,
     protect, rwo,
@@ -819,13 +819,11 @@ impl Admission {
     ) -> Locked {
         let now = jiff::Timestamp::now();
         let mut writes = Vec::new();
-        let mut any_rwo = false;
         for (i, (claim, pvc)) in claims.iter().enumerate() {
             let Fact::Found(pvc) = pvc else { continue };
             if !pvc.is_rwo() || claim.read_only {
                 continue;
             }
-            any_rwo = true;
             let ns = &pvc.metadata.namespace;
             let current = RwoLock::of(pvc);
             // Not read in time: the lock on the other node holds (unsure means in use).
@@ -847,8 +845,39 @@ impl Admission {
                     gone_recorded: *gone_recorded,
                     observed: *observed,
                 });
-            match rwo_lock::step(pod, node, via, current.as_ref(), hold_ref.as_ref(), now) {
-                LockStep::Keep => {}
+            // On this node, naming another placement: is that one settled? Not read in time:
+            // taken as in flight.
+            let named = match &current {
+                Some(l)
+                    if l.node == node
+                        && (l.pod != pod.metadata.name || l.uid != pod.metadata.uid) =>
+                {
+                    tokio::time::timeout_at(until, self.named_placement(ns, pvc, l))
+                        .await
+                        .ok()
+                }
+                _ => None,
+            };
+            let named_ref = named.as_ref().map(|(writer, observed)| Named {
+                writer: deref(writer),
+                observed: *observed,
+            });
+            match rwo_lock::step(
+                pod,
+                node,
+                via,
+                current.as_ref(),
+                hold_ref.as_ref(),
+                named_ref.as_ref(),
+                now,
+            ) {
+                LockStep::Busy(l) => {
+                    self.lock_count("refused");
+                    return Locked::Decided(Decision::deny(
+                        "rwo-lock-busy",
+                        rwo_lock::busy_message(pod, node, &claim.name, &l),
+                    ));
+                }
                 LockStep::Held(l) => {
                     self.lock_count("refused");
                     return Locked::Decided(Decision::deny(
@@ -860,11 +889,8 @@ impl Admission {
             }
         }
         if writes.is_empty() {
-            return Locked::Decided(Decision::allow(if any_rwo {
-                "rwo-lock-held-here"
-            } else {
-                "rwo-free"
-            }));
+            // Every placement of a ReadWriteOnce claim writes its lock: none here.
+            return Locked::Decided(Decision::allow("rwo-free"));
         }
         if dry_run {
             // sideEffects: NoneOnDryRun: decide as if written, write nothing.
@@ -966,6 +992,37 @@ impl Admission {
             .await
             .is_some();
         (users, writer, node, gone_recorded, observed)
+    }
+
+    /// The placement a lock on this very node names, for a rename: its pod from the cache when
+    /// the cache shows that UID bound (landed) or ended, else by a live read; and how long this
+    /// process has seen the lock unchanged.
+    async fn named_placement(
+        &self,
+        ns: &str,
+        pvc: &Pvc,
+        lock: &RwoLock,
+    ) -> (Fact<Arc<Pod>>, std::time::Duration) {
+        let raw = pvc
+            .metadata
+            .annotation(rwo_lock::RWO_LOCK)
+            .unwrap_or_default();
+        let observed = self
+            .lock_clock
+            .quiet_for(ns, &pvc.metadata.name, raw, false);
+        let cached = match self.cluster.pod(ns, &lock.pod).await {
+            Fact::Found(p)
+                if p.metadata.uid == lock.uid && (p.node_name().is_some() || p.is_terminal()) =>
+            {
+                Some(p)
+            }
+            _ => None,
+        };
+        let writer = match cached {
+            Some(p) => Fact::Found(p),
+            None => self.cluster.pod_live(ns, &lock.pod).await,
+        };
+        (writer, observed)
     }
 
     /// When `node` is gone (`fact`, read live), the NodeFence that records its deletion on proof,

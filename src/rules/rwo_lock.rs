@@ -4,9 +4,9 @@
 //! replicas each have their own. So the first placement of a ReadWriteOnce claim on a node writes
 //! a lock onto the claim (annotation `volguard.io/rwo-lock`: node, pod, UID, time) with a
 //! compare-and-swap; whoever loses the swap reads again and decides again. The lock names the
-//! node: a placement on that node writes nothing, and whether it still holds is "does a pod on
-//! that node still use the claim", read by quorum. This file decides what to do with the lock as
-//! read; the caller does the reads and the swap.
+//! node and the one placement on it that may still be in flight; whether it still holds is "does
+//! a pod on that node still use the claim", read by quorum. This file decides what to do with the
+//! lock as read; the caller does the reads and the swap.
 
 use super::Fact;
 use crate::model::{Node, Pod, Pvc};
@@ -166,31 +166,57 @@ fn placement_gone(lock: &RwoLock, writer: &Fact<&Pod>) -> Option<&'static str> {
     }
 }
 
+/// What is known, for a placement on the lock's own node, of the placement the lock names.
+pub struct Named<'a> {
+    /// The pod of the name the lock names: from the cache when it shows that very UID, else by a
+    /// quorum read (a cache showing another UID may be older than the lock).
+    pub writer: Fact<&'a Pod>,
+    /// How long this process has seen this exact lock (its own monotonic clock).
+    pub observed: std::time::Duration,
+}
+
+/// Whether the placement a lock names is over: landed (its pod bound, on the lock's node a user
+/// from then on), or never to land (deleted after a bind, replaced, ended, bound elsewhere), or
+/// older than any request the apiserver still waits on. Unsure means in flight.
+fn placement_settled(lock: &RwoLock, named: &Named<'_>) -> bool {
+    if let Fact::Found(p) = named.writer
+        && (lock.uid.is_empty() || p.metadata.uid == lock.uid)
+        && p.node_name().is_some()
+    {
+        return true;
+    }
+    placement_gone(lock, &named.writer).is_some() || named.observed >= BIND_GRACE
+}
+
 /// What placing a pod on `node` does to one claim's lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockStep {
-    /// The lock already names this placement (this pod, this node): nothing to write.
-    Keep,
     /// Write this lock: no lock yet, a stale one taken over (`took_over` says why), or this
-    /// node's lock renamed for this placement. A lock must name every placement in flight on its
-    /// node, or a take-over could not tell one is coming; renaming moves nothing, since a lock
-    /// holds while any pod on its node uses the claim, whichever it names.
+    /// node's lock renamed for this placement once the one it named is settled. A lock must name
+    /// every placement in flight on its node, or a take-over could not tell one is coming;
+    /// renaming moves nothing, since a lock holds while any pod on its node uses the claim,
+    /// whichever it names.
     Write {
         lock: RwoLock,
         took_over: Option<&'static str>,
     },
     /// Another node holds the claim.
     Held(RwoLock),
+    /// This node holds the claim, and the placement its lock names may still be in flight: one
+    /// at a time, so that the lock always names it (the scheduler retries in a moment).
+    Busy(RwoLock),
 }
 
 /// Decide one claim's lock for `pod` going to `node` by `via`. `hold` is read only when the lock
-/// names another node (`None` otherwise, or when it could not be read: then the lock holds).
+/// names another node, `named` only when it names another placement on this one (`None` when
+/// not read, or not in time: then the lock holds, or the placement is taken as in flight).
 pub fn step(
     pod: &Pod,
     node: &str,
     via: Via,
     current: Option<&RwoLock>,
     hold: Option<&NodeHold<'_>>,
+    named: Option<&Named<'_>>,
     now: jiff::Timestamp,
 ) -> LockStep {
     let fresh = || RwoLock::new(pod, node, via, now);
@@ -201,12 +227,25 @@ pub fn step(
         };
     };
     if lock.node == node {
-        return match lock.pod == pod.metadata.name && lock.uid == pod.metadata.uid {
-            true => LockStep::Keep,
-            false => LockStep::Write {
+        if lock.pod == pod.metadata.name && lock.uid == pod.metadata.uid {
+            // This very placement again: its first attempt was lost after admission (a stored
+            // pod is never placed twice). Written afresh, so that every process watching the
+            // lock sees a new one: a take-over judged on an unchanged lock's age would race
+            // this new attempt (the model's counterexample).
+            return LockStep::Write {
+                lock: fresh(),
+                took_over: None,
+            };
+        }
+        // Renaming away a placement still in flight would hide it from a take-over judging
+        // the named pod alone (the model's counterexample: rename, then the renamed pod
+        // replaced, then a take-over while the first bind lands).
+        return match named.is_some_and(|n| placement_settled(lock, n)) {
+            true => LockStep::Write {
                 lock: fresh(),
                 took_over: None,
             },
+            false => LockStep::Busy(lock.clone()),
         };
     }
     match hold.map(|h| standing(lock, h)) {
@@ -245,6 +284,23 @@ pub fn held_message(pod: &Pod, node: &str, claim: &str, lock: &RwoLock) -> Strin
             pod,
             &format!("once no pod on node {:?} uses the claim", lock.node)
         )
+    )
+}
+
+/// The refusal while another placement on the same node is in flight.
+pub fn busy_message(pod: &Pod, node: &str, claim: &str, lock: &RwoLock) -> String {
+    let retry = match pod.node_name() {
+        Some(_) => retry_hint(pod, "in a moment"),
+        None => "the scheduler retries this pod in a moment; nothing is needed from you".to_string(),
+    };
+    format!(
+        "pod {:?} cannot be placed on node {node:?} yet: ReadWriteOnce PersistentVolumeClaim {claim:?} \
+         is being placed on that node for pod {:?} right now, and volguard takes one placement per \
+         node at a time so that its lock always names the one in flight. {}{}",
+        pod.metadata.name,
+        lock.pod,
+        retry[..1].to_uppercase(),
+        &retry[1..]
     )
 }
 

@@ -43,7 +43,12 @@ fn me() -> Pod {
 }
 
 fn step_with(current: Option<&RwoLock>, holder: Option<&NodeHold<'_>>, node: &str) -> LockStep {
-    step(&me(), node, Via::Bind, current, holder, ts(NOW))
+    step(&me(), node, Via::Bind, current, holder, None, ts(NOW))
+}
+
+/// A placement on the lock's own node n1, the lock's placement known as `named`.
+fn step_here(current: &RwoLock, named: Option<&Named<'_>>) -> LockStep {
+    step(&me(), "n1", Via::Bind, Some(current), None, named, ts(NOW))
 }
 
 #[test]
@@ -101,19 +106,98 @@ fn recorded(h: NodeHold<'_>) -> NodeHold<'_> {
 }
 
 #[test]
-fn a_placement_on_the_locks_node_writes_only_when_the_lock_names_another_placement() {
+fn a_placement_on_the_locks_node_writes_only_when_the_lock_names_another_settled_placement() {
     // The lock must name every placement in flight on its node (a take-over reads it); which
     // pod it names never moves the lock off a node that still uses the claim.
     let mine = RwoLock::new(&me(), "n1", Via::Bind, ts("2026-11-23T09:00:00Z"));
-    assert_eq!(step_with(Some(&mine), None, "n1"), LockStep::Keep);
-    let l = lock("2026-11-23T09:00:00Z");
+    // This very placement again (its first attempt lost): written afresh.
     assert_eq!(
-        step_with(Some(&l), None, "n1"),
+        step_here(&mine, None),
         LockStep::Write {
             lock: RwoLock::new(&me(), "n1", Via::Bind, ts(NOW)),
             took_over: None
         }
     );
+    let l = lock("2026-11-23T09:00:00Z");
+    let renamed = LockStep::Write {
+        lock: RwoLock::new(&me(), "n1", Via::Bind, ts(NOW)),
+        took_over: None,
+    };
+    let landed = pod("old", "u-old", Some("n1"), "Running").mounting("data");
+    let replaced = pod("old", "u-other", None, "Pending");
+    let ended = pod("old", "u-old", None, "Failed");
+    for (what, writer) in [
+        ("landed", Fact::Found(&landed)),
+        ("replaced", Fact::Found(&replaced)),
+        ("ended", Fact::Found(&ended)),
+        ("deleted after its bind", Fact::Missing),
+    ] {
+        let n = Named {
+            writer,
+            observed: YOUNG,
+        };
+        assert_eq!(step_here(&l, Some(&n)), renamed, "{what}");
+    }
+}
+
+#[test]
+fn a_placement_on_the_locks_node_waits_while_the_named_one_is_in_flight() {
+    // The model's counterexample: renamed away while its bind was in flight, the first
+    // placement was invisible to a take-over judging only the renamed pod.
+    let l = lock("2026-11-23T09:00:00Z");
+    let unbound = pod("old", "u-old", None, "Pending");
+    let err = ReadError::Api {
+        what: "pod".into(),
+        message: "timeout".into(),
+    };
+    for (what, writer) in [
+        ("not bound yet", Fact::Found(&unbound)),
+        ("unread", Fact::Unknown(err)),
+    ] {
+        let n = Named {
+            writer,
+            observed: YOUNG,
+        };
+        assert_eq!(step_here(&l, Some(&n)), LockStep::Busy(l.clone()), "{what}");
+    }
+    assert_eq!(step_here(&l, None), LockStep::Busy(l.clone()), "not read in time");
+    // Past the grace on this process's clock, no request is still in flight.
+    let n = Named {
+        writer: Fact::Found(&unbound),
+        observed: OLD,
+    };
+    assert!(matches!(step_here(&l, Some(&n)), LockStep::Write { .. }));
+    // A created pod not stored yet may still be: in flight until the grace.
+    let created = RwoLock {
+        via: Some(Via::Create),
+        ..lock("2026-11-23T09:00:00Z")
+    };
+    let n = Named {
+        writer: Fact::Missing,
+        observed: YOUNG,
+    };
+    assert!(matches!(step_here(&created, Some(&n)), LockStep::Busy(_)));
+    let msg = busy_message(&me(), "n1", "data", &l);
+    assert!(msg.contains("for pod \"old\" right now"), "{msg}");
+}
+
+#[test]
+fn the_locks_pod_bound_between_the_two_reads_is_a_user() {
+    // The e2e race: the users were read before the named pod's bind landed, the named pod
+    // after. On the lock's node, naming the claim, it holds.
+    let l = lock("2026-11-23T09:00:00Z");
+    let landed = pod("old", "u-old", Some("n1"), "Running").mounting("data");
+    let n = node(false);
+    let h = hold(Fact::Found(&[]), Fact::Found(&landed), Fact::Found(&n), OLD);
+    assert_eq!(
+        step_with(Some(&l), Some(&h), "n2"),
+        LockStep::Held(l.clone())
+    );
+    assert_eq!(clearable(&l, &h), None);
+    // Bound there without naming the claim: it does not use it.
+    let other = pod("old", "u-old", Some("n1"), "Running").mounting("logs");
+    let h = hold(Fact::Found(&[]), Fact::Found(&other), Fact::Found(&n), YOUNG);
+    assert_eq!(clearable(&l, &h), Some("its pod does not use the claim"));
 }
 
 #[test]

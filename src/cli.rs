@@ -63,6 +63,9 @@ pub enum Command {
         after_help = "Example:\n  volguard dev-certs --out-dir certs --san localhost --san 127.0.0.1"
     )]
     DevCerts(DevCertsArgs),
+    /// Print what volguard registers beside its webhooks, generated from its rule table.
+    #[command(subcommand)]
+    Manifests(ManifestsCommand),
     /// Print the version, the commit it was built from and that commit's date.
     #[command(after_help = "Example:\n  kubectl volguard version")]
     Version,
@@ -371,6 +374,15 @@ pub struct FencingArgs {
     /// How often incidents are looked at.
     #[arg(long, default_value = "2s", env = "VOLGUARD_FENCING_INTERVAL")]
     pub fencing_interval: jiff::SignedDuration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ManifestsCommand {
+    /// The rows that need no other object as ValidatingAdmissionPolicy / MutatingAdmissionPolicy
+    /// (rules.md §9), with their bindings (Deny) and default parameters: what
+    /// manifests/policies/policies.yaml holds.
+    #[command(after_help = "Example:\n  volguard manifests policies > policies.yaml")]
+    Policies,
 }
 
 #[derive(Debug, Subcommand)]

@@ -17,6 +17,7 @@ pub mod error;
 pub mod explain;
 pub mod fencing;
 pub mod model;
+pub mod registration;
 pub mod report;
 pub mod rules;
 pub mod runtime;

@@ -80,6 +80,11 @@ async fn main() -> std::process::ExitCode {
         Command::Fence(volguard::cli::FenceCommand::Agent(args)) => {
             volguard::fencing::agent::run(args).await
         }
+        Command::Manifests(volguard::cli::ManifestsCommand::Policies) => {
+            volguard::registration::policies::render(true)
+                .map(|yaml| print!("{yaml}"))
+                .map_err(anyhow::Error::from)
+        }
         Command::Version => {
             println!("{}", volguard::runtime::build::describe());
             Ok(())

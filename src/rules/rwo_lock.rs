@@ -291,7 +291,9 @@ pub fn held_message(pod: &Pod, node: &str, claim: &str, lock: &RwoLock) -> Strin
 pub fn busy_message(pod: &Pod, node: &str, claim: &str, lock: &RwoLock) -> String {
     let retry = match pod.node_name() {
         Some(_) => retry_hint(pod, "in a moment"),
-        None => "the scheduler retries this pod in a moment; nothing is needed from you".to_string(),
+        None => {
+            "the scheduler retries this pod in a moment; nothing is needed from you".to_string()
+        }
     };
     format!(
         "pod {:?} cannot be placed on node {node:?} yet: ReadWriteOnce PersistentVolumeClaim {claim:?} \

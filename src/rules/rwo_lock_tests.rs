@@ -160,7 +160,11 @@ fn a_placement_on_the_locks_node_waits_while_the_named_one_is_in_flight() {
         };
         assert_eq!(step_here(&l, Some(&n)), LockStep::Busy(l.clone()), "{what}");
     }
-    assert_eq!(step_here(&l, None), LockStep::Busy(l.clone()), "not read in time");
+    assert_eq!(
+        step_here(&l, None),
+        LockStep::Busy(l.clone()),
+        "not read in time"
+    );
     // Past the grace on this process's clock, no request is still in flight.
     let n = Named {
         writer: Fact::Found(&unbound),
@@ -196,7 +200,12 @@ fn the_locks_pod_bound_between_the_two_reads_is_a_user() {
     assert_eq!(clearable(&l, &h), None);
     // Bound there without naming the claim: it does not use it.
     let other = pod("old", "u-old", Some("n1"), "Running").mounting("logs");
-    let h = hold(Fact::Found(&[]), Fact::Found(&other), Fact::Found(&n), YOUNG);
+    let h = hold(
+        Fact::Found(&[]),
+        Fact::Found(&other),
+        Fact::Found(&n),
+        YOUNG,
+    );
     assert_eq!(clearable(&l, &h), Some("its pod does not use the claim"));
 }
 

@@ -1,0 +1,369 @@
+//! rules.md §9: the rows that need no other object, as CEL policies the apiserver evaluates itself
+//! (ValidatingAdmissionPolicy, MutatingAdmissionPolicy). They hold while volguard is down: no
+//! network hop, no failure policy to fall back on. The webhook still judges the same requests the
+//! same way (it also runs where these APIs are absent); a request a policy denies never reaches
+//! it, and a request a policy lets through by identity (PodGC) is judged by the webhook's rows
+//! that read other objects (the Node).
+//!
+//! Each policy names the rule of the table (`Rule`) whose rows it carries: the rule's name, its
+//! failure policy and its enforcement (`--enforcement RULE=warn` → `validationActions: [Warn,
+//! Audit]`). `volguard manifests policies` prints them; `make manifests` writes
+//! `manifests/policies/policies.yaml`, which the chart ships as is (a test keeps the file equal
+//! to this table).
+//!
+//! Who volguard is, which callers are trusted for what, and whether people may force-delete
+//! without a confirmation are the policies' parameters: ConfigMap `volguard-policies` in
+//! volguard's namespace, written by the chart from the same values as the flags.
+
+use crate::rules::rule::{FailurePolicy, Rule};
+use serde_json::{Value, json};
+
+/// The ConfigMap every policy reads its parameters from.
+pub const PARAMS: &str = "volguard-policies";
+
+/// The namespace the generated manifests name (the chart substitutes its release namespace).
+pub const NAMESPACE: &str = "volguard-system";
+
+/// One policy: a rule's stateless rows.
+pub struct Policy {
+    pub rule: Rule,
+    /// Which of the rule's rows it carries (rules.md), for people.
+    pub rows: &'static str,
+    pub resources: &'static [&'static str],
+    pub operations: &'static [&'static str],
+    /// Only namespaced objects outside kube-system and volguard's namespace (as the webhook).
+    pub namespaced: bool,
+    /// `(name, expression)`: the requests it judges (the webhook entry's conditions).
+    pub match_conditions: &'static [(&'static str, &'static str)],
+    pub body: Body,
+}
+
+pub enum Body {
+    /// Allowed when `allowed` holds, else denied with `message` (a CEL string expression).
+    Validate {
+        allowed: &'static str,
+        message: &'static str,
+    },
+    /// A JSON patch, built by a CEL expression returning a list of `JSONPatch`.
+    Mutate { json_patch: &'static str },
+}
+
+/// CEL: the caller is a person (neither `system:*` nor a service account), as `is_human`.
+macro_rules! person {
+    () => {
+        "(!request.userInfo.username.startsWith('system:') && !('system:serviceaccounts' in request.userInfo.groups))"
+    };
+}
+
+/// CEL: a comma-separated list parameter (empty when absent).
+macro_rules! param_list {
+    ($key:literal) => {
+        concat!(
+            "(has(params.data) && '",
+            $key,
+            "' in params.data && params.data['",
+            $key,
+            "'] != '' ? params.data['",
+            $key,
+            "'].split(',') : [])"
+        )
+    };
+}
+
+/// The table. Order: rules.md's.
+pub const POLICIES: &[Policy] = &[
+    Policy {
+        rule: Rule::PvcFinalizer,
+        rows: "§1 the protection finalizer on PVC CREATE; a carried unused-since mark dropped",
+        resources: &["persistentvolumeclaims"],
+        operations: &["CREATE"],
+        namespaced: true,
+        match_conditions: &[(
+            "lacks-finalizer-or-carries-unused-since",
+            "!has(object.metadata.finalizers) || !object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') || \
+(has(object.metadata.annotations) && 'volguard.io/unused-since' in object.metadata.annotations)",
+        )],
+        body: Body::Mutate {
+            json_patch: "(!has(object.metadata.finalizers) ? \
+[JSONPatch{op: 'add', path: '/metadata/finalizers', value: ['kubernetes.io/pvc-protection']}] : \
+object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] : \
+[JSONPatch{op: 'add', path: '/metadata/finalizers/-', value: 'kubernetes.io/pvc-protection'}]) + \
+(has(object.metadata.annotations) && 'volguard.io/unused-since' in object.metadata.annotations ? \
+[JSONPatch{op: 'remove', path: '/metadata/annotations/volguard.io~1unused-since'}] : [])",
+        },
+    },
+    Policy {
+        rule: Rule::PvFinalizer,
+        rows: "§1 the protection finalizer on PV CREATE",
+        resources: &["persistentvolumes"],
+        operations: &["CREATE"],
+        namespaced: false,
+        match_conditions: &[(
+            "lacks-finalizer",
+            "!has(object.metadata.finalizers) || !object.metadata.finalizers.exists(f, f == 'kubernetes.io/pv-protection')",
+        )],
+        body: Body::Mutate {
+            json_patch: "!has(object.metadata.finalizers) ? \
+[JSONPatch{op: 'add', path: '/metadata/finalizers', value: ['kubernetes.io/pv-protection']}] : \
+[JSONPatch{op: 'add', path: '/metadata/finalizers/-', value: 'kubernetes.io/pv-protection'}]",
+        },
+    },
+    Policy {
+        rule: Rule::ClaimMetadata,
+        rows: "§2f the RWO lock annotation: written by volguard only; a person removes a stale one with the break-glass annotation",
+        resources: &["persistentvolumeclaims", "persistentvolumeclaims/status"],
+        operations: &["UPDATE"],
+        namespaced: true,
+        match_conditions: &[(
+            "changes-the-lock",
+            "(has(oldObject.metadata.annotations) && 'volguard.io/rwo-lock' in oldObject.metadata.annotations ? \
+oldObject.metadata.annotations['volguard.io/rwo-lock'] : '') != \
+(has(object.metadata.annotations) && 'volguard.io/rwo-lock' in object.metadata.annotations ? \
+object.metadata.annotations['volguard.io/rwo-lock'] : '')",
+        )],
+        body: Body::Validate {
+            allowed: concat!(
+                "request.userInfo.username in ",
+                param_list!("volguard-identities"),
+                " || (!(has(object.metadata.annotations) && 'volguard.io/rwo-lock' in object.metadata.annotations) && \
+((has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?'volguard.io/allow-lock-removal'].orValue('') == 'true') || \
+(has(object.metadata.annotations) && object.metadata.annotations[?'volguard.io/allow-lock-removal'].orValue('') == 'true')) && ",
+                person!(),
+                ")"
+            ),
+            message: "'changing the ReadWriteOnce lock (volguard.io/rwo-lock) of PersistentVolumeClaim \"' + \
+oldObject.metadata.name + '\" refused: only volguard writes it (the placement guard trusts it to keep the volume on \
+one node). If the lock is stale and volguard has not cleared it, a person may annotate the claim \
+volguard.io/allow-lock-removal=true and remove it'",
+        },
+    },
+    Policy {
+        rule: Rule::ForceDelete,
+        rows: "§2d rows 2, 3, 6, 7, 8 (rows 4-5 read the Node: the webhook's; PodGC passes here by identity)",
+        resources: &["pods"],
+        operations: &["DELETE"],
+        namespaced: true,
+        match_conditions: &[
+            (
+                "grace-period-zero",
+                "has(request.options) && has(request.options.gracePeriodSeconds) && request.options.gracePeriodSeconds == 0",
+            ),
+            (
+                "scheduled-and-not-terminal",
+                "has(oldObject.spec.nodeName) && oldObject.spec.nodeName != '' && \
+!(has(oldObject.status.phase) && oldObject.status.phase in ['Succeeded', 'Failed'])",
+            ),
+            (
+                "not-opted-in",
+                "!(has(oldObject.spec.terminationGracePeriodSeconds) && oldObject.spec.terminationGracePeriodSeconds == 0)",
+            ),
+            (
+                "not-its-own-kubelet",
+                "!(request.userInfo.username == 'system:node:' + oldObject.spec.nodeName && 'system:nodes' in request.userInfo.groups)",
+            ),
+        ],
+        body: Body::Validate {
+            allowed: concat!(
+                "request.userInfo.username == 'system:serviceaccount:kube-system:pod-garbage-collector' || \
+request.userInfo.username in ",
+                param_list!("force-delete-users"),
+                " || request.userInfo.groups.exists(g, g in ",
+                param_list!("force-delete-groups"),
+                ") || (",
+                person!(),
+                " && ((has(params.data) && params.data[?'human-force-delete'].orValue('confirm') == 'warn') || \
+(has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?'volguard.io/confirm-force-delete'].orValue('') == 'true')))"
+            ),
+            message: "'force delete of pod \"' + oldObject.metadata.name + '\" refused: it is ' + \
+(has(oldObject.status.phase) ? oldObject.status.phase : 'Pending') + ' on node \"' + oldObject.spec.nodeName + \
+'\" and may keep running there, writing to its volumes, after it is removed from the API. Delete it without --force \
+and let the kubelet stop it. If the node is really down, taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute \
+(PodGC then removes its pods). A person granted volguard\\'s break-glass role (ClusterRole volguard-break-glass) who \
+accepts the risk can annotate the pod volguard.io/confirm-force-delete=true and retry'",
+        },
+    },
+    Policy {
+        rule: Rule::PodStatus,
+        rows: "§2h rows 1-3, 6 (rows 4-5 read the Node: the webhook's; PodGC passes here by identity)",
+        resources: &["pods/status"],
+        operations: &["UPDATE"],
+        namespaced: true,
+        match_conditions: &[
+            (
+                "ends-a-scheduled-pod",
+                "has(object.status.phase) && object.status.phase in ['Succeeded', 'Failed'] && \
+!(has(oldObject.status.phase) && oldObject.status.phase in ['Succeeded', 'Failed']) && \
+has(oldObject.spec.nodeName) && oldObject.spec.nodeName != ''",
+            ),
+            (
+                "not-its-own-kubelet",
+                "!(request.userInfo.username == 'system:node:' + oldObject.spec.nodeName && 'system:nodes' in request.userInfo.groups)",
+            ),
+        ],
+        body: Body::Validate {
+            allowed: concat!(
+                "request.userInfo.username == 'system:serviceaccount:kube-system:pod-garbage-collector' || (",
+                person!(),
+                " && has(oldObject.metadata.annotations) && \
+oldObject.metadata.annotations[?'volguard.io/confirm-force-delete'].orValue('') == 'true')"
+            ),
+            message: "'setting pod \"' + oldObject.metadata.name + '\" to phase ' + object.status.phase + \
+' refused: it is ' + (has(oldObject.status.phase) ? oldObject.status.phase : 'Pending') + ' on node \"' + \
+oldObject.spec.nodeName + '\", and only its kubelet may end it there. A terminal phase lets PodGC delete the pod and the \
+attach/detach controller detach its volumes while its containers may still write to them. Delete the pod gracefully \
+instead; if the node is really down, taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, or, as a person \
+granted volguard\\'s break-glass role (ClusterRole volguard-break-glass), annotate the pod \
+volguard.io/confirm-force-delete=true to accept the risk'",
+        },
+    },
+];
+
+impl Policy {
+    /// The policy's (and its binding's) name: `volguard-RULE`.
+    pub fn name(&self) -> String {
+        format!("volguard-{}", self.rule.name())
+    }
+
+    fn match_constraints(&self) -> Value {
+        let mut rules = json!({
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": self.operations,
+            "resources": self.resources,
+        });
+        let mut m = json!({});
+        if self.namespaced {
+            rules["scope"] = json!("Namespaced");
+            m["namespaceSelector"] = json!({"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", NAMESPACE],
+            }]});
+        } else {
+            rules["scope"] = json!("Cluster");
+        }
+        m["resourceRules"] = json!([rules]);
+        m
+    }
+
+    fn match_conditions(&self) -> Value {
+        self.match_conditions
+            .iter()
+            .map(|(name, expression)| json!({"name": name, "expression": expression}))
+            .collect()
+    }
+
+    /// The policy object.
+    pub fn object(&self) -> Value {
+        let failure = match self.rule.failure_policy() {
+            FailurePolicy::Fail => "Fail",
+            FailurePolicy::Ignore => "Ignore",
+        };
+        let metadata = json!({
+            "name": self.name(),
+            "labels": {"app.kubernetes.io/name": "volguard", "volguard.io/rule": self.rule.name()},
+            "annotations": {"volguard.io/rows": self.rows},
+        });
+        match &self.body {
+            Body::Validate { allowed, message } => json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": metadata,
+                "spec": {
+                    // A policy's own failures (a CEL error) follow the rule's failure policy.
+                    "failurePolicy": failure,
+                    "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                    "matchConstraints": self.match_constraints(),
+                    "matchConditions": self.match_conditions(),
+                    "validations": [{
+                        "expression": allowed,
+                        "messageExpression": message,
+                        "reason": "Forbidden",
+                    }],
+                    "auditAnnotations": [{"key": "rule", "valueExpression": format!("'{}'", self.rule.name())}],
+                },
+            }),
+            Body::Mutate { json_patch } => json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingAdmissionPolicy",
+                "metadata": metadata,
+                "spec": {
+                    "failurePolicy": failure,
+                    "reinvocationPolicy": "Never",
+                    "matchConstraints": self.match_constraints(),
+                    "matchConditions": self.match_conditions(),
+                    "mutations": [{
+                        "patchType": "JSONPatch",
+                        "jsonPatch": {"expression": json_patch},
+                    }],
+                },
+            }),
+        }
+    }
+
+    /// The binding that switches the policy on, with `actions` (`Deny`, or `Warn` + `Audit`).
+    pub fn binding(&self, actions: &[&str]) -> Value {
+        let metadata = json!({
+            "name": self.name(),
+            "labels": {"app.kubernetes.io/name": "volguard", "volguard.io/rule": self.rule.name()},
+        });
+        match &self.body {
+            Body::Validate { .. } => json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": metadata,
+                "spec": {
+                    "policyName": self.name(),
+                    "validationActions": actions,
+                    // Always shipped beside the policies: a missing one denies what they judge.
+                    "paramRef": {"name": PARAMS, "namespace": NAMESPACE, "parameterNotFoundAction": "Deny"},
+                },
+            }),
+            Body::Mutate { .. } => json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingAdmissionPolicyBinding",
+                "metadata": metadata,
+                "spec": {"policyName": self.name()},
+            }),
+        }
+    }
+}
+
+/// The default parameters: volguard's own identities, nobody else trusted, people confirm.
+pub fn params() -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": PARAMS, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/name": "volguard"}},
+        "data": {
+            "volguard-identities": format!(
+                "system:serviceaccount:{NAMESPACE}:volguard-webhook,system:serviceaccount:{NAMESPACE}:volguard-controller"
+            ),
+            "force-delete-users": "",
+            "force-delete-groups": "",
+            "human-force-delete": "confirm",
+        },
+    })
+}
+
+/// The policies as a YAML stream (what `manifests/policies/policies.yaml` holds); with
+/// `bindings`, each policy's binding (`Deny`) and the default parameters too.
+pub fn render(bindings: bool) -> Result<String, serde_yaml::Error> {
+    let mut out = String::from(
+        "# Generated by `volguard manifests policies` (make manifests) from volguard's rule table: do not edit.\n",
+    );
+    let mut docs: Vec<Value> = POLICIES.iter().map(Policy::object).collect();
+    if bindings {
+        docs.push(params());
+        docs.extend(POLICIES.iter().map(|p| p.binding(&["Deny"])));
+    }
+    for d in docs {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&d)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[path = "policies_tests.rs"]
+mod tests;

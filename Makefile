@@ -36,7 +36,7 @@ STATE ?= manifests/examples/state.yaml
 E2E_ENV = VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: model encode-cmp all build release certs run try image image-check image-tools docker-image alerts chart prometheus install fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
+.PHONY: manifests model encode-cmp all build release certs run try image image-check image-tools docker-image alerts chart prometheus install fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -48,12 +48,19 @@ help:
 	@echo "make bench-compare BASE=REV  make bench, each admission row also against volguard as of REV"
 	@echo "make bench-scale  volguard on 100, 300 and 1,000 kwok nodes (table, scale.json, scale.png)"
 	@echo "make profile  instructions per admission request, volguard vs floor (callgrind)"
+	@echo "make manifests  regenerate manifests/policies from the rule table (a unit test checks it)"
 
 build:
 	$(CARGO) build --locked
 
 release:
 	$(CARGO) build --locked --release
+
+# The CEL policies of the rows that need no other object, from the rule table (the chart ships
+# policies.yaml through its files/ symlink). `make unit` fails while they differ.
+manifests: build
+	./target/debug/volguard manifests policies --part policies > manifests/policies/policies.yaml
+	./target/debug/volguard manifests policies --part bindings > manifests/policies/bindings.yaml
 
 certs: certs/tls.crt
 

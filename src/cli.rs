@@ -381,8 +381,13 @@ pub enum ManifestsCommand {
     /// The rows that need no other object as ValidatingAdmissionPolicy / MutatingAdmissionPolicy
     /// (rules.md §9), with their bindings (Deny) and default parameters: what
     /// manifests/policies/policies.yaml holds.
-    #[command(after_help = "Example:\n  volguard manifests policies > policies.yaml")]
-    Policies,
+    #[command(
+        after_help = "Examples:\n  volguard manifests policies --part policies > policies.yaml\n  volguard manifests policies --part bindings > bindings.yaml"
+    )]
+    Policies {
+        #[arg(long, value_enum, default_value = "policies")]
+        part: crate::registration::policies::Part,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -80,8 +80,8 @@ async fn main() -> std::process::ExitCode {
         Command::Fence(volguard::cli::FenceCommand::Agent(args)) => {
             volguard::fencing::agent::run(args).await
         }
-        Command::Manifests(volguard::cli::ManifestsCommand::Policies) => {
-            volguard::registration::policies::render(true)
+        Command::Manifests(volguard::cli::ManifestsCommand::Policies { part }) => {
+            volguard::registration::policies::render(part)
                 .map(|yaml| print!("{yaml}"))
                 .map_err(anyhow::Error::from)
         }

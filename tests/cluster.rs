@@ -744,12 +744,11 @@ async fn s_policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     for name in ["victim", "confirmed", "graceful"] {
-        pods.create(
-            &PostParams::default(),
-            &claim_pod(name, "none", Some("kwok-1")),
-        )
-        .await
-        .expect("pod");
+        let mut t = pod_template(name, json!({"name": "scratch", "emptyDir": {}}));
+        t["metadata"]["name"] = json!(name);
+        t["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": "kwok-1"});
+        let p: Pod = serde_json::from_value(t).expect("pod");
+        pods.create(&PostParams::default(), &p).await.expect("pod");
     }
     for name in ["victim", "confirmed", "graceful"] {
         running(cp, ns, name).await;

@@ -384,3 +384,60 @@ fn chart_can_serve_only_the_apiserver() {
             .any(|a| a.starts_with("--client-ca"))
     );
 }
+
+#[test]
+#[ignore = "needs helm and kubectl: make chart"]
+fn chart_policies_render_what_manifests_policies_renders() {
+    // Off by default; on, the chart ships the generated policies as they are, its parameters
+    // and Deny bindings equal to the kustomize directory's.
+    let off = helm("volguard-system", &["image.tag=dev"]).expect("helm template");
+    assert!(
+        !off.contains("AdmissionPolicy"),
+        "policies rendered while off"
+    );
+    let on = by_id(docs(
+        &helm(
+            "volguard-system",
+            &["image.tag=dev", "policies.enabled=true"],
+        )
+        .expect("helm template"),
+    ));
+    let base = by_id(docs(&kustomize(&repo().join("manifests/base"))));
+    let charted: BTreeMap<String, Value> = on
+        .into_iter()
+        .filter(|(id, o)| {
+            !base.contains_key(id) && o["metadata"]["name"] != "volguard-webhook-ca"
+                || id.contains("Polic")
+        })
+        .filter(|(id, _)| id.contains("Polic") || id.starts_with("ConfigMap/"))
+        .collect();
+    let kustomized = by_id(docs(&kustomize(&repo().join("manifests/policies"))));
+    assert_same(kustomized, charted);
+    // Another namespace: nothing names volguard-system; warn mode binds [Warn, Audit].
+    let text = helm(
+        "storage-guard",
+        &[
+            "policies.enabled=true",
+            "enforcement=force-delete=warn",
+            "trustedRemediators[0].identity=system:serviceaccount:longhorn-system:longhorn",
+            "trustedRemediators[0].actions[0]=force-delete",
+        ],
+    )
+    .expect("helm template");
+    no_volguard_system(&text, "the chart with policies in namespace storage-guard");
+    let objects = by_id(docs(&text));
+    let binding = |rule: &str| {
+        objects[&format!("ValidatingAdmissionPolicyBinding//volguard-{rule}")]["spec"]
+            ["validationActions"]
+            .clone()
+    };
+    assert_eq!(
+        binding("force-delete"),
+        serde_json::json!(["Warn", "Audit"])
+    );
+    assert_eq!(binding("pod-status"), serde_json::json!(["Deny"]));
+    assert_eq!(
+        objects["ConfigMap/storage-guard/volguard-policies"]["data"]["force-delete-users"],
+        "system:serviceaccount:longhorn-system:longhorn"
+    );
+}

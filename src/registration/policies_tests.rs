@@ -71,10 +71,22 @@ fn a_policy_judges_what_its_webhook_entry_judges() {
 
 #[test]
 fn the_committed_manifest_is_the_tables() {
-    let want = render(true).expect("render");
-    let have = include_str!("../../manifests/policies/policies.yaml");
-    assert!(
-        have == want,
-        "manifests/policies/policies.yaml differs from the rule table's policies: run `make manifests`"
-    );
+    for (part, have, file) in [
+        (
+            Part::Policies,
+            include_str!("../../manifests/policies/policies.yaml"),
+            "policies.yaml",
+        ),
+        (
+            Part::Bindings,
+            include_str!("../../manifests/policies/bindings.yaml"),
+            "bindings.yaml",
+        ),
+    ] {
+        let want = render(part).expect("render");
+        assert!(
+            have == want,
+            "manifests/policies/{file} differs from the rule table's policies: run `make manifests`"
+        );
+    }
 }

@@ -735,16 +735,16 @@ async fn s_policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
     for k in ["v1/ValidatingAdmissionPolicy", "v1/MutatingAdmissionPolicy"] {
         assert!(kinds.contains(&k.to_string()), "{k} not served: {kinds:?}");
     }
-    let file =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/policies/policies.yaml");
-    let applied = harness::apply_file(&c, &file, false).await;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/policies");
+    let mut applied = harness::apply_file(&c, &dir.join("policies.yaml"), false).await;
+    applied.extend(harness::apply_file(&c, &dir.join("bindings.yaml"), false).await);
     cp.unregister_webhooks().await;
     cp.stop_webhook();
     // A policy is enforced once the apiserver's policy informers have it (about a second).
     tokio::time::sleep(Duration::from_secs(3)).await;
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     for name in ["victim", "confirmed", "graceful"] {
-        let mut t = pod_template(name, json!({"name": "scratch", "emptyDir": {}}));
+        let mut t = pod_template(name, json!({"name": "data", "emptyDir": {}}));
         t["metadata"]["name"] = json!(name);
         t["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": "kwok-1"});
         let p: Pod = serde_json::from_value(t).expect("pod");

@@ -55,6 +55,21 @@ macro_rules! person {
     };
 }
 
+/// CEL: the caller may break glass for `rule` (rules.md §8): `--break-glass` as the parameter
+/// `break-glass` (rbac: the `use` verb on `breakglass.volguard.io` named after the rule, as the
+/// webhook's SubjectAccessReview asks; anyone; off).
+macro_rules! may_break_glass {
+    ($rule:literal) => {
+        concat!(
+            "(has(params.data) && params.data[?'break-glass'].orValue('rbac') == 'anyone' || \
+(!has(params.data) || params.data[?'break-glass'].orValue('rbac') == 'rbac') && \
+authorizer.group('volguard.io').resource('breakglass').namespace(request.namespace).name('",
+            $rule,
+            "').check('use').allowed())"
+        )
+    };
+}
+
 /// CEL: a comma-separated list parameter (empty when absent).
 macro_rules! param_list {
     ($key:literal) => {
@@ -129,6 +144,8 @@ object.metadata.annotations['volguard.io/rwo-lock'] : '')",
 ((has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?'volguard.io/allow-lock-removal'].orValue('') == 'true') || \
 (has(object.metadata.annotations) && object.metadata.annotations[?'volguard.io/allow-lock-removal'].orValue('') == 'true')) && ",
                 person!(),
+                " && ",
+                may_break_glass!("claim-metadata"),
                 ")"
             ),
             message: "'changing the ReadWriteOnce lock (volguard.io/rwo-lock) of PersistentVolumeClaim \"' + \
@@ -172,7 +189,9 @@ request.userInfo.username in ",
                 ") || (",
                 person!(),
                 " && ((has(params.data) && params.data[?'human-force-delete'].orValue('confirm') == 'warn') || \
-(has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?'volguard.io/confirm-force-delete'].orValue('') == 'true')))"
+(has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?'volguard.io/confirm-force-delete'].orValue('') == 'true' && ",
+                may_break_glass!("force-delete"),
+                ")))"
             ),
             message: "'force delete of pod \"' + oldObject.metadata.name + '\" refused: it is ' + \
 (has(oldObject.status.phase) ? oldObject.status.phase : 'Pending') + ' on node \"' + oldObject.spec.nodeName + \
@@ -205,7 +224,9 @@ has(oldObject.spec.nodeName) && oldObject.spec.nodeName != ''",
                 "request.userInfo.username == 'system:serviceaccount:kube-system:pod-garbage-collector' || (",
                 person!(),
                 " && has(oldObject.metadata.annotations) && \
-oldObject.metadata.annotations[?'volguard.io/confirm-force-delete'].orValue('') == 'true')"
+oldObject.metadata.annotations[?'volguard.io/confirm-force-delete'].orValue('') == 'true' && ",
+                may_break_glass!("pod-status"),
+                ")"
             ),
             message: "'setting pod \"' + oldObject.metadata.name + '\" to phase ' + object.status.phase + \
 ' refused: it is ' + (has(oldObject.status.phase) ? oldObject.status.phase : 'Pending') + ' on node \"' + \
@@ -342,6 +363,7 @@ pub fn params() -> Value {
             "force-delete-users": "",
             "force-delete-groups": "",
             "human-force-delete": "confirm",
+            "break-glass": "rbac",
         },
     })
 }

@@ -441,3 +441,26 @@ fn chart_policies_render_what_manifests_policies_renders() {
         "system:serviceaccount:longhorn-system:longhorn"
     );
 }
+
+#[test]
+#[ignore = "needs helm and kubectl: make chart"]
+fn chart_readme_names_every_top_level_value() {
+    // `helm show readme` is what an operator reads first (NOTES.txt points at it).
+    let readme = run(Command::new(tool("VOLGUARD_HELM"))
+        .args(["show", "readme"])
+        .arg(repo().join("charts/volguard")))
+    .expect("helm show readme");
+    let values: serde_json::Map<String, Value> = serde_yaml::from_str(
+        &std::fs::read_to_string(repo().join("charts/volguard/values.yaml")).expect("values"),
+    )
+    .expect("yaml");
+    let missing: Vec<&String> = values
+        .keys()
+        .filter(|k| !readme.contains(&format!("`{k}")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the chart's README does not name {missing:?}"
+    );
+    assert!(readme.contains("## Uninstall") && readme.contains("## Upgrade"));
+}

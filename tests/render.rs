@@ -440,6 +440,20 @@ fn chart_policies_render_what_manifests_policies_renders() {
         objects["ConfigMap/storage-guard/volguard-policies"]["data"]["force-delete-users"],
         "system:serviceaccount:longhorn-system:longhorn"
     );
+    // With the policies, the force-delete entry no longer makes pod deletion wait on volguard;
+    // the eviction entry (which the policies cannot judge: an Eviction does not carry the pod)
+    // stays Fail.
+    let entries = &objects["ValidatingWebhookConfiguration//volguard-validating"]["webhooks"];
+    let policy_of = |name: &str| {
+        entries
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|w| w["name"] == name)
+            .map(|w| w["failurePolicy"].clone())
+    };
+    assert_eq!(policy_of("force-delete.volguard.io"), Some(serde_json::json!("Ignore")));
+    assert_eq!(policy_of("eviction.volguard.io"), Some(serde_json::json!("Fail")));
 }
 
 #[test]

@@ -452,8 +452,14 @@ fn chart_policies_render_what_manifests_policies_renders() {
             .find(|w| w["name"] == name)
             .map(|w| w["failurePolicy"].clone())
     };
-    assert_eq!(policy_of("force-delete.volguard.io"), Some(serde_json::json!("Ignore")));
-    assert_eq!(policy_of("eviction.volguard.io"), Some(serde_json::json!("Fail")));
+    assert_eq!(
+        policy_of("force-delete.volguard.io"),
+        Some(serde_json::json!("Ignore"))
+    );
+    assert_eq!(
+        policy_of("eviction.volguard.io"),
+        Some(serde_json::json!("Fail"))
+    );
 }
 
 #[test]

@@ -13,15 +13,24 @@ fn admission() -> &'static (tokio::runtime::Runtime, Admission) {
         let store = Store::default();
         let text = include_str!("../../manifests/examples/state.yaml");
         loader::load_str(text, &store).expect("example state loads");
-        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
-        let a = Admission::new(Cluster::Offline(Arc::new(store)), Default::default(), vec![]);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let a = Admission::new(
+            Cluster::Offline(Arc::new(store)),
+            Default::default(),
+            vec![],
+        );
         (rt, a)
     })
 }
 
 fuzz_target!(|data: &[u8]| {
     let (rt, a) = admission();
-    let Ok(req) = admission::decode(data) else { return };
+    let Ok(req) = admission::decode(data) else {
+        return;
+    };
     for ep in [Endpoint::Mutate, Endpoint::Validate] {
         let v = rt.block_on(a.decide(ep, &req, std::time::Duration::from_secs(2)));
         let out = admission::encode(&req.uid, &v.decision, v.rule);

@@ -8,25 +8,52 @@ use volguard::model::{Meta, PVC_FINALIZER};
 use volguard::rules::{protect, release};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(mut obj) = serde_json::from_slice::<serde_json::Value>(data) else { return };
+    let Ok(mut obj) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return;
+    };
     if !obj.is_object() {
         return;
     }
-    let Ok(meta) = serde_json::from_value::<Meta>(obj.get("metadata").cloned().unwrap_or(serde_json::json!({}))) else { return };
+    let Ok(meta) = serde_json::from_value::<Meta>(
+        obj.get("metadata")
+            .cloned()
+            .unwrap_or(serde_json::json!({})),
+    ) else {
+        return;
+    };
     if obj.get("metadata").is_none() {
         obj["metadata"] = serde_json::json!({});
     }
-    let others: Vec<String> = meta.finalizers.clone().unwrap_or_default().into_iter().filter(|f| f != PVC_FINALIZER).collect();
+    let others: Vec<String> = meta
+        .finalizers
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f != PVC_FINALIZER)
+        .collect();
     let count = |o: &serde_json::Value| {
-        o["metadata"]["finalizers"].as_array().map(|a| a.iter().filter(|f| f.as_str() == Some(PVC_FINALIZER)).count()).unwrap_or(0)
+        o["metadata"]["finalizers"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|f| f.as_str() == Some(PVC_FINALIZER))
+                    .count()
+            })
+            .unwrap_or(0)
     };
     let before = count(&obj);
     match protect::finalizer_patch(&meta, PVC_FINALIZER) {
         Some(p) => {
             json_patch::patch(&mut obj, &p).expect("add patch applies to its own object");
             assert_eq!(count(&obj), 1, "exactly one protection finalizer");
-            let kept: Vec<String> = obj["metadata"]["finalizers"].as_array().expect("list").iter()
-                .filter_map(|f| f.as_str()).filter(|f| *f != PVC_FINALIZER).map(String::from).collect();
+            let kept: Vec<String> = obj["metadata"]["finalizers"]
+                .as_array()
+                .expect("list")
+                .iter()
+                .filter_map(|f| f.as_str())
+                .filter(|f| *f != PVC_FINALIZER)
+                .map(String::from)
+                .collect();
             assert_eq!(kept, others, "other finalizers kept in order");
         }
         None => assert!(before >= 1),

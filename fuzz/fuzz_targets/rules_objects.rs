@@ -6,10 +6,14 @@ use volguard::model::{Node, Pod, Pv, Pvc, UserInfo};
 use volguard::rules::claims::claims_of;
 use volguard::rules::decision::ReadError;
 use volguard::rules::rwo_lock::{self, NodeHold, RwoLock};
-use volguard::rules::{Fact, binding, finalizer_guard, force_delete, in_use, pod_create, protect, release};
+use volguard::rules::{
+    Fact, binding, finalizer_guard, force_delete, in_use, pod_create, protect, release,
+};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else { return };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return;
+    };
     let pod: Pod = serde_json::from_value(v["pod"].clone()).unwrap_or_default();
     let pvc: Pvc = serde_json::from_value(v["pvc"].clone()).unwrap_or_default();
     let pv: Pv = serde_json::from_value(v["pv"].clone()).unwrap_or_default();
@@ -20,18 +24,42 @@ fuzz_target!(|data: &[u8]| {
 
     let claims: Vec<_> = claims_of(&pod).map(|c| (c, Fact::Found(&pvc))).collect();
     let _ = pod_create::pod_create(&pod, &claims);
-    let _ = pod_create::pod_create(&pod, &claims_of(&pod).map(|c| (c, Fact::Missing)).collect::<Vec<_>>());
+    let _ = pod_create::pod_create(
+        &pod,
+        &claims_of(&pod)
+            .map(|c| (c, Fact::Missing))
+            .collect::<Vec<_>>(),
+    );
     if let Some(name) = binding::newly_bound_volume(None, &pvc) {
         let _ = binding::pvc_binding(&pvc, name, Fact::Found(&pv));
     }
     let _ = finalizer_guard::pvc_finalizer_removal(&pvc, Fact::Found(&pods));
-    for c in [Fact::Found(&pvc), Fact::Missing, Fact::Unknown(ReadError::Late)] {
+    for c in [
+        Fact::Found(&pvc),
+        Fact::Missing,
+        Fact::Unknown(ReadError::Timeout {
+            what: "the fact".into(),
+        }),
+    ] {
         let _ = finalizer_guard::pv_finalizer_removal(&pv, &pv, c.clone());
         let _ = release::pv_plan(&pv, c);
     }
-    for n in [Fact::Found(&node), Fact::Missing, Fact::Unknown(ReadError::Late)] {
+    for n in [
+        Fact::Found(&node),
+        Fact::Missing,
+        Fact::Unknown(ReadError::Timeout {
+            what: "the fact".into(),
+        }),
+    ] {
         for record in [None, Some("rec")] {
-            let d = force_delete::pod_delete(&user, &pod, grace, n.clone(), record, &Default::default());
+            let d = force_delete::pod_delete(
+                &user,
+                &pod,
+                grace,
+                n.clone(),
+                record,
+                &Default::default(),
+            );
             // A graceful delete is never refused.
             if !force_delete::is_force(grace) {
                 assert!(d.allowed);
@@ -48,16 +76,50 @@ fuzz_target!(|data: &[u8]| {
     let now = jiff::Timestamp::UNIX_EPOCH;
     let users = [pod.clone()];
     for (u, w, n, quiet) in [
-        (Fact::Found(&users[..]), Fact::Found(&pod), Fact::Found(&node), 0),
-        (Fact::Found(&[][..]), Fact::Found(&pod), Fact::Found(&node), 3600),
+        (
+            Fact::Found(&users[..]),
+            Fact::Found(&pod),
+            Fact::Found(&node),
+            0,
+        ),
+        (
+            Fact::Found(&[][..]),
+            Fact::Found(&pod),
+            Fact::Found(&node),
+            3600,
+        ),
         (Fact::Found(&[][..]), Fact::Missing, Fact::Found(&node), 0),
         (Fact::Missing, Fact::Missing, Fact::Missing, 0),
-        (Fact::Unknown(ReadError::Late), Fact::Unknown(ReadError::Late), Fact::Unknown(ReadError::Late), 3600),
+        (
+            Fact::Unknown(ReadError::Timeout {
+                what: "the fact".into(),
+            }),
+            Fact::Unknown(ReadError::Timeout {
+                what: "the fact".into(),
+            }),
+            Fact::Unknown(ReadError::Timeout {
+                what: "the fact".into(),
+            }),
+            3600,
+        ),
     ] {
-        let h = NodeHold { users: u, writer: w, node: n, gone_recorded: quiet == 0, observed: std::time::Duration::from_secs(quiet) };
+        let h = NodeHold {
+            claim: "data",
+            users: u,
+            writer: w.clone(),
+            node: n,
+            gone_recorded: quiet == 0,
+            observed: std::time::Duration::from_secs(quiet),
+        };
         let node_name = pod.node_name().unwrap_or("n");
+        let named = rwo_lock::Named {
+            writer: w,
+            observed: std::time::Duration::from_secs(quiet),
+        };
         for via in [rwo_lock::Via::Bind, rwo_lock::Via::Create] {
-            let _ = rwo_lock::step(&pod, node_name, via, lock.as_ref(), Some(&h), now);
+            let _ = rwo_lock::step(&pod, node_name, via, lock.as_ref(), Some(&h), None, now);
+            // On the lock's own node, the named placement as read.
+            let _ = rwo_lock::step(&pod, node_name, via, lock.as_ref(), None, Some(&named), now);
         }
         // A lock that holds is never cleared.
         if let Some(l) = &lock

@@ -10,7 +10,7 @@ pub mod reconcile;
 use crate::cli::ControllerArgs;
 use crate::runtime::{MetricsRegistry, probes, shutdown_signal};
 use crate::state::live::Change;
-use crate::state::{self, Needs, View, ViewChange};
+use crate::state::{self, Cluster, Needs, ViewChange};
 use queue::{Backoff, Queue};
 use reconcile::{Key, Reconciler, ReconcilerConfig};
 use std::sync::Arc;
@@ -66,8 +66,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let cmetrics = Arc::new(metrics::ControllerMetrics::register(&metrics));
     // Followers keep warm caches too, so a takeover starts from synced state.
     let view = match state::open(state::Source::Live(client.clone()), Needs::controller())? {
-        View::Live(live) => live,
-        View::Offline(_) => unreachable!("a live source opens a live view"),
+        Cluster::Live(live) => live,
+        Cluster::Offline(_) => unreachable!("a live source opens a live view"),
     };
     let store = view.store.clone();
     let queue = Queue::new(Backoff {

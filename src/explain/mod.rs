@@ -455,7 +455,7 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|| client.default_namespace().to_string());
             // A one-shot view with nothing cached: every read below is a live read (the
             // namespace's pods by a consistent LIST, as the controller reads them).
-            let view = state::View::Live(state::live::LiveCluster::from_store(
+            let view = state::Cluster::Live(state::live::LiveCluster::from_store(
                 client.clone(),
                 std::sync::Arc::new(state::Store::default()),
                 false,
@@ -502,7 +502,7 @@ fn render<T: Serialize>(
 /// VolumeAttachments (live), the namespace's pods that name the same claims (a consistent read),
 /// and the fencing incidents.
 async fn gather_pod(
-    view: &state::View,
+    view: &state::Cluster,
     client: Option<&kube::Client>,
     ns: &str,
     args: &ExplainArgs,
@@ -566,7 +566,7 @@ async fn gather_pod(
 /// and the pods scheduled on it. A Node that no longer exists is explained too (its records say
 /// whether its release was proven); a node nobody ever knew of is not found.
 async fn gather_node(
-    view: &state::View,
+    view: &state::Cluster,
     client: Option<&kube::Client>,
     args: &ExplainArgs,
     file: Option<String>,
@@ -631,7 +631,7 @@ pub use crate::error::NotFound;
 /// The facts of one explanation, read through the view (a file or a live cluster); the
 /// VolumeAttachments only live (`client`). `file` names the state file in a not-found error.
 async fn gather(
-    view: &state::View,
+    view: &state::Cluster,
     client: Option<&kube::Client>,
     ns: &str,
     args: &ExplainArgs,
@@ -714,7 +714,7 @@ async fn gather(
 
 /// Every fencing incident: live (what the caller may read), or the state file's.
 async fn all_fences(
-    view: &state::View,
+    view: &state::Cluster,
     client: Option<&kube::Client>,
     not_read: &mut Vec<String>,
 ) -> anyhow::Result<Vec<NodeFence>> {

@@ -137,7 +137,9 @@ fn row2_the_owner_of_a_mounted_ephemeral_claim_stays() {
         assert_eq!((d.allowed, d.row), (false, "ephemeral-owner-changed"));
         assert!(d.message.unwrap_or_default().contains("--cascade=orphan"));
         // Unsure means in use.
-        let late = Fact::Unknown(crate::rules::decision::ReadError::Late);
+        let late = Fact::Unknown(crate::rules::decision::ReadError::Timeout {
+            what: "the fact".into(),
+        });
         assert!(!claim_update(&person(), &own(), &old, &new, late).allowed);
         // The garbage collector orphaning it (`--cascade=orphan`) passes.
         let gc = testing::user(GARBAGE_COLLECTORS[0], &["system:serviceaccounts"]);

@@ -93,9 +93,6 @@ pub enum ReadError {
     },
     #[error("decoding {what}: {message}")]
     Decode { what: String, message: String },
-    /// The decision's time budget ran out before this fact was read (rules.md "Deciding late").
-    #[error("no answer within the decision budget")]
-    Late,
 }
 
 /// A fact read from the cluster: present, confirmed absent, or unknown because the read failed.

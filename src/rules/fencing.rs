@@ -374,11 +374,6 @@ pub fn next_backend(index: usize, len: usize) -> Option<usize> {
     (index + 1 < len).then_some(index + 1)
 }
 
-/// Whether a backend asked at `requested` has had its `timeout`.
-pub fn timed_out(requested: Timestamp, timeout: SignedDuration, now: Timestamp) -> bool {
-    now.duration_since(requested) >= timeout
-}
-
 #[cfg(test)]
 #[path = "fencing_tests.rs"]
 mod tests;

@@ -109,7 +109,9 @@ fn a_pv_forged_available_while_its_claim_points_at_it_is_in_use() {
         "{m}"
     );
     // Unsure means in use.
-    let late = Fact::Unknown(crate::rules::decision::ReadError::Late);
+    let late = Fact::Unknown(crate::rules::decision::ReadError::Timeout {
+        what: "the fact".into(),
+    });
     assert!(!pv_finalizer_removal(&pv, &pv, late).allowed);
     // The claim is bound elsewhere, was replaced (another UID), or is gone: not this PV's user.
     let mut elsewhere = claim.clone();

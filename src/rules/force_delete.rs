@@ -1,4 +1,4 @@
-//! rules.md §2d (seed 004): only the kubelet may force-delete a running pod.
+//! rules.md §2d: only the kubelet may force-delete a running pod.
 //!
 //! A force delete (grace period 0) removes the pod from the API at once while its containers may
 //! keep running on the node, writing to volumes that a replacement pod is about to mount. The

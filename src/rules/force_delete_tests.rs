@@ -109,7 +109,9 @@ fn row4_and_5_node_gone_or_out_of_service() {
             &ctl,
             &pod(),
             Some(0),
-            Fact::Unknown(crate::rules::decision::ReadError::Late)
+            Fact::Unknown(crate::rules::decision::ReadError::Timeout {
+                what: "the fact".into()
+            })
         )
         .allowed
     );

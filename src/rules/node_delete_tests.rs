@@ -70,7 +70,9 @@ fn row1_a_drained_node_deletes_freely() {
     let d = node_delete(
         &user("bob", &[]),
         &node(false),
-        Fact::Unknown(ReadError::Late),
+        Fact::Unknown(ReadError::Timeout {
+            what: "the fact".into(),
+        }),
         Fact::Found(&[]),
         &capi(),
         Fact::Missing,

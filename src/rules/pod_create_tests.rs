@@ -74,12 +74,14 @@ fn unknown_claim_allows_with_warning() {
         &pod(),
         &[(
             claim("a", false),
-            Fact::Unknown(crate::rules::decision::ReadError::Late),
+            Fact::Unknown(crate::rules::decision::ReadError::Timeout {
+                what: "claim".into(),
+            }),
         )],
     );
     assert!(d.allowed);
     assert!(
-        d.warnings[0].contains("could not check") && d.warnings[0].contains("decision budget"),
+        d.warnings[0].contains("could not check") && d.warnings[0].contains("claim timed out"),
         "{:?}",
         d.warnings
     );

@@ -1,4 +1,4 @@
-//! rules.md §2h (seed 004): only the kubelet ends a running pod.
+//! rules.md §2h: only the kubelet ends a running pod.
 //!
 //! A pod whose phase is `Failed` or `Succeeded` counts as stopped everywhere: PodGC deletes it,
 //! the attach/detach controller detaches its volumes, and §2d row 3 lets anyone force-delete it.

@@ -1,4 +1,4 @@
-//! rules.md §2f (seed 004, "Storage Consistency"): a ReadWriteOnce claim is used on one node at a time.
+//! rules.md §2f: a ReadWriteOnce claim is used on one node at a time.
 //!
 //! NFS, iSCSI, Fibre Channel, hostPath and many CSI drivers have no lock of their own: two nodes
 //! writing one volume corrupt it. volguard takes the seed's "attach" lock at the one moment a pod

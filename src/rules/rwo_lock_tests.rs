@@ -263,21 +263,29 @@ fn unsure_use_or_node_denies() {
     let n = node(false);
     for h in [
         hold(
-            Fact::Unknown(ReadError::Late),
+            Fact::Unknown(ReadError::Timeout {
+                what: "pods".into(),
+            }),
             Fact::Missing,
             Fact::Found(&n),
             OLD,
         ),
         hold(
-            Fact::Unknown(ReadError::Late),
+            Fact::Unknown(ReadError::Timeout {
+                what: "pods".into(),
+            }),
             Fact::Missing,
-            Fact::Unknown(ReadError::Late),
+            Fact::Unknown(ReadError::Timeout {
+                what: "pods".into(),
+            }),
             OLD,
         ),
         // Nobody there, the writer could not be read and the grace has not passed.
         hold(
             Fact::Found(&[]),
-            Fact::Unknown(ReadError::Late),
+            Fact::Unknown(ReadError::Timeout {
+                what: "pods".into(),
+            }),
             Fact::Found(&n),
             YOUNG,
         ),
@@ -337,7 +345,9 @@ fn every_stale_kind_is_taken_over_at_once() {
             "nobody on its node uses it",
             hold(
                 Fact::Found(&[]),
-                Fact::Unknown(ReadError::Late),
+                Fact::Unknown(ReadError::Timeout {
+                    what: "pods".into(),
+                }),
                 Fact::Found(&n),
                 OLD,
             ),

@@ -104,7 +104,12 @@ fn holder_on_gone_or_out_of_service_node_does_not_count() {
     // A node that could not be read: unsure means it still runs.
     let d = place_with(
         Fact::Found(&rwo),
-        vec![(&holder, Fact::Unknown(ReadError::Late))],
+        vec![(
+            &holder,
+            Fact::Unknown(ReadError::Timeout {
+                what: "the fact".into(),
+            }),
+        )],
     );
     assert!(!d.allowed);
 }
@@ -170,7 +175,12 @@ fn a_missing_claim_is_refused_and_an_unknown_claim_warns() {
     assert_eq!((d.allowed, d.row), (false, "rwo-claim-missing"));
     let m = d.message.unwrap_or_default();
     assert!(m.contains("Create the claim first"), "{m}");
-    let d = place_with(Fact::Unknown(ReadError::Late), vec![]);
+    let d = place_with(
+        Fact::Unknown(ReadError::Timeout {
+            what: "the fact".into(),
+        }),
+        vec![],
+    );
     assert!(d.allowed);
     assert!(
         d.warnings[0].contains("could not check"),

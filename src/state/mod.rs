@@ -15,10 +15,6 @@ pub mod writer;
 pub use cluster::Cluster;
 pub use live::{Needs, ViewChange};
 
-/// The one view of the cluster every command reads: a `--state` file (offline, the whole truth)
-/// or a live cluster's watches. `needs` says which collections a live view watches.
-pub type View = Cluster;
-
 /// Where a view comes from.
 pub enum Source<'a> {
     File(&'a std::path::Path),
@@ -27,7 +23,7 @@ pub enum Source<'a> {
 
 /// Open the view: load the file, or start the watches `needs` names (the caller waits for
 /// `synced()` before it trusts absences).
-pub fn open(source: Source<'_>, needs: Needs) -> anyhow::Result<View> {
+pub fn open(source: Source<'_>, needs: Needs) -> anyhow::Result<Cluster> {
     match source {
         Source::File(path) => {
             let store = if needs.labels {
@@ -52,7 +48,7 @@ pub fn open(source: Source<'_>, needs: Needs) -> anyhow::Result<View> {
 /// Open the view for a command that reads once and exits: a file as `open` loads it; a live
 /// cluster as one snapshot (each collection LISTed once, no watch), so a failed read is an error
 /// at once instead of a watch that retries.
-pub async fn open_once(source: Source<'_>, needs: Needs) -> anyhow::Result<View> {
+pub async fn open_once(source: Source<'_>, needs: Needs) -> anyhow::Result<Cluster> {
     match source {
         Source::File(_) => open(source, needs),
         Source::Live(client) => Ok(Cluster::Live(

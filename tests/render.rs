@@ -484,3 +484,75 @@ fn chart_readme_names_every_top_level_value() {
     );
     assert!(readme.contains("## Uninstall") && readme.contains("## Upgrade"));
 }
+
+#[test]
+#[ignore = "needs helm and kubectl: make chart"]
+fn chart_schema_and_day_two_values() {
+    // The schema refuses what the binary would refuse at start (or silently misread).
+    for bad in [
+        "enforcement=bogus",
+        "rwoGuard=some",
+        "webhook.securePort=70000",
+        "trustedRemediators[0].identity=x",
+        "policies.enbled=true",
+    ] {
+        let e = helm("volguard-system", &[bad]).expect_err(bad);
+        assert!(e.contains("schema"), "{bad}: {e}");
+    }
+    // Enforcement as a map: every rule reaches the flag (a comma in --set would have split it).
+    let text = helm(
+        "ns",
+        &[
+            "enforcement.force-delete=warn",
+            "enforcement.rwo-single-node=warn",
+            "webhook.env[0].name=RUST_LOG",
+            "webhook.env[0].value=volguard=debug",
+            "controller.env[0].name=MALLOC_CONF",
+            "controller.env[0].value=narenas:2",
+            "webhook.excludedNamespaces={kube-system,monitoring}",
+            "webhook.objectSelector.matchExpressions[0].key=volguard.io/skip",
+            "webhook.objectSelector.matchExpressions[0].operator=DoesNotExist",
+            "webhook.replicas=1",
+            "controller.replicas=1",
+            "webhook.hostNetwork=true",
+        ],
+    )
+    .expect("helm template");
+    let objects = by_id(docs(&text));
+    let args = arg_lists(&objects, "volguard-webhook");
+    assert!(
+        args.contains(&"--enforcement=force-delete=warn,rwo-single-node=warn".to_string()),
+        "{args:?}"
+    );
+    for (d, var) in [("volguard-webhook", "RUST_LOG"), ("volguard-controller", "MALLOC_CONF")] {
+        let env = &objects[&format!("Deployment/ns/{d}")]["spec"]["template"]["spec"]
+            ["containers"][0]["env"];
+        assert!(
+            env.as_array().into_iter().flatten().any(|e| e["name"] == var),
+            "{d}: {env}"
+        );
+    }
+    let validating = &objects["ValidatingWebhookConfiguration//volguard-validating"]["webhooks"];
+    let pod_create = validating
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|w| w["name"] == "pod-create.volguard.io")
+        .expect("entry");
+    assert_eq!(
+        pod_create["namespaceSelector"]["matchExpressions"][0]["values"],
+        serde_json::json!(["kube-system", "monitoring", "ns"])
+    );
+    assert_eq!(
+        pod_create["objectSelector"]["matchExpressions"][0]["key"],
+        "volguard.io/skip"
+    );
+    // One replica: a PodDisruptionBudget would block every drain of its node.
+    assert!(!objects.keys().any(|k| k.starts_with("PodDisruptionBudget/")));
+    // On the host network the rollout replaces a replica at a time (a surge pod would need the
+    // same port on a node that has one).
+    assert_eq!(
+        objects["Deployment/ns/volguard-webhook"]["spec"]["strategy"]["rollingUpdate"],
+        serde_json::json!({"maxSurge": 0, "maxUnavailable": 1})
+    );
+}

@@ -24,11 +24,28 @@ volguard-webhook-tls
 {{- end -}}
 {{- end }}
 
-{{/* Namespaces whose requests volguard never sees: kube-system and its own. */}}
+{{/* Namespaces whose requests volguard never sees: `webhook.excludedNamespaces` (kube-system)
+and its own; with `webhook.objectSelector`, only the objects it selects. */}}
 {{- define "volguard.namespaceSelector" -}}
 namespaceSelector:
   matchExpressions:
-  - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system, {{ .Release.Namespace }}]}
+  - {key: kubernetes.io/metadata.name, operator: NotIn, values: [{{ join ", " (append .Values.webhook.excludedNamespaces .Release.Namespace) }}]}
+{{- with .Values.webhook.objectSelector }}
+objectSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* `enforcement` as the flag takes it: a string (deny, warn, RULE=warn,...) or a map RULE: mode. */}}
+{{- define "volguard.enforcement" -}}
+{{- if kindIs "map" .Values.enforcement -}}
+{{- $pairs := list -}}
+{{- range $rule, $mode := .Values.enforcement -}}
+{{- $pairs = append $pairs (printf "%s=%s" $rule $mode) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- else -}}
+{{- .Values.enforcement -}}
+{{- end -}}
 {{- end }}
 
 {{/* How the apiserver reaches the webhook; `path` is passed as `.path`. */}}

@@ -545,6 +545,31 @@ fn refusals_and_warnings_are_events() {
                     },
                 )
                 .await;
+            // `kubectl describe pod` lists it: the reference carries the pod's UID.
+            let uid = pods.get("db-0").await.expect("pod").metadata.uid;
+            assert_eq!(
+                ev.regarding.as_ref().and_then(|r| r.uid.clone()),
+                uid,
+                "the Event's reference names the pod's UID"
+            );
+            let described = Command::new(made_kubectl())
+                .args(["describe", "pod", "db-0", "-n", "audit", "--kubeconfig"])
+                .arg(&s.admin_kubeconfig)
+                .output()
+                .expect("kubectl describe");
+            let described = String::from_utf8_lossy(&described.stdout);
+            assert!(
+                described.contains("Denied") && described.contains("force delete"),
+                "kubectl describe pod db-0 does not show the refusal:\n{described}"
+            );
+            println!(
+                "kubectl describe pod db-0: {}",
+                described
+                    .lines()
+                    .find(|l| l.contains("Denied"))
+                    .unwrap_or_default()
+                    .trim()
+            );
             println!(
                 "Event {}: reason {:?}, action {:?}, count {}, note {:?}",
                 ev.metadata.name.unwrap_or_default(),

@@ -524,11 +524,17 @@ fn chart_schema_and_day_two_values() {
         args.contains(&"--enforcement=force-delete=warn,rwo-single-node=warn".to_string()),
         "{args:?}"
     );
-    for (d, var) in [("volguard-webhook", "RUST_LOG"), ("volguard-controller", "MALLOC_CONF")] {
-        let env = &objects[&format!("Deployment/ns/{d}")]["spec"]["template"]["spec"]
-            ["containers"][0]["env"];
+    for (d, var) in [
+        ("volguard-webhook", "RUST_LOG"),
+        ("volguard-controller", "MALLOC_CONF"),
+    ] {
+        let env = &objects[&format!("Deployment/ns/{d}")]["spec"]["template"]["spec"]["containers"]
+            [0]["env"];
         assert!(
-            env.as_array().into_iter().flatten().any(|e| e["name"] == var),
+            env.as_array()
+                .into_iter()
+                .flatten()
+                .any(|e| e["name"] == var),
             "{d}: {env}"
         );
     }
@@ -548,7 +554,11 @@ fn chart_schema_and_day_two_values() {
         "volguard.io/skip"
     );
     // One replica: a PodDisruptionBudget would block every drain of its node.
-    assert!(!objects.keys().any(|k| k.starts_with("PodDisruptionBudget/")));
+    assert!(
+        !objects
+            .keys()
+            .any(|k| k.starts_with("PodDisruptionBudget/"))
+    );
     // On the host network the rollout replaces a replica at a time (a surge pod would need the
     // same port on a node that has one).
     assert_eq!(

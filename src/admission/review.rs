@@ -132,6 +132,35 @@ impl Request<'_> {
     pub fn subresource(&self) -> Option<&str> {
         self.sub_resource.as_deref().filter(|s| !s.is_empty())
     }
+    /// The UID of the object the request is about, when it carries one: the stored object for
+    /// an UPDATE or DELETE, the pod's UID a Binding names (an Eviction names none). For the
+    /// audit trail's Events (`kubectl describe` matches them by UID); not on the decision path.
+    pub fn object_uid(&self) -> Option<String> {
+        fn of(e: &Embedded<'_>) -> Option<String> {
+            #[derive(Deserialize, Default)]
+            struct Uid {
+                #[serde(default)]
+                uid: String,
+            }
+            #[derive(Deserialize)]
+            struct Object {
+                #[serde(default)]
+                metadata: Uid,
+            }
+            let uid = match e {
+                Embedded::Absent | Embedded::Eviction(_) => return None,
+                Embedded::Raw(raw) => serde_json::from_str::<Object>(raw.get()).ok()?.metadata.uid,
+                Embedded::Pod(o) => o.metadata.uid.clone(),
+                Embedded::Pvc(o) => o.metadata.uid.clone(),
+                Embedded::Pv(o) => o.metadata.uid.clone(),
+                Embedded::Binding(o) => o.metadata.uid.clone(),
+                Embedded::Node(o) => o.metadata.uid.clone(),
+            };
+            (!uid.is_empty()).then_some(uid)
+        }
+        of(&self.old_object).or_else(|| of(&self.object))
+    }
+
     /// `namespace/name` (or `name`) for logs.
     pub fn target(&self) -> String {
         match (self.namespace.as_deref(), self.name.as_deref()) {

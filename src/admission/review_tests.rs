@@ -259,3 +259,15 @@ fn binds_evictions_and_nodes_are_decoded_in_the_pass_and_a_broken_one_is_named()
         "{err}"
     );
 }
+
+#[test]
+fn the_object_uid_is_the_stored_objects_or_the_bound_pods() {
+    let delete = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"DELETE","name":"db-0","namespace":"team","userInfo":{"username":"alice"},"oldObject":{"metadata":{"name":"db-0","uid":"uid-db-0"}}}}"#;
+    let r = decode(delete).expect("review");
+    assert_eq!(r.object_uid().as_deref(), Some("uid-db-0"));
+    let bind = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"2","kind":{"group":"","version":"v1","kind":"Binding"},"operation":"CREATE","name":"db-0","namespace":"team","userInfo":{"username":"s"},"object":{"metadata":{"name":"db-0","uid":"uid-pod"},"target":{"name":"n1"}}}}"#;
+    let r = decode(bind).expect("review");
+    assert_eq!(r.object_uid().as_deref(), Some("uid-pod"));
+    let create = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"3","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE","namespace":"team","userInfo":{"username":"s"},"object":{"metadata":{"generateName":"web-"}}}}"#;
+    assert_eq!(decode(create).expect("review").object_uid(), None);
+}

@@ -347,9 +347,15 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
             .as_deref()
             .or(decision.warnings.first().map(String::as_str))
             .unwrap_or("");
+        // A warned request was allowed (warn mode, or an allowed request with a warning).
+        let said = if decision.allowed {
+            "allowed with a warning"
+        } else {
+            "refused"
+        };
         tracing::info!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
             object = %req.target(), user = %req.user_info.username, decision = decision.outcome(),
-            rule, row = decision.row, reason, "refused");
+            rule, row = decision.row, reason, "{said}");
     }
     // rules.md §8: every use of break glass is recorded, whatever else is logged.
     if decision.allowed
@@ -412,7 +418,7 @@ fn record_event(
     verb: &str,
 ) {
     use crate::state::audit::{Refusal, Regarding};
-    let Some(regarding) = Regarding::of(
+    let Some(mut regarding) = Regarding::of(
         &req.kind.kind,
         &req.operation,
         req.namespace.as_deref(),
@@ -420,6 +426,10 @@ fn record_event(
     ) else {
         return;
     };
+    // `kubectl describe` lists the Events whose reference carries the object's UID.
+    if regarding.kind != "Namespace" {
+        regarding.uid = req.object_uid();
+    }
     let action = match (&*req.kind.kind, &*req.operation) {
         ("Binding", _) => "Bind".to_string(),
         ("Eviction", _) => "Evict".to_string(),
@@ -445,6 +455,7 @@ fn record_event(
     };
     audit.record(Refusal {
         regarding,
+        user: req.user_info.username.clone(),
         reason,
         action,
         row: decision.row,

@@ -39,6 +39,8 @@ pub const CONTROLLER: &str = "volguard.io/webhook";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     pub regarding: Regarding,
+    /// Who was refused: one Event per caller (an Event says "by" one user).
+    pub user: String,
     pub reason: &'static str,
     /// What was attempted: Create, Update, Delete, Bind, Evict, ...
     pub action: String,
@@ -53,6 +55,8 @@ pub struct Regarding {
     pub kind: &'static str,
     pub namespace: Option<String>,
     pub name: String,
+    /// The object's UID when the request carried it (`kubectl describe` matches on it).
+    pub uid: Option<String>,
 }
 
 impl Regarding {
@@ -81,6 +85,7 @@ impl Regarding {
                 kind: object_kind,
                 namespace: ns,
                 name: n.to_string(),
+                uid: None,
             }),
             // Recorded inside the namespace itself (its users read their namespace's Events);
             // the apiserver wants the reference's namespace to be the Event's.
@@ -89,6 +94,7 @@ impl Regarding {
                 kind: "Namespace",
                 namespace: Some(ns.clone()),
                 name: ns,
+                uid: None,
             }),
         }
     }
@@ -99,6 +105,7 @@ impl Regarding {
             kind: Some(self.kind.to_string()),
             namespace: self.namespace.clone(),
             name: Some(self.name.clone()),
+            uid: self.uid.clone(),
             ..Default::default()
         }
     }
@@ -107,6 +114,7 @@ impl Regarding {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     regarding: Regarding,
+    user: String,
     reason: &'static str,
     row: &'static str,
 }
@@ -173,6 +181,7 @@ impl Aggregator {
     pub fn observe(&mut self, r: Refusal, now: Instant, wall: jiff::Timestamp) -> Observed {
         let key = Key {
             regarding: r.regarding.clone(),
+            user: r.user.clone(),
             reason: r.reason,
             row: r.row,
         };

@@ -7,6 +7,7 @@ fn refusal(name: &str, row: &'static str) -> Refusal {
 fn refusal_in(ns: &str, name: &str, row: &'static str) -> Refusal {
     Refusal {
         regarding: Regarding::of("Pod", "DELETE", Some(ns), Some(name)).expect("pod"),
+        user: "alice".into(),
         reason: "Denied",
         action: "Delete".into(),
         row,
@@ -41,6 +42,34 @@ fn regarding_is_the_pod_for_its_subresources_and_the_namespace_before_creation()
         Regarding::of("ConfigMap", "UPDATE", Some("team"), Some("x")),
         None
     );
+}
+
+#[test]
+fn each_caller_gets_its_own_event() {
+    // One Event says "by" one user: a second caller refused the same way is not folded into
+    // the first one's count.
+    let t0 = Instant::now();
+    let wall = jiff::Timestamp::UNIX_EPOCH;
+    let mut a = Aggregator::new(t0);
+    assert_eq!(a.observe(refusal("db-0", "row-1"), t0, wall), Observed::New);
+    assert_eq!(
+        a.observe(refusal("db-0", "row-1"), t0, wall),
+        Observed::Repeat
+    );
+    let bob = Refusal {
+        user: "bob".into(),
+        ..refusal("db-0", "row-1")
+    };
+    assert_eq!(a.observe(bob, t0, wall), Observed::New);
+    let w = a.due(t0);
+    assert_eq!(w.len(), 2, "{w:?}");
+}
+
+#[test]
+fn the_reference_carries_the_objects_uid() {
+    let mut r = Regarding::of("Pod", "DELETE", Some("team"), Some("db-0")).expect("pod");
+    r.uid = Some("uid-db-0".into());
+    assert_eq!(r.reference().uid.as_deref(), Some("uid-db-0"));
 }
 
 #[test]

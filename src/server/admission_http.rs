@@ -321,7 +321,8 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
     span_handle.record("decision", decision.outcome());
     span_handle.record("rule", rule);
     span_handle.record("row", decision.row);
-    s.metrics.duration.observe(started.elapsed().as_secs_f64());
+    s.metrics
+        .observe_duration(endpoint.as_str(), started.elapsed().as_secs_f64());
     s.metrics.count_request(
         endpoint.as_str(),
         &req.kind.kind,

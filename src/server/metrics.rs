@@ -52,6 +52,21 @@ fn slot(set: &[&str], value: &str) -> usize {
         .unwrap_or(set.len() - 1)
 }
 
+/// `volguard_admission_request_duration_seconds{endpoint}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointLabels {
+    pub endpoint: &'static str,
+}
+
+/// The duration histogram's buckets: 50µs .. ~1.6s (the apiserver waits for every call, so the
+/// low end matters).
+fn duration_histogram() -> Histogram {
+    Histogram::new([
+        0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+        1.0, 2.5,
+    ])
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
@@ -79,7 +94,10 @@ pub struct Metrics {
     /// Each series of `requests` once looked up: counting a request is then one atomic add
     /// instead of hashing four labels under the family's lock. Series appear on first use.
     request_series: Box<[OnceLock<Counter>]>,
-    pub duration: Histogram,
+    /// By endpoint (each rule's path: its latency as the apiserver waits for it).
+    pub duration: Family<EndpointLabels, Histogram, fn() -> Histogram>,
+    /// Each endpoint's series, created at start (every endpoint present from the first scrape).
+    duration_series: Box<[Histogram]>,
     pub rejected_bodies: Family<CodeLabels, Counter>,
     pub unknown_kinds: Family<KindLabels, Counter>,
     pub tls_reloads: Family<ResultLabels, Counter>,
@@ -104,7 +122,7 @@ impl Metrics {
     /// Register the admission metrics (`volguard_admission_*`, `volguard_tls_*`) in `registry`.
     pub fn register(registry: Arc<MetricsRegistry>) -> Self {
         let r = &registry;
-        Metrics {
+        let mut m = Metrics {
             requests: r.add(
                 "volguard_admission_requests",
                 "Admission requests by endpoint, kind, operation and decision",
@@ -113,13 +131,10 @@ impl Metrics {
             request_series: (0..REQUEST_SERIES).map(|_| OnceLock::new()).collect(),
             duration: r.add(
                 "volguard_admission_request_duration_seconds",
-                "Time to decide one admission request",
-                // 50µs .. ~1.6s: the apiserver waits for every call, so the low end matters.
-                Histogram::new([
-                    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                    0.25, 0.5, 1.0, 2.5,
-                ]),
+                "Time to decide one admission request, by endpoint",
+                Family::new_with_constructor(duration_histogram as fn() -> Histogram),
             ),
+            duration_series: Box::new([]),
             rejected_bodies: r.add(
                 "volguard_admission_rejected_bodies",
                 "HTTP requests rejected before any rule ran, by HTTP status code",
@@ -151,6 +166,22 @@ impl Metrics {
                 Family::default(),
             ),
             registry,
+        };
+        m.duration_series = ENDPOINTS
+            .iter()
+            .map(|endpoint| {
+                m.duration
+                    .get_or_create(&EndpointLabels { endpoint })
+                    .clone()
+            })
+            .collect();
+        m
+    }
+
+    /// Record how long one request to `endpoint` took to decide.
+    pub fn observe_duration(&self, endpoint: &str, seconds: f64) {
+        if let Some(h) = self.duration_series.get(slot(&ENDPOINTS, endpoint)) {
+            h.observe(seconds);
         }
     }
 

@@ -39,3 +39,30 @@ fn in_flight_is_read_from_its_source_when_scraped() {
             .contains("volguard_admission_in_flight_requests 0")
     );
 }
+
+#[test]
+fn the_duration_is_per_endpoint_and_every_endpoint_is_there_from_the_start() {
+    let m = Metrics::new();
+    let text = m.render();
+    for e in ENDPOINTS {
+        assert!(
+            text.contains(&format!(
+                "volguard_admission_request_duration_seconds_count{{endpoint=\"{e}\"}} 0"
+            )),
+            "{e} missing before any request:\n{text}"
+        );
+    }
+    m.observe_duration("rwo-single-node", 0.002);
+    m.observe_duration("no-such-path", 0.5);
+    let text = m.render();
+    assert!(
+        text.contains(
+            r#"volguard_admission_request_duration_seconds_count{endpoint="rwo-single-node"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"volguard_admission_request_duration_seconds_count{endpoint="other"} 1"#),
+        "{text}"
+    );
+}

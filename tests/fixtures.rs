@@ -1,30 +1,25 @@
 //! Offline fixture tests: every file in tests/fixtures/reviews is POSTed over HTTPS to the real
 //! `volguard serve` (state from manifests/examples/state.yaml) and its outcome checked: HTTP status,
 //! allowed, code, message, warnings, and the object after applying the returned patch.
+//!
+//! Each file is its own named test on its own server (`cargo test --test fixtures
+//! validate-pod-create-` runs those): no fixture depends on another's state. A sequence is one
+//! file with `steps`, run in order on one server.
 
 mod common;
 
 use base64::Engine;
 use common::{Certs, Server, client, repo};
+use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
-
-struct Outcome {
-    name: String,
-    problems: Vec<String>,
-}
+use std::sync::Arc;
 
 async fn run_fixture(
     http: &reqwest::Client,
-    servers: &Servers,
+    server: &Server,
     name: &str,
     fx: &Value,
 ) -> Vec<String> {
-    let server = match fx["server"].as_str() {
-        None => &servers.default,
-        Some("warn") => &servers.warn,
-        Some("rwo-off") => &servers.rwo_off,
-        Some(other) => return vec![format!("unknown fixture server {other:?}")],
-    };
     let mut problems = Vec::new();
     let path = fx["path"].as_str().unwrap_or("/validate");
     let method = fx["method"].as_str().unwrap_or("POST");
@@ -189,40 +184,108 @@ async fn run_fixture(
     problems
 }
 
-/// The servers fixtures run against: the default flags, `--enforcement warn`, `--rwo-guard off`.
-struct Servers {
-    default: Server,
-    warn: Server,
-    rwo_off: Server,
+/// The flags of the server a fixture names: the default, `--enforcement warn`, `--rwo-guard off`.
+fn server_flags(kind: Option<&str>) -> Result<&'static [&'static str], String> {
+    match kind {
+        None => Ok(&[]),
+        Some("warn") => Ok(&["--enforcement", "warn"]),
+        Some("rwo-off") => Ok(&["--rwo-guard", "off"]),
+        Some(other) => Err(format!("unknown fixture server {other:?}")),
+    }
 }
 
-#[tokio::test]
-async fn every_fixture_over_https() {
-    let certs = Certs::new();
+fn start(certs: &Certs, kind: Option<&str>) -> Result<Server, String> {
     let state = repo().join("manifests/examples/state.yaml");
-    let start = |extra: &[&str]| {
-        let mut args = vec![
-            "--state",
-            state.to_str().expect("path"),
-            "--force-delete-allow-user",
-            "system:serviceaccount:ops:fencer",
-            "--force-delete-allow-group",
-            "storage-admins",
-            "--trusted-remediator",
-            "system:serviceaccount:medik8s:fence-agents-remediation=taint",
-            "--trusted-remediator",
-            "system:serviceaccount:capi-system:capi-manager=delete-node",
-        ];
-        args.extend_from_slice(extra);
-        Server::start(&certs.cert(), &certs.key(), &args)
-    };
-    let servers = Servers {
-        default: start(&[]),
-        warn: start(&["--enforcement", "warn"]),
-        rwo_off: start(&["--rwo-guard", "off"]),
-    };
-    let server = &servers.default;
+    let mut args = vec![
+        "--state",
+        state.to_str().expect("path"),
+        "--force-delete-allow-user",
+        "system:serviceaccount:ops:fencer",
+        "--force-delete-allow-group",
+        "storage-admins",
+        "--trusted-remediator",
+        "system:serviceaccount:medik8s:fence-agents-remediation=taint",
+        "--trusted-remediator",
+        "system:serviceaccount:capi-system:capi-manager=delete-node",
+    ];
+    args.extend_from_slice(server_flags(kind)?);
+    Ok(Server::start(&certs.cert(), &certs.key(), &args))
+}
+
+/// One fixture file: its request (or its `steps`, in order) on a server of its own.
+fn run_file(certs: &Certs, name: &str, fx: &Value) -> Result<(), Failed> {
+    let server = start(certs, fx["server"].as_str())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let _in = rt.enter();
     let http = client(&certs.ca_pem);
+    let steps: Vec<&Value> = match fx["steps"].as_array() {
+        Some(steps) => steps.iter().collect(),
+        None => vec![fx],
+    };
+    let mut problems = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        for p in rt.block_on(run_fixture(&http, &server, name, step)) {
+            problems.push(match steps.len() {
+                1 => p,
+                _ => format!("step {}: {p}", i + 1),
+            });
+        }
+    }
+    // The server survived the input and still answers.
+    let health = rt
+        .block_on(http.get(server.probe_url("/healthz")).send())
+        .map_err(|e| format!("healthz: {e}"))?;
+    if health.status() != 200 {
+        problems.push(format!("healthz answered {}", health.status()));
+    }
+    match problems.is_empty() {
+        true => Ok(()),
+        false => Err(problems.join("\n").into()),
+    }
+}
+
+/// What the server counts over a run: the fixtures' bad inputs in its metrics.
+fn metrics_count_bad_inputs(certs: &Certs, fixtures: &[(String, Value)]) -> Result<(), Failed> {
+    let server = start(certs, None)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let _in = rt.enter();
+    let http = client(&certs.ca_pem);
+    for (name, fx) in fixtures
+        .iter()
+        .filter(|(_, fx)| fx["server"].is_null() && fx["steps"].is_null())
+    {
+        rt.block_on(run_fixture(&http, &server, name, fx));
+    }
+    let metrics = rt
+        .block_on(async {
+            http.get(server.probe_url("/metrics"))
+                .send()
+                .await?
+                .text()
+                .await
+        })
+        .map_err(|e| format!("metrics: {e}"))?;
+    for want in [
+        "volguard_admission_requests_total{endpoint=\"validate\",kind=\"Pod\",operation=\"DELETE\",decision=\"denied\"}",
+        "volguard_admission_unknown_kind_requests_total{kind=\"Deployment\"} 1",
+        "volguard_admission_rejected_bodies_total{code=\"413\"} 2",
+    ] {
+        if !metrics.contains(want) {
+            return Err(format!("metrics lack {want}:\n{metrics}").into());
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let certs = Arc::new(Certs::new());
     let dir = repo().join("tests/fixtures/reviews");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("fixtures dir")
@@ -231,54 +294,30 @@ async fn every_fixture_over_https() {
         .collect();
     files.sort();
     assert!(files.len() >= 40, "only {} fixtures", files.len());
-    let mut outcomes = Vec::new();
-    for f in &files {
-        let name = f
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or_default()
-            .to_string();
-        let fx: Value =
-            serde_json::from_slice(&std::fs::read(f).expect("read")).expect("fixture JSON");
-        let problems = run_fixture(&http, &servers, &name, &fx).await;
-        println!(
-            "fixture {name}: {}",
-            if problems.is_empty() { "ok" } else { "FAILED" }
-        );
-        outcomes.push(Outcome { name, problems });
-    }
-    // The server survived every bad input above and still answers.
-    let health = http
-        .get(server.probe_url("/healthz"))
-        .send()
-        .await
-        .expect("healthz");
-    assert_eq!(health.status(), 200);
-    let metrics = http
-        .get(server.probe_url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    assert!(metrics.contains("volguard_admission_requests_total{endpoint=\"validate\",kind=\"Pod\",operation=\"DELETE\",decision=\"denied\"}"), "{metrics}");
-    assert!(
-        metrics.contains("volguard_admission_unknown_kind_requests_total{kind=\"Deployment\"} 1"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("volguard_admission_rejected_bodies_total{code=\"413\"} 2"),
-        "{metrics}"
-    );
-    let failed: Vec<_> = outcomes.iter().filter(|o| !o.problems.is_empty()).collect();
-    for o in &failed {
-        eprintln!("{}:\n  {}", o.name, o.problems.join("\n  "));
-    }
-    assert!(
-        failed.is_empty(),
-        "{} of {} fixtures failed",
-        failed.len(),
-        outcomes.len()
-    );
+    let fixtures: Vec<(String, Value)> = files
+        .iter()
+        .map(|f| {
+            let name = f
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default()
+                .to_string();
+            let fx: Value = serde_json::from_slice(&std::fs::read(f).expect("read"))
+                .unwrap_or_else(|e| panic!("{name}: fixture JSON: {e}"));
+            (name, fx)
+        })
+        .collect();
+    let mut trials: Vec<Trial> = fixtures
+        .iter()
+        .map(|(name, fx)| {
+            let (certs, name, fx) = (certs.clone(), name.clone(), fx.clone());
+            Trial::test(name.clone(), move || run_file(&certs, &name, &fx))
+        })
+        .collect();
+    let all = Arc::new(fixtures);
+    let c = certs.clone();
+    trials.push(Trial::test("metrics-count-bad-inputs", move || {
+        metrics_count_bad_inputs(&c, &all)
+    }));
+    libtest_mimic::run(&args, trials).exit();
 }

@@ -212,13 +212,20 @@ fn start(certs: &Certs, kind: Option<&str>) -> Result<Server, String> {
     Ok(Server::start(&certs.cert(), &certs.key(), &args))
 }
 
-/// One fixture file: its request (or its `steps`, in order) on a server of its own.
-fn run_file(certs: &Certs, name: &str, fx: &Value) -> Result<(), Failed> {
-    let server = start(certs, fx["server"].as_str())?;
+/// A server of a fixture's kind and a runtime for the requests (the caller enters it before
+/// building its client: reqwest's client is built and dropped inside a runtime).
+fn session(certs: &Certs, kind: Option<&str>) -> Result<(Server, tokio::runtime::Runtime), String> {
+    let server = start(certs, kind)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    Ok((server, rt))
+}
+
+/// One fixture file: its request (or its `steps`, in order) on a server of its own.
+fn run_file(certs: &Certs, name: &str, fx: &Value) -> Result<(), Failed> {
+    let (server, rt) = session(certs, fx["server"].as_str())?;
     let _in = rt.enter();
     let http = client(&certs.ca_pem);
     let steps: Vec<&Value> = match fx["steps"].as_array() {
@@ -249,11 +256,7 @@ fn run_file(certs: &Certs, name: &str, fx: &Value) -> Result<(), Failed> {
 
 /// What the server counts over a run: the fixtures' bad inputs in its metrics.
 fn metrics_count_bad_inputs(certs: &Certs, fixtures: &[(String, Value)]) -> Result<(), Failed> {
-    let server = start(certs, None)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let (server, rt) = session(certs, None)?;
     let _in = rt.enter();
     let http = client(&certs.ca_pem);
     for (name, fx) in fixtures

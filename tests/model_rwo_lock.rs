@@ -254,7 +254,10 @@ impl LockModel {
         let current = s.replicas[r].claim.lock.clone();
         let current_lock = current.as_ref().map(lock_of);
         let truth: Vec<Pod> = s.pods.iter().map(pod_of).collect();
-        let step = match &current {
+        // What the replica reads: the lock's node when it names another (`hold`), the placement
+        // it names when it names another on this node (`named`).
+        let (mut hold_facts, mut named_facts) = (None, None);
+        match &current {
             Some(l) if l.node != node => {
                 let lock_node = NODES[l.node as usize];
                 // The quorum read (or, broken, the replica's cache).
@@ -265,7 +268,6 @@ impl LockModel {
                     .cloned()
                     .collect();
                 let observed = s.replicas[r].quiet.look(l, !users.is_empty());
-                let named = lock_of(l);
                 let later: Vec<Pod> = match mid {
                     Some(i) if !self.broken => {
                         persist(s, i);
@@ -273,51 +275,37 @@ impl LockModel {
                     }
                     _ => seen.to_vec(),
                 };
-                let hold = NodeHold {
-                    claim: CLAIM,
-                    users: Fact::Found(&users),
-                    writer: writer_of(&later, &named),
-                    node: Fact::Found(&nodes[l.node as usize]),
-                    gone_recorded: false,
-                    observed,
-                };
-                rwo_lock::step(
-                    &pod,
-                    node_name,
-                    Via::Bind,
-                    current_lock.as_ref(),
-                    Some(&hold),
-                    None,
-                    jiff::Timestamp::UNIX_EPOCH,
-                )
+                hold_facts = Some((users, later, l.clone(), observed));
             }
             // On the lock's node, naming another placement: that one's pod by a quorum read.
             Some(l) if l.name != name || l.uid != target.uid => {
-                let observed = s.replicas[r].quiet.look(l, false);
-                let named = Named {
-                    writer: writer_of(&truth, &lock_of(l)),
-                    observed,
-                };
-                rwo_lock::step(
-                    &pod,
-                    node_name,
-                    Via::Bind,
-                    current_lock.as_ref(),
-                    None,
-                    Some(&named),
-                    jiff::Timestamp::UNIX_EPOCH,
-                )
+                named_facts = Some((l.clone(), s.replicas[r].quiet.look(l, false)));
             }
-            _ => rwo_lock::step(
-                &pod,
-                node_name,
-                Via::Bind,
-                current_lock.as_ref(),
-                None,
-                None,
-                jiff::Timestamp::UNIX_EPOCH,
-            ),
-        };
+            _ => {}
+        }
+        let hold = hold_facts
+            .as_ref()
+            .map(|(users, later, l, observed)| NodeHold {
+                claim: CLAIM,
+                users: Fact::Found(users),
+                writer: writer_of(later, &lock_of(l)),
+                node: Fact::Found(&nodes[l.node as usize]),
+                gone_recorded: false,
+                observed: *observed,
+            });
+        let named = named_facts.as_ref().map(|(l, observed)| Named {
+            writer: writer_of(&truth, &lock_of(l)),
+            observed: *observed,
+        });
+        let step = rwo_lock::step(
+            &pod,
+            node_name,
+            Via::Bind,
+            current_lock.as_ref(),
+            hold.as_ref(),
+            named.as_ref(),
+            jiff::Timestamp::UNIX_EPOCH,
+        );
         match step {
             LockStep::Held(_) | LockStep::Busy(_) => {}
             LockStep::Write { lock, .. } => {

@@ -144,7 +144,7 @@ pub struct Admission {
     pub break_glass: super::break_glass::BreakGlass,
     /// The RWO lock's outcomes (`volguard_rwo_locks_total`), registered by whoever serves.
     pub locks: prometheus_client::metrics::family::Family<
-        super::facts::LockLabels,
+        super::placement::LockLabels,
         prometheus_client::metrics::counter::Counter,
     >,
     /// How long each RWO lock has been seen, on this process's own clock (rules.md §2f).

@@ -15,13 +15,11 @@ use crate::model::{
 use crate::rules::claims::claims_of;
 use crate::rules::force_delete::is_force;
 use crate::rules::rule::{On, Rule};
-use crate::rules::rwo::ClaimFacts;
-use crate::rules::rwo_lock::{self, LockStep, Named, NodeHold, RwoLock, Via};
+use crate::rules::rwo_lock::{self, RwoLock, Via};
 use crate::rules::{
     Decision, Fact, binding, finalizer_guard, force_delete, node_taint, pod_create, pod_status,
-    protect, rwo,
+    protect,
 };
-use crate::state::writer::Swap;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -94,7 +92,10 @@ impl Admission {
 
     /// The claims of `pod` with the PVC each names: from the cache, and the misses read live in
     /// parallel (one slow read must not add up over claims).
-    async fn claim_facts(&self, pod: &Pod) -> Vec<(crate::rules::claims::Claim, Fact<Arc<Pvc>>)> {
+    pub(super) async fn claim_facts(
+        &self,
+        pod: &Pod,
+    ) -> Vec<(crate::rules::claims::Claim, Fact<Arc<Pvc>>)> {
         let ns = &pod.metadata.namespace;
         let claims: Vec<_> = claims_of(pod).collect();
         let mut facts: Vec<Option<Fact<Arc<Pvc>>>> = claims
@@ -657,378 +658,10 @@ impl Admission {
         Ok(Box::pin(self.rwo_place(req, &pod, &node, Via::Create)).await)
     }
 
-    /// rules.md §2f: the holders in the caches first, then the lock on each RWO claim, taken by
-    /// compare-and-swap. A lost swap means another placement won: read that claim again and
-    /// decide again, at most `MAX_SWAPS` times, then refuse.
-    ///
-    /// Late: before it has seen a lock on another node or begun a write, the rule answers as if
-    /// volguard were down (the dispatcher's allow). After, allowing could put a second node on the
-    /// claim (the placement that won, or the one a held lock stands for): it refuses, a moment
-    /// before the dispatcher's deadline (`LOCK_MARGIN`), and the scheduler retries.
-    async fn rwo_place(&self, req: &Request<'_>, pod: &Pod, node: &str, via: Via) -> Decision {
-        let dry_run = req.dry_run.unwrap_or(false);
-        let until = super::dispatch::deadline() - LOCK_MARGIN;
-        let mut claims = self.claim_facts(pod).await;
-        let mut lost: Option<String> = None;
-        for _ in 0..MAX_SWAPS {
-            let round = async {
-                let d = self.rwo_holders(pod, node, &claims).await;
-                if !d.allowed || d.row == "rwo-unknown" {
-                    if !d.allowed {
-                        self.lock_count("refused");
-                    }
-                    return Locked::Decided(d);
-                }
-                match self
-                    .rwo_locks(pod, node, via, &claims, dry_run, until)
-                    .await
-                {
-                    Locked::Decided(mut l) => {
-                        l.warnings.splice(0..0, d.warnings);
-                        Locked::Decided(l)
-                    }
-                    lost => lost,
-                }
-            };
-            let outcome = match &lost {
-                None => round.await,
-                Some(claim) => match tokio::time::timeout_at(until, round).await {
-                    Ok(o) => o,
-                    Err(_) => return self.lost_unread(pod, node, claim, "not in time"),
-                },
-            };
-            let i = match outcome {
-                Locked::Decided(d) => return d,
-                Locked::Lost(i) => i,
-            };
-            self.lock_count("conflict_retried");
-            let name = claims[i].0.name.clone();
-            // Another placement just won this claim: not being able to see which one is no
-            // reason to allow (rules.md §2f). The scheduler retries.
-            let fresh = tokio::time::timeout_at(
-                until,
-                self.cluster.pvc_fresh(&pod.metadata.namespace, &name),
-            )
-            .await;
-            match fresh {
-                Err(_) => return self.lost_unread(pod, node, &name, "not in time"),
-                Ok(Fact::Unknown(e)) => {
-                    return self.lost_unread(pod, node, &name, &e.to_string());
-                }
-                Ok(f) => claims[i].1 = f,
-            }
-            lost = Some(name);
-        }
-        self.lock_count("refused");
-        Decision::deny(
-            "rwo-lock-contended",
-            rwo_lock::lost_message(pod, node, &claims_names(&claims), None),
-        )
-    }
-
-    /// The refusal when a swap on `claim` was lost and the claim could not be read again.
-    fn lost_unread(&self, pod: &Pod, node: &str, claim: &str, why: &str) -> Decision {
-        self.lock_count("refused");
-        Decision::deny(
-            "rwo-lock-lost-unread",
-            rwo_lock::lost_message(pod, node, claim, Some(why)),
-        )
-    }
-
-    /// The holders the caches know of (pods already bound elsewhere). A claim that does not exist
-    /// yet has no known access mode: it is treated as ReadWriteOnce.
-    async fn rwo_holders(
-        &self,
-        pod: &Pod,
-        node: &str,
-        claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)],
-    ) -> Decision {
-        let ns = &pod.metadata.namespace;
-        // Holders are only looked up for RWO claims; their nodes only when they sit elsewhere.
-        let mut others: Vec<Vec<Holding>> = Vec::new();
-        for (claim, pvc) in claims {
-            let mut list = Vec::new();
-            let rwo = match pvc {
-                Fact::Found(p) => p.is_rwo(),
-                Fact::Missing => true,
-                Fact::Unknown(_) => false,
-            };
-            if rwo && !claim.read_only {
-                let pods = match self.cluster.pods_naming(ns, &claim.name).await {
-                    Fact::Found(pods) => pods,
-                    Fact::Missing => Vec::new(),
-                    Fact::Unknown(e) => {
-                        return Decision::allow("rwo-unknown").with_warning(format!(
-                            "volguard could not find the pods using ReadWriteOnce claim {:?} ({e})",
-                            claim.name
-                        ));
-                    }
-                };
-                for other in pods {
-                    let elsewhere = other.metadata.name != pod.metadata.name
-                        && !other.is_terminal()
-                        && other.node_name().is_some_and(|n| n != node);
-                    if elsewhere {
-                        let n = other.node_name().unwrap_or_default().to_string();
-                        let mut fact = self.cluster.node(&n).await;
-                        // A node gone counts only with a record of its deletion on proof; without
-                        // one its machine may still run the holder: unsure, so it holds.
-                        if matches!(fact, Fact::Missing)
-                            && Box::pin(self.gone_record(
-                                &n,
-                                &fact,
-                                other.metadata.creation_timestamp,
-                            ))
-                            .await
-                            .is_none()
-                        {
-                            fact = Fact::Unknown(crate::rules::decision::ReadError::Api {
-                                what: format!("node {n:?}"),
-                                message: "gone, but no NodeFence records its deletion on proof"
-                                    .into(),
-                            });
-                        }
-                        list.push((other, fact));
-                    }
-                }
-            }
-            others.push(list);
-        }
-        let facts: Vec<ClaimFacts<'_>> = claims
-            .iter()
-            .zip(&others)
-            .map(|((claim, pvc), others)| ClaimFacts {
-                claim: claim.clone(),
-                pvc: deref(pvc),
-                others: others.iter().map(|(p, n)| (p.as_ref(), deref(n))).collect(),
-            })
-            .collect();
-        rwo::place(pod, node, &facts)
-    }
-
-    /// Each RWO claim's lock: kept, written, taken over, or held by another node (refused).
-    /// `Lost(i)`: the swap on claim `i` lost.
-    async fn rwo_locks(
-        &self,
-        pod: &Pod,
-        node: &str,
-        via: Via,
-        claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)],
-        dry_run: bool,
-        until: tokio::time::Instant,
-    ) -> Locked {
-        let now = jiff::Timestamp::now();
-        let mut writes = Vec::new();
-        for (i, (claim, pvc)) in claims.iter().enumerate() {
-            let Fact::Found(pvc) = pvc else { continue };
-            if !pvc.is_rwo() || claim.read_only {
-                continue;
-            }
-            let ns = &pvc.metadata.namespace;
-            let current = RwoLock::of(pvc);
-            // Not read in time: the lock on the other node holds (unsure means in use).
-            let hold = match &current {
-                Some(l) if l.node != node => {
-                    tokio::time::timeout_at(until, self.node_hold(ns, &claim.name, pvc, l))
-                        .await
-                        .ok()
-                }
-                _ => None,
-            };
-            let hold_ref = hold
-                .as_ref()
-                .map(|(users, writer, n, gone_recorded, observed)| NodeHold {
-                    claim: &claim.name,
-                    users: users.as_ref().map(Vec::as_slice),
-                    writer: deref(writer),
-                    node: deref(n),
-                    gone_recorded: *gone_recorded,
-                    observed: *observed,
-                });
-            // On this node, naming another placement: is that one settled? Not read in time:
-            // taken as in flight.
-            let named = match &current {
-                Some(l)
-                    if l.node == node
-                        && (l.pod != pod.metadata.name || l.uid != pod.metadata.uid) =>
-                {
-                    tokio::time::timeout_at(until, self.named_placement(ns, pvc, l))
-                        .await
-                        .ok()
-                }
-                _ => None,
-            };
-            let named_ref = named.as_ref().map(|(writer, observed)| Named {
-                writer: deref(writer),
-                observed: *observed,
-            });
-            match rwo_lock::step(
-                pod,
-                node,
-                via,
-                current.as_ref(),
-                hold_ref.as_ref(),
-                named_ref.as_ref(),
-                now,
-            ) {
-                LockStep::Busy(l) => {
-                    self.lock_count("refused");
-                    return Locked::Decided(Decision::deny(
-                        "rwo-lock-busy",
-                        rwo_lock::busy_message(pod, node, &claim.name, &l),
-                    ));
-                }
-                LockStep::Held(l) => {
-                    self.lock_count("refused");
-                    return Locked::Decided(Decision::deny(
-                        "rwo-locked-on-other-node",
-                        rwo_lock::held_message(pod, node, &claim.name, &l),
-                    ));
-                }
-                LockStep::Write { lock, took_over } => writes.push((i, pvc, lock, took_over)),
-            }
-        }
-        if writes.is_empty() {
-            // Every placement of a ReadWriteOnce claim writes its lock: none here.
-            return Locked::Decided(Decision::allow("rwo-free"));
-        }
-        if dry_run {
-            // sideEffects: NoneOnDryRun: decide as if written, write nothing.
-            return Locked::Decided(Decision::allow("rwo-lock-dry-run"));
-        }
-        let mut row = "rwo-lock-taken";
-        for (i, pvc, lock, took_over) in writes {
-            let raw = lock.encode();
-            match self.cluster.swap_lock(pvc, &raw, until).await {
-                Swap::Written => {
-                    self.lock_clock
-                        .wrote(&pvc.metadata.namespace, &pvc.metadata.name, &raw);
-                    if let Some(why) = took_over {
-                        tracing::info!(claim = %pvc.metadata.name, node, took_over = why,
-                            "ReadWriteOnce lock taken over");
-                        self.lock_count("taken_over");
-                        row = "rwo-lock-taken-over";
-                    } else {
-                        self.lock_count("taken");
-                    }
-                }
-                Swap::Conflict => return Locked::Lost(i),
-                Swap::Unconfirmed(e) => {
-                    // The write may or may not land: allowing could put a second node on the
-                    // claim, refusing costs the scheduler one retry (which then finds the lock
-                    // naming this pod, or not).
-                    self.lock_count("unconfirmed");
-                    return Locked::Decided(Decision::deny(
-                        "rwo-lock-unconfirmed",
-                        rwo_lock::unconfirmed_message(pod, node, &pvc.metadata.name, &e),
-                    ));
-                }
-                Swap::Failed(e) => {
-                    self.lock_count("write_failed");
-                    return Locked::Decided(Decision::allow("rwo-unknown").with_warning(format!(
-                        "volguard could not record the ReadWriteOnce lock on claim {:?} ({e}); \
-                         allowed as if volguard were unavailable",
-                        pvc.metadata.name
-                    )));
-                }
-            }
-        }
-        Locked::Decided(Decision::allow(row))
-    }
-
-    /// What holds a lock on another node: the pods there that still use the claim, by a quorum
-    /// read unless the cache already shows one (a cache may show a use that ended, never decide
-    /// a take-over); the pod the lock names, read live; the node, a cached out-of-service taint
-    /// confirmed live as for a force delete; and how long this process has seen the node empty.
-    async fn node_hold(
-        &self,
-        ns: &str,
-        claim: &str,
-        pvc: &Pvc,
-        lock: &RwoLock,
-    ) -> (
-        Fact<Vec<Pod>>,
-        Fact<Arc<Pod>>,
-        Fact<Arc<Node>>,
-        bool,
-        std::time::Duration,
-    ) {
-        let mut node = self.cluster.node(&lock.node).await;
-        if let Fact::Found(n) = &node
-            && n.is_out_of_service()
-        {
-            node = self.cluster.node_confirmed(&lock.node).await;
-        }
-        let cached = match self.cluster.pods_naming(ns, claim).await {
-            Fact::Found(pods) => pods
-                .iter()
-                .find(|p| rwo_lock::uses_on(p, ns, claim, &lock.node))
-                .map(|p| (**p).clone()),
-            _ => None,
-        };
-        let users = match cached {
-            Some(p) => Fact::Found(vec![p]),
-            None => {
-                self.cluster
-                    .pods_consistent(ns, |p| rwo_lock::uses_on(p, ns, claim, &lock.node))
-                    .await
-            }
-        };
-        let raw = pvc
-            .metadata
-            .annotation(rwo_lock::RWO_LOCK)
-            .unwrap_or_default();
-        let in_use = !matches!(&users, Fact::Found(u) if u.is_empty());
-        let observed = self
-            .lock_clock
-            .quiet_for(ns, &pvc.metadata.name, raw, in_use);
-        // Only asked when nobody uses the claim there: may the lock's placement still land?
-        let writer = match in_use {
-            true => Fact::Missing,
-            false => self.cluster.pod_live(ns, &lock.pod).await,
-        };
-        let gone_recorded = self
-            .gone_record(&lock.node, &node, Some(lock.at))
-            .await
-            .is_some();
-        (users, writer, node, gone_recorded, observed)
-    }
-
-    /// The placement a lock on this very node names, for a rename: its pod from the cache when
-    /// the cache shows that UID bound (landed) or ended, else by a live read; and how long this
-    /// process has seen the lock unchanged.
-    async fn named_placement(
-        &self,
-        ns: &str,
-        pvc: &Pvc,
-        lock: &RwoLock,
-    ) -> (Fact<Arc<Pod>>, std::time::Duration) {
-        let raw = pvc
-            .metadata
-            .annotation(rwo_lock::RWO_LOCK)
-            .unwrap_or_default();
-        let observed = self
-            .lock_clock
-            .quiet_for(ns, &pvc.metadata.name, raw, false);
-        let cached = match self.cluster.pod(ns, &lock.pod).await {
-            Fact::Found(p)
-                if p.metadata.uid == lock.uid && (p.node_name().is_some() || p.is_terminal()) =>
-            {
-                Some(p)
-            }
-            _ => None,
-        };
-        let writer = match cached {
-            Some(p) => Fact::Found(p),
-            None => self.cluster.pod_live(ns, &lock.pod).await,
-        };
-        (writer, observed)
-    }
-
     /// When `node` is gone (`fact`, read live), the NodeFence that records its deletion on proof,
     /// made after `since` (rules.md §7). `None` when the node is there, or gone without a record,
     /// or the records could not be read (unsure: no proof).
-    async fn gone_record(
+    pub(super) async fn gone_record(
         &self,
         node: &str,
         fact: &Fact<Arc<Node>>,
@@ -1042,10 +675,6 @@ impl Admission {
                 .map(|f| f.metadata.name.clone()),
             Fact::Missing | Fact::Unknown(_) => None,
         }
-    }
-
-    fn lock_count(&self, result: &'static str) {
-        self.locks.get_or_create(&LockLabels { result }).inc();
     }
 }
 
@@ -1073,15 +702,6 @@ fn with_warning(d: Decision, warning: Option<String>) -> Decision {
     }
 }
 
-/// The claim names of a placement, for a message.
-fn claims_names(claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)]) -> String {
-    claims
-        .iter()
-        .map(|(c, _)| c.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// `force_delete::pod_delete` or `force_delete::pod_eviction`.
 type ForceJudge = fn(
     &crate::model::UserInfo,
@@ -1091,29 +711,6 @@ type ForceJudge = fn(
     Option<&str>,
     &force_delete::ForceDeletePolicy,
 ) -> Decision;
-
-/// How often a placement re-reads and re-decides after losing the lock's swap.
-pub const MAX_SWAPS: usize = 4;
-
-/// How long before the dispatcher's deadline the lock answers a late placement itself (refused):
-/// enough for the answer to be built and sent before the dispatcher's late allow would be.
-const LOCK_MARGIN: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// The lock step's outcome.
-enum Locked {
-    Decided(Decision),
-    Lost(usize),
-}
-
-/// `volguard_rwo_locks_total{result}`: taken, taken_over, conflict_retried, refused,
-/// unconfirmed, write_failed.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
-pub struct LockLabels {
-    pub result: &'static str,
-}
-
-/// Another pod naming a claim, with its node as read.
-type Holding = (Arc<Pod>, Fact<Arc<crate::model::Node>>);
 
 /// One embedded object; a missing or malformed object is the caller's mistake (400).
 fn object<'r, T: EmbeddedKind>(
@@ -1171,6 +768,6 @@ impl HasMeta for Pvc {
     }
 }
 
-fn deref<T>(f: &Fact<Arc<T>>) -> Fact<&T> {
+pub(super) fn deref<T>(f: &Fact<Arc<T>>) -> Fact<&T> {
     f.as_ref().map(|a| a.as_ref())
 }

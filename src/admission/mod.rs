@@ -4,6 +4,7 @@ pub mod break_glass;
 pub mod dispatch;
 pub mod encode;
 mod facts;
+mod placement;
 pub mod review;
 
 pub use dispatch::{Admission, Endpoint};

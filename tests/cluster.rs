@@ -844,6 +844,72 @@ async fn s_policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
     remove_policies(&c, applied).await;
 }
 
+/// Issue 44 point 1 on the live cluster: two pods, one ReadWriteOnce claim, the second placed on
+/// another node and stuck Pending; `kubectl volguard explain pod` (the binary, as the plugin runs
+/// it) names the pod and node holding the claim and the safe next step, never "delete the
+/// VolumeAttachment"; the first pod has no storage problem.
+async fn s_explain_pod_multi_attach(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    claim(cp, ns, "data").await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    pods.create(
+        &PostParams::default(),
+        &claim_pod("first", "data", Some("kwok-1")),
+    )
+    .await
+    .expect("first");
+    running(cp, ns, "first").await;
+    pods.create(
+        &PostParams::default(),
+        &claim_pod("second", "data", Some("kwok-2")),
+    )
+    .await
+    .expect("second");
+    let kc = cp.kubeconfig_file("explainer-pod", "e2e-user", &["system:masters"]);
+    let explain = |name: &'static str| {
+        let kc = kc.clone();
+        async move {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_volguard"))
+                .args(["explain", "pod", name, "-n", ns])
+                .arg(format!("--kubeconfig={}", kc.display()))
+                .output()
+                .expect("run explain pod");
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    // The scheduler's bind of `second` to kwok-2 is refused: it stays Pending.
+    let explained = cp
+        .eventually("second refused and explained", WAIT, || async {
+            let p = pods.get("second").await.ok()?;
+            if p.spec.as_ref()?.node_name.is_some() {
+                panic!("second was placed beside the RWO holder's node: {p:?}");
+            }
+            let (ok, out, _) = explain("second").await;
+            (ok && out.contains("blocked by:") && out.contains("first") && out.contains("kwok-1"))
+                .then_some(out)
+        })
+        .await;
+    assert!(
+        !explained
+            .to_lowercase()
+            .contains("delete the volumeattachment"),
+        "{explained}"
+    );
+    let (ok, first, err) = explain("first").await;
+    assert!(ok && !first.contains("blocked by:"), "{first}{err}");
+    println!(
+        "explain-pod-multi-attach: kubectl volguard explain pod second:\n{}",
+        explained.trim_end()
+    );
+    pods.delete("second", &DeleteParams::default())
+        .await
+        .expect("delete second");
+}
+
 /// The policies issue, point 3: each fixture a policy judges, replayed through the real apiserver
 /// with volguard's webhooks unregistered, gets the fixture's answer (allowed or refused) from
 /// the policies alone. The fixture's old object is created first (in namespace `ns`, as it was
@@ -3277,6 +3343,7 @@ async fn start_cluster() -> Shared {
         "flood",
         "mtls",
         "policy",
+        "explain-pod",
         "agree",
     ] {
         namespace(&c, ns).await;
@@ -3384,6 +3451,18 @@ fn ephemeral_owner_repointed() {
 fn policy_webhook_down() {
     scenario("policy-webhook-down", |s| {
         Box::pin(s_policy_webhook_down(&mut s.cp, "policy"))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn explain_pod_multi_attach() {
+    scenario("explain-pod-multi-attach", |s| {
+        Box::pin(dumping(
+            &s.cp,
+            "explain-pod-multi-attach",
+            s_explain_pod_multi_attach(&s.cp, "explain-pod"),
+        ))
     });
 }
 

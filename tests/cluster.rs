@@ -734,9 +734,9 @@ async fn s_policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
     for k in ["v1/ValidatingAdmissionPolicy", "v1/MutatingAdmissionPolicy"] {
         assert!(kinds.contains(&k.to_string()), "{k} not served: {kinds:?}");
     }
-    let applied = install_policies(&c).await;
     cp.unregister_webhooks().await;
     cp.stop_webhook();
+    let applied = install_policies(cp, &c, ns).await;
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     for name in ["victim", "confirmed", "graceful"] {
         let mut t = pod_template(name, json!({"name": "data", "emptyDir": {}}));
@@ -1041,7 +1041,7 @@ async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
             pvcs.create(&PostParams::default(), &p).await.expect("pvc");
         }
     }
-    let applied = install_policies(&c).await;
+    let applied = install_policies(cp, &c, ns).await;
     // The fixture server's flags, as the chart writes them.
     Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c.clone(), "volguard-system")
         .patch(
@@ -1186,13 +1186,72 @@ async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
 
 /// Apply `manifests/policies` (the policies, their parameters and Deny bindings) and wait until
 /// the apiserver enforces them; returns what was applied (`Kind/name`).
-async fn install_policies(c: &kube::Client) -> Vec<String> {
+async fn install_policies(cp: &ControlPlane, c: &kube::Client, ns: &str) -> Vec<String> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/policies");
     let mut applied = harness::apply_file(c, &dir.join("policies.yaml"), false).await;
     applied.extend(harness::apply_file(c, &dir.join("bindings.yaml"), false).await);
-    // A policy is enforced once the apiserver's policy informers have it (about a second).
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Enforced once the apiserver's informers have the policies, the bindings and the
+    // parameters (until then a binding without its parameters is skipped): a dry-run force
+    // delete of a placed pod, by a person without confirmation, is refused by the policy itself.
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let mut t = pod_template("policy-probe", json!({"name": "data", "emptyDir": {}}));
+    t["metadata"]["name"] = json!("policy-probe");
+    t["spec"]["nodeName"] = json!("policy-probe-node");
+    let probe: Pod = serde_json::from_value(t).expect("pod");
+    pods.create(&PostParams::default(), &probe)
+        .await
+        .expect("probe pod");
+    let dry = DeleteParams {
+        grace_period_seconds: Some(0),
+        dry_run: true,
+        ..Default::default()
+    };
+    cp.eventually("the policies enforced", WAIT, || {
+        let (pods, dry) = (pods.clone(), dry.clone());
+        async move {
+            match pods.delete("policy-probe", &dry).await {
+                Err(kube::Error::Api(e)) => (e.message.contains("ValidatingAdmissionPolicy")
+                    && e.message
+                        .contains("force delete of pod \"policy-probe\" refused"))
+                .then_some(()),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    pods.delete("policy-probe", &DeleteParams::default())
+        .await
+        .expect("delete probe");
     applied
+}
+
+/// Before a scenario: no volguard policy left by one that stopped half-way (the webhooks judge).
+async fn no_policies_left(c: &kube::Client) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    for kind in [
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicy",
+        "MutatingAdmissionPolicy",
+    ] {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            kind,
+        ));
+        let api: Api<DynamicObject> = Api::all_with(c.clone(), &ar);
+        let Ok(left) = api
+            .list(&ListParams::default().labels("volguard.io/rule"))
+            .await
+        else {
+            continue;
+        };
+        for o in left.items {
+            let name = o.metadata.name.unwrap_or_default();
+            println!("(removing {kind} {name}, left by a scenario that stopped half-way)");
+            let _ = api.delete(&name, &DeleteParams::default()).await;
+        }
+    }
 }
 
 /// Delete what `install_policies` applied.
@@ -3366,6 +3425,7 @@ fn scenario(name: &str, f: impl for<'a> FnOnce(&'a mut Shared) -> Body<'a>) {
 /// Before each scenario: the webhook and a controller run, and both shared nodes take pods (a
 /// scenario that failed half-way may have left one cordoned).
 async fn prepare(s: &mut Shared) {
+    no_policies_left(&s.cp.admin().await).await;
     s.cp.ensure_running().await;
     for n in ["kwok-1", "kwok-2"] {
         let _ = s.cp.cordon(n, false).await;

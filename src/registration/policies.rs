@@ -336,8 +336,11 @@ impl Policy {
                 "spec": {
                     "policyName": self.name(),
                     "validationActions": actions,
-                    // Always shipped beside the policies: a missing one denies what they judge.
-                    "paramRef": {"name": PARAMS, "namespace": NAMESPACE, "parameterNotFoundAction": "Deny"},
+                    // Without its parameters (not installed, deleted, or not yet seen by the
+                    // apiserver's informer right after install) a policy is skipped, never a
+                    // refusal of everything it matches (every claim status update, for one):
+                    // the webhook still judges those requests.
+                    "paramRef": {"name": PARAMS, "namespace": NAMESPACE, "parameterNotFoundAction": "Allow"},
                 },
             }),
             Body::Mutate { .. } => json!({

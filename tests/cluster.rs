@@ -1254,11 +1254,16 @@ async fn no_policies_left(c: &kube::Client) {
     }
 }
 
-/// Delete what `install_policies` applied.
+/// Delete the policies and bindings `install_policies` applied. The parameters stay: on
+/// kube-apiserver 1.36.3 a parameters ConfigMap deleted and created again was never seen by the
+/// policies bound to it again (their bindings skipped as without parameters), where 1.37.2 saw it.
 async fn remove_policies(c: &kube::Client, applied: Vec<String>) {
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
     for doc in applied {
         let (kind, name) = doc.split_once('/').expect("kind/name");
+        if kind == "ConfigMap" {
+            continue;
+        }
         let (group, version) = match kind {
             "ConfigMap" => ("", "v1"),
             _ => ("admissionregistration.k8s.io", "v1"),

@@ -514,7 +514,6 @@ fn chart_schema_and_day_two_values() {
             "webhook.objectSelector.matchExpressions[0].operator=DoesNotExist",
             "webhook.replicas=1",
             "controller.replicas=1",
-            "webhook.hostNetwork=true",
         ],
     )
     .expect("helm template");
@@ -558,11 +557,5 @@ fn chart_schema_and_day_two_values() {
         !objects
             .keys()
             .any(|k| k.starts_with("PodDisruptionBudget/"))
-    );
-    // On the host network the rollout replaces a replica at a time (a surge pod would need the
-    // same port on a node that has one).
-    assert_eq!(
-        objects["Deployment/ns/volguard-webhook"]["spec"]["strategy"]["rollingUpdate"],
-        serde_json::json!({"maxSurge": 0, "maxUnavailable": 1})
     );
 }

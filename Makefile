@@ -48,7 +48,7 @@ help:
 	@echo "make bench-compare BASE=REV  make bench, each admission row also against volguard as of REV"
 	@echo "make bench-scale  volguard on 100, 300 and 1,000 kwok nodes (table, scale.json, scale.png)"
 	@echo "make profile  instructions per admission request, volguard vs floor (callgrind)"
-	@echo "make manifests  regenerate manifests/policies from the rule table (a unit test checks it)"
+	@echo "make manifests  regenerate the webhook registration and policies from the rule table (a unit test checks it)"
 
 build:
 	$(CARGO) build --locked
@@ -59,6 +59,8 @@ release:
 # The CEL policies of the rows that need no other object, from the rule table (the chart ships
 # policies.yaml through its files/ symlink). `make unit` fails while they differ.
 manifests: build
+	./target/debug/volguard manifests webhooks --flavour kustomize > manifests/base/webhooks.yaml
+	./target/debug/volguard manifests webhooks --flavour chart > charts/volguard/templates/webhooks.yaml
 	./target/debug/volguard manifests policies --part policies > manifests/policies/policies.yaml
 	./target/debug/volguard manifests policies --part bindings > manifests/policies/bindings.yaml
 

@@ -378,6 +378,15 @@ pub struct FencingArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum ManifestsCommand {
+    /// The webhook registration (MutatingWebhookConfiguration and ValidatingWebhookConfiguration)
+    /// from the rule table: the kustomize base's `webhooks.yaml` or the chart's template.
+    #[command(
+        after_help = "Examples:\n  volguard manifests webhooks --flavour kustomize > manifests/base/webhooks.yaml\n  volguard manifests webhooks --flavour chart > charts/volguard/templates/webhooks.yaml"
+    )]
+    Webhooks {
+        #[arg(long, value_enum, default_value = "kustomize")]
+        flavour: crate::registration::webhooks::Flavour,
+    },
     /// The rows that need no other object as ValidatingAdmissionPolicy / MutatingAdmissionPolicy
     /// (rules.md §9), with their bindings (Deny) and default parameters: what
     /// manifests/policies/policies.yaml holds.

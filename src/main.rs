@@ -80,6 +80,10 @@ async fn main() -> std::process::ExitCode {
         Command::Fence(volguard::cli::FenceCommand::Agent(args)) => {
             volguard::fencing::agent::run(args).await
         }
+        Command::Manifests(volguard::cli::ManifestsCommand::Webhooks { flavour }) => {
+            print!("{}", volguard::registration::webhooks::render(flavour));
+            Ok(())
+        }
         Command::Manifests(volguard::cli::ManifestsCommand::Policies { part }) => {
             volguard::registration::policies::render(part)
                 .map(|yaml| print!("{yaml}"))

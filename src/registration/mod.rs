@@ -1,4 +1,5 @@
-//! What volguard registers in the apiserver beside its webhooks, generated from the rule table:
-//! the CEL policies of the rows that need no other object (`policies`).
+//! What volguard registers in the apiserver, generated from the rule table: its webhook entries
+//! (`webhooks`) and the CEL policies of the rows that need no other object (`policies`).
 
 pub mod policies;
+pub mod webhooks;

@@ -15,6 +15,7 @@
 //! without a confirmation are the policies' parameters: ConfigMap `volguard-policies` in
 //! volguard's namespace, written by the chart from the same values as the flags.
 
+use super::webhooks::{self, Condition};
 use crate::rules::rule::{FailurePolicy, Rule};
 use serde_json::{Value, json};
 
@@ -33,8 +34,8 @@ pub struct Policy {
     pub operations: &'static [&'static str],
     /// Only namespaced objects outside kube-system and volguard's namespace (as the webhook).
     pub namespaced: bool,
-    /// `(name, expression)`: the requests it judges (the webhook entry's conditions).
-    pub match_conditions: &'static [(&'static str, &'static str)],
+    /// The requests it judges: its webhook entry's conditions (`webhooks`), shared.
+    pub match_conditions: &'static [&'static Condition],
     pub body: Body,
 }
 
@@ -93,11 +94,7 @@ pub const POLICIES: &[Policy] = &[
         resources: &["persistentvolumeclaims"],
         operations: &["CREATE"],
         namespaced: true,
-        match_conditions: &[(
-            "lacks-finalizer-or-carries-unused-since",
-            "!has(object.metadata.finalizers) || !object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') || \
-(has(object.metadata.annotations) && 'volguard.io/unused-since' in object.metadata.annotations)",
-        )],
+        match_conditions: &[&webhooks::PVC_LACKS_FINALIZER],
         body: Body::Mutate {
             json_patch: "(!has(object.metadata.finalizers) ? \
 [JSONPatch{op: 'add', path: '/metadata/finalizers', value: ['kubernetes.io/pvc-protection']}] : \
@@ -113,10 +110,7 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
         resources: &["persistentvolumes"],
         operations: &["CREATE"],
         namespaced: false,
-        match_conditions: &[(
-            "lacks-finalizer",
-            "!has(object.metadata.finalizers) || !object.metadata.finalizers.exists(f, f == 'kubernetes.io/pv-protection')",
-        )],
+        match_conditions: &[&webhooks::PV_LACKS_FINALIZER],
         body: Body::Mutate {
             json_patch: "!has(object.metadata.finalizers) ? \
 [JSONPatch{op: 'add', path: '/metadata/finalizers', value: ['kubernetes.io/pv-protection']}] : \
@@ -129,13 +123,7 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
         resources: &["persistentvolumeclaims", "persistentvolumeclaims/status"],
         operations: &["UPDATE"],
         namespaced: true,
-        match_conditions: &[(
-            "changes-the-lock",
-            "(has(oldObject.metadata.annotations) && 'volguard.io/rwo-lock' in oldObject.metadata.annotations ? \
-oldObject.metadata.annotations['volguard.io/rwo-lock'] : '') != \
-(has(object.metadata.annotations) && 'volguard.io/rwo-lock' in object.metadata.annotations ? \
-object.metadata.annotations['volguard.io/rwo-lock'] : '')",
-        )],
+        match_conditions: &[&webhooks::CHANGES_THE_LOCK],
         body: Body::Validate {
             allowed: concat!(
                 "request.userInfo.username in ",
@@ -161,23 +149,10 @@ volguard.io/allow-lock-removal=true and remove it'",
         operations: &["DELETE"],
         namespaced: true,
         match_conditions: &[
-            (
-                "grace-period-zero",
-                "has(request.options) && has(request.options.gracePeriodSeconds) && request.options.gracePeriodSeconds == 0",
-            ),
-            (
-                "scheduled-and-not-terminal",
-                "has(oldObject.spec.nodeName) && oldObject.spec.nodeName != '' && \
-!(has(oldObject.status.phase) && oldObject.status.phase in ['Succeeded', 'Failed'])",
-            ),
-            (
-                "not-opted-in",
-                "!(has(oldObject.spec.terminationGracePeriodSeconds) && oldObject.spec.terminationGracePeriodSeconds == 0)",
-            ),
-            (
-                "not-its-own-kubelet",
-                "!(request.userInfo.username == 'system:node:' + oldObject.spec.nodeName && 'system:nodes' in request.userInfo.groups)",
-            ),
+            &webhooks::GRACE_PERIOD_ZERO,
+            &webhooks::SCHEDULED_AND_NOT_TERMINAL,
+            &webhooks::NOT_OPTED_IN,
+            &webhooks::NOT_ITS_OWN_KUBELET,
         ],
         body: Body::Validate {
             allowed: concat!(
@@ -208,16 +183,8 @@ accepts the risk can annotate the pod volguard.io/confirm-force-delete=true and 
         operations: &["UPDATE"],
         namespaced: true,
         match_conditions: &[
-            (
-                "ends-a-scheduled-pod",
-                "has(object.status.phase) && object.status.phase in ['Succeeded', 'Failed'] && \
-!(has(oldObject.status.phase) && oldObject.status.phase in ['Succeeded', 'Failed']) && \
-has(oldObject.spec.nodeName) && oldObject.spec.nodeName != ''",
-            ),
-            (
-                "not-its-own-kubelet",
-                "!(request.userInfo.username == 'system:node:' + oldObject.spec.nodeName && 'system:nodes' in request.userInfo.groups)",
-            ),
+            &webhooks::ENDS_A_SCHEDULED_POD,
+            &webhooks::NOT_ITS_OWN_KUBELET,
         ],
         body: Body::Validate {
             allowed: concat!(
@@ -270,7 +237,7 @@ impl Policy {
     fn match_conditions(&self) -> Value {
         self.match_conditions
             .iter()
-            .map(|(name, expression)| json!({"name": name, "expression": expression}))
+            .map(|c| json!({"name": c.name, "expression": c.expression(NAMESPACE)}))
             .collect()
     }
 

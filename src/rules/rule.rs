@@ -22,8 +22,8 @@ pub enum FailurePolicy {
 ///
 /// Columns: `name` is what operators type (`--enforcement NAME=warn`) and read (metric label
 /// `endpoint`, logs) and ends its webhook entries' path (`/mutate/NAME` for a mutating rule,
-/// `/validate/NAME` for the others); `failure_policy` as registered
-/// in `manifests/base/webhooks.yaml` (a test keeps the two in step); `webhooks` the entries
+/// `/validate/NAME` for the others); `failure_policy` as registered (the registration is
+/// generated from this table and `registration::webhooks`); `webhooks` the entries
 /// (`webhooks[].name`) that post to that path; `on` each kind of request it judges (routing reads
 /// this; a request meets its rules in table order) and the method of `admission::Admission` that
 /// gathers the facts for it and asks the rule. `rules/` only names those methods, so it stays pure.

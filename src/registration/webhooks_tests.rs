@@ -1,0 +1,102 @@
+//! Unit tests of `src/registration/webhooks.rs`: the table against the rule table, the YAML it
+//! renders against the table, and the committed files against the YAML.
+
+use super::*;
+use std::collections::BTreeMap;
+
+#[test]
+fn every_rule_has_its_entries_and_every_entry_its_rule() {
+    for d in TABLE {
+        let mut have: Vec<&str> = entries()
+            .filter(|e| e.rule == d.rule)
+            .map(|e| e.name)
+            .collect();
+        have.sort();
+        let mut want = d.webhooks.to_vec();
+        want.sort();
+        assert_eq!(have, want, "entries of rule {}", d.name);
+    }
+    for (kind, _, list) in CONFIGURATIONS {
+        for e in *list {
+            assert_eq!(
+                e.rule.mutating(),
+                kind.starts_with("Mutating"),
+                "{} in {kind}",
+                e.name
+            );
+        }
+    }
+}
+
+#[test]
+fn the_rendered_yaml_holds_what_the_table_says() {
+    // Folding (`>-`), quoting and the namespace token, read back as the apiserver would.
+    let yaml = render(Flavour::Kustomize);
+    let mut live: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    for doc in serde_yaml::Deserializer::from_str(&yaml) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
+        for w in v["webhooks"].as_array().expect("webhooks") {
+            let name = w["name"].as_str().expect("name").to_string();
+            let conditions = w
+                .get("matchConditions")
+                .cloned()
+                .unwrap_or(serde_json::json!([]));
+            live.insert(
+                name,
+                serde_json::json!({
+                    "failurePolicy": w["failurePolicy"],
+                    "path": w["clientConfig"]["service"]["path"],
+                    "rules": w["rules"],
+                    "matchConditions": conditions,
+                }),
+            );
+        }
+    }
+    let want = expected(super::super::policies::NAMESPACE, false, true);
+    assert_eq!(live.len(), want.len());
+    for (name, want) in want {
+        assert_eq!(live.get(name), Some(&want), "{name}");
+    }
+    assert!(!yaml.contains(NAMESPACE_TOKEN));
+}
+
+#[test]
+fn the_chart_keeps_what_only_the_chart_decides() {
+    let chart = render(Flavour::Chart);
+    assert!(
+        !chart.contains("volguard-system"),
+        "the chart names its release namespace"
+    );
+    assert!(
+        chart.contains(
+            "failurePolicy: {{ if .Values.policies.enabled }}Ignore{{ else }}Fail{{ end }}"
+        )
+    );
+    assert_eq!(
+        chart
+            .matches("{{- if ne .Values.rwoGuard \"off\" }}")
+            .count(),
+        entries().filter(|e| e.rwo_guard).count()
+    );
+}
+
+#[test]
+fn the_committed_files_are_the_tables() {
+    for (flavour, have, file) in [
+        (
+            Flavour::Kustomize,
+            include_str!("../../manifests/base/webhooks.yaml"),
+            "manifests/base/webhooks.yaml",
+        ),
+        (
+            Flavour::Chart,
+            include_str!("../../charts/volguard/templates/webhooks.yaml"),
+            "charts/volguard/templates/webhooks.yaml",
+        ),
+    ] {
+        assert!(
+            have == render(flavour),
+            "{file} differs from the registration table (src/registration/webhooks.rs): run `make manifests`"
+        );
+    }
+}

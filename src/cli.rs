@@ -320,7 +320,25 @@ pub struct ControllerArgs {
     #[arg(long, env = "VOLGUARD_PER_PVC_UNUSED_METRICS")]
     pub per_pvc_unused_metrics: bool,
     #[command(flatten)]
+    pub registration: RegistrationArgs,
+    #[command(flatten)]
     pub fencing: FencingArgs,
+}
+
+/// The webhook registration, watched by the leader (docs/rules.md §9 "The registration, watched").
+#[derive(Debug, Args)]
+pub struct RegistrationArgs {
+    /// How often the live webhook configurations are compared with volguard's (0s: never).
+    #[arg(long, default_value = "10s", value_parser = duration, env = "VOLGUARD_REGISTRATION_CHECK_INTERVAL")]
+    pub registration_check_interval: std::time::Duration,
+    /// Put back what drifted (matchConditions, failure policy, rules) as well as report it.
+    /// Without it drift is reported only (metric, Event, /readyz detail).
+    #[arg(long, env = "VOLGUARD_REPAIR_REGISTRATION")]
+    pub repair_registration: bool,
+    /// The CEL policies are installed (the chart's `policies.enabled`): the force-delete entry is
+    /// then registered `Ignore`, not `Fail`.
+    #[arg(long, env = "VOLGUARD_POLICIES_INSTALLED")]
+    pub policies_installed: bool,
 }
 
 /// Partition healing (docs/fencing.md). Only nodes running pods whose RWO claims opted in

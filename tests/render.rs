@@ -269,6 +269,9 @@ fn chart_values_change_what_they_name() {
                 "webhook.hostNetwork=true",
                 "webhook.securePort=10250",
                 "webhook.replicas=3",
+                "registration.repair=true",
+                "registration.checkInterval=30s",
+                "policies.enabled=true",
             ],
         )
         .expect("helm template"),
@@ -286,12 +289,28 @@ fn chart_values_change_what_they_name() {
         "--fence-backends=webhook,manual",
         "--partition-after=1m",
         "--fence-webhook-url=https://fence.example.invalid",
+        "--repair-registration",
+        "--registration-check-interval=30s",
+        "--policies-installed",
     ] {
         assert!(
             controller.contains(&want.to_string()),
             "{want} not in {controller:?}"
         );
     }
+    // Repairing needs `update` on exactly its two configurations.
+    let rules = o["ClusterRole//volguard-controller"]["rules"]
+        .as_array()
+        .expect("rules");
+    let registration = rules
+        .iter()
+        .find(|r| r["apiGroups"][0] == "admissionregistration.k8s.io")
+        .expect("a rule for the registration");
+    assert_eq!(registration["verbs"], serde_json::json!(["get", "update"]));
+    assert_eq!(
+        registration["resourceNames"],
+        serde_json::json!(["volguard-mutating", "volguard-validating"])
+    );
     let pod = &o["Deployment/ns/volguard-webhook"]["spec"];
     assert_eq!(pod["replicas"], 3);
     assert_eq!(pod["template"]["spec"]["hostNetwork"], true);

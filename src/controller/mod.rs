@@ -6,6 +6,7 @@ pub mod leader;
 pub mod metrics;
 pub mod queue;
 pub mod reconcile;
+pub mod registration;
 
 use crate::cli::ControllerArgs;
 use crate::runtime::{MetricsRegistry, probes, shutdown_signal};
@@ -98,7 +99,13 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     });
     let probe_listener = tokio::net::TcpListener::bind(&args.probe_listen).await?;
     tracing::info!(probes = %probe_listener.local_addr()?, "volguard controller starting");
-    let probe_app = probes::router(metrics.clone(), ready);
+    let registration_status = registration::Status::default();
+    let detail_status = registration_status.clone();
+    let probe_app = probes::router_with_detail(
+        metrics.clone(),
+        ready,
+        Some(Arc::new(move || detail_status.get())),
+    );
     tokio::spawn(async move {
         if let Err(e) = axum::serve(probe_listener, probe_app).await {
             tracing::error!(error = %e, "probe server failed");
@@ -201,11 +208,21 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     }
     // Partition healing, in the leader only (rules.md §7).
     let fencing = fencer.clone().map(|f| tokio::spawn(f.run()));
+    // The registration, watched (rules.md §9), in the leader only: one Event per drift.
+    let watch = Arc::new(registration::Watch::new(
+        client.clone(),
+        &args.registration,
+        args.identity(),
+        &metrics,
+        registration_status,
+    ));
+    let watching = tokio::spawn(watch.run());
     let result = tokio::select! {
         _ = &mut shutdown => Ok(()),
         _ = &mut lost => Err(anyhow::anyhow!("leadership lost; exiting so a fresh replica can take over")),
     };
     queue.shut_down();
+    watching.abort();
     if let (Some(f), Some(task)) = (&fencer, fencing) {
         // Incidents stay recorded; the next leader resumes them.
         task.abort();

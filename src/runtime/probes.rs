@@ -12,28 +12,50 @@ use std::sync::Arc;
 /// Reports why the process is not ready yet (`None` when ready).
 pub type ReadyCheck = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
+/// Something an operator should see that does not make the process unready (a drifted
+/// registration): a line after `/readyz`'s verdict.
+pub type Detail = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
 #[derive(Clone)]
 struct ProbeState {
     metrics: Arc<MetricsRegistry>,
     ready: ReadyCheck,
+    detail: Option<Detail>,
 }
 
 pub fn router(metrics: Arc<MetricsRegistry>, ready: ReadyCheck) -> Router {
+    router_with_detail(metrics, ready, None)
+}
+
+pub fn router_with_detail(
+    metrics: Arc<MetricsRegistry>,
+    ready: ReadyCheck,
+    detail: Option<Detail>,
+) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .with_state(ProbeState { metrics, ready })
+        .with_state(ProbeState {
+            metrics,
+            ready,
+            detail,
+        })
 }
 
 async fn readyz(State(s): State<ProbeState>) -> impl IntoResponse {
-    match (s.ready)() {
+    let (code, mut body) = match (s.ready)() {
         None => (StatusCode::OK, "ready\n".to_string()),
         Some(why) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {why}\n"),
         ),
+    };
+    if let Some(line) = s.detail.as_ref().and_then(|d| d()) {
+        body.push_str(&line);
+        body.push('\n');
     }
+    (code, body)
 }
 
 async fn metrics_text(State(s): State<ProbeState>) -> impl IntoResponse {

@@ -1,0 +1,270 @@
+//! The registration, watched (docs/rules.md §9): the leader reads volguard's two webhook
+//! configurations every `--registration-check-interval`, compares them with the rule table
+//! (`registration::drift`), and reports each difference as `volguard_registration_drift`, a
+//! Warning Event on the configuration, a log line and a line of `/readyz`'s detail; with
+//! `--repair-registration` it also writes back what drifted (resourceVersion-guarded replace,
+//! so a concurrent writer such as cainjector is never overwritten blind).
+
+use crate::cli::RegistrationArgs;
+use crate::registration::drift::{self, Drift};
+use crate::registration::webhooks::{self, CONFIGURATIONS};
+use crate::runtime::MetricsRegistry;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DriftLabels {
+    pub webhook: String,
+    pub field: &'static str,
+}
+
+/// What `/readyz` shows: the last check's drift, one line.
+#[derive(Clone, Default)]
+pub struct Status(Arc<Mutex<Option<String>>>);
+
+impl Status {
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    fn set(&self, v: Option<String>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = v;
+    }
+}
+
+pub struct Watch {
+    client: kube::Client,
+    namespace: String,
+    policies: bool,
+    repair: bool,
+    interval: Duration,
+    drift: Family<DriftLabels, Gauge>,
+    repairs: prometheus_client::metrics::counter::Counter,
+    checks: prometheus_client::metrics::counter::Counter,
+    recorder: Recorder,
+    status: Status,
+    /// Drift already announced (an Event once per appearance, not per check).
+    announced: Mutex<BTreeSet<(String, &'static str)>>,
+}
+
+fn api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
+    Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
+}
+
+fn reference(kind: &str, name: &str) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("admissionregistration.k8s.io/v1".into()),
+        kind: Some(kind.into()),
+        name: Some(name.into()),
+        ..Default::default()
+    }
+}
+
+impl Watch {
+    pub fn new(
+        client: kube::Client,
+        args: &RegistrationArgs,
+        identity: String,
+        metrics: &MetricsRegistry,
+        status: Status,
+    ) -> Watch {
+        Watch {
+            recorder: Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: "volguard-controller".into(),
+                    instance: Some(identity),
+                },
+            ),
+            client,
+            namespace: crate::cli::install_namespace(),
+            policies: args.policies_installed,
+            repair: args.repair_registration,
+            interval: args.registration_check_interval,
+            drift: metrics.add(
+                "volguard_registration_drift",
+                "1 while a live webhook entry differs from volguard's registration in field (missing, matchConditions, failurePolicy, rules, caBundle, path)",
+                Family::default(),
+            ),
+            repairs: metrics.add(
+                "volguard_registration_repairs",
+                "Webhook configurations written back by --repair-registration",
+                Default::default(),
+            ),
+            checks: metrics.add(
+                "volguard_registration_checks",
+                "Comparisons of the live webhook configurations with volguard's that read both",
+                Default::default(),
+            ),
+            status,
+            announced: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    pub async fn run(self: Arc<Self>) {
+        if self.interval.is_zero() {
+            return;
+        }
+        let mut tick = tokio::time::interval(self.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = self.check().await {
+                // Unknown is not drift: keep what was last seen, say why.
+                tracing::warn!(error = %e, "could not read the webhook configurations");
+            }
+        }
+    }
+
+    /// One comparison (and repair, when asked) of both configurations.
+    pub async fn check(&self) -> Result<Vec<Drift>, kube::Error> {
+        let expected = webhooks::expected(&self.namespace, self.policies, true);
+        let optional: Vec<&str> = webhooks::entries()
+            .filter(|e| e.rwo_guard)
+            .map(|e| e.name)
+            .collect();
+        let mut objects = Vec::new();
+        let mut live = Vec::new();
+        for (kind, name, _) in CONFIGURATIONS {
+            let o = api(&self.client, kind).get_opt(name).await?;
+            if let Some(o) = &o {
+                let v = serde_json::to_value(o).unwrap_or_default();
+                live.extend(v["webhooks"].as_array().cloned().unwrap_or_default());
+            }
+            objects.push((*kind, *name, o));
+        }
+        let drifts = drift::compare(&live, &expected, &optional);
+        self.checks.inc();
+        self.publish(&drifts, &objects).await;
+        if self.repair && drifts.iter().any(Drift::repairable) {
+            for (kind, name, o) in &objects {
+                let Some(o) = o else { continue };
+                let v = serde_json::to_value(o).unwrap_or_default();
+                let Some(fixed) = drift::repaired(&v, &expected, &drifts) else {
+                    continue;
+                };
+                let Ok(fixed) = serde_json::from_value::<DynamicObject>(fixed) else {
+                    continue;
+                };
+                // The resourceVersion read above goes with it: a concurrent write wins, and
+                // the next check looks again.
+                api(&self.client, kind)
+                    .replace(name, &PostParams::default(), &fixed)
+                    .await?;
+                self.repairs.inc();
+                tracing::warn!(configuration = %name, "repaired the webhook registration");
+                let ev = Event {
+                    type_: EventType::Normal,
+                    reason: "RegistrationRepaired".into(),
+                    note: Some(format!(
+                        "volguard put back its webhook registration ({})",
+                        drift::summary(&drifts)
+                    )),
+                    action: "Repair".into(),
+                    secondary: None,
+                };
+                if let Err(e) = self.recorder.publish(&ev, &reference(kind, name)).await {
+                    tracing::warn!(error = %e, "could not publish RegistrationRepaired event");
+                }
+            }
+        }
+        Ok(drifts)
+    }
+
+    async fn publish(&self, drifts: &[Drift], objects: &[(&str, &str, Option<DynamicObject>)]) {
+        let now: BTreeSet<(String, &'static str)> = drifts
+            .iter()
+            .map(|d| (d.webhook.clone(), d.field))
+            .collect();
+        let new: Vec<&Drift> = {
+            let mut seen = self.announced.lock().unwrap_or_else(|e| e.into_inner());
+            for (webhook, field) in seen.difference(&now) {
+                self.drift
+                    .get_or_create(&DriftLabels {
+                        webhook: webhook.clone(),
+                        field,
+                    })
+                    .set(0);
+            }
+            let new = drifts
+                .iter()
+                .filter(|d| !seen.contains(&(d.webhook.clone(), d.field)))
+                .collect();
+            *seen = now;
+            new
+        };
+        for d in drifts {
+            self.drift
+                .get_or_create(&DriftLabels {
+                    webhook: d.webhook.clone(),
+                    field: d.field,
+                })
+                .set(1);
+        }
+        self.status.set((!drifts.is_empty()).then(|| {
+            format!(
+                "registration drift: {}{}",
+                drift::summary(drifts),
+                if self.repair {
+                    ""
+                } else {
+                    " (run the controller with --repair-registration, or re-apply volguard's manifests)"
+                }
+            )
+        }));
+        if new.is_empty() {
+            return;
+        }
+        let new: Vec<Drift> = new.into_iter().cloned().collect();
+        let summary = drift::summary(&new);
+        tracing::warn!(drift = %summary, repair = self.repair, "the webhook registration differs from volguard's");
+        for (kind, name, o) in objects {
+            let entries: Vec<String> = o
+                .as_ref()
+                .map(|o| serde_json::to_value(o).unwrap_or_default())
+                .and_then(|v| v["webhooks"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|w| w["name"].as_str().map(str::to_string))
+                .collect();
+            let mine: Vec<Drift> = new
+                .iter()
+                .filter(|d| {
+                    entries.contains(&d.webhook)
+                        || (d.field == "missing"
+                            && CONFIGURATIONS.iter().any(|(k, _, es)| {
+                                k == kind && es.iter().any(|e| e.name == d.webhook)
+                            }))
+                })
+                .cloned()
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let ev = Event {
+                type_: EventType::Warning,
+                reason: "RegistrationDrift".into(),
+                note: Some(format!(
+                    "the webhook registration differs from volguard's: {}. {}",
+                    drift::summary(&mine),
+                    if self.repair {
+                        "volguard puts it back."
+                    } else {
+                        "Re-apply volguard's manifests (helm upgrade, or kubectl apply -k), or run the controller with --repair-registration. An erased matchCondition sends every matching request to volguard; a Fail entry then refuses them while volguard is down."
+                    }
+                )),
+                action: "Check".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&ev, &reference(kind, name)).await {
+                tracing::warn!(error = %e, "could not publish RegistrationDrift event");
+            }
+        }
+    }
+}

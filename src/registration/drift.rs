@@ -1,0 +1,180 @@
+//! Is the live registration the one volguard needs? Pure: compares the webhook entries the
+//! apiserver holds with `webhooks::expected` and names each difference (rules.md §9
+//! "The registration, watched"). cert-manager's cainjector before 1.12 rewrote both
+//! configurations without their matchConditions: a Fail entry then sends every pod DELETE to
+//! volguard, and every delete in the cluster fails while volguard is not serving.
+
+use serde_json::{Value, json};
+
+/// The fields compared, as the metric's `field` label names them.
+pub const FIELDS: &[&str] = &[
+    "missing",
+    "matchConditions",
+    "failurePolicy",
+    "rules",
+    "caBundle",
+    "path",
+];
+
+/// One difference: `webhook` (entry name), `field` (one of `FIELDS`), what was found.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Drift {
+    pub webhook: String,
+    pub field: &'static str,
+    pub detail: String,
+}
+
+impl Drift {
+    /// Whether `--repair-registration` puts this field back (an absent entry or CA is not
+    /// volguard's to invent: the chart, and cert-manager, own those).
+    pub fn repairable(&self) -> bool {
+        matches!(self.field, "matchConditions" | "failurePolicy" | "rules")
+    }
+}
+
+/// Whitespace does not change a CEL expression's meaning; the stored text keeps what was sent.
+fn squash(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn conditions(v: &Value) -> Vec<(String, String)> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default().to_string(),
+                squash(c["expression"].as_str().unwrap_or_default()),
+            )
+        })
+        .collect()
+}
+
+/// The apiserver stores defaults (`apiVersions` as sent, `scope` defaulted to "*"): compare
+/// what the entry asks for.
+fn rules(v: &Value) -> Vec<Value> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            json!({
+                "apiGroups": r["apiGroups"],
+                "apiVersions": r["apiVersions"],
+                "operations": r["operations"],
+                "resources": r["resources"],
+                "scope": r.get("scope").cloned().unwrap_or(json!("*")),
+            })
+        })
+        .collect()
+}
+
+/// Compare `live` (every `webhooks[]` entry of both live configurations, as JSON) with
+/// `expected` (`webhooks::expected`). An entry volguard may leave out (`optional`: the RWO
+/// entries when the guard is off) is drift only when some but not all of them are present.
+pub fn compare(live: &[Value], expected: &[(&str, Value)], optional: &[&str]) -> Vec<Drift> {
+    let find = |name: &str| live.iter().find(|e| e["name"] == name);
+    let optional_present = optional.iter().filter(|n| find(n).is_some()).count();
+    let mut out = Vec::new();
+    for (name, want) in expected {
+        let drift = |field: &'static str, detail: String| Drift {
+            webhook: name.to_string(),
+            field,
+            detail,
+        };
+        let Some(have) = find(name) else {
+            if !(optional.contains(name) && optional_present == 0) {
+                out.push(drift("missing", "no such entry".into()));
+            }
+            continue;
+        };
+        let (hc, wc) = (
+            conditions(&have["matchConditions"]),
+            conditions(&want["matchConditions"]),
+        );
+        if hc != wc {
+            let names: Vec<&str> = hc.iter().map(|(n, _)| n.as_str()).collect();
+            out.push(drift(
+                "matchConditions",
+                if hc.is_empty() {
+                    "none (erased: every request of its rules reaches volguard)".into()
+                } else {
+                    format!("{names:?} differ from volguard's")
+                },
+            ));
+        }
+        if have["failurePolicy"] != want["failurePolicy"] {
+            out.push(drift(
+                "failurePolicy",
+                format!(
+                    "{} (volguard's: {})",
+                    have["failurePolicy"].as_str().unwrap_or("unset"),
+                    want["failurePolicy"].as_str().unwrap_or_default()
+                ),
+            ));
+        }
+        if rules(&have["rules"]) != rules(&want["rules"]) {
+            out.push(drift("rules", "the resources or operations differ".into()));
+        }
+        let cc = &have["clientConfig"];
+        if cc["caBundle"].as_str().is_none_or(str::is_empty) {
+            out.push(drift(
+                "caBundle",
+                "empty: the apiserver cannot verify volguard's certificate".into(),
+            ));
+        }
+        // A URL registration (out-of-cluster) names its own path.
+        let path = cc["service"]["path"].as_str().or_else(|| {
+            cc["url"]
+                .as_str()
+                .and_then(|u| u.split_once("://"))
+                .and_then(|(_, rest)| rest.find('/').map(|i| &rest[i..]))
+        });
+        if path != want["path"].as_str() {
+            out.push(drift(
+                "path",
+                format!(
+                    "{} (volguard's: {})",
+                    path.unwrap_or("none"),
+                    want["path"].as_str().unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// `live` with every repairable drift of `drifts` put back from `expected`, entry by entry;
+/// `None` when there is nothing to repair.
+pub fn repaired(live: &Value, expected: &[(&str, Value)], drifts: &[Drift]) -> Option<Value> {
+    let mut out = live.clone();
+    let mut changed = false;
+    for w in out["webhooks"].as_array_mut().into_iter().flatten() {
+        let Some(name) = w["name"].as_str().map(str::to_string) else {
+            continue;
+        };
+        let Some((_, want)) = expected.iter().find(|(n, _)| *n == name) else {
+            continue;
+        };
+        for d in drifts
+            .iter()
+            .filter(|d| d.webhook == name && d.repairable())
+        {
+            w[d.field] = want[d.field].clone();
+            changed = true;
+        }
+    }
+    changed.then_some(out)
+}
+
+/// One line per drift, for logs, Events and `/readyz`.
+pub fn summary(drifts: &[Drift]) -> String {
+    drifts
+        .iter()
+        .map(|d| format!("{} {}: {}", d.webhook, d.field, d.detail))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+#[path = "drift_tests.rs"]
+mod tests;

@@ -1,0 +1,117 @@
+//! Unit tests of `src/registration/drift.rs`, on the registration `make manifests` writes.
+
+use super::*;
+use crate::registration::webhooks::{self, Flavour};
+
+/// The kustomize base's entries as the apiserver would hold them, caBundle filled.
+fn live() -> Vec<Value> {
+    let yaml = webhooks::render(Flavour::Kustomize);
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&yaml) {
+        let v: Value = serde::Deserialize::deserialize(doc).expect("yaml");
+        for mut w in v["webhooks"].as_array().cloned().unwrap_or_default() {
+            w["clientConfig"]["caBundle"] = json!("Q0E=");
+            out.push(w);
+        }
+    }
+    out
+}
+
+fn expected(policies: bool) -> Vec<(&'static str, Value)> {
+    webhooks::expected("volguard-system", policies, true)
+}
+
+const RWO: &[&str] = &[
+    "rwo-single-node.volguard.io",
+    "rwo-placement-hint.volguard.io",
+];
+
+#[test]
+fn the_generated_registration_has_no_drift() {
+    assert_eq!(compare(&live(), &expected(false), RWO), vec![]);
+}
+
+#[test]
+fn erased_conditions_are_drift_and_are_repaired() {
+    // What cainjector before cert-manager 1.12 did: every matchCondition gone.
+    let mut l = live();
+    for w in &mut l {
+        w.as_object_mut().expect("entry").remove("matchConditions");
+    }
+    let d = compare(&l, &expected(false), RWO);
+    let erased: Vec<&str> = d
+        .iter()
+        .filter(|d| d.field == "matchConditions")
+        .map(|d| d.webhook.as_str())
+        .collect();
+    assert!(erased.contains(&"force-delete.volguard.io"), "{d:?}");
+    assert!(!erased.contains(&"node-delete.volguard.io"), "it has none");
+    assert!(summary(&d).contains("force-delete.volguard.io matchConditions: none (erased"));
+    let config = json!({"webhooks": l});
+    let fixed = repaired(&config, &expected(false), &d).expect("something to repair");
+    let after: Vec<Value> = fixed["webhooks"].as_array().cloned().unwrap_or_default();
+    assert_eq!(compare(&after, &expected(false), RWO), vec![]);
+    assert_eq!(repaired(&fixed, &expected(false), &[]), None);
+}
+
+#[test]
+fn a_weakened_failure_policy_is_drift_unless_the_policies_hold_the_rule() {
+    let mut l = live();
+    for w in &mut l {
+        if w["name"] == "force-delete.volguard.io" {
+            w["failurePolicy"] = json!("Ignore");
+        }
+    }
+    let d = compare(&l, &expected(false), RWO);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(
+        (d[0].field, d[0].detail.as_str()),
+        ("failurePolicy", "Ignore (volguard's: Fail)")
+    );
+    assert_eq!(compare(&l, &expected(true), RWO), vec![]);
+}
+
+#[test]
+fn missing_entries_ca_paths_and_rules() {
+    let mut l = live();
+    l.retain(|w| w["name"] != "finalizer-guard.volguard.io");
+    for w in &mut l {
+        if w["name"] == "pod-status.volguard.io" {
+            w["clientConfig"]["caBundle"] = json!("");
+        }
+        if w["name"] == "eviction.volguard.io" {
+            w["clientConfig"] =
+                json!({"url": "https://10.0.0.1:8443/validate/pod-status", "caBundle": "Q0E="});
+        }
+        if w["name"] == "pvc-binding.volguard.io" {
+            w["rules"][0]["operations"] = json!(["CREATE"]);
+        }
+    }
+    let d = compare(&l, &expected(false), RWO);
+    let got: Vec<(&str, &str)> = d.iter().map(|d| (d.webhook.as_str(), d.field)).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("pvc-binding.volguard.io", "rules"),
+            ("finalizer-guard.volguard.io", "missing"),
+            ("eviction.volguard.io", "path"),
+            ("pod-status.volguard.io", "caBundle"),
+        ]
+    );
+    // Only the rules are put back; a missing entry or CA is reported, not invented.
+    let fixed = repaired(&json!({"webhooks": l}), &expected(false), &d).expect("repair");
+    let after: Vec<Value> = fixed["webhooks"].as_array().cloned().unwrap_or_default();
+    assert_eq!(compare(&after, &expected(false), RWO).len(), 3);
+}
+
+#[test]
+fn the_rwo_entries_may_be_left_out_together_only() {
+    let mut l = live();
+    l.retain(|w| !RWO.contains(&w["name"].as_str().unwrap_or_default()));
+    assert_eq!(compare(&l, &expected(false), RWO), vec![]);
+    let mut l = live();
+    l.retain(|w| w["name"] != "rwo-placement-hint.volguard.io");
+    let d = compare(&l, &expected(false), RWO);
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].field, "missing");
+}

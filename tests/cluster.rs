@@ -1363,7 +1363,10 @@ async fn s_registration_drift(cp: &mut ControlPlane, ns: &str) {
                 )
                 .await
                 .into_iter()
-                .find(|m| m.contains("force-delete.volguard.io matchConditions"))
+                .find(|m| {
+                    m.contains("force-delete.volguard.io")
+                        && m.contains("matchConditions: none (erased")
+                })
             },
         )
         .await;
@@ -1378,7 +1381,8 @@ async fn s_registration_drift(cp: &mut ControlPlane, ns: &str) {
     let body = ready.text().await.expect("body");
     assert!(
         body.contains("registration drift: ")
-            && body.contains("force-delete.volguard.io matchConditions"),
+            && body.contains("force-delete.volguard.io")
+            && body.contains("matchConditions: none (erased"),
         "{body}"
     );
     println!(

@@ -166,13 +166,35 @@ pub fn repaired(live: &Value, expected: &[(&str, Value)], drifts: &[Drift]) -> O
     changed.then_some(out)
 }
 
-/// One line per drift, for logs, Events and `/readyz`.
+/// One line for logs, Events and `/readyz`: entries with the same difference together (an
+/// Event's message holds at most 1024 characters; cainjector's erase touches every entry).
 pub fn summary(drifts: &[Drift]) -> String {
-    drifts
+    let mut groups: Vec<((&str, &str), Vec<&str>)> = Vec::new();
+    for d in drifts {
+        let key = (d.field, d.detail.as_str());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, names)) => names.push(&d.webhook),
+            None => groups.push((key, vec![&d.webhook])),
+        }
+    }
+    let line = groups
         .iter()
-        .map(|d| format!("{} {}: {}", d.webhook, d.field, d.detail))
+        .map(|((field, detail), names)| format!("{} {field}: {detail}", names.join(", ")))
         .collect::<Vec<_>>()
-        .join("; ")
+        .join("; ");
+    clip(&line, 700)
+}
+
+/// At most `max` bytes, cut on a character boundary, marked when cut.
+fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
 }
 
 #[cfg(test)]

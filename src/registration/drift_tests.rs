@@ -46,7 +46,18 @@ fn erased_conditions_are_drift_and_are_repaired() {
         .collect();
     assert!(erased.contains(&"force-delete.volguard.io"), "{d:?}");
     assert!(!erased.contains(&"node-delete.volguard.io"), "it has none");
-    assert!(summary(&d).contains("force-delete.volguard.io matchConditions: none (erased"));
+    // One group per difference, short enough for an Event (1024 characters).
+    let line = summary(&d);
+    assert_eq!(
+        line.matches("matchConditions: none (erased").count(),
+        1,
+        "{line}"
+    );
+    assert!(
+        line.contains("force-delete.volguard.io, eviction.volguard.io"),
+        "{line}"
+    );
+    assert!(line.len() <= 1024);
     let config = json!({"webhooks": l});
     let fixed = repaired(&config, &expected(false), &d).expect("something to repair");
     let after: Vec<Value> = fixed["webhooks"].as_array().cloned().unwrap_or_default();

@@ -1472,6 +1472,108 @@ async fn s_registration_drift(cp: &mut ControlPlane, ns: &str) {
     cp.start_controller("replica-a").await;
 }
 
+/// rules.md §2i on the real apiserver: a marked claim is not deleted, nor is its namespace; a
+/// service account cannot lift the mark; a person can, recorded by an Event; then the claim goes.
+async fn s_delete_protection(cp: &ControlPlane, ns: &str) {
+    claim(cp, ns, "ledger").await;
+    let (ok, out) = kubectl(
+        cp,
+        &[
+            "annotate",
+            "pvc",
+            "ledger",
+            "-n",
+            ns,
+            "volguard.io/delete-protection=true",
+        ],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(cp, &["delete", "pvc", "ledger", "-n", ns, "--wait=false"]);
+    assert!(!ok, "a protected claim was deleted: {out}");
+    assert!(
+        out.contains("it carries volguard.io/delete-protection=true")
+            && out.contains(&format!(
+                "kubectl annotate pvc ledger -n {ns} volguard.io/delete-protection-"
+            )),
+        "{out}"
+    );
+    println!(
+        "delete-protection: $ kubectl delete pvc ledger\n{}",
+        out.trim()
+    );
+    // The namespace holding it: refused by the namespace entry (volguard reads its claim cache).
+    let (ok, out) = cp
+        .eventually(
+            "the namespace's DELETE refused",
+            Duration::from_secs(20),
+            || async {
+                let (ok, out) = kubectl(cp, &["delete", "namespace", ns, "--wait=false"]);
+                (!ok || out.contains("deleted")).then_some((ok, out))
+            },
+        )
+        .await;
+    assert!(
+        !ok,
+        "a namespace holding a protected claim was deleted: {out}"
+    );
+    assert!(
+        out.contains("ledger") && out.contains("delete-protection"),
+        "{out}"
+    );
+    // A GitOps controller's service account syncing the mark away.
+    let kc = cp.kubeconfig_file(
+        "gitops",
+        "system:serviceaccount:gitops:sync",
+        &["system:serviceaccounts", "system:masters"],
+    );
+    let sa = std::process::Command::new(harness::bin_dir().join("kubectl"))
+        .arg(format!("--kubeconfig={}", kc.display()))
+        .args([
+            "annotate",
+            "pvc",
+            "ledger",
+            "-n",
+            ns,
+            "volguard.io/delete-protection-",
+        ])
+        .output()
+        .expect("run kubectl");
+    let said = String::from_utf8_lossy(&sa.stderr).into_owned();
+    assert!(!sa.status.success(), "a service account lifted the mark");
+    assert!(said.contains("a person's decision"), "{said}");
+    // A person lifts it: allowed with a warning, recorded.
+    let (ok, out) = kubectl(
+        cp,
+        &[
+            "annotate",
+            "pvc",
+            "ledger",
+            "-n",
+            ns,
+            "volguard.io/delete-protection-",
+        ],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("no longer protected from deletion"), "{out}");
+    let c = cp.admin().await;
+    let recorded = cp
+        .eventually(
+            "a DeleteProtectionLifted event",
+            Duration::from_secs(15),
+            || async {
+                events(&c, ns, "ledger", Some("DeleteProtectionLifted"))
+                    .await
+                    .into_iter()
+                    .next()
+            },
+        )
+        .await;
+    assert!(recorded.contains("e2e-user"), "{recorded}");
+    let (ok, out) = kubectl(cp, &["delete", "pvc", "ledger", "-n", ns, "--wait=false"]);
+    assert!(ok, "{out}");
+    println!("delete-protection: lifted by a person, recorded: {recorded}");
+}
+
 async fn s_rwo_missing_claim(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
     let mut refused = Vec::new();
@@ -3599,6 +3701,7 @@ async fn start_cluster() -> Shared {
         "explain-pod",
         "agree",
         "registration",
+        "protect",
     ] {
         namespace(&c, ns).await;
     }
@@ -3734,6 +3837,18 @@ fn policy_agrees() {
 fn registration_drift() {
     scenario("registration-drift", |s| {
         Box::pin(s_registration_drift(&mut s.cp, "registration"))
+    });
+}
+
+#[test]
+#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+fn delete_protection() {
+    scenario("delete-protection", |s| {
+        Box::pin(dumping(
+            &s.cp,
+            "delete-protection",
+            s_delete_protection(&s.cp, "protect"),
+        ))
     });
 }
 

@@ -94,9 +94,18 @@ impl Target {
             ("", "Node", None, "DELETE") => On::NodeDelete,
             ("", "Pod", None, "UPDATE") => On::PodUpdate,
             ("volguard.io", "NodeFence", None, "UPDATE") => On::NodeFenceUpdate,
+            ("", "PersistentVolumeClaim", None, "DELETE") => On::PvcDelete,
+            ("", "PersistentVolume", None, "DELETE") => On::PvDelete,
+            ("", "Namespace", None, "DELETE") => On::NamespaceDelete,
+            ("", "Namespace", None, "UPDATE") => On::NamespaceUpdate,
             (
                 "",
-                "Pod" | "PersistentVolumeClaim" | "PersistentVolume" | "Binding" | "Node",
+                "Pod"
+                | "PersistentVolumeClaim"
+                | "PersistentVolume"
+                | "Binding"
+                | "Node"
+                | "Namespace",
                 _,
                 _,
             )

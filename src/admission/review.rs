@@ -98,6 +98,14 @@ embedded_kind!(Binding, "Binding");
 embedded_kind!(Eviction, "Eviction");
 embedded_kind!(Node, "Node");
 
+/// Never decoded in the pass (rare: deleting or re-annotating a namespace): read from the raw object.
+impl EmbeddedKind for crate::model::Namespace {
+    const KIND: &'static str = "Namespace";
+    fn decoded<'e>(_: &'e Embedded<'_>) -> Option<&'e Self> {
+        None
+    }
+}
+
 /// Never decoded in the pass (rare: a person's `fence confirm`): always read from the raw object.
 impl EmbeddedKind for crate::model::fence::NodeFence {
     const KIND: &'static str = "NodeFence";

@@ -30,6 +30,8 @@ pub const ALLOW_FINALIZER_REMOVAL: &str = "volguard.io/allow-finalizer-removal";
 pub const CONFIRM_FORCE_DELETE: &str = "volguard.io/confirm-force-delete";
 pub const UNUSED_SINCE: &str = "volguard.io/unused-since";
 pub const IGNORE_UNUSED: &str = "volguard.io/ignore-unused";
+/// rules.md §2i: `"true"` on a PVC, PV or Namespace refuses its DELETE.
+pub const DELETE_PROTECTION: &str = "volguard.io/delete-protection";
 
 pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
 
@@ -603,6 +605,15 @@ pub struct Eviction {
     pub delete_options: Option<DeleteOptions>,
 }
 
+/// `v1` Namespace: only its metadata (delete protection, rules.md §2i).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct Namespace {
+    #[serde(default)]
+    pub metadata: Meta,
+}
+
 /// `v1` Binding (the object of a `pods/binding` CREATE: the scheduler's bind).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self")]
@@ -671,6 +682,7 @@ wire::object_only!(
     Taint,
     DeleteOptions,
     Eviction,
+    Namespace,
     Binding,
     ObjectReference,
     UserInfo,

@@ -34,6 +34,9 @@ pub struct Policy {
     pub operations: &'static [&'static str],
     /// Only namespaced objects outside kube-system and volguard's namespace (as the webhook).
     pub namespaced: bool,
+    /// Cluster-scoped resources too (`scope: "*"`; the namespace selector still applies to the
+    /// namespaced ones and to Namespaces themselves).
+    pub all_scopes: bool,
     /// The requests it judges: its webhook entry's conditions (`webhooks`), shared.
     pub match_conditions: &'static [&'static Condition],
     pub body: Body,
@@ -94,6 +97,7 @@ pub const POLICIES: &[Policy] = &[
         resources: &["persistentvolumeclaims"],
         operations: &["CREATE"],
         namespaced: true,
+        all_scopes: false,
         match_conditions: &[&webhooks::PVC_LACKS_FINALIZER],
         body: Body::Mutate {
             json_patch: "(!has(object.metadata.finalizers) ? \
@@ -110,6 +114,7 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
         resources: &["persistentvolumes"],
         operations: &["CREATE"],
         namespaced: false,
+        all_scopes: false,
         match_conditions: &[&webhooks::PV_LACKS_FINALIZER],
         body: Body::Mutate {
             json_patch: "!has(object.metadata.finalizers) ? \
@@ -123,6 +128,7 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
         resources: &["persistentvolumeclaims", "persistentvolumeclaims/status"],
         operations: &["UPDATE"],
         namespaced: true,
+        all_scopes: false,
         match_conditions: &[&webhooks::CHANGES_THE_LOCK],
         body: Body::Validate {
             allowed: concat!(
@@ -148,6 +154,7 @@ volguard.io/allow-lock-removal=true and remove it'",
         resources: &["pods"],
         operations: &["DELETE"],
         namespaced: true,
+        all_scopes: false,
         match_conditions: &[
             &webhooks::GRACE_PERIOD_ZERO,
             &webhooks::SCHEDULED_AND_NOT_TERMINAL,
@@ -182,6 +189,7 @@ accepts the risk can annotate the pod volguard.io/confirm-force-delete=true and 
         resources: &["pods/status"],
         operations: &["UPDATE"],
         namespaced: true,
+        all_scopes: false,
         match_conditions: &[
             &webhooks::ENDS_A_SCHEDULED_POD,
             &webhooks::NOT_ITS_OWN_KUBELET,
@@ -204,6 +212,26 @@ granted volguard\\'s break-glass role (ClusterRole volguard-break-glass), annota
 volguard.io/confirm-force-delete=true to accept the risk'",
         },
     },
+    Policy {
+        rule: Rule::DeleteProtection,
+        rows: "§2i rows 1, 4-6: a protected claim, volume or namespace is not deleted; only a person lifts the protection (row 2, a namespace holding protected claims, reads the claims: the webhook's)",
+        resources: &["persistentvolumeclaims", "persistentvolumes", "namespaces"],
+        operations: &["DELETE", "UPDATE"],
+        namespaced: true,
+        all_scopes: true,
+        match_conditions: &[&webhooks::DELETES_OR_LIFTS_A_PROTECTION],
+        body: Body::Validate {
+            allowed: concat!("request.operation == 'UPDATE' && ", person!()),
+            message: "request.operation == 'DELETE' ? 'deleting ' + request.kind.kind + ' \"' + oldObject.metadata.name + \
+'\" refused: it carries volguard.io/delete-protection=true. If its data may really go, a person lifts the protection first \
+(kubectl annotate ' + request.resource.resource + ' ' + oldObject.metadata.name + \
+(has(oldObject.metadata.namespace) ? ' -n ' + oldObject.metadata.namespace : '') + \
+' volguard.io/delete-protection-; the update is recorded), then deletes it' : \
+'removing volguard.io/delete-protection from ' + request.kind.kind + ' \"' + oldObject.metadata.name + \
+'\" refused: lifting deletion protection is a person\\'s decision, and ' + request.userInfo.username + \
+' is not a person (a service account or system identity)'",
+        },
+    },
 ];
 
 impl Policy {
@@ -221,7 +249,7 @@ impl Policy {
         });
         let mut m = json!({});
         if self.namespaced {
-            rules["scope"] = json!("Namespaced");
+            rules["scope"] = json!(if self.all_scopes { "*" } else { "Namespaced" });
             m["namespaceSelector"] = json!({"matchExpressions": [{
                 "key": "kubernetes.io/metadata.name",
                 "operator": "NotIn",

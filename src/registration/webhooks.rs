@@ -56,6 +56,9 @@ pub struct Entry {
     /// Where the policies are installed, the apiserver refuses what this entry refuses while
     /// volguard is down (rules.md §9): the entry may then be `Ignore`.
     pub ignore_with_policies: bool,
+    /// Registered `Ignore` whatever its rule's failure policy: the requests it sends are ones
+    /// that must not wait on volguard (a rule's other entry covers what must).
+    pub always_ignore: bool,
     pub conditions: &'static [&'static Condition],
 }
 
@@ -65,8 +68,9 @@ impl Entry {
     }
 
     pub fn failure_policy(&self, policies: bool) -> &'static str {
+        let ignored = self.always_ignore || (policies && self.ignore_with_policies);
         match self.rule.failure_policy() {
-            FailurePolicy::Fail if !(policies && self.ignore_with_policies) => "Fail",
+            FailurePolicy::Fail if !ignored => "Fail",
             _ => "Ignore",
         }
     }
@@ -276,6 +280,27 @@ const NOT_ITS_OWN_KUBELET_AGAIN: Condition = Condition {
     lines: KUBELET,
 };
 
+pub const DELETES_OR_LIFTS_A_PROTECTION: Condition = Condition {
+    name: "deletes-or-lifts-a-protection",
+    comment: "The stored object is protected, and the request deletes it or lifts the protection.",
+    lines: &[
+        "has(oldObject.metadata.annotations) && 'volguard.io/delete-protection' in oldObject.metadata.annotations &&",
+        "oldObject.metadata.annotations['volguard.io/delete-protection'] == 'true' &&",
+        "(request.operation == 'DELETE' || !(has(object.metadata.annotations) &&",
+        "'volguard.io/delete-protection' in object.metadata.annotations &&",
+        "object.metadata.annotations['volguard.io/delete-protection'] == 'true'))",
+    ],
+};
+
+const NOT_ITSELF_PROTECTED: Condition = Condition {
+    name: "not-itself-protected",
+    comment: "A protected namespace is delete-protection.volguard.io's (Fail).",
+    lines: &[
+        "!(has(oldObject.metadata.annotations) && 'volguard.io/delete-protection' in oldObject.metadata.annotations &&",
+        "oldObject.metadata.annotations['volguard.io/delete-protection'] == 'true')",
+    ],
+};
+
 const ADDS_OUT_OF_SERVICE: Condition = Condition {
     name: "adds-out-of-service-or-confirms-down",
     comment: "",
@@ -314,6 +339,7 @@ pub const MUTATING: &[Entry] = &[
         namespaced: true,
         rwo_guard: false,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[&PVC_LACKS_FINALIZER],
     },
     Entry {
@@ -324,6 +350,7 @@ pub const MUTATING: &[Entry] = &[
         namespaced: false,
         rwo_guard: false,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[&PV_LACKS_FINALIZER],
     },
     Entry {
@@ -334,6 +361,7 @@ pub const MUTATING: &[Entry] = &[
         namespaced: true,
         rwo_guard: true,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[&UNPLACED_WITH_CLAIMS],
     },
     Entry {
@@ -354,6 +382,7 @@ pub const MUTATING: &[Entry] = &[
         namespaced: true,
         rwo_guard: false,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[&CHANGES_A_CONFIRMATION],
     },
 ];
@@ -368,6 +397,7 @@ pub const VALIDATING: &[Entry] = &[
         namespaced: true,
         rwo_guard: false,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[&HAS_CLAIMS],
     },
     Entry {
@@ -388,6 +418,7 @@ pub const VALIDATING: &[Entry] = &[
         namespaced: true,
         rwo_guard: true,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[&PLACES_A_POD_WITH_CLAIMS],
     },
     Entry {
@@ -402,6 +433,7 @@ pub const VALIDATING: &[Entry] = &[
         namespaced: true,
         rwo_guard: false,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[&BINDS_A_VOLUME],
     },
     Entry {
@@ -426,6 +458,7 @@ pub const VALIDATING: &[Entry] = &[
         namespaced: true,
         rwo_guard: false,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[&NOT_A_PROTECTION_CONTROLLER, &DROPS_A_PROTECTION_FINALIZER],
     },
     Entry {
@@ -444,6 +477,7 @@ pub const VALIDATING: &[Entry] = &[
         namespaced: true,
         rwo_guard: false,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[&NOT_VOLGUARD_OR_THE_GC, &CHANGES_THE_LOCK_OR_A_POD_OWNER],
     },
     Entry {
@@ -458,6 +492,7 @@ pub const VALIDATING: &[Entry] = &[
         namespaced: true,
         rwo_guard: false,
         ignore_with_policies: true,
+        always_ignore: false,
         conditions: &[
             &GRACE_PERIOD_ZERO,
             &SCHEDULED_AND_NOT_TERMINAL,
@@ -475,6 +510,7 @@ pub const VALIDATING: &[Entry] = &[
         namespaced: true,
         rwo_guard: false,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[&FORCE_EVICTION],
     },
     Entry {
@@ -487,6 +523,7 @@ pub const VALIDATING: &[Entry] = &[
         namespaced: true,
         rwo_guard: false,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[&ENDS_A_SCHEDULED_POD, &NOT_ITS_OWN_KUBELET_AGAIN],
     },
     Entry {
@@ -499,7 +536,40 @@ pub const VALIDATING: &[Entry] = &[
         namespaced: false,
         rwo_guard: false,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[],
+    },
+    Entry {
+        name: "delete-protection.volguard.io",
+        rule: Rule::DeleteProtection,
+        comment: "rules.md §2i: a claim, volume or namespace carrying volguard.io/delete-protection=true is\n\
+                  not deleted, and only a person lifts the protection (recorded). Fail: the conditions let\n\
+                  only those requests reach volguard, and a protected volume deleted while volguard is down\n\
+                  is data lost.",
+        rules: &[core(
+            &["DELETE", "UPDATE"],
+            &["persistentvolumeclaims", "persistentvolumes", "namespaces"],
+            "*",
+        )],
+        namespaced: true,
+        rwo_guard: false,
+        ignore_with_policies: false,
+        always_ignore: false,
+        conditions: &[&DELETES_OR_LIFTS_A_PROTECTION],
+    },
+    Entry {
+        name: "namespace-delete.volguard.io",
+        rule: Rule::DeleteProtection,
+        comment: "rules.md §2i: a namespace holding a protected claim is not deleted (the namespace controller\n\
+                  would delete the claim with it). Every namespace DELETE reaches volguard (CEL cannot see\n\
+                  the claims), so Ignore: namespace deletion never waits on volguard, and a protected claim\n\
+                  still refuses its own deletion (the namespace then stays Terminating, its data intact).",
+        rules: &[core(&["DELETE"], &["namespaces"], "Cluster")],
+        namespaced: true,
+        rwo_guard: false,
+        ignore_with_policies: false,
+        always_ignore: true,
+        conditions: &[&NOT_ITSELF_PROTECTED],
     },
     Entry {
         name: "out-of-service-taint.volguard.io",
@@ -511,6 +581,7 @@ pub const VALIDATING: &[Entry] = &[
         namespaced: false,
         rwo_guard: false,
         ignore_with_policies: false,
+        always_ignore: false,
         conditions: &[&ADDS_OUT_OF_SERVICE],
     },
 ];

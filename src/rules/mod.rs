@@ -28,6 +28,7 @@ pub mod binding;
 pub mod claim_metadata;
 pub mod claims;
 pub mod decision;
+pub mod delete_protection;
 pub mod enforcement;
 pub mod fencing;
 pub mod finalizer_guard;
@@ -48,6 +49,9 @@ pub mod stamp;
 pub mod unused;
 
 pub use decision::{Decision, Fact};
+
+/// Allowed rows that leave an Event all the same (the audit trail: who lifted a protection).
+pub const RECORDED_ROWS: [&str; 1] = ["delete-protection-lifted"];
 
 /// The rows where a person's override decided (rules.md §8 break glass): every use is recorded
 /// (a Warning Event, a warn-level log line, `volguard_break_glass_total`).

@@ -148,6 +148,25 @@ macro_rules! for_each_rule {
                 webhooks: ["node-delete.volguard.io"],
                 on: { NodeDelete => node_delete },
             },
+            /// rules.md §2i: deletion protection for storage (PVC, PV, Namespace). Fail: only
+            /// requests that delete a protected object or lift a protection reach it (conditions),
+            /// and a protected volume deleted while volguard is down is data lost; a Namespace's
+            /// DELETE without the annotation is registered Ignore (its protected claims still
+            /// refuse their own deletion).
+            DeleteProtection {
+                name: "delete-protection",
+                failure_policy: Fail,
+                mutating: false,
+                webhooks: ["delete-protection.volguard.io", "namespace-delete.volguard.io"],
+                on: {
+                    PvcDelete => delete_protection,
+                    PvDelete => delete_protection,
+                    NamespaceDelete => delete_protection,
+                    PvcUpdate => delete_protection,
+                    PvUpdate => delete_protection,
+                    NamespaceUpdate => delete_protection,
+                },
+            },
             /// rules.md §7 guards: adding the out-of-service taint to a Node, or confirming it down
             /// (never while it heartbeats). Ignore: a person must be able to heal a partition while
             /// volguard is down.
@@ -256,6 +275,10 @@ requests! {
     PodUpdate,
     /// `UPDATE nodefences.volguard.io`.
     NodeFenceUpdate,
+    PvcDelete,
+    PvDelete,
+    NamespaceDelete,
+    NamespaceUpdate,
 }
 
 /// How many validating rules the table has.

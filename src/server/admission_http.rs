@@ -383,6 +383,22 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
             );
         }
     }
+    // rules.md §2i: a person lifting a deletion protection is recorded, as break glass is.
+    if decision.allowed
+        && !decision.warned
+        && crate::rules::RECORDED_ROWS.contains(&decision.row)
+        && !req.dry_run.unwrap_or(false)
+        && let (Some(audit), Some(r)) = (&s.audit, verdict.rule)
+    {
+        record_event(
+            audit,
+            &req,
+            decision,
+            r.name(),
+            "DeleteProtectionLifted",
+            "allowed",
+        );
+    }
     if let (Some(audit), Some(rule)) = (&s.audit, verdict.rule)
         && (!decision.allowed || decision.warned)
         && decision.code < 500

@@ -36,7 +36,7 @@ STATE ?= manifests/examples/state.yaml
 E2E_ENV = VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: manifests model encode-cmp all build release certs run try image image-check image-tools docker-image alerts chart prometheus install fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
+.PHONY: manifests model encode-cmp all build release release-build certs run try image image-check image-tools docker-image alerts chart prometheus install fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -48,12 +48,19 @@ help:
 	@echo "make bench-compare BASE=REV  make bench, each admission row also against volguard as of REV"
 	@echo "make bench-scale  volguard on 100, 300 and 1,000 kwok nodes (table, scale.json, scale.png)"
 	@echo "make profile  instructions per admission request, volguard vs floor (callgrind)"
+	@echo "make release  target/dist: binary archive (kubectl plugin), chart, image, manifests, krew manifest, SHA256SUMS"
 	@echo "make manifests  regenerate the webhook registration and policies from the rule table (a unit test checks it)"
 
 build:
 	$(CARGO) build --locked
 
-release:
+# What a release page carries, in target/dist/ (.ci/release.sh says what each file is): the
+# static binary archive (also the kubectl plugin), the chart, the image, the rendered manifests,
+# a krew manifest and SHA256SUMS. `make test` builds and checks it.
+release: image $(HELM) $(call k8s_dir,$(K8S_VERSION))/.built
+	.ci/release.sh $(VERSION) $(STATIC_BIN) $(HELM) $(KUBECTL)
+
+release-build:
 	$(CARGO) build --locked --release
 
 # The CEL policies of the rows that need no other object, from the rule table (the chart ships
@@ -95,7 +102,7 @@ model:
 	VOLGUARD_MODEL_DEPTH=$(MODEL_DEPTH) $(CARGO) test --locked --test model_rwo_lock -- --nocapture --test-threads=1 2>&1 | \
 	  grep -oE 'model rwo-lock.*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
 
-test: lint unit model fuzz-check alerts chart image-check e2e
+test: lint unit model fuzz-check alerts chart image-check release e2e
 
 # Debian's prometheus package: promtool for the alert tests, the server for tests/install.rs.
 prometheus:
@@ -119,7 +126,7 @@ $(HELM):
 
 # kubectl plugin: the binary and its kubectl-volguard symlink in $(PREFIX)/bin.
 PREFIX ?= /usr/local
-install: release
+install: release-build
 	install -D -m 0755 target/release/volguard $(DESTDIR)$(PREFIX)/bin/volguard
 	ln -sf volguard $(DESTDIR)$(PREFIX)/bin/kubectl-volguard
 

@@ -405,6 +405,12 @@ pub enum ManifestsCommand {
         #[arg(long, value_enum, default_value = "kustomize")]
         flavour: crate::registration::webhooks::Flavour,
     },
+    /// The webhook registration and the CEL policies as manifest-based admission configuration
+    /// (Kubernetes 1.37, beta): files the apiserver loads at startup, which no API call can delete.
+    #[command(
+        after_help = "Example:\n  volguard manifests admission-dir /etc/kubernetes/admission/volguard \\\n    --webhook-url https://10.0.0.7:8443 --ca-bundle ca.crt\n  kube-apiserver --admission-control-config-file=/etc/kubernetes/admission/volguard/admission-configuration.yaml ..."
+    )]
+    AdmissionDir(AdmissionDirArgs),
     /// The rows that need no other object as ValidatingAdmissionPolicy / MutatingAdmissionPolicy
     /// (rules.md §9), with their bindings (Deny) and default parameters: what
     /// manifests/policies/policies.yaml holds.
@@ -415,6 +421,31 @@ pub enum ManifestsCommand {
         #[arg(long, value_enum, default_value = "policies")]
         part: crate::registration::policies::Part,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct AdmissionDirArgs {
+    /// Where to write admission-configuration.yaml and the four plugin directories.
+    pub dir: PathBuf,
+    /// Where volguard serves, as the apiserver reaches it (https://HOST:PORT; static webhooks
+    /// cannot name a Service).
+    #[arg(long)]
+    pub webhook_url: String,
+    /// PEM file of the CA that signed volguard's serving certificate.
+    #[arg(long)]
+    pub ca_bundle: PathBuf,
+    /// volguard's namespace (its service accounts are named in conditions and policies).
+    #[arg(long, default_value = "volguard-system")]
+    pub namespace: String,
+    /// The kubeconfig the apiserver presents to webhooks (`kubeConfigFile`), if any.
+    #[arg(long)]
+    pub webhook_kubeconfig: Option<PathBuf>,
+    /// Users trusted to force-delete running pods (as the policies' ConfigMap's force-delete-users).
+    #[arg(long = "force-delete-user")]
+    pub force_delete_users: Vec<String>,
+    /// Groups trusted to force-delete running pods.
+    #[arg(long = "force-delete-group")]
+    pub force_delete_groups: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -80,6 +80,13 @@ async fn main() -> std::process::ExitCode {
         Command::Fence(volguard::cli::FenceCommand::Agent(args)) => {
             volguard::fencing::agent::run(args).await
         }
+        Command::Manifests(volguard::cli::ManifestsCommand::AdmissionDir(a)) => {
+            volguard::registration::admission_dir::run(&a).map(|files| {
+                for f in files {
+                    eprintln!("wrote {}", f.display());
+                }
+            })
+        }
         Command::Manifests(volguard::cli::ManifestsCommand::Webhooks { flavour }) => {
             print!("{}", volguard::registration::webhooks::render(flavour));
             Ok(())

@@ -1,6 +1,7 @@
 //! What volguard registers in the apiserver, generated from the rule table: its webhook entries
 //! (`webhooks`) and the CEL policies of the rows that need no other object (`policies`).
 
+pub mod admission_dir;
 pub mod drift;
 pub mod policies;
 pub mod webhooks;

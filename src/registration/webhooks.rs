@@ -783,6 +783,46 @@ pub fn render(f: Flavour) -> String {
     out
 }
 
+impl Entry {
+    /// The entry as the apiserver stores it, posting to `client_config` (a `service` or a `url`,
+    /// with its `caBundle`): what the static manifests (`admission_dir`) write.
+    pub fn object(&self, namespace: &str, policies: bool, client_config: Value) -> Value {
+        let mut w = json!({
+            "name": self.name,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": self.side_effects(),
+            "timeoutSeconds": 3,
+            "failurePolicy": self.failure_policy(policies),
+            "clientConfig": client_config,
+            "rules": self.rules.iter().map(|r| json!({
+                "apiGroups": [r.api_group],
+                "apiVersions": [r.api_versions],
+                "operations": r.operations,
+                "resources": r.resources,
+                "scope": r.scope,
+            })).collect::<Vec<_>>(),
+        });
+        if self.rule.mutating() {
+            w["reinvocationPolicy"] = json!("Never");
+        }
+        if self.namespaced {
+            w["namespaceSelector"] = json!({"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", namespace],
+            }]});
+        }
+        if !self.conditions.is_empty() {
+            w["matchConditions"] = self
+                .conditions
+                .iter()
+                .map(|c| json!({"name": c.name, "expression": c.expression(namespace)}))
+                .collect();
+        }
+        w
+    }
+}
+
 /// What the live configurations must hold, per entry name: failure policy, path, rules and
 /// conditions as the apiserver stores them (the drift check compares the live objects with it).
 pub fn expected(namespace: &str, policies: bool, rwo_guard: bool) -> Vec<(&'static str, Value)> {

@@ -8,16 +8,8 @@ use kube::core::GroupVersionKind;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// What a backend said.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    /// Done (fenced, or unfenced for `unfence`); the evidence to record.
-    Done(String),
-    /// Working on it: ask again later.
-    Pending(String),
-    /// It will not happen through this backend.
-    Failed(String),
-}
+/// What a backend answered: `rules::fencing::Answer` (the phase machine reads it).
+pub use crate::rules::fencing::Answer;
 
 /// The webhook backend's settings (`--fence-webhook-*`).
 #[derive(Debug, Clone)]

@@ -17,7 +17,7 @@ use crate::model::OUT_OF_SERVICE_TAINT;
 use crate::model::fence::{
     BackendKind, CONFIRM_NODE_DOWN, NodeFence, NodeFenceSpec, NodeFenceStatus, Phase,
 };
-use crate::rules::fencing::{self as rules, Limits, Open};
+use crate::rules::fencing::{self as rules, Do, Limits, Now, Open, Record, Transition};
 use backend::{Answer, Backends};
 use incident::{Records, now};
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
@@ -420,7 +420,9 @@ impl Fencer {
         );
     }
 
-    /// One step of one incident; `Ok(true)` once it is final.
+    /// One step of one incident; `Ok(true)` once it is final. What to do is
+    /// `rules::fencing::step`'s; this reads what it needs, asks a backend when told to, and
+    /// writes the transition (`apply`).
     async fn advance(&self, name: &str) -> Result<bool, kube::Error> {
         let Some(mut f) = self.records.get(name).await? else {
             return Ok(true);
@@ -428,159 +430,19 @@ impl Fencer {
         if f.status.phase.is_final() || f.is_release_record() {
             return Ok(true);
         }
-        let node = Api::<Node>::all(self.client().clone())
-            .get_opt(&f.spec.node)
-            .await?;
-        let lease = observe::lease(self.client(), &f.spec.node).await?;
-        let ready = node.as_ref().and_then(|n| observe::ready(n).0);
-        let seen = f.status.lease_renew_time.clone();
-        let healed = rules::healed(lease.as_deref(), seen.as_deref(), ready);
-        match f.status.phase {
-            Phase::Detected | Phase::Fencing if healed => {
-                if f.status.phase == Phase::Fencing {
-                    // Whatever the backend did so far is undone (best effort: nothing was released).
-                    let kind = self.current(&f);
-                    let _ = self
-                        .cfg
-                        .backends
-                        .unfence(self.client(), kind, &f, Duration::from_secs(10))
-                        .await;
-                }
-                let msg = format!(
-                    "node {} renewed its Lease and is Ready again before any release",
-                    f.spec.node
-                );
-                self.records
-                    .record(
-                        &mut f,
-                        Phase::Aborted,
-                        "aborted",
-                        false,
-                        "FenceAborted",
-                        msg,
-                    )
-                    .await?;
+        let backends = self.backends_of(&f);
+        let seen = self.read(&f, true).await?;
+        let next = rules::step(&record_of(&f, &backends), &seen.now());
+        let next = match next {
+            Do::AskFence => {
+                let answer = self.ask_fence(&f).await;
+                // The proof is read after the answer: a fence that did not hold shows there.
+                let after = self.read(&f, false).await?;
+                rules::after_fence(&record_of(&f, &backends), &after.now(), answer)
             }
-            Phase::Detected | Phase::Fencing if node.is_none() => {
-                let msg = "the Node was deleted: PodGC releases its pods (rules.md §2d row 4)"
-                    .to_string();
-                self.records
-                    .step(&mut f, Phase::Done, "node-deleted", msg)
-                    .await?;
-            }
-            Phase::Detected => self.request(&mut f, 0, None).await?,
-            Phase::Fencing => self.fence(&mut f).await?,
-            Phase::Fenced => {
-                // Re-checked right before the taint (rules.md §7), also for an incident found
-                // `Fenced` after a restart: the Lease still silent since detection, not Ready.
-                if let Err(reason) = rules::proof(lease.as_deref(), seen.as_deref(), ready) {
-                    let kind = self.current(&f);
-                    self.backend_failed(kind);
-                    let msg =
-                        format!("{reason} (re-checked before the taint); nothing was released");
-                    self.records
-                        .record(
-                            &mut f,
-                            Phase::Failed,
-                            "proof-failed",
-                            true,
-                            "FenceFailed",
-                            msg,
-                        )
-                        .await?;
-                    return Ok(true);
-                }
-                // The taint releases every volume on the node: only when the fence covers them
-                // all (rules.md §7 "A fence has a scope"); otherwise the incident holds, saying why.
-                let scope = self.cfg.backends.scope(self.current(&f));
-                let used = observe::storage_on(self.client(), &f.spec.node).await?;
-                let missing = rules::uncovered(&scope, &used);
-                if !missing.is_empty() {
-                    let why = rules::scope_message(&f.spec.node, &scope, &missing);
-                    if f.status.message.as_deref() != Some(why.as_str()) {
-                        tracing::warn!(node = %f.spec.node, %why, "fencing: fence does not cover the node's volumes");
-                        self.records
-                            .announce(&f, true, "FenceScopeIncomplete", why.clone())
-                            .await;
-                    }
-                    f.status.uncovered = missing.iter().map(ToString::to_string).collect();
-                    self.note(&mut f, why).await?;
-                    return Ok(false);
-                }
-                f.status.uncovered.clear();
-                let affected = observe::affected(self.client(), &f.spec.node)
-                    .await
-                    .unwrap_or_default();
-                // What the kubelet last reported mounted and attached: recovery waits until they
-                // are gone, or the machine rebooted (rules.md §7 "Recover").
-                if let Some(n) = &node {
-                    f.status.released_volumes = observe::volumes(n);
-                }
-                self.records.taint(&f).await?;
-                f.status.released_at = Some(now());
-                let msg = format!(
-                    "{OUT_OF_SERVICE_TAINT} added to node {}: PodGC removes its pods and their volumes are detached",
-                    f.spec.node
-                );
-                self.records
-                    .record(
-                        &mut f,
-                        Phase::Released,
-                        "released",
-                        true,
-                        "NodeReleased",
-                        msg,
-                    )
-                    .await?;
-                self.announce_affected(&f, &affected).await;
-            }
-            Phase::Released if node.is_none() => {
-                self.records
-                    .step(&mut f, Phase::Done, "node-deleted", "the Node was deleted")
-                    .await?;
-            }
-            Phase::Released if healed => {
-                f.status.unfence_requested_at = Some(now());
-                let msg = format!(
-                    "node {} is back (Lease renewed, Ready): the taint stays until its fence is undone",
-                    f.spec.node
-                );
-                self.records
-                    .record(
-                        &mut f,
-                        Phase::Recovering,
-                        "recovering",
-                        true,
-                        "NodeReturned",
-                        msg,
-                    )
-                    .await?;
-            }
-            Phase::Released => {}
-            Phase::Recovering => {
-                // The released pods' processes may still run, or flush buffered writes, when
-                // storage returns: unfence only after a reboot or once the kubelet reports none
-                // of the released volumes (rules.md §7 "Recover", rook#17790).
-                let (boot_now, volumes_now) = match &node {
-                    Some(n) => (observe::boot_id(n), observe::volumes(n)),
-                    None => (None, Vec::new()),
-                };
-                if let Err(why) = rules::rebooted_or_released(
-                    boot_now.as_deref(),
-                    f.status.boot_id.as_deref(),
-                    &volumes_now,
-                    &f.status.released_volumes,
-                ) {
-                    if f.status.message.as_deref() != Some(why.as_str()) {
-                        self.records
-                            .announce(&f, true, "RecoveryHeld", why.clone())
-                            .await;
-                    }
-                    self.note(&mut f, why).await?;
-                    return Ok(false);
-                }
+            Do::AskUnfence => {
                 let kind = self.current(&f);
-                match self
+                let answer = self
                     .cfg
                     .backends
                     .unfence(
@@ -589,40 +451,156 @@ impl Fencer {
                         &f,
                         self.cfg.backends.timeout(kind).max(Duration::from_secs(5)),
                     )
-                    .await
-                {
-                    Answer::Done(ev) => {
-                        self.records.untaint(&f.spec.node).await?;
-                        if let Some(s) = seconds_since(f.status.unfence_requested_at.as_deref()) {
-                            self.metrics.time_to_recover.observe(s);
-                        }
-                        let msg = format!(
-                            "{ev}; {OUT_OF_SERVICE_TAINT} removed from node {}",
-                            f.spec.node
-                        );
-                        self.records
-                            .record(
-                                &mut f,
-                                Phase::Done,
-                                "recovered",
-                                false,
-                                "NodeRecovered",
-                                msg,
-                            )
-                            .await?;
-                    }
-                    Answer::Pending(msg) => self.note(&mut f, msg).await?,
-                    Answer::Failed(msg) => {
-                        self.backend_failed(kind);
-                        // The taint stays: a node whose fence cannot be undone does not take pods.
-                        self.note(&mut f, format!("unfence failed, will retry: {msg}"))
-                            .await?;
-                    }
+                    .await;
+                if matches!(answer, Answer::Failed(_)) {
+                    self.backend_failed(kind);
                 }
+                rules::after_unfence(&record_of(&f, &backends), answer)
             }
-            Phase::Done | Phase::Failed | Phase::Aborted => return Ok(true),
+            other => other,
+        };
+        if let Do::Write(t) = next {
+            self.apply(&mut f, t, seen.node.as_ref()).await?;
         }
         Ok(f.status.phase.is_final())
+    }
+
+    /// The backends of an incident, each with its timeout (what `rules::fencing::request` names).
+    fn backends_of(&self, f: &NodeFence) -> Vec<(BackendKind, u64)> {
+        f.spec
+            .backends
+            .iter()
+            .map(|k| (*k, self.cfg.backends.timeout(*k).as_secs()))
+            .collect()
+    }
+
+    /// The node, its Lease and, while `Fenced` (`with_storage`), what its pods use that the
+    /// current backend's fence does not cover: live reads, never a cache.
+    async fn read(&self, f: &NodeFence, with_storage: bool) -> Result<Seen, kube::Error> {
+        let node = Api::<Node>::all(self.client().clone())
+            .get_opt(&f.spec.node)
+            .await?;
+        let lease = observe::lease(self.client(), &f.spec.node).await?;
+        let scope = self.cfg.backends.scope(self.current(f));
+        let missing = if with_storage && f.status.phase == Phase::Fenced {
+            let used = observe::storage_on(self.client(), &f.spec.node).await?;
+            Some(rules::uncovered(&scope, &used))
+        } else {
+            None
+        };
+        Ok(Seen {
+            ready: node.as_ref().and_then(|n| observe::ready(n).0),
+            boot_id: node.as_ref().and_then(observe::boot_id),
+            volumes: node.as_ref().map(observe::volumes).unwrap_or_default(),
+            node,
+            lease,
+            scope,
+            missing,
+        })
+    }
+
+    /// Ask the current backend to fence, within what is left of its timeout. A controller that
+    /// took over after the timeout ran out (the old leader died mid-call) asks once more before
+    /// giving up: the backend may have fenced meanwhile.
+    async fn ask_fence(&self, f: &NodeFence) -> Answer {
+        let kind = self.current(f);
+        let timeout = self.cfg.backends.timeout(kind);
+        let elapsed = seconds_since(f.status.fence_requested_at.as_deref()).unwrap_or(0.0);
+        let remaining = timeout.as_secs_f64() - elapsed;
+        let first_ask = lock(&self.asked).insert((f.metadata.name.clone(), f.status.backend_index));
+        if !self.cfg.backends.configured(kind) {
+            Answer::Failed(format!("backend {} is not configured", kind.as_str()))
+        } else if remaining <= 0.0 && !first_ask {
+            Answer::Failed(format!("no answer within {}s", timeout.as_secs()))
+        } else {
+            let budget = Duration::from_secs_f64(remaining.max(LAST_ASK.as_secs_f64()));
+            self.cfg
+                .backends
+                .fence(self.client(), kind, f, budget)
+                .await
+        }
+    }
+
+    /// Write a transition: the status fields its effects stamp, the effects that act on the
+    /// cluster in the order the record promises (the taint before `Released` is written, so a
+    /// restart finds `Fenced` and re-checks the proof), then the record and its Events.
+    async fn apply(
+        &self,
+        f: &mut NodeFence,
+        t: Transition,
+        node: Option<&Node>,
+    ) -> Result<(), kube::Error> {
+        let e = &t.effects;
+        if e.unfence_best_effort {
+            // Whatever the backend did so far is undone (best effort: nothing was released).
+            let kind = self.current(f);
+            let _ = self
+                .cfg
+                .backends
+                .unfence(self.client(), kind, f, Duration::from_secs(10))
+                .await;
+        }
+        if e.backend_failed {
+            self.backend_failed(self.current(f));
+        }
+        if let Some(i) = e.request
+            && let Some(kind) = f.spec.backends.get(i).copied()
+        {
+            f.status.backend_index = i;
+            f.status.backend = Some(kind);
+            f.status.fence_requested_at = Some(now());
+        }
+        if e.fenced {
+            f.status.fenced_at = Some(now());
+            if self.current(f) == BackendKind::Manual {
+                f.status.confirmed_by = f
+                    .metadata
+                    .annotation(crate::model::fence::CONFIRMED_BY)
+                    .map(str::to_string);
+            }
+            if let Some(s) = seconds_since_ts(f.metadata.creation_timestamp) {
+                self.metrics.time_to_fence.observe(s);
+            }
+        }
+        if let Some(u) = &e.uncovered {
+            if !u.is_empty() {
+                tracing::warn!(node = %f.spec.node, why = %t.message, "fencing: fence does not cover the node's volumes");
+            }
+            f.status.uncovered = u.clone();
+        }
+        let affected = if e.announce_affected {
+            observe::affected(self.client(), &f.spec.node)
+                .await
+                .unwrap_or_default()
+        } else {
+            observe::Affected::default()
+        };
+        if e.taint {
+            // What the kubelet last reported mounted and attached: recovery waits until they are
+            // gone, or the machine rebooted (rules.md §7 "Recover").
+            if let Some(n) = node {
+                f.status.released_volumes = observe::volumes(n);
+            }
+            self.records.taint(f).await?;
+            f.status.released_at = Some(now());
+        }
+        if e.unfence_requested {
+            f.status.unfence_requested_at = Some(now());
+        }
+        if e.untaint {
+            self.records.untaint(&f.spec.node).await?;
+            if let Some(s) = seconds_since(f.status.unfence_requested_at.as_deref()) {
+                self.metrics.time_to_recover.observe(s);
+            }
+        }
+        self.records.step(f, t.phase, t.step, t.message).await?;
+        if let Some(a) = t.announce {
+            self.records.announce(f, a.warning, a.reason, a.note).await;
+        }
+        if e.announce_affected {
+            self.announce_affected(f, &affected).await;
+        }
+        Ok(())
     }
 
     fn backend_failed(&self, kind: BackendKind) {
@@ -634,148 +612,13 @@ impl Fencer {
             .inc();
     }
 
+    /// The backend the incident is at.
     fn current(&self, f: &NodeFence) -> BackendKind {
         f.spec
             .backends
             .get(f.status.backend_index)
             .copied()
             .unwrap_or(BackendKind::Manual)
-    }
-
-    /// Record "fence requested from backend `index`" before anything is asked of it.
-    async fn request(
-        &self,
-        f: &mut NodeFence,
-        index: usize,
-        why: Option<String>,
-    ) -> Result<(), kube::Error> {
-        let Some(kind) = f.spec.backends.get(index).copied() else {
-            let msg = format!(
-                "no fence backend left{}",
-                why.map(|w| format!(": {w}")).unwrap_or_default()
-            );
-            self.records
-                .step(f, Phase::Failed, "failed", msg.clone())
-                .await?;
-            self.records
-                .announce(
-                    f,
-                    true,
-                    "FenceFailed",
-                    format!("{msg}; nothing was released"),
-                )
-                .await;
-            return Ok(());
-        };
-        f.status.backend_index = index;
-        f.status.backend = Some(kind);
-        f.status.fence_requested_at = Some(now());
-        let msg = format!(
-            "fence requested from backend {} (timeout {}s){}",
-            kind.as_str(),
-            self.cfg.backends.timeout(kind).as_secs(),
-            why.map(|w| format!(" after: {w}")).unwrap_or_default()
-        );
-        self.records
-            .record(
-                f,
-                Phase::Fencing,
-                "fence-requested",
-                true,
-                "FenceRequested",
-                msg,
-            )
-            .await?;
-        Ok(())
-    }
-
-    async fn fence(&self, f: &mut NodeFence) -> Result<(), kube::Error> {
-        let kind = self.current(f);
-        let timeout = self.cfg.backends.timeout(kind);
-        let elapsed = seconds_since(f.status.fence_requested_at.as_deref()).unwrap_or(0.0);
-        let remaining = timeout.as_secs_f64() - elapsed;
-        // A controller that took over after the timeout ran out (the old leader died mid-call)
-        // asks once more before giving up: the backend may have fenced meanwhile.
-        let first_ask = lock(&self.asked).insert((f.metadata.name.clone(), f.status.backend_index));
-        let answer = if !self.cfg.backends.configured(kind) {
-            Answer::Failed(format!("backend {} is not configured", kind.as_str()))
-        } else if remaining <= 0.0 && !first_ask {
-            Answer::Failed(format!("no answer within {}s", timeout.as_secs()))
-        } else {
-            let budget = Duration::from_secs_f64(remaining.max(LAST_ASK.as_secs_f64()));
-            self.cfg
-                .backends
-                .fence(self.client(), kind, f, budget)
-                .await
-        };
-        match answer {
-            Answer::Done(ev) => {
-                // The proof is read after the answer: a fence that did not hold shows here.
-                let lease = observe::lease(self.client(), &f.spec.node).await?;
-                let node = Api::<Node>::all(self.client().clone())
-                    .get_opt(&f.spec.node)
-                    .await?;
-                let ready = node.as_ref().and_then(|n| observe::ready(n).0);
-                match rules::proof(
-                    lease.as_deref(),
-                    f.status.lease_renew_time.as_deref(),
-                    ready,
-                ) {
-                    Ok(()) => {
-                        f.status.fenced_at = Some(now());
-                        if kind == BackendKind::Manual {
-                            f.status.confirmed_by = f
-                                .metadata
-                                .annotation(crate::model::fence::CONFIRMED_BY)
-                                .map(str::to_string);
-                        }
-                        if let Some(s) = seconds_since_ts(f.metadata.creation_timestamp) {
-                            self.metrics.time_to_fence.observe(s);
-                        }
-                        let msg = format!(
-                            "{ev}; proof: the Lease is still at renewTime {} and the node is not Ready",
-                            f.status.lease_renew_time.as_deref().unwrap_or("never")
-                        );
-                        self.records
-                            .record(f, Phase::Fenced, "fenced", false, "NodeFenced", msg)
-                            .await?;
-                    }
-                    Err(reason) => {
-                        self.backend_failed(kind);
-                        self.records
-                            .step(f, Phase::Failed, "proof-failed", reason.clone())
-                            .await?;
-                        self.records
-                            .announce(
-                                f,
-                                true,
-                                "FenceFailed",
-                                format!("{reason}; nothing was released"),
-                            )
-                            .await;
-                    }
-                }
-            }
-            Answer::Pending(msg) => self.note(f, msg).await?,
-            Answer::Failed(msg) => {
-                self.backend_failed(kind);
-                let why = format!("backend {} failed: {msg}", kind.as_str());
-                match rules::next_backend(f.status.backend_index, f.spec.backends.len()) {
-                    Some(next) => self.request(f, next, Some(why)).await?,
-                    None => self.request(f, f.spec.backends.len(), Some(why)).await?,
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// A backend's progress note: written only when it changed (no write per tick).
-    async fn note(&self, f: &mut NodeFence, msg: String) -> Result<(), kube::Error> {
-        if f.status.message.as_deref() == Some(msg.as_str()) {
-            return Ok(());
-        }
-        let phase = f.status.phase;
-        self.records.step(f, phase, "progress", msg).await
     }
 
     async fn announce_affected(&self, f: &NodeFence, affected: &observe::Affected) {
@@ -809,6 +652,44 @@ impl Fencer {
                 self.records.event(&on, true, "VolumeReleased", note).await;
             }
         }
+    }
+}
+
+/// What `read` saw of an incident's node.
+struct Seen {
+    node: Option<Node>,
+    ready: Option<bool>,
+    lease: Option<String>,
+    boot_id: Option<String>,
+    volumes: Vec<String>,
+    scope: rules::Scope,
+    missing: Option<Vec<rules::Storage>>,
+}
+
+impl Seen {
+    fn now(&self) -> Now<'_> {
+        Now {
+            node: self.node.is_some(),
+            ready: self.ready,
+            lease: self.lease.as_deref(),
+            boot_id: self.boot_id.as_deref(),
+            volumes: &self.volumes,
+            scope: self.missing.as_deref().map(|m| (&self.scope, m)),
+        }
+    }
+}
+
+/// The incident as `rules::fencing::step` reads it.
+fn record_of<'a>(f: &'a NodeFence, backends: &'a [(BackendKind, u64)]) -> Record<'a> {
+    Record {
+        node: &f.spec.node,
+        phase: f.status.phase,
+        lease_at_detection: f.status.lease_renew_time.as_deref(),
+        boot_id_at_detection: f.status.boot_id.as_deref(),
+        released_volumes: &f.status.released_volumes,
+        message: f.status.message.as_deref(),
+        backend_index: f.status.backend_index,
+        backends,
     }
 }
 

@@ -374,6 +374,11 @@ pub fn next_backend(index: usize, len: usize) -> Option<usize> {
     (index + 1 < len).then_some(index + 1)
 }
 
+pub use super::fencing_step::{
+    Announce, Answer, Do, Effects, Now, Record, Transition, after_fence, after_unfence, request,
+    step,
+};
+
 #[cfg(test)]
 #[path = "fencing_tests.rs"]
 mod tests;

@@ -31,6 +31,7 @@ pub mod decision;
 pub mod delete_protection;
 pub mod enforcement;
 pub mod fencing;
+pub mod fencing_step;
 pub mod finalizer_guard;
 pub mod force_delete;
 pub mod in_use;

@@ -101,6 +101,8 @@ MODEL_DEPTH ?= 10
 model:
 	VOLGUARD_MODEL_DEPTH=$(MODEL_DEPTH) $(CARGO) test --locked --test model_rwo_lock -- --nocapture --test-threads=1 2>&1 | \
 	  grep -oE 'model rwo-lock.*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
+	$(CARGO) test --locked --test model_fencing -- --nocapture --test-threads=1 2>&1 | \
+	  grep -oE 'model fencing.*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
 
 test: lint unit model fuzz-check alerts chart image-check release e2e
 

@@ -23,7 +23,7 @@ pub const NODE_LABEL: &str = "volguard.io/node";
 /// NodeFence annotation `kubectl volguard fence confirm` writes: who confirmed, and when.
 pub const CONFIRMED_BY: &str = "volguard.io/confirmed-by";
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Phase {
     /// Partition seen; nothing asked of a backend yet.
     #[default]

@@ -380,8 +380,15 @@ fn model_fencing_holds_to_its_depth() {
             "model fencing (backends that lie): {property} broken after {lying} states:\n{path}"
         );
     }
+    // Deeper finds nothing new: every reachable state was explored.
+    let (deeper, _) = check(false, true, depth + 8);
+    let every = if deeper == lying {
+        "every reachable state"
+    } else {
+        "to its depth"
+    };
     println!(
-        "model fencing: {states} states explored (depth {depth}), invariants hold; with backends that answer falsely: {lying} states, the proof invariants hold"
+        "model fencing: {states} states explored (depth {depth}, {every}), invariants hold; with backends that answer falsely: {lying} states, the proof invariants hold"
     );
 }
 

@@ -1,0 +1,234 @@
+//! Detection (rules.md §7): every `--fencing-interval`, who is partitioned by this process's
+//! own clock of each Lease, whether it is a storm, and whether to open an incident (the
+//! decisions are `rules::fencing::open`'s); a person's taint on a confirmed node becomes a
+//! manual incident.
+
+use super::*;
+
+impl Fencer {
+    pub(super) async fn tick(self: Arc<Self>) -> Result<(), kube::Error> {
+        // Detection reads the apiserver's watch cache (`resourceVersion=0`: no etcd read per tick
+        // at a thousand nodes); every step that acts reads live (`advance`).
+        let nodes = Api::<Node>::all(self.client().clone())
+            .list(&ListParams::default().match_any())
+            .await?
+            .items;
+        let leases = observe::leases(self.client()).await?;
+        let incidents = self.records.list().await?;
+        for p in Phase::ALL {
+            let n = incidents
+                .iter()
+                .filter(|f| f.status.phase == p && !f.is_release_record())
+                .count();
+            self.metrics
+                .incidents
+                .get_or_create(&metrics::PhaseLabel { phase: p.as_str() })
+                .set(n as i64);
+        }
+        let open = |f: &&NodeFence| !f.status.phase.is_final() && !f.is_release_record();
+        for f in incidents.iter().filter(open) {
+            self.clone().ensure_driver(&f.metadata.name);
+        }
+        let open_for = |node: &str| incidents.iter().filter(open).any(|f| f.spec.node == node);
+        // Who is partitioned now, by our own clock of each Lease's changes.
+        let at = Instant::now();
+        let mut unhealthy = Vec::new();
+        {
+            let mut clock = lock(&self.clock);
+            let names: Vec<String> = nodes
+                .iter()
+                .filter_map(|n| n.metadata.name.clone())
+                .collect();
+            clock.forget_except(&names);
+            for n in &nodes {
+                let name = n.metadata.name.clone().unwrap_or_default();
+                let silent = leases
+                    .get(&name)
+                    .map(|renew| clock.observe(&name, renew.clone(), at));
+                let h = observe::health(n, silent);
+                // A node already out of service (fenced, or confirmed down by a person) is
+                // handled: it does not make the next partition look like a storm.
+                if h.unhealthy(self.cfg.limits.partition_after) && !tainted(n) {
+                    unhealthy.push((n.clone(), h));
+                }
+            }
+        }
+        self.metrics.scope_held.set(
+            incidents
+                .iter()
+                .filter(|f| f.status.phase == Phase::Fenced && !f.status.uncovered.is_empty())
+                .count() as i64,
+        );
+        let storm = rules::storm(unhealthy.len(), nodes.len(), self.cfg.limits.max_unhealthy);
+        self.metrics.unhealthy_nodes.set(unhealthy.len() as i64);
+        self.metrics.storm.set(i64::from(storm));
+        // A person's out-of-service taint on a confirmed node becomes a manual incident.
+        for n in &nodes {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            if tainted(n) && confirmed(n) && !open_for(&name) {
+                let lease = observe::lease(self.client(), &name).await?;
+                self.clone().record_manual(n, lease).await?;
+            }
+        }
+        let mut active = incidents
+            .iter()
+            .filter(|f| matches!(f.status.phase, Phase::Detected | Phase::Fencing))
+            .filter(|f| !f.is_release_record())
+            .count();
+        for (n, h) in unhealthy {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            if open_for(&name) {
+                continue;
+            }
+            if let Some(f) = incidents
+                .iter()
+                .filter(|f| f.spec.node == name && f.status.phase == Phase::Failed)
+                .max_by_key(|f| f.metadata.creation_timestamp)
+            {
+                self.hold(&name, format!(
+                    "incident {} failed ({}); delete it (kubectl delete nodefence {}) to let volguard try again",
+                    f.metadata.name,
+                    f.status.message.as_deref().unwrap_or("see its evidence"),
+                    f.metadata.name
+                )).await;
+                continue;
+            }
+            let affected = observe::affected(self.client(), &name).await?;
+            let decision = rules::open(
+                &h,
+                affected.pods.len(),
+                rules::forgiveness(affected.tolerations.iter().copied()),
+                storm,
+                active,
+                &self.cfg.limits,
+                jiff::Timestamp::now(),
+            );
+            match decision {
+                Open::Hold(reason) => {
+                    if affected.pods.is_empty() {
+                        // Not volguard's business (no opted-in claim): upstream's behaviour.
+                        continue;
+                    }
+                    self.hold(&name, reason).await;
+                }
+                Open::Yes => {
+                    // The caches said so; an incident begins only on what the apiserver says now,
+                    // and records the Lease as read live (what the proof compares against).
+                    let live = Api::<Node>::all(self.client().clone())
+                        .get_opt(&name)
+                        .await?;
+                    let lease = observe::lease(self.client(), &name).await?;
+                    let still = live
+                        .as_ref()
+                        .is_some_and(|l| observe::ready(l).0 != Some(true))
+                        && lease == leases.get(&name).cloned().flatten();
+                    if !still {
+                        continue;
+                    }
+                    lock(&self.held).remove(&name);
+                    let spec = NodeFenceSpec {
+                        node: name.clone(),
+                        backends: affected.backends(&self.cfg.chain),
+                        addresses: observe::addresses(&n),
+                        release: None,
+                    };
+                    let mut status = NodeFenceStatus {
+                        lease_renew_time: lease,
+                        boot_id: live.as_ref().and_then(observe::boot_id),
+                        ..Default::default()
+                    };
+                    let pods: Vec<&String> = affected.pods.keys().collect();
+                    status.evidence.push(crate::model::fence::Evidence {
+                        time: now(),
+                        step: "detected".into(),
+                        message: format!(
+                            "Lease silent for {}s (renewTime {}), node not Ready; pods holding opted-in RWO claims: {pods:?}",
+                            h.lease_silent_for.map(|d| d.as_secs()).unwrap_or_default(),
+                            status.lease_renew_time.as_deref().unwrap_or("never")
+                        ),
+                    });
+                    status.message = Some("partition detected".into());
+                    let f = self.records.create(spec, status).await?;
+                    tracing::warn!(node = %name, incident = %f.metadata.name, "fencing: partition detected");
+                    self.records
+                        .announce(&f, true, "PartitionDetected", format!(
+                            "node {name} stopped renewing its Lease and is not Ready; incident {} will fence it before its volumes move",
+                            f.metadata.name
+                        ))
+                        .await;
+                    active += 1;
+                    self.clone().ensure_driver(&f.metadata.name);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Log and announce why a node is not fenced, once per reason.
+    async fn hold(&self, node: &str, reason: String) {
+        let changed =
+            lock(&self.held).insert(node.to_string(), reason.clone()) != Some(reason.clone());
+        if changed {
+            tracing::warn!(node, %reason, "fencing: partitioned node not fenced");
+            self.records
+                .event(
+                    &node_ref(node),
+                    true,
+                    "FencingHeld",
+                    format!("node {node} is partitioned but not fenced: {reason}"),
+                )
+                .await;
+        }
+    }
+
+    async fn record_manual(
+        self: Arc<Self>,
+        n: &Node,
+        lease: Option<String>,
+    ) -> Result<(), kube::Error> {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        let spec = NodeFenceSpec {
+            node: name.clone(),
+            backends: vec![BackendKind::Manual],
+            addresses: observe::addresses(n),
+            release: None,
+        };
+        let mut status = NodeFenceStatus {
+            phase: Phase::Released,
+            backend: Some(BackendKind::Manual),
+            lease_renew_time: lease,
+            boot_id: observe::boot_id(n),
+            released_volumes: observe::volumes(n),
+            released_at: Some(now()),
+            // The username volguard's webhook stamped beside the confirmation (rules.md §8).
+            confirmed_by: Some(
+                n.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(crate::model::fence::CONFIRMED_BY))
+                    .map_or_else(
+                        || format!("node annotation {CONFIRM_NODE_DOWN} (setter not stamped)"),
+                        |who| who.clone(),
+                    ),
+            ),
+            message: Some(
+                "a person confirmed the node down and added the out-of-service taint".into(),
+            ),
+            ..Default::default()
+        };
+        status.evidence.push(crate::model::fence::Evidence {
+            time: now(),
+            step: "released".into(),
+            message: format!("{OUT_OF_SERVICE_TAINT} added by a person with {CONFIRM_NODE_DOWN}=true (allowed by volguard's webhook)"),
+        });
+        let f = self.records.create(spec, status).await?;
+        self.records
+            .announce(&f, false, "ManualFenceRecorded", format!(
+                "node {name} was taken out of service by a person who confirmed it down; incident {} removes the taint when the node returns",
+                f.metadata.name
+            ))
+            .await;
+        self.ensure_driver(&f.metadata.name);
+        Ok(())
+    }
+}

@@ -118,11 +118,16 @@ impl Fencer {
     }
 }
 
+/// The node in volguard's model, where "out of service" has its one definition.
+fn modelled(n: &Node) -> crate::model::Node {
+    serde_json::to_string(n)
+        .ok()
+        .and_then(|t| crate::model::from_json(&t).ok())
+        .unwrap_or_default()
+}
+
 fn tainted(n: &Node) -> bool {
-    n.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == OUT_OF_SERVICE_TAINT))
+    modelled(n).is_out_of_service()
 }
 
 fn confirmed(n: &Node) -> bool {

@@ -191,11 +191,32 @@ fn tolerates(p: &Pod) -> Tolerates {
     out
 }
 
-fn terminal(p: &Pod) -> bool {
-    matches!(
-        p.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
+/// The pod in volguard's model, where "terminal" and "its claims" have their one definition
+/// (`model::Pod::is_terminal`, `rules::claims::claims_of`). A pod that does not decode counts
+/// as running, with the claims it can be seen to name (when unsure, in use).
+fn modelled(p: &Pod) -> crate::model::Pod {
+    serde_json::to_string(p)
+        .ok()
+        .and_then(|t| crate::model::from_json(&t).ok())
+        .unwrap_or_default()
+}
+
+/// The non-terminal pods of a node with the claims each uses (their namespace's names).
+fn running_with_claims(pods: &[Pod]) -> Vec<(String, String, &Pod, Vec<String>)> {
+    pods.iter()
+        .filter_map(|p| {
+            let m = modelled(p);
+            if m.is_terminal() {
+                return None;
+            }
+            let ns = p.metadata.namespace.clone().unwrap_or_default();
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let claims = crate::rules::claims::claims_of(&m)
+                .map(|c| c.name)
+                .collect();
+            Some((ns, name, p, claims))
+        })
+        .collect()
 }
 
 /// Read what runs on `node` and which of it opted in (rules.md §7 "Opt in").
@@ -219,19 +240,7 @@ pub async fn affected(client: &kube::Client, node: &str) -> Result<Affected, kub
         .collect();
     let mut namespaces: HashMap<String, Option<String>> = HashMap::new();
     let mut out = Affected::default();
-    for p in pods.items.iter().filter(|p| !terminal(p)) {
-        let ns = p.metadata.namespace.clone().unwrap_or_default();
-        let name = p.metadata.name.clone().unwrap_or_default();
-        let claims: Vec<String> = p
-            .spec
-            .iter()
-            .flat_map(|s| s.volumes.iter().flatten())
-            .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
-                (Some(c), _) => Some(c.claim_name.clone()),
-                (None, Some(_)) => Some(format!("{name}-{}", v.name)),
-                _ => None,
-            })
-            .collect();
+    for (ns, name, p, claims) in running_with_claims(&pods.items) {
         if claims.is_empty() {
             continue;
         }
@@ -249,15 +258,15 @@ pub async fn affected(client: &kube::Client, node: &str) -> Result<Affected, kub
             let Some(pvc) = pvcs.get_opt(&c).await? else {
                 continue;
             };
-            let spec = pvc.spec.unwrap_or_default();
-            let rwo = spec
-                .access_modes
-                .iter()
-                .flatten()
-                .any(|m| m == "ReadWriteOnce" || m == "ReadWriteOncePod");
+            // "Is it ReadWriteOnce" has one definition: the lock's (`model::Pvc::is_rwo`).
+            let rwo = serde_json::to_string(&pvc)
+                .ok()
+                .and_then(|t| crate::model::from_json::<crate::model::Pvc>(&t).ok())
+                .is_none_or(|m| m.is_rwo());
             if !rwo {
                 continue;
             }
+            let spec = pvc.spec.unwrap_or_default();
             let (class, backends) = spec
                 .storage_class_name
                 .as_ref()
@@ -302,16 +311,9 @@ pub async fn storage_on(client: &kube::Client, node: &str) -> Result<Vec<Storage
         .await?;
     let pvs = Api::<PersistentVolume>::all(client.clone());
     let mut out = Vec::new();
-    for p in pods.items.iter().filter(|p| !terminal(p)) {
-        let ns = p.metadata.namespace.clone().unwrap_or_default();
-        let name = p.metadata.name.clone().unwrap_or_default();
+    for (ns, _, _, claims) in running_with_claims(&pods.items) {
         let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
-        for v in p.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-            let claim = match (&v.persistent_volume_claim, &v.ephemeral) {
-                (Some(c), _) => c.claim_name.clone(),
-                (None, Some(_)) => format!("{name}-{}", v.name),
-                _ => continue,
-            };
+        for claim in claims {
             let volume = pvcs
                 .get_opt(&claim)
                 .await?

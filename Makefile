@@ -113,6 +113,7 @@ prometheus:
 # Alert rules and their unit tests (promtool, from Debian's prometheus package).
 alerts: prometheus
 	cd manifests/monitoring && promtool check rules alerts.rules.yaml && promtool test rules alerts.test.yaml
+	$(CARGO) test --locked --test server -- --ignored --exact metrics_in_both_formats_pass_promtool
 
 # The Helm chart: helm lint, and tests/render.rs (the chart renders what kustomize renders; both
 # install into any namespace; values do what they say).

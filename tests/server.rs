@@ -475,3 +475,69 @@ async fn version_and_build_info_name_the_build() {
         "{info}"
     );
 }
+
+/// `/metrics` speaks both formats (issue 44 point 7): OpenMetrics to a scraper that asks for it,
+/// the Prometheus text format otherwise, and the latter passes `promtool check metrics`.
+#[tokio::test]
+#[ignore = "needs promtool: `make alerts` (part of `make test`) runs it with --ignored"]
+async fn metrics_in_both_formats_pass_promtool() {
+    let certs = Certs::new();
+    let server = Server::start(&certs.cert(), &certs.key(), &["--state", &state_arg()]);
+    let client = reqwest::Client::new();
+    let om = client
+        .get(server.probe_url("/metrics"))
+        .header(
+            "Accept",
+            "application/openmetrics-text; version=1.0.0,text/plain;version=0.0.4;q=0.5",
+        )
+        .send()
+        .await
+        .expect("metrics");
+    let ct = om.headers()["content-type"]
+        .to_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(ct.starts_with("application/openmetrics-text"), "{ct}");
+    let om = om.text().await.expect("text");
+    assert!(
+        om.trim_end().ends_with("# EOF"),
+        "OpenMetrics ends with # EOF"
+    );
+    let prom = client
+        .get(server.probe_url("/metrics"))
+        .send()
+        .await
+        .expect("metrics");
+    let ct = prom.headers()["content-type"]
+        .to_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    let prom = prom.text().await.expect("text");
+    assert!(
+        !prom.contains("# EOF") && prom.contains("# TYPE process_cpu_seconds_total counter"),
+        "{prom}"
+    );
+    let promtool = std::env::var("VOLGUARD_PROMTOOL").unwrap_or_else(|_| "promtool".into());
+    let mut child = std::process::Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {promtool}: {e} (make alerts installs it)"));
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(prom.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("promtool");
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

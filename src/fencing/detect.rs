@@ -25,6 +25,13 @@ impl Fencer {
                 .get_or_create(&metrics::PhaseLabel { phase: p.as_str() })
                 .set(n as i64);
         }
+        self.metrics.awaiting_person.set(
+            incidents
+                .iter()
+                .filter(|f| f.status.phase == Phase::Fencing && !f.is_release_record())
+                .filter(|f| self.current(f) == BackendKind::Manual)
+                .count() as i64,
+        );
         let open = |f: &&NodeFence| !f.status.phase.is_final() && !f.is_release_record();
         for f in incidents.iter().filter(open) {
             self.clone().ensure_driver(&f.metadata.name);

@@ -223,7 +223,7 @@ impl Fencer {
     }
 
     /// The backend the incident is at.
-    fn current(&self, f: &NodeFence) -> BackendKind {
+    pub(super) fn current(&self, f: &NodeFence) -> BackendKind {
         f.spec
             .backends
             .get(f.status.backend_index)

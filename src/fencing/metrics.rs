@@ -32,6 +32,8 @@ pub struct FencingMetrics {
     pub storm: Gauge,
     /// Fenced incidents held because the fence does not cover every volume on the node.
     pub scope_held: Gauge,
+    /// Incidents waiting for a person's `fence confirm` (the `manual` backend asked).
+    pub awaiting_person: Gauge,
 }
 
 fn buckets() -> impl Iterator<Item = f64> {
@@ -79,9 +81,17 @@ impl FencingMetrics {
                 "Fenced incidents not released because the fence does not cover every volume the node's pods use",
                 Gauge::default(),
             ),
+            awaiting_person: r.add(
+                "volguard_fencing_awaiting_confirmation",
+                "Incidents whose manual backend waits for a person to confirm the node down (kubectl volguard fence confirm)",
+                Gauge::default(),
+            ),
         };
         for p in Phase::ALL {
             let _ = m.incidents.get_or_create(&PhaseLabel { phase: p.as_str() });
+        }
+        for backend in ["webhook", "networkfence", "manual"] {
+            let _ = m.backend_failures.get_or_create(&BackendLabel { backend });
         }
         m
     }

@@ -58,12 +58,32 @@ async fn readyz(State(s): State<ProbeState>) -> impl IntoResponse {
     (code, body)
 }
 
-async fn metrics_text(State(s): State<ProbeState>) -> impl IntoResponse {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.render(),
-    )
+/// OpenMetrics to a scraper that asks for it (Prometheus does), the Prometheus text format to
+/// everyone else (curl, older scrapers, `promtool check metrics`).
+async fn metrics_text(
+    State(s): State<ProbeState>,
+    headers: axum::http::HeaderMap,
+) -> impl IntoResponse {
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    if openmetrics {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            s.metrics.render(),
+        )
+    } else {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            s.metrics.render_prometheus(),
+        )
+    }
 }

@@ -37,6 +37,12 @@ impl MetricsRegistry {
             .push(Box::new(hook));
     }
 
+    /// The Prometheus text format (0.0.4), for scrapers that do not ask for OpenMetrics.
+    pub fn render_prometheus(&self) -> String {
+        to_prometheus_text(&self.render())
+    }
+
+    /// OpenMetrics text.
     pub fn render(&self) -> String {
         for hook in self
             .on_scrape
@@ -52,5 +58,68 @@ impl MetricsRegistry {
             out.clear();
         }
         out
+    }
+}
+
+/// OpenMetrics text as the Prometheus text format 0.0.4. prometheus-client encodes only
+/// OpenMetrics; the differences are few and mechanical, so this rewrites its output rather than
+/// encoding twice: a counter's family is named with its `_total` suffix, an info family is a
+/// gauge named `_info`, `# UNIT` and `# EOF` go, and exemplars are dropped.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut help: Option<(&str, &str)> = None;
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, text) = rest.split_once(' ').unwrap_or((rest, ""));
+            help = Some((name, text));
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let (family, kind) = match kind {
+                "counter" => (format!("{name}_total"), "counter"),
+                "info" => (format!("{name}_info"), "gauge"),
+                "gauge" | "histogram" | "summary" => (name.to_string(), kind),
+                _ => (name.to_string(), "untyped"),
+            };
+            if let Some((h, text)) = help.take()
+                && h == name
+            {
+                out.push_str(&format!("# HELP {family} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {family} {kind}\n"));
+            continue;
+        }
+        // A sample; an exemplar follows ` # ` (OpenMetrics only).
+        let sample = line.split(" # ").next().unwrap_or(line);
+        out.push_str(sample);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openmetrics_becomes_prometheus_text() {
+        let om = "# HELP volguard_requests Requests.\n# TYPE volguard_requests counter\n\
+volguard_requests_total{rule=\"a\"} 3 # {trace=\"x\"} 1\n\
+# HELP volguard_build Build.\n# TYPE volguard_build info\nvolguard_build_info{version=\"1\"} 1\n\
+# HELP volguard_seconds Time.\n# TYPE volguard_seconds histogram\n# UNIT volguard_seconds seconds\n\
+volguard_seconds_bucket{le=\"+Inf\"} 1\nvolguard_seconds_sum 0.5\nvolguard_seconds_count 1\n# EOF\n";
+        let text = to_prometheus_text(om);
+        assert_eq!(
+            text,
+            "# HELP volguard_requests_total Requests.\n# TYPE volguard_requests_total counter\n\
+volguard_requests_total{rule=\"a\"} 3\n\
+# HELP volguard_build_info Build.\n# TYPE volguard_build_info gauge\nvolguard_build_info{version=\"1\"} 1\n\
+# HELP volguard_seconds Time.\n# TYPE volguard_seconds histogram\n\
+volguard_seconds_bucket{le=\"+Inf\"} 1\nvolguard_seconds_sum 0.5\nvolguard_seconds_count 1\n"
+        );
     }
 }

@@ -29,13 +29,15 @@ const ENDPOINTS: [&str; TABLE.len() + 3] = {
     }
     out
 };
-const KINDS: [&str; 7] = [
+const KINDS: [&str; 9] = [
     "Pod",
     "PersistentVolumeClaim",
     "PersistentVolume",
     "Eviction",
     "Binding",
     "Node",
+    "Namespace",
+    "NodeFence",
     "other",
 ];
 const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "other"];
@@ -175,7 +177,70 @@ impl Metrics {
                     .clone()
             })
             .collect();
+        m.precreate();
         m
+    }
+
+    /// Every series whose label values are known up front, at zero (dashboards and alerts see a
+    /// rule that never fired as 0, not as absent): each rule's requests by the kinds and
+    /// operations its row judges and the decisions it can give, break glass per validating
+    /// rule, certificate reloads by result.
+    fn precreate(&self) {
+        use crate::rules::rule::{On, TABLE};
+        for d in TABLE.iter() {
+            let decisions: &[&str] = if d.mutating {
+                &["patched", "allowed"]
+            } else {
+                &["allowed", "denied", "warned"]
+            };
+            for on in d.on {
+                let (kind, operation) = match on {
+                    On::PodCreate => ("Pod", "CREATE"),
+                    On::PodDelete => ("Pod", "DELETE"),
+                    On::PodEviction => ("Eviction", "CREATE"),
+                    On::PodBinding => ("Binding", "CREATE"),
+                    On::PvcCreate => ("PersistentVolumeClaim", "CREATE"),
+                    On::PvcUpdate | On::PvcStatusUpdate => ("PersistentVolumeClaim", "UPDATE"),
+                    On::PvcDelete => ("PersistentVolumeClaim", "DELETE"),
+                    On::PvCreate => ("PersistentVolume", "CREATE"),
+                    On::PvUpdate | On::PvStatusUpdate => ("PersistentVolume", "UPDATE"),
+                    On::PvDelete => ("PersistentVolume", "DELETE"),
+                    On::PodStatusUpdate | On::PodUpdate => ("Pod", "UPDATE"),
+                    On::NodeUpdate => ("Node", "UPDATE"),
+                    On::NodeDelete => ("Node", "DELETE"),
+                    On::NodeFenceUpdate => ("NodeFence", "UPDATE"),
+                    On::NamespaceDelete => ("Namespace", "DELETE"),
+                    On::NamespaceUpdate => ("Namespace", "UPDATE"),
+                };
+                for decision in decisions {
+                    let (e, k, o, dd) = (
+                        slot(&ENDPOINTS, d.name),
+                        slot(&KINDS, kind),
+                        slot(&OPERATIONS, operation),
+                        slot(&DECISIONS, decision),
+                    );
+                    let i = ((e * KINDS.len() + k) * OPERATIONS.len() + o) * DECISIONS.len() + dd;
+                    if let Some(series) = self.request_series.get(i) {
+                        series.get_or_init(|| {
+                            self.requests
+                                .get_or_create(&RequestLabels {
+                                    endpoint: ENDPOINTS[e],
+                                    kind: KINDS[k],
+                                    operation: OPERATIONS[o],
+                                    decision: DECISIONS[dd],
+                                })
+                                .clone()
+                        });
+                    }
+                }
+            }
+            if !d.mutating {
+                let _ = self.break_glass.get_or_create(&RuleLabels { rule: d.name });
+            }
+        }
+        for result in ["success", "failure"] {
+            let _ = self.tls_reloads.get_or_create(&ResultLabels { result });
+        }
     }
 
     /// Record how long one request to `endpoint` took to decide.

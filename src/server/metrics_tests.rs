@@ -17,10 +17,30 @@ fn requests_are_counted_per_series_and_unknown_values_become_other() {
         text.contains(r#"volguard_admission_requests_total{endpoint="validate",kind="other",operation="other",decision="allowed"} 1"#),
         "{text}"
     );
-    assert_eq!(
-        text.matches("volguard_admission_requests_total{").count(),
-        2
-    );
+    // Only those two non-zero: every other series is a rule's known one, at zero.
+    let counted: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("volguard_admission_requests_total{") && !l.ends_with(" 0"))
+        .collect();
+    assert_eq!(counted.len(), 2, "{counted:?}");
+}
+
+#[test]
+fn each_rule_s_known_series_are_there_from_the_start() {
+    let text = Metrics::new().render();
+    for line in [
+        r#"volguard_admission_requests_total{endpoint="force-delete",kind="Pod",operation="DELETE",decision="denied"} 0"#,
+        r#"volguard_admission_requests_total{endpoint="force-delete",kind="Eviction",operation="CREATE",decision="warned"} 0"#,
+        r#"volguard_admission_requests_total{endpoint="pvc-finalizer",kind="PersistentVolumeClaim",operation="CREATE",decision="patched"} 0"#,
+        r#"volguard_admission_requests_total{endpoint="delete-protection",kind="Namespace",operation="DELETE",decision="allowed"} 0"#,
+        r#"volguard_break_glass_total{rule="finalizer-removal"} 0"#,
+        r#"volguard_tls_reloads_total{result="failure"} 0"#,
+    ] {
+        assert!(text.contains(line), "missing {line}");
+    }
+    // A mutating rule is never "denied"; nothing outside a rule's row is made up.
+    assert!(!text.contains(r#"endpoint="pvc-finalizer",kind="PersistentVolumeClaim",operation="CREATE",decision="denied""#));
+    assert!(!text.contains(r#"endpoint="force-delete",kind="Node""#));
 }
 
 #[test]

@@ -541,3 +541,63 @@ async fn metrics_in_both_formats_pass_promtool() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The apiserver calls a DELETE's webhooks twice when the grace period ends at once (the registry
+/// validates the graceful-deletion update, then the deletion), each call with its own request
+/// UID. volguard decides both but counts one request (issue 44 point 6): same object UID,
+/// resourceVersion, user and endpoint within moments. Another resourceVersion is another request.
+#[tokio::test]
+async fn a_delete_s_second_call_is_not_counted_again() {
+    let certs = Certs::new();
+    let server = Server::start(&certs.cert(), &certs.key(), &["--state", &state_arg()]);
+    let http = common::client(&certs.ca_pem);
+    let fixture: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            common::repo().join("tests/fixtures/reviews/validate-pod-delete-force-admin.json"),
+        )
+        .expect("fixture"),
+    )
+    .expect("json");
+    let post = |uid: &str, rv: &str| {
+        let mut body = fixture["body"].clone();
+        body["request"]["uid"] = serde_json::json!(uid);
+        body["request"]["oldObject"]["metadata"]["resourceVersion"] = serde_json::json!(rv);
+        let http = http.clone();
+        let url = server.url("/validate/force-delete");
+        async move {
+            let r = http.post(url).json(&body).send().await.expect("post");
+            let v: serde_json::Value = r.json().await.expect("review");
+            v["response"]["allowed"].as_bool().expect("allowed")
+        }
+    };
+    let first = post("00000000-0000-4000-8000-0000000a0001", "41").await;
+    let again = post("00000000-0000-4000-8000-0000000a0002", "41").await;
+    assert_eq!(first, again, "both calls are decided, the same way");
+    let series = |text: &str| {
+        text.lines()
+            .filter(|l| {
+                l.starts_with(r#"volguard_admission_requests_total{endpoint="force-delete",kind="Pod",operation="DELETE""#)
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let metrics = reqwest::get(server.probe_url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert_eq!(series(&metrics), 1.0, "two calls of one request count once");
+    post("00000000-0000-4000-8000-0000000a0003", "42").await;
+    let metrics = reqwest::get(server.probe_url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert_eq!(
+        series(&metrics),
+        2.0,
+        "another version of the pod is another request"
+    );
+}

@@ -169,6 +169,53 @@ impl Request<'_> {
         of(&self.old_object).or_else(|| of(&self.object))
     }
 
+    /// The stored object's UID and resourceVersion on a DELETE: the same DELETE reaches a
+    /// webhook twice when it ends a grace period at once (the apiserver's registry validates the
+    /// graceful-deletion update and then the deletion), each call with its own request UID, so
+    /// this is how one request is told from its second call (metrics and Events count requests).
+    pub fn deleted_version(&self) -> Option<(String, String)> {
+        #[derive(Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct Meta {
+            #[serde(default)]
+            uid: String,
+            #[serde(default)]
+            resource_version: String,
+        }
+        #[derive(Deserialize)]
+        struct Object {
+            #[serde(default)]
+            metadata: Meta,
+        }
+        if self.operation != "DELETE" {
+            return None;
+        }
+        let (uid, rv) = match &self.old_object {
+            Embedded::Raw(raw) => {
+                let m = serde_json::from_str::<Object>(raw.get()).ok()?.metadata;
+                (m.uid, m.resource_version)
+            }
+            Embedded::Pod(o) => (
+                o.metadata.uid.clone(),
+                o.metadata.resource_version.clone().unwrap_or_default(),
+            ),
+            Embedded::Pvc(o) => (
+                o.metadata.uid.clone(),
+                o.metadata.resource_version.clone().unwrap_or_default(),
+            ),
+            Embedded::Pv(o) => (
+                o.metadata.uid.clone(),
+                o.metadata.resource_version.clone().unwrap_or_default(),
+            ),
+            Embedded::Node(o) => (
+                o.metadata.uid.clone(),
+                o.metadata.resource_version.clone().unwrap_or_default(),
+            ),
+            _ => return None,
+        };
+        (!uid.is_empty() && !rv.is_empty()).then_some((uid, rv))
+    }
+
     /// `namespace/name` (or `name`) for logs.
     pub fn target(&self) -> String {
         match (self.namespace.as_deref(), self.name.as_deref()) {

@@ -47,6 +47,37 @@ struct Shared {
     /// Body bytes in flight, in KiB permits.
     body_budget: Arc<tokio::sync::Semaphore>,
     audit: Option<crate::state::audit::AuditSink>,
+    /// DELETEs seen in the last moments, to count the second call of one request once.
+    deletes: SecondCalls,
+}
+
+/// The last DELETE calls, by (endpoint, object UID, resourceVersion, user): the apiserver calls
+/// a DELETE's webhooks twice when the grace period ends at once (`Request::deleted_version`).
+/// A repeat within `WINDOW` is that second call: decided again, but neither counted nor
+/// recorded again. Bounded: the oldest entries go first. Only DELETEs pay the lock.
+#[derive(Default)]
+struct SecondCalls(std::sync::Mutex<std::collections::VecDeque<(u64, std::time::Instant)>>);
+
+impl SecondCalls {
+    const WINDOW: std::time::Duration = std::time::Duration::from_secs(5);
+    const MAX: usize = 4096;
+
+    /// Whether this call repeats one seen within the window (and remember it either way).
+    fn repeat(&self, key: u64) -> bool {
+        let now = std::time::Instant::now();
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        while seen
+            .front()
+            .is_some_and(|(_, at)| now.duration_since(*at) > Self::WINDOW || seen.len() > Self::MAX)
+        {
+            seen.pop_front();
+        }
+        if seen.iter().any(|(k, _)| *k == key) {
+            return true;
+        }
+        seen.push_back((key, now));
+        false
+    }
 }
 
 pub fn router(state: AppState) -> Router {
@@ -70,6 +101,7 @@ pub fn router(state: AppState) -> Router {
         concurrency,
         body_budget: Arc::new(tokio::sync::Semaphore::new(budget_kib)),
         audit: state.audit,
+        deletes: SecondCalls::default(),
     });
     let mut r = Router::new()
         .route(
@@ -323,12 +355,21 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
     span_handle.record("row", decision.row);
     s.metrics
         .observe_duration(endpoint.as_str(), started.elapsed().as_secs_f64());
-    s.metrics.count_request(
-        endpoint.as_str(),
-        &req.kind.kind,
-        &req.operation,
-        decision.outcome(),
-    );
+    // Requests, not calls: a DELETE's second call is decided again, not counted again.
+    let second_call = req.deleted_version().is_some_and(|(uid, rv)| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (endpoint.as_str(), uid, rv, &req.user_info.username).hash(&mut h);
+        s.deletes.repeat(h.finish())
+    });
+    if !second_call {
+        s.metrics.count_request(
+            endpoint.as_str(),
+            &req.kind.kind,
+            &req.operation,
+            decision.outcome(),
+        );
+    }
     if verdict.unknown_kind {
         s.metrics
             .unknown_kinds
@@ -363,6 +404,7 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
         && !decision.warned
         && crate::rules::BREAK_GLASS_ROWS.contains(&decision.row)
         && !req.dry_run.unwrap_or(false)
+        && !second_call
         && let Some(r) = verdict.rule
     {
         s.metrics
@@ -388,6 +430,7 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
         && !decision.warned
         && crate::rules::RECORDED_ROWS.contains(&decision.row)
         && !req.dry_run.unwrap_or(false)
+        && !second_call
         && let (Some(audit), Some(r)) = (&s.audit, verdict.rule)
     {
         record_event(
@@ -403,6 +446,7 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
         && (!decision.allowed || decision.warned)
         && decision.code < 500
         && !req.dry_run.unwrap_or(false)
+        && !second_call
     {
         let (reason, verb) = match decision.warned {
             true => ("WouldDeny", "would refuse"),

@@ -448,6 +448,18 @@ pub struct AdmissionDirArgs {
     pub force_delete_groups: Vec<String>,
 }
 
+/// `-o`: how `report` and `explain` print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    /// The table with where each "unused since" comes from.
+    Wide,
+    Json,
+    Yaml,
+    /// `persistentvolumeclaim/NAME` per line (for scripts: `| xargs kubectl delete -n NS`).
+    Name,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum FenceCommand {
     /// Confirm that NODE is down (powered off, cut from its storage): the node's open incident's
@@ -613,8 +625,8 @@ pub struct ExplainArgs {
     /// The kubeconfig context to use (as kubectl's --context).
     #[arg(long)]
     pub context: Option<String>,
-    #[arg(short = 'o', long, value_enum, default_value_t = crate::report::render::Format::Table)]
-    pub output: crate::report::render::Format,
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
     /// `explain node`: a node whose Lease was renewed within this (or that reports Ready) is alive.
     #[arg(long, default_value = "40s", env = "VOLGUARD_PARTITION_AFTER")]
     pub partition_after: jiff::SignedDuration,
@@ -652,7 +664,7 @@ pub struct ReportArgs {
     #[arg(long)]
     pub older_than: Option<String>,
     #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: crate::report::render::Format,
+    pub output: Format,
     /// Evaluate at this time instead of now (RFC 3339), for reproducible reports.
     #[arg(long, hide = true)]
     pub now: Option<String>,

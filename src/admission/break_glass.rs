@@ -5,7 +5,7 @@
 //! (the chart's ClusterRole `volguard-break-glass` grants it; bind it to the people you name). A
 //! namespace editor alone cannot break glass. The rules never see an override that did not count.
 
-use super::dispatch::Admission;
+use super::context::Admission;
 use super::review::Request;
 use crate::model::Meta;
 use crate::state::Cluster;

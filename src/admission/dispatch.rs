@@ -5,14 +5,10 @@
 //! the request's time budget; a rule that runs out of time answers as its failure policy says
 //! (rules.md "Deciding late"), and a denial of a rule in `warn` mode becomes a warning (rules.md §2g).
 
+use super::context::Admission;
 use super::review::Request;
 use crate::rules::Decision;
-use crate::rules::enforcement::Enforcement;
-use crate::rules::force_delete::ForceDeletePolicy;
 use crate::rules::rule::{FailurePolicy, On, Rule};
-use crate::state::Cluster;
-use std::collections::HashSet;
-use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -138,80 +134,7 @@ pub struct Verdict {
 /// from callers, so the set must not grow without bound (rules.md §2e).
 pub const MAX_UNKNOWN_KINDS: usize = 32;
 
-pub struct Admission {
-    pub cluster: Cluster,
-    pub policy: ForceDeletePolicy,
-    /// Usernames of volguard's own controller (exempt from the finalizer guard).
-    pub own_controllers: Vec<String>,
-    /// Every identity of volguard's (its controller's and its webhook's): the writers of the
-    /// RWO lock annotation.
-    pub own_identities: Vec<String>,
-    pub enforcement: Enforcement,
-    /// `--rwo-guard=off` turns rules.md §2f off.
-    pub rwo_guard: bool,
-    /// Who may use a `volguard.io/*` override (rules.md §8).
-    pub break_glass: super::break_glass::BreakGlass,
-    /// The RWO lock's outcomes (`volguard_rwo_locks_total`), registered by whoever serves.
-    pub locks: prometheus_client::metrics::family::Family<
-        super::placement::LockLabels,
-        prometheus_client::metrics::counter::Counter,
-    >,
-    /// How long each RWO lock has been seen, on this process's own clock (rules.md §2f).
-    pub lock_clock: crate::state::lock_clock::LockClock,
-    /// A node whose Lease was renewed within this is alive, whoever confirms it down (rules.md §7).
-    pub partition_after: jiff::SignedDuration,
-    unknown_kinds: Mutex<HashSet<String>>,
-}
-
 impl Admission {
-    pub fn new(cluster: Cluster, policy: ForceDeletePolicy, own_controllers: Vec<String>) -> Self {
-        let lock_clock = match &cluster {
-            Cluster::Offline(store) => {
-                let pvcs = store.pvcs.all();
-                crate::state::lock_clock::LockClock::offline(pvcs.iter().filter_map(|p| {
-                    let raw = p.metadata.annotation(crate::rules::rwo_lock::RWO_LOCK)?;
-                    Some((p.metadata.namespace.as_str(), p.metadata.name.as_str(), raw))
-                }))
-            }
-            Cluster::Live(_) => crate::state::lock_clock::LockClock::live(),
-        };
-        let mut own_identities = own_controllers.clone();
-        own_identities.push(crate::cli::webhook_user());
-        Admission {
-            lock_clock,
-            cluster,
-            policy,
-            own_identities,
-            own_controllers,
-            enforcement: Enforcement::default(),
-            rwo_guard: true,
-            break_glass: Default::default(),
-            locks: Default::default(),
-            partition_after: jiff::SignedDuration::from_secs(40),
-            unknown_kinds: Mutex::new(HashSet::new()),
-        }
-    }
-
-    pub fn with_enforcement(mut self, enforcement: Enforcement) -> Self {
-        self.enforcement = enforcement;
-        self
-    }
-
-    pub fn with_partition_after(mut self, d: jiff::SignedDuration) -> Self {
-        self.partition_after = d;
-        self
-    }
-
-    pub fn with_break_glass(mut self, mode: super::break_glass::BreakGlass) -> Self {
-        self.break_glass = mode;
-        self
-    }
-
-    pub fn with_rwo_guard(mut self, on: bool) -> Self {
-        self.rwo_guard = on;
-        self
-    }
-
     /// Decide within `budget`: every applicable rule in order; the first denial wins, warnings
     /// and the patch of the mutating rule are collected.
     pub async fn decide(&self, endpoint: Endpoint, req: &Request<'_>, budget: Duration) -> Verdict {
@@ -223,6 +146,18 @@ impl Admission {
             .copied()
             .filter(|r| endpoint.admits(*r))
             .collect();
+        let Target::On(on) = target else {
+            let unknown = target == Target::Unknown;
+            let d = match unknown {
+                true => self.unknown_kind(req),
+                false => Decision::allow("no-rule"),
+            };
+            return Verdict {
+                decision: d,
+                rule: None,
+                unknown_kind: unknown,
+            };
+        };
         if rules.is_empty() {
             let unknown = target == Target::Unknown;
             let d = match (unknown, endpoint) {
@@ -244,7 +179,7 @@ impl Admission {
             let judged = match DEADLINE
                 .scope(
                     deadline,
-                    tokio::time::timeout_at(deadline, self.judge(rule, target, req)),
+                    tokio::time::timeout_at(deadline, self.judge(rule, on, req)),
                 )
                 .await
             {
@@ -344,26 +279,7 @@ impl Admission {
 /// What a rule answers when its facts did not arrive in time (rules.md "Deciding late or without
 /// facts"): the same as the apiserver would if volguard were down.
 fn late(rule: Rule, budget: Duration) -> Decision {
-    undecided(rule, "late", &format!("within {budget:?}"))
-}
-
-/// A rule that could not decide answers as its failure policy says: an Ignore rule allows with a
-/// warning, a Fail rule refuses with 500. `why` finishes "volguard could not decide RULE ...".
-pub(super) fn undecided(rule: Rule, row: &'static str, why: &str) -> Decision {
-    match rule.failure_policy() {
-        FailurePolicy::Ignore => Decision::allow(row).with_warning(format!(
-            "volguard could not check {} {why}; allowed as if volguard were unavailable",
-            rule.name()
-        )),
-        FailurePolicy::Fail => Decision::unavailable(
-            row,
-            format!(
-                "volguard could not decide {} {why}: refused, since it guards against data \
-                 loss; retry",
-                rule.name()
-            ),
-        ),
-    }
+    rule.undecided("late", &format!("within {budget:?}"))
 }
 
 #[cfg(test)]

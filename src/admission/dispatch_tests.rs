@@ -1,7 +1,8 @@
 //! Unit tests of `src/admission/dispatch.rs`: routing by path, and bounded unknown kinds.
 
 use super::*;
-use crate::state::Store;
+use crate::rules::force_delete::ForceDeletePolicy;
+use crate::state::{Cluster, Store};
 use std::sync::Arc;
 
 fn admission() -> Admission {
@@ -77,8 +78,7 @@ fn a_decision_future_stays_small_whatever_the_rule() {
     let a = admission();
     let body = review("", "Pod", "CREATE");
     let req = crate::admission::decode(body.as_bytes()).expect("review");
-    let judge =
-        std::mem::size_of_val(&a.judge(Rule::PodOnTerminatingClaim, Target::of(&req), &req));
+    let judge = std::mem::size_of_val(&a.judge(Rule::PodOnTerminatingClaim, On::PodCreate, &req));
     let decide = std::mem::size_of_val(&a.decide(Endpoint::Validate, &req, Duration::from_secs(1)));
     assert!(
         judge <= 1024,
@@ -99,13 +99,13 @@ async fn a_rule_asked_outside_its_row_answers_by_its_failure_policy() {
     let req = crate::admission::decode(body.as_bytes()).expect("review");
     let target = Target::of(&req);
     assert!(!target.rules().contains(&Rule::ForceDelete));
-    let d = a.judge(Rule::ForceDelete, target, &req).await;
+    let d = a.judge(Rule::ForceDelete, On::PvcCreate, &req).await;
     let d = d.expect_err("answered before the rule ran");
     assert_eq!((d.allowed, d.code, d.row), (false, 500, "unrouted"));
     let message = d.message.unwrap_or_default();
     assert!(message.contains("force-delete"), "{message}");
     assert!(!target.rules().contains(&Rule::PodStatus));
-    let d = a.judge(Rule::PodStatus, target, &req).await;
+    let d = a.judge(Rule::PodStatus, On::PvcCreate, &req).await;
     let d = d.expect_err("answered before the rule ran");
     assert_eq!((d.allowed, d.row), (true, "unrouted"));
     assert!(d.warnings[0].contains("pod-status"), "{:?}", d.warnings);

@@ -4,7 +4,7 @@
 //! `Fact::Unknown`, which the rules treat as in use.
 
 use super::break_glass::{Override, strip};
-use super::dispatch::{Admission, Target};
+use super::context::Admission;
 use super::review::{Embedded, EmbeddedKind, Request};
 use crate::model::fence::CONFIRM_NODE_DOWN;
 use crate::model::fence::{FENCE_INCIDENT, Release, ReleaseAction};
@@ -45,15 +45,14 @@ macro_rules! judge_by_table {
             pub(super) async fn judge(
                 &self,
                 rule: Rule,
-                target: Target,
+                on: On,
                 req: &Request<'_>,
             ) -> Result<Decision, Decision> {
-                match (rule, target) {
-                    $($((Rule::$rule, Target::On(On::$on)) => self.$judge(req).await,)+)+
+                match (rule, on) {
+                    $($((Rule::$rule, On::$on) => self.$judge(req).await,)+)+
                     // Routing hands a rule only the requests its row names (`On::rules`); were
                     // that ever to slip, the rule answers as if it could not decide.
-                    _ => Err(super::dispatch::undecided(
-                        rule,
+                    _ => Err(rule.undecided(
                         "unrouted",
                         "for a request its row does not name",
                     )),

@@ -1,12 +1,14 @@
 //! AdmissionReview v1 in and out, and the dispatch of each request to its rule.
 
 pub mod break_glass;
+mod context;
 pub mod dispatch;
 pub mod encode;
 mod facts;
 mod placement;
 pub mod review;
 
-pub use dispatch::{Admission, Endpoint};
+pub use context::Admission;
+pub use dispatch::Endpoint;
 pub use encode::encode;
 pub use review::{Request, decode};

@@ -3,7 +3,7 @@
 //! quorum reads that judge it, the compare-and-swap with its retries, its late answers and its
 //! metric. `facts.rs` routes a bind or a placed pod CREATE here.
 
-use super::dispatch::Admission;
+use super::context::Admission;
 use super::facts::deref;
 use super::review::Request;
 use crate::model::{Node, Pod, Pvc};

@@ -3,16 +3,9 @@
 use super::Report;
 use crate::model::quantity::{format_bytes, format_duration};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Table,
-    /// The table with where each "unused since" comes from.
-    Wide,
-    Json,
-    Yaml,
-    /// `persistentvolumeclaim/NAME` per line (for scripts: `| xargs kubectl delete -n NS`).
-    Name,
-}
+/// The output formats are a flag's values (`-o`): the command line owns them, and each job
+/// (report, explain) reads its arguments from there, never the other way round.
+pub use crate::cli::Format;
 
 /// A report that cannot be written in the asked format (never seen: the report's types are plain).
 #[derive(Debug, thiserror::Error)]

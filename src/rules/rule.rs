@@ -363,6 +363,25 @@ impl Rule {
     pub fn from_name(name: &str) -> Option<Rule> {
         TABLE.iter().find(|d| d.name == name).map(|d| d.rule)
     }
+
+    /// The answer when this rule cannot decide (`why`: what it could not do): its failure policy
+    /// says, as the apiserver would were volguard unreachable (rules.md "Deciding late").
+    pub fn undecided(self, row: &'static str, why: &str) -> super::Decision {
+        match self.failure_policy() {
+            FailurePolicy::Ignore => super::Decision::allow(row).with_warning(format!(
+                "volguard could not check {} {why}; allowed as if volguard were unavailable",
+                self.name()
+            )),
+            FailurePolicy::Fail => super::Decision::unavailable(
+                row,
+                format!(
+                    "volguard could not decide {} {why}: refused, since it guards against data \
+                     loss; retry",
+                    self.name()
+                ),
+            ),
+        }
+    }
 }
 
 impl fmt::Display for Rule {

@@ -7,6 +7,7 @@ pub mod build;
 pub mod kube;
 pub mod probes;
 pub mod process;
+pub mod rate_limit;
 pub mod registry;
 pub mod shutdown;
 

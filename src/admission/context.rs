@@ -1,0 +1,84 @@
+//! What every rule's facts are gathered with: the view of the cluster, the flags that shape the
+//! rules (force-delete policy, enforcement, RWO guard, break glass), the lock's metrics and clock.
+//! Routing (`dispatch`) and gathering (`facts`, `placement`) both work on it; neither owns it.
+
+use crate::rules::enforcement::Enforcement;
+use crate::rules::force_delete::ForceDeletePolicy;
+use crate::state::Cluster;
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+pub struct Admission {
+    pub cluster: Cluster,
+    pub policy: ForceDeletePolicy,
+    /// Usernames of volguard's own controller (exempt from the finalizer guard).
+    pub own_controllers: Vec<String>,
+    /// Every identity of volguard's (its controller's and its webhook's): the writers of the
+    /// RWO lock annotation.
+    pub own_identities: Vec<String>,
+    pub enforcement: Enforcement,
+    /// `--rwo-guard=off` turns rules.md §2f off.
+    pub rwo_guard: bool,
+    /// Who may use a `volguard.io/*` override (rules.md §8).
+    pub break_glass: super::break_glass::BreakGlass,
+    /// The RWO lock's outcomes (`volguard_rwo_locks_total`), registered by whoever serves.
+    pub locks: prometheus_client::metrics::family::Family<
+        super::placement::LockLabels,
+        prometheus_client::metrics::counter::Counter,
+    >,
+    /// How long each RWO lock has been seen, on this process's own clock (rules.md §2f).
+    pub lock_clock: crate::state::lock_clock::LockClock,
+    /// A node whose Lease was renewed within this is alive, whoever confirms it down (rules.md §7).
+    pub partition_after: jiff::SignedDuration,
+    pub(super) unknown_kinds: Mutex<HashSet<String>>,
+}
+
+impl Admission {
+    pub fn new(cluster: Cluster, policy: ForceDeletePolicy, own_controllers: Vec<String>) -> Self {
+        let lock_clock = match &cluster {
+            Cluster::Offline(store) => {
+                let pvcs = store.pvcs.all();
+                crate::state::lock_clock::LockClock::offline(pvcs.iter().filter_map(|p| {
+                    let raw = p.metadata.annotation(crate::rules::rwo_lock::RWO_LOCK)?;
+                    Some((p.metadata.namespace.as_str(), p.metadata.name.as_str(), raw))
+                }))
+            }
+            Cluster::Live(_) => crate::state::lock_clock::LockClock::live(),
+        };
+        let mut own_identities = own_controllers.clone();
+        own_identities.push(crate::cli::webhook_user());
+        Admission {
+            lock_clock,
+            cluster,
+            policy,
+            own_identities,
+            own_controllers,
+            enforcement: Enforcement::default(),
+            rwo_guard: true,
+            break_glass: Default::default(),
+            locks: Default::default(),
+            partition_after: jiff::SignedDuration::from_secs(40),
+            unknown_kinds: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub fn with_enforcement(mut self, enforcement: Enforcement) -> Self {
+        self.enforcement = enforcement;
+        self
+    }
+
+    pub fn with_partition_after(mut self, d: jiff::SignedDuration) -> Self {
+        self.partition_after = d;
+        self
+    }
+
+    pub fn with_break_glass(mut self, mode: super::break_glass::BreakGlass) -> Self {
+        self.break_glass = mode;
+        self
+    }
+
+    pub fn with_rwo_guard(mut self, on: bool) -> Self {
+        self.rwo_guard = on;
+        self
+    }
+}

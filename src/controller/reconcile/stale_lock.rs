@@ -1,0 +1,114 @@
+//! rules.md §2f "the controller cleans up": a RWO lock whose node holds no user of the claim, as
+//! a quorum read shows it, is cleared with the claim's resourceVersion.
+
+use super::*;
+
+impl Reconciler {
+    /// rules.md §2f "the controller cleans up": remove the RWO lock once no pod on its node uses
+    /// the claim (a consistent LIST confirms what the cache suggests) and this process has seen
+    /// the lock for the grace, or its node is gone or out of service (read live). The removal
+    /// `test`s the lock's value, so a lock retaken meanwhile stays. A lock too young to judge is
+    /// looked at again when its grace ends (at most `BIND_GRACE` away: no date written by anyone
+    /// else sets that time).
+    pub(super) async fn clear_stale_lock(&self, pvc: &Pvc) -> Outcome {
+        let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
+        let Some(raw) = pvc.metadata.annotation(RWO_LOCK) else {
+            return Outcome::Done;
+        };
+        let Some(lock) = RwoLock::parse(raw) else {
+            return Outcome::Done;
+        };
+        let in_use_cached = self
+            .store
+            .claims
+            .pods_naming(ns, name)
+            .into_iter()
+            .filter_map(|n| self.store.pods.get(ns, &n))
+            .any(|p| rwo_lock::uses_on(&p, ns, name, &lock.node));
+        let node_cached = self.store.nodes.get("", &lock.node);
+        let node_released = node_cached.as_ref().is_none_or(|n| n.is_out_of_service());
+        if in_use_cached && !node_released {
+            self.lock_clock.quiet_for(ns, name, raw, true);
+            return Outcome::Done;
+        }
+        let observed = self.lock_clock.quiet_for(ns, name, raw, false);
+        if observed < rwo_lock::BIND_GRACE && !node_released {
+            // Looked at again when the grace ends (the reads below may clear it sooner, when the
+            // lock's placement can no longer land).
+            let left = rwo_lock::BIND_GRACE - observed + std::time::Duration::from_secs(1);
+            let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
+            tokio::spawn(async move {
+                tokio::time::sleep(left).await;
+                queue.add(key);
+            });
+        }
+        self.limiter.acquire().await;
+        let node = match Api::<Decoded<crate::model::Node>>::all(self.client.clone())
+            .get_opt(&lock.node)
+            .await
+        {
+            Ok(Some(n)) => Fact::Found(n.into_inner()),
+            Ok(None) => Fact::Missing,
+            Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+        };
+        self.limiter.acquire().await;
+        let users = list_pods_consistent(&self.client, ns, |p| {
+            rwo_lock::uses_on(p, ns, name, &lock.node)
+        })
+        .await;
+        let in_use = !matches!(&users, Fact::Found(u) if u.is_empty());
+        let observed = match in_use {
+            true => self.lock_clock.quiet_for(ns, name, raw, true),
+            false => observed,
+        };
+        // The pod the lock names, read live: may the placement it was written for still land?
+        self.limiter.acquire().await;
+        let writer = match Api::<Decoded<Pod>>::namespaced(self.client.clone(), ns)
+            .get_opt(&lock.pod)
+            .await
+        {
+            Ok(Some(p)) => Fact::Found(p.into_inner()),
+            Ok(None) => Fact::Missing,
+            Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+        };
+        // A node gone counts only with a record of its deletion on proof (rules.md §7).
+        let gone_recorded = match &node {
+            Fact::Missing => match crate::state::fences::of_node(&self.client, &lock.node).await {
+                Fact::Found(all) => {
+                    crate::model::fence::proof_of_down(&all, &lock.node, Some(lock.at)).is_some()
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        let hold = rwo_lock::NodeHold {
+            claim: name,
+            users: users.as_ref().map(Vec::as_slice),
+            writer: writer.as_ref(),
+            node: node.as_ref(),
+            gone_recorded,
+            observed,
+        };
+        let Some(why) = rwo_lock::clearable(&lock, &hold) else {
+            return Outcome::Done;
+        };
+        let path = format!("/metadata/annotations/{}", RWO_LOCK.replace('/', "~1"));
+        let patch: json_patch::Patch = match serde_json::from_value(serde_json::json!([
+            {"op": "test", "path": path, "value": raw},
+            {"op": "remove", "path": path},
+        ])) {
+            Ok(p) => p,
+            Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+        };
+        if let Err(o) = self
+            .patch_pvc(ns, name, Patch::Json::<serde_json::Value>(patch))
+            .await
+        {
+            return o;
+        }
+        self.metrics.locks_cleared.inc();
+        tracing::info!(pvc = %format!("{ns}/{name}"), first_holder = %lock.pod, node = %lock.node, reason = why,
+            "ReadWriteOnce lock cleared (consistent read)");
+        Outcome::Done
+    }
+}

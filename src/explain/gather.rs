@@ -1,0 +1,245 @@
+//! What each `explain` reads, from a live cluster or a `--state` file.
+
+use super::*;
+use crate::cli::ExplainArgs;
+
+/// The facts of `explain pod`: the pod, each of its claims and their volumes, the volumes'
+/// VolumeAttachments (live), the namespace's pods that name the same claims (a consistent read),
+/// and the fencing incidents.
+pub(super) async fn gather_pod(
+    view: &state::Cluster,
+    client: Option<&kube::Client>,
+    ns: &str,
+    args: &ExplainArgs,
+    file: Option<String>,
+) -> anyhow::Result<pod::PodExplanation> {
+    let p = found(view.pod(ns, &args.name).await)?.ok_or_else(|| NotFound {
+        resource: "pods",
+        name: args.name.clone(),
+        namespace: Some(ns.to_string()),
+        file: file.clone(),
+    })?;
+    let names: Vec<String> = crate::rules::claims::claims_of(&p)
+        .map(|c| c.name)
+        .collect();
+    let mut not_read = Vec::new();
+    let mut pvcs = Vec::new();
+    let mut pvs = Vec::new();
+    let mut vas = Vec::new();
+    for c in &names {
+        let pvc = found(view.pvc(ns, c).await)?;
+        let pv = match pvc.as_ref().and_then(|p| p.volume_name()) {
+            Some(v) => match view.pv(v).await {
+                Fact::Unknown(crate::rules::decision::ReadError::Refused { code: 403, .. }) => None,
+                f => found(f)?,
+            },
+            None => None,
+        };
+        let va = match (&pv, client) {
+            (Some(pv), Some(c)) => live::attachments(c, &pv.metadata.name, &mut not_read).await?,
+            _ => Vec::new(),
+        };
+        pvcs.push(pvc);
+        pvs.push(pv);
+        vas.push(va);
+    }
+    let others = match view
+        .pods_consistent(ns, |o| {
+            crate::rules::claims::claims_of(o).any(|c| names.contains(&c.name))
+        })
+        .await
+    {
+        Fact::Found(p) => p,
+        Fact::Missing => Vec::new(),
+        Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),
+    };
+    let fences = all_fences(view, client, &mut not_read).await?;
+    let facts: Vec<pod::ClaimFacts<'_>> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| pod::ClaimFacts {
+            name: n.clone(),
+            pvc: pvcs[i].as_deref(),
+            pv: pvs[i].as_deref(),
+            attachments: vas[i].clone(),
+        })
+        .collect();
+    Ok(pod::build(&p, &facts, &others, &fences))
+}
+
+/// The facts of `explain node`: the Node, its Lease (live), its NodeFence incidents and records,
+/// and the pods scheduled on it. A Node that no longer exists is explained too (its records say
+/// whether its release was proven); a node nobody ever knew of is not found.
+pub(super) async fn gather_node(
+    view: &state::Cluster,
+    client: Option<&kube::Client>,
+    args: &ExplainArgs,
+    file: Option<String>,
+) -> anyhow::Result<node::NodeExplanation> {
+    let name = args.name.as_str();
+    let n = found(view.node_confirmed(name).await)?;
+    let lease = match view.lease_renewed(name).await {
+        Fact::Found(t) => t,
+        Fact::Missing | Fact::Unknown(_) => None,
+    };
+    let fences: Vec<NodeFence> = match view.fences_of_node(name).await {
+        Fact::Found(f) => f.iter().map(|f| (**f).clone()).collect(),
+        Fact::Missing => Vec::new(),
+        Fact::Unknown(e) => {
+            anyhow::bail!("cannot read the NodeFence records of node {name:?}: {e}")
+        }
+    };
+    let pods = match client {
+        Some(c) => match state::live::list_pods_on_node(c, name, |_| true).await {
+            Fact::Found(p) => p,
+            Fact::Missing => Vec::new(),
+            Fact::Unknown(e) => anyhow::bail!("cannot list the pods on node {name:?}: {e}"),
+        },
+        None => view
+            .store()
+            .pods
+            .all()
+            .iter()
+            .filter(|p| p.node_name() == Some(name))
+            .map(|p| (**p).clone())
+            .collect(),
+    };
+    if n.is_none() && fences.is_empty() && pods.is_empty() {
+        return Err(NotFound {
+            resource: "nodes",
+            name: name.to_string(),
+            namespace: None,
+            file,
+        }
+        .into());
+    }
+    let alive = n.as_ref().and_then(|n| {
+        crate::rules::fencing::alive(
+            n.ready(),
+            lease,
+            args.partition_after,
+            jiff::Timestamp::now(),
+        )
+    });
+    Ok(node::build(&node::Facts {
+        name,
+        node: n.as_deref(),
+        lease_renewed: lease,
+        alive,
+        fences: &fences,
+        pods: &pods,
+    }))
+}
+
+pub use crate::error::NotFound;
+
+/// The facts of one explanation, read through the view (a file or a live cluster); the
+/// VolumeAttachments only live (`client`). `file` names the state file in a not-found error.
+pub(super) async fn gather(
+    view: &state::Cluster,
+    client: Option<&kube::Client>,
+    ns: &str,
+    args: &ExplainArgs,
+    file: Option<String>,
+) -> anyhow::Result<Explanation> {
+    match args.kind {
+        ExplainKind::Pvc => {
+            let pvc = found(view.pvc(ns, &args.name).await)?.ok_or_else(|| NotFound {
+                resource: "persistentvolumeclaims",
+                name: args.name.clone(),
+                namespace: Some(ns.to_string()),
+                file: file.clone(),
+            })?;
+            let mut not_read = Vec::new();
+            let pv = match pvc.volume_name() {
+                Some(v) => match view.pv(v).await {
+                    // A namespace's user may not read PersistentVolumes (cluster-scoped).
+                    Fact::Unknown(crate::rules::decision::ReadError::Refused {
+                        code: 403, ..
+                    }) => {
+                        not_read.push("persistentvolumes (forbidden)".to_string());
+                        None
+                    }
+                    f => found(f)?,
+                },
+                None => None,
+            };
+            let claim = pvc.metadata.name.clone();
+            let pods = match view
+                .pods_consistent(ns, |p| {
+                    crate::rules::claims::claims_of(p).any(|c| c.name == claim)
+                })
+                .await
+            {
+                Fact::Found(p) => p,
+                Fact::Missing => Vec::new(),
+                Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),
+            };
+            let vas = match (&pv, client) {
+                (Some(pv), Some(c)) => {
+                    live::attachments(c, &pv.metadata.name, &mut not_read).await?
+                }
+                _ => Vec::new(),
+            };
+            let fences = all_fences(view, client, &mut not_read).await?;
+            let mut e = build_pvc(&pvc, pv.as_deref(), &pods, &vas, &fences);
+            if not_read.iter().any(|n| n.starts_with("persistentvolumes"))
+                && let Some(v) = pvc.volume_name()
+            {
+                e.bound_to = Some(format!("{v} (not read)"));
+            }
+            e.not_read = not_read;
+            Ok(e)
+        }
+        ExplainKind::Pv => {
+            let pv = found(view.pv(&args.name).await)?.ok_or_else(|| NotFound {
+                resource: "persistentvolumes",
+                name: args.name.clone(),
+                namespace: None,
+                file: file.clone(),
+            })?;
+            let claim = match &pv.spec.claim_ref {
+                Some(c) => found(view.pvc(&c.namespace, &c.name).await)?,
+                None => None,
+            };
+            let mut not_read = Vec::new();
+            let vas = match client {
+                Some(c) => live::attachments(c, &pv.metadata.name, &mut not_read).await?,
+                None => Vec::new(),
+            };
+            let mut e = build_pv(&pv, claim.as_deref(), &vas);
+            e.not_read = not_read;
+            Ok(e)
+        }
+        ExplainKind::Node | ExplainKind::Pod => {
+            anyhow::bail!("nodes and pods have their own explanations")
+        }
+    }
+}
+
+/// Every fencing incident: live (what the caller may read), or the state file's.
+async fn all_fences(
+    view: &state::Cluster,
+    client: Option<&kube::Client>,
+    not_read: &mut Vec<String>,
+) -> anyhow::Result<Vec<NodeFence>> {
+    Ok(match client {
+        Some(c) => live::fences(c, not_read).await?,
+        None => view
+            .store()
+            .fences
+            .all()
+            .iter()
+            .map(|f| (**f).clone())
+            .collect(),
+    })
+}
+
+/// A read's answer for a reader that must not guess: absent, present, or an error.
+fn found<T>(f: Fact<std::sync::Arc<T>>) -> anyhow::Result<Option<std::sync::Arc<T>>> {
+    match f {
+        Fact::Found(t) => Ok(Some(t)),
+        Fact::Missing => Ok(None),
+        Fact::Unknown(e) => Err(e.into()),
+    }
+}

@@ -670,6 +670,28 @@ async fn partition_fenced(s: &mut Shared) {
         samples
     );
     print_record(&f);
+    // explain-node-fenced (issue 44 point 2 on the live cluster): why this node is tainted and
+    // what holds it, as an operator asks it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_volguard"))
+        .args(["explain", "node", node])
+        .arg(format!("--kubeconfig={}", kc.display()))
+        .output()
+        .expect("volguard explain node");
+    let explained = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{explained}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        format!("Node {node}"),
+        "tainted:      yes, on volguard's incident".to_string(),
+        format!("{} Released (webhook)", f.metadata.name),
+        "heartbeat:    none (down or partitioned)".to_string(),
+    ] {
+        assert!(explained.contains(&want), "{want:?} not in:\n{explained}");
+    }
+    println!("explain-node-fenced: $ kubectl volguard explain node {node}\n{explained}");
     forget_node(&mut s.cp, node).await;
     let done = incident_in(&s.cp, node, Phase::Done, Duration::from_secs(30)).await;
     assert_eq!(steps(&done).last(), Some(&"node-deleted"));

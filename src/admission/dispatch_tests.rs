@@ -110,3 +110,26 @@ async fn a_rule_asked_outside_its_row_answers_by_its_failure_policy() {
     assert_eq!((d.allowed, d.row), (true, "unrouted"));
     assert!(d.warnings[0].contains("pod-status"), "{:?}", d.warnings);
 }
+
+/// `judge` has an arm for exactly the (rule, request) pairs of the rule table's `on` column:
+/// every pair of the table reaches its facts method, every other pair is "unrouted".
+#[tokio::test]
+async fn judge_s_arms_are_the_table_s_on_column() {
+    use crate::rules::rule::TABLE;
+    let a = admission();
+    let body = review("", "Pod", "CREATE");
+    let req = crate::admission::decode(body.as_bytes()).expect("review");
+    for d in TABLE.iter() {
+        for on in On::ALL {
+            let row = match a.judge(d.rule, on, &req).await {
+                Ok(x) | Err(x) => x.row,
+            };
+            assert_eq!(
+                row == "unrouted",
+                !d.on.contains(&on),
+                "{} for {on:?}: row {row}",
+                d.name
+            );
+        }
+    }
+}

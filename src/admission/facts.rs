@@ -26,42 +26,52 @@ use std::sync::Arc;
 /// Live claim reads in flight for one request (the process-wide cap is `MAX_LIVE_READS`).
 pub const MAX_CLAIM_READS: usize = 8;
 
-/// `judge`, expanded from the rule table's `on` column (`rules/rule.rs`): each kind of request a
-/// rule judges, and the method below that gathers its facts and asks the rule.
-macro_rules! judge_by_table {
-    ($(
-        $(#[$doc:meta])*
-        $rule:ident {
-            name: $name:tt,
-            failure_policy: $policy:tt,
-            mutating: $mutating:tt,
-            webhooks: $webhooks:tt,
-            on: { $($on:ident => $judge:ident),+ $(,)? } $(,)?
+impl Admission {
+    /// Decide `rule` for a request of kind `on`: the method below that gathers the rule's facts
+    /// and asks it. One arm per (rule, request) of the rule table's `on` column (a test holds the
+    /// two together). `Err` is an answer reached before the rule ran (a malformed object), `Ok`
+    /// the rule's own.
+    pub(super) async fn judge(
+        &self,
+        rule: Rule,
+        on: On,
+        req: &Request<'_>,
+    ) -> Result<Decision, Decision> {
+        match (rule, on) {
+            (Rule::PvcFinalizer, On::PvcCreate) => self.protect_pvc(req).await,
+            (Rule::PvFinalizer, On::PvCreate) => self.protect_pv(req).await,
+            (Rule::PodOnTerminatingClaim, On::PodCreate) => self.pod_create(req).await,
+            (Rule::FinalizerRemoval, On::PvcUpdate) => self.pvc_finalizer(req).await,
+            (Rule::FinalizerRemoval, On::PvcStatusUpdate) => self.pvc_finalizer(req).await,
+            (Rule::FinalizerRemoval, On::PvUpdate) => self.pv_finalizer(req).await,
+            (Rule::FinalizerRemoval, On::PvStatusUpdate) => self.pv_finalizer(req).await,
+            (Rule::ClaimMetadata, On::PvcUpdate) => self.claim_metadata(req).await,
+            (Rule::ClaimMetadata, On::PvcStatusUpdate) => self.claim_metadata(req).await,
+            (Rule::BindingToTerminatingVolume, On::PvcCreate) => self.pvc_binding(req).await,
+            (Rule::BindingToTerminatingVolume, On::PvcUpdate) => self.pvc_binding(req).await,
+            (Rule::ForceDelete, On::PodDelete) => self.pod_delete(req).await,
+            (Rule::ForceDelete, On::PodEviction) => self.eviction(req).await,
+            (Rule::RwoSingleNode, On::PodCreate) => self.rwo_pod_create(req).await,
+            (Rule::RwoSingleNode, On::PodBinding) => self.rwo_binding(req).await,
+            (Rule::RwoPlacementHint, On::PodCreate) => self.placement_hint(req).await,
+            (Rule::PodStatus, On::PodStatusUpdate) => self.pod_status(req).await,
+            (Rule::ConfirmationStamp, On::PodUpdate) => self.stamp_pod(req).await,
+            (Rule::ConfirmationStamp, On::NodeUpdate) => self.stamp_node(req).await,
+            (Rule::ConfirmationStamp, On::NodeFenceUpdate) => self.stamp_fence(req).await,
+            (Rule::NodeDelete, On::NodeDelete) => self.node_delete(req).await,
+            (Rule::DeleteProtection, On::PvcDelete) => self.delete_protection(req).await,
+            (Rule::DeleteProtection, On::PvDelete) => self.delete_protection(req).await,
+            (Rule::DeleteProtection, On::NamespaceDelete) => self.delete_protection(req).await,
+            (Rule::DeleteProtection, On::PvcUpdate) => self.delete_protection(req).await,
+            (Rule::DeleteProtection, On::PvUpdate) => self.delete_protection(req).await,
+            (Rule::DeleteProtection, On::NamespaceUpdate) => self.delete_protection(req).await,
+            (Rule::OutOfServiceTaint, On::NodeUpdate) => self.out_of_service(req).await,
+            // Routing hands a rule only the requests its row names (`On::rules`); were that
+            // ever to slip, the rule answers as if it could not decide.
+            _ => Err(rule.undecided("unrouted", "for a request its row does not name")),
         }
-    ),+ $(,)?) => {
-        impl Admission {
-            /// Decide `rule` for this request: `Err` is an answer reached before the rule ran (a
-            /// malformed object), `Ok` the rule's own.
-            pub(super) async fn judge(
-                &self,
-                rule: Rule,
-                on: On,
-                req: &Request<'_>,
-            ) -> Result<Decision, Decision> {
-                match (rule, on) {
-                    $($((Rule::$rule, On::$on) => self.$judge(req).await,)+)+
-                    // Routing hands a rule only the requests its row names (`On::rules`); were
-                    // that ever to slip, the rule answers as if it could not decide.
-                    _ => Err(rule.undecided(
-                        "unrouted",
-                        "for a request its row does not name",
-                    )),
-                }
-            }
-        }
-    };
+    }
 }
-crate::rules::rule::for_each_rule!(judge_by_table);
 
 impl Admission {
     async fn protect_pvc(&self, req: &Request<'_>) -> Result<Decision, Decision> {

@@ -15,216 +15,235 @@ pub enum FailurePolicy {
     Fail,
 }
 
+/// The rules, in the order of rules.md (and of `TABLE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rule {
+    /// rules.md §1: `kubernetes.io/pvc-protection` on PVC CREATE (mutating).
+    PvcFinalizer,
+    /// rules.md §1: `kubernetes.io/pv-protection` on PV CREATE (mutating).
+    PvFinalizer,
+    /// rules.md §2a.
+    PodOnTerminatingClaim,
+    /// rules.md §2c. Fail: stripping a protection finalizer from a volume in use deletes it.
+    FinalizerRemoval,
+    /// rules.md §2f and §3: the RWO lock annotation is volguard's to write, and a mounted
+    /// ephemeral claim keeps its pod owner. Fail: a forged or removed lock puts two nodes
+    /// on one volume, a re-pointed owner lets `kubectl delete pvc` release a mounted claim;
+    /// matchConditions let only those updates (by others than volguard) reach it.
+    ClaimMetadata,
+    /// rules.md §2b.
+    BindingToTerminatingVolume,
+    /// rules.md §2d: pod DELETE and `pods/eviction` CREATE. Fail: while volguard is down a
+    /// force delete of a running pod must not slip through; its matchConditions keep
+    /// graceful deletes, PodGC and the kubelet away.
+    ForceDelete,
+    /// rules.md §2f: `pods/binding` CREATE and pod CREATE with `spec.nodeName`.
+    RwoSingleNode,
+    /// rules.md §2f placement hint: pod CREATE gets a preferred affinity to its claim's
+    /// node (mutating).
+    RwoPlacementHint,
+    /// rules.md §2h: `UPDATE pods/status` that ends a running pod. Ignore: PodGC must never
+    /// wait on volguard; matchConditions narrow it to a running pod made terminal by
+    /// someone other than its kubelet.
+    PodStatus,
+    /// rules.md §8: whoever sets a `volguard.io/confirm-*` annotation (or confirms a
+    /// NodeFence) is stamped in `volguard.io/confirmed-by` with the apiserver's username
+    /// (mutating). Ignore: without it the guards still read the stored confirmation.
+    ConfirmationStamp,
+    /// rules.md §7 "Node deletion is a release": a Node whose pods use claims is deleted
+    /// only on proof, and the deletion is recorded. Ignore: a deletion that slips through
+    /// while volguard is down leaves no record, so "node gone" proves nothing and its pods
+    /// wait for a person (upstream's behaviour, never a release).
+    NodeDelete,
+    /// rules.md §2i: deletion protection for storage (PVC, PV, Namespace). Fail: only
+    /// requests that delete a protected object or lift a protection reach it (conditions),
+    /// and a protected volume deleted while volguard is down is data lost; a Namespace's
+    /// DELETE without the annotation is registered Ignore (its protected claims still
+    /// refuse their own deletion).
+    DeleteProtection,
+    /// rules.md §7 guards: adding the out-of-service taint to a Node, or confirming it down
+    /// (never while it heartbeats). Ignore: a person must be able to heal a partition while
+    /// volguard is down.
+    OutOfServiceTaint,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 14] = [
+        Rule::PvcFinalizer,
+        Rule::PvFinalizer,
+        Rule::PodOnTerminatingClaim,
+        Rule::FinalizerRemoval,
+        Rule::ClaimMetadata,
+        Rule::BindingToTerminatingVolume,
+        Rule::ForceDelete,
+        Rule::RwoSingleNode,
+        Rule::RwoPlacementHint,
+        Rule::PodStatus,
+        Rule::ConfirmationStamp,
+        Rule::NodeDelete,
+        Rule::DeleteProtection,
+        Rule::OutOfServiceTaint,
+    ];
+}
+
 /// The rule table: one row per rule, and nothing about a rule lives anywhere else but its file
-/// under `rules/` and, for a new kind of request, `On`. The rows become the `Rule` enum and
-/// `TABLE` here; `admission/facts.rs` expands the same rows into its dispatch. Adding a rule is
-/// its file, one row, and the methods its `on` column names.
+/// under `rules/`, its arm in `admission::facts`' `judge` and, for a new kind of request, `On`.
+/// Adding a rule is its file, one variant, one row, the arms its `on` column names, and its
+/// webhook entry in `registration::webhooks` (tests hold the four together).
 ///
 /// Columns: `name` is what operators type (`--enforcement NAME=warn`) and read (metric label
 /// `endpoint`, logs) and ends its webhook entries' path (`/mutate/NAME` for a mutating rule,
-/// `/validate/NAME` for the others); `failure_policy` as registered (the registration is
-/// generated from this table and `registration::webhooks`); `webhooks` the entries
+/// `/validate/NAME` for the others); `failure_policy` as registered; `webhooks` the entries
 /// (`webhooks[].name`) that post to that path; `on` each kind of request it judges (routing reads
-/// this; a request meets its rules in table order) and the method of `admission::Admission` that
-/// gathers the facts for it and asks the rule. `rules/` only names those methods, so it stays pure.
-macro_rules! for_each_rule {
-    ($then:ident) => {
-        $then! {
-            /// rules.md §1: `kubernetes.io/pvc-protection` on PVC CREATE (mutating).
-            PvcFinalizer {
-                name: "pvc-finalizer",
-                failure_policy: Ignore,
-                mutating: true,
-                webhooks: ["pvc-finalizer.volguard.io"],
-                on: { PvcCreate => protect_pvc },
-            },
-            /// rules.md §1: `kubernetes.io/pv-protection` on PV CREATE (mutating).
-            PvFinalizer {
-                name: "pv-finalizer",
-                failure_policy: Ignore,
-                mutating: true,
-                webhooks: ["pv-finalizer.volguard.io"],
-                on: { PvCreate => protect_pv },
-            },
-            /// rules.md §2a.
-            PodOnTerminatingClaim {
-                name: "pod-on-terminating-claim",
-                failure_policy: Ignore,
-                mutating: false,
-                webhooks: ["pod-create.volguard.io"],
-                on: { PodCreate => pod_create },
-            },
-            /// rules.md §2c. Fail: stripping a protection finalizer from a volume in use deletes it.
-            FinalizerRemoval {
-                name: "finalizer-removal",
-                failure_policy: Fail,
-                mutating: false,
-                webhooks: ["finalizer-guard.volguard.io"],
-                on: {
-                    PvcUpdate => pvc_finalizer,
-                    PvcStatusUpdate => pvc_finalizer,
-                    PvUpdate => pv_finalizer,
-                    PvStatusUpdate => pv_finalizer,
-                },
-            },
-            /// rules.md §2f and §3: the RWO lock annotation is volguard's to write, and a mounted
-            /// ephemeral claim keeps its pod owner. Fail: a forged or removed lock puts two nodes
-            /// on one volume, a re-pointed owner lets `kubectl delete pvc` release a mounted claim;
-            /// matchConditions let only those updates (by others than volguard) reach it.
-            ClaimMetadata {
-                name: "claim-metadata",
-                failure_policy: Fail,
-                mutating: false,
-                webhooks: ["claim-metadata.volguard.io"],
-                on: { PvcUpdate => claim_metadata, PvcStatusUpdate => claim_metadata },
-            },
-            /// rules.md §2b.
-            BindingToTerminatingVolume {
-                name: "binding-to-terminating-volume",
-                failure_policy: Ignore,
-                mutating: false,
-                webhooks: ["pvc-binding.volguard.io"],
-                on: { PvcCreate => pvc_binding, PvcUpdate => pvc_binding },
-            },
-            /// rules.md §2d: pod DELETE and `pods/eviction` CREATE. Fail: while volguard is down a
-            /// force delete of a running pod must not slip through; its matchConditions keep
-            /// graceful deletes, PodGC and the kubelet away.
-            ForceDelete {
-                name: "force-delete",
-                failure_policy: Fail,
-                mutating: false,
-                webhooks: ["force-delete.volguard.io", "eviction.volguard.io"],
-                on: { PodDelete => pod_delete, PodEviction => eviction },
-            },
-            /// rules.md §2f: `pods/binding` CREATE and pod CREATE with `spec.nodeName`.
-            RwoSingleNode {
-                name: "rwo-single-node",
-                failure_policy: Ignore,
-                mutating: false,
-                webhooks: ["rwo-single-node.volguard.io"],
-                on: { PodCreate => rwo_pod_create, PodBinding => rwo_binding },
-            },
-            /// rules.md §2f placement hint: pod CREATE gets a preferred affinity to its claim's
-            /// node (mutating).
-            RwoPlacementHint {
-                name: "rwo-placement-hint",
-                failure_policy: Ignore,
-                mutating: true,
-                webhooks: ["rwo-placement-hint.volguard.io"],
-                on: { PodCreate => placement_hint },
-            },
-            /// rules.md §2h: `UPDATE pods/status` that ends a running pod. Ignore: PodGC must never
-            /// wait on volguard; matchConditions narrow it to a running pod made terminal by
-            /// someone other than its kubelet.
-            PodStatus {
-                name: "pod-status",
-                failure_policy: Ignore,
-                mutating: false,
-                webhooks: ["pod-status.volguard.io"],
-                on: { PodStatusUpdate => pod_status },
-            },
-            /// rules.md §8: whoever sets a `volguard.io/confirm-*` annotation (or confirms a
-            /// NodeFence) is stamped in `volguard.io/confirmed-by` with the apiserver's username
-            /// (mutating). Ignore: without it the guards still read the stored confirmation.
-            ConfirmationStamp {
-                name: "confirmation-stamp",
-                failure_policy: Ignore,
-                mutating: true,
-                webhooks: ["confirmation-stamp.volguard.io"],
-                on: {
-                    PodUpdate => stamp_pod,
-                    NodeUpdate => stamp_node,
-                    NodeFenceUpdate => stamp_fence,
-                },
-            },
-            /// rules.md §7 "Node deletion is a release": a Node whose pods use claims is deleted
-            /// only on proof, and the deletion is recorded. Ignore: a deletion that slips through
-            /// while volguard is down leaves no record, so "node gone" proves nothing and its pods
-            /// wait for a person (upstream's behaviour, never a release).
-            NodeDelete {
-                name: "node-delete",
-                failure_policy: Ignore,
-                mutating: false,
-                webhooks: ["node-delete.volguard.io"],
-                on: { NodeDelete => node_delete },
-            },
-            /// rules.md §2i: deletion protection for storage (PVC, PV, Namespace). Fail: only
-            /// requests that delete a protected object or lift a protection reach it (conditions),
-            /// and a protected volume deleted while volguard is down is data lost; a Namespace's
-            /// DELETE without the annotation is registered Ignore (its protected claims still
-            /// refuse their own deletion).
-            DeleteProtection {
-                name: "delete-protection",
-                failure_policy: Fail,
-                mutating: false,
-                webhooks: ["delete-protection.volguard.io", "namespace-delete.volguard.io"],
-                on: {
-                    PvcDelete => delete_protection,
-                    PvDelete => delete_protection,
-                    NamespaceDelete => delete_protection,
-                    PvcUpdate => delete_protection,
-                    PvUpdate => delete_protection,
-                    NamespaceUpdate => delete_protection,
-                },
-            },
-            /// rules.md §7 guards: adding the out-of-service taint to a Node, or confirming it down
-            /// (never while it heartbeats). Ignore: a person must be able to heal a partition while
-            /// volguard is down.
-            OutOfServiceTaint {
-                name: "out-of-service-taint",
-                failure_policy: Ignore,
-                mutating: false,
-                webhooks: ["out-of-service-taint.volguard.io"],
-                on: { NodeUpdate => out_of_service },
-            },
-        }
-    };
-}
-pub(crate) use for_each_rule;
-
-/// The rows as the `Rule` enum and `TABLE` (the `on` column's methods are admission's).
-macro_rules! declare_rules {
-    ($(
-        $(#[$doc:meta])*
-        $rule:ident {
-            name: $name:literal,
-            failure_policy: $policy:ident,
-            mutating: $mutating:literal,
-            webhooks: [$($webhook:literal),+ $(,)?],
-            on: { $($on:ident => $judge:ident),+ $(,)? } $(,)?
-        }
-    ),+ $(,)?) => {
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum Rule {
-            $($(#[$doc])* $rule,)+
-        }
-
-        impl Rule {
-            pub const ALL: [Rule; [$(Rule::$rule),+].len()] = [$(Rule::$rule),+];
-        }
-
-        /// The rule table, in `Rule` order.
-        pub const TABLE: [RuleDef; Rule::ALL.len()] = [$(
-            RuleDef {
-                rule: Rule::$rule,
-                name: $name,
-                path: if $mutating {
-                    concat!("/mutate/", $name)
-                } else {
-                    concat!("/validate/", $name)
-                },
-                failure_policy: FailurePolicy::$policy,
-                mutating: $mutating,
-                webhooks: &[$($webhook),+],
-                on: &[$(On::$on),+],
-            }
-        ),+];
-    };
-}
-for_each_rule!(declare_rules);
+/// this; a request meets its rules in table order). `rules/` stays pure: the facts are gathered
+/// by `admission`, whose `judge` has one arm per (rule, request) of this column.
+/// In `Rule` order (a test checks it).
+pub const TABLE: [RuleDef; Rule::ALL.len()] = [
+    RuleDef {
+        rule: Rule::PvcFinalizer,
+        name: "pvc-finalizer",
+        path: "/mutate/pvc-finalizer",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: true,
+        webhooks: &["pvc-finalizer.volguard.io"],
+        on: &[On::PvcCreate],
+    },
+    RuleDef {
+        rule: Rule::PvFinalizer,
+        name: "pv-finalizer",
+        path: "/mutate/pv-finalizer",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: true,
+        webhooks: &["pv-finalizer.volguard.io"],
+        on: &[On::PvCreate],
+    },
+    RuleDef {
+        rule: Rule::PodOnTerminatingClaim,
+        name: "pod-on-terminating-claim",
+        path: "/validate/pod-on-terminating-claim",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: false,
+        webhooks: &["pod-create.volguard.io"],
+        on: &[On::PodCreate],
+    },
+    RuleDef {
+        rule: Rule::FinalizerRemoval,
+        name: "finalizer-removal",
+        path: "/validate/finalizer-removal",
+        failure_policy: FailurePolicy::Fail,
+        mutating: false,
+        webhooks: &["finalizer-guard.volguard.io"],
+        on: &[
+            On::PvcUpdate,
+            On::PvcStatusUpdate,
+            On::PvUpdate,
+            On::PvStatusUpdate,
+        ],
+    },
+    RuleDef {
+        rule: Rule::ClaimMetadata,
+        name: "claim-metadata",
+        path: "/validate/claim-metadata",
+        failure_policy: FailurePolicy::Fail,
+        mutating: false,
+        webhooks: &["claim-metadata.volguard.io"],
+        on: &[On::PvcUpdate, On::PvcStatusUpdate],
+    },
+    RuleDef {
+        rule: Rule::BindingToTerminatingVolume,
+        name: "binding-to-terminating-volume",
+        path: "/validate/binding-to-terminating-volume",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: false,
+        webhooks: &["pvc-binding.volguard.io"],
+        on: &[On::PvcCreate, On::PvcUpdate],
+    },
+    RuleDef {
+        rule: Rule::ForceDelete,
+        name: "force-delete",
+        path: "/validate/force-delete",
+        failure_policy: FailurePolicy::Fail,
+        mutating: false,
+        webhooks: &["force-delete.volguard.io", "eviction.volguard.io"],
+        on: &[On::PodDelete, On::PodEviction],
+    },
+    RuleDef {
+        rule: Rule::RwoSingleNode,
+        name: "rwo-single-node",
+        path: "/validate/rwo-single-node",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: false,
+        webhooks: &["rwo-single-node.volguard.io"],
+        on: &[On::PodCreate, On::PodBinding],
+    },
+    RuleDef {
+        rule: Rule::RwoPlacementHint,
+        name: "rwo-placement-hint",
+        path: "/mutate/rwo-placement-hint",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: true,
+        webhooks: &["rwo-placement-hint.volguard.io"],
+        on: &[On::PodCreate],
+    },
+    RuleDef {
+        rule: Rule::PodStatus,
+        name: "pod-status",
+        path: "/validate/pod-status",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: false,
+        webhooks: &["pod-status.volguard.io"],
+        on: &[On::PodStatusUpdate],
+    },
+    RuleDef {
+        rule: Rule::ConfirmationStamp,
+        name: "confirmation-stamp",
+        path: "/mutate/confirmation-stamp",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: true,
+        webhooks: &["confirmation-stamp.volguard.io"],
+        on: &[On::PodUpdate, On::NodeUpdate, On::NodeFenceUpdate],
+    },
+    RuleDef {
+        rule: Rule::NodeDelete,
+        name: "node-delete",
+        path: "/validate/node-delete",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: false,
+        webhooks: &["node-delete.volguard.io"],
+        on: &[On::NodeDelete],
+    },
+    RuleDef {
+        rule: Rule::DeleteProtection,
+        name: "delete-protection",
+        path: "/validate/delete-protection",
+        failure_policy: FailurePolicy::Fail,
+        mutating: false,
+        webhooks: &[
+            "delete-protection.volguard.io",
+            "namespace-delete.volguard.io",
+        ],
+        on: &[
+            On::PvcDelete,
+            On::PvDelete,
+            On::NamespaceDelete,
+            On::PvcUpdate,
+            On::PvUpdate,
+            On::NamespaceUpdate,
+        ],
+    },
+    RuleDef {
+        rule: Rule::OutOfServiceTaint,
+        name: "out-of-service-taint",
+        path: "/validate/out-of-service-taint",
+        failure_policy: FailurePolicy::Ignore,
+        mutating: false,
+        webhooks: &["out-of-service-taint.volguard.io"],
+        on: &[On::NodeUpdate],
+    },
+];
 
 /// One rule's row as data: what the webhook registration, the router, the metrics and the
-/// enforcement flags know about it (the columns are described at `for_each_rule`).
+/// enforcement flags know about it (the columns are described at `TABLE`).
 #[derive(Debug, Clone, Copy)]
 pub struct RuleDef {
     pub rule: Rule,

@@ -7,7 +7,7 @@
 mod support;
 
 use support::apiserver::*;
-use support::shared::{Body, dumping};
+use support::shared::Body;
 use support::workload::*;
 use support::{harness, objects};
 
@@ -3715,6 +3715,7 @@ fn scenario(name: &str, f: impl for<'a> FnOnce(&'a mut Shared) -> Body<'a>) {
         &CLUSTER,
         || Box::pin(start_cluster()),
         |s| Box::pin(prepare(s)),
+        |s| s.cp.logs(),
         name,
         f,
     );
@@ -3732,267 +3733,38 @@ async fn prepare(s: &mut Shared) {
 
 // ---------------------------------------------------------------- one test per scenario
 
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn cert_manager_renewal() {
-    scenario("cert-manager-renewal", |s| {
-        Box::pin(dumping(
-            &s.cp,
-            "cert-manager-renewal",
-            s_cert_renewal(&s.cp, "renewal"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn statefulset_scale() {
-    scenario("statefulset-scale", |s| {
-        Box::pin(dumping(
-            &s.cp,
-            "statefulset-scale",
-            s_statefulset_scale(&s.cp, "sts-scale"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn statefulset_recreate() {
-    scenario("statefulset-recreate", |s| {
-        Box::pin(dumping(
-            &s.cp,
-            "statefulset-recreate",
-            s_statefulset_recreate(&s.cp, "sts-recreate"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn ephemeral_volume() {
-    scenario("ephemeral-volume", |s| {
-        Box::pin(dumping(
-            &s.cp,
-            "ephemeral-volume",
-            s_ephemeral_volume(&s.cp, "ephemeral"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn rwo_stale_replica() {
-    scenario("rwo-stale-replica", |s| {
-        Box::pin(dumping(
-            &s.cp,
-            "rwo-stale-replica",
-            s_rwo_stale_replica(&s.cp, "rwo-stale"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn ephemeral_owner_repointed() {
-    scenario("ephemeral-owner-repointed", |s| {
-        Box::pin(dumping(
-            &s.cp,
-            "ephemeral-owner-repointed",
-            s_ephemeral_owner_repointed(&s.cp, "eph-owner"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn policy_webhook_down() {
-    scenario("policy-webhook-down", |s| {
-        Box::pin(s_policy_webhook_down(&mut s.cp, "policy"))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn explain_pod_multi_attach() {
-    scenario("explain-pod-multi-attach", |s| {
-        Box::pin(dumping(
-            &s.cp,
-            "explain-pod-multi-attach",
-            s_explain_pod_multi_attach(&s.cp, "explain-pod"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn policy_agrees() {
-    scenario("policy-agrees", |s| {
-        Box::pin(s_policy_agrees(&mut s.cp, "agree"))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn registration_drift() {
-    scenario("registration-drift", |s| {
-        Box::pin(s_registration_drift(&mut s.cp, "registration"))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn delete_protection() {
-    scenario("delete-protection", |s| {
-        Box::pin(dumping(
-            &s.cp,
-            "delete-protection",
-            s_delete_protection(&s.cp, "protect"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn rwo_missing_claim() {
-    scenario("rwo-missing-claim", |s| {
-        Box::pin(dumping(
-            &s.cp,
-            "rwo-missing-claim",
-            s_rwo_missing_claim(&s.cp, "rwo-missing"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn webhook_idle_flood() {
-    scenario("webhook-idle-flood", |s| {
-        Box::pin(dumping(
-            &s.cp,
-            "webhook-idle-flood",
-            s_webhook_idle_flood(&s.cp, "flood"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn webhook_client_cert() {
-    scenario("webhook-client-cert", |s| {
-        Box::pin(s_webhook_client_cert(&mut s.cp, "mtls"))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn job_completion() {
-    scenario("job-completion", |s| {
-        Box::pin(dumping(
-            &s.cp,
-            "job-completion",
-            s_job_completion(&s.cp, "jobs"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn kubectl_ux() {
-    scenario("kubectl-ux", |s| {
-        Box::pin(dumping(&s.cp, "kubectl-ux", s_kubectl_ux(&s.cp, "ux")))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn namespace_deletion() {
-    scenario("namespace-deletion", |s| {
-        Box::pin(async move {
-            let took = s_namespace_deletion(&s.cp, "doomed").await;
-            println!(
-                "namespace-deletion: namespace deleted in {:.1}s",
-                took.as_secs_f64()
-            );
-        })
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn node_delete_guard() {
-    scenario("node-delete-guard", |s| {
-        Box::pin(s_node_delete_guard(&mut s.cp, "podgc"))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn out_of_service() {
-    scenario("out-of-service", |s| {
-        Box::pin(s_out_of_service(&mut s.cp, "oos"))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn drain_eviction() {
-    scenario("drain-eviction", |s| {
-        Box::pin(s_drain_eviction(&mut s.cp, "drain"))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn webhook_down() {
-    scenario("webhook-down", |s| {
-        Box::pin(s_webhook_down(&mut s.cp, "down"))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn rwo_single_node() {
-    scenario("rwo-single-node", |s| {
-        Box::pin(dumping(
-            &s.cp,
-            "rwo-single-node",
-            s_rwo_single_node(&s.cp, "rwo"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn rwo_lock_race() {
-    scenario("rwo-lock-race", |s| {
-        Box::pin(s_rwo_lock_race(&mut s.cp, "rwo-race"))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn multi_node_rwo_detection() {
-    scenario("multi-node-rwo-detection", |s| {
-        Box::pin(s_multi_node_rwo(&mut s.cp, "multi-rwo"))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn unused_condition() {
-    scenario("unused-condition", |s| {
-        let minor = s.minor;
-        Box::pin(s_unused_condition(&mut s.cp, "unused", minor))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn webhook_rollout() {
-    scenario("webhook-rollout", |s| {
-        Box::pin(s_webhook_rollout(&mut s.cp, "rollout"))
-    });
+crate::scenarios! { scenario:
+    cert_manager_renewal => |s| s_cert_renewal(&s.cp, "renewal");
+    statefulset_scale => |s| s_statefulset_scale(&s.cp, "sts-scale");
+    statefulset_recreate => |s| s_statefulset_recreate(&s.cp, "sts-recreate");
+    ephemeral_volume => |s| s_ephemeral_volume(&s.cp, "ephemeral");
+    rwo_stale_replica => |s| s_rwo_stale_replica(&s.cp, "rwo-stale");
+    ephemeral_owner_repointed => |s| s_ephemeral_owner_repointed(&s.cp, "eph-owner");
+    policy_webhook_down => |s| s_policy_webhook_down(&mut s.cp, "policy");
+    explain_pod_multi_attach => |s| s_explain_pod_multi_attach(&s.cp, "explain-pod");
+    policy_agrees => |s| s_policy_agrees(&mut s.cp, "agree");
+    registration_drift => |s| s_registration_drift(&mut s.cp, "registration");
+    delete_protection => |s| s_delete_protection(&s.cp, "protect");
+    rwo_missing_claim => |s| s_rwo_missing_claim(&s.cp, "rwo-missing");
+    webhook_idle_flood => |s| s_webhook_idle_flood(&s.cp, "flood");
+    webhook_client_cert => |s| s_webhook_client_cert(&mut s.cp, "mtls");
+    job_completion => |s| s_job_completion(&s.cp, "jobs");
+    kubectl_ux => |s| s_kubectl_ux(&s.cp, "ux");
+    namespace_deletion => |s| async move { let took = s_namespace_deletion(&s.cp, "doomed").await; println!( "namespace-deletion: namespace deleted in {:.1}s", took.as_secs_f64() ); };
+    node_delete_guard => |s| s_node_delete_guard(&mut s.cp, "podgc");
+    out_of_service => |s| s_out_of_service(&mut s.cp, "oos");
+    drain_eviction => |s| s_drain_eviction(&mut s.cp, "drain");
+    webhook_down => |s| s_webhook_down(&mut s.cp, "down");
+    rwo_single_node => |s| s_rwo_single_node(&s.cp, "rwo");
+    rwo_lock_race => |s| s_rwo_lock_race(&mut s.cp, "rwo-race");
+    multi_node_rwo_detection => |s| s_multi_node_rwo(&mut s.cp, "multi-rwo");
+    unused_condition => |s| s_unused_condition(&mut s.cp, "unused", s.minor);
+    webhook_rollout => |s| s_webhook_rollout(&mut s.cp, "rollout");
+    /// The apiserver's own latency figures for volguard's webhooks under churn (`cargo test
+    /// --test cluster -- --ignored --exact apiserver_latency` runs this one alone).
+    // 10 StatefulSets x 10 pods, twice: the correctness of every call under churn. The
+    // latency figures of record come from `make bench`'s side by side.
+    apiserver_latency => |s| s_apiserver_latency(&s.cp, "churn", 10, 10, 2);
 }
 
 /// Pod start latency as a client sees it: first seen (ADDED by a watch) → first seen Running,
@@ -4201,17 +3973,5 @@ async fn s_side_by_side(
 fn apiserver_side_by_side() {
     scenario("apiserver-side-by-side", |s| {
         Box::pin(s_side_by_side(&mut s.cp, "sbs", 10, 10, 4))
-    });
-}
-
-/// The apiserver's own latency figures for volguard's webhooks under churn (`make bench` runs
-/// this one alone: `cargo test --test cluster -- --ignored --exact apiserver_latency`).
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn apiserver_latency() {
-    scenario("apiserver-latency", |s| {
-        // 10 StatefulSets x 10 pods, twice: the correctness of every call under churn. The
-        // latency figures of record come from `make bench`'s side by side.
-        Box::pin(s_apiserver_latency(&s.cp, "churn", 10, 10, 2))
     });
 }

@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::shared::{Body, dumping};
+use support::shared::Body;
 use support::{harness, objects};
 
 use harness::{ControlPlane, Profile, eventually};
@@ -1112,6 +1112,7 @@ fn standalone(name: &str, f: impl for<'a> FnOnce(&'a mut ControlPlane) -> Body<'
         &STANDALONE,
         || Box::pin(start_standalone()),
         |cp| Box::pin(cp.ensure_running()),
+        |cp| cp.logs(),
         name,
         f,
     );
@@ -1123,6 +1124,7 @@ fn beside(name: &str, f: impl for<'a> FnOnce(&'a mut ControlPlane) -> Body<'a>) 
         &BESIDE,
         || Box::pin(start_beside()),
         |cp| Box::pin(cp.ensure_running()),
+        |cp| cp.logs(),
         name,
         f,
     );
@@ -1228,236 +1230,37 @@ async fn s_claim_metadata(cp: &ControlPlane, ns: &str) {
 
 // ---------------------------------------------------------------- one test per scenario
 
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn least_privilege() {
-    standalone("least-privilege", |cp| Box::pin(s_least_privilege(cp)));
+crate::scenarios! { standalone:
+    least_privilege => |cp| s_least_privilege(cp);
+    finalizers_on_create => |cp| s1_finalizers_on_create(cp, "s1");
+    postponed_refused_released => |cp| s2_s3_postponed_then_released(cp, "s2");
+    test_guarded_finalizer_removal => |cp| s_conflict_patch(cp, "s-conflict");
+    finalizer_strip_guard => |cp| s4_finalizer_strip_guard(cp, "s4");
+    force_delete => |cp| s5_force_delete(cp, "s5");
+    stale_out_of_service_cache => |cp| s5b_stale_out_of_service(cp, "s5b");
+    prebound_terminating_pv => |cp| s6_prebound_terminating_pv(cp, "s6");
+    bound_pv => |cp| s7_bound_pv(cp, "s7");
+    unused_since => |cp| s8_unused_since(cp, "s8");
+    eviction => |cp| s12_eviction(cp, "s12");
+    recreated_claim => |cp| s13_recreated_pvc(cp, "s13");
+    match_conditions => |cp| s14_match_conditions(cp, "s14");
+    claim_metadata => |cp| s_claim_metadata(cp, "s-claim-meta");
+    rwo_pod_create => |cp| s15_rwo_pod_create(cp, "s15");
+    late_decisions => |cp| s16_late_decisions(cp);
+    explain_kubectl_plugin => |cp| s17_explain_and_kubectl(cp);
+    webhook_down => |cp| s9_webhook_down(cp, "s9");
+    leader_failover => |cp| s10_leader_failover(cp, "s10");
 }
 
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn finalizers_on_create() {
-    standalone("finalizers-on-create", |cp| {
-        Box::pin(dumping(
-            cp,
-            "finalizers-on-create",
-            s1_finalizers_on_create(cp, "s1"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn postponed_refused_released() {
-    standalone("postponed-refused-released", |cp| {
-        Box::pin(dumping(
-            cp,
-            "postponed-refused-released",
-            s2_s3_postponed_then_released(cp, "s2"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn test_guarded_finalizer_removal() {
-    standalone("test-guarded-finalizer-removal", |cp| {
-        Box::pin(dumping(
-            cp,
-            "test-guarded-finalizer-removal",
-            s_conflict_patch(cp, "s-conflict"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn finalizer_strip_guard() {
-    standalone("finalizer-strip-guard", |cp| {
-        Box::pin(dumping(
-            cp,
-            "finalizer-strip-guard",
-            s4_finalizer_strip_guard(cp, "s4"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn force_delete() {
-    standalone("force-delete", |cp| {
-        Box::pin(dumping(cp, "force-delete", s5_force_delete(cp, "s5")))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn stale_out_of_service_cache() {
-    standalone("stale-out-of-service-cache", |cp| {
-        Box::pin(dumping(
-            cp,
-            "stale-out-of-service-cache",
-            s5b_stale_out_of_service(cp, "s5b"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn prebound_terminating_pv() {
-    standalone("prebound-terminating-pv", |cp| {
-        Box::pin(dumping(
-            cp,
-            "prebound-terminating-pv",
-            s6_prebound_terminating_pv(cp, "s6"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn bound_pv() {
-    standalone("bound-pv", |cp| {
-        Box::pin(dumping(cp, "bound-pv", s7_bound_pv(cp, "s7")))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn unused_since() {
-    standalone("unused-since", |cp| {
-        Box::pin(dumping(cp, "unused-since", s8_unused_since(cp, "s8")))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn eviction() {
-    standalone("eviction", |cp| {
-        Box::pin(dumping(cp, "eviction", s12_eviction(cp, "s12")))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn recreated_claim() {
-    standalone("recreated-claim", |cp| {
-        Box::pin(dumping(cp, "recreated-claim", s13_recreated_pvc(cp, "s13")))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn match_conditions() {
-    standalone("match-conditions", |cp| {
-        Box::pin(dumping(
-            cp,
-            "match-conditions",
-            s14_match_conditions(cp, "s14"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn claim_metadata() {
-    standalone("claim-metadata", |cp| {
-        Box::pin(dumping(
-            cp,
-            "claim-metadata",
-            s_claim_metadata(cp, "s-claim-meta"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn rwo_pod_create() {
-    standalone("rwo-pod-create", |cp| {
-        Box::pin(dumping(cp, "rwo-pod-create", s15_rwo_pod_create(cp, "s15")))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn late_decisions() {
-    standalone("late-decisions", |cp| {
-        Box::pin(dumping(cp, "late-decisions", s16_late_decisions(cp)))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn explain_kubectl_plugin() {
-    standalone("explain-kubectl-plugin", |cp| {
-        Box::pin(dumping(
-            cp,
-            "explain-kubectl-plugin",
-            s17_explain_and_kubectl(cp),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn webhook_down() {
-    standalone("webhook-down", |cp| Box::pin(s9_webhook_down(cp, "s9")));
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn leader_failover() {
-    standalone("leader-failover", |cp| {
-        Box::pin(s10_leader_failover(cp, "s10"))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn beside_upstream_finalizers_on_create() {
-    beside("beside-upstream-finalizers-on-create", |cp| {
-        Box::pin(dumping(
-            cp,
-            "beside-upstream-finalizers-on-create",
-            s1_finalizers_on_create(cp, "u1"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn beside_upstream_postponed_refused_released() {
-    beside("beside-upstream-postponed-refused-released", |cp| {
-        Box::pin(dumping(
-            cp,
-            "beside-upstream-postponed-refused-released",
-            s2_s3_postponed_then_released(cp, "u2"),
-        ))
-    });
-}
-
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn beside_upstream_finalizer_strip_guard() {
-    beside("beside-upstream-finalizer-strip-guard", |cp| {
-        Box::pin(dumping(
-            cp,
-            "beside-upstream-finalizer-strip-guard",
-            s4_finalizer_strip_guard(cp, "u4"),
-        ))
-    });
+crate::scenarios! { beside:
+    beside_upstream_finalizers_on_create => |cp| s1_finalizers_on_create(cp, "u1");
+    beside_upstream_postponed_refused_released => |cp| s2_s3_postponed_then_released(cp, "u2");
+    beside_upstream_finalizer_strip_guard => |cp| s4_finalizer_strip_guard(cp, "u4");
+    beside_upstream_then_kcm_alone_releases => |cp| kcm_alone_releases(cp);
 }
 
 /// Two controllers on one claim do not fight, and kube-controller-manager really is active:
 /// with volguard's controller stopped it releases alone.
-#[test]
-#[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-fn beside_upstream_then_kcm_alone_releases() {
-    beside("beside-upstream-then-kcm-alone-releases", |cp| {
-        Box::pin(kcm_alone_releases(cp))
-    });
-}
-
 async fn kcm_alone_releases(cp: &mut ControlPlane) {
     // No retry loop between the two controllers: volguard's retries stay at a handful at most.
     let metrics = metrics_text(cp.controller_probes[0]).await;

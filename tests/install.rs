@@ -344,6 +344,7 @@ fn scenario(name: &str, f: impl for<'a> FnOnce(&'a mut Shared) -> Body<'a>) {
         &CLUSTER,
         || Box::pin(start_cluster()),
         |s| Box::pin(prepare(s)),
+        |s| s.cp.logs(),
         name,
         f,
     );

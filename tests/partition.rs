@@ -183,6 +183,7 @@ fn scenario(name: &str, f: impl for<'a> FnOnce(&'a mut Shared) -> Body<'a>) {
         &CLUSTER,
         || Box::pin(start_cluster()),
         |s| Box::pin(prepare(s)),
+        |s| s.cp.logs(),
         name,
         f,
     );
@@ -544,7 +545,7 @@ async fn remove_node(cp: &mut ControlPlane, node: &str) {
 
 // ---------------------------------------------------------------- scenarios
 
-async fn partition_fenced(s: &mut Shared) {
+async fn s_partition_fenced(s: &mut Shared) {
     let (ns, node) = ("p-fenced", "pf");
     let pod = workload(&mut s.cp, ns, "db", "fence-auto", node).await;
     let c = s.cp.admin().await;
@@ -687,7 +688,7 @@ async fn partition_fenced(s: &mut Shared) {
         format!("Node {node}"),
         "tainted:      yes, on volguard's incident".to_string(),
         format!("{} Released (webhook)", f.metadata.name),
-        "heartbeat:    none (down or partitioned)".to_string(),
+        format!("next:         released by incident {}", f.metadata.name),
     ] {
         assert!(explained.contains(&want), "{want:?} not in:\n{explained}");
     }
@@ -697,7 +698,7 @@ async fn partition_fenced(s: &mut Shared) {
     assert_eq!(steps(&done).last(), Some(&"node-deleted"));
 }
 
-async fn partition_lying_agent(s: &mut Shared) {
+async fn s_partition_lying_agent(s: &mut Shared) {
     let (ns, node) = ("p-lying", "lie");
     let pod = workload(&mut s.cp, ns, "db", "fence-auto", node).await;
     let c = s.cp.admin().await;
@@ -771,7 +772,7 @@ async fn partition_lying_agent(s: &mut Shared) {
     forget_node(&mut s.cp, node).await;
 }
 
-async fn partition_agent_timeout(s: &mut Shared) {
+async fn s_partition_agent_timeout(s: &mut Shared) {
     let (ns, node) = ("p-timeout", "slow");
     workload(&mut s.cp, ns, "db", "fence-auto", node).await;
     let c = s.cp.admin().await;
@@ -861,7 +862,7 @@ async fn partition_agent_timeout(s: &mut Shared) {
     forget_node(&mut s.cp, node).await;
 }
 
-async fn partition_heals(s: &mut Shared) {
+async fn s_partition_heals(s: &mut Shared) {
     let (ns, node) = ("p-heals", "heal");
     workload(&mut s.cp, ns, "db", "fence-manual", node).await;
     let c = s.cp.admin().await;
@@ -904,7 +905,7 @@ async fn partition_heals(s: &mut Shared) {
     forget_node(&mut s.cp, node).await;
 }
 
-async fn partition_zombie(s: &mut Shared) {
+async fn s_partition_zombie(s: &mut Shared) {
     let (ns, node) = ("p-zombie", "zombie");
     workload(&mut s.cp, ns, "db", "fence-auto", node).await;
     let c = s.cp.admin().await;
@@ -944,7 +945,7 @@ async fn partition_zombie(s: &mut Shared) {
 
 /// Issue 40 point 8: a node that reports a planned-maintenance condition (KEP-5683) is not
 /// partitioned, it is being worked on: never fenced, and the hold says why.
-async fn partition_maintenance(s: &mut Shared) {
+async fn s_partition_maintenance(s: &mut Shared) {
     let (ns, node) = ("p-maint", "maint");
     workload(&mut s.cp, ns, "db", "fence-auto", node).await;
     let c = s.cp.admin().await;
@@ -990,7 +991,7 @@ async fn partition_maintenance(s: &mut Shared) {
 
 /// Issue 40 point 2: a fenced node that returns without a reboot, its kubelet still reporting a
 /// released volume, stays `Recovering` (tainted, fenced); a new bootID releases it.
-async fn partition_needs_reboot(s: &mut Shared) {
+async fn s_partition_needs_reboot(s: &mut Shared) {
     let (ns, node) = ("p-reboot", "reboot");
     workload(&mut s.cp, ns, "db", "fence-auto", node).await;
     let c = s.cp.admin().await;
@@ -1087,7 +1088,7 @@ async fn remediated_workload(
 /// taint after its own fencing (its exact call: a patch of the Node's taints): refused while the
 /// node heartbeats, then allowed and recorded; cluster-api's identity, trusted only to delete
 /// Nodes, may not taint.
-async fn remediator_taint(s: &mut Shared) {
+async fn s_remediator_taint(s: &mut Shared) {
     let (ns, node) = ("p-far", "far");
     let (c, far, capi) = remediated_workload(s, ns, node).await;
     let taint = Patch::Merge(
@@ -1144,7 +1145,7 @@ async fn remediator_taint(s: &mut Shared) {
 /// Issue 40 point 7: cluster-api, trusted with `delete-node`, deletes the Node of a Machine it
 /// removed (its exact call: DELETE of the Node): refused while the node heartbeats, then allowed
 /// and recorded; fence-agents-remediation's identity, trusted only to taint, may not delete it.
-async fn remediator_node_delete(s: &mut Shared) {
+async fn s_remediator_node_delete(s: &mut Shared) {
     let (ns, node) = ("p-capi", "capi");
     let (c, far, capi) = remediated_workload(s, ns, node).await;
     s.cp.stop_kwok(node);
@@ -1195,7 +1196,7 @@ async fn remediator_node_delete(s: &mut Shared) {
     forget_node(&mut s.cp, node).await;
 }
 
-async fn partition_storm(s: &mut Shared) {
+async fn s_partition_storm(s: &mut Shared) {
     let ns = "p-storm";
     // Two nodes never turn NotReady at the same instant (the node monitor looks every 5 s): the
     // pods forgive 20 s, so both count as unhealthy before either could be fenced.
@@ -1242,7 +1243,7 @@ async fn partition_storm(s: &mut Shared) {
     forget_node(&mut s.cp, "storm-b").await;
 }
 
-async fn partition_restart(s: &mut Shared) {
+async fn s_partition_restart(s: &mut Shared) {
     let (ns, node) = ("p-restart", "restart");
     workload(&mut s.cp, ns, "db", "fence-auto", node).await;
     let c = s.cp.admin().await;
@@ -1280,7 +1281,7 @@ async fn partition_restart(s: &mut Shared) {
     forget_node(&mut s.cp, node).await;
 }
 
-async fn partition_opt_out(s: &mut Shared) {
+async fn s_partition_opt_out(s: &mut Shared) {
     let (ns, node) = ("p-optout", "optout");
     let pod = workload(&mut s.cp, ns, "db", "e2e-hostpath", node).await;
     let c = s.cp.admin().await;
@@ -1310,7 +1311,7 @@ async fn partition_opt_out(s: &mut Shared) {
     forget_node(&mut s.cp, node).await;
 }
 
-async fn partition_guards(s: &mut Shared) {
+async fn s_partition_guards(s: &mut Shared) {
     let (ns, node) = ("p-guards", "guard");
     let c = s.cp.admin().await;
     // A forged terminal phase on a running pod (on a healthy node) is refused.
@@ -1475,7 +1476,7 @@ async fn csi_volume(c: &kube::Client, ns: &str, set: &str) {
 /// Issue 40 point 1: a NetworkFence cuts one CSI driver's storage network, but the pod on the node
 /// uses a hostPath volume the fence does not cover: the incident stays `Fenced`, never tainted,
 /// saying what is not covered (status, `FenceScopeIncomplete` Event, `volguard_fencing_scope_held`).
-async fn partition_partial_fence(s: &mut Shared) {
+async fn s_partition_partial_fence(s: &mut Shared) {
     let (ns, node) = ("p-partial", "partial");
     workload(&mut s.cp, ns, "db", "fence-network", node).await;
     let c = s.cp.admin().await;
@@ -1523,7 +1524,7 @@ async fn partition_partial_fence(s: &mut Shared) {
     forget_node(&mut s.cp, node).await;
 }
 
-async fn partition_networkfence(s: &mut Shared) {
+async fn s_partition_networkfence(s: &mut Shared) {
     let (ns, node) = ("p-netfence", "netfence");
     // The pod's volume is the fenced driver's: the NetworkFence covers it.
     csi_volume(&s.cp.admin().await, ns, "db").await;
@@ -1582,64 +1583,20 @@ async fn partition_networkfence(s: &mut Shared) {
 
 // ---------------------------------------------------------------- one test per scenario
 
-macro_rules! partition_test {
-    ($fn_name:ident, $scenario:literal, $body:ident) => {
-        #[test]
-        #[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
-        fn $fn_name() {
-            scenario($scenario, |s| Box::pin($body(s)))
-        }
-    };
+crate::scenarios! { scenario:
+    partition_fenced => |s| s_partition_fenced(s);
+    partition_lying_agent => |s| s_partition_lying_agent(s);
+    partition_agent_timeout => |s| s_partition_agent_timeout(s);
+    partition_heals => |s| s_partition_heals(s);
+    partition_zombie => |s| s_partition_zombie(s);
+    partition_storm => |s| s_partition_storm(s);
+    partition_restart => |s| s_partition_restart(s);
+    partition_opt_out => |s| s_partition_opt_out(s);
+    partition_guards => |s| s_partition_guards(s);
+    partition_networkfence => |s| s_partition_networkfence(s);
+    partition_maintenance => |s| s_partition_maintenance(s);
+    partition_needs_reboot => |s| s_partition_needs_reboot(s);
+    remediator_taint => |s| s_remediator_taint(s);
+    remediator_node_delete => |s| s_remediator_node_delete(s);
+    partition_partial_fence => |s| s_partition_partial_fence(s);
 }
-
-partition_test!(partition_fenced_test, "partition-fenced", partition_fenced);
-partition_test!(
-    partition_lying_agent_test,
-    "partition-lying-agent",
-    partition_lying_agent
-);
-partition_test!(
-    partition_agent_timeout_test,
-    "partition-agent-timeout",
-    partition_agent_timeout
-);
-partition_test!(partition_heals_test, "partition-heals", partition_heals);
-partition_test!(partition_zombie_test, "partition-zombie", partition_zombie);
-partition_test!(partition_storm_test, "partition-storm", partition_storm);
-partition_test!(
-    partition_restart_test,
-    "partition-restart",
-    partition_restart
-);
-partition_test!(
-    partition_opt_out_test,
-    "partition-opt-out",
-    partition_opt_out
-);
-partition_test!(partition_guards_test, "partition-guards", partition_guards);
-partition_test!(
-    partition_networkfence_test,
-    "partition-networkfence",
-    partition_networkfence
-);
-partition_test!(
-    partition_maintenance_test,
-    "partition-maintenance",
-    partition_maintenance
-);
-partition_test!(
-    partition_needs_reboot_test,
-    "partition-needs-reboot",
-    partition_needs_reboot
-);
-partition_test!(remediator_taint_test, "remediator-taint", remediator_taint);
-partition_test!(
-    remediator_node_delete_test,
-    "remediator-node-delete",
-    remediator_node_delete
-);
-partition_test!(
-    partition_partial_fence_test,
-    "partition-partial-fence",
-    partition_partial_fence
-);

@@ -29,12 +29,32 @@ extern "C" fn teardown_all() {
     }
 }
 
+/// One `#[test]` per scenario, its name written once: `statefulset_scale => |s| body;` declares
+/// the test `statefulset_scale`, which runs scenario "statefulset-scale" (`body`, a future
+/// borrowing the shared cluster `s`) through the file's runner (`scenario`, `standalone`, ...).
+#[macro_export]
+macro_rules! scenarios {
+    ($runner:ident: $($(#[$meta:meta])* $test:ident => |$s:ident| $body:expr;)+) => {$(
+        $(#[$meta])*
+        #[test]
+        #[ignore = "needs the control plane that `make e2e` builds (it runs the ignored tests)"]
+        fn $test() {
+            $runner(&stringify!($test).replace('_', "-"), |$s| Box::pin($body));
+        }
+    )+};
+}
+
+/// A scenario that has not finished after this long is stuck: every process's log is dumped
+/// (each scenario's own waits are far shorter; `make bench`'s side by side is the longest).
+const STUCK: std::time::Duration = std::time::Duration::from_secs(900);
+
 /// Run scenario `name` on the cluster in `cell` (built by `start` on first use; `prepare` runs
-/// before each scenario), printing `scenario NAME: ok (..s)`.
+/// before each scenario), printing `scenario NAME: ok (..s)`; a stuck one fails with `logs`.
 pub fn scenario<T: Send + 'static>(
     cell: &'static Mutex<Option<T>>,
     start: fn() -> Pin<Box<dyn Future<Output = T>>>,
     prepare: for<'a> fn(&'a mut T) -> Body<'a>,
+    logs: fn(&T) -> String,
     name: &str,
     f: impl for<'a> FnOnce(&'a mut T) -> Body<'a>,
 ) {
@@ -58,18 +78,10 @@ pub fn scenario<T: Send + 'static>(
         let shared = guard.as_mut().expect("cluster");
         prepare(shared).await;
         let t = Instant::now();
-        f(shared).await;
+        let finished = tokio::time::timeout(STUCK, f(shared)).await.is_ok();
+        if !finished {
+            panic!("scenario {name} stuck for {STUCK:?}\n{}", logs(shared));
+        }
         println!("scenario {name}: ok ({:.1}s)", t.elapsed().as_secs_f64());
     });
-}
-
-/// A scenario body that must finish within five minutes (its own waits are shorter), else every
-/// process's log is dumped.
-pub async fn dumping<F: Future<Output = ()>>(cp: &super::harness::ControlPlane, name: &str, f: F) {
-    if tokio::time::timeout(std::time::Duration::from_secs(300), f)
-        .await
-        .is_err()
-    {
-        panic!("{name} timed out\n{}", cp.logs());
-    }
 }

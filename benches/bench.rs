@@ -7,8 +7,10 @@ mod harness;
 mod load;
 mod synth;
 // The tests' harness for `volguard serve` (certificates, start, wait until ready) and its TLS client.
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/support/serve.rs"]
 mod common;
+#[path = "../tests/support/tls_client.rs"]
+mod tls_client;
 
 use serde_json::{Value, json};
 use std::alloc::{GlobalAlloc, Layout, System};

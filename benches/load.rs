@@ -42,7 +42,7 @@ fn tls(ca_pem: &str, proto: Proto) -> TlsConnector {
         Proto::H1 => b"http/1.1",
         Proto::H2 => b"h2",
     };
-    super::common::tls_client::connector(ca_pem, alpn)
+    super::tls_client::connector(ca_pem, alpn)
 }
 
 async fn connect(t: &Target, proto: Proto) -> Sender {

@@ -2,9 +2,9 @@
 //! connections, h2 rapid reset, deeply nested JSON, huge strings and TLS garbage, with bounded
 //! memory and a clear answer where one is possible.
 
-mod common;
+mod support;
 
-use common::{Certs, Server, client, repo};
+use support::serve::{Certs, Server, client, repo};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -30,7 +30,7 @@ async fn tls(
     let tcp = tokio::net::TcpStream::connect(&server.webhook)
         .await
         .expect("connect");
-    common::tls_client::connector(ca_pem, alpn)
+    support::tls_client::connector(ca_pem, alpn)
         .connect(
             rustls_pki_types::ServerName::try_from("localhost").expect("name"),
             tcp,
@@ -443,7 +443,7 @@ async fn one_peer_cannot_take_every_slot() {
     let tcp = tokio::net::TcpStream::connect(&server.webhook)
         .await
         .expect("connect");
-    let fourth = common::tls_client::connector(&certs.ca_pem, b"http/1.1")
+    let fourth = support::tls_client::connector(&certs.ca_pem, b"http/1.1")
         .connect(
             rustls_pki_types::ServerName::try_from("localhost").expect("name"),
             tcp,

@@ -6,10 +6,10 @@
 //! validate-pod-create-` runs those): no fixture depends on another's state. A sequence is one
 //! file with `steps`, run in order on one server.
 
-mod common;
+mod support;
 
 use base64::Engine;
-use common::{Certs, Server, client, repo};
+use support::serve::{Certs, Server, client, repo};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! `volguard report unused` over a state file with every case, in each output format, through the
 //! real binary.
 
-mod common;
+mod support;
 
 use serde_json::Value;
 use std::process::Command;
@@ -9,7 +9,7 @@ use std::process::Command;
 fn report(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_volguard"))
         .args(["report", "unused", "--state"])
-        .arg(common::repo().join("tests/fixtures/report/state.yaml"))
+        .arg(support::serve::repo().join("tests/fixtures/report/state.yaml"))
         .args(["--now", "2026-11-21T00:00:00Z"])
         .args(args)
         .output()

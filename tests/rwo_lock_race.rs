@@ -2,9 +2,9 @@
 //! one free ReadWriteOnce claim, neither visible in any cache. One `volguard serve` (offline: the
 //! lock lives in memory), 1,000 rounds, both binds of a round sent at once: exactly one allowed.
 
-mod common;
+mod support;
 
-use common::{Certs, Server, client};
+use support::serve::{Certs, Server, client};
 use serde_json::{Value, json};
 
 const ROUNDS: usize = 1000;

@@ -1,9 +1,9 @@
 //! Serving behaviour of the real binary: certificate rotation through a `..data` symlink swap,
 //! rejection of a broken pair, h2 and HTTP/1.1, probes, and graceful shutdown on SIGTERM.
 
-mod common;
+mod support;
 
-use common::{Certs, Server, client, repo};
+use support::serve::{Certs, Server, client, repo};
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -550,10 +550,10 @@ async fn metrics_in_both_formats_pass_promtool() {
 async fn a_delete_s_second_call_is_not_counted_again() {
     let certs = Certs::new();
     let server = Server::start(&certs.cert(), &certs.key(), &["--state", &state_arg()]);
-    let http = common::client(&certs.ca_pem);
+    let http = support::serve::client(&certs.ca_pem);
     let fixture: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(
-            common::repo().join("tests/fixtures/reviews/validate-pod-delete-force-admin.json"),
+            support::serve::repo().join("tests/fixtures/reviews/validate-pod-delete-force-admin.json"),
         )
         .expect("fixture"),
     )

@@ -1,11 +1,15 @@
-//! Shared support of the tests that run a real control plane (`tests/e2e.rs`, `tests/cluster.rs`,
-//! `tests/chaos.rs`; `benches/bench.rs` borrows the harness): start etcd, kube-apiserver,
-//! kube-controller-manager, kube-scheduler, kwok, cert-manager and volguard; the objects users
-//! write; what volguard's metrics say. A test file uses it with `mod support;`.
+//! What the test files share (a file uses it with `mod support;`): `serve` and `tls_client` for
+//! the tests of `volguard serve` alone (fixtures, server, abuse); for those that run a real
+//! control plane (`tests/e2e.rs`, `tests/cluster.rs`, `tests/partition.rs`, `tests/chaos.rs`;
+//! `benches/bench.rs` borrows the harness), `harness` starts etcd, kube-apiserver,
+//! kube-controller-manager, kube-scheduler, kwok, cert-manager and volguard, `objects` the objects
+//! users write, `apiserver` what the apiserver measures, `shared` one cluster per file.
 #![allow(dead_code)]
 
 pub mod apiserver;
 pub mod harness;
 pub mod objects;
+pub mod serve;
 pub mod shared;
+pub mod tls_client;
 pub mod workload;

@@ -1,7 +1,6 @@
-//! Shared test harness: start the real `volguard` binary with generated certificates.
+//! `volguard serve` alone, with generated certificates (the tests of its HTTP, TLS and fixture
+//! behaviour, no control plane): start it, reach it, read what it logged.
 #![allow(dead_code)]
-
-pub mod tls_client;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

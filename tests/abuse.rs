@@ -4,8 +4,8 @@
 
 mod support;
 
-use support::serve::{Certs, Server, client, repo};
 use std::time::{Duration, Instant};
+use support::serve::{Certs, Server, client, repo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const READ_TIMEOUT_MS: &str = "500";

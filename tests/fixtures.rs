@@ -9,10 +9,10 @@
 mod support;
 
 use base64::Engine;
-use support::serve::{Certs, Server, client, repo};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 use std::sync::Arc;
+use support::serve::{Certs, Server, client, repo};
 
 async fn run_fixture(
     http: &reqwest::Client,

@@ -4,8 +4,8 @@
 
 mod support;
 
-use support::serve::{Certs, Server, client};
 use serde_json::{Value, json};
+use support::serve::{Certs, Server, client};
 
 const ROUNDS: usize = 1000;
 

@@ -3,10 +3,10 @@
 
 mod support;
 
-use support::serve::{Certs, Server, client, repo};
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use support::serve::{Certs, Server, client, repo};
 
 fn review_body() -> Vec<u8> {
     let fx: serde_json::Value = serde_json::from_slice(
@@ -553,7 +553,8 @@ async fn a_delete_s_second_call_is_not_counted_again() {
     let http = support::serve::client(&certs.ca_pem);
     let fixture: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(
-            support::serve::repo().join("tests/fixtures/reviews/validate-pod-delete-force-admin.json"),
+            support::serve::repo()
+                .join("tests/fixtures/reviews/validate-pod-delete-force-admin.json"),
         )
         .expect("fixture"),
     )

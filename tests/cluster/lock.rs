@@ -1,0 +1,982 @@
+//! The ReadWriteOnce lock on the real scheduler, kubelets and apiserver: one node per claim, races between replicas, stale caches, missing claims.
+
+use super::*;
+
+/// A pod on `claim` that no scheduler picks up: it stays Pending until a test binds it.
+pub(super) fn unscheduled_pod(name: &str, claim: &str) -> Pod {
+    let mut p = claim_pod(name, claim, None);
+    if let Some(spec) = p.spec.as_mut() {
+        spec.scheduler_name = Some("e2e-nobody".into());
+    }
+    p
+}
+
+/// The AdmissionReview the apiserver sends for the scheduler's bind of `pod` (UID `uid`) to `node`.
+pub(super) fn bind_review(ns: &str, pod: &str, uid: &str, node: &str) -> String {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": format!("bind-{pod}"), "kind": {"group": "", "version": "v1", "kind": "Binding"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "binding",
+        "name": pod, "namespace": ns, "operation": "CREATE",
+        "userInfo": {"username": "system:kube-scheduler", "groups": ["system:authenticated"]},
+        "object": {"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": pod, "namespace": ns, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}},
+        "oldObject": null}})
+    .to_string()
+}
+
+/// volguard's webhook over `store` as it is (no watch keeps it current; pods count as watched),
+/// reading live through `client`: a replica whose watches stopped.
+pub(super) fn frozen_replica(
+    client: kube::Client,
+    store: volguard::state::Store,
+) -> volguard::admission::Admission {
+    use volguard::state::{Cluster, live::LiveCluster};
+    let view = Cluster::Live(LiveCluster::from_store(
+        client,
+        std::sync::Arc::new(store),
+        true,
+    ));
+    volguard::admission::Admission::new(view, Default::default(), vec![])
+}
+
+/// `o` as volguard's model of it (what a watch would have stored).
+pub(super) fn modelled<T: serde::Serialize, M: serde::de::DeserializeOwned>(o: &T) -> M {
+    serde_json::from_value(serde_json::to_value(o).expect("json")).expect("model")
+}
+
+/// Trust review points 3, 4 and 6 on the real apiserver. A replica whose pod watch stopped long
+/// ago (its cache shows neither the holder nor the pod being bound, only an older pod of that name,
+/// recreated since) and whose clock runs a day ahead of the replica that wrote the lock (its copy of
+/// the lock is dated a day back) judges a bind to another node: the live reads show the real pod
+/// and the holder, so it refuses. Then a replica that loses the lock's swap and cannot read the
+/// claim back (RBAC lets it patch claims, not get them) refuses too: the scheduler retries.
+pub(super) async fn s_rwo_stale_replica(cp: &ControlPlane, ns: &str) {
+    use volguard::admission::{Endpoint, decode};
+    use volguard::rules::rwo_lock::{RWO_LOCK, RwoLock};
+    let c = cp.admin().await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    claim(cp, ns, "data").await;
+    pods.create(
+        &PostParams::default(),
+        &claim_pod("holder", "data", Some("kwok-1")),
+    )
+    .await
+    .expect("holder");
+    running(cp, ns, "holder").await;
+    let locked = pvcs.get("data").await.expect("claim");
+    let raw = locked
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RWO_LOCK))
+        .expect("the webhook locked the claim to kwok-1");
+    let mut lock = RwoLock::parse(raw).expect("lock");
+    assert_eq!(lock.node, "kwok-1");
+    let rival = pods
+        .create(&PostParams::default(), &unscheduled_pod("rival", "data"))
+        .await
+        .expect("rival");
+    let uid = rival.metadata.uid.clone().expect("uid");
+
+    // The frozen cache: the claim with its lock dated a day back, the rival's predecessor.
+    lock.at -= jiff::SignedDuration::from_hours(24);
+    let mut stale = serde_json::to_value(&locked).expect("json");
+    stale["metadata"]["annotations"][RWO_LOCK] = json!(lock.encode());
+    let store = volguard::state::Store::default();
+    store
+        .pvcs
+        .apply(serde_json::from_value(stale).expect("claim"));
+    let old: volguard::model::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "rival", "namespace": ns, "uid": "00000000-0000-4000-8000-0000000000aa"},
+        "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]}}))
+    .expect("pod");
+    store.claims.add(&old);
+    store.pods.apply(old);
+    let replica = frozen_replica(c.clone(), store);
+    let body = bind_review(ns, "rival", &uid, "kwok-2");
+    let req = decode(body.as_bytes()).expect("review");
+    let v = replica
+        .decide(Endpoint::Validate, &req, Duration::from_secs(2))
+        .await;
+    assert_eq!(
+        (v.decision.allowed, v.decision.row),
+        (false, "rwo-locked-on-other-node"),
+        "a frozen replica with a clock a day ahead must not move a live lock: {v:?}"
+    );
+    let msg = v.decision.message.clone().unwrap_or_default();
+    assert!(msg.contains("kwok-1"), "{msg}");
+    let now = pvcs.get("data").await.expect("claim");
+    assert_eq!(
+        now.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(RWO_LOCK)),
+        Some(raw),
+        "the lock moved"
+    );
+    println!("rwo-stale-replica: frozen cache, old pod UID, clock +24 h: refused: {msg}");
+
+    // Point 6: the swap lost (the cache's claim is a version behind), the read back forbidden.
+    claim(cp, ns, "fresh").await;
+    let before = pvcs.get("fresh").await.expect("claim");
+    pvcs.patch(
+        "fresh",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"moved": "on"}}})),
+    )
+    .await
+    .expect("a newer version of the claim");
+    let taker = pods
+        .create(&PostParams::default(), &unscheduled_pod("taker", "fresh"))
+        .await
+        .expect("taker");
+    let uid = taker.metadata.uid.clone().expect("uid");
+    let rbac = json!([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "patch-claims-only", "namespace": ns},
+         "rules": [{"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["patch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "patch-claims-only", "namespace": ns},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "patch-claims-only"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "e2e-lossy"}]}
+    ]);
+    for o in rbac.as_array().expect("list") {
+        let o: kube::api::DynamicObject = serde_json::from_value(o.clone()).expect("object");
+        let kind = o.types.as_ref().expect("types").kind.clone();
+        let ar = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            &kind,
+        ));
+        Api::<kube::api::DynamicObject>::namespaced_with(c.clone(), ns, &ar)
+            .create(&PostParams::default(), &o)
+            .await
+            .expect("rbac");
+    }
+    let store = volguard::state::Store::default();
+    store.pvcs.apply(modelled(&before));
+    let taker: volguard::model::Pod = modelled(&taker);
+    store.claims.add(&taker);
+    store.pods.apply(taker);
+    let lossy = frozen_replica(cp.client_as("e2e-lossy", &[]).await, store);
+    let body = bind_review(ns, "taker", &uid, "kwok-2");
+    let req = decode(body.as_bytes()).expect("review");
+    let v = cp
+        .eventually("the patch-only role in force", WAIT, || {
+            let (lossy, req) = (&lossy, &req);
+            async move {
+                let v = lossy
+                    .decide(Endpoint::Validate, req, Duration::from_secs(2))
+                    .await;
+                (v.decision.row != "rwo-unknown").then_some(v)
+            }
+        })
+        .await;
+    assert_eq!(
+        (v.decision.allowed, v.decision.row),
+        (false, "rwo-lock-lost-unread"),
+        "a lost swap then a failed read must refuse: {v:?}"
+    );
+    let fresh = pvcs.get("fresh").await.expect("claim");
+    assert!(
+        fresh
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(RWO_LOCK))
+            .is_none(),
+        "the stale swap wrote a lock"
+    );
+    println!(
+        "rwo-stale-replica: swap lost, read back forbidden: refused ({})",
+        v.decision.message.unwrap_or_default()
+    );
+}
+
+pub(super) async fn s_rwo_missing_claim(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let mut refused = Vec::new();
+    for (name, node) in [("ghost-a", "kwok-1"), ("ghost-b", "kwok-2")] {
+        let e = pod(&c, ns, name, Some(node), &["ghost"])
+            .await
+            .expect_err("a direct placement on a missing claim must be refused");
+        let (code, msg) = denial(e);
+        assert_eq!(code, 403, "{msg}");
+        assert!(msg.contains("Create the claim first"), "{msg}");
+        refused.push(name);
+    }
+    let mut eph = pod_template(
+        "eph",
+        json!({"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}),
+    );
+    eph["metadata"]["name"] = json!("eph");
+    eph["spec"]["nodeName"] = json!("kwok-1");
+    let eph: Pod = serde_json::from_value(eph).expect("pod");
+    Api::<Pod>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &eph)
+        .await
+        .expect("an ephemeral claim is created after its pod");
+    // Once the claim exists, the first placement takes it.
+    pvc(&c, ns, "ghost", None).await.expect("pvc");
+    cp.eventually("placed once the claim exists", WAIT, || {
+        let c = c.clone();
+        async move {
+            pod(&c, ns, "ghost-a", Some("kwok-1"), &["ghost"])
+                .await
+                .ok()
+                .map(|_| ())
+        }
+    })
+    .await;
+    println!(
+        "rwo-missing-claim: {refused:?} refused while the claim was missing; placed once it existed"
+    );
+}
+
+/// Claim `held` used by the running pod `holder` on kwok-1: a strip of its finalizer is a Fail
+/// rule's refusal, volguard's own answer.
+pub(super) async fn held_claim(cp: &ControlPlane, ns: &str) {
+    claim(cp, ns, "held").await;
+    Api::<Pod>::namespaced(cp.admin().await, ns)
+        .create(
+            &PostParams::default(),
+            &claim_pod("holder", "held", Some("kwok-1")),
+        )
+        .await
+        .expect("holder");
+    running(cp, ns, "holder").await;
+}
+
+pub(super) fn deployment(
+    name: &str,
+    claim: &str,
+    strategy: serde_json::Value,
+) -> k8s_openapi::api::apps::v1::Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"replicas": 1, "strategy": strategy, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}],
+                    "automountServiceAccountToken": false,
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}}}
+    }))
+    .expect("deployment")
+}
+
+/// The pods of app `name`: (pod name, node) for each, oldest first.
+pub(super) async fn app_pods(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> Vec<(String, Option<String>)> {
+    let mut pods = Api::<Pod>::namespaced(c.clone(), ns)
+        .list(&kube::api::ListParams::default().labels(&format!("app={name}")))
+        .await
+        .expect("list")
+        .items;
+    pods.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
+    pods.into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            (
+                p.metadata.name.unwrap_or_default(),
+                p.spec.and_then(|s| s.node_name),
+            )
+        })
+        .collect()
+}
+
+/// A new revision of a Deployment's pod template (what `kubectl rollout restart` does).
+pub(super) async fn roll_out(deploys: &Api<k8s_openapi::api::apps::v1::Deployment>, name: &str) {
+    deploys
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}}),
+            ),
+        )
+        .await
+        .expect("rollout");
+}
+
+/// A Deployment of `replicas` pods on `claim` that must sit on distinct nodes (required pod
+/// anti-affinity): the scheduler binds them to two nodes milliseconds apart.
+pub(super) fn spread_deployment(
+    name: &str,
+    claim: &str,
+    replicas: i32,
+) -> k8s_openapi::api::apps::v1::Deployment {
+    let mut d = deployment(name, claim, json!({"type": "Recreate"}));
+    let v = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": name}}, "topologyKey": "kubernetes.io/hostname"}]}});
+    if let Some(spec) = d.spec.as_mut() {
+        spec.replicas = Some(replicas);
+        if let Some(ps) = spec.template.spec.as_mut() {
+            ps.affinity = Some(serde_json::from_value(v).expect("affinity"));
+            // Rounds end by deleting the pods: kwok finishes them after this grace.
+            ps.termination_grace_period_seconds = Some(1);
+        }
+    }
+    d
+}
+
+/// The app's pods that are Running on a node, and the refusals the scheduler met for the others.
+/// `Err` when the app's pods sit on two nodes (rules.md §2f broken), saying which.
+pub(super) async fn race_state(c: &kube::Client, ns: &str, app: &str) -> Result<RaceState, String> {
+    let pods = Api::<Pod>::namespaced(c.clone(), ns)
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .expect("list")
+        .items;
+    split_nodes(&pods, app)?;
+    let mut running = Vec::new();
+    let mut refused = Vec::new();
+    for p in pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+        let phase = p.status.as_ref().and_then(|s| s.phase.clone());
+        match (node, phase.as_deref()) {
+            (Some(n), Some("Running")) => running.push((name, n)),
+            (None, _) => {
+                // The lock's refusal when the scheduler's first bind met it, else the first one.
+                let all = rwo_refusals(c, ns, &name).await;
+                if let Some(m) = all
+                    .iter()
+                    .find(|m| m.contains("locked to node"))
+                    .or(all.first())
+                {
+                    refused.push((name, m.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((running, refused))
+}
+
+/// Two nodes on one claim: fail with every decision both replicas logged about placements.
+pub(super) fn race_lost(
+    cp: &ControlPlane,
+    replicas: &[Option<harness::Proc>],
+    round: usize,
+    e: &str,
+) -> ! {
+    let logs: Vec<String> = cp
+        .serve
+        .iter()
+        .chain(replicas.iter().flatten())
+        .map(|p| p.lines_with("rwo", 40))
+        .collect();
+    panic!("round {round}: {e}\n{}", logs.join("\n"))
+}
+
+/// The running pods (name, node) and the refused ones (name, refusal) of a race.
+pub(super) type RaceState = (Vec<(String, String)>, Vec<(String, String)>);
+
+/// The lock's race on the real cluster: two `volguard serve` replicas (each with its own caches)
+/// behind one address, a Deployment of two pods that must use two nodes on one RWO claim, created
+/// 20 times: each time one pod runs and the other waits Pending with volguard's refusal in the
+/// scheduler's event; never two nodes, never a `MultiNodeRWO`. Then scale to 0 and back: the lock
+/// moves to the new pod.
+pub(super) async fn s_rwo_lock_race(cp: &mut ControlPlane, ns: &str) {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let c = cp.admin().await;
+    // Replica 0 is the harness's own serve; replica 1 is started here. Before each round one of
+    // them is replaced (a new process on a new port, the old one drained): the apiserver keeps one
+    // HTTP/2 connection per webhook, so without it one replica would judge nearly every bind.
+    let mut ports = vec![cp.webhook_port, harness::free_port()];
+    let (second, second_probe) = cp.spawn_serve("volguard-serve-r1", ports[1], &[]).await;
+    let mut replicas: Vec<Option<harness::Proc>> = vec![None, Some(second)];
+    let mut probes = [cp.serve_probe, second_probe];
+    let mut served = [0.0f64; 2];
+    let fwd = harness::Forwarder::start_many(ports.clone()).await;
+    cp.route_webhooks_to(fwd.port).await;
+    let rwo_calls = |text: String| -> f64 {
+        text.lines()
+            .filter(|l| {
+                l.starts_with("volguard_admission_requests_total{endpoint=\"rwo-single-node\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .fold(0.0, |a, b| a + b)
+    };
+    claim(cp, ns, "shared").await;
+    let deploys = Api::<Deployment>::namespaced(c.clone(), ns);
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let (mut by_lock, mut by_cache) = (0, 0);
+    const ROUNDS: usize = 20;
+    for round in 1..=ROUNDS {
+        let r = round % 2;
+        served[r] += rwo_calls(metrics_text(probes[r]).await);
+        let port = harness::free_port();
+        let (fresh, probe) = cp
+            .spawn_serve(
+                &format!("volguard-serve-r{r}-{round}"),
+                port,
+                &["--shutdown-drain=1s"],
+            )
+            .await;
+        ports[r] = port;
+        probes[r] = probe;
+        fwd.route_to_many(ports.clone());
+        let old = if r == 0 {
+            cp.replace_serve(fresh, port, probe)
+        } else {
+            replicas[1].replace(fresh)
+        };
+        if let Some(mut old) = old {
+            old.signal("TERM");
+            tokio::task::spawn_blocking(move || {
+                let _ = old.child.wait();
+            })
+            .await
+            .expect("join");
+        }
+        let started = Instant::now();
+        deploys
+            .create(
+                &PostParams::default(),
+                &spread_deployment("pair", "shared", 2),
+            )
+            .await
+            .expect("deployment");
+        let (runner, waiter) = cp
+            .eventually(
+                &format!("round {round}: one pod runs, the other refused"),
+                LONG,
+                || {
+                    let c = c.clone();
+                    async move {
+                        let (running, refused) = match race_state(&c, ns, "pair").await {
+                            Ok(s) => s,
+                            Err(e) => return Some(Err(e)),
+                        };
+                        if running.len() > 1 {
+                            return Some(Err(format!("two pods run: {running:?}")));
+                        }
+                        Some(Ok((
+                            running.into_iter().next()?,
+                            refused.into_iter().next()?,
+                        )))
+                    }
+                },
+            )
+            .await
+            .unwrap_or_else(|e| race_lost(cp, &replicas, round, &e));
+        // A moment later it still holds: the waiter stays Pending.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (running, _) = race_state(&c, ns, "pair")
+            .await
+            .unwrap_or_else(|e| race_lost(cp, &replicas, round, &e));
+        assert_eq!(running.len(), 1, "round {round}: {running:?}");
+        if waiter.1.contains("locked to node") {
+            by_lock += 1;
+        } else {
+            by_cache += 1;
+        }
+        println!(
+            "rwo-lock-race round {round} ({:.1}s): {} runs on {}, {} refused: {}",
+            started.elapsed().as_secs_f64(),
+            runner.0,
+            runner.1,
+            waiter.0,
+            waiter
+                .1
+                .split("denied the request: ")
+                .nth(1)
+                .unwrap_or(&waiter.1)
+        );
+        if round < ROUNDS {
+            deploys
+                .delete("pair", &DeleteParams::background())
+                .await
+                .expect("delete deployment");
+            cp.eventually(&format!("round {round}: pods gone"), LONG, || {
+                let pods = pods.clone();
+                async move {
+                    pods.list(&ListParams::default().labels("app=pair"))
+                        .await
+                        .ok()?
+                        .items
+                        .is_empty()
+                        .then_some(())
+                }
+            })
+            .await;
+            gone_within(cp, &deploys, "deployment", "pair", LONG).await;
+        }
+    }
+    // Scale to 0 and back: the lock moves to whichever pod now runs.
+    deploys
+        .patch(
+            "pair",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .expect("scale to 0");
+    cp.eventually("scaled to 0", LONG, || {
+        let pods = pods.clone();
+        async move {
+            pods.list(&ListParams::default().labels("app=pair"))
+                .await
+                .ok()?
+                .items
+                .is_empty()
+                .then_some(())
+        }
+    })
+    .await;
+    let lock_of = |p: PersistentVolumeClaim| {
+        p.metadata
+            .annotations
+            .and_then(|a| a.get("volguard.io/rwo-lock").cloned())
+            .unwrap_or_default()
+    };
+    let before = lock_of(pvcs.get("shared").await.expect("claim"));
+    deploys
+        .patch(
+            "pair",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .expect("scale back");
+    let (runner, _) = cp
+        .eventually("scaled back: one pod runs, the other refused", LONG, || {
+            let c = c.clone();
+            async move {
+                let (running, refused) = match race_state(&c, ns, "pair").await {
+                    Ok(s) => s,
+                    Err(e) => return Some(Err(e)),
+                };
+                Some(Ok((
+                    running.into_iter().next()?,
+                    refused.into_iter().next()?,
+                )))
+            }
+        })
+        .await
+        .unwrap_or_else(|e| race_lost(cp, &replicas, ROUNDS + 1, &e));
+    let after = lock_of(pvcs.get("shared").await.expect("claim"));
+    assert!(
+        after.contains(&format!("\"pod\":\"{}\"", runner.0))
+            && after.contains(&format!("\"node\":\"{}\"", runner.1)),
+        "the lock did not move to {runner:?}: {after}"
+    );
+    let multi = events(&c, ns, "shared", Some("MultiNodeRWO")).await;
+    assert!(multi.is_empty(), "MultiNodeRWO emitted: {multi:?}");
+    for r in 0..2 {
+        served[r] += rwo_calls(metrics_text(probes[r]).await);
+    }
+    let before = if before.is_empty() {
+        "none (the controller had cleared it)".to_string()
+    } else {
+        before
+    };
+    println!(
+        "rwo-lock-race: {ROUNDS} rounds, one pod ran each time (refused by the lock {by_lock}, by the caches {by_cache}); \
+         scale 0 and back: lock {before} -> {after}; no MultiNodeRWO; binds judged by replica 0: {}, replica 1: {} (each replaced every other round)",
+        served[0], served[1]
+    );
+    assert!(
+        served.iter().all(|n| *n > 0.0),
+        "a replica judged no bind: {served:?}"
+    );
+    deploys
+        .delete("pair", &DeleteParams::default())
+        .await
+        .expect("delete deployment");
+    drop(replicas);
+    cp.route_webhooks_to(ports[0]).await;
+}
+
+/// rules.md §2f's promise, checked on every look: the app's non-terminal pods sit on one node.
+pub(super) fn assert_one_node(pods: &[Pod], app: &str) {
+    if let Err(e) = split_nodes(pods, app) {
+        panic!("{e}");
+    }
+}
+
+/// `Err` naming the nodes when the app's non-terminal pods sit on more than one.
+pub(super) fn split_nodes(pods: &[Pod], app: &str) -> Result<(), String> {
+    let mut nodes: Vec<&str> = pods
+        .iter()
+        .filter(|p| {
+            !matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+        })
+        .filter_map(|p| p.spec.as_ref()?.node_name.as_deref())
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    match nodes.len() {
+        0 | 1 => Ok(()),
+        _ => Err(format!("{app}: pods on {nodes:?} share one RWO claim")),
+    }
+}
+
+/// The scheduler's events for a pod that mention volguard's RWO rule.
+pub(super) async fn rwo_refusals(c: &kube::Client, ns: &str, pod: &str) -> Vec<String> {
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(c.clone(), ns)
+        .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={pod}")))
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter_map(|e| e.message)
+        .filter(|m| m.contains("rwo-single-node.volguard.io"))
+        .collect()
+}
+
+/// rules.md §2f with the real kube-scheduler and Deployment controller: a RollingUpdate's new
+/// pod waits Pending (the scheduler's events carry volguard's message) while the old pod runs on
+/// another node, and runs once the old pod has ended; a Recreate rollout is never refused.
+pub(super) async fn s_rwo_single_node(cp: &ControlPlane, ns: &str) {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let c = cp.admin().await;
+    claim(cp, ns, "data").await;
+    let deploys = Api::<Deployment>::namespaced(c.clone(), ns);
+    let rolling =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
+    deploys
+        .create(
+            &PostParams::default(),
+            &deployment("roll", "data", rolling.clone()),
+        )
+        .await
+        .expect("deployment");
+    let (old, old_node) = cp
+        .eventually("first pod scheduled", WAIT, || {
+            let c = c.clone();
+            async move {
+                let pods = app_pods(&c, ns, "roll").await;
+                let (name, node) = pods.into_iter().next()?;
+                Some((name, node?))
+            }
+        })
+        .await;
+    running(cp, ns, &old).await;
+    // Its node is cordoned: the rollout's new pod can only go to the other node.
+    Api::<Node>::all(c.clone())
+        .patch(
+            &old_node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon");
+    roll_out(&deploys, "roll").await;
+    let (new, refusal) = cp
+        .eventually("new pod refused by volguard at bind time", WAIT, || {
+            let c = c.clone();
+            let old = old.clone();
+            async move {
+                let pods = app_pods(&c, ns, "roll").await;
+                let (new, node) = pods.into_iter().find(|(n, _)| *n != old)?;
+                assert!(
+                    node.is_none(),
+                    "{new} bound to {node:?} while {old} holds the volume"
+                );
+                let msg = rwo_refusals(&c, ns, &new).await.into_iter().next()?;
+                Some((new, msg))
+            }
+        })
+        .await;
+    assert!(
+        refusal.contains(&format!("pod \"{old}\" uses it on node \"{old_node}\"")),
+        "{refusal}"
+    );
+    println!("rwo: {new} waits Pending; scheduler event: {refusal}");
+    // The old pod ends (its kubelet reports it finished): the volume is free. What volguard
+    // guarantees from here: never two nodes on the claim, and the rollout completes. Which pod
+    // binds first (the new one on its retry, or the old ReplicaSet's replacement) is a race
+    // between two ReplicaSets that volguard does not decide.
+    Api::<Pod>::namespaced(cp.kubelet(&old_node).await, ns)
+        .patch_status(
+            &old,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+        )
+        .await
+        .expect("old pod finished");
+    // Either the new revision runs, or the old ReplicaSet's replacement won the claim first and
+    // the new pod waits, told by volguard which pod holds the claim on which node (with a third
+    // schedulable node the scheduler may keep scoring the new pod there: docs/reference.md "what cannot roll").
+    let outcome = cp
+        .eventually("rollout: new revision runs, or waits told why", LONG, || {
+            let c = c.clone();
+            let old_node = old_node.clone();
+            async move {
+                let pods = Api::<Pod>::namespaced(c.clone(), ns)
+                    .list(&ListParams::default().labels("app=roll"))
+                    .await
+                    .ok()?
+                    .items;
+                assert_one_node(&pods, "roll");
+                let live = |p: &&Pod| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                };
+                let rev2 = |p: &Pod| {
+                    p.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get("rev"))
+                        .is_some_and(|r| r == "2")
+                };
+                if let Some(p) = pods.iter().filter(live).find(|p| rev2(p)) {
+                    let node = p.spec.as_ref()?.node_name.clone()?;
+                    assert_ne!(node, old_node, "bound to the cordoned node");
+                    return Some(format!(
+                        "{} (new revision) runs on {node}",
+                        p.metadata.name.clone()?
+                    ));
+                }
+                let holder = pods.iter().find(live)?;
+                let (h, hn) = (
+                    holder.metadata.name.clone()?,
+                    holder.spec.as_ref()?.node_name.clone()?,
+                );
+                let waiting = pods
+                    .iter()
+                    .find(|p| rev2(p) && p.spec.as_ref().is_some_and(|s| s.node_name.is_none()))?;
+                let w = waiting.metadata.name.clone()?;
+                let named = format!("pod \"{h}\" uses it on node \"{hn}\"");
+                let locked = format!("locked to node \"{hn}\" by pod \"{h}\"");
+                rwo_refusals(&c, ns, &w)
+                    .await
+                    .iter()
+                    .any(|m| m.contains(&named) || m.contains(&locked))
+                    .then(|| {
+                        format!(
+                            "the old ReplicaSet's {h} took the claim on {hn} first; {w} waits, refused naming it"
+                        )
+                    })
+            }
+        })
+        .await;
+    println!("rwo: after {old} ended: {outcome}; never two nodes");
+
+    // RollingUpdate with room on the lock's node: the placement hint steers the new pod beside
+    // the old one, and the rollout rolls without a refusal.
+    Api::<Node>::all(c.clone())
+        .patch(
+            &old_node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": false}})),
+        )
+        .await
+        .expect("uncordon");
+    claim(cp, ns, "data3").await;
+    deploys
+        .create(
+            &PostParams::default(),
+            &deployment("hinted", "data3", rolling.clone()),
+        )
+        .await
+        .expect("deployment");
+    let (h_old, h_node) = cp
+        .eventually("hinted: first pod scheduled", WAIT, || {
+            let c = c.clone();
+            async move {
+                let (name, node) = app_pods(&c, ns, "hinted").await.into_iter().next()?;
+                Some((name, node?))
+            }
+        })
+        .await;
+    running(cp, ns, &h_old).await;
+    roll_out(&deploys, "hinted").await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let (h_new, h_new_node, affinity) = cp
+        .eventually("hinted: new pod runs", LONG, || {
+            let pods = pods.clone();
+            let h_old = h_old.clone();
+            async move {
+                let list = pods
+                    .list(&ListParams::default().labels("app=hinted"))
+                    .await
+                    .ok()?
+                    .items;
+                assert_one_node(&list, "hinted");
+                list.into_iter().find_map(|p| {
+                    let name = p.metadata.name.clone()?;
+                    let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
+                    let spec = p.spec?;
+                    (name != h_old && running).then(|| {
+                        (
+                            name,
+                            spec.node_name.unwrap_or_default(),
+                            json!(spec.affinity),
+                        )
+                    })
+                })
+            }
+        })
+        .await;
+    assert!(
+        affinity
+            .to_string()
+            .contains(&format!("\"values\":[\"{h_node}\"]")),
+        "no placement hint to {h_node}: {affinity}"
+    );
+    assert_eq!(h_new_node, h_node, "the hinted pod landed elsewhere");
+    assert!(
+        rwo_refusals(&c, ns, &h_new).await.is_empty(),
+        "the hinted rollout was refused"
+    );
+    println!(
+        "rwo: RollingUpdate with room on {h_node}: {h_new} got a preferred affinity to {h_node}, landed beside {h_old}, no refusal"
+    );
+
+    // Recreate: the old pod is gone before the new one exists; nothing is refused.
+    claim(cp, ns, "data2").await;
+    deploys
+        .create(
+            &PostParams::default(),
+            &deployment("recreate", "data2", json!({"type": "Recreate"})),
+        )
+        .await
+        .expect("deployment");
+    let (first, first_node) = cp
+        .eventually("recreate: first pod scheduled", WAIT, || {
+            let c = c.clone();
+            async move {
+                let (name, node) = app_pods(&c, ns, "recreate").await.into_iter().next()?;
+                Some((name, node?))
+            }
+        })
+        .await;
+    running(cp, ns, &first).await;
+    roll_out(&deploys, "recreate").await;
+    // The Deployment controller deletes the old pod; its kubelet (kwok) finishes the delete.
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    cp.eventually("recreate: old pod being deleted", WAIT, || {
+        let pods = pods.clone();
+        let first = first.clone();
+        async move {
+            pods.get(&first)
+                .await
+                .ok()?
+                .metadata
+                .deletion_timestamp
+                .map(|_| ())
+        }
+    })
+    .await;
+    let (second, second_node) = cp
+        .eventually("recreate: new pod scheduled", WAIT, || {
+            let c = c.clone();
+            let first = first.clone();
+            async move {
+                let (name, node) = app_pods(&c, ns, "recreate")
+                    .await
+                    .into_iter()
+                    .find(|(n, _)| *n != first)?;
+                Some((name, node?))
+            }
+        })
+        .await;
+    assert!(
+        rwo_refusals(&c, ns, &second).await.is_empty(),
+        "Recreate was refused"
+    );
+    println!(
+        "rwo: Recreate rolled {first} ({first_node}) -> {second} ({second_node}) without a refusal"
+    );
+
+    // A StatefulSet pod moved off a cordoned node: the controller creates the successor (same
+    // name) only once its predecessor is gone, so the successor never meets a holder.
+    let sets = Api::<StatefulSet>::namespaced(c.clone(), ns);
+    sets.create(
+        &PostParams::default(),
+        &statefulset(
+            "db",
+            1,
+            json!({"whenScaled": "Retain", "whenDeleted": "Retain"}),
+        ),
+    )
+    .await
+    .expect("statefulset");
+    let before = running(cp, ns, "db-0").await;
+    let from = before
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("node");
+    let (ok, out) = kubectl(cp, &["cordon", &from]);
+    assert!(ok, "{out}");
+    pods.delete("db-0", &DeleteParams::default())
+        .await
+        .expect("delete db-0");
+    let moved = cp
+        .eventually("db-0 recreated on another node", LONG, || {
+            let pods = pods.clone();
+            let uid = before.metadata.uid.clone();
+            async move {
+                let p = pods.get("db-0").await.ok()?;
+                let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
+                (p.metadata.uid != uid && running).then_some(p)
+            }
+        })
+        .await;
+    let to = moved.spec.and_then(|s| s.node_name).unwrap_or_default();
+    assert_ne!(to, from);
+    assert!(
+        rwo_refusals(&c, ns, "db-0").await.is_empty(),
+        "the successor met a holder"
+    );
+    let (ok, out) = kubectl(cp, &["uncordon", &from]);
+    assert!(ok, "{out}");
+    println!(
+        "rwo: StatefulSet db-0 moved off cordoned {from} to {to} after its predecessor was gone, no refusal"
+    );
+}
+
+/// rules.md §2f detection: with the webhook down (failurePolicy Ignore lets everything through),
+/// two pods on two nodes share an RWO claim; the controller raises `MultiNodeRWO` on the claim
+/// and `volguard_pvcs_multi_node_rwo`.
+pub(super) async fn s_multi_node_rwo(cp: &mut ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    claim(cp, ns, "shared").await;
+    cp.stop_webhook();
+    for (name, node) in [("w-1", "kwok-1"), ("w-2", "kwok-2")] {
+        pod(&c, ns, name, Some(node), &["shared"])
+            .await
+            .expect("pod (webhook down)");
+        running(cp, ns, name).await;
+    }
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(c.clone(), ns);
+    let msg = cp
+        .eventually("MultiNodeRWO event on the claim", WAIT, || {
+            let events = events.clone();
+            async move {
+                events
+                    .list(&kube::api::ListParams::default().fields("involvedObject.name=shared"))
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("MultiNodeRWO"))
+                    .and_then(|e| (e.type_.as_deref() == Some("Warning")).then_some(e.message?))
+            }
+        })
+        .await;
+    assert!(msg.contains("2 nodes at once (kwok-1, kwok-2)"), "{msg}");
+    let metrics = metrics_text(cp.controller_probes[0]).await;
+    assert!(
+        metrics.contains("volguard_pvcs_multi_node_rwo 1"),
+        "{metrics}"
+    );
+    println!("multi-node RWO detected: {msg}");
+    cp.start_webhook().await;
+}

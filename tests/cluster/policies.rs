@@ -1,0 +1,797 @@
+//! The CEL policies in the apiserver, the registration watched, and deletion protection.
+
+use super::*;
+
+/// The policies issue (rules.md §9) on the real apiserver: with volguard's webhooks unregistered
+/// and its server stopped, the CEL policies generated from the rule table (the file the chart
+/// ships) refuse in the apiserver itself a force delete of a running pod, a forged `Failed` and a
+/// forged lock, let a graceful delete and a confirmed force delete through, and drop a carried
+/// unused-since mark from a new claim. Both admission-policy APIs must be served (v1).
+pub(super) async fn s_policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let served = kube::discovery::Discovery::new(c.clone())
+        .filter(&["admissionregistration.k8s.io"])
+        .run()
+        .await
+        .expect("discovery");
+    let kinds: Vec<String> = served
+        .groups()
+        .flat_map(|g| g.recommended_resources())
+        .map(|(ar, _)| format!("{}/{}", ar.version, ar.kind))
+        .collect();
+    for k in ["v1/ValidatingAdmissionPolicy", "v1/MutatingAdmissionPolicy"] {
+        assert!(kinds.contains(&k.to_string()), "{k} not served: {kinds:?}");
+    }
+    cp.unregister_webhooks().await;
+    cp.stop_webhook();
+    let applied = install_policies(cp, &c, ns).await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    for name in ["victim", "confirmed", "graceful"] {
+        let mut t = pod_template(name, json!({"name": "data", "emptyDir": {}}));
+        t["metadata"]["name"] = json!(name);
+        t["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": "kwok-1"});
+        let p: Pod = serde_json::from_value(t).expect("pod");
+        pods.create(&PostParams::default(), &p).await.expect("pod");
+    }
+    for name in ["victim", "confirmed", "graceful"] {
+        running(cp, ns, name).await;
+    }
+    let force = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    // Force delete of a running pod by a person without confirmation: the apiserver refuses.
+    let (code, msg) = denial(
+        pods.delete("victim", &force)
+            .await
+            .expect_err("force delete"),
+    );
+    assert_eq!(code, 403, "{msg}");
+    assert!(
+        msg.contains("ValidatingAdmissionPolicy 'volguard-force-delete'")
+            && msg.contains(
+                "force delete of pod \"victim\" refused: it is Running on node \"kwok-1\""
+            ),
+        "{msg}"
+    );
+    println!("policy-webhook-down: force delete refused by the apiserver: {msg}");
+    // A forged Failed through pods/status: refused.
+    let forged = Patch::Merge(json!({"status": {"phase": "Failed"}}));
+    let (code, msg) = denial(
+        pods.patch_status("victim", &PatchParams::default(), &forged)
+            .await
+            .expect_err("forged Failed"),
+    );
+    assert_eq!(code, 403, "{msg}");
+    assert!(
+        msg.contains("volguard-pod-status") && msg.contains("only its kubelet may end it"),
+        "{msg}"
+    );
+    println!("policy-webhook-down: forged Failed refused: {msg}");
+    // A forged lock on a claim: refused.
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    claim(cp, ns, "locked").await;
+    let lock = Patch::Merge(json!({"metadata": {"annotations": {
+        "volguard.io/rwo-lock": "{\"node\":\"kwok-2\",\"pod\":\"x\",\"at\":\"2026-01-01T00:00:00Z\"}"}}}));
+    let (code, msg) = denial(
+        pvcs.patch("locked", &PatchParams::default(), &lock)
+            .await
+            .expect_err("forged lock"),
+    );
+    assert_eq!(code, 403, "{msg}");
+    assert!(msg.contains("only volguard writes it"), "{msg}");
+    println!("policy-webhook-down: forged lock refused: {msg}");
+    // The person's stored confirmation lets the force delete through; a graceful delete passes.
+    pods.patch(
+        "confirmed",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"volguard.io/confirm-force-delete": "true"}}}),
+        ),
+    )
+    .await
+    .expect("confirm");
+    pods.delete("confirmed", &force)
+        .await
+        .expect("a confirmed force delete passes");
+    pods.delete("graceful", &DeleteParams::default())
+        .await
+        .expect("a graceful delete passes");
+    // A new claim carrying an old unused-since mark loses it (the MutatingAdmissionPolicy).
+    let marked: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "restored", "annotations": {"volguard.io/unused-since": "2020-01-01T00:00:00Z"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("pvc");
+    let created = pvcs
+        .create(&PostParams::default(), &marked)
+        .await
+        .expect("create claim");
+    let annotations = created.metadata.annotations.unwrap_or_default();
+    assert!(
+        !annotations.contains_key("volguard.io/unused-since"),
+        "the mark survived: {annotations:?}"
+    );
+    assert!(
+        created
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&PVCF.to_string())
+    );
+    println!(
+        "policy-webhook-down: {} applied; with volguard stopped and unregistered: force delete, forged Failed and \
+         forged lock refused by the apiserver; confirmed force delete and graceful delete passed; a restored \
+         claim's unused-since mark dropped",
+        applied.len()
+    );
+    let graceful = pods.delete("victim", &DeleteParams::default()).await;
+    assert!(graceful.is_ok(), "graceful delete of victim: {graceful:?}");
+    // Leave the cluster as the other scenarios expect it: no policies (the next scenario's
+    // preparation starts volguard and registers its webhooks again).
+    remove_policies(&c, applied).await;
+}
+
+/// The policies issue, point 3: each fixture a policy judges, replayed through the real apiserver
+/// with volguard's webhooks unregistered, gets the fixture's answer (allowed or refused) from
+/// the policies alone. The fixture's old object is created first (in namespace `ns`, as it was
+/// stored: its node, phase, annotations, grace period); the request is then made as the
+/// fixture's user and groups (a client certificate; RBAC grants them what the request needs).
+/// The parameters are those of the fixture server's flags. Fixtures of a webhook-only row are
+/// replayed too: there the policy must let through what the webhook allows (PodGC by identity).
+pub(super) async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    let c = cp.admin().await;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reviews");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("fixtures")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    // (fixture, user, groups, expected allowed, request)
+    let mut cases = Vec::new();
+    for f in files {
+        let name = f
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        let fx: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&f).expect("read")).expect("json");
+        let r = &fx["body"]["request"];
+        let (kind, op, sub) = (
+            r["kind"]["kind"].as_str().unwrap_or_default(),
+            r["operation"].as_str().unwrap_or_default(),
+            r["subResource"].as_str().unwrap_or_default(),
+        );
+        let judged = matches!(
+            (kind, op, sub),
+            ("Pod", "DELETE", "")
+                | ("Pod", "UPDATE", "status")
+                | ("PersistentVolumeClaim", "UPDATE", "")
+        );
+        let row = fx["expect"]["row"].as_str().unwrap_or_default();
+        // Warn-mode fixtures run on a warn server; malformed ones cannot be sent.
+        if !judged || name.contains("warn-mode") || row == "bad-request" || r["oldObject"].is_null()
+        {
+            continue;
+        }
+        if kind == "PersistentVolumeClaim" && !row.starts_with("rwo-lock") {
+            continue;
+        }
+        cases.push((
+            name,
+            r.clone(),
+            fx["expect"]["allowed"].as_bool().unwrap_or(false),
+            row.to_string(),
+        ));
+    }
+    assert!(cases.len() >= 20, "only {} fixtures to replay", cases.len());
+    // RBAC for every fixture user, what the requests need and no more (not volguard's break-glass
+    // verb: a person holds it only through system:masters, as in the fixtures): the answer must
+    // come from admission, not authorization.
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "policy-agrees"},
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods", "pods/status", "persistentvolumeclaims"],
+             "verbs": ["get", "delete", "patch", "update"]},
+        ],
+    }))
+    .expect("role");
+    let roles = Api::<ClusterRole>::all(c.clone());
+    roles
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("role");
+    let users: std::collections::BTreeSet<String> = cases
+        .iter()
+        .map(|(_, r, _, _)| {
+            r["userInfo"]["username"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    let crb: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "policy-agrees"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "policy-agrees"},
+        "subjects": users.iter().map(|u| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u})).collect::<Vec<_>>(),
+    }))
+    .expect("binding");
+    let crbs = Api::<ClusterRoleBinding>::all(c.clone());
+    crbs.create(&PostParams::default(), &crb)
+        .await
+        .expect("rbac");
+    cp.unregister_webhooks().await;
+    cp.stop_webhook();
+    // The old objects, as stored (created before the policies, which judge updates of them).
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    for (i, (_, r, _, _)) in cases.iter().enumerate() {
+        let mut old = r["oldObject"].clone();
+        let name = format!("a{i}");
+        old["metadata"] = json!({
+            "name": name,
+            "annotations": old["metadata"]["annotations"].clone(),
+            "labels": old["metadata"]["labels"].clone(),
+        });
+        let status = old["status"].take();
+        if r["kind"]["kind"] == "Pod" {
+            if old["spec"]["containers"].is_null() {
+                old["spec"]["containers"] = json!([{"name": "app", "image": "app:1"}]);
+            }
+            // Unscheduled as stored: no scheduler may place it.
+            if old["spec"]["nodeName"].is_null() {
+                old["spec"]["schedulerName"] = json!("none");
+            }
+            let p: Pod = serde_json::from_value(old).expect("pod");
+            pods.create(&PostParams::default(), &p).await.expect("pod");
+            if let Some(phase) = status["phase"].as_str().filter(|p| *p != "Pending") {
+                pods.patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"phase": phase}})),
+                )
+                .await
+                .expect("phase");
+            }
+        } else {
+            old["spec"] = json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                "storageClassName": "none"});
+            let p: PersistentVolumeClaim = serde_json::from_value(old).expect("pvc");
+            pvcs.create(&PostParams::default(), &p).await.expect("pvc");
+        }
+    }
+    let applied = install_policies(cp, &c, ns).await;
+    // The fixture server's flags, as the chart writes them.
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c.clone(), "volguard-system")
+        .patch(
+            "volguard-policies",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {
+                "force-delete-users": "system:serviceaccount:ops:fencer",
+                "force-delete-groups": "storage-admins",
+            }})),
+        )
+        .await
+        .expect("parameters");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (mut agreed, mut refused_by_policy, mut skipped) = (Vec::new(), 0, Vec::new());
+    for (i, (fixture, r, want, row)) in cases.iter().enumerate() {
+        let name = format!("a{i}");
+        let user = r["userInfo"]["username"].as_str().unwrap_or_default();
+        let groups: Vec<&str> = r["userInfo"]["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g.as_str())
+            .filter(|g| *g != "system:authenticated")
+            .collect();
+        let as_user = cp.client_as(user, &groups).await;
+        let result: Result<(), kube::Error> =
+            match (r["kind"]["kind"].as_str(), r["operation"].as_str()) {
+                (Some("Pod"), Some("DELETE")) => {
+                    // A negative grace period is graceful (the apiserver makes it 1 s): sent as none.
+                    let grace = r["options"]["gracePeriodSeconds"]
+                        .as_i64()
+                        .and_then(|g| u32::try_from(g).ok());
+                    Api::<Pod>::namespaced(as_user, ns)
+                        .delete(
+                            &name,
+                            &DeleteParams {
+                                grace_period_seconds: grace,
+                                ..Default::default()
+                            },
+                        )
+                        .await
+                        .map(|_| ())
+                }
+                (Some("Pod"), _) => {
+                    let phase = r["object"]["status"]["phase"].clone();
+                    Api::<Pod>::namespaced(as_user, ns)
+                        .patch_status(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({"status": {"phase": phase}})),
+                        )
+                        .await
+                        .map(|_| ())
+                }
+                _ => {
+                    let annotations = r["object"]["metadata"]["annotations"].clone();
+                    let mut cleared = json!({});
+                    // Annotations the new object drops are removed (a merge patch sets them null).
+                    for (k, _) in r["oldObject"]["metadata"]["annotations"]
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                    {
+                        if annotations.get(k).is_none() {
+                            cleared[k] = serde_json::Value::Null;
+                        }
+                    }
+                    for (k, v) in annotations.as_object().into_iter().flatten() {
+                        cleared[k] = v.clone();
+                    }
+                    Api::<PersistentVolumeClaim>::namespaced(as_user, ns)
+                        .patch(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({"metadata": {"annotations": cleared}})),
+                        )
+                        .await
+                        .map(|_| ())
+                }
+            };
+        let got = match &result {
+            Ok(()) => true,
+            Err(kube::Error::Api(e))
+                if e.message.contains("ValidatingAdmissionPolicy 'volguard-") =>
+            {
+                refused_by_policy += 1;
+                false
+            }
+            Err(e) => {
+                // Refused before the policies (NodeRestriction for another node's kubelet).
+                skipped.push(format!("{fixture}: {e}"));
+                continue;
+            }
+        };
+        // A webhook-only row (the Node gone or out of service) may be allowed by the policy
+        // and refused by the webhook, never the other way round.
+        // PodGC passes the policies by identity: whether its node is gone on record or out of
+        // service is the webhook's to read.
+        let webhook_only = row.contains("node-gone")
+            || row.contains("node-out-of-service")
+            || user == "system:serviceaccount:kube-system:pod-garbage-collector";
+        let ok = if webhook_only {
+            got || !want
+        } else {
+            got == *want
+        };
+        assert!(
+            ok,
+            "{fixture} (row {row}): the policies answered allowed={got}, the webhook allowed={want}: {result:?}"
+        );
+        agreed.push(fixture.clone());
+    }
+    println!(
+        "policy-agrees: {} fixtures replayed through the apiserver with volguard stopped agree with the webhook \
+         ({refused_by_policy} refused by a volguard policy); not replayable: {skipped:?}",
+        agreed.len()
+    );
+    assert!(
+        refused_by_policy >= 5 && agreed.len() >= 15,
+        "too few replayed: {agreed:?}"
+    );
+    remove_policies(&c, applied).await;
+    crbs.delete("policy-agrees", &DeleteParams::default())
+        .await
+        .expect("rbac");
+    roles
+        .delete("policy-agrees", &DeleteParams::default())
+        .await
+        .expect("role");
+    for (i, _) in cases.iter().enumerate() {
+        let _ = pods
+            .delete(
+                &format!("a{i}"),
+                &DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..Default::default()
+                },
+            )
+            .await;
+    }
+}
+
+/// Apply `manifests/policies` (the policies, their parameters and Deny bindings) and wait until
+/// the apiserver enforces them; returns what was applied (`Kind/name`).
+pub(super) async fn install_policies(cp: &ControlPlane, c: &kube::Client, ns: &str) -> Vec<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/policies");
+    let mut applied = harness::apply_file(c, &dir.join("policies.yaml"), false).await;
+    applied.extend(harness::apply_file(c, &dir.join("bindings.yaml"), false).await);
+    // Enforced once the apiserver's informers have the policies, the bindings and the
+    // parameters (until then a binding without its parameters is skipped): a dry-run force
+    // delete of a placed pod, by a person without confirmation, is refused by the policy itself.
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let mut t = pod_template("policy-probe", json!({"name": "data", "emptyDir": {}}));
+    t["metadata"]["name"] = json!("policy-probe");
+    t["spec"]["nodeName"] = json!("policy-probe-node");
+    let probe: Pod = serde_json::from_value(t).expect("pod");
+    pods.create(&PostParams::default(), &probe)
+        .await
+        .expect("probe pod");
+    let dry = DeleteParams {
+        grace_period_seconds: Some(0),
+        dry_run: true,
+        ..Default::default()
+    };
+    cp.eventually("the policies enforced", WAIT, || {
+        let (pods, dry) = (pods.clone(), dry.clone());
+        async move {
+            match pods.delete("policy-probe", &dry).await {
+                Err(kube::Error::Api(e)) => (e.message.contains("ValidatingAdmissionPolicy")
+                    && e.message
+                        .contains("force delete of pod \"policy-probe\" refused"))
+                .then_some(()),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    pods.delete("policy-probe", &DeleteParams::default())
+        .await
+        .expect("delete probe");
+    applied
+}
+
+/// Before a scenario: no volguard policy left by one that stopped half-way (the webhooks judge).
+pub(super) async fn no_policies_left(c: &kube::Client) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    for kind in [
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicy",
+        "MutatingAdmissionPolicy",
+    ] {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            kind,
+        ));
+        let api: Api<DynamicObject> = Api::all_with(c.clone(), &ar);
+        let Ok(left) = api
+            .list(&ListParams::default().labels("volguard.io/rule"))
+            .await
+        else {
+            continue;
+        };
+        for o in left.items {
+            let name = o.metadata.name.unwrap_or_default();
+            println!("(removing {kind} {name}, left by a scenario that stopped half-way)");
+            let _ = api.delete(&name, &DeleteParams::default()).await;
+        }
+    }
+}
+
+/// Delete the policies and bindings `install_policies` applied. The parameters stay: on
+/// kube-apiserver 1.36.3 a parameters ConfigMap deleted and created again was never seen by the
+/// policies bound to it again (their bindings skipped as without parameters), where 1.37.2 saw it.
+pub(super) async fn remove_policies(c: &kube::Client, applied: Vec<String>) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    for doc in applied {
+        let (kind, name) = doc.split_once('/').expect("kind/name");
+        if kind == "ConfigMap" {
+            continue;
+        }
+        let (group, version) = match kind {
+            "ConfigMap" => ("", "v1"),
+            _ => ("admissionregistration.k8s.io", "v1"),
+        };
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+        let api: Api<DynamicObject> = match kind {
+            "ConfigMap" => Api::namespaced_with(c.clone(), "volguard-system", &ar),
+            _ => Api::all_with(c.clone(), &ar),
+        };
+        api.delete(name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("delete {doc}: {e}"));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+}
+
+/// Trust review point 1 on the real apiserver: two pods placed directly (`spec.nodeName`) on two
+/// nodes, naming one claim that does not exist, are both refused (neither can carry a lock); an
+/// ephemeral claim, which its controller creates after the pod, is not refused for being missing.
+/// The value of one series in a metrics text (the first line that starts with `series`).
+pub(super) fn series_value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// rules.md §9 "The registration, watched": cainjector before cert-manager 1.12 erases every
+/// matchCondition. The leader reports it within one check (metric, Warning Event, /readyz), and
+/// with --repair-registration puts the conditions back.
+pub(super) async fn s_registration_drift(cp: &mut ControlPlane, ns: &str) {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let _ = ns;
+    let c = cp.admin().await;
+    let before = cp.match_conditions().await;
+    let probe = *cp.controller_probes.last().expect("a controller runs");
+    let drift = r#"volguard_registration_drift{webhook="force-delete.volguard.io",field="matchConditions"}"#;
+    // A check has run and found nothing.
+    let text = cp
+        .eventually("a registration check", Duration::from_secs(30), || async {
+            let t = metrics_text(probe).await;
+            (series_value(&t, "volguard_registration_checks_total").unwrap_or(0.0) >= 1.0)
+                .then_some(t)
+        })
+        .await;
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("volguard_registration_drift{") && l.ends_with(" 1")),
+        "drift reported on volguard's own registration:\n{}",
+        text.lines()
+            .filter(|l| l.contains("registration"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // What old cainjector does: the configuration written back without any matchConditions.
+    let configs = Api::<ValidatingWebhookConfiguration>::all(c.clone());
+    let live = configs
+        .get("volguard-validating")
+        .await
+        .expect("validating");
+    let erase: Vec<serde_json::Value> = live
+        .webhooks
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.match_conditions.as_ref().is_some_and(|m| !m.is_empty()))
+        .map(|(i, _)| json!({"op": "remove", "path": format!("/webhooks/{i}/matchConditions")}))
+        .collect();
+    let erased_at = Instant::now();
+    configs
+        .patch(
+            "volguard-validating",
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(json!(erase)).expect("patch")),
+        )
+        .await
+        .expect("erase matchConditions");
+    cp.eventually(
+        "drift reported in the metric",
+        Duration::from_secs(30),
+        || async { (series_value(&metrics_text(probe).await, drift) == Some(1.0)).then_some(()) },
+    )
+    .await;
+    let seen = erased_at.elapsed();
+    let event = cp
+        .eventually(
+            "a RegistrationDrift event",
+            Duration::from_secs(15),
+            || async {
+                events(
+                    &c,
+                    "default",
+                    "volguard-validating",
+                    Some("RegistrationDrift"),
+                )
+                .await
+                .into_iter()
+                .find(|m| {
+                    m.contains("force-delete.volguard.io")
+                        && m.contains("matchConditions: none (erased")
+                })
+            },
+        )
+        .await;
+    let ready = reqwest::get(format!("http://127.0.0.1:{probe}/readyz"))
+        .await
+        .expect("readyz");
+    assert_eq!(
+        ready.status(),
+        200,
+        "drift does not make the controller unready"
+    );
+    let body = ready.text().await.expect("body");
+    assert!(
+        body.contains("registration drift: ")
+            && body.contains("force-delete.volguard.io")
+            && body.contains("matchConditions: none (erased"),
+        "{body}"
+    );
+    println!(
+        "registration-drift: reported {seen:?} after the erase\n  event: {event}\n  /readyz: {}",
+        body.trim()
+    );
+
+    // Repair: the controller may update its two configurations, and is asked to.
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "registration-repair"},
+        "rules": [{"apiGroups": ["admissionregistration.k8s.io"],
+                   "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+                   "resourceNames": ["volguard-mutating", "volguard-validating"],
+                   "verbs": ["get", "update"]}],
+    }))
+    .expect("role");
+    let crb: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "registration-repair"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "registration-repair"},
+        "subjects": [{"kind": "ServiceAccount", "name": "volguard-controller", "namespace": "volguard-system"}],
+    }))
+    .expect("binding");
+    let roles = Api::<ClusterRole>::all(c.clone());
+    let crbs = Api::<ClusterRoleBinding>::all(c.clone());
+    roles
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("role");
+    crbs.create(&PostParams::default(), &crb)
+        .await
+        .expect("binding");
+    for p in cp.controllers.iter_mut() {
+        p.kill();
+    }
+    cp.controllers.clear();
+    cp.controller_probes.clear();
+    cp.controller_extra.push("--repair-registration".into());
+    cp.start_controller("replica-a").await;
+    let repaired_from = Instant::now();
+    cp.eventually(
+        "matchConditions put back",
+        Duration::from_secs(60),
+        || async { (cp.match_conditions().await == before).then_some(()) },
+    )
+    .await;
+    let took = repaired_from.elapsed();
+    let probe = *cp.controller_probes.last().expect("a controller runs");
+    cp.eventually(
+        "the drift metric back to 0",
+        Duration::from_secs(30),
+        || async { (series_value(&metrics_text(probe).await, drift) == Some(0.0)).then_some(()) },
+    )
+    .await;
+    let repaired = cp
+        .eventually(
+            "a RegistrationRepaired event",
+            Duration::from_secs(15),
+            || async {
+                events(
+                    &c,
+                    "default",
+                    "volguard-validating",
+                    Some("RegistrationRepaired"),
+                )
+                .await
+                .into_iter()
+                .next()
+            },
+        )
+        .await;
+    println!(
+        "registration-drift: repaired {took:?} after the controller started with --repair-registration\n  event: {repaired}"
+    );
+    // Back to the harness's controller.
+    for p in cp.controllers.iter_mut() {
+        p.kill();
+    }
+    cp.controllers.clear();
+    cp.controller_probes.clear();
+    cp.controller_extra.retain(|a| a != "--repair-registration");
+    let _ = crbs
+        .delete("registration-repair", &DeleteParams::default())
+        .await;
+    let _ = roles
+        .delete("registration-repair", &DeleteParams::default())
+        .await;
+    cp.start_controller("replica-a").await;
+}
+
+/// rules.md §2i on the real apiserver: a marked claim is not deleted, nor is its namespace; a
+/// service account cannot lift the mark; a person can, recorded by an Event; then the claim goes.
+pub(super) async fn s_delete_protection(cp: &ControlPlane, ns: &str) {
+    claim(cp, ns, "ledger").await;
+    let (ok, out) = kubectl(
+        cp,
+        &[
+            "annotate",
+            "pvc",
+            "ledger",
+            "-n",
+            ns,
+            "volguard.io/delete-protection=true",
+        ],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(cp, &["delete", "pvc", "ledger", "-n", ns, "--wait=false"]);
+    assert!(!ok, "a protected claim was deleted: {out}");
+    assert!(
+        out.contains("it carries volguard.io/delete-protection=true")
+            && out.contains(&format!(
+                "kubectl annotate pvc ledger -n {ns} volguard.io/delete-protection-"
+            )),
+        "{out}"
+    );
+    println!(
+        "delete-protection: $ kubectl delete pvc ledger\n{}",
+        out.trim()
+    );
+    // The namespace holding it: refused by the namespace entry (volguard reads its claim cache).
+    let (ok, out) = cp
+        .eventually(
+            "the namespace's DELETE refused",
+            Duration::from_secs(20),
+            || async {
+                let (ok, out) = kubectl(cp, &["delete", "namespace", ns, "--wait=false"]);
+                (!ok || out.contains("deleted")).then_some((ok, out))
+            },
+        )
+        .await;
+    assert!(
+        !ok,
+        "a namespace holding a protected claim was deleted: {out}"
+    );
+    assert!(
+        out.contains("ledger") && out.contains("delete-protection"),
+        "{out}"
+    );
+    // A GitOps controller's service account syncing the mark away.
+    let kc = cp.kubeconfig_file(
+        "gitops",
+        "system:serviceaccount:gitops:sync",
+        &["system:serviceaccounts", "system:masters"],
+    );
+    let sa = std::process::Command::new(harness::bin_dir().join("kubectl"))
+        .arg(format!("--kubeconfig={}", kc.display()))
+        .args([
+            "annotate",
+            "pvc",
+            "ledger",
+            "-n",
+            ns,
+            "volguard.io/delete-protection-",
+        ])
+        .output()
+        .expect("run kubectl");
+    let said = String::from_utf8_lossy(&sa.stderr).into_owned();
+    assert!(!sa.status.success(), "a service account lifted the mark");
+    assert!(said.contains("a person's decision"), "{said}");
+    // A person lifts it: allowed with a warning, recorded.
+    let (ok, out) = kubectl(
+        cp,
+        &[
+            "annotate",
+            "pvc",
+            "ledger",
+            "-n",
+            ns,
+            "volguard.io/delete-protection-",
+        ],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("no longer protected from deletion"), "{out}");
+    let c = cp.admin().await;
+    let recorded = cp
+        .eventually(
+            "a DeleteProtectionLifted event",
+            Duration::from_secs(15),
+            || async {
+                events(&c, ns, "ledger", Some("DeleteProtectionLifted"))
+                    .await
+                    .into_iter()
+                    .next()
+            },
+        )
+        .await;
+    assert!(recorded.contains("e2e-user"), "{recorded}");
+    let (ok, out) = kubectl(cp, &["delete", "pvc", "ledger", "-n", ns, "--wait=false"]);
+    assert!(ok, "{out}");
+    println!("delete-protection: lifted by a person, recorded: {recorded}");
+}

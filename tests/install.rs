@@ -703,7 +703,10 @@ fn every_dashboard_panel_has_data_in_prometheus() {
                     let expr = t["expr"].as_str().expect("expr");
                     queries.push((
                         p["title"].as_str().unwrap_or_default().to_string(),
-                        expr.replace("$__rate_interval", "1m"),
+                        // The dashboard's variables as Grafana's "All" expands them.
+                        expr.replace("$__rate_interval", "1m")
+                            .replace("$job", "volguard-.*")
+                            .replace("$cluster", ".*"),
                     ));
                 }
             }

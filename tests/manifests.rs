@@ -252,6 +252,21 @@ fn dashboard_queries_name_exported_series() {
                 "{}: {expr}",
                 p["title"]
             );
+            // Every selector follows the dashboard's cluster and job variables.
+            let selectors = expr.matches('{').count();
+            assert_eq!(
+                expr.matches(r#"job=~"$job",cluster=~"$cluster""#).count(),
+                selectors,
+                "{}: {expr}",
+                p["title"]
+            );
         }
     }
+    let vars: Vec<&str> = d["templating"]["list"]
+        .as_array()
+        .expect("variables")
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert_eq!(vars, ["datasource", "cluster", "job"]);
 }

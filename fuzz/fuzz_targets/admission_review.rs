@@ -31,6 +31,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(req) = admission::decode(data) else {
         return;
     };
+    // What the server reads beside the decision: the object's UID (Events) and, on a DELETE,
+    // its version (a second call of one request is counted once).
+    let _ = req.object_uid();
+    if let Some((uid, rv)) = req.deleted_version() {
+        assert!(!uid.is_empty() && !rv.is_empty());
+    }
     for ep in [Endpoint::Mutate, Endpoint::Validate] {
         let v = rt.block_on(a.decide(ep, &req, std::time::Duration::from_secs(2)));
         let out = admission::encode(&req.uid, &v.decision, v.rule);

@@ -325,6 +325,34 @@ fn chart_values_change_what_they_name() {
 
 #[test]
 #[ignore = "needs helm: make chart"]
+fn chart_host_network_rollout_progresses_and_never_empties_the_service() {
+    let strategy = |replicas: &str| {
+        let o = by_id(docs(
+            &helm(
+                "ns",
+                &[
+                    "webhook.hostNetwork=true",
+                    &format!("webhook.replicas={replicas}"),
+                ],
+            )
+            .expect("helm template"),
+        ));
+        o["Deployment/ns/volguard-webhook"]["spec"]["strategy"]["rollingUpdate"].clone()
+    };
+    // Several replicas on the host network: one at a time (a surge pod may find no free port).
+    assert_eq!(
+        strategy("3"),
+        serde_json::json!({"maxSurge": 0, "maxUnavailable": 1})
+    );
+    // A single one surges: the Service keeps an endpoint throughout.
+    assert_eq!(
+        strategy("1"),
+        serde_json::json!({"maxSurge": 1, "maxUnavailable": 0})
+    );
+}
+
+#[test]
+#[ignore = "needs helm: make chart"]
 fn chart_with_a_provided_secret_needs_its_ca_and_skips_cert_manager() {
     let err = helm("ns", &["tls.certManager=false"]).expect_err("no secret named");
     assert!(

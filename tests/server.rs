@@ -545,21 +545,24 @@ async fn metrics_in_both_formats_pass_promtool() {
 /// The apiserver calls a DELETE's webhooks twice when the grace period ends at once (the registry
 /// validates the graceful-deletion update, then the deletion), each call with its own request
 /// UID. volguard decides both but counts one request (issue 44 point 6): same object UID,
-/// resourceVersion, user and endpoint within moments. Another resourceVersion is another request.
+/// resourceVersion, user and endpoint within moments, after an allowed first call. Another
+/// resourceVersion is another request; a refused delete has no second call, so each repeat of
+/// it is a request of its own.
 #[tokio::test]
 async fn a_delete_s_second_call_is_not_counted_again() {
     let certs = Certs::new();
     let server = Server::start(&certs.cert(), &certs.key(), &["--state", &state_arg()]);
     let http = support::serve::client(&certs.ca_pem);
-    let fixture: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            support::serve::repo()
-                .join("tests/fixtures/reviews/validate-pod-delete-force-admin.json"),
+    let fixture = |name: &str| -> serde_json::Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(
+                support::serve::repo().join(format!("tests/fixtures/reviews/{name}.json")),
+            )
+            .expect("fixture"),
         )
-        .expect("fixture"),
-    )
-    .expect("json");
-    let post = |uid: &str, rv: &str| {
+        .expect("json")
+    };
+    let post = |fixture: serde_json::Value, uid: &'static str, rv: &'static str| {
         let mut body = fixture["body"].clone();
         body["request"]["uid"] = serde_json::json!(uid);
         body["request"]["oldObject"]["metadata"]["resourceVersion"] = serde_json::json!(rv);
@@ -571,34 +574,60 @@ async fn a_delete_s_second_call_is_not_counted_again() {
             v["response"]["allowed"].as_bool().expect("allowed")
         }
     };
-    let first = post("00000000-0000-4000-8000-0000000a0001", "41").await;
-    let again = post("00000000-0000-4000-8000-0000000a0002", "41").await;
-    assert_eq!(first, again, "both calls are decided, the same way");
-    let series = |text: &str| {
-        text.lines()
-            .filter(|l| {
-                l.starts_with(r#"volguard_admission_requests_total{endpoint="force-delete",kind="Pod",operation="DELETE""#)
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>()
+    let counted = |decision: &'static str| {
+        let url = server.probe_url("/metrics");
+        async move {
+            let text = reqwest::get(url)
+                .await
+                .expect("metrics")
+                .text()
+                .await
+                .expect("text");
+            let series = format!(
+                r#"volguard_admission_requests_total{{endpoint="force-delete",kind="Pod",operation="DELETE",decision="{decision}"}}"#
+            );
+            text.lines()
+                .filter(|l| l.starts_with(&series))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>()
+        }
     };
-    let metrics = reqwest::get(server.probe_url("/metrics"))
+    // Allowed (its own kubelet), then its second call: one request.
+    let kubelet = fixture("validate-pod-delete-force-own-kubelet");
+    assert!(
+        post(
+            kubelet.clone(),
+            "00000000-0000-4000-8000-0000000a0001",
+            "41"
+        )
         .await
-        .expect("metrics")
-        .text()
+    );
+    assert!(
+        post(
+            kubelet.clone(),
+            "00000000-0000-4000-8000-0000000a0002",
+            "41"
+        )
         .await
-        .expect("text");
-    assert_eq!(series(&metrics), 1.0, "two calls of one request count once");
-    post("00000000-0000-4000-8000-0000000a0003", "42").await;
-    let metrics = reqwest::get(server.probe_url("/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    );
     assert_eq!(
-        series(&metrics),
+        counted("allowed").await,
+        1.0,
+        "two calls of one request count once"
+    );
+    assert!(post(kubelet, "00000000-0000-4000-8000-0000000a0003", "42").await);
+    assert_eq!(
+        counted("allowed").await,
         2.0,
         "another version of the pod is another request"
+    );
+    // Refused twice: two requests.
+    let admin = fixture("validate-pod-delete-force-admin");
+    assert!(!post(admin.clone(), "00000000-0000-4000-8000-0000000a0004", "7").await);
+    assert!(!post(admin, "00000000-0000-4000-8000-0000000a0005", "7").await);
+    assert_eq!(
+        counted("denied").await,
+        2.0,
+        "each refused delete is a request"
     );
 }

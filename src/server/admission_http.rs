@@ -355,13 +355,16 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
     span_handle.record("row", decision.row);
     s.metrics
         .observe_duration(endpoint.as_str(), started.elapsed().as_secs_f64());
-    // Requests, not calls: a DELETE's second call is decided again, not counted again.
-    let second_call = req.deleted_version().is_some_and(|(uid, rv)| {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (endpoint.as_str(), uid, rv, &req.user_info.username).hash(&mut h);
-        s.deletes.repeat(h.finish())
-    });
+    // Requests, not calls: a DELETE's second call is decided again, not counted again. Only an
+    // allowed first call has a second one (a refusal ends the request), so only allowed calls
+    // are remembered: a client repeating a refused delete is counted every time.
+    let second_call = decision.allowed
+        && req.deleted_version().is_some_and(|(uid, rv)| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (endpoint.as_str(), uid, rv, &req.user_info.username).hash(&mut h);
+            s.deletes.repeat(h.finish())
+        });
     if !second_call {
         s.metrics.count_request(
             endpoint.as_str(),

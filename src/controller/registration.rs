@@ -66,6 +66,25 @@ fn reference(kind: &str, name: &str) -> k8s_openapi::api::core::v1::ObjectRefere
     }
 }
 
+/// The Event's action names what drifted (`CompareMatchConditions`, `CompareMissing,Rules`...):
+/// the recorder folds Events of one action into a series that keeps its first note, so a
+/// different drift must be a different action to be read.
+fn action(drifts: &[Drift]) -> String {
+    let mut fields: Vec<&str> = drifts.iter().map(|d| d.field).collect();
+    fields.sort_unstable();
+    fields.dedup();
+    let named: Vec<String> = fields
+        .iter()
+        .map(|f| {
+            let mut c = f.chars();
+            c.next()
+                .map(|h| h.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+    format!("Compare{}", named.join(","))
+}
+
 impl Watch {
     pub fn new(
         client: kube::Client,
@@ -259,7 +278,7 @@ impl Watch {
                         "Re-apply volguard's manifests (helm upgrade, or kubectl apply -k), or run the controller with --repair-registration. An erased matchCondition sends every matching request to volguard; a Fail entry then refuses them while volguard is down."
                     }
                 )),
-                action: "Check".into(),
+                action: action(&mine),
                 secondary: None,
             };
             if let Err(e) = self.recorder.publish(&ev, &reference(kind, name)).await {

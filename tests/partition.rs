@@ -1413,7 +1413,7 @@ async fn s_partition_guards(s: &mut Shared) {
 fn storage_system(c: &kube::Client, fenced_dir: PathBuf) -> tokio::task::JoinHandle<()> {
     let api = Api::<kube::api::DynamicObject>::all_with(
         c.clone(),
-        &volguard::fencing::backend::network_fence_resource(),
+        &volguard::state::network_fences::resource(),
     );
     tokio::spawn(async move {
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
@@ -1542,7 +1542,7 @@ async fn s_partition_networkfence(s: &mut Shared) {
     let nf_name = volguard::fencing::backend::network_fence_name(&f);
     let nf = Api::<kube::api::DynamicObject>::all_with(
         c.clone(),
-        &volguard::fencing::backend::network_fence_resource(),
+        &volguard::state::network_fences::resource(),
     )
     .get(&nf_name)
     .await
@@ -1563,7 +1563,7 @@ async fn s_partition_networkfence(s: &mut Shared) {
     assert!(
         Api::<kube::api::DynamicObject>::all_with(
             c.clone(),
-            &volguard::fencing::backend::network_fence_resource()
+            &volguard::state::network_fences::resource()
         )
         .get_opt(&nf_name)
         .await

@@ -43,8 +43,10 @@ impl Admission {
             (Rule::PodOnTerminatingClaim, On::PodCreate) => self.pod_create(req).await,
             (Rule::FinalizerRemoval, On::PvcUpdate) => self.pvc_finalizer(req).await,
             (Rule::FinalizerRemoval, On::PvcStatusUpdate) => self.pvc_finalizer(req).await,
-            (Rule::FinalizerRemoval, On::PvUpdate) => self.pv_finalizer(req).await,
-            (Rule::FinalizerRemoval, On::PvStatusUpdate) => self.pv_finalizer(req).await,
+            // Boxed: two PVs (with their storage source) held inline made every rule's future
+            // larger (`a_decision_future_stays_small_whatever_the_rule`).
+            (Rule::FinalizerRemoval, On::PvUpdate) => Box::pin(self.pv_finalizer(req)).await,
+            (Rule::FinalizerRemoval, On::PvStatusUpdate) => Box::pin(self.pv_finalizer(req)).await,
             (Rule::ClaimMetadata, On::PvcUpdate) => self.claim_metadata(req).await,
             (Rule::ClaimMetadata, On::PvcStatusUpdate) => self.claim_metadata(req).await,
             (Rule::BindingToTerminatingVolume, On::PvcCreate) => self.pvc_binding(req).await,
@@ -58,14 +60,16 @@ impl Admission {
             (Rule::ConfirmationStamp, On::PodUpdate) => self.stamp_pod(req).await,
             (Rule::ConfirmationStamp, On::NodeUpdate) => self.stamp_node(req).await,
             (Rule::ConfirmationStamp, On::NodeFenceUpdate) => self.stamp_fence(req).await,
-            (Rule::NodeDelete, On::NodeDelete) => self.node_delete(req).await,
+            // Boxed: a Node carries what fencing reads (addresses, boot, volume lists), and held
+            // inline across the live reads it made every rule's future larger.
+            (Rule::NodeDelete, On::NodeDelete) => Box::pin(self.node_delete(req)).await,
             (Rule::DeleteProtection, On::PvcDelete) => self.delete_protection(req).await,
             (Rule::DeleteProtection, On::PvDelete) => self.delete_protection(req).await,
             (Rule::DeleteProtection, On::NamespaceDelete) => self.delete_protection(req).await,
             (Rule::DeleteProtection, On::PvcUpdate) => self.delete_protection(req).await,
             (Rule::DeleteProtection, On::PvUpdate) => self.delete_protection(req).await,
             (Rule::DeleteProtection, On::NamespaceUpdate) => self.delete_protection(req).await,
-            (Rule::OutOfServiceTaint, On::NodeUpdate) => self.out_of_service(req).await,
+            (Rule::OutOfServiceTaint, On::NodeUpdate) => Box::pin(self.out_of_service(req)).await,
             // Routing hands a rule only the requests its row names (`On::rules`); were that
             // ever to slip, the rule answers as if it could not decide.
             _ => Err(rule.undecided("unrouted", "for a request its row does not name")),

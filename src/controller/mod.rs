@@ -66,7 +66,10 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     crate::runtime::process::register(&metrics);
     let cmetrics = Arc::new(metrics::ControllerMetrics::register(&metrics));
     // Followers keep warm caches too, so a takeover starts from synced state.
-    let view = match state::open(state::Source::Live(client.clone()), Needs::controller())? {
+    let view = match state::open(
+        state::Source::Live(client.clone()),
+        Needs::controller(args.fencing.enabled),
+    )? {
         Cluster::Live(live) => live,
         Cluster::Offline(_) => unreachable!("a live source opens a live view"),
     };
@@ -117,7 +120,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         let cfg = crate::fencing::FencingConfig::from_args(&args.fencing)?;
         let fm = Arc::new(crate::fencing::metrics::FencingMetrics::register(&metrics));
         Some(crate::fencing::Fencer::new(
-            client.clone(),
+            view.clone(),
             args.identity(),
             cfg,
             fm,

@@ -3,8 +3,7 @@
 //! restarts asks again and the backend fences once.
 
 use crate::model::fence::{BackendKind, CONFIRMED_BY, NodeFence};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
-use kube::core::GroupVersionKind;
+use crate::state::network_fences;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -196,18 +195,17 @@ impl Backends {
     }
 
     async fn network_fence(&self, client: &kube::Client, incident: &NodeFence) -> Answer {
-        let api = network_fences(client);
         let name = network_fence_name(incident);
-        match api.get_opt(&name).await {
+        match network_fences::get(client, &name).await {
             Err(e) => Answer::Pending(format!("reading NetworkFence {name}: {e}")),
-            Ok(Some(o)) => match o.data["status"]["result"].as_str() {
+            Ok(Some(seen)) => match seen.result.as_deref() {
                 Some("Succeeded") => Answer::Done(format!(
                     "NetworkFence {name} result Succeeded: {}",
-                    o.data["status"]["message"].as_str().unwrap_or_default()
+                    seen.message
                 )),
                 Some("Failed") => Answer::Failed(format!(
                     "NetworkFence {name} result Failed: {}",
-                    o.data["status"]["message"].as_str().unwrap_or_default()
+                    seen.message
                 )),
                 _ => Answer::Pending(format!("NetworkFence {name} has no result yet")),
             },
@@ -230,17 +228,8 @@ impl Backends {
                 if let Some((ns, n)) = &c.secret {
                     spec["secret"] = serde_json::json!({"name": n, "namespace": ns});
                 }
-                let mut o = DynamicObject::new(&name, &network_fence_resource());
-                o.metadata.labels = Some(
-                    [(
-                        crate::model::fence::NODE_LABEL.to_string(),
-                        incident.spec.node.clone(),
-                    )]
-                    .into(),
-                );
-                o.data = serde_json::json!({"spec": spec});
-                match api.create(&PostParams::default(), &o).await {
-                    Ok(_) => Answer::Pending(format!("NetworkFence {name} created for {cidrs:?}")),
+                match network_fences::create(client, &name, &incident.spec.node, spec).await {
+                    Ok(()) => Answer::Pending(format!("NetworkFence {name} created for {cidrs:?}")),
                     Err(e) => Answer::Pending(format!("creating NetworkFence {name}: {e}")),
                 }
             }
@@ -260,15 +249,14 @@ fn manual(incident: &NodeFence) -> Answer {
 }
 
 async fn network_unfence(client: &kube::Client, incident: &NodeFence) -> Answer {
-    let api = network_fences(client);
     let name = network_fence_name(incident);
-    match api.get_opt(&name).await {
+    match network_fences::get(client, &name).await {
         Ok(None) => Answer::Done(format!("NetworkFence {name} deleted (unfenced)")),
-        Ok(Some(o)) if o.metadata.deletion_timestamp.is_some() => {
+        Ok(Some(seen)) if seen.deleting => {
             Answer::Pending(format!("NetworkFence {name} is being unfenced"))
         }
-        Ok(Some(_)) => match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => Answer::Pending(format!("NetworkFence {name} deleted: unfencing")),
+        Ok(Some(_)) => match network_fences::delete(client, &name).await {
+            Ok(()) => Answer::Pending(format!("NetworkFence {name} deleted: unfencing")),
             Err(e) => Answer::Pending(format!("deleting NetworkFence {name}: {e}")),
         },
         Err(e) => Answer::Pending(format!("reading NetworkFence {name}: {e}")),
@@ -288,15 +276,4 @@ fn cidr(address: &str) -> String {
     } else {
         format!("{address}/32")
     }
-}
-
-pub fn network_fence_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("csiaddons.openshift.io", "v1alpha1", "NetworkFence"),
-        "networkfences",
-    )
-}
-
-fn network_fences(client: &kube::Client) -> Api<DynamicObject> {
-    Api::all_with(client.clone(), &network_fence_resource())
 }

@@ -4,22 +4,17 @@
 
 use crate::cli::FenceConfirmArgs;
 use crate::model::OUT_OF_SERVICE_TAINT;
-use crate::model::fence::{CONFIRM_NODE_DOWN, CONFIRMED_BY, NodeFence};
+use crate::model::fence::{CONFIRM_NODE_DOWN, NodeFence};
 use crate::state::fences;
+use crate::state::live::LiveCluster;
+use crate::state::writer::Writer;
 use anyhow::Context;
-use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use kube::api::{Api, Patch, PatchParams, PostParams};
 
 /// Who the apiserver says the caller is.
 async fn whoami(client: &kube::Client) -> anyhow::Result<String> {
-    let review = Api::<SelfSubjectReview>::all(client.clone())
-        .create(&PostParams::default(), &SelfSubjectReview::default())
+    fences::whoami(client)
         .await
-        .context("asking the apiserver who you are (SelfSubjectReview)")?;
-    review
-        .status
-        .and_then(|s| s.user_info)
-        .and_then(|u| u.username)
+        .context("asking the apiserver who you are (SelfSubjectReview)")?
         .context("the apiserver did not say who you are")
 }
 
@@ -36,14 +31,15 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
             .await?;
     let user = whoami(&client).await?;
     let node = args.node.as_str();
-    let live = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
-        .get_opt(node)
+    // Nothing cached: every read below is live.
+    let view = LiveCluster::from_store(client.clone(), Default::default(), false);
+    let live = super::observe::node(&view, node)
         .await
         .with_context(|| format!("reading node {node:?}"))?;
     // A node that heartbeats is not down, whoever says so (rules.md §7).
     if let Some(n) = &live {
-        let ready = super::observe::ready(n).0;
-        let lease = super::observe::lease(&client, node)
+        let ready = n.ready();
+        let lease = super::observe::lease(&view, node)
             .await
             .with_context(|| format!("reading the Lease of node {node:?}"))?;
         let renewed = lease.as_deref().and_then(|t| t.parse().ok());
@@ -62,15 +58,9 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let api = fences::api(client.clone());
-    let all: Vec<NodeFence> = api
-        .list(&Default::default())
+    let all: Vec<NodeFence> = fences::list(&client)
         .await
-        .context("listing NodeFence incidents")?
-        .items
-        .into_iter()
-        .filter_map(|o| fences::decode(o).ok())
-        .collect();
+        .context("listing NodeFence incidents")?;
     let Some(f) = open_incident(&all, node) else {
         if live.is_none() {
             // The Node is gone without a record: record the person's word, so that PodGC may
@@ -101,22 +91,15 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
         );
     };
     let at = jiff::Timestamp::now();
-    let patch = serde_json::json!({"metadata": {
-        "resourceVersion": f.metadata.resource_version,
-        "annotations": {CONFIRMED_BY: format!("{user} at {at}")},
-    }});
-    api.patch(
-        &f.metadata.name,
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .with_context(|| {
-        format!(
-            "recording your confirmation on NodeFence {}",
-            f.metadata.name
-        )
-    })?;
+    Writer::new(client.clone(), "volguard-fence-confirm", user.clone())
+        .confirm_fence(f, &format!("{user} at {at}"))
+        .await
+        .with_context(|| {
+            format!(
+                "recording your confirmation on NodeFence {}",
+                f.metadata.name
+            )
+        })?;
     let backend = f.status.backend.map(|b| b.as_str()).unwrap_or("none yet");
     println!(
         "nodefence/{} confirmed: node {} is down, by {user} at {at}",

@@ -6,14 +6,21 @@
 use super::*;
 
 impl Fencer {
-    pub(super) async fn tick(self: Arc<Self>) -> Result<(), kube::Error> {
-        // Detection reads the apiserver's watch cache (`resourceVersion=0`: no etcd read per tick
-        // at a thousand nodes); every step that acts reads live (`advance`).
-        let nodes = Api::<Node>::all(self.client().clone())
-            .list(&ListParams::default().match_any())
-            .await?
-            .items;
-        let leases = observe::leases(self.client()).await?;
+    pub(super) async fn tick(self: Arc<Self>) -> Result<(), Error> {
+        // Detection reads the view's watches of Nodes and Leases (no apiserver read per tick at a
+        // thousand nodes); every step that acts reads live. Until they synced, an absent Lease
+        // would look like a silent one: wait.
+        if !self.view().synced() {
+            return Ok(());
+        }
+        let nodes = self.view().store.nodes.all();
+        let renewed = |name: &str| {
+            self.view()
+                .store
+                .leases
+                .get(observe::LEASE_NAMESPACE, name)
+                .map(|l| l.spec.renew_time.clone())
+        };
         let incidents = self.records.list().await?;
         for p in Phase::ALL {
             let n = incidents
@@ -42,16 +49,11 @@ impl Fencer {
         let mut unhealthy = Vec::new();
         {
             let mut clock = lock(&self.clock);
-            let names: Vec<String> = nodes
-                .iter()
-                .filter_map(|n| n.metadata.name.clone())
-                .collect();
+            let names: Vec<String> = nodes.iter().map(|n| n.metadata.name.clone()).collect();
             clock.forget_except(&names);
             for n in &nodes {
-                let name = n.metadata.name.clone().unwrap_or_default();
-                let silent = leases
-                    .get(&name)
-                    .map(|renew| clock.observe(&name, renew.clone(), at));
+                let name = &n.metadata.name;
+                let silent = renewed(name).map(|renew| clock.observe(name, renew, at));
                 let h = observe::health(n, silent);
                 // A node already out of service (fenced, or confirmed down by a person) is
                 // handled: it does not make the next partition look like a storm.
@@ -71,10 +73,9 @@ impl Fencer {
         self.metrics.storm.set(i64::from(storm));
         // A person's out-of-service taint on a confirmed node becomes a manual incident.
         for n in &nodes {
-            let name = n.metadata.name.clone().unwrap_or_default();
-            if tainted(n) && confirmed(n) && !open_for(&name) {
-                let lease = observe::lease(self.client(), &name).await?;
-                self.clone().record_manual(n, lease).await?;
+            let name = &n.metadata.name;
+            if tainted(n) && confirmed(n) && !open_for(name) {
+                self.clone().record_manual(name).await?;
             }
         }
         let mut active = incidents
@@ -83,7 +84,7 @@ impl Fencer {
             .filter(|f| !f.is_release_record())
             .count();
         for (n, h) in unhealthy {
-            let name = n.metadata.name.clone().unwrap_or_default();
+            let name = n.metadata.name.clone();
             if open_for(&name) {
                 continue;
             }
@@ -100,7 +101,7 @@ impl Fencer {
                 )).await;
                 continue;
             }
-            let affected = observe::affected(self.client(), &name).await?;
+            let affected = observe::affected(self.view(), &name).await?;
             let decision = rules::open(
                 &h,
                 affected.pods.len(),
@@ -121,14 +122,10 @@ impl Fencer {
                 Open::Yes => {
                     // The caches said so; an incident begins only on what the apiserver says now,
                     // and records the Lease as read live (what the proof compares against).
-                    let live = Api::<Node>::all(self.client().clone())
-                        .get_opt(&name)
-                        .await?;
-                    let lease = observe::lease(self.client(), &name).await?;
-                    let still = live
-                        .as_ref()
-                        .is_some_and(|l| observe::ready(l).0 != Some(true))
-                        && lease == leases.get(&name).cloned().flatten();
+                    let live = observe::node(self.view(), &name).await?;
+                    let lease = observe::lease(self.view(), &name).await?;
+                    let still = live.as_ref().is_some_and(|l| l.ready() != Some(true))
+                        && lease == renewed(&name).flatten();
                     if !still {
                         continue;
                     }
@@ -136,12 +133,12 @@ impl Fencer {
                     let spec = NodeFenceSpec {
                         node: name.clone(),
                         backends: affected.backends(&self.cfg.chain),
-                        addresses: observe::addresses(&n),
+                        addresses: live.as_ref().map(|l| l.addresses()).unwrap_or_default(),
                         release: None,
                     };
                     let mut status = NodeFenceStatus {
                         lease_renew_time: lease,
-                        boot_id: live.as_ref().and_then(observe::boot_id),
+                        boot_id: live.as_ref().and_then(|l| l.boot_id()).map(str::to_string),
                         ..Default::default()
                     };
                     let pods: Vec<&String> = affected.pods.keys().collect();
@@ -188,34 +185,33 @@ impl Fencer {
         }
     }
 
-    async fn record_manual(
-        self: Arc<Self>,
-        n: &Node,
-        lease: Option<String>,
-    ) -> Result<(), kube::Error> {
-        let name = n.metadata.name.clone().unwrap_or_default();
+    /// The node is read whole and live: its volume lists are what recovery waits on.
+    async fn record_manual(self: Arc<Self>, name: &str) -> Result<(), Error> {
+        let Some(n) = observe::node(self.view(), name).await? else {
+            return Ok(());
+        };
+        let lease = observe::lease(self.view(), name).await?;
+        let name = name.to_string();
         let spec = NodeFenceSpec {
             node: name.clone(),
             backends: vec![BackendKind::Manual],
-            addresses: observe::addresses(n),
+            addresses: n.addresses(),
             release: None,
         };
         let mut status = NodeFenceStatus {
             phase: Phase::Released,
             backend: Some(BackendKind::Manual),
             lease_renew_time: lease,
-            boot_id: observe::boot_id(n),
-            released_volumes: observe::volumes(n),
+            boot_id: n.boot_id().map(str::to_string),
+            released_volumes: n.volumes(),
             released_at: Some(now()),
             // The username volguard's webhook stamped beside the confirmation (rules.md §8).
             confirmed_by: Some(
                 n.metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(crate::model::fence::CONFIRMED_BY))
+                    .annotation(crate::model::fence::CONFIRMED_BY)
                     .map_or_else(
                         || format!("node annotation {CONFIRM_NODE_DOWN} (setter not stamped)"),
-                        |who| who.clone(),
+                        str::to_string,
                     ),
             ),
             message: Some(

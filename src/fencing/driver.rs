@@ -33,7 +33,7 @@ impl Fencer {
     /// One step of one incident; `Ok(true)` once it is final. What to do is
     /// `rules::fencing::step`'s; this reads what it needs, asks a backend when told to, and
     /// writes the transition (`apply`).
-    async fn advance(&self, name: &str) -> Result<bool, kube::Error> {
+    async fn advance(&self, name: &str) -> Result<bool, Error> {
         let Some(mut f) = self.records.get(name).await? else {
             return Ok(true);
         };
@@ -70,7 +70,7 @@ impl Fencer {
             other => other,
         };
         if let Do::Write(t) = next {
-            self.apply(&mut f, t, seen.node.as_ref()).await?;
+            self.apply(&mut f, t, seen.node.as_deref()).await?;
         }
         Ok(f.status.phase.is_final())
     }
@@ -86,22 +86,20 @@ impl Fencer {
 
     /// The node, its Lease and, while `Fenced` (`with_storage`), what its pods use that the
     /// current backend's fence does not cover: live reads, never a cache.
-    async fn read(&self, f: &NodeFence, with_storage: bool) -> Result<Seen, kube::Error> {
-        let node = Api::<Node>::all(self.client().clone())
-            .get_opt(&f.spec.node)
-            .await?;
-        let lease = observe::lease(self.client(), &f.spec.node).await?;
+    async fn read(&self, f: &NodeFence, with_storage: bool) -> Result<Seen, Error> {
+        let node = observe::node(self.view(), &f.spec.node).await?;
+        let lease = observe::lease(self.view(), &f.spec.node).await?;
         let scope = self.cfg.backends.scope(self.current(f));
         let missing = if with_storage && f.status.phase == Phase::Fenced {
-            let used = observe::storage_on(self.client(), &f.spec.node).await?;
+            let used = observe::storage_on(self.view(), &f.spec.node).await?;
             Some(rules::uncovered(&scope, &used))
         } else {
             None
         };
         Ok(Seen {
-            ready: node.as_ref().and_then(|n| observe::ready(n).0),
-            boot_id: node.as_ref().and_then(observe::boot_id),
-            volumes: node.as_ref().map(observe::volumes).unwrap_or_default(),
+            ready: node.as_ref().and_then(|n| n.ready()),
+            boot_id: node.as_ref().and_then(|n| n.boot_id()).map(str::to_string),
+            volumes: node.as_ref().map(|n| n.volumes()).unwrap_or_default(),
             node,
             lease,
             scope,
@@ -139,7 +137,7 @@ impl Fencer {
         f: &mut NodeFence,
         t: Transition,
         node: Option<&Node>,
-    ) -> Result<(), kube::Error> {
+    ) -> Result<(), Error> {
         let e = &t.effects;
         if e.unfence_best_effort {
             // Whatever the backend did so far is undone (best effort: nothing was released).
@@ -179,7 +177,7 @@ impl Fencer {
             f.status.uncovered = u.clone();
         }
         let affected = if e.announce_affected {
-            observe::affected(self.client(), &f.spec.node)
+            observe::affected(self.view(), &f.spec.node)
                 .await
                 .unwrap_or_default()
         } else {
@@ -189,7 +187,7 @@ impl Fencer {
             // What the kubelet last reported mounted and attached: recovery waits until they are
             // gone, or the machine rebooted (rules.md §7 "Recover").
             if let Some(n) = node {
-                f.status.released_volumes = observe::volumes(n);
+                f.status.released_volumes = n.volumes();
             }
             self.records.taint(f).await?;
             f.status.released_at = Some(now());
@@ -267,7 +265,7 @@ impl Fencer {
 
 /// What `read` saw of an incident's node.
 struct Seen {
-    node: Option<Node>,
+    node: Option<Arc<Node>>,
     ready: Option<bool>,
     lease: Option<String>,
     boot_id: Option<String>,

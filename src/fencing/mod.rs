@@ -19,21 +19,30 @@ mod driver;
 
 pub use config::FencingConfig;
 
-use crate::model::OUT_OF_SERVICE_TAINT;
 use crate::model::fence::{
     BackendKind, CONFIRM_NODE_DOWN, NodeFence, NodeFenceSpec, NodeFenceStatus, Phase,
 };
+use crate::model::{Node, OUT_OF_SERVICE_TAINT};
 use crate::rules::fencing::{self as rules, Do, Now, Open, Record, Transition};
+use crate::state::live::LiveCluster;
 use backend::Answer;
 use incident::{Records, now};
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
-use kube::api::{Api, ListParams};
+use k8s_openapi::api::core::v1::ObjectReference;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What a backend gets when it is asked after its timeout already ran out (a takeover).
 const LAST_ASK: Duration = Duration::from_secs(5);
+
+/// Why a fencing step could not be taken (it is retried on the next tick).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error(transparent)]
+    Read(#[from] crate::rules::decision::ReadError),
+}
 
 pub struct Fencer {
     cfg: FencingConfig,
@@ -78,15 +87,16 @@ fn node_ref(name: &str) -> ObjectReference {
 }
 
 impl Fencer {
+    /// `view` must watch nodes, Leases and StorageClasses (`Needs::controller(true)`).
     pub fn new(
-        client: kube::Client,
+        view: Arc<LiveCluster>,
         identity: String,
         cfg: FencingConfig,
         metrics: Arc<metrics::FencingMetrics>,
     ) -> Arc<Fencer> {
         Arc::new(Fencer {
             cfg,
-            records: Records::new(client, identity),
+            records: Records::new(view, identity),
             metrics,
             clock: Mutex::default(),
             drivers: Mutex::default(),
@@ -95,8 +105,13 @@ impl Fencer {
         })
     }
 
+    fn view(&self) -> &LiveCluster {
+        &self.records.view
+    }
+
+    /// The handle backends act through (`state::network_fences`).
     fn client(&self) -> &kube::Client {
-        &self.records.client
+        &self.records.view.client
     }
 
     /// Look every `interval`: resume open incidents, open new ones (until the task is dropped).
@@ -118,22 +133,10 @@ impl Fencer {
     }
 }
 
-/// The node in volguard's model, where "out of service" has its one definition.
-fn modelled(n: &Node) -> crate::model::Node {
-    serde_json::to_string(n)
-        .ok()
-        .and_then(|t| crate::model::from_json(&t).ok())
-        .unwrap_or_default()
-}
-
 fn tainted(n: &Node) -> bool {
-    modelled(n).is_out_of_service()
+    n.is_out_of_service()
 }
 
 fn confirmed(n: &Node) -> bool {
-    n.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(CONFIRM_NODE_DOWN))
-        .is_some_and(|v| v == "true")
+    n.metadata.annotation_true(CONFIRM_NODE_DOWN)
 }

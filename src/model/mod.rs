@@ -166,7 +166,37 @@ pub struct PodSpec {
     /// Boxed and dropped from caches: admission of a pod CREATE is its only reader.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Box<AffinityShape>>,
+    /// Only how long the pod tolerates `node.kubernetes.io/unreachable` (fencing's forgiveness,
+    /// rules.md §7): the list is folded while it decodes, never kept.
+    #[serde(
+        default,
+        rename = "tolerations",
+        deserialize_with = "wire::unreachable_toleration",
+        serialize_with = "wire::as_unreachable_toleration",
+        skip_serializing_if = "Tolerates::is_not_at_all"
+    )]
+    pub tolerates_unreachable: Tolerates,
 }
+
+/// How long a pod tolerates `node.kubernetes.io/unreachable` with effect NoExecute. Seconds in
+/// a `u32` (136 years; a negative toleration is 0, as the taint manager reads it): eight bytes in
+/// every pod, which admission futures carry (`a_decision_future_stays_small_whatever_the_rule`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tolerates {
+    #[default]
+    NotAtAll,
+    Seconds(u32),
+    Forever,
+}
+
+impl Tolerates {
+    pub fn is_not_at_all(&self) -> bool {
+        *self == Tolerates::NotAtAll
+    }
+}
+
+/// The taint a partitioned node gets from the node lifecycle controller.
+pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self")]
@@ -478,6 +508,30 @@ pub struct PvSpec {
     pub persistent_volume_reclaim_policy: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class_name: Option<Box<str>>,
+    /// The CSI driver (`spec.csi.driver`): what a driver-scoped fence covers (rules.md §7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi: Option<CsiSource>,
+    /// The in-tree sources fencing names in its scope message; any other reads as "in-tree".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nfs: Option<Present>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iscsi: Option<Present>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_path: Option<Present>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<Present>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rbd: Option<Present>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fc: Option<Present>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct CsiSource {
+    #[serde(default)]
+    pub driver: Box<str>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -505,6 +559,25 @@ impl Pv {
     pub fn is_bound(&self) -> bool {
         self.status.phase.as_deref() == Some("Bound")
     }
+    /// The storage system behind the volume: `(true, driver)` for CSI, `(false, kind)` for an
+    /// in-tree source (`"in-tree"` for one not named here).
+    pub fn source(&self) -> (bool, &str) {
+        let s = &self.spec;
+        if let Some(c) = &s.csi {
+            return (true, &c.driver);
+        }
+        let kind = [
+            (s.nfs.is_some(), "nfs"),
+            (s.iscsi.is_some(), "iscsi"),
+            (s.host_path.is_some(), "hostPath"),
+            (s.local.is_some(), "local"),
+            (s.rbd.is_some(), "rbd"),
+            (s.fc.is_some(), "fc"),
+        ]
+        .into_iter()
+        .find_map(|(on, k)| on.then_some(k));
+        (false, kind.unwrap_or("in-tree"))
+    }
 }
 
 // ---------------------------------------------------------------- Node
@@ -528,12 +601,53 @@ pub struct Node {
 pub struct NodeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// Where a fence agent reaches the machine (fencing, rules.md §7).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<NodeAddress>,
+    /// The machine's boot (`bootID`): a new one after a fence proves it restarted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_info: Option<NodeInfo>,
+    /// What the kubelet reports mounted: read live by fencing's recovery, dropped from caches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes_in_use: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes_attached: Vec<AttachedVolume>,
 }
 
 impl NodeStatus {
     fn is_empty(&self) -> bool {
         self.conditions.is_empty()
+            && self.addresses.is_empty()
+            && self.node_info.is_none()
+            && self.volumes_in_use.is_empty()
+            && self.volumes_attached.is_empty()
     }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct NodeAddress {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub address: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct NodeInfo {
+    #[serde(default, rename = "bootID")]
+    pub boot_id: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct AttachedVolume {
+    #[serde(default)]
+    pub name: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -572,17 +686,135 @@ impl Node {
             .find(|c| c.type_ == "Ready")
             .map(|c| c.status == "True")
     }
-    /// For caches: only the out-of-service taint and the Ready condition matter.
+    /// The Ready condition and when it last changed.
+    pub fn ready_since(&self) -> (Option<bool>, Option<jiff::Timestamp>) {
+        match self.status.conditions.iter().find(|c| c.type_ == "Ready") {
+            None => (None, None),
+            Some(c) => (
+                Some(c.status == "True"),
+                c.last_transition_time
+                    .as_deref()
+                    .and_then(|t| t.parse().ok()),
+            ),
+        }
+    }
+    /// A control-plane node (never fenced by volguard).
+    pub fn is_control_plane(&self) -> bool {
+        CONTROL_PLANE_LABELS.iter().any(|l| {
+            self.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|m| m.contains_key(l))
+        })
+    }
+    /// The addresses a fence agent may reach (internal and external IPs).
+    pub fn addresses(&self) -> Vec<String> {
+        self.status
+            .addresses
+            .iter()
+            .filter(|a| a.type_ == "InternalIP" || a.type_ == "ExternalIP")
+            .map(|a| a.address.clone())
+            .collect()
+    }
+    pub fn boot_id(&self) -> Option<&str> {
+        self.status
+            .node_info
+            .as_ref()
+            .map(|i| i.boot_id.as_str())
+            .filter(|b| !b.is_empty())
+    }
+    /// The volumes the kubelet reports mounted (`volumesInUse`) or attached (`volumesAttached`),
+    /// sorted, each once.
+    pub fn volumes(&self) -> Vec<String> {
+        let mut v = self.status.volumes_in_use.clone();
+        v.extend(self.status.volumes_attached.iter().map(|a| a.name.clone()));
+        v.sort();
+        v.dedup();
+        v
+    }
+    /// The KEP-5683 condition (alpha in 1.37, `NodeLifecycleConditions`) that says the node is in
+    /// planned maintenance, if one is True.
+    pub fn maintenance(&self) -> Option<&str> {
+        self.status
+            .conditions
+            .iter()
+            .find(|c| MAINTENANCE_CONDITIONS.contains(&c.type_.as_str()) && c.status == "True")
+            .map(|c| c.type_.as_str())
+    }
+    /// For caches: the out-of-service taint, the Ready condition (and its time), the maintenance
+    /// conditions, the control-plane label, addresses and boot: what admission and fencing's
+    /// detection read. The kubelet's volume lists are read live, never cached.
     pub fn prune(&mut self) {
+        let labels = self.metadata.labels.take();
         self.metadata.prune(false);
+        if let Some(mut l) = labels {
+            l.retain(|k, _| CONTROL_PLANE_LABELS.contains(&k));
+            self.metadata.labels = (!l.is_empty()).then_some(l);
+        }
         self.spec.taints.retain(|t| t.key == OUT_OF_SERVICE_TAINT);
-        self.status.conditions.retain(|c| c.type_ == "Ready");
+        self.status
+            .conditions
+            .retain(|c| c.type_ == "Ready" || MAINTENANCE_CONDITIONS.contains(&c.type_.as_str()));
         for c in &mut self.status.conditions {
             c.reason = None;
-            c.last_transition_time = None;
         }
         self.status.conditions.shrink_to_fit();
+        self.status
+            .addresses
+            .retain(|a| a.type_ == "InternalIP" || a.type_ == "ExternalIP");
+        self.status.addresses.shrink_to_fit();
+        self.status.volumes_in_use = Vec::new();
+        self.status.volumes_attached = Vec::new();
     }
+}
+
+/// Labels that mark a control-plane node.
+pub const CONTROL_PLANE_LABELS: [&str; 2] = [
+    "node-role.kubernetes.io/control-plane",
+    "node-role.kubernetes.io/master",
+];
+
+/// KEP-5683's Node conditions of planned work (rules.md §7): a node reporting one True is not
+/// partitioned, whatever its Lease says.
+pub const MAINTENANCE_CONDITIONS: [&str; 3] = [
+    "MaintenanceInProgress",
+    "DrainInProgress",
+    "GracefulNodeShutdownInProgress",
+];
+
+// ---------------------------------------------------------------- Lease, StorageClass
+
+/// `coordination.k8s.io/v1` Lease of a node (`kube-node-lease`): only when it was last renewed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    #[serde(default)]
+    pub metadata: Meta,
+    #[serde(default)]
+    pub spec: LeaseSpec,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseSpec {
+    /// Kept as written: only "changed or not" matters (the kubelet's clock is never compared
+    /// with ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_time: Option<String>,
+}
+
+/// The namespace of node Leases.
+pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// `storage.k8s.io/v1` StorageClass: only its metadata (its volguard annotations decide fencing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct StorageClass {
+    #[serde(default)]
+    pub metadata: Meta,
 }
 
 /// DeleteOptions as sent in a DELETE admission request's `options`.
@@ -676,10 +908,17 @@ wire::object_only!(
     PvSpec,
     ClaimRef,
     PvStatus,
+    CsiSource,
     Node,
     NodeSpec,
     NodeStatus,
+    NodeAddress,
+    NodeInfo,
+    AttachedVolume,
     Taint,
+    Lease,
+    LeaseSpec,
+    StorageClass,
     DeleteOptions,
     Eviction,
     Namespace,

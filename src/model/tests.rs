@@ -326,3 +326,112 @@ fn the_metadata_array_the_fuzzer_found_is_an_error_naming_metadata() {
         "metadata: invalid type: sequence, expected an object at line 1 column 13"
     );
 }
+
+#[test]
+fn unreachable_tolerations_fold_to_the_longest() {
+    let tol = |json: &str| -> Tolerates {
+        let p: Pod = serde_json::from_str(&format!(r#"{{"spec":{{"tolerations":{json}}}}}"#))
+            .expect("decode");
+        p.spec.tolerates_unreachable
+    };
+    assert_eq!(tol("null"), Tolerates::NotAtAll);
+    assert_eq!(tol("[]"), Tolerates::NotAtAll);
+    // The default tolerations the apiserver adds: not-ready and unreachable for 300 s.
+    assert_eq!(
+        tol(
+            r#"[{"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoExecute","tolerationSeconds":300},
+                {"key":"node.kubernetes.io/unreachable","operator":"Exists","effect":"NoExecute","tolerationSeconds":300}]"#
+        ),
+        Tolerates::Seconds(300)
+    );
+    assert_eq!(
+        tol(
+            r#"[{"key":"node.kubernetes.io/unreachable","effect":"NoExecute","tolerationSeconds":30},
+                {"key":"node.kubernetes.io/unreachable","effect":"NoExecute","tolerationSeconds":600}]"#
+        ),
+        Tolerates::Seconds(600)
+    );
+    // No seconds, or an empty key with Exists (tolerates every taint): forever.
+    assert_eq!(
+        tol(r#"[{"key":"node.kubernetes.io/unreachable","operator":"Exists"}]"#),
+        Tolerates::Forever
+    );
+    assert_eq!(tol(r#"[{"operator":"Exists"}]"#), Tolerates::Forever);
+    // Another key, or another effect, does not count.
+    assert_eq!(
+        tol(
+            r#"[{"key":"x","operator":"Exists"},{"key":"node.kubernetes.io/unreachable","effect":"NoSchedule"}]"#
+        ),
+        Tolerates::NotAtAll
+    );
+    assert!(serde_json::from_str::<Pod>(r#"{"spec":{"tolerations":[1]}}"#).is_err());
+    // Written back in its API shape, and read again the same.
+    let mut p = Pod::default();
+    p.spec.tolerates_unreachable = Tolerates::Seconds(42);
+    let again: Pod =
+        serde_json::from_value(serde_json::to_value(&p).expect("encode")).expect("decode");
+    assert_eq!(again.spec.tolerates_unreachable, Tolerates::Seconds(42));
+}
+
+#[test]
+fn node_prune_keeps_what_detection_reads_and_drops_the_volume_lists() {
+    let mut n: Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/control-plane": "", "zone": "a"}},
+        "spec": {"taints": [{"key": "node.kubernetes.io/out-of-service", "effect": "NoExecute"}, {"key": "x", "effect": "NoSchedule"}]},
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "DrainInProgress", "status": "True"}
+            ],
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": "n1"}],
+            "nodeInfo": {"bootID": "b-1", "kubeletVersion": "v1.37.2"},
+            "volumesInUse": ["kubernetes.io/csi/d^v2", "kubernetes.io/csi/d^v1"],
+            "volumesAttached": [{"name": "kubernetes.io/csi/d^v1", "devicePath": ""}]
+        }
+    }))
+    .expect("decode");
+    assert_eq!(
+        n.volumes(),
+        ["kubernetes.io/csi/d^v1", "kubernetes.io/csi/d^v2"]
+    );
+    n.prune();
+    assert_eq!(n.ready(), Some(false));
+    assert_eq!(n.ready_since().1, "2026-01-01T00:00:00Z".parse().ok());
+    assert_eq!(n.maintenance(), Some("DrainInProgress"));
+    assert!(n.is_control_plane());
+    assert_eq!(n.metadata.labels.as_ref().map(|l| l.len()), Some(1));
+    assert!(n.is_out_of_service());
+    assert_eq!(n.spec.taints.len(), 1);
+    assert_eq!(n.addresses(), ["10.0.0.1"]);
+    assert_eq!(n.boot_id(), Some("b-1"));
+    assert!(
+        n.volumes().is_empty(),
+        "the kubelet's lists are read live, never cached"
+    );
+}
+
+#[test]
+fn a_volume_names_its_storage_system() {
+    let pv = |spec: serde_json::Value| -> Pv {
+        serde_json::from_value(serde_json::json!({"spec": spec})).expect("decode")
+    };
+    assert_eq!(
+        pv(serde_json::json!({"csi": {"driver": "rbd.csi.ceph.com", "volumeHandle": "h"}}))
+            .source(),
+        (true, "rbd.csi.ceph.com")
+    );
+    assert_eq!(
+        pv(serde_json::json!({"nfs": {"server": "s", "path": "/"}})).source(),
+        (false, "nfs")
+    );
+    assert_eq!(
+        pv(serde_json::json!({"hostPath": {"path": "/x"}})).source(),
+        (false, "hostPath")
+    );
+    assert_eq!(
+        pv(serde_json::json!({"cinder": {"volumeID": "x"}, "accessModes": ["ReadWriteOnce"]}))
+            .source(),
+        (false, "in-tree")
+    );
+}

@@ -263,6 +263,82 @@ pub(super) fn latest_transition<'de, D: serde::Deserializer<'de>>(
     latest_of(d, |c: Condition<'de>| c.last_transition_time)
 }
 
+#[derive(Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+struct Toleration<'a> {
+    #[serde(borrow)]
+    key: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    operator: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    effect: Option<Cow<'a, str>>,
+    toleration_seconds: Option<i64>,
+}
+
+/// How long `spec.tolerations` tolerate `node.kubernetes.io/unreachable` (NoExecute): the
+/// longest, `Forever` for one without seconds. Folded while decoding (no vector per pod).
+pub(super) fn unreachable_toleration<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<super::Tolerates, D::Error> {
+    use super::Tolerates;
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Tolerates;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("null or a list of tolerations")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Tolerates, E> {
+            Ok(Tolerates::NotAtAll)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Tolerates, E> {
+            Ok(Tolerates::NotAtAll)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Tolerates, D::Error> {
+            d.deserialize_seq(self)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Tolerates, A::Error> {
+            let mut out = Tolerates::NotAtAll;
+            while let Some(t) = a.next_element_seed(Tol)? {
+                let key_matches = match t.key.as_deref() {
+                    Some(k) if !k.is_empty() => k == super::UNREACHABLE_TAINT,
+                    _ => t.operator.as_deref() == Some("Exists"),
+                };
+                let effect_matches = t
+                    .effect
+                    .as_deref()
+                    .is_none_or(|e| e.is_empty() || e == "NoExecute");
+                if key_matches && effect_matches {
+                    out = out.max(match t.toleration_seconds {
+                        None => Tolerates::Forever,
+                        Some(s) => Tolerates::Seconds(u32::try_from(s.max(0)).unwrap_or(u32::MAX)),
+                    });
+                }
+            }
+            Ok(out)
+        }
+    }
+    struct Tol;
+    impl<'de> serde::de::DeserializeSeed<'de> for Tol {
+        type Value = Toleration<'de>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            object(d)
+        }
+    }
+    d.deserialize_option(V)
+}
+
+pub(super) fn as_unreachable_toleration<S: serde::Serializer>(
+    t: &super::Tolerates,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let mut v = serde_json::json!({"key": super::UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute"});
+    if let super::Tolerates::Seconds(secs) = t {
+        v["tolerationSeconds"] = (*secs).into();
+    }
+    [v].serialize(s)
+}
+
 /// An RFC 3339 time, or `None` when absent, `null` or not a time (never an error: one odd
 /// timestamp must not make a whole object unreadable).
 pub(super) fn lenient_time<'de, D: serde::Deserializer<'de>>(
@@ -362,7 +438,7 @@ macro_rules! object_only {
 }
 pub(crate) use object_only;
 
-object_only!(borrowed: Terminated, State, ContainerStatus, Condition);
+object_only!(borrowed: Terminated, State, ContainerStatus, Condition, Toleration);
 
 /// Decode JSON text as `T`; the error names the field that failed (`metadata.finalizers: invalid
 /// type: ...`), so a 400 or a refused state file says where, not only at which column.

@@ -52,13 +52,8 @@ impl Mode {
     }
 }
 
-/// How long a pod tolerates `node.kubernetes.io/unreachable` (NoExecute).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tolerates {
-    NotAtAll,
-    Seconds(i64),
-    Forever,
-}
+/// How long a pod tolerates `node.kubernetes.io/unreachable` (NoExecute): decoded with the pod.
+pub use crate::model::Tolerates;
 
 /// The seed's "forgiveness": the longest unreachable toleration among the node's affected pods.
 /// `None` when one of them tolerates forever (its owner asked to wait for the node).
@@ -67,7 +62,7 @@ pub fn forgiveness(pods: impl IntoIterator<Item = Tolerates>) -> Option<SignedDu
     for t in pods {
         match t {
             Tolerates::NotAtAll => {}
-            Tolerates::Seconds(s) => longest = longest.max(s),
+            Tolerates::Seconds(s) => longest = longest.max(i64::from(s)),
             Tolerates::Forever => return None,
         }
     }
@@ -123,11 +118,7 @@ pub struct NodeHealth {
 
 /// KEP-5683's Node conditions for planned work (alpha in 1.37): a node in one of them is not
 /// partitioned, it is being worked on.
-pub const MAINTENANCE_CONDITIONS: [&str; 3] = [
-    "MaintenanceInProgress",
-    "DrainInProgress",
-    "GracefulNodeShutdownInProgress",
-];
+pub use crate::model::MAINTENANCE_CONDITIONS;
 
 impl NodeHealth {
     /// Partitioned: its Lease silent for `after` and not Ready (rules.md §7 "Detect").
@@ -311,6 +302,16 @@ pub enum Storage {
     Csi(String),
     InTree(String),
     Unknown(String),
+}
+
+impl Storage {
+    /// The storage system of a volume: its CSI driver, else its in-tree source's kind.
+    pub fn of(pv: &crate::model::Pv) -> Storage {
+        match pv.source() {
+            (true, driver) => Storage::Csi(driver.to_string()),
+            (false, kind) => Storage::InTree(kind.to_string()),
+        }
+    }
 }
 
 impl std::fmt::Display for Storage {

@@ -112,7 +112,7 @@ impl Cluster {
                     .map(|p| (*p).clone())
                     .collect(),
             ),
-            Cluster::Live(l) => super::live::list_pods_on_node(&l.client, node, keep).await,
+            Cluster::Live(l) => l.claim_users_on_node(node).await,
         }
     }
 

@@ -7,7 +7,7 @@
 //! watcher reads (`resourceVersion`, to resume), copied out of the model after its single decode.
 
 use super::Object;
-use crate::model::{Node, Pod, Pv, Pvc};
+use crate::model::{Lease, Namespace, Node, Pod, Pv, Pvc, StorageClass};
 use k8s_openapi::api::core::v1 as k8s;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -30,6 +30,15 @@ impl Wire for Node {
 }
 impl Wire for Pod {
     type Resource = k8s::Pod;
+}
+impl Wire for Lease {
+    type Resource = k8s_openapi::api::coordination::v1::Lease;
+}
+impl Wire for StorageClass {
+    type Resource = k8s_openapi::api::storage::v1::StorageClass;
+}
+impl Wire for Namespace {
+    type Resource = k8s::Namespace;
 }
 
 /// A model object as `Api`, `watcher` and `ObjectList` want it.

@@ -23,6 +23,44 @@ pub fn decode(o: DynamicObject) -> Result<NodeFence, serde_json::Error> {
     serde_json::to_value(o).and_then(serde_json::from_value)
 }
 
+/// Every incident, typed (one that does not decode is skipped with a warning).
+pub async fn list(client: &kube::Client) -> Result<Vec<NodeFence>, kube::Error> {
+    let all = api(client.clone()).list(&Default::default()).await?;
+    Ok(all
+        .items
+        .into_iter()
+        .filter_map(|o| {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            decode(o)
+                .map_err(
+                    |e| tracing::warn!(incident = %name, error = %e, "NodeFence does not decode"),
+                )
+                .ok()
+        })
+        .collect())
+}
+
+/// One incident, or `None` when it is gone.
+pub async fn get_opt(client: &kube::Client, name: &str) -> Result<Option<NodeFence>, kube::Error> {
+    match api(client.clone()).get_opt(name).await? {
+        None => Ok(None),
+        Some(o) => decode(o).map(Some).map_err(kube::Error::SerdeError),
+    }
+}
+
+/// Who the apiserver says the caller is (a SelfSubjectReview): the name a person's
+/// confirmation is recorded under.
+pub async fn whoami(client: &kube::Client) -> Result<Option<String>, kube::Error> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let review = Api::<SelfSubjectReview>::all(client.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await?;
+    Ok(review
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username))
+}
+
 /// Read one incident live (never from a cache: it decides a release).
 pub async fn get(client: &kube::Client, name: &str) -> Fact<Arc<NodeFence>> {
     let what = || format!("reading NodeFence {name:?}");

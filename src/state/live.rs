@@ -3,7 +3,7 @@
 
 use super::decoded::{Decoded, Wire};
 use super::{ObjectMap, Store};
-use crate::model::{Node, Pod, Pv, Pvc};
+use crate::model::{LEASE_NAMESPACE, Lease, Namespace, Node, Pod, Pv, Pvc, StorageClass};
 use crate::rules::Fact;
 use crate::rules::decision::ReadError;
 use futures::future::BoxFuture;
@@ -40,6 +40,8 @@ pub struct Needs {
     pub pods: bool,
     /// Keep claims' labels (label selectors of `report unused`).
     pub labels: bool,
+    /// Node Leases and StorageClasses (fencing's detection and opt-in, with `nodes`).
+    pub fencing: bool,
     /// Only this namespace's claims and pods (a user who may read one namespace).
     pub namespace: Option<String>,
 }
@@ -55,12 +57,14 @@ impl Needs {
             ..Needs::default()
         }
     }
-    /// The controller's: volumes and pods.
-    pub fn controller() -> Needs {
+    /// The controller's: volumes and pods; with fencing, nodes, their Leases and the classes.
+    pub fn controller(fencing: bool) -> Needs {
         Needs {
             pvcs: true,
             pvs: true,
             pods: true,
+            nodes: fencing,
+            fencing,
             ..Needs::default()
         }
     }
@@ -135,6 +139,13 @@ impl LiveCluster {
         if needs.pods {
             let api = scoped::<Pod>(&client, ns);
             w.watch_with(api, |s| &s.pods, ViewChange::Pod, index_claims);
+        }
+        if needs.fencing {
+            let leases = Api::namespaced(client.clone(), LEASE_NAMESPACE);
+            // Fencing reads these when it looks; nobody reacts to a change (a Lease changes
+            // every ten seconds per node), so they are not published.
+            w.watch_quiet(leases, |s| &s.leases);
+            w.watch_quiet(Api::all(client.clone()), |s| &s.classes);
         }
         Arc::new(LiveCluster {
             client,
@@ -272,26 +283,48 @@ impl LiveCluster {
         get_live(Api::<Decoded<Node>>::all(self.client.clone()), name).await
     }
 
-    /// The node's Lease renewTime, read live (`None`: no Lease, or never renewed).
-    pub async fn lease_renewed(&self, node: &str) -> Fact<Option<jiff::Timestamp>> {
-        let what = || format!("reading the Lease of node {node:?}");
-        let api = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
-            self.client.clone(),
-            crate::fencing::observe::LEASE_NAMESPACE,
-        );
-        let read = Box::pin(async {
-            let _permit = LIVE_READS.acquire().await;
-            api.get_opt(node).await
-        });
-        match tokio::time::timeout(LIVE_READ_TIMEOUT, read).await {
-            Err(_) => Fact::Unknown(ReadError::Timeout { what: what() }),
-            Ok(Err(e)) => Fact::Unknown(read_error(what(), e)),
-            Ok(Ok(l)) => Fact::Found(
-                l.as_ref()
-                    .and_then(crate::fencing::observe::renew_time)
-                    .and_then(|t| t.parse().ok()),
-            ),
+    /// The node whole as the apiserver has it now (the kubelet's volume lists included, which
+    /// caches drop): what a fence's proof and release read.
+    pub async fn node_whole(&self, name: &str) -> Fact<Arc<Node>> {
+        get_whole(Api::<Decoded<Node>>::all(self.client.clone()), name).await
+    }
+
+    /// The node's Lease renewTime as written, read live (`None`: no Lease, or never renewed).
+    pub async fn lease_renew_time(&self, node: &str) -> Fact<Option<String>> {
+        let api = Api::<Decoded<Lease>>::namespaced(self.client.clone(), LEASE_NAMESPACE);
+        match get_live(api, node).await {
+            Fact::Found(l) => Fact::Found(l.spec.renew_time.clone()),
+            Fact::Missing => Fact::Found(None),
+            Fact::Unknown(e) => Fact::Unknown(e),
         }
+    }
+
+    /// The node's Lease renewTime, read live (`None`: no Lease, or never renewed, or not a time).
+    pub async fn lease_renewed(&self, node: &str) -> Fact<Option<jiff::Timestamp>> {
+        self.lease_renew_time(node)
+            .await
+            .map(|t| t.and_then(|t| t.parse().ok()))
+    }
+
+    /// The non-terminal pods scheduled on `node` that use a claim, read consistently.
+    pub async fn claim_users_on_node(&self, node: &str) -> Fact<Vec<Pod>> {
+        list_pods_on_node(&self.client, node, move |p: &Pod| {
+            p.node_name() == Some(node) && !p.is_terminal() && crate::rules::claims::uses_claims(p)
+        })
+        .await
+    }
+
+    /// A namespace, read live (its fencing opt-in).
+    pub async fn namespace(&self, name: &str) -> Fact<Arc<Namespace>> {
+        get_live(Api::<Decoded<Namespace>>::all(self.client.clone()), name).await
+    }
+
+    /// A StorageClass: the watch's when classes are watched, else a live read.
+    pub async fn class(&self, name: &str) -> Fact<Arc<StorageClass>> {
+        if let Some(c) = self.store.classes.get("", name) {
+            return Fact::Found(c);
+        }
+        get_live(Api::<Decoded<StorageClass>>::all(self.client.clone()), name).await
     }
 
     pub async fn pods_consistent(
@@ -397,6 +430,21 @@ fn get_live<'a, T>(api: Api<Decoded<T>>, name: &'a str) -> BoxFuture<'a, Fact<Ar
 where
     T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
+    get(api, name, true)
+}
+
+/// As `get_live`, keeping what caches prune.
+fn get_whole<'a, T>(api: Api<Decoded<T>>, name: &'a str) -> BoxFuture<'a, Fact<Arc<T>>>
+where
+    T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    get(api, name, false)
+}
+
+fn get<'a, T>(api: Api<Decoded<T>>, name: &'a str, prune: bool) -> BoxFuture<'a, Fact<Arc<T>>>
+where
+    T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
     Box::pin(async move {
         let read = async {
             let _permit = LIVE_READS.acquire().await;
@@ -410,7 +458,9 @@ where
             Ok(Ok(None)) => Fact::Missing,
             Ok(Ok(Some(d))) => {
                 let mut t = d.into_inner();
-                t.prune();
+                if prune {
+                    t.prune();
+                }
                 Fact::Found(Arc::new(t))
             }
         }
@@ -431,6 +481,18 @@ impl Watches {
         T: Wire + DeserializeOwned + std::fmt::Debug + super::Object + Send + Sync + 'static,
     {
         self.watch_with(api, pick, wrap, |_, _| {});
+    }
+
+    /// As `watch`, publishing nothing.
+    fn watch_quiet<T>(&mut self, api: Api<Decoded<T>>, pick: Pick<T>)
+    where
+        T: Wire + DeserializeOwned + std::fmt::Debug + super::Object + Send + Sync + 'static,
+    {
+        let flag = Arc::new(AtomicBool::new(false));
+        self.synced.push(flag.clone());
+        let cache = store_ref(&self.store, pick);
+        let config = watcher::Config::default();
+        tokio::spawn(run_watch(api, config, cache, flag, |_| {}));
     }
 
     /// As `watch`, with `first` run on each change before subscribers hear of it.

@@ -5,10 +5,12 @@ pub mod audit;
 pub mod claim_index;
 pub mod cluster;
 pub mod decoded;
+pub mod fence_writer;
 pub mod fences;
 pub mod live;
 pub mod loader;
 pub mod lock_clock;
+pub mod network_fences;
 pub mod store;
 pub mod writer;
 

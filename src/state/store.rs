@@ -1,6 +1,6 @@
 //! In-memory maps of pruned objects, keyed namespace → name so lookups borrow `&str` keys.
 
-use crate::model::{Meta, Node, Pod, Pv, Pvc};
+use crate::model::{Lease, Meta, Namespace, Node, Pod, Pv, Pvc, StorageClass};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -58,6 +58,52 @@ impl Object for Node {
         self.metadata.owner_references = None;
     }
 }
+/// Leases, StorageClasses and Namespaces: their name, volguard annotations (and a Lease's
+/// renewTime) are all anyone reads.
+fn prune_to_annotations(m: &mut Meta) {
+    m.prune(false);
+    m.uid = String::new();
+    m.resource_version = None;
+    m.owner_references = None;
+    m.finalizers = None;
+}
+impl Object for Lease {
+    fn drop_labels(&mut self) {
+        self.metadata.labels = None;
+    }
+    const KIND: &'static str = "Lease";
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+    fn prune(&mut self) {
+        prune_to_annotations(&mut self.metadata);
+    }
+}
+impl Object for StorageClass {
+    fn drop_labels(&mut self) {
+        self.metadata.labels = None;
+    }
+    const KIND: &'static str = "StorageClass";
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+    fn prune(&mut self) {
+        prune_to_annotations(&mut self.metadata);
+    }
+}
+impl Object for Namespace {
+    fn drop_labels(&mut self) {
+        self.metadata.labels = None;
+    }
+    const KIND: &'static str = "Namespace";
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+    fn prune(&mut self) {
+        prune_to_annotations(&mut self.metadata);
+    }
+}
+
 impl Object for crate::model::fence::NodeFence {
     fn drop_labels(&mut self) {}
     const KIND: &'static str = crate::model::fence::KIND;
@@ -215,6 +261,10 @@ pub struct Store {
     pub pvs: ObjectMap<Pv>,
     pub nodes: ObjectMap<Node>,
     pub pods: ObjectMap<Pod>,
+    /// Node Leases (`kube-node-lease`), watched for fencing's detection.
+    pub leases: ObjectMap<Lease>,
+    /// StorageClasses, watched for fencing's opt-in.
+    pub classes: ObjectMap<StorageClass>,
     /// Fencing incidents: only a state file fills this (live, they are read when needed).
     pub fences: ObjectMap<crate::model::fence::NodeFence>,
     /// Pods by the claims they name (kept by whoever fills `pods`: the loader, a pod watch).

@@ -129,8 +129,8 @@ impl Cluster {
 /// A writer of the controller (reconcile, fencing): patches under its field manager, Events under
 /// its reporter name.
 pub struct Writer {
-    client: kube::Client,
-    params: PatchParams,
+    pub(super) client: kube::Client,
+    pub(super) params: PatchParams,
     recorder: kube::runtime::events::Recorder,
 }
 

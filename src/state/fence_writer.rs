@@ -1,0 +1,162 @@
+//! Fencing's writes (rules.md §7), made by the one writer: NodeFence create and status (each
+//! status write carries the object's resourceVersion, so two controllers never both advance one
+//! incident), a person's confirmation, and the out-of-service taint and its removal (a JSON patch
+//! that tests the Node's resourceVersion: the node read is the node written).
+
+use super::fences;
+use super::writer::Writer;
+use crate::model::OUT_OF_SERVICE_TAINT;
+use crate::model::fence::{
+    CONFIRM_NODE_DOWN, CONFIRMED_BY, FENCE_INCIDENT, GROUP, KIND, NODE_LABEL, NodeFence,
+    NodeFenceSpec, NodeFenceStatus, VERSION,
+};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+
+impl Writer {
+    /// Create an incident with its first status (the status subresource is written right after).
+    pub async fn create_fence(
+        &self,
+        spec: NodeFenceSpec,
+        status: NodeFenceStatus,
+    ) -> Result<NodeFence, kube::Error> {
+        let stamp = jiff::Timestamp::now().as_second();
+        let node: String = spec.node.chars().take(230).collect();
+        let name = format!("{node}-{stamp}");
+        let mut o = DynamicObject::new(&name, &fences::resource());
+        o.metadata.labels =
+            Some([(NODE_LABEL.to_string(), fences::label_value(&spec.node))].into());
+        o.data = serde_json::json!({"spec": spec});
+        let created = fences::api(self.client.clone())
+            .create(&PostParams::default(), &o)
+            .await?;
+        let mut f = fences::decode(created).map_err(kube::Error::SerdeError)?;
+        f.status = status;
+        self.write_fence_status(&f).await
+    }
+
+    /// Replace the incident's status, only if nobody changed the incident since it was read.
+    pub async fn write_fence_status(&self, f: &NodeFence) -> Result<NodeFence, kube::Error> {
+        let patch = serde_json::json!({
+            "apiVersion": format!("{GROUP}/{VERSION}"), "kind": KIND,
+            "metadata": {"name": f.metadata.name, "resourceVersion": f.metadata.resource_version},
+            "status": f.status,
+        });
+        let o = fences::api(self.client.clone())
+            .patch_status(
+                &f.metadata.name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        fences::decode(o).map_err(kube::Error::SerdeError)
+    }
+
+    /// Stamp a person's confirmation on an incident (as read: resourceVersion-checked).
+    pub async fn confirm_fence(&self, f: &NodeFence, by: &str) -> Result<(), kube::Error> {
+        let patch = serde_json::json!({"metadata": {
+            "resourceVersion": f.metadata.resource_version,
+            "annotations": {CONFIRMED_BY: by},
+        }});
+        fences::api(self.client.clone())
+            .patch(
+                &f.metadata.name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map(|_| ())
+    }
+
+    /// Add the out-of-service taint, naming the incident (the webhook checks that it is
+    /// `Fenced`).
+    pub async fn taint_out_of_service(
+        &self,
+        node_name: &str,
+        incident: &str,
+    ) -> Result<(), kube::Error> {
+        let nodes = Api::<Node>::all(self.client.clone());
+        let node = nodes.get(node_name).await?;
+        let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
+        if taints.is_some_and(|t| t.iter().any(|t| t.key == OUT_OF_SERVICE_TAINT)) {
+            return Ok(());
+        }
+        let taint = serde_json::json!({"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"});
+        let mut ops = vec![test_version(&node)];
+        ops.push(match taints {
+            Some(_) => serde_json::json!({"op": "add", "path": "/spec/taints/-", "value": taint}),
+            None => serde_json::json!({"op": "add", "path": "/spec/taints", "value": [taint]}),
+        });
+        ops.push(annotation_op(&node, FENCE_INCIDENT, Some(incident)));
+        self.patch_node(node_name, ops).await
+    }
+
+    /// Remove the out-of-service taint (and the annotations that went with it).
+    pub async fn untaint_out_of_service(&self, node_name: &str) -> Result<(), kube::Error> {
+        let Some(node) = Api::<Node>::all(self.client.clone())
+            .get_opt(node_name)
+            .await?
+        else {
+            return Ok(());
+        };
+        let mut ops = vec![test_version(&node)];
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        // Highest index first, so earlier removals do not shift later ones.
+        for (i, _) in taints
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, t)| t.key == OUT_OF_SERVICE_TAINT)
+        {
+            ops.push(serde_json::json!({"op": "remove", "path": format!("/spec/taints/{i}")}));
+        }
+        for key in [FENCE_INCIDENT, CONFIRM_NODE_DOWN] {
+            if node
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(key))
+            {
+                ops.push(annotation_op(&node, key, None));
+            }
+        }
+        if ops.len() == 1 {
+            return Ok(());
+        }
+        self.patch_node(node_name, ops).await
+    }
+
+    async fn patch_node(&self, name: &str, ops: Vec<serde_json::Value>) -> Result<(), kube::Error> {
+        let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))
+            .map_err(kube::Error::SerdeError)?;
+        Api::<Node>::all(self.client.clone())
+            .patch(name, &self.params, &Patch::Json::<()>(patch))
+            .await
+            .map(|_| ())
+    }
+}
+
+fn test_version(node: &Node) -> serde_json::Value {
+    serde_json::json!({"op": "test", "path": "/metadata/resourceVersion", "value": node.metadata.resource_version})
+}
+
+/// A JSON-patch op that sets (`Some`) or removes (`None`) one annotation. Read from the whole
+/// Node (the model keeps only volguard's annotations, and whether the map exists decides the op).
+fn annotation_op(node: &Node, key: &str, value: Option<&str>) -> serde_json::Value {
+    let escaped = key.replace('~', "~0").replace('/', "~1");
+    match (value, node.metadata.annotations.is_some()) {
+        (Some(v), true) => {
+            serde_json::json!({"op": "add", "path": format!("/metadata/annotations/{escaped}"), "value": v})
+        }
+        (Some(v), false) => {
+            serde_json::json!({"op": "add", "path": "/metadata/annotations", "value": {key: v}})
+        }
+        (None, _) => {
+            serde_json::json!({"op": "remove", "path": format!("/metadata/annotations/{escaped}")})
+        }
+    }
+}

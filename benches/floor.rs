@@ -2,10 +2,17 @@
 //! hyper-util auto h1/h2, axum, the same accept loop) answering every review "allowed" after
 //! parsing only its uid. volguard/floor ratios isolate the cost of volguard's own work.
 //!
-//! Usage: floor --listen 127.0.0.1:0 --tls-cert CERT --tls-key KEY (prints `listening ADDR`).
+//! With `--write-claims KUBECONFIG` it is the *writing* floor (`floor_writer.rs`): each bind also
+//! writes one annotation onto the pod's claim with a resourceVersion precondition, the least an RWO
+//! lock can cost.
+//!
+//! Usage: floor --listen 127.0.0.1:0 --tls-cert CERT --tls-key KEY [--write-claims KUBECONFIG]
+//! (prints `listening ADDR`).
 
 #[path = "floor_app.rs"]
 mod floor_app;
+#[path = "floor_writer.rs"]
+mod floor_writer;
 
 use std::sync::Arc;
 use volguard::server::{listener, metrics::Metrics, tls::CertReloader};
@@ -32,7 +39,14 @@ async fn main() -> anyhow::Result<()> {
     let tls = reloader.server_config()?;
     let l = tokio::net::TcpListener::bind(arg("--listen")?).await?;
     println!("listening {}", l.local_addr()?);
-    let app = floor_app::router();
+    let app = match arg("--write-claims") {
+        Ok(kubeconfig) => {
+            let client =
+                volguard::runtime::kube::client(Some(std::path::Path::new(&kubeconfig))).await?;
+            floor_writer::router(floor_writer::Writer::start(client))
+        }
+        Err(_) => floor_app::router(),
+    };
     listener::serve_tls(l, tls, app, listener::Limits::default(), async {
         let _ = tokio::signal::ctrl_c().await;
     })

@@ -4,6 +4,8 @@
 //! node's kubelet under the node's own identity, and kubectl as users run it. Every scenario
 //! prints `scenario NAME: ok`; `make e2e` runs this file on each Kubernetes version it builds.
 
+#[path = "cluster/direct.rs"]
+mod direct;
 #[path = "cluster/lock.rs"]
 mod lock;
 #[path = "cluster/nodes.rs"]

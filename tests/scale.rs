@@ -236,7 +236,7 @@ async fn compare_webhooks(cp: &mut ControlPlane, floor: u16, volguard: u16) -> V
     let mut buckets: BTreeMap<&str, Buckets> = BTreeMap::new();
     for round in 0..CHURN_ROUNDS {
         for mode in [Hooks::Noop, Hooks::Volguard] {
-            mode.register(cp, floor, volguard).await;
+            mode.register(cp, floor, floor, volguard).await;
             let before = apiserver_metrics(&c).await;
             let up = format!("churn round {round} ({}): {want} pods", mode.name());
             scale_all(cp, &api, &pods, "churn", CHURN_SETS, CHURN_REPLICAS, &up).await;
@@ -283,6 +283,8 @@ struct Row {
     grow_seconds: f64,
     serve: Cost,
     controller: Cost,
+    /// The peers' caches of the same objects, in `Peer::ALL`'s order.
+    peers: Vec<Cost>,
     webhooks: Vec<Compared>,
 }
 
@@ -317,6 +319,68 @@ async fn cold_controller(cp: &mut ControlPlane, nodes: usize) -> (f64, ProcStat)
     tokio::time::sleep(SETTLE).await;
     let mut p = cp.controllers.remove(i);
     cp.controller_probes.remove(i);
+    let stat = proc_stat(p.child.id());
+    p.kill();
+    (ready, stat)
+}
+
+/// The same objects cached the way peers cache them (issue: memory beside the peers' caches): a
+/// kube-rs `reflector` per collection (`benches/kube_rs_cache.rs`) and controller-runtime's
+/// informer cache (`benches/controller-runtime`, `--cache`). Each prints `synced N` once ready.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Peer {
+    KubeRs,
+    ControllerRuntime,
+}
+
+impl Peer {
+    const ALL: [Peer; 2] = [Peer::KubeRs, Peer::ControllerRuntime];
+    fn name(self) -> &'static str {
+        match self {
+            Peer::KubeRs => "kube_rs_reflector",
+            Peer::ControllerRuntime => "controller_runtime_informer",
+        }
+    }
+    fn spawn(self, cp: &ControlPlane, tag: &str) -> harness::Proc {
+        let kc = cp.kubeconfig_file("peer-cache", "peer-cache", &["system:masters"]);
+        let var = match self {
+            Peer::KubeRs => "VOLGUARD_BENCH_KUBE_RS_CACHE",
+            Peer::ControllerRuntime => "VOLGUARD_BENCH_CONTROLLER_RUNTIME",
+        };
+        let bin =
+            std::env::var(var).unwrap_or_else(|_| panic!("{var} is set by `make bench-scale`"));
+        let mut cmd = std::process::Command::new(bin);
+        match self {
+            Peer::KubeRs => cmd.arg("--kubeconfig").arg(&kc),
+            Peer::ControllerRuntime => cmd.arg("--cache").arg(&kc),
+        };
+        harness::Proc::spawn(&format!("{}-{tag}", self.name()), &mut cmd, cp.dir.path())
+    }
+}
+
+/// Wait until a peer printed `synced`.
+async fn peer_synced(p: &harness::Proc) -> f64 {
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&p.log).unwrap_or_default();
+        if text.lines().any(|l| l.starts_with("synced ")) {
+            return started.elapsed().as_secs_f64();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "{} did not sync:\n{}",
+            p.name,
+            p.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A peer started cold at this size: seconds until synced and what /proc says once settled.
+async fn cold_peer(cp: &ControlPlane, peer: Peer, nodes: usize) -> (f64, ProcStat) {
+    let mut p = peer.spawn(cp, &format!("cold-{nodes}"));
+    let ready = peer_synced(&p).await;
+    tokio::time::sleep(SETTLE).await;
     let stat = proc_stat(p.child.id());
     p.kill();
     (ready, stat)
@@ -499,6 +563,28 @@ fn print_costs(who: &str, rows: &[Row], cost: fn(&Row) -> &Cost) {
 fn print_rows(rows: &[Row]) {
     print_costs("serve", rows, |r| &r.serve);
     print_costs("controller", rows, |r| &r.controller);
+    print_costs("kube-rs", rows, |r| &r.peers[0]);
+    print_costs("c-runtime", rows, |r| &r.peers[1]);
+    if let Some(last) = rows.last() {
+        let n = last.objects.total().max(1) as f64;
+        println!(
+            "\ncaches at {} nodes ({} objects), bytes per object, running since the start / started cold:",
+            last.nodes,
+            last.objects.total()
+        );
+        let mut all = vec![
+            ("volguard serve", &last.serve),
+            ("volguard controller", &last.controller),
+        ];
+        all.extend(Peer::ALL.iter().map(|p| p.name()).zip(last.peers.iter()));
+        for (who, c) in all {
+            println!(
+                "  {who:<30} {:>7.0} {:>7.0}",
+                c.rss as f64 / n,
+                c.cold_rss as f64 / n
+            );
+        }
+    }
     println!(
         "\n{:>6} {:<34} {:>6} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}",
         "nodes",
@@ -538,6 +624,24 @@ fn cost_json(c: &Cost, objects: usize) -> serde_json::Value {
     })
 }
 
+/// `memory.<name>.bytes_per_object` for volguard's two processes and the peers' caches.
+fn memory_json(r: &Row) -> serde_json::Value {
+    let n = r.objects.total().max(1) as f64;
+    let mut m = serde_json::Map::new();
+    let mut all = vec![
+        ("volguard_serve", &r.serve),
+        ("volguard_controller", &r.controller),
+    ];
+    all.extend(Peer::ALL.iter().map(|p| p.name()).zip(r.peers.iter()));
+    for (who, c) in all {
+        m.insert(
+            who.to_string(),
+            json!({"bytes_per_object": c.rss as f64 / n, "cold_bytes_per_object": c.cold_rss as f64 / n}),
+        );
+    }
+    serde_json::Value::Object(m)
+}
+
 fn report(rows: &[Row], release: (usize, Released, Released)) -> serde_json::Value {
     let sizes: Vec<_> = rows
         .iter()
@@ -560,12 +664,14 @@ fn report(rows: &[Row], release: (usize, Released, Released)) -> serde_json::Val
                 "objects": r.objects.total(), "grow_seconds": r.grow_seconds,
                 "serve": cost_json(&r.serve, r.objects.total()),
                 "controller": cost_json(&r.controller, r.objects.total()),
+                "memory": memory_json(r),
                 "webhooks": webhooks,
             })
         })
         .collect();
     let (claims, kcm, volguard) = release;
     json!({
+        "memory": rows.last().map(memory_json),
         "sizes": sizes,
         "release": {"claims_each": claims, "kcm_seconds": kcm.gone, "volguard_seconds": volguard.gone,
                     "kcm_deletes_issued_seconds": kcm.issued, "volguard_deletes_issued_seconds": volguard.issued,
@@ -615,6 +721,11 @@ async fn run() {
         namespace(&c, ns).await;
     }
     cp.spawn_kwok_fleet();
+    // The peers' caches, running from the start like volguard's replicas.
+    let mut peers: Vec<harness::Proc> = Peer::ALL.iter().map(|p| p.spawn(&cp, "running")).collect();
+    for p in &peers {
+        peer_synced(p).await;
+    }
     let churn = Api::<StatefulSet>::namespaced(c.clone(), "churn");
     create_statefulsets(&churn, "churn", 0..CHURN_SETS, 0).await;
     let mut rows = Vec::new();
@@ -627,11 +738,17 @@ async fn run() {
             proc_stat(pid(&cp.serve)),
             proc_stat(cp.controllers[0].child.id()),
         );
+        let p0: Vec<ProcStat> = peers.iter().map(|p| proc_stat(p.child.id())).collect();
         let started = Instant::now();
         grow(&cp, have, nodes, sets).await;
         let grow_seconds = started.elapsed().as_secs_f64();
         // A replica that exited while the cluster grew would measure as a few KiB.
-        for p in cp.serve.iter_mut().chain(cp.controllers.iter_mut()) {
+        for p in cp
+            .serve
+            .iter_mut()
+            .chain(cp.controllers.iter_mut())
+            .chain(peers.iter_mut())
+        {
             if let Ok(Some(status)) = p.child.try_wait() {
                 panic!(
                     "{} exited ({status}) while the cluster grew:\n{}",
@@ -666,8 +783,20 @@ async fn run() {
             proc_stat(pid(&cp.serve)),
             proc_stat(cp.controllers[0].child.id()),
         );
+        let p1: Vec<ProcStat> = peers.iter().map(|p| proc_stat(p.child.id())).collect();
         let (serve_ready, serve_cold) = cold_serve(&mut cp, nodes).await;
         let (ctrl_ready, ctrl_cold) = cold_controller(&mut cp, nodes).await;
+        let mut peer_costs = Vec::new();
+        for (i, peer) in Peer::ALL.into_iter().enumerate() {
+            let (ready, cold) = cold_peer(&cp, peer, nodes).await;
+            peer_costs.push(Cost {
+                rss: p1[i].rss_bytes,
+                cold_rss: cold.rss_bytes,
+                cold_peak: cold.peak_bytes,
+                cpu_per_1000: (p1[i].cpu_seconds - p0[i].cpu_seconds) / added,
+                ready_seconds: ready,
+            });
+        }
         let webhooks = compare_webhooks(&mut cp, floor_port, volguard_port).await;
         let row = Row {
             nodes,
@@ -687,6 +816,7 @@ async fn run() {
                 cpu_per_1000: (c1.cpu_seconds - c0.cpu_seconds) / added,
                 ready_seconds: ctrl_ready,
             },
+            peers: peer_costs,
             webhooks,
         };
         println!(

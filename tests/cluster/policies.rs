@@ -799,4 +799,59 @@ pub(super) async fn s_delete_protection(cp: &ControlPlane, ns: &str) {
     let (ok, out) = kubectl(cp, &["delete", "pvc", "ledger", "-n", ns, "--wait=false"]);
     assert!(ok, "{out}");
     println!("delete-protection: lifted by a person, recorded: {recorded}");
+    // A StatefulSet's claim template carries the mark: each claim its controller creates is born
+    // protected.
+    let mut set = statefulset(
+        "vault",
+        1,
+        json!({"whenScaled": "Retain", "whenDeleted": "Delete"}),
+    );
+    if let Some(t) = set
+        .spec
+        .as_mut()
+        .and_then(|s| s.volume_claim_templates.as_mut())
+        .and_then(|t| t.first_mut())
+    {
+        t.metadata.annotations = Some(
+            [(
+                "volguard.io/delete-protection".to_string(),
+                "true".to_string(),
+            )]
+            .into(),
+        );
+    }
+    let sets = Api::<StatefulSet>::namespaced(c.clone(), ns);
+    sets.create(&PostParams::default(), &set)
+        .await
+        .expect("statefulset");
+    let claims = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    cp.eventually("the StatefulSet's claim", WAIT, || async {
+        claims.get_opt("data-vault-0").await.ok().flatten()
+    })
+    .await;
+    let (ok, out) = kubectl(
+        cp,
+        &["delete", "pvc", "data-vault-0", "-n", ns, "--wait=false"],
+    );
+    assert!(!ok, "a claim from a protected template was deleted: {out}");
+    assert!(out.contains("delete-protection"), "{out}");
+    println!(
+        "delete-protection: a claim from a protected StatefulSet template refused: {}",
+        out.trim()
+    );
+    let (ok, out) = kubectl(
+        cp,
+        &[
+            "annotate",
+            "pvc",
+            "data-vault-0",
+            "-n",
+            ns,
+            "volguard.io/delete-protection-",
+        ],
+    );
+    assert!(ok, "{out}");
+    sets.delete("vault", &DeleteParams::default())
+        .await
+        .expect("delete statefulset");
 }

@@ -717,6 +717,7 @@ pub(super) async fn s_side_by_side(
     rounds: usize,
 ) {
     let (_floor, floor_port) = cp.spawn_floor();
+    let (_writer, writing_port) = cp.spawn_writing_floor();
     let volguard_port = cp.webhook_port;
     let c = cp.admin().await;
     let api = Api::<StatefulSet>::namespaced(c.clone(), ns);
@@ -741,10 +742,16 @@ pub(super) async fn s_side_by_side(
     let mut buckets: BTreeMap<&str, Buckets> = BTreeMap::new();
     let mut starts: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut rejected: BTreeMap<String, f64> = BTreeMap::new();
-    let modes = [Hooks::None, Hooks::Noop, Hooks::Volguard];
+    let modes = [
+        Hooks::None,
+        Hooks::Noop,
+        Hooks::WritingNoop,
+        Hooks::Volguard,
+    ];
     for round in 0..rounds {
         for mode in modes {
-            mode.register(cp, floor_port, volguard_port).await;
+            mode.register(cp, floor_port, writing_port, volguard_port)
+                .await;
             seen.lock().unwrap_or_else(|e| e.into_inner()).clear();
             let before = apiserver_metrics(&c).await;
             let up = format!("round {round} ({}): {want} pods running", mode.name());
@@ -781,6 +788,10 @@ pub(super) async fn s_side_by_side(
         &buckets.get("volguard").cloned().unwrap_or_default(),
         BTreeMap::new(),
     );
+    let (writing, _) = latencies(
+        &buckets.get("writing-noop").cloned().unwrap_or_default(),
+        BTreeMap::new(),
+    );
     assert!(
         buckets.get("none").is_none_or(|b| b.values().all(|s| s
             .values()
@@ -791,7 +802,7 @@ pub(super) async fn s_side_by_side(
         "with no registration the apiserver still called a volguard webhook"
     );
     println!(
-        "side-by-side: {} churn rounds of {want} pods per mode (none / no-op webhook / volguard), interleaved",
+        "side-by-side: {} churn rounds of {want} pods per mode (none / no-op webhook / writing no-op / volguard), interleaved",
         rounds
     );
     println!(
@@ -815,11 +826,18 @@ pub(super) async fn s_side_by_side(
             "{:<34} {:>7.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.2}",
             v.webhook, v.count, n.p50, n.p99, v.p50, v.p99, r50, r99
         );
-        per_webhook.insert(
-            v.webhook.clone(),
-            json!({"calls": v.count, "noop_p50_ms": n.p50, "noop_p99_ms": n.p99, "volguard_p50_ms": v.p50,
-                   "volguard_p99_ms": v.p99, "p50_ratio": r50, "p99_ratio": r99}),
-        );
+        let mut row = json!({"calls": v.count, "noop_p50_ms": n.p50, "noop_p99_ms": n.p99, "volguard_p50_ms": v.p50,
+                   "volguard_p99_ms": v.p99, "p50_ratio": r50, "p99_ratio": r99});
+        if let Some(w) = writing
+            .iter()
+            .find(|w| w.webhook == v.webhook && w.count > 0.0)
+        {
+            row["writing_noop_p50_ms"] = json!(w.p50);
+            row["writing_noop_p99_ms"] = json!(w.p99);
+            row["histogram_p50_ratio_vs_writing_noop"] = json!(v.p50 / w.p50.max(1e-9));
+            row["histogram_p99_ratio_vs_writing_noop"] = json!(v.p99 / w.p99.max(1e-9));
+        }
+        per_webhook.insert(v.webhook.clone(), row);
     }
     let mut pod_start = serde_json::Map::new();
     let none_p = {
@@ -855,6 +873,64 @@ pub(super) async fn s_side_by_side(
         );
     }
     println!("call errors and refusals by mode, webhook and type: {rejected:?}");
+    // The measures that resolve a p99 (tests/cluster/direct.rs), in the same run.
+    let ports = super::direct::Ports {
+        floor: floor_port,
+        writing: writing_port,
+        volguard: volguard_port,
+    };
+    let binds = super::direct::binds(cp, ns, ports, rounds, 100).await;
+    let creates = super::direct::claim_creates(cp, ns, volguard_port, rounds, 100).await;
+    let (restarts, lock_writes) = super::direct::same_node_restarts(cp, ns, 10, 10).await;
+    let direct = |title: &str,
+                  rows: &BTreeMap<&'static str, super::direct::Samples>,
+                  base: &str| {
+        println!(
+            "{title:<34} {:>7} {:>9} {:>9} {:>10} {:>10} {:>11} {:>11}",
+            "calls",
+            "p50 ms",
+            "p99 ms",
+            format!("p50 ×{base}"),
+            format!("p99 ×{base}"),
+            "p50 halves",
+            "p99 halves"
+        );
+        let (_, b50, b99, _, _) = rows.get(base).map(|s| s.figures()).unwrap_or_default();
+        let mut out = serde_json::Map::new();
+        for (mode, samples) in rows {
+            let (n, p50, p99, h50, h99) = samples.figures();
+            let (r50, r99) = (p50 / b50.max(1e-9), p99 / b99.max(1e-9));
+            println!(
+                "{mode:<34} {n:>7} {p50:>9.2} {p99:>9.2} {r50:>10.2} {r99:>10.2} {:>10.0}% {:>10.0}%",
+                h50 * 100.0,
+                h99 * 100.0
+            );
+            out.insert(
+                mode.to_string(),
+                json!({"calls": n, "p50_ms": p50, "p99_ms": p99,
+                "halves_p50_apart": h50, "halves_p99_apart": h99}),
+            );
+        }
+        out
+    };
+    let binds_json = direct("bind, timed by the client", &binds, "writing-noop");
+    let creates_json = direct("claim create, timed by the client", &creates, "none");
+    let per_100 = lock_writes / restarts.max(1) as f64 * 100.0;
+    println!(
+        "lock writes per 100 same-node StatefulSet pod restarts: {per_100:.1} ({lock_writes} writes in {restarts} restarts)"
+    );
+    // The figures of record for the lock: the whole bind as the client timed it (the apiserver's
+    // histogram cannot resolve them), volguard against the writing no-op.
+    let fig = |mode: &str| binds.get(mode).map(|s| s.figures()).unwrap_or_default();
+    let (vg_b, wr_b) = (fig("volguard"), fig("writing-noop"));
+    let rwo = per_webhook
+        .entry("rwo-single-node.volguard.io".to_string())
+        .or_insert_with(|| json!({}));
+    rwo["p50_ratio_vs_writing_noop"] = json!(vg_b.1 / wr_b.1.max(1e-9));
+    rwo["p99_ratio_vs_writing_noop"] = json!(vg_b.2 / wr_b.2.max(1e-9));
+    rwo["lock_writes_per_100_same_node_restarts"] = json!(per_100);
+    rwo["ratio_measure"] =
+        json!("pods/binding timed by the client, fresh RWO claims (every bind takes a lock)");
     // Merged into the report `cargo bench` wrote (or a new one).
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench/report.json");
     let mut report: serde_json::Value = std::fs::read_to_string(&path)
@@ -864,6 +940,8 @@ pub(super) async fn s_side_by_side(
     report["apiserver"]["side_by_side"] = json!({
         "rounds": rounds, "pods_per_round": want,
         "webhooks": per_webhook, "pod_start": pod_start,
+        "binds": binds_json, "claim_creates": creates_json,
+        "lock_writes_per_100_same_node_restarts": per_100,
     });
     std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
     std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json"))

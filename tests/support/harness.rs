@@ -1020,19 +1020,31 @@ impl ControlPlane {
     /// The no-op webhook of `make bench` (the floor example, `VOLGUARD_BENCH_FLOOR`): it answers
     /// every review "allowed", with volguard's serving certificate, on its own port.
     pub fn spawn_floor(&self) -> (Proc, u16) {
+        self.floor_process("floor (no-op webhook)", &[])
+    }
+
+    /// The writing floor: on each bind one resourceVersion-checked write onto the claim.
+    pub fn spawn_writing_floor(&self) -> (Proc, u16) {
+        let kc = self.kubeconfig_file("floor-writer", "floor-writer", &["system:masters"]);
+        let args = ["--write-claims".to_string(), kc.display().to_string()];
+        self.floor_process("floor (writing no-op webhook)", &args)
+    }
+
+    fn floor_process(&self, what: &str, extra: &[String]) -> (Proc, u16) {
         let floor_bin = std::env::var("VOLGUARD_BENCH_FLOOR")
             .expect("VOLGUARD_BENCH_FLOOR (the floor example) is set by `make bench`");
         let d = self.dir.path().to_path_buf();
         let port = free_port();
         let p = Proc::spawn(
-            "floor (no-op webhook)",
+            what,
             Command::new(floor_bin)
                 .arg("--listen")
                 .arg(format!("0.0.0.0:{port}"))
                 .arg("--tls-cert")
                 .arg(d.join("webhook-certs/tls.crt"))
                 .arg("--tls-key")
-                .arg(d.join("webhook-certs/tls.key")),
+                .arg(d.join("webhook-certs/tls.key"))
+                .args(extra),
             &d,
         );
         (p, port)

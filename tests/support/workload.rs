@@ -125,16 +125,20 @@ pub enum Hooks {
     /// volguard's registrations (same webhooks, paths, matchConditions, failure policies,
     /// timeouts, TLS) served by the floor binary, which answers every review "allowed".
     Noop,
+    /// As `Noop`, with the floor writing one annotation onto the pod's claim on each bind
+    /// (resourceVersion-checked): the least an RWO lock can cost.
+    WritingNoop,
     Volguard,
 }
 
 impl Hooks {
     /// Register this mode's webhooks: none, or volguard's registrations pointing at the no-op
-    /// server on `floor` or at volguard on `volguard`.
-    pub async fn register(self, cp: &mut ControlPlane, floor: u16, volguard: u16) {
+    /// server on `floor`, the writing one on `writing`, or at volguard on `volguard`.
+    pub async fn register(self, cp: &mut ControlPlane, floor: u16, writing: u16, volguard: u16) {
         match self {
             Hooks::None => cp.unregister_webhooks().await,
             Hooks::Noop => cp.route_webhooks_to(floor).await,
+            Hooks::WritingNoop => cp.route_webhooks_to(writing).await,
             Hooks::Volguard => cp.route_webhooks_to(volguard).await,
         }
     }
@@ -143,6 +147,7 @@ impl Hooks {
         match self {
             Hooks::None => "none",
             Hooks::Noop => "noop",
+            Hooks::WritingNoop => "writing-noop",
             Hooks::Volguard => "volguard",
         }
     }

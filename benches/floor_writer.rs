@@ -1,0 +1,170 @@
+//! The writing floor: the floor's stack, and on each bind (`/validate/rwo-single-node`) one
+//! compare-and-swap write onto the pod's first claim (a merge patch carrying the claim's
+//! resourceVersion, as volguard's RWO lock writes it), then "allowed". Its facts come from
+//! kube-rs reflectors of pods and claims, so a bind costs what a lock must cost at least: one etcd
+//! write, no read. `make bench` compares volguard's rwo-single-node webhook against it.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::Deserialize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The annotation the writing floor puts on a claim.
+pub const ANNOTATION: &str = "bench.volguard.io/writer";
+
+#[derive(Deserialize)]
+struct Review<'a> {
+    #[serde(borrow)]
+    request: Req<'a>,
+}
+
+#[derive(Deserialize)]
+struct Req<'a> {
+    uid: &'a str,
+    #[serde(default)]
+    namespace: &'a str,
+    #[serde(default)]
+    name: &'a str,
+    #[serde(default, rename = "subResource")]
+    sub_resource: Option<&'a str>,
+    #[serde(default)]
+    object: Option<Target>,
+}
+
+/// The Binding's target: the node.
+#[derive(Deserialize)]
+struct Target {
+    #[serde(default)]
+    target: Option<NodeRef>,
+}
+
+#[derive(Deserialize)]
+struct NodeRef {
+    #[serde(default)]
+    name: String,
+}
+
+pub struct Writer {
+    client: kube::Client,
+    pods: Store<Pod>,
+    claims: Store<PersistentVolumeClaim>,
+    /// Writes made, and binds that found nothing to write (pod or claim not cached).
+    pub written: AtomicU64,
+    pub skipped: AtomicU64,
+}
+
+impl Writer {
+    /// Start the reflectors; answers wait for nothing (a cache miss is counted, not read).
+    pub fn start(client: kube::Client) -> Arc<Writer> {
+        let (pods, pw) = reflector::store();
+        let (claims, cw) = reflector::store();
+        let p = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
+            .default_backoff()
+            .reflect(pw)
+            .applied_objects();
+        let c = watcher(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .reflect(cw)
+        .applied_objects();
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            futures::pin_mut!(p);
+            while p.next().await.is_some() {}
+        });
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            futures::pin_mut!(c);
+            while c.next().await.is_some() {}
+        });
+        Arc::new(Writer {
+            client,
+            pods,
+            claims,
+            written: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+        })
+    }
+
+    async fn bind(&self, ns: &str, pod: &str, node: &str) {
+        let claim = self
+            .pods
+            .get(&ObjectRef::new(pod).within(ns))
+            .and_then(|p| {
+                p.spec.as_ref()?.volumes.as_ref()?.iter().find_map(|v| {
+                    v.persistent_volume_claim
+                        .as_ref()
+                        .map(|c| c.claim_name.clone())
+                })
+            })
+            .and_then(|c| self.claims.get(&ObjectRef::new(&c).within(ns)));
+        let Some(claim) = claim else {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let patch = serde_json::json!({"metadata": {
+            "resourceVersion": claim.metadata.resource_version,
+            "annotations": {ANNOTATION: format!("{node}/{pod}")},
+        }});
+        let api = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns);
+        // A conflict (the cache was behind) is still one write attempt: what a lock pays.
+        let _ = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        self.written.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+async fn bind(
+    State(w): State<Arc<Writer>>,
+    body: Bytes,
+) -> ([(&'static str, &'static str); 1], String) {
+    let mut uid = String::new();
+    if let Ok(r) = serde_json::from_slice::<Review<'_>>(&body) {
+        uid = r.request.uid.to_string();
+        let node = r
+            .request
+            .object
+            .and_then(|o| o.target)
+            .map(|t| t.name)
+            .unwrap_or_default();
+        if r.request.sub_resource == Some("binding") && !node.is_empty() {
+            w.bind(r.request.namespace, r.request.name, &node).await;
+        }
+    }
+    (
+        [("content-type", "application/json")],
+        format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{{"uid":{},"allowed":true}}}}"#,
+            serde_json::Value::String(uid)
+        ),
+    )
+}
+
+async fn stats(State(w): State<Arc<Writer>>) -> String {
+    format!(
+        "written {}\nskipped {}\n",
+        w.written.load(Ordering::Relaxed),
+        w.skipped.load(Ordering::Relaxed)
+    )
+}
+
+/// The floor's routes, with the bind webhook's replaced by the writing one, and `/stats`.
+pub fn router(w: Arc<Writer>) -> Router {
+    super::floor_app::router().merge(
+        Router::new()
+            .route("/validate/rwo-single-node", post(bind))
+            .route("/stats", axum::routing::get(stats))
+            .with_state(w),
+    )
+}

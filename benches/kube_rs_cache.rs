@@ -1,0 +1,60 @@
+//! The objects volguard caches, cached the way kube-rs's documentation caches them: a
+//! `reflector` per collection (pods, claims, volumes, nodes) over a `watcher`, full k8s-openapi
+//! objects in `Store`s. `make bench-scale` reads its RSS beside volguard's (bytes per object).
+//!
+//! Usage: kube_rs_cache --kubeconfig FILE (prints `synced N` once every store is ready).
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+
+/// The same allocator as `volguard`: the comparison is of the caches, not the allocators.
+#[global_allocator]
+static ALLOC: volguard::alloc::Allocator = volguard::alloc::Allocator;
+
+fn reflect<K>(api: Api<K>) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while stream.next().await.is_some() {}
+    });
+    store
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let kubeconfig = args
+        .iter()
+        .position(|a| a == "--kubeconfig")
+        .and_then(|i| args.get(i + 1))
+        .ok_or_else(|| anyhow::anyhow!("missing --kubeconfig"))?;
+    let client = volguard::runtime::kube::client(Some(std::path::Path::new(kubeconfig))).await?;
+    let pods = reflect(Api::<Pod>::all(client.clone()));
+    let pvcs = reflect(Api::<PersistentVolumeClaim>::all(client.clone()));
+    let pvs = reflect(Api::<PersistentVolume>::all(client.clone()));
+    let nodes = reflect(Api::<Node>::all(client.clone()));
+    pods.wait_until_ready().await?;
+    pvcs.wait_until_ready().await?;
+    pvs.wait_until_ready().await?;
+    nodes.wait_until_ready().await?;
+    let n = pods.state().len() + pvcs.state().len() + pvs.state().len() + nodes.state().len();
+    println!("synced {n}");
+    std::future::pending::<()>().await;
+    Ok(())
+}

@@ -1,0 +1,311 @@
+//! `make bench`'s measures that resolve a p99: calls timed one by one by this client, in the same
+//! interleaved run as the churn. The apiserver's webhook histogram has buckets at 5, 25, 100 and
+//! 500 ms, so a p99 from a few hundred calls lands inside a bucket and two runs disagreed by up to
+//! 2×; a client's clock resolves microseconds. Each mode's figure is also given for the first and
+//! the second half of the rounds, so one run shows whether it would agree with another.
+//!
+//! - binds: `pods/binding` of fresh pods on fresh RWO claims (every bind takes a lock), with no
+//!   webhook, the no-op floor, the *writing* floor (one resourceVersion-checked write onto the
+//!   claim per bind: the least a lock can cost) and volguard;
+//! - claim creates: none, volguard's webhook, and the MutatingAdmissionPolicy that replaces it;
+//! - lock writes per 100 StatefulSet pod restarts that land on the node holding the lock.
+
+use super::*;
+
+/// Where each mode's webhooks are served.
+#[derive(Clone, Copy)]
+pub(super) struct Ports {
+    pub floor: u16,
+    pub writing: u16,
+    pub volguard: u16,
+}
+
+/// One mode's samples (ms), by round.
+#[derive(Default, Clone)]
+pub(super) struct Samples(Vec<Vec<f64>>);
+
+impl Samples {
+    fn push_round(&mut self, v: Vec<f64>) {
+        self.0.push(v);
+    }
+    fn all(&self) -> Vec<f64> {
+        self.0.iter().flatten().copied().collect()
+    }
+    fn half(&self, second: bool) -> Vec<f64> {
+        let mid = self.0.len() / 2;
+        let rounds = if second {
+            &self.0[mid..]
+        } else {
+            &self.0[..mid]
+        };
+        rounds.iter().flatten().copied().collect()
+    }
+    /// p50 and p99 of all rounds, and how far the two halves' p99s are apart (max/min − 1).
+    pub fn figures(&self) -> (usize, f64, f64, f64, f64) {
+        let mut all = self.all();
+        let n = all.len();
+        let (p50, p99) = (percentile(&mut all, 0.5), percentile(&mut all, 0.99));
+        let spread = |q: f64| {
+            let (mut a, mut b) = (self.half(false), self.half(true));
+            let (x, y) = (percentile(&mut a, q), percentile(&mut b, q));
+            x.max(y) / x.min(y).max(1e-9) - 1.0
+        };
+        (n, p50, p99, spread(0.5), spread(0.99))
+    }
+}
+
+/// A fresh RWO claim and a pod naming it that no scheduler binds (`schedulerName` of nobody).
+async fn unbound_pod(c: &kube::Client, ns: &str, name: &str) {
+    pvc(c, ns, name, None).await.expect("claim");
+    let mut p = pod_json(name, None, &[name], 1);
+    if let Some(s) = p.spec.as_mut() {
+        s.scheduler_name = Some("volguard-bench-nobody".into());
+    }
+    Api::<Pod>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &p)
+        .await
+        .expect("pod");
+}
+
+/// POST `pods/NAME/binding` to `node`, timed (ms).
+async fn bind(pods: &Api<Pod>, name: &str, node: &str) -> f64 {
+    let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                      "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+    let t = Instant::now();
+    pods.create_subresource::<_, serde_json::Value>("binding", name, &PostParams::default(), &body)
+        .await
+        .unwrap_or_else(|e| panic!("bind {name}: {e}"));
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Delete what a round made (gracefully: the pods run on kwok, and a force delete of a running
+/// pod is volguard's to refuse), and wait until it is gone.
+async fn clean(cp: &ControlPlane, c: &kube::Client, ns: &str, names: &[String]) {
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let claims = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    for n in names {
+        let _ = pods.delete(n, &DeleteParams::default()).await;
+        let _ = claims.delete(n, &DeleteParams::default()).await;
+    }
+    cp.eventually(
+        "a bench round's pods and claims gone",
+        Duration::from_secs(300),
+        || {
+            let (pods, claims) = (pods.clone(), claims.clone());
+            async move {
+                let left = pods
+                    .list(&ListParams::default().labels("!app"))
+                    .await
+                    .ok()?
+                    .items
+                    .len()
+                    + claims
+                        .list(&ListParams::default())
+                        .await
+                        .ok()?
+                        .items
+                        .iter()
+                        .filter(|c| {
+                            c.metadata
+                                .name
+                                .as_deref()
+                                .is_some_and(|n| n.starts_with("d-"))
+                        })
+                        .count();
+                (left == 0).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+/// Binds timed per mode, `rounds` interleaved rounds of `per_round` fresh pods each. volguard must
+/// take a lock on every bind (checked against its own counter).
+pub(super) async fn binds(
+    cp: &mut ControlPlane,
+    ns: &str,
+    ports: Ports,
+    rounds: usize,
+    per_round: usize,
+) -> BTreeMap<&'static str, Samples> {
+    let c = cp.admin().await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let modes = [
+        Hooks::None,
+        Hooks::Noop,
+        Hooks::WritingNoop,
+        Hooks::Volguard,
+    ];
+    let mut out: BTreeMap<&'static str, Samples> = BTreeMap::new();
+    let taken = |t: &str| {
+        t.lines()
+            .filter(|l| l.starts_with("volguard_rwo_locks_total{") && l.contains("result=\"taken"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let mut volguard_locks = 0.0;
+    for round in 0..rounds {
+        for mode in modes {
+            mode.register(cp, ports.floor, ports.writing, ports.volguard)
+                .await;
+            let names: Vec<String> = (0..per_round)
+                .map(|i| format!("d-{}-{round}-{i}", mode.name()))
+                .collect();
+            for n in &names {
+                unbound_pod(&c, ns, n).await;
+            }
+            // The caches of volguard and the writing floor see the pods and claims first.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let before = taken(&metrics_text(cp.serve_probe).await);
+            let mut v = Vec::with_capacity(per_round);
+            for n in &names {
+                v.push(bind(&pods, n, "kwok-1").await);
+            }
+            if mode == Hooks::Volguard {
+                volguard_locks += taken(&metrics_text(cp.serve_probe).await) - before;
+            }
+            out.entry(mode.name()).or_default().push_round(v);
+            clean(cp, &c, ns, &names).await;
+        }
+    }
+    cp.route_webhooks_to(ports.volguard).await;
+    assert_eq!(
+        volguard_locks as usize,
+        rounds * per_round,
+        "volguard took a lock on every bind of a fresh claim"
+    );
+    out
+}
+
+/// Claim creates timed per mode: none, volguard's mutating webhook, the MutatingAdmissionPolicy
+/// that replaces it (`manifests/policies`, the webhooks unregistered).
+pub(super) async fn claim_creates(
+    cp: &mut ControlPlane,
+    ns: &str,
+    volguard: u16,
+    rounds: usize,
+    per_round: usize,
+) -> BTreeMap<&'static str, Samples> {
+    let c = cp.admin().await;
+    let claims = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let mut out: BTreeMap<&'static str, Samples> = BTreeMap::new();
+    for round in 0..rounds {
+        for mode in ["none", "webhook", "policy"] {
+            let mut applied = Vec::new();
+            match mode {
+                "webhook" => cp.route_webhooks_to(volguard).await,
+                "none" => cp.unregister_webhooks().await,
+                _ => {
+                    cp.unregister_webhooks().await;
+                    applied = install_policies(cp, &c, ns).await;
+                }
+            }
+            let names: Vec<String> = (0..per_round)
+                .map(|i| format!("d-claim-{mode}-{round}-{i}"))
+                .collect();
+            let mut v = Vec::with_capacity(per_round);
+            for n in &names {
+                let t = Instant::now();
+                pvc(&c, ns, n, None).await.expect("claim");
+                v.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            let last = claims.get(&names[per_round - 1]).await.expect("claim");
+            assert!(
+                finalizers(&last)
+                    .iter()
+                    .any(|f| f == "kubernetes.io/pvc-protection"),
+                "{mode}: a created claim carries its protection finalizer"
+            );
+            out.entry(mode).or_default().push_round(v);
+            if !applied.is_empty() {
+                remove_policies(&c, applied).await;
+            }
+            clean(cp, &c, ns, &names).await;
+        }
+    }
+    cp.route_webhooks_to(volguard).await;
+    out
+}
+
+/// volguard's lock writes while the pods of a StatefulSet pinned to one node restart `times`
+/// times (each restart lands on the node that holds the lock: a placement there writes nothing).
+/// Returns (restarts, lock writes).
+pub(super) async fn same_node_restarts(
+    cp: &ControlPlane,
+    ns: &str,
+    replicas: i32,
+    times: usize,
+) -> (usize, f64) {
+    let c = cp.admin().await;
+    let sets = Api::<StatefulSet>::namespaced(c.clone(), ns);
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let mut s = statefulset(
+        "pinned",
+        replicas,
+        json!({"whenScaled": "Retain", "whenDeleted": "Delete"}),
+    );
+    if let Some(t) = s.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        t.node_selector =
+            Some([("kubernetes.io/hostname".to_string(), "kwok-1".to_string())].into());
+    }
+    sets.create(&PostParams::default(), &s)
+        .await
+        .expect("statefulset");
+    let running = |pods: Api<Pod>| async move {
+        let items = pods
+            .list(&ListParams::default().labels("app=pinned"))
+            .await
+            .ok()?
+            .items;
+        let uids: Vec<String> = items
+            .iter()
+            .filter(|p| {
+                p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    && p.metadata.deletion_timestamp.is_none()
+            })
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
+        (uids.len() == replicas as usize).then_some(uids)
+    };
+    let mut uids = cp
+        .eventually(
+            "the pinned StatefulSet running",
+            Duration::from_secs(300),
+            || running(pods.clone()),
+        )
+        .await;
+    let writes = |t: &str| {
+        t.lines()
+            .filter(|l| l.starts_with("volguard_rwo_locks_total{") && l.contains("result=\"taken"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = writes(&metrics_text(cp.serve_probe).await);
+    for _ in 0..times {
+        pods.delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("app=pinned"),
+        )
+        .await
+        .expect("restart the pods");
+        let old = uids.clone();
+        uids = cp
+            .eventually(
+                "the pinned pods restarted and running",
+                Duration::from_secs(300),
+                || {
+                    let (pods, old) = (pods.clone(), old.clone());
+                    async move {
+                        let now = running(pods).await?;
+                        now.iter().all(|u| !old.contains(u)).then_some(now)
+                    }
+                },
+            )
+            .await;
+    }
+    let written = writes(&metrics_text(cp.serve_probe).await) - before;
+    sets.delete("pinned", &DeleteParams::default())
+        .await
+        .expect("delete statefulset");
+    (times * replicas as usize, written)
+}

@@ -368,7 +368,14 @@ crate::scenarios! { scenario:
 #[test]
 #[ignore = "needs the control plane and the floor example: make bench"]
 fn apiserver_side_by_side() {
-    scenario("apiserver-side-by-side", |s| {
-        Box::pin(s_side_by_side(&mut s.cp, "sbs", 10, 10, 4))
+    // VOLGUARD_BENCH_ROUNDS: fewer rounds for a quick look (at least 2: each figure is also
+    // given per half of the rounds).
+    let rounds = std::env::var("VOLGUARD_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(4usize)
+        .max(2);
+    scenario("apiserver-side-by-side", move |s| {
+        Box::pin(s_side_by_side(&mut s.cp, "sbs", 10, 10, rounds))
     });
 }

@@ -187,9 +187,13 @@ impl Fencer {
 
     /// The node is read whole and live: its volume lists are what recovery waits on.
     async fn record_manual(self: Arc<Self>, name: &str) -> Result<(), Error> {
+        // What the watch showed, confirmed on the stored Node.
         let Some(n) = observe::node(self.view(), name).await? else {
             return Ok(());
         };
+        if !(tainted(&n) && confirmed(&n)) {
+            return Ok(());
+        }
         let lease = observe::lease(self.view(), name).await?;
         let name = name.to_string();
         let spec = NodeFenceSpec {

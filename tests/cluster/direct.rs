@@ -54,6 +54,15 @@ impl Samples {
     }
 }
 
+/// volguard's RWO lock writes so far (`volguard_rwo_locks_total`, taken and taken over).
+fn lock_writes(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("volguard_rwo_locks_total{") && l.contains("result=\"taken"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// A fresh RWO claim and a pod naming it that no scheduler binds (`schedulerName` of nobody).
 async fn unbound_pod(c: &kube::Client, ns: &str, name: &str) {
     pvc(c, ns, name, None).await.expect("claim");
@@ -137,12 +146,6 @@ pub(super) async fn binds(
         Hooks::Volguard,
     ];
     let mut out: BTreeMap<&'static str, Samples> = BTreeMap::new();
-    let taken = |t: &str| {
-        t.lines()
-            .filter(|l| l.starts_with("volguard_rwo_locks_total{") && l.contains("result=\"taken"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>()
-    };
     let mut volguard_locks = 0.0;
     for round in 0..rounds {
         for mode in modes {
@@ -156,13 +159,13 @@ pub(super) async fn binds(
             }
             // The caches of volguard and the writing floor see the pods and claims first.
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let before = taken(&metrics_text(cp.serve_probe).await);
+            let before = lock_writes(&metrics_text(cp.serve_probe).await);
             let mut v = Vec::with_capacity(per_round);
             for n in &names {
                 v.push(bind(&pods, n, "kwok-1").await);
             }
             if mode == Hooks::Volguard {
-                volguard_locks += taken(&metrics_text(cp.serve_probe).await) - before;
+                volguard_locks += lock_writes(&metrics_text(cp.serve_probe).await) - before;
             }
             out.entry(mode.name()).or_default().push_round(v);
             clean(cp, &c, ns, &names).await;
@@ -274,13 +277,7 @@ pub(super) async fn same_node_restarts(
             || running(pods.clone()),
         )
         .await;
-    let writes = |t: &str| {
-        t.lines()
-            .filter(|l| l.starts_with("volguard_rwo_locks_total{") && l.contains("result=\"taken"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>()
-    };
-    let before = writes(&metrics_text(cp.serve_probe).await);
+    let before = lock_writes(&metrics_text(cp.serve_probe).await);
     for _ in 0..times {
         pods.delete_collection(
             &DeleteParams::default(),
@@ -303,7 +300,7 @@ pub(super) async fn same_node_restarts(
             )
             .await;
     }
-    let written = writes(&metrics_text(cp.serve_probe).await) - before;
+    let written = lock_writes(&metrics_text(cp.serve_probe).await) - before;
     sets.delete("pinned", &DeleteParams::default())
         .await
         .expect("delete statefulset");

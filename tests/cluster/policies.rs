@@ -415,9 +415,17 @@ pub(super) async fn install_policies(cp: &ControlPlane, c: &kube::Client, ns: &s
     // Enforced once the apiserver's informers have the policies, the bindings and the
     // parameters (until then a binding without its parameters is skipped): a dry-run force
     // delete of a placed pod, by a person without confirmation, is refused by the policy itself.
+    // A probe of its own per install: a pod on a node that does not exist stays terminating
+    // after its graceful delete, so a name used twice would collide (`make bench` installs them
+    // once per round).
+    static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let probe_name = format!(
+        "policy-probe-{}",
+        PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     let mut t = pod_template("policy-probe", json!({"name": "data", "emptyDir": {}}));
-    t["metadata"]["name"] = json!("policy-probe");
+    t["metadata"]["name"] = json!(probe_name);
     t["spec"]["nodeName"] = json!("policy-probe-node");
     let probe: Pod = serde_json::from_value(t).expect("pod");
     pods.create(&PostParams::default(), &probe)
@@ -429,19 +437,19 @@ pub(super) async fn install_policies(cp: &ControlPlane, c: &kube::Client, ns: &s
         ..Default::default()
     };
     cp.eventually("the policies enforced", WAIT, || {
-        let (pods, dry) = (pods.clone(), dry.clone());
+        let (pods, dry, probe_name) = (pods.clone(), dry.clone(), probe_name.clone());
         async move {
-            match pods.delete("policy-probe", &dry).await {
+            match pods.delete(&probe_name, &dry).await {
                 Err(kube::Error::Api(e)) => (e.message.contains("ValidatingAdmissionPolicy")
                     && e.message
-                        .contains("force delete of pod \"policy-probe\" refused"))
+                        .contains(&format!("force delete of pod \"{probe_name}\" refused")))
                 .then_some(()),
                 _ => None,
             }
         }
     })
     .await;
-    pods.delete("policy-probe", &DeleteParams::default())
+    pods.delete(&probe_name, &DeleteParams::default())
         .await
         .expect("delete probe");
     applied

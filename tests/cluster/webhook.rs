@@ -806,7 +806,7 @@ pub(super) async fn s_side_by_side(
         rounds
     );
     println!(
-        "{:<34} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "{:<34} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9}",
         "webhook (apiserver's histogram)",
         "calls",
         "noop p50",
@@ -814,7 +814,9 @@ pub(super) async fn s_side_by_side(
         "vg p50",
         "vg p99",
         "p50 ×",
-        "p99 ×"
+        "p99 ×",
+        "wr p50",
+        "wr p99"
     );
     let mut per_webhook = serde_json::Map::new();
     for v in vg.iter().filter(|v| v.count > 0.0) {
@@ -822,9 +824,21 @@ pub(super) async fn s_side_by_side(
             continue;
         };
         let (r50, r99) = (v.p50 / n.p50.max(1e-9), v.p99 / n.p99.max(1e-9));
+        let w = writing
+            .iter()
+            .find(|w| w.webhook == v.webhook && w.count > 0.0);
         println!(
-            "{:<34} {:>7.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.2}",
-            v.webhook, v.count, n.p50, n.p99, v.p50, v.p99, r50, r99
+            "{:<34} {:>7.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.2} {:>9.2} {:>9.2}",
+            v.webhook,
+            v.count,
+            n.p50,
+            n.p99,
+            v.p50,
+            v.p99,
+            r50,
+            r99,
+            w.map_or(0.0, |w| w.p50),
+            w.map_or(0.0, |w| w.p99)
         );
         let mut row = json!({"calls": v.count, "noop_p50_ms": n.p50, "noop_p99_ms": n.p99, "volguard_p50_ms": v.p50,
                    "volguard_p99_ms": v.p99, "p50_ratio": r50, "p99_ratio": r99});
@@ -879,9 +893,6 @@ pub(super) async fn s_side_by_side(
         writing: writing_port,
         volguard: volguard_port,
     };
-    let binds = super::direct::binds(cp, ns, ports, rounds, 100).await;
-    let creates = super::direct::claim_creates(cp, ns, volguard_port, rounds, 100).await;
-    let (restarts, lock_writes) = super::direct::same_node_restarts(cp, ns, 10, 10).await;
     let direct = |title: &str,
                   rows: &BTreeMap<&'static str, super::direct::Samples>,
                   base: &str| {
@@ -913,8 +924,11 @@ pub(super) async fn s_side_by_side(
         }
         out
     };
+    let binds = super::direct::binds(cp, ns, ports, rounds, 100).await;
     let binds_json = direct("bind, timed by the client", &binds, "writing-noop");
+    let creates = super::direct::claim_creates(cp, ns, volguard_port, rounds, 100).await;
     let creates_json = direct("claim create, timed by the client", &creates, "none");
+    let (restarts, lock_writes) = super::direct::same_node_restarts(cp, ns, 10, 10).await;
     let per_100 = lock_writes / restarts.max(1) as f64 * 100.0;
     println!(
         "lock writes per 100 same-node StatefulSet pod restarts: {per_100:.1} ({lock_writes} writes in {restarts} restarts)"

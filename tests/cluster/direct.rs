@@ -63,6 +63,18 @@ fn lock_writes(metrics: &str) -> f64 {
         .sum()
 }
 
+/// Every `volguard_rwo_locks_total` series, by its result label.
+fn lock_results(metrics: &str) -> BTreeMap<String, f64> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("volguard_rwo_locks_total{"))
+        .filter_map(|l| {
+            let result = l.split("result=\"").nth(1)?.split('"').next()?.to_string();
+            Some((result, l.rsplit(' ').next()?.parse::<f64>().ok()?))
+        })
+        .collect()
+}
+
 /// A fresh RWO claim and a pod naming it that no scheduler binds (`schedulerName` of nobody).
 async fn unbound_pod(c: &kube::Client, ns: &str, name: &str) {
     pvc(c, ns, name, None).await.expect("claim");
@@ -147,6 +159,7 @@ pub(super) async fn binds(
     ];
     let mut out: BTreeMap<&'static str, Samples> = BTreeMap::new();
     let mut volguard_locks = 0.0;
+    let mut outcomes: BTreeMap<String, f64> = BTreeMap::new();
     for round in 0..rounds {
         for mode in modes {
             mode.register(cp, ports.floor, ports.writing, ports.volguard)
@@ -159,19 +172,27 @@ pub(super) async fn binds(
             }
             // The caches of volguard and the writing floor see the pods and claims first.
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let before = lock_writes(&metrics_text(cp.serve_probe).await);
+            let before = metrics_text(cp.serve_probe).await;
             let mut v = Vec::with_capacity(per_round);
             for n in &names {
                 v.push(bind(&pods, n, "kwok-1").await);
             }
             if mode == Hooks::Volguard {
-                volguard_locks += lock_writes(&metrics_text(cp.serve_probe).await) - before;
+                let after = metrics_text(cp.serve_probe).await;
+                volguard_locks += lock_writes(&after) - lock_writes(&before);
+                let (b, a) = (lock_results(&before), lock_results(&after));
+                for (k, v) in a {
+                    *outcomes.entry(k.clone()).or_default() +=
+                        v - b.get(&k).copied().unwrap_or(0.0);
+                }
             }
             out.entry(mode.name()).or_default().push_round(v);
             clean(cp, &c, ns, &names).await;
         }
     }
     cp.route_webhooks_to(ports.volguard).await;
+    outcomes.retain(|_, v| *v > 0.0);
+    println!("volguard's lock outcomes over its timed binds: {outcomes:?}");
     assert_eq!(
         volguard_locks as usize,
         rounds * per_round,
@@ -277,6 +298,17 @@ pub(super) async fn same_node_restarts(
             || running(pods.clone()),
         )
         .await;
+    // The controller's clears are lock writes too (a restart's pod is "replaced" at once).
+    let cleared =
+        |t: &str| series_value(t, "volguard_controller_rwo_locks_cleared_total").unwrap_or(0.0);
+    let controller = cp.controller_probes.first().copied();
+    let cleared_now = || async move {
+        match controller {
+            Some(p) => cleared(&metrics_text(p).await),
+            None => 0.0,
+        }
+    };
+    let cleared_before = cleared_now().await;
     let before = lock_writes(&metrics_text(cp.serve_probe).await);
     for _ in 0..times {
         pods.delete_collection(
@@ -301,6 +333,11 @@ pub(super) async fn same_node_restarts(
             .await;
     }
     let written = lock_writes(&metrics_text(cp.serve_probe).await) - before;
+    let clears = cleared_now().await - cleared_before;
+    println!(
+        "same-node restarts: {} restarts, {written} lock writes by the webhook, {clears} lock clears by the controller",
+        times * replicas as usize
+    );
     sets.delete("pinned", &DeleteParams::default())
         .await
         .expect("delete statefulset");

@@ -71,6 +71,19 @@ impl Reconciler {
             Ok(None) => Fact::Missing,
             Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
         };
+        // A StatefulSet's restart: the pod the lock names was replaced by one of the same name,
+        // not placed yet or placed on the lock's node. Its placement there renames the lock (one
+        // write); clearing it first would make that two. Keeping a lock is never unsafe: it is
+        // looked at again when the grace ends (queued above).
+        if let Fact::Found(w) = &writer
+            && w.metadata.uid != lock.uid
+            && !w.is_terminal()
+            && w.node_name().is_none_or(|n| n == lock.node)
+            && observed < rwo_lock::BIND_GRACE
+            && !node_released
+        {
+            return Outcome::Done;
+        }
         // A node gone counts only with a record of its deletion on proof (rules.md §7).
         let gone_recorded = match &node {
             Fact::Missing => match crate::state::fences::of_node(&self.client, &lock.node).await {

@@ -6,7 +6,7 @@ use super::*;
 impl Reconciler {
     /// rules.md §2f "the controller cleans up": remove the RWO lock once no pod on its node uses
     /// the claim (a consistent LIST confirms what the cache suggests) and this process has seen
-    /// the lock for the grace, or its node is gone or out of service (read live). The removal
+    /// it so for the grace, or its node is gone or out of service (read live). The removal
     /// `test`s the lock's value, so a lock retaken meanwhile stays. A lock too young to judge is
     /// looked at again when its grace ends (at most `BIND_GRACE` away: no date written by anyone
     /// else sets that time).
@@ -32,16 +32,6 @@ impl Reconciler {
             return Outcome::Done;
         }
         let observed = self.lock_clock.quiet_for(ns, name, raw, false);
-        if observed < rwo_lock::BIND_GRACE && !node_released {
-            // Looked at again when the grace ends (the reads below may clear it sooner, when the
-            // lock's placement can no longer land).
-            let left = rwo_lock::BIND_GRACE - observed + std::time::Duration::from_secs(1);
-            let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
-            tokio::spawn(async move {
-                tokio::time::sleep(left).await;
-                queue.add(key);
-            });
-        }
         self.limiter.acquire().await;
         let node = match Api::<Decoded<crate::model::Node>>::all(self.client.clone())
             .get_opt(&lock.node)
@@ -71,19 +61,6 @@ impl Reconciler {
             Ok(None) => Fact::Missing,
             Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
         };
-        // A StatefulSet's restart: the pod the lock names was replaced by one of the same name,
-        // not placed yet or placed on the lock's node. Its placement there renames the lock (one
-        // write); clearing it first would make that two. Keeping a lock is never unsafe: it is
-        // looked at again when the grace ends (queued above).
-        if let Fact::Found(w) = &writer
-            && w.metadata.uid != lock.uid
-            && !w.is_terminal()
-            && w.node_name().is_none_or(|n| n == lock.node)
-            && observed < rwo_lock::BIND_GRACE
-            && !node_released
-        {
-            return Outcome::Done;
-        }
         // A node gone counts only with a record of its deletion on proof (rules.md §7).
         let gone_recorded = match &node {
             Fact::Missing => match crate::state::fences::of_node(&self.client, &lock.node).await {
@@ -94,6 +71,28 @@ impl Reconciler {
             },
             _ => false,
         };
+        // Within the grace the controller leaves a lock alone unless its node is released: a
+        // take-over never waits for the controller (the webhook judges the lock itself), and a
+        // StatefulSet's restart renames the lock anyway (its pod deleted, then replaced by one of
+        // the same name): clearing first would be a second write per restart. Keeping a lock is
+        // never unsafe; it is looked at again when the grace ends.
+        let released = match &node {
+            Fact::Found(n) => n.is_out_of_service(),
+            Fact::Missing => gone_recorded,
+            Fact::Unknown(_) => false,
+        };
+        if in_use && !released {
+            return Outcome::Done;
+        }
+        if observed < rwo_lock::BIND_GRACE && !released {
+            let left = rwo_lock::BIND_GRACE - observed + std::time::Duration::from_secs(1);
+            let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
+            tokio::spawn(async move {
+                tokio::time::sleep(left).await;
+                queue.add(key);
+            });
+            return Outcome::Done;
+        }
         let hold = rwo_lock::NodeHold {
             claim: name,
             users: users.as_ref().map(Vec::as_slice),

@@ -128,4 +128,25 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(rwo_lock::clearable(l, &h), None);
         }
     }
+    // What fencing reads of the model (rules.md §7): never a panic, and the cache's prune keeps
+    // what detection reads.
+    let forgiveness = volguard::rules::fencing::forgiveness([pod.spec.tolerates_unreachable]);
+    if pod.spec.tolerates_unreachable == volguard::model::Tolerates::Forever {
+        assert_eq!(forgiveness, None);
+    }
+    let _ = volguard::rules::fencing::Storage::of(&pv);
+    let (ready, addresses, boot, maintenance) = (
+        node.ready_since(),
+        node.addresses(),
+        node.boot_id().map(str::to_string),
+        node.maintenance().map(str::to_string),
+    );
+    let _ = (node.volumes(), node.is_control_plane());
+    let mut pruned = node.clone();
+    pruned.prune();
+    assert_eq!(pruned.ready_since().0, ready.0);
+    assert_eq!(pruned.addresses(), addresses);
+    assert_eq!(pruned.boot_id().map(str::to_string), boot);
+    assert_eq!(pruned.maintenance().map(str::to_string), maintenance);
+    assert!(pruned.volumes().is_empty());
 });

@@ -253,7 +253,7 @@ pub(super) async fn claim_creates(
 
 /// volguard's lock writes while the pods of a StatefulSet pinned to one node restart `times`
 /// times (each restart lands on the node that holds the lock: a placement there writes nothing).
-/// Returns (restarts, lock writes).
+/// Returns (restarts, lock writes: the webhook's and the controller's clears).
 pub(super) async fn same_node_restarts(
     cp: &ControlPlane,
     ns: &str,
@@ -341,5 +341,5 @@ pub(super) async fn same_node_restarts(
     sets.delete("pinned", &DeleteParams::default())
         .await
         .expect("delete statefulset");
-    (times * replicas as usize, written)
+    (times * replicas as usize, written + clears)
 }

@@ -931,7 +931,7 @@ pub(super) async fn s_side_by_side(
     let (restarts, lock_writes) = super::direct::same_node_restarts(cp, ns, 10, 10).await;
     let per_100 = lock_writes / restarts.max(1) as f64 * 100.0;
     println!(
-        "lock writes per 100 same-node StatefulSet pod restarts: {per_100:.1} ({lock_writes} writes in {restarts} restarts)"
+        "lock writes per 100 same-node StatefulSet pod restarts (webhook and controller): {per_100:.1} ({lock_writes} writes in {restarts} restarts)"
     );
     // The figures of record for the lock: the whole bind as the client timed it (the apiserver's
     // histogram cannot resolve them), volguard against the writing no-op.

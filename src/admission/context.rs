@@ -26,6 +26,9 @@ pub struct Admission {
         super::placement::LockLabels,
         prometheus_client::metrics::counter::Counter,
     >,
+    /// How long each RWO lock's compare-and-swap took (`volguard_rwo_lock_write_duration_seconds`):
+    /// the one etcd write a bind waits for, apart from the decision around it.
+    pub lock_writes: prometheus_client::metrics::histogram::Histogram,
     /// How long each RWO lock has been seen, on this process's own clock (rules.md §2f).
     pub lock_clock: crate::state::lock_clock::LockClock,
     /// A node whose Lease was renewed within this is alive, whoever confirms it down (rules.md §7).
@@ -57,6 +60,7 @@ impl Admission {
             rwo_guard: true,
             break_glass: Default::default(),
             locks: Default::default(),
+            lock_writes: super::placement::lock_write_histogram(),
             partition_after: jiff::SignedDuration::from_secs(40),
             unknown_kinds: Mutex::new(HashSet::new()),
         }

@@ -63,6 +63,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         "ReadWriteOnce lock operations by result (taken, taken_over, conflict_retried, refused, unconfirmed, write_failed)",
         admission.locks.clone(),
     );
+    registry.register(
+        "volguard_rwo_lock_write_duration_seconds",
+        "The RWO lock's compare-and-swap write, sent to answered (whatever the answer)",
+        admission.lock_writes.clone(),
+    );
     let app = admission_http::router(admission_http::AppState {
         admission,
         metrics: metrics.clone(),

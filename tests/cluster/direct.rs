@@ -75,6 +75,112 @@ fn lock_results(metrics: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// Each series of one of volguard's histograms, by its label value: (count, sum of seconds).
+fn histogram_totals(metrics: &str, name: &str) -> BTreeMap<String, (f64, f64)> {
+    let mut out: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for l in metrics.lines() {
+        let (series, value) = match l.rsplit_once(' ') {
+            Some((s, v)) => (s, v.parse::<f64>().unwrap_or(0.0)),
+            None => continue,
+        };
+        let Some(rest) = series.strip_prefix(name) else {
+            continue;
+        };
+        let (field, label) = match rest.split_once('{') {
+            Some((f, l)) => (f, l.trim_end_matches('}').to_string()),
+            None => (rest, String::new()),
+        };
+        let e = out.entry(label).or_default();
+        match field {
+            "_count" => e.0 += value,
+            "_sum" => e.1 += value,
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The writing floor's counters (`/stats` on its webhook port).
+async fn floor_stats(cp: &ControlPlane, port: u16) -> BTreeMap<String, f64> {
+    let ca = reqwest::Certificate::from_pem(cp.webhook_ca.as_bytes()).expect("ca");
+    let http = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .build()
+        .expect("client");
+    let text = http
+        .get(format!("https://localhost:{port}/stats"))
+        .send()
+        .await
+        .expect("the writing floor's /stats")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Where a bind's time goes inside each writing webhook (ms, means over the timed binds):
+/// the bind's handler, its write, and the admission calls that write caused (PVC UPDATE).
+#[derive(Default)]
+struct Inside {
+    binds: f64,
+    handler_s: f64,
+    write_s: f64,
+    nested_calls: f64,
+    nested_s: f64,
+}
+
+impl Inside {
+    fn row(&self, mode: &str) -> String {
+        let per = |x: f64| x / self.binds.max(1.0);
+        format!(
+            "{mode:<36} {:>5} {:>10.3} {:>10.3} {:>12.2} {:>12.3}",
+            self.binds,
+            per(self.handler_s) * 1e3,
+            per(self.write_s) * 1e3,
+            per(self.nested_calls),
+            self.nested_s / self.nested_calls.max(1.0) * 1e3
+        )
+    }
+}
+
+const DURATION: &str = "volguard_admission_request_duration_seconds";
+const LOCK_WRITE: &str = "volguard_rwo_lock_write_duration_seconds";
+
+/// volguard's side of `Inside` between two scrapes.
+fn volguard_inside(before: &str, after: &str) -> Inside {
+    let delta = |name: &str| {
+        let (b, a) = (
+            histogram_totals(before, name),
+            histogram_totals(after, name),
+        );
+        a.into_iter()
+            .map(|(k, (c, s))| {
+                let (bc, bs) = b.get(&k).copied().unwrap_or_default();
+                (k, (c - bc, s - bs))
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    let mut inside = Inside::default();
+    for (label, (c, s)) in delta(DURATION) {
+        if label.contains("rwo-single-node") {
+            inside.binds += c;
+            inside.handler_s += s;
+        } else {
+            inside.nested_calls += c;
+            inside.nested_s += s;
+        }
+    }
+    for (_, (_, s)) in delta(LOCK_WRITE) {
+        inside.write_s += s;
+    }
+    inside
+}
+
 /// A fresh RWO claim and a pod naming it that no scheduler binds (`schedulerName` of nobody).
 async fn unbound_pod(c: &kube::Client, ns: &str, name: &str) {
     pvc(c, ns, name, None).await.expect("claim");
@@ -160,6 +266,7 @@ pub(super) async fn binds(
     let mut out: BTreeMap<&'static str, Samples> = BTreeMap::new();
     let mut volguard_locks = 0.0;
     let mut outcomes: BTreeMap<String, f64> = BTreeMap::new();
+    let (mut vg_inside, mut wr_inside) = (Inside::default(), Inside::default());
     for round in 0..rounds {
         for mode in modes {
             mode.register(cp, ports.floor, ports.writing, ports.volguard)
@@ -173,12 +280,30 @@ pub(super) async fn binds(
             // The caches of volguard and the writing floor see the pods and claims first.
             tokio::time::sleep(Duration::from_secs(1)).await;
             let before = metrics_text(cp.serve_probe).await;
+            let floor_before = match mode {
+                Hooks::WritingNoop => floor_stats(cp, ports.writing).await,
+                _ => BTreeMap::new(),
+            };
             let mut v = Vec::with_capacity(per_round);
             for n in &names {
                 v.push(bind(&pods, n, "kwok-1").await);
             }
+            if mode == Hooks::WritingNoop {
+                let after = floor_stats(cp, ports.writing).await;
+                let d =
+                    |k: &str| after.get(k).unwrap_or(&0.0) - floor_before.get(k).unwrap_or(&0.0);
+                wr_inside.binds += d("written") + d("skipped");
+                wr_inside.handler_s += d("handler_ns") / 1e9;
+                wr_inside.write_s += d("write_ns") / 1e9;
+            }
             if mode == Hooks::Volguard {
                 let after = metrics_text(cp.serve_probe).await;
+                let i = volguard_inside(&before, &after);
+                vg_inside.binds += i.binds;
+                vg_inside.handler_s += i.handler_s;
+                vg_inside.write_s += i.write_s;
+                vg_inside.nested_calls += i.nested_calls;
+                vg_inside.nested_s += i.nested_s;
                 volguard_locks += lock_writes(&after) - lock_writes(&before);
                 let (b, a) = (lock_results(&before), lock_results(&after));
                 for (k, v) in a {
@@ -193,6 +318,20 @@ pub(super) async fn binds(
     cp.route_webhooks_to(ports.volguard).await;
     outcomes.retain(|_, v| *v > 0.0);
     println!("volguard's lock outcomes over its timed binds: {outcomes:?}");
+    println!(
+        "{:<36} {:>5} {:>10} {:>10} {:>12} {:>12}",
+        "inside the webhook, per bind (ms)",
+        "binds",
+        "handler",
+        "write",
+        "nested/bind",
+        "nested ms"
+    );
+    println!(
+        "{}",
+        wr_inside.row("writing-noop (no nested calls counted)")
+    );
+    println!("{}", vg_inside.row("volguard"));
     assert_eq!(
         volguard_locks as usize,
         rounds * per_round,

@@ -2,6 +2,7 @@
 //! a quorum read shows it, is cleared with the claim's resourceVersion.
 
 use super::*;
+use std::time::Duration;
 
 impl Reconciler {
     /// rules.md §2f "the controller cleans up": remove the RWO lock once no pod on its node uses
@@ -32,6 +33,15 @@ impl Reconciler {
             return Outcome::Done;
         }
         let observed = self.lock_clock.quiet_for(ns, name, raw, false);
+        // Within the grace, on a node the cache shows present and in service, the lock stays unless
+        // a live read finds the node released after all (a taint the cache has not seen yet): that
+        // clear may wait for the grace's end, since keeping a lock is never unsafe and the webhook
+        // takes over from a released node itself. Read at once, a fresh lock's node GET, quorum
+        // LIST and pod GET raced the very bind that wrote it (the bind took 1.19× a writing no-op
+        // with them, on a 2-core machine).
+        if observed < rwo_lock::BIND_GRACE && !node_released {
+            return self.look_again_after_grace(ns, name, observed);
+        }
         self.limiter.acquire().await;
         let node = match Api::<Decoded<crate::model::Node>>::all(self.client.clone())
             .get_opt(&lock.node)
@@ -85,13 +95,7 @@ impl Reconciler {
             return Outcome::Done;
         }
         if observed < rwo_lock::BIND_GRACE && !released {
-            let left = rwo_lock::BIND_GRACE - observed + std::time::Duration::from_secs(1);
-            let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
-            tokio::spawn(async move {
-                tokio::time::sleep(left).await;
-                queue.add(key);
-            });
-            return Outcome::Done;
+            return self.look_again_after_grace(ns, name, observed);
         }
         let hold = rwo_lock::NodeHold {
             claim: name,
@@ -121,6 +125,18 @@ impl Reconciler {
         self.metrics.locks_cleared.inc();
         tracing::info!(pvc = %format!("{ns}/{name}"), first_holder = %lock.pod, node = %lock.node, reason = why,
             "ReadWriteOnce lock cleared (consistent read)");
+        Outcome::Done
+    }
+
+    /// Queue the claim again once the lock has been seen quiet for the grace (at most
+    /// `BIND_GRACE` away: no date written by anyone else sets that time).
+    fn look_again_after_grace(&self, ns: &str, name: &str, observed: Duration) -> Outcome {
+        let left = rwo_lock::BIND_GRACE.saturating_sub(observed) + Duration::from_secs(1);
+        let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
+        tokio::spawn(async move {
+            tokio::time::sleep(left).await;
+            queue.add(key);
+        });
         Outcome::Done
     }
 }

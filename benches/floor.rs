@@ -13,6 +13,8 @@
 mod floor_app;
 #[path = "floor_writer.rs"]
 mod floor_writer;
+#[path = "reflect.rs"]
+mod reflect;
 
 use std::sync::Arc;
 use volguard::server::{listener, metrics::Metrics, tls::CertReloader};

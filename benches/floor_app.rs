@@ -6,10 +6,10 @@ use axum::body::Bytes;
 use axum::routing::post;
 use serde::Deserialize;
 
+/// A review's envelope; `R` is what a floor reads of the request.
 #[derive(Deserialize)]
-struct Review<'a> {
-    #[serde(borrow)]
-    request: Req<'a>,
+pub struct Review<R> {
+    pub request: R,
 }
 
 #[derive(Deserialize)]
@@ -18,7 +18,7 @@ struct Req<'a> {
 }
 
 async fn allow(body: Bytes) -> ([(&'static str, &'static str); 1], String) {
-    let uid = serde_json::from_slice::<Review<'_>>(&body)
+    let uid = serde_json::from_slice::<Review<Req<'_>>>(&body)
         .map(|r| r.request.uid.to_string())
         .unwrap_or_default();
     (

@@ -10,8 +10,7 @@ use axum::extract::State;
 use axum::routing::post;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,12 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The annotation the writing floor puts on a claim.
 pub const ANNOTATION: &str = "bench.volguard.io/writer";
 
-#[derive(Deserialize)]
-struct Review<'a> {
-    #[serde(borrow)]
-    request: Req<'a>,
-}
-
+/// What the writing floor reads of a review's request (the floor's envelope around it).
 #[derive(Deserialize)]
 struct Req<'a> {
     uid: &'a str,
@@ -67,29 +61,8 @@ pub struct Writer {
 impl Writer {
     /// Start the reflectors; answers wait for nothing (a cache miss is counted, not read).
     pub fn start(client: kube::Client) -> Arc<Writer> {
-        let (pods, pw) = reflector::store();
-        let (claims, cw) = reflector::store();
-        let p = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
-            .default_backoff()
-            .reflect(pw)
-            .applied_objects();
-        let c = watcher(
-            Api::<PersistentVolumeClaim>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .reflect(cw)
-        .applied_objects();
-        tokio::spawn(async move {
-            use futures::StreamExt;
-            futures::pin_mut!(p);
-            while p.next().await.is_some() {}
-        });
-        tokio::spawn(async move {
-            use futures::StreamExt;
-            futures::pin_mut!(c);
-            while c.next().await.is_some() {}
-        });
+        let pods = super::reflect::reflect(Api::<Pod>::all(client.clone()));
+        let claims = super::reflect::reflect(Api::<PersistentVolumeClaim>::all(client.clone()));
         Arc::new(Writer {
             client,
             pods,
@@ -139,7 +112,7 @@ async fn bind(
 ) -> ([(&'static str, &'static str); 1], String) {
     let t = std::time::Instant::now();
     let mut uid = String::new();
-    if let Ok(r) = serde_json::from_slice::<Review<'_>>(&body) {
+    if let Ok(r) = serde_json::from_slice::<super::floor_app::Review<Req<'_>>>(&body) {
         uid = r.request.uid.to_string();
         let node = r
             .request

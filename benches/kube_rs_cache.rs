@@ -4,37 +4,17 @@
 //!
 //! Usage: kube_rs_cache --kubeconfig FILE (prints `synced N` once every store is ready).
 
-use futures::StreamExt;
+#[path = "reflect.rs"]
+mod reflect;
+
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::Api;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use reflect::reflect;
 
 /// The same allocator as `volguard`: the comparison is of the caches, not the allocators.
 #[global_allocator]
 static ALLOC: volguard::alloc::Allocator = volguard::alloc::Allocator;
 
-fn reflect<K>(api: Api<K>) -> Store<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let (store, writer) = reflector::store();
-    let stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects();
-    tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while stream.next().await.is_some() {}
-    });
-    store
-}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

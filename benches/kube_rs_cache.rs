@@ -15,7 +15,6 @@ use reflect::reflect;
 #[global_allocator]
 static ALLOC: volguard::alloc::Allocator = volguard::alloc::Allocator;
 
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();

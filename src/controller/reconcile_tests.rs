@@ -142,3 +142,61 @@ fn classify_not_found_is_done_others_retry() {
     let conflict = status(422);
     assert!(matches!(classify(Err(conflict)), Err(Outcome::Retry(_))));
 }
+
+/// A reconciler over `store` whose every API call fails, and the request lines it sent.
+fn lock_reconciler(store: Arc<Store>) -> (Reconciler, Arc<std::sync::Mutex<Vec<String>>>) {
+    let queue = Queue::new(super::super::queue::Backoff {
+        base: std::time::Duration::from_secs(60),
+        max: std::time::Duration::from_secs(60),
+    });
+    let m = crate::runtime::MetricsRegistry::default();
+    let cm = Arc::new(ControllerMetrics::register(&m));
+    let (client, requests) = failing_client();
+    (
+        Reconciler::new(client, store, queue, cm, config()),
+        requests,
+    )
+}
+
+/// A claim carrying a lock just written for `pod-0` on `node`, with nobody using it yet.
+fn freshly_locked(node: &str) -> Pvc {
+    let pod = crate::model::testing::pod("ns1", "pod-0").with_uid("u-0");
+    let lock = RwoLock::new(&pod, node, rwo_lock::Via::Bind, jiff::Timestamp::now());
+    let mut pvc = crate::model::testing::pvc("ns1", "data-0");
+    pvc.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(RWO_LOCK, &lock.encode());
+    pvc
+}
+
+/// A fresh lock whose pod is not bound yet, on a node the cache shows in service: nothing the
+/// controller could read live would clear it, so it reads nothing (those reads raced the bind
+/// that wrote the lock) and looks again when the grace ends.
+#[tokio::test]
+async fn a_fresh_lock_on_a_node_in_service_is_left_without_a_live_read() {
+    let store = Arc::new(Store::default());
+    store.nodes.apply(crate::model::testing::node("node-a"));
+    let (r, requests) = lock_reconciler(store);
+    let outcome = r.clear_stale_lock(&freshly_locked("node-a")).await;
+    assert!(matches!(outcome, Outcome::Done));
+    let sent = requests.lock().expect("requests").clone();
+    assert!(sent.is_empty(), "live reads for a fresh lock: {sent:?}");
+}
+
+/// A node the cache no longer shows may be gone with a record of proof: that is read live.
+#[tokio::test]
+async fn a_lock_on_a_node_missing_from_the_cache_is_read_live() {
+    let (r, requests) = lock_reconciler(Arc::new(Store::default()));
+    let outcome = r.clear_stale_lock(&freshly_locked("node-gone")).await;
+    assert!(
+        matches!(outcome, Outcome::Retry(_)),
+        "the failed read retries"
+    );
+    let sent = requests.lock().expect("requests").clone();
+    assert!(
+        sent.iter()
+            .any(|l| l.starts_with("GET /api/v1/nodes/node-gone")),
+        "{sent:?}"
+    );
+}

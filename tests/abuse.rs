@@ -340,6 +340,15 @@ async fn slow_large_bodies_hold_bytes_not_slots() {
 
 /// `volguard_connections_closed_total{reason}` as served on /metrics.
 async fn closed_count(server: &Server, reason: &str) -> f64 {
+    metric(
+        server,
+        &format!("volguard_connections_closed_total{{reason=\"{reason}\"}}"),
+    )
+    .await
+}
+
+/// The value of the series `series` (name and labels) on /metrics; 0 when absent.
+async fn metric(server: &Server, series: &str) -> f64 {
     let text = reqwest::get(server.probe_url("/metrics"))
         .await
         .expect("metrics")
@@ -347,11 +356,7 @@ async fn closed_count(server: &Server, reason: &str) -> f64 {
         .await
         .expect("text");
     text.lines()
-        .find(|l| {
-            l.starts_with(&format!(
-                "volguard_connections_closed_total{{reason=\"{reason}\"}}"
-            ))
-        })
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0.0)
 }
@@ -470,6 +475,35 @@ async fn one_peer_cannot_take_every_slot() {
     }
 }
 
+/// A client trusting the serving CA of `certs`, presenting `pki`'s certificate when given.
+fn mtls_client(certs: &Certs, pki: Option<&volguard::devcerts::DevPki>) -> reqwest::Client {
+    let mut b = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(certs.ca_pem.as_bytes()).expect("ca"))
+        .tls_built_in_root_certs(false)
+        .timeout(Duration::from_secs(10));
+    if let Some(p) = pki {
+        let pem = format!("{}{}", p.cert_pem, p.key_pem);
+        b = b.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"));
+    }
+    b.build().expect("client")
+}
+
+/// POST a fixture's review to /mutate with `c`.
+async fn post_review(
+    c: reqwest::Client,
+    server: &Server,
+) -> Result<reqwest::Response, reqwest::Error> {
+    let body =
+        std::fs::read(repo().join("tests/fixtures/reviews/mutate-pvc-create-no-finalizers.json"))
+            .expect("fixture");
+    let v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    c.post(server.url("/mutate"))
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&v["body"]).expect("body"))
+        .send()
+        .await
+}
+
 /// With --client-ca only clients presenting a certificate that CA signed are served (the
 /// apiserver presents one through its AdmissionConfiguration kubeconfig).
 #[tokio::test]
@@ -480,45 +514,87 @@ async fn with_a_client_ca_only_its_clients_are_served() {
     let ca_file = certs.dir.path().join("client-ca.crt");
     std::fs::write(&ca_file, &callers.ca_pem).expect("write");
     let server = start_with(&certs, &["--client-ca", ca_file.to_str().expect("path")]);
-    let with = |pki: Option<&volguard::devcerts::DevPki>| {
-        let mut b = reqwest::Client::builder()
-            .add_root_certificate(
-                reqwest::Certificate::from_pem(certs.ca_pem.as_bytes()).expect("ca"),
-            )
-            .tls_built_in_root_certs(false)
-            .timeout(Duration::from_secs(10));
-        if let Some(p) = pki {
-            let pem = format!("{}{}", p.cert_pem, p.key_pem);
-            b = b.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"));
-        }
-        b.build().expect("client")
-    };
-    let body =
-        std::fs::read(repo().join("tests/fixtures/reviews/mutate-pvc-create-no-finalizers.json"))
-            .expect("fixture");
-    let v: serde_json::Value = serde_json::from_slice(&body).expect("json");
-    let post = |c: reqwest::Client| {
-        let body = serde_json::to_vec(&v["body"]).expect("body");
-        let url = server.url("/mutate");
-        async move {
-            c.post(url)
-                .header("Content-Type", "application/json")
-                .body(body)
-                .send()
-                .await
-        }
-    };
-    let ok = post(with(Some(&callers)))
+    let ok = post_review(mtls_client(&certs, Some(&callers)), &server)
         .await
         .expect("the apiserver's certificate is served");
     assert_eq!(ok.status(), 200);
     assert!(
-        post(with(None)).await.is_err(),
+        post_review(mtls_client(&certs, None), &server)
+            .await
+            .is_err(),
         "a client without a certificate was served"
     );
     assert!(
-        post(with(Some(&strangers))).await.is_err(),
+        post_review(mtls_client(&certs, Some(&strangers)), &server)
+            .await
+            .is_err(),
         "a certificate of another CA was served"
     );
     assert!(closed_count(&server, "handshake_failed").await >= 2.0);
+}
+
+/// A rotated client CA bundle is trusted by new handshakes without a restart; a bundle that does
+/// not parse keeps the one in use and counts a failed reload.
+#[tokio::test]
+async fn a_rotated_client_ca_applies_to_new_handshakes() {
+    let certs = Certs::new();
+    let first = volguard::devcerts::generate(&["kube-apiserver".into()]).expect("client pki");
+    let second = volguard::devcerts::generate(&["kube-apiserver".into()]).expect("rotated pki");
+    let ca_file = certs.dir.path().join("client-ca.crt");
+    std::fs::write(&ca_file, &first.ca_pem).expect("write");
+    let server = start_with(
+        &certs,
+        &[
+            "--client-ca",
+            ca_file.to_str().expect("path"),
+            "--tls-reload-interval-ms",
+            "200",
+        ],
+    );
+    let served = |pki| post_review(mtls_client(&certs, Some(pki)), &server);
+    assert_eq!(served(&first).await.expect("first CA").status(), 200);
+    assert!(
+        served(&second).await.is_err(),
+        "the rotated CA trusted early"
+    );
+
+    // Written the way the kubelet updates a ConfigMap volume: new bytes under the same name.
+    let tmp = certs.dir.path().join("client-ca.crt.new");
+    std::fs::write(&tmp, &second.ca_pem).expect("write");
+    std::fs::rename(&tmp, &ca_file).expect("rename");
+    let started = Instant::now();
+    while served(&second).await.is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the rotated client CA was never trusted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        served(&first).await.is_err(),
+        "the old client CA is still trusted"
+    );
+
+    std::fs::write(&ca_file, "not a certificate").expect("write");
+    let started = Instant::now();
+    while reloads(&server, "failure").await < 1.0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no failed reload counted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        served(&second).await.expect("kept CA").status(),
+        200,
+        "a broken bundle must keep the CA in use"
+    );
+}
+
+async fn reloads(server: &Server, result: &str) -> f64 {
+    metric(
+        server,
+        &format!("volguard_tls_reloads_total{{result=\"{result}\"}}"),
+    )
+    .await
 }

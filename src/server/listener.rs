@@ -203,7 +203,7 @@ pub async fn serve_tls(
 ) {
     serve_tls_counted(
         listener,
-        tls,
+        Arc::new(arc_swap::ArcSwap::new(tls)),
         app,
         limits,
         ConnectionMetrics::default(),
@@ -212,16 +212,17 @@ pub async fn serve_tls(
     .await
 }
 
-/// `serve_tls`, counting the connections it closes in `metrics`.
+/// `serve_tls`, counting the connections it closes in `metrics`; each handshake uses the
+/// configuration `tls` holds when the connection is accepted (a reloaded client CA applies to new
+/// connections, never to one already established).
 pub async fn serve_tls_counted(
     listener: TcpListener,
-    tls: Arc<ServerConfig>,
+    tls: super::tls::TlsConfig,
     app: Router,
     limits: Limits,
     metrics: ConnectionMetrics,
     shutdown: impl Future<Output = ()>,
 ) {
-    let acceptor = TlsAcceptor::from(tls);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let peers = Arc::new(Peers::default());
@@ -251,7 +252,7 @@ pub async fn serve_tls_counted(
             continue;
         };
         let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
+        let acceptor = TlsAcceptor::from(tls.load_full());
         let app = app.clone();
         let limits = limits.clone();
         let metrics = metrics.clone();

@@ -26,7 +26,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tls::CertReloader::new(args.tls_cert.clone(), args.tls_key.clone(), metrics.clone())
             .context("loading the serving certificate")?;
     let tls_config = reloader
-        .server_config_for(args.client_ca.as_deref())
+        .serving_config(args.client_ca.as_deref())
         .context("building the TLS configuration")?;
     if args.client_ca.is_none() {
         tracing::warn!(

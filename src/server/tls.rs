@@ -3,7 +3,10 @@
 //! The kubelet updates a mounted Secret by swapping the `..data` symlink, so the files' inodes and
 //! paths never change in a way a file watch reliably sees (Kubewarden policy-server#1026). Instead
 //! the files' bytes are re-read on a short interval; when they differ and form a valid pair, new
-//! handshakes get the new certificate. A broken pair keeps the old one and says why.
+//! handshakes get the new certificate. A broken pair keeps the old one and says why. The client CA
+//! bundle (`--client-ca`) is re-read the same way: a rotated apiserver client CA is trusted by new
+//! handshakes without a restart (a restart would drop every connection and, with `Fail` rules,
+//! refuse requests while it lasts).
 
 use super::metrics::{Metrics, ResultLabels};
 use crate::error::TlsError;
@@ -53,13 +56,13 @@ pub fn load_pair(
     Ok(ck)
 }
 
-/// A verifier that accepts only client certificates signed by the CAs in `path` (PEM).
+/// A verifier that accepts only client certificates signed by the CAs in `pem` (read from `path`).
 pub fn client_verifier(
+    pem: &[u8],
     path: &Path,
 ) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
-    let pem = read(path)?;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok) {
+    for cert in CertificateDer::pem_slice_iter(pem).filter_map(Result::ok) {
         roots
             .add(cert)
             .map_err(|e| TlsError::ClientCa(format!("{}: {e}", path.display())))?;
@@ -108,11 +111,23 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
+/// What each new connection's handshake uses; swapped whole when the client CA changes (the
+/// verifier and the hints it sends are part of the configuration).
+pub type TlsConfig = Arc<ArcSwap<ServerConfig>>;
+
+/// The client CA bundle in use, and the configuration built on it.
+struct ClientCa {
+    path: PathBuf,
+    seen: std::sync::Mutex<Vec<u8>>,
+    config: TlsConfig,
+}
+
 pub struct CertReloader {
     cert_path: PathBuf,
     key_path: PathBuf,
     resolver: Arc<CertResolver>,
     seen: std::sync::Mutex<(Vec<u8>, Vec<u8>)>,
+    client_ca: std::sync::OnceLock<ClientCa>,
     metrics: Arc<Metrics>,
 }
 
@@ -133,35 +148,104 @@ impl CertReloader {
             cert_path,
             key_path,
             seen: std::sync::Mutex::new((c, k)),
+            client_ca: std::sync::OnceLock::new(),
             metrics,
         }))
     }
 
     /// TLS 1.2+ with ALPN `h2` and `http/1.1`, certificate from this reloader, any client.
     pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
-        self.server_config_for(None)
+        self.build_config(None)
     }
 
     /// As `server_config`; with `client_ca`, only clients presenting a certificate that CA signed
-    /// complete the handshake (rules.md §8 "who may call").
-    pub fn server_config_for(
+    /// complete the handshake (rules.md §8 "who may call"), and the bundle is re-read with the
+    /// serving pair: a changed, valid bundle applies to new handshakes.
+    pub fn serving_config(&self, client_ca: Option<&Path>) -> Result<TlsConfig, TlsError> {
+        let Some(path) = client_ca else {
+            return Ok(Arc::new(ArcSwap::new(self.build_config(None)?)));
+        };
+        let pem = read(path)?;
+        let config = Arc::new(ArcSwap::new(
+            self.build_config(Some(client_verifier(&pem, path)?))?,
+        ));
+        let ca = ClientCa {
+            path: path.to_path_buf(),
+            seen: std::sync::Mutex::new(pem),
+            config: config.clone(),
+        };
+        self.client_ca
+            .set(ca)
+            .map_err(|_| TlsError::ClientCa("a client CA is already configured".into()))?;
+        Ok(config)
+    }
+
+    fn build_config(
         &self,
-        client_ca: Option<&Path>,
+        verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
     ) -> Result<Arc<ServerConfig>, TlsError> {
         let builder = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .map_err(|e| TlsError::Pair(e.to_string()))?;
-        let builder = match client_ca {
+        let builder = match verifier {
             None => builder.with_no_client_auth(),
-            Some(path) => builder.with_client_cert_verifier(client_verifier(path)?),
+            Some(v) => builder.with_client_cert_verifier(v),
         };
         let mut cfg = builder.with_cert_resolver(self.resolver.clone());
         cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(cfg))
     }
 
-    /// Re-read the files once; swap in a changed, valid pair. Returns true when swapped.
+    /// Re-read the client CA bundle; swap in a changed, valid one. A bundle that does not parse
+    /// keeps the one in use (refusing every caller would be worse than trusting the old CA a
+    /// little longer), counted as a failed reload.
+    fn reload_client_ca(&self) -> bool {
+        let Some(ca) = self.client_ca.get() else {
+            return false;
+        };
+        let pem = match read(&ca.path) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(error = %e, "client CA unreadable; keeping the current one");
+                return false;
+            }
+        };
+        let mut seen = ca.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if *seen == pem {
+            return false;
+        }
+        let result = client_verifier(&pem, &ca.path).and_then(|v| self.build_config(Some(v)));
+        *seen = pem;
+        match result {
+            Ok(cfg) => {
+                ca.config.store(cfg);
+                self.count_reload("success");
+                tracing::info!(client_ca = %ca.path.display(), "client CA reloaded");
+                true
+            }
+            Err(e) => {
+                self.count_reload("failure");
+                tracing::error!(error = %e, "new client CA rejected; keeping the current one");
+                false
+            }
+        }
+    }
+
+    fn count_reload(&self, result: &'static str) {
+        self.metrics
+            .tls_reloads
+            .get_or_create(&ResultLabels { result })
+            .inc();
+    }
+
+    /// Re-read the files once; swap in a changed, valid pair and client CA. True when either
+    /// was swapped.
     pub fn reload_once(&self) -> bool {
+        let ca = self.reload_client_ca();
+        self.reload_pair() || ca
+    }
+
+    fn reload_pair(&self) -> bool {
         let (c, k) = match (read(&self.cert_path), read(&self.key_path)) {
             (Ok(c), Ok(k)) => (c, k),
             (Err(e), _) | (_, Err(e)) => {
@@ -180,18 +264,12 @@ impl CertReloader {
             Ok(ck) => {
                 set_not_after(&self.metrics, &ck);
                 self.resolver.current.store(Arc::new(ck));
-                self.metrics
-                    .tls_reloads
-                    .get_or_create(&ResultLabels { result: "success" })
-                    .inc();
+                self.count_reload("success");
                 tracing::info!(cert = %self.cert_path.display(), "serving certificate reloaded");
                 true
             }
             Err(e) => {
-                self.metrics
-                    .tls_reloads
-                    .get_or_create(&ResultLabels { result: "failure" })
-                    .inc();
+                self.count_reload("failure");
                 tracing::error!(error = %e, "new serving certificate rejected; keeping the current one");
                 false
             }

@@ -50,7 +50,7 @@ fn derived(uid: &str, d: &Decision, rule: Option<Rule>) -> Vec<u8> {
     let patch = d
         .patch
         .as_ref()
-        .and_then(|p| serde_json::to_vec(p).ok())
+        .and_then(|p| serde_json::to_vec(&*p.ops()).ok())
         .map(|p| base64::engine::general_purpose::STANDARD.encode(p));
     let r = Review {
         api_version: "admission.k8s.io/v1",

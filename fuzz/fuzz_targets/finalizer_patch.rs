@@ -42,6 +42,16 @@ fuzz_target!(|data: &[u8]| {
             .unwrap_or(0)
     };
     let before = count(&obj);
+    // The webhook's answer writes the add patch by hand: the same patch, and the same JSON.
+    let answered = protect::protect_on_create(&meta, PVC_FINALIZER).patch;
+    assert_eq!(
+        answered.as_ref().map(|p| p.ops().into_owned()),
+        protect::finalizer_patch(&meta, PVC_FINALIZER)
+    );
+    if let Some(p) = &answered {
+        let written: serde_json::Value = serde_json::from_slice(&p.to_json()).expect("json");
+        assert_eq!(written, serde_json::to_value(&*p.ops()).expect("json"));
+    }
     match protect::finalizer_patch(&meta, PVC_FINALIZER) {
         Some(p) => {
             json_patch::patch(&mut obj, &p).expect("add patch applies to its own object");

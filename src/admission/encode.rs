@@ -18,10 +18,7 @@ use std::io::Write;
 /// `auditAnnotations` (`<webhook>/rule`, `<webhook>/row` in the apiserver's audit log), so an
 /// operator can tell from the audit trail which row of which rule decided.
 pub fn encode(uid: &str, decision: &Decision, rule: Option<Rule>) -> Vec<u8> {
-    let patch = decision
-        .patch
-        .as_ref()
-        .and_then(|p| serde_json::to_vec(p).ok());
+    let patch = decision.patch.as_ref().map(|p| p.to_json());
     let b64 = base64::engine::general_purpose::STANDARD;
     let message = decision.message.as_deref().unwrap_or("denied by volguard");
     let mut out = Vec::with_capacity(

@@ -98,6 +98,53 @@ fn objects_decode_in_the_same_pass_when_the_kind_comes_first() {
 }
 
 #[test]
+fn fields_no_rule_reads_are_skipped_in_the_review_pass_but_still_checked_and_kept_elsewhere() {
+    let pod = json!({"metadata": {"name": "p", "labels": {"app": "db"}}});
+    let review = |pod: &Value| {
+        pod_review(
+            json!({"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE", "object": pod}),
+        )
+    };
+    let body = review(&pod);
+    let req = decode(&body).expect("review");
+    let p = req.object.get::<Pod>("object").expect("pod");
+    assert!(matches!(p, Cow::Borrowed(_)));
+    assert_eq!((p.metadata.name.as_str(), &p.metadata.labels), ("p", &None));
+    // Outside a review (watches, the state file), labels are decoded as before.
+    let kept: Pod = crate::model::from_json(&pod.to_string()).expect("pod");
+    assert_eq!(
+        kept.metadata.labels.as_ref().and_then(|l| l.get("app")),
+        Some("db")
+    );
+    // Skipped, not unchecked: a list where the map belongs is still named.
+    let body = review(&json!({"metadata": {"name": "p", "labels": ["app"]}}));
+    let req = decode(&body).expect("the review itself is fine");
+    let err = req
+        .object
+        .get::<Pod>("object")
+        .expect_err("labels is a list");
+    assert!(
+        err.to_string()
+            .contains("metadata.labels: invalid type: sequence"),
+        "{err}"
+    );
+    // A claim's size request: read by the report, not by admission.
+    let claim = json!({"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}}}});
+    let body = pod_review(
+        json!({"uid": "u", "kind": {"group": "", "version": "v1", "kind": "PersistentVolumeClaim"},
+        "operation": "CREATE", "object": claim}),
+    );
+    let req = decode(&body).expect("review");
+    let c = req.object.get::<Pvc>("object").expect("claim");
+    assert!(matches!(c, Cow::Borrowed(_)));
+    assert_eq!((c.requested_storage(), c.is_rwo()), (None, true));
+    let kept: Pvc = crate::model::from_json(&claim.to_string()).expect("claim");
+    assert_eq!(kept.requested_storage(), Some("1Gi"));
+}
+
+#[test]
 fn objects_before_their_kind_or_of_other_kinds_stay_raw_and_decode_alike() {
     // serde_json keeps key order when writing a json! map only with `preserve_order`; write it.
     let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{

@@ -18,7 +18,7 @@ pub mod selector;
 #[cfg(test)]
 pub mod testing;
 mod wire;
-pub(crate) use wire::{FieldKey, Optional};
+pub(crate) use wire::{FieldKey, Optional, review_pass, time};
 pub use wire::{SmallMap, from_json};
 
 pub const PVC_FINALIZER: &str = "kubernetes.io/pvc-protection";
@@ -70,7 +70,12 @@ pub struct Meta {
         deserialize_with = "wire::volguard_annotations"
     )]
     pub annotations: Option<SmallMap>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Not read by any admission rule: skipped while a review decodes (`wire::review_pass`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "wire::unread_in_review"
+    )]
     pub labels: Option<SmallMap>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_references: Option<Vec<OwnerReference>>,
@@ -341,7 +346,12 @@ pub struct PvcSpec {
     pub volume_name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class_name: Option<Box<str>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Read by the report, never by admission: skipped while a review decodes.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "wire::unread_in_review"
+    )]
     pub resources: Option<Resources>,
     #[serde(default, skip_serializing_if = "AccessModes::is_empty")]
     pub access_modes: AccessModes,

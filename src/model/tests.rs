@@ -435,3 +435,49 @@ fn a_volume_names_its_storage_system() {
         (false, "in-tree")
     );
 }
+
+#[test]
+fn the_apiservers_time_form_reads_as_jiff_reads_it() {
+    // Every day from 1600 to 2500 at a varying time of day, plus the edges; and texts the fast
+    // path must leave to jiff (offsets, fractions, a leap second) or refuse as jiff does.
+    let mut day = "1600-01-01T00:00:00Z"
+        .parse::<jiff::Timestamp>()
+        .expect("t");
+    let end = "2500-12-31T23:59:59Z"
+        .parse::<jiff::Timestamp>()
+        .expect("t");
+    let mut k: i64 = 0;
+    while day <= end {
+        let t = day + jiff::SignedDuration::from_secs((k * 7_919) % 86_400);
+        let text = t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        assert_eq!(wire::parse_time(&text), Some(t), "{text}");
+        // With a fraction of 1 to 9 digits, as jiff writes it (the lock's `at`).
+        let t = t + jiff::SignedDuration::from_nanos((k * 104_729) % 1_000_000_000);
+        let text = t.to_string();
+        assert_eq!(wire::parse_time(&text), Some(t), "{text}");
+        day += jiff::SignedDuration::from_hours(24);
+        k += 1;
+    }
+    for text in [
+        "0000-03-01T00:00:00Z",
+        "2000-02-29T12:00:00Z",
+        "2100-02-28T23:59:59Z",
+        "9999-12-31T23:59:59Z",
+        "2026-11-26T10:00:00+01:00",
+        "2026-11-26T10:00:00.5Z",
+        "2026-11-26T10:00:00.123456789Z",
+        "2026-11-26T10:00:00.1234567890Z",
+        "2026-11-26T10:00:00.Z",
+        "2026-11-26T10:00:00.12a4Z",
+        "2016-12-31T23:59:60Z",
+        "2100-02-29T00:00:00Z",
+        "2026-13-01T00:00:00Z",
+        "2026-04-31T00:00:00Z",
+        "2026-11-26T24:00:00Z",
+        "2026-11-26 10:00:00Z",
+        "+026-11-26T10:00:00Z",
+        "not a time",
+    ] {
+        assert_eq!(wire::parse_time(text), text.parse().ok(), "{text}");
+    }
+}

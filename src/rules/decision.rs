@@ -11,7 +11,7 @@ pub struct Decision {
     pub row: &'static str,
     pub message: Option<String>,
     pub warnings: Vec<String>,
-    pub patch: Option<json_patch::Patch>,
+    pub patch: Option<Patch>,
     /// A denial let through because its rule runs in `warn` enforcement mode (rules.md §2g).
     pub warned: bool,
 }
@@ -72,6 +72,97 @@ impl Decision {
             (false, _, 500) => "error",
             (false, _, _) => "denied",
         }
+    }
+}
+
+/// The JSON patch a mutating rule answers with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Patch {
+    /// `add` a protection finalizer: as the whole list when the object has none
+    /// (`/metadata/finalizers`), else at the list's end (`/metadata/finalizers/-`). The answer to
+    /// nearly every PVC and PV CREATE, so it is written straight to bytes: built as a
+    /// `json_patch::Patch` and serialised, it cost 3,300 of the PVC CREATE review's 50,000
+    /// instructions (`make profile`), against ~400 this way.
+    AddFinalizer {
+        finalizer: &'static str,
+        list_exists: bool,
+    },
+    /// Any other patch.
+    Ops(json_patch::Patch),
+}
+
+impl Patch {
+    /// As a `json_patch::Patch` (to apply it, in tests and the offline state).
+    pub fn ops(&self) -> std::borrow::Cow<'_, json_patch::Patch> {
+        use json_patch::jsonptr::PointerBuf;
+        use json_patch::{AddOperation, PatchOperation};
+        use serde_json::Value;
+        match self {
+            Patch::Ops(p) => std::borrow::Cow::Borrowed(p),
+            Patch::AddFinalizer {
+                finalizer,
+                list_exists,
+            } => {
+                let op = match list_exists {
+                    true => AddOperation {
+                        path: PointerBuf::from_tokens(["metadata", "finalizers", "-"]),
+                        value: Value::String(finalizer.to_string()),
+                    },
+                    false => AddOperation {
+                        path: PointerBuf::from_tokens(["metadata", "finalizers"]),
+                        value: Value::Array(vec![Value::String(finalizer.to_string())]),
+                    },
+                };
+                std::borrow::Cow::Owned(json_patch::Patch(vec![PatchOperation::Add(op)]))
+            }
+        }
+    }
+
+    /// Append `op`.
+    pub fn push(&mut self, op: json_patch::PatchOperation) {
+        let mut ops = self.ops().into_owned();
+        ops.0.push(op);
+        *self = Patch::Ops(ops);
+    }
+
+    /// The patch as JSON.
+    pub fn to_json(&self) -> Vec<u8> {
+        match self {
+            Patch::Ops(p) => serde_json::to_vec(p).unwrap_or_default(),
+            Patch::AddFinalizer {
+                finalizer,
+                list_exists,
+            } => {
+                let (path, open, close) = match list_exists {
+                    true => ("/metadata/finalizers/-", "", ""),
+                    false => ("/metadata/finalizers", "[", "]"),
+                };
+                let mut out = Vec::with_capacity(64 + finalizer.len());
+                out.extend_from_slice(br#"[{"op":"add","path":""#);
+                out.extend_from_slice(path.as_bytes());
+                out.extend_from_slice(br#"","value":"#);
+                out.extend_from_slice(open.as_bytes());
+                // A finalizer is a qualified name (`domain/name`): nothing in it to escape, and
+                // debug builds check it.
+                debug_assert!(
+                    finalizer
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"./-_".contains(&b))
+                );
+                out.push(b'"');
+                out.extend_from_slice(finalizer.as_bytes());
+                out.push(b'"');
+                out.extend_from_slice(close.as_bytes());
+                out.extend_from_slice(b"}]");
+                out
+            }
+        }
+    }
+}
+
+impl From<json_patch::Patch> for Patch {
+    fn from(p: json_patch::Patch) -> Patch {
+        Patch::Ops(p)
     }
 }
 

@@ -72,10 +72,13 @@ pub fn placement_hint(pod: &Pod, held_on: &[&str]) -> Decision {
         ),
     };
     Decision {
-        patch: Some(Patch(vec![PatchOperation::Add(AddOperation {
-            path: PointerBuf::from_tokens(path.iter().copied()),
-            value,
-        })])),
+        patch: Some(
+            Patch(vec![PatchOperation::Add(AddOperation {
+                path: PointerBuf::from_tokens(path.iter().copied()),
+                value,
+            })])
+            .into(),
+        ),
         ..Decision::allow("prefer-lock-node")
     }
 }

@@ -13,7 +13,7 @@ fn pod(affinity: Value) -> Pod {
 fn apply(p: &Pod, d: &Decision) -> Value {
     let mut v = serde_json::to_value(p).expect("pod json");
     if let Some(patch) = &d.patch {
-        json_patch::patch(&mut v, patch).expect("patch applies");
+        json_patch::patch(&mut v, &patch.ops()).expect("patch applies");
     }
     v
 }

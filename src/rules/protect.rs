@@ -24,21 +24,28 @@ pub fn finalizer_patch(meta: &Meta, finalizer: &str) -> Option<Patch> {
     Some(Patch(vec![PatchOperation::Add(op)]))
 }
 
-/// Admission decision for a CREATE of a PVC or PV.
-pub fn protect_on_create(meta: &Meta, finalizer: &str) -> Decision {
-    match finalizer_patch(meta, finalizer) {
-        Some(patch) => Decision {
-            patch: Some(patch),
-            ..Decision::allow("add-finalizer")
-        },
-        None => Decision::allow("finalizer-present"),
+/// Admission decision for a CREATE of a PVC or PV: the same patch as `finalizer_patch`.
+pub fn protect_on_create(meta: &Meta, finalizer: &'static str) -> Decision {
+    let list_exists = match &meta.finalizers {
+        Some(list) if list.iter().any(|f| f == finalizer) => {
+            return Decision::allow("finalizer-present");
+        }
+        Some(_) => true,
+        None => false,
+    };
+    Decision {
+        patch: Some(super::decision::Patch::AddFinalizer {
+            finalizer,
+            list_exists,
+        }),
+        ..Decision::allow("add-finalizer")
     }
 }
 
 /// rules.md §1 and §4: a PVC CREATE gets its finalizer, and loses a `volguard.io/unused-since` it
 /// carries: a claim restored from a backup or re-applied from `kubectl get -o yaml` brings the old
 /// object's mark, and a report would list a claim created an hour ago as idle for years.
-pub fn pvc_on_create(meta: &Meta, finalizer: &str) -> Decision {
+pub fn pvc_on_create(meta: &Meta, finalizer: &'static str) -> Decision {
     let mut d = protect_on_create(meta, finalizer);
     if meta.annotation(UNUSED_SINCE).is_none() {
         return d;
@@ -47,9 +54,9 @@ pub fn pvc_on_create(meta: &Meta, finalizer: &str) -> Decision {
         path: PointerBuf::from_tokens(["metadata", "annotations", UNUSED_SINCE]),
     });
     match &mut d.patch {
-        Some(p) => p.0.push(drop),
+        Some(p) => p.push(drop),
         None => {
-            d.patch = Some(Patch(vec![drop]));
+            d.patch = Some(Patch(vec![drop]).into());
             d.row = "drop-unused-since";
         }
     }

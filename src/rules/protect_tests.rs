@@ -62,7 +62,7 @@ fn pvc_create_drops_a_restored_unused_since_and_keeps_other_annotations() {
     let d = pvc_on_create(&meta, PVC_FINALIZER);
     assert_eq!(d.row, "add-finalizer");
     let mut doc = obj;
-    json_patch::patch(&mut doc, d.patch.as_ref().expect("patch")).expect("applies");
+    json_patch::patch(&mut doc, &d.patch.as_ref().expect("patch").ops()).expect("applies");
     assert_eq!(doc["metadata"]["finalizers"], json!([PVC_FINALIZER]));
     assert_eq!(doc["metadata"]["annotations"], json!({"team":"x"}));
 
@@ -73,7 +73,7 @@ fn pvc_create_drops_a_restored_unused_since_and_keeps_other_annotations() {
     let d = pvc_on_create(&meta, PVC_FINALIZER);
     assert_eq!(d.row, "drop-unused-since");
     let mut doc = obj;
-    json_patch::patch(&mut doc, d.patch.as_ref().expect("patch")).expect("applies");
+    json_patch::patch(&mut doc, &d.patch.as_ref().expect("patch").ops()).expect("applies");
     assert_eq!(doc["metadata"]["annotations"], json!({}));
 
     // No mark: as before.
@@ -81,4 +81,25 @@ fn pvc_create_drops_a_restored_unused_since_and_keeps_other_annotations() {
         serde_json::from_value(json!({"name":"a","finalizers":[PVC_FINALIZER]})).expect("meta");
     let d = pvc_on_create(&meta, PVC_FINALIZER);
     assert_eq!((d.row, d.patch), ("finalizer-present", None));
+}
+
+#[test]
+fn the_add_patch_written_by_hand_is_the_json_patch_s_own_json() {
+    for finalizer in [PVC_FINALIZER, PV_FINALIZER] {
+        for list in [None, Some(vec![]), Some(vec!["x/y".to_string()])] {
+            let meta = Meta {
+                finalizers: list.clone(),
+                ..Default::default()
+            };
+            let p = protect_on_create(&meta, finalizer).patch.expect("patch");
+            let written: Value = serde_json::from_slice(&p.to_json()).expect("json");
+            let built = serde_json::to_value(&*p.ops()).expect("json");
+            assert_eq!(written, built, "{finalizer} {list:?}");
+            assert_eq!(
+                Some(p.ops().into_owned()),
+                finalizer_patch(&meta, finalizer),
+                "{finalizer} {list:?}"
+            );
+        }
+    }
 }

@@ -43,6 +43,7 @@ pub struct RwoLock {
     /// Absent in locks written before it existed: judged as `Create` (missing proves nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<Via>,
+    #[serde(deserialize_with = "crate::model::time")]
     pub at: jiff::Timestamp,
 }
 

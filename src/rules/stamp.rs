@@ -55,7 +55,7 @@ pub fn stamp(user: &UserInfo, confirmations: &[&str], old: &Meta, new: &Meta) ->
         false => "stamp-restored",
     };
     Decision {
-        patch: Some(Patch(vec![op])),
+        patch: Some(Patch(vec![op]).into()),
         ..Decision::allow(row)
     }
 }
@@ -81,7 +81,7 @@ mod tests {
     fn apply(m: &Meta, d: &Decision) -> serde_json::Value {
         let mut v = serde_json::json!({"metadata": serde_json::to_value(m).expect("meta")});
         if let Some(p) = &d.patch {
-            json_patch::patch(&mut v, p).expect("the patch applies");
+            json_patch::patch(&mut v, &p.ops()).expect("the patch applies");
         }
         v
     }

@@ -8,8 +8,10 @@
 //! from the first time this process saw the lock's node empty; a use restarts it).
 //!
 //! Invariant: no ReadWriteOnce claim is used by non-terminal pods on two nodes of which more than
-//! one is in service. Checked exhaustively to a stated depth; a deliberately broken rule (the
-//! take-over judged on the replica's cache, as before this round) must find a counterexample.
+//! one is in service. Checked exhaustively to a stated depth; two deliberately broken rules must
+//! each find a counterexample: the take-over judged on the replica's cache (as before the trust
+//! review), and a placement on the lock's own node admitted without writing the lock (what the
+//! review's point 5 asked for, and why volguard renames the lock instead).
 
 use stateright::{Checker, Model, Property};
 use std::time::Duration;
@@ -134,8 +136,18 @@ enum A {
 struct LockModel {
     /// Pods ever created (bounds the space).
     max_pods: u8,
-    /// The rule as it was before this round: a take-over judged on the replica's cache.
-    broken: bool,
+    rule: Rule,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Rule {
+    /// volguard's.
+    Sound,
+    /// A take-over judged on the replica's cache (before the trust review).
+    CacheTakeOver,
+    /// A placement on the lock's own node admitted with no write (the lock keeps naming the
+    /// placement it was written for).
+    SilentSameNode,
 }
 
 fn pod_of(p: &P) -> Pod {
@@ -261,7 +273,8 @@ impl LockModel {
             Some(l) if l.node != node => {
                 let lock_node = NODES[l.node as usize];
                 // The quorum read (or, broken, the replica's cache).
-                let seen: &[Pod] = if self.broken { &cached } else { &truth };
+                let broken = self.rule == Rule::CacheTakeOver;
+                let seen: &[Pod] = if broken { &cached } else { &truth };
                 let users: Vec<Pod> = seen
                     .iter()
                     .filter(|p| rwo_lock::uses_on(p, NS, CLAIM, lock_node))
@@ -269,7 +282,7 @@ impl LockModel {
                     .collect();
                 let observed = s.replicas[r].quiet.look(l, !users.is_empty());
                 let later: Vec<Pod> = match mid {
-                    Some(i) if !self.broken => {
+                    Some(i) if !broken => {
                         persist(s, i);
                         s.pods.iter().map(pod_of).collect()
                     }
@@ -306,6 +319,14 @@ impl LockModel {
             named.as_ref(),
             jiff::Timestamp::UNIX_EPOCH,
         );
+        if self.rule == Rule::SilentSameNode && current.as_ref().is_some_and(|l| l.node == node) {
+            s.flights.push(Flight {
+                name,
+                uid: target.uid,
+                node,
+            });
+            return;
+        }
         match step {
             LockStep::Held(_) | LockStep::Busy(_) => {}
             LockStep::Write { lock, .. } => {
@@ -548,15 +569,12 @@ fn depth() -> usize {
         .unwrap_or(10)
 }
 
-fn check(broken: bool, depth: usize) -> (usize, Option<String>) {
-    let c = LockModel {
-        max_pods: 3,
-        broken,
-    }
-    .checker()
-    .target_max_depth(depth)
-    .spawn_bfs()
-    .join();
+fn check(rule: Rule, depth: usize) -> (usize, Option<String>) {
+    let c = LockModel { max_pods: 3, rule }
+        .checker()
+        .target_max_depth(depth)
+        .spawn_bfs()
+        .join();
     let found = c
         .discovery("one node")
         .map(|path| format!("{:#?}", path.into_actions()));
@@ -566,7 +584,7 @@ fn check(broken: bool, depth: usize) -> (usize, Option<String>) {
 #[test]
 fn model_rwo_lock_holds_to_its_depth() {
     let depth = depth();
-    let (states, found) = check(false, depth);
+    let (states, found) = check(Rule::Sound, depth);
     if let Some(path) = found {
         panic!("model rwo-lock: counterexample after {states} states:\n{path}");
     }
@@ -575,9 +593,18 @@ fn model_rwo_lock_holds_to_its_depth() {
 
 #[test]
 fn model_rwo_lock_finds_the_cache_take_over() {
-    let (states, found) = check(true, depth());
+    let (states, found) = check(Rule::CacheTakeOver, depth());
     let path = found.unwrap_or_else(|| {
         panic!("the broken rule (take-over from a cache) survived {states} states: the model checks nothing")
     });
     println!("model rwo-lock, broken rule (take-over from the cache): counterexample\n{path}");
+}
+
+#[test]
+fn model_rwo_lock_finds_the_silent_same_node_placement() {
+    let (states, found) = check(Rule::SilentSameNode, depth());
+    let path = found.unwrap_or_else(|| {
+        panic!("a same-node placement that writes nothing survived {states} states")
+    });
+    println!("model rwo-lock, a same-node placement that writes nothing: counterexample\n{path}");
 }

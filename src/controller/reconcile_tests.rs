@@ -51,20 +51,13 @@ async fn list_failure_retries_that_pvc_and_goes_on_with_the_next() {
     let store = Arc::new(Store::default());
     store.pvcs.apply(pvc("ns1", "gone-soon", true));
     store.pvcs.apply(pvc("ns2", "live", false));
-    let queue = Queue::new(super::super::queue::Backoff {
-        base: std::time::Duration::from_secs(60),
-        max: std::time::Duration::from_secs(60),
-    });
-    let m = crate::runtime::MetricsRegistry::default();
-    let cm = Arc::new(ControllerMetrics::register(&m));
-    let (client, requests) = failing_client();
-    let r = Arc::new(Reconciler::new(
-        client,
-        store.clone(),
-        queue.clone(),
-        cm,
-        config(),
-    ));
+    let Harness {
+        r,
+        queue,
+        metrics: m,
+        requests,
+    } = harness(store.clone());
+    let r = Arc::new(r);
     let failing = Key::pvc("ns1", "gone-soon");
     let next = Key::pvc("ns2", "live");
     queue.add(failing.clone());
@@ -143,19 +136,34 @@ fn classify_not_found_is_done_others_retry() {
     assert!(matches!(classify(Err(conflict)), Err(Outcome::Retry(_))));
 }
 
-/// A reconciler over `store` whose every API call fails, and the request lines it sent.
-fn lock_reconciler(store: Arc<Store>) -> (Reconciler, Arc<std::sync::Mutex<Vec<String>>>) {
+/// A reconciler over `store` whose every API call fails, its queue and metrics, and the request
+/// lines it sent.
+struct Harness {
+    r: Reconciler,
+    queue: Arc<Queue<Key>>,
+    metrics: crate::runtime::MetricsRegistry,
+    requests: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+fn harness(store: Arc<Store>) -> Harness {
     let queue = Queue::new(super::super::queue::Backoff {
         base: std::time::Duration::from_secs(60),
         max: std::time::Duration::from_secs(60),
     });
-    let m = crate::runtime::MetricsRegistry::default();
-    let cm = Arc::new(ControllerMetrics::register(&m));
+    let metrics = crate::runtime::MetricsRegistry::default();
+    let cm = Arc::new(ControllerMetrics::register(&metrics));
     let (client, requests) = failing_client();
-    (
-        Reconciler::new(client, store, queue, cm, config()),
+    Harness {
+        r: Reconciler::new(client, store, queue.clone(), cm, config()),
+        queue,
+        metrics,
         requests,
-    )
+    }
+}
+
+fn lock_reconciler(store: Arc<Store>) -> (Reconciler, Arc<std::sync::Mutex<Vec<String>>>) {
+    let h = harness(store);
+    (h.r, h.requests)
 }
 
 /// A claim carrying a lock just written for `pod-0` on `node`, with nobody using it yet.

@@ -230,8 +230,8 @@ $(PLOT_FONT):
 
 # Instructions per admission request, volguard against the floor, in process (needs valgrind).
 profile:
-	$(CARGO) build --locked --release --example handler
-	benches/profile.sh target/release/examples/handler
+	$(CARGO) build --locked --release --example handler --example decode_cost
+	benches/profile.sh target/release/examples/handler target/release/examples/decode_cost
 
 # The response encoder against a derived Serialize of the same shape (instructions per response).
 encode-cmp:

@@ -3,11 +3,13 @@
 //! numbers that do not move with machine noise, `make profile` runs this under callgrind and
 //! reports instructions per request.
 //!
-//! Usage: handler [--only REVIEW] [--app volguard|floor|both] [--requests N] [--pvcs N]
+//! Usage: handler [--only REVIEW] [--app volguard|floor|writing-floor|both] [--requests N] [--pvcs N]
 //!                [--evict-kib N]   (write N KiB between requests: each starts with cold caches)
 
 #[path = "floor_app.rs"]
 mod floor_app;
+#[path = "floor_store_writer.rs"]
+mod floor_store_writer;
 #[path = "synth.rs"]
 mod synth;
 
@@ -81,7 +83,9 @@ fn main() -> anyhow::Result<()> {
         let store = volguard::state::Store::default();
         volguard::state::loader::load_str(&text, &store)?;
         drop(text);
-        let cluster = volguard::state::Cluster::Offline(Arc::new(store));
+        let store = Arc::new(store);
+        let writing_floor = floor_store_writer::router(store.clone());
+        let cluster = volguard::state::Cluster::Offline(store);
         let volguard = admission_http::router(AppState {
             audit: None,
             admission: Arc::new(Admission::new(cluster, Default::default(), vec![])),
@@ -106,6 +110,8 @@ fn main() -> anyhow::Result<()> {
             };
             let f = if run("floor") {
                 drive(&floor, path, &body, n, &mut evict).await?
+            } else if which == "writing-floor" {
+                drive(&writing_floor, path, &body, n, &mut evict).await?
             } else {
                 f64::NAN
             };

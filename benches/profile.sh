@@ -4,9 +4,10 @@
 # mispredictions, volguard's router against the floor's. Deterministic, so a change of a few
 # percent shows where wall-clock runs on a shared 2-core machine cannot; the misses show what
 # instruction counts hide (a request that moves kilobytes of futures pays in cache lines).
-# Usage: benches/profile.sh path/to/handler-example
+# Usage: benches/profile.sh path/to/handler-example [path/to/decode_cost-example]
 set -euo pipefail
-bin=${1:?usage: profile.sh HANDLER_BINARY}
+bin=${1:?usage: profile.sh HANDLER_BINARY [DECODE_COST_BINARY]}
+decode_cost=${2:-}
 command -v valgrind >/dev/null || { echo "profile: valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -23,13 +24,48 @@ events() {
 n=2000
 printf '%-24s %21s %17s %17s %17s\n' "" "instructions" "L1i misses" "L1d misses" "mispredicts"
 printf '%-24s %8s %7s %4s %8s %8s %8s %8s %8s %8s\n' review volguard floor x volguard floor volguard floor volguard floor
+# Per request: the events of N+1 requests minus those of 1, over N, into ${app}_0..3.
+measure() {
+  local review=$1 app=$2 var=${2//-/_} i
+  read -r -a one <<<"$(events "$review" "$app" 1)"
+  read -r -a many <<<"$(events "$review" "$app" $((n + 1)))"
+  for i in 0 1 2 3; do eval "${var}_$i=$(( (many[i] - one[i]) / n ))"; done
+}
+row() {
+  local f0=${2}_0 f1=${2}_1 f2=${2}_2 f3=${2}_3
+  printf '%-24s %8s %7s %4s %8s %8s %8s %8s %8s %8s\n' "$1" "$volguard_0" "${!f0}" \
+    "$(awk -v v="$volguard_0" -v f="${!f0}" 'BEGIN{printf "%.2f", v/f}')" \
+    "$volguard_1" "${!f1}" "$volguard_2" "${!f2}" "$volguard_3" "${!f3}"
+}
 for review in pvc_create_mutate pod_create_3_claims pod_delete_force_deny pod_binding_rwo; do
-  for app in volguard floor; do
-    read -r -a one <<<"$(events "$review" "$app" 1)"
-    read -r -a many <<<"$(events "$review" "$app" $((n + 1)))"
-    for i in 0 1 2 3; do eval "${app}_$i=$(( (many[i] - one[i]) / n ))"; done
-  done
-  printf '%-24s %8s %7s %4s %8s %8s %8s %8s %8s %8s\n' "$review" "$volguard_0" "$floor_0" \
-    "$(awk -v v="$volguard_0" -v f="$floor_0" 'BEGIN{printf "%.2f", v/f}')" \
-    "$volguard_1" "$floor_1" "$volguard_2" "$floor_2" "$volguard_3" "$floor_3"
+  measure "$review" volguard
+  measure "$review" floor
+  row "$review" floor
 done
+# The bind against the writing floor as well (benches/floor_store_writer.rs): the lock's rule must
+# write, and a floor that writes nothing is not its floor (as in `make bench`'s side by side).
+measure pod_binding_rwo writing-floor
+row "pod_binding_rwo/writing" writing_floor
+
+# The bound under those ratios: typed decoding against skipping the same bytes, one parser
+# (benches/decode_cost.rs). Instructions of one run: N+1 runs minus 1.
+if [ -n "$decode_cost" ]; then
+  cost() {
+    local one many
+    one=$(valgrind --tool=callgrind --callgrind-out-file="$out/dc" "$decode_cost" "$1" 1 2>&1 >/dev/null | awk '/Collected :/ {print $NF}')
+    many=$(valgrind --tool=callgrind --callgrind-out-file="$out/dc" "$decode_cost" "$1" $((n + 1)) 2>&1 >/dev/null | awk '/Collected :/ {print $NF}')
+    echo $(( (many - one) / n ))
+  }
+  echo
+  printf '%-44s %12s %8s\n' "pod CREATE review, serde_json alone" instructions "x skip"
+  skip=$(cost skip-review)
+  printf '%-44s %12s %8s\n' "skipped whole (the floor's parse)" "$skip" 1.00
+  v=$(cost volguard-review)
+  printf '%-44s %12s %8s\n' "volguard's decode (review::decode)" "$v" "$(awk -v a="$v" -v b="$skip" 'BEGIN{printf "%.2f", a/b}')"
+  skip=$(cost skip-volumes)
+  printf '%-44s %12s %8s\n' "its 5 volumes skipped" "$skip" 1.00
+  for c in owned borrowed; do
+    v=$(cost $c-volumes)
+    printf '%-44s %12s %8s\n' "its 5 volumes decoded, $c strings" "$v" "$(awk -v a="$v" -v b="$skip" 'BEGIN{printf "%.2f", a/b}')"
+  done
+fi

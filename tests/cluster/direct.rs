@@ -11,6 +11,7 @@
 //! - lock writes per 100 StatefulSet pod restarts that land on the node holding the lock.
 
 use super::*;
+use harness::BENCH_MODE;
 
 /// Where each mode's webhooks are served.
 #[derive(Clone, Copy)]
@@ -246,8 +247,12 @@ async fn clean(cp: &ControlPlane, c: &kube::Client, ns: &str, names: &[String]) 
     .await;
 }
 
-/// Binds timed per mode, `rounds` interleaved rounds of `per_round` fresh pods each. volguard must
-/// take a lock on every bind (checked against its own counter).
+/// Binds timed per mode, `rounds` rounds of `per_round` fresh pods per mode. Every mode is
+/// registered at once, each on its own namespace (`BENCH_MODE`), and the calls alternate one by
+/// one, the order rotating: a stall of the machine lands on neighbouring calls of every mode
+/// alike, where round-by-round switching put a whole round of one mode in it (the p99 halves of
+/// one mode then differed by 60–84 %). volguard must take a lock on every bind (checked against
+/// its own counter).
 pub(super) async fn binds(
     cp: &mut ControlPlane,
     ns: &str,
@@ -256,65 +261,77 @@ pub(super) async fn binds(
     per_round: usize,
 ) -> BTreeMap<&'static str, Samples> {
     let c = cp.admin().await;
-    let pods = Api::<Pod>::namespaced(c.clone(), ns);
     let modes = [
-        Hooks::None,
-        Hooks::Noop,
-        Hooks::WritingNoop,
-        Hooks::Volguard,
+        (Hooks::None, 0),
+        (Hooks::Noop, ports.floor),
+        (Hooks::WritingNoop, ports.writing),
+        (Hooks::Volguard, ports.volguard),
     ];
+    let spaces: Vec<String> = modes
+        .iter()
+        .map(|(m, _)| format!("{ns}-{}", m.name()))
+        .collect();
+    for ((mode, _), space) in modes.iter().zip(&spaces) {
+        labelled_namespace(&c, space, json!({ BENCH_MODE: mode.name() })).await;
+    }
+    let served: Vec<(&str, u16)> = modes
+        .iter()
+        .filter(|(m, _)| *m != Hooks::None)
+        .map(|(m, p)| (m.name(), *p))
+        .collect();
+    cp.register_webhooks_by_namespace(&served).await;
+    let apis: Vec<Api<Pod>> = spaces
+        .iter()
+        .map(|s| Api::<Pod>::namespaced(c.clone(), s))
+        .collect();
     let mut out: BTreeMap<&'static str, Samples> = BTreeMap::new();
     let mut volguard_locks = 0.0;
     let mut outcomes: BTreeMap<String, f64> = BTreeMap::new();
     let (mut vg_inside, mut wr_inside) = (Inside::default(), Inside::default());
     for round in 0..rounds {
-        for mode in modes {
-            mode.register(cp, ports.floor, ports.writing, ports.volguard)
-                .await;
-            let names: Vec<String> = (0..per_round)
-                .map(|i| format!("d-{}-{round}-{i}", mode.name()))
-                .collect();
+        let names: Vec<String> = (0..per_round).map(|i| format!("d-{round}-{i}")).collect();
+        for space in &spaces {
             for n in &names {
-                unbound_pod(&c, ns, n).await;
+                unbound_pod(&c, space, n).await;
             }
-            // The caches of volguard and the writing floor see the pods and claims first.
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let before = metrics_text(cp.serve_probe).await;
-            let floor_before = match mode {
-                Hooks::WritingNoop => floor_stats(cp, ports.writing).await,
-                _ => BTreeMap::new(),
-            };
-            let mut v = Vec::with_capacity(per_round);
-            for n in &names {
-                v.push(bind(&pods, n, "kwok-1").await);
+        }
+        // The caches of volguard and the writing floor see the pods and claims first.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let before = metrics_text(cp.serve_probe).await;
+        let floor_before = floor_stats(cp, ports.writing).await;
+        let mut v = vec![Vec::with_capacity(per_round); modes.len()];
+        for (i, n) in names.iter().enumerate() {
+            for k in 0..modes.len() {
+                let m = (i + k) % modes.len();
+                v[m].push(bind(&apis[m], n, "kwok-1").await);
             }
-            if mode == Hooks::WritingNoop {
-                let after = floor_stats(cp, ports.writing).await;
-                let d =
-                    |k: &str| after.get(k).unwrap_or(&0.0) - floor_before.get(k).unwrap_or(&0.0);
-                wr_inside.binds += d("written") + d("skipped");
-                wr_inside.handler_s += d("handler_ns") / 1e9;
-                wr_inside.write_s += d("write_ns") / 1e9;
-            }
-            if mode == Hooks::Volguard {
-                let after = metrics_text(cp.serve_probe).await;
-                let i = volguard_inside(&before, &after);
-                vg_inside.binds += i.binds;
-                vg_inside.handler_s += i.handler_s;
-                vg_inside.write_s += i.write_s;
-                vg_inside.nested_calls += i.nested_calls;
-                vg_inside.nested_s += i.nested_s;
-                volguard_locks += lock_writes(&after) - lock_writes(&before);
-                let (b, a) = (lock_results(&before), lock_results(&after));
-                for (k, v) in a {
-                    *outcomes.entry(k.clone()).or_default() +=
-                        v - b.get(&k).copied().unwrap_or(0.0);
-                }
-            }
-            out.entry(mode.name()).or_default().push_round(v);
-            clean(cp, &c, ns, &names).await;
+        }
+        let after = floor_stats(cp, ports.writing).await;
+        let d = |k: &str| after.get(k).unwrap_or(&0.0) - floor_before.get(k).unwrap_or(&0.0);
+        wr_inside.binds += d("written") + d("skipped");
+        wr_inside.handler_s += d("handler_ns") / 1e9;
+        wr_inside.write_s += d("write_ns") / 1e9;
+        let after = metrics_text(cp.serve_probe).await;
+        let i = volguard_inside(&before, &after);
+        vg_inside.binds += i.binds;
+        vg_inside.handler_s += i.handler_s;
+        vg_inside.write_s += i.write_s;
+        vg_inside.nested_calls += i.nested_calls;
+        vg_inside.nested_s += i.nested_s;
+        volguard_locks += lock_writes(&after) - lock_writes(&before);
+        let (b, a) = (lock_results(&before), lock_results(&after));
+        for (k, v) in a {
+            *outcomes.entry(k.clone()).or_default() += v - b.get(&k).copied().unwrap_or(0.0);
+        }
+        for ((mode, _), samples) in modes.iter().zip(v) {
+            out.entry(mode.name()).or_default().push_round(samples);
+        }
+        for space in &spaces {
+            clean(cp, &c, space, &names).await;
         }
     }
+    let modes_served: Vec<&str> = served.iter().map(|(m, _)| *m).collect();
+    cp.unregister_webhooks_by_namespace(&modes_served).await;
     cp.route_webhooks_to(ports.volguard).await;
     outcomes.retain(|_, v| *v > 0.0);
     println!("volguard's lock outcomes over its timed binds: {outcomes:?}");
@@ -341,7 +358,8 @@ pub(super) async fn binds(
 }
 
 /// Claim creates timed per mode: none, volguard's mutating webhook, the MutatingAdmissionPolicy
-/// that replaces it (`manifests/policies`, the webhooks unregistered).
+/// that replaces it (`manifests/policies`), each on its own namespace and alternating call by call
+/// as the binds do.
 pub(super) async fn claim_creates(
     cp: &mut ControlPlane,
     ns: &str,
@@ -350,42 +368,45 @@ pub(super) async fn claim_creates(
     per_round: usize,
 ) -> BTreeMap<&'static str, Samples> {
     let c = cp.admin().await;
-    let claims = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let modes = ["none", "webhook", "policy"];
+    let spaces: Vec<String> = modes.iter().map(|m| format!("{ns}-claims-{m}")).collect();
+    for (mode, space) in modes.iter().zip(&spaces) {
+        labelled_namespace(&c, space, json!({ BENCH_MODE: mode })).await;
+    }
+    cp.register_webhooks_by_namespace(&[("webhook", volguard)])
+        .await;
+    let applied = install_policies_where(cp, &c, &spaces[2], Some((BENCH_MODE, "policy"))).await;
     let mut out: BTreeMap<&'static str, Samples> = BTreeMap::new();
     for round in 0..rounds {
-        for mode in ["none", "webhook", "policy"] {
-            let mut applied = Vec::new();
-            match mode {
-                "webhook" => cp.route_webhooks_to(volguard).await,
-                "none" => cp.unregister_webhooks().await,
-                _ => {
-                    cp.unregister_webhooks().await;
-                    applied = install_policies(cp, &c, ns).await;
-                }
-            }
-            let names: Vec<String> = (0..per_round)
-                .map(|i| format!("d-claim-{mode}-{round}-{i}"))
-                .collect();
-            let mut v = Vec::with_capacity(per_round);
-            for n in &names {
+        let names: Vec<String> = (0..per_round)
+            .map(|i| format!("d-claim-{round}-{i}"))
+            .collect();
+        let mut v = vec![Vec::with_capacity(per_round); modes.len()];
+        for (i, n) in names.iter().enumerate() {
+            for k in 0..modes.len() {
+                let m = (i + k) % modes.len();
                 let t = Instant::now();
-                pvc(&c, ns, n, None).await.expect("claim");
-                v.push(t.elapsed().as_secs_f64() * 1e3);
+                pvc(&c, &spaces[m], n, None).await.expect("claim");
+                v[m].push(t.elapsed().as_secs_f64() * 1e3);
             }
-            let last = claims.get(&names[per_round - 1]).await.expect("claim");
+        }
+        for ((mode, space), samples) in modes.iter().zip(&spaces).zip(v) {
+            let last = Api::<PersistentVolumeClaim>::namespaced(c.clone(), space)
+                .get(&names[per_round - 1])
+                .await
+                .expect("claim");
             assert!(
                 finalizers(&last)
                     .iter()
                     .any(|f| f == "kubernetes.io/pvc-protection"),
                 "{mode}: a created claim carries its protection finalizer"
             );
-            out.entry(mode).or_default().push_round(v);
-            if !applied.is_empty() {
-                remove_policies(&c, applied).await;
-            }
-            clean(cp, &c, ns, &names).await;
+            out.entry(*mode).or_default().push_round(samples);
+            clean(cp, &c, space, &names).await;
         }
     }
+    remove_policies(&c, applied).await;
+    cp.unregister_webhooks_by_namespace(&["webhook"]).await;
     cp.route_webhooks_to(volguard).await;
     out
 }

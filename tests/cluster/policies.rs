@@ -409,9 +409,39 @@ pub(super) async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
 /// Apply `manifests/policies` (the policies, their parameters and Deny bindings) and wait until
 /// the apiserver enforces them; returns what was applied (`Kind/name`).
 pub(super) async fn install_policies(cp: &ControlPlane, c: &kube::Client, ns: &str) -> Vec<String> {
+    install_policies_where(cp, c, ns, None).await
+}
+
+/// As `install_policies`; with `only` (a `(label, value)`), every binding is limited to the
+/// namespaces that carry that label (`make bench`'s interleaved claim creates), and `ns` must be
+/// one of them.
+pub(super) async fn install_policies_where(
+    cp: &ControlPlane,
+    c: &kube::Client,
+    ns: &str,
+    only: Option<(&str, &str)>,
+) -> Vec<String> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/policies");
     let mut applied = harness::apply_file(c, &dir.join("policies.yaml"), false).await;
-    applied.extend(harness::apply_file(c, &dir.join("bindings.yaml"), false).await);
+    let bindings = match only {
+        None => dir.join("bindings.yaml"),
+        Some((label, value)) => {
+            let text = std::fs::read_to_string(dir.join("bindings.yaml")).expect("bindings");
+            let mut docs = Vec::new();
+            for doc in serde_yaml::Deserializer::from_str(&text) {
+                let mut v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
+                if v["kind"].as_str().is_some_and(|k| k.ends_with("Binding")) {
+                    v["spec"]["matchResources"]["namespaceSelector"] =
+                        json!({"matchLabels": {label: value}});
+                }
+                docs.push(serde_yaml::to_string(&v).expect("yaml"));
+            }
+            let file = cp.dir.path().join("bindings-scoped.yaml");
+            std::fs::write(&file, docs.join("---\n")).expect("write bindings");
+            file
+        }
+    };
+    applied.extend(harness::apply_file(c, &bindings, false).await);
     // Enforced once the apiserver's informers have the policies, the bindings and the
     // parameters (until then a binding without its parameters is skipped): a dry-run force
     // delete of a placed pod, by a person without confirmation, is refused by the policy itself.

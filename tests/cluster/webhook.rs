@@ -924,9 +924,9 @@ pub(super) async fn s_side_by_side(
         }
         out
     };
-    let binds = super::direct::binds(cp, ns, ports, rounds, 100).await;
+    let binds = super::direct::binds(cp, ns, ports, rounds, 250).await;
     let binds_json = direct("bind, timed by the client", &binds, "writing-noop");
-    let creates = super::direct::claim_creates(cp, ns, volguard_port, rounds, 100).await;
+    let creates = super::direct::claim_creates(cp, ns, volguard_port, rounds, 250).await;
     let creates_json = direct("claim create, timed by the client", &creates, "none");
     let (restarts, lock_writes) = super::direct::same_node_restarts(cp, ns, 10, 10).await;
     let per_100 = lock_writes / restarts.max(1) as f64 * 100.0;

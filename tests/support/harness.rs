@@ -43,6 +43,10 @@ pub enum Profile {
 /// defaults (20 and 50 requests per second) would make the bench measure their rate limiters.
 pub const SCALE_CLIENT: [&str; 2] = ["--kube-api-qps=500", "--kube-api-burst=1000"];
 
+/// The namespace label that routes `make bench`'s interleaved binds to one mode's webhooks
+/// (`ControlPlane::register_webhooks_by_namespace`).
+pub const BENCH_MODE: &str = "bench.volguard.io/mode";
+
 /// What a Service's endpoints and kube-proxy do for the webhook's replicas, on one loopback port:
 /// each new connection goes to the next backend in turn; established ones stay where they are
 /// (as with conntrack), so a replica that leaves must drain its own connections.
@@ -1054,6 +1058,84 @@ impl ControlPlane {
     pub async fn route_webhooks_to(&mut self, port: u16) {
         self.webhook_port = port;
         self.register_webhooks().await;
+    }
+
+    /// `make bench`'s interleaved binds: volguard's registrations once per `(mode, port)`, each
+    /// limited to the namespaces labelled `BENCH_MODE=<mode>`, so that calls of every mode can
+    /// alternate one by one instead of round by round. The main registration is removed first (it
+    /// would see those namespaces too); `route_webhooks_to` puts it back.
+    pub async fn register_webhooks_by_namespace(&mut self, sets: &[(&str, u16)]) {
+        self.unregister_webhooks().await;
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/manifests/base/webhooks.yaml"
+        ))
+        .expect("manifest");
+        let client = self.admin().await;
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.webhook_ca);
+        let host = if self.secret_sync.is_some() {
+            "localhost"
+        } else {
+            "127.0.0.1"
+        };
+        for (mode, port) in sets {
+            for doc in serde_yaml::Deserializer::from_str(&text) {
+                let mut v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
+                let which = match v["kind"].as_str() {
+                    Some("MutatingWebhookConfiguration") => "mutating",
+                    Some("ValidatingWebhookConfiguration") => "validating",
+                    _ => continue,
+                };
+                v["metadata"] =
+                    serde_json::json!({"name": format!("volguard-bench-{mode}-{which}")});
+                for h in v["webhooks"].as_array_mut().into_iter().flatten() {
+                    let path = h["clientConfig"]["service"]["path"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    h["clientConfig"] = serde_json::json!({
+                        "url": format!("https://{host}:{port}{path}"), "caBundle": ca});
+                    let only =
+                        serde_json::json!({"key": BENCH_MODE, "operator": "In", "values": [mode]});
+                    let sel = &mut h["namespaceSelector"];
+                    if !sel.is_object() {
+                        *sel = serde_json::json!({});
+                    }
+                    match sel["matchExpressions"].as_array_mut() {
+                        Some(list) => list.push(only),
+                        None => sel["matchExpressions"] = serde_json::json!([only]),
+                    }
+                }
+                if which == "mutating" {
+                    let w: MutatingWebhookConfiguration = serde_json::from_value(v).expect("mwc");
+                    replace_or_create(Api::all(client.clone()), w).await;
+                } else {
+                    let w: ValidatingWebhookConfiguration = serde_json::from_value(v).expect("vwc");
+                    replace_or_create(Api::all(client.clone()), w).await;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+
+    /// Remove what `register_webhooks_by_namespace` registered for `modes`.
+    pub async fn unregister_webhooks_by_namespace(&mut self, modes: &[&str]) {
+        let client = self.admin().await;
+        for mode in modes {
+            let _ = Api::<MutatingWebhookConfiguration>::all(client.clone())
+                .delete(
+                    &format!("volguard-bench-{mode}-mutating"),
+                    &Default::default(),
+                )
+                .await;
+            let _ = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+                .delete(
+                    &format!("volguard-bench-{mode}-validating"),
+                    &Default::default(),
+                )
+                .await;
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
     }
 
     /// Remove volguard's webhook registrations and wait until the apiserver stops calling.

@@ -15,7 +15,12 @@ pub const PVF: &str = "kubernetes.io/pv-protection";
 pub const WAIT: Duration = Duration::from_secs(30);
 
 pub async fn namespace(c: &kube::Client, name: &str) {
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+    labelled_namespace(c, name, json!({})).await;
+}
+
+pub async fn labelled_namespace(c: &kube::Client, name: &str, labels: serde_json::Value) {
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).expect("ns");
     Api::<Namespace>::all(c.clone())
         .create(&PostParams::default(), &ns)
         .await

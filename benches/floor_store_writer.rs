@@ -5,41 +5,16 @@
 //! "allowed". A lock must cost at least that much; the bind row's instructions are also given
 //! against it, since the no-op floor writes nothing (the reason `make bench` has a writing no-op).
 
+use super::floor_app::BindReq;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
-use serde::Deserialize;
 use std::sync::{Arc, Mutex};
 use volguard::state::Store;
 
 /// The annotation the writing floor puts on a claim (as `floor_writer::ANNOTATION`).
 const ANNOTATION: &str = "bench.volguard.io/writer";
-
-#[derive(Deserialize)]
-struct Req<'a> {
-    uid: &'a str,
-    #[serde(default)]
-    namespace: &'a str,
-    #[serde(default)]
-    name: &'a str,
-    #[serde(default, rename = "subResource")]
-    sub_resource: Option<&'a str>,
-    #[serde(default)]
-    object: Option<Target<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Target<'a> {
-    #[serde(default, borrow)]
-    target: Option<NodeRef<'a>>,
-}
-
-#[derive(Deserialize)]
-struct NodeRef<'a> {
-    #[serde(default)]
-    name: &'a str,
-}
 
 struct Writer {
     store: Arc<Store>,
@@ -75,14 +50,9 @@ async fn bind(
     body: Bytes,
 ) -> ([(&'static str, &'static str); 1], String) {
     let mut uid = String::new();
-    if let Ok(r) = serde_json::from_slice::<super::floor_app::Review<Req<'_>>>(&body) {
+    if let Ok(r) = serde_json::from_slice::<super::floor_app::Review<BindReq<'_>>>(&body) {
         uid = r.request.uid.to_string();
-        let node = r
-            .request
-            .object
-            .and_then(|o| o.target)
-            .map_or("", |t| t.name);
-        if r.request.sub_resource == Some("binding") && !node.is_empty() {
+        if let Some(node) = r.request.bound_to() {
             w.bind(r.request.namespace, r.request.name, node);
         }
     }

@@ -4,6 +4,7 @@
 //! kube-rs reflectors of pods and claims, so a bind costs what a lock must cost at least: one etcd
 //! write, no read. `make bench` compares volguard's rwo-single-node webhook against it.
 
+use super::floor_app::BindReq;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -11,39 +12,11 @@ use axum::routing::post;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use serde::Deserialize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The annotation the writing floor puts on a claim.
 pub const ANNOTATION: &str = "bench.volguard.io/writer";
-
-/// What the writing floor reads of a review's request (the floor's envelope around it).
-#[derive(Deserialize)]
-struct Req<'a> {
-    uid: &'a str,
-    #[serde(default)]
-    namespace: &'a str,
-    #[serde(default)]
-    name: &'a str,
-    #[serde(default, rename = "subResource")]
-    sub_resource: Option<&'a str>,
-    #[serde(default)]
-    object: Option<Target>,
-}
-
-/// The Binding's target: the node.
-#[derive(Deserialize)]
-struct Target {
-    #[serde(default)]
-    target: Option<NodeRef>,
-}
-
-#[derive(Deserialize)]
-struct NodeRef {
-    #[serde(default)]
-    name: String,
-}
 
 pub struct Writer {
     client: kube::Client,
@@ -112,16 +85,10 @@ async fn bind(
 ) -> ([(&'static str, &'static str); 1], String) {
     let t = std::time::Instant::now();
     let mut uid = String::new();
-    if let Ok(r) = serde_json::from_slice::<super::floor_app::Review<Req<'_>>>(&body) {
+    if let Ok(r) = serde_json::from_slice::<super::floor_app::Review<BindReq<'_>>>(&body) {
         uid = r.request.uid.to_string();
-        let node = r
-            .request
-            .object
-            .and_then(|o| o.target)
-            .map(|t| t.name)
-            .unwrap_or_default();
-        if r.request.sub_resource == Some("binding") && !node.is_empty() {
-            w.bind(r.request.namespace, r.request.name, &node).await;
+        if let Some(node) = r.request.bound_to() {
+            w.bind(r.request.namespace, r.request.name, node).await;
             w.handler_ns.fetch_add(nanos(t), Ordering::Relaxed);
         }
     }

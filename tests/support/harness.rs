@@ -1066,13 +1066,8 @@ impl ControlPlane {
     /// would see those namespaces too); `route_webhooks_to` puts it back.
     pub async fn register_webhooks_by_namespace(&mut self, sets: &[(&str, u16)]) {
         self.unregister_webhooks().await;
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/manifests/base/webhooks.yaml"
-        ))
-        .expect("manifest");
+        let (text, ca) = self.webhooks_manifest();
         let client = self.admin().await;
-        let ca = base64::engine::general_purpose::STANDARD.encode(&self.webhook_ca);
         let host = if self.secret_sync.is_some() {
             "localhost"
         } else {
@@ -1157,14 +1152,20 @@ impl ControlPlane {
         }
     }
 
-    async fn register_webhooks(&mut self) {
+    /// volguard's registrations as shipped, and the CA bundle the apiserver must trust.
+    fn webhooks_manifest(&self) -> (String, String) {
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/manifests/base/webhooks.yaml"
         ))
         .expect("manifest");
-        let client = self.admin().await;
         let ca = base64::engine::general_purpose::STANDARD.encode(&self.webhook_ca);
+        (text, ca)
+    }
+
+    async fn register_webhooks(&mut self) {
+        let (text, ca) = self.webhooks_manifest();
+        let client = self.admin().await;
         // With cert-manager, the issued certificate names `localhost` and cainjector fills in the
         // caBundle; otherwise the dev CA is written here.
         let by_cert_manager = self.secret_sync.is_some();

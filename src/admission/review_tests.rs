@@ -142,6 +142,39 @@ fn fields_no_rule_reads_are_skipped_in_the_review_pass_but_still_checked_and_kep
     assert_eq!((c.requested_storage(), c.is_rwo()), (None, true));
     let kept: Pvc = crate::model::from_json(&claim.to_string()).expect("claim");
     assert_eq!(kept.requested_storage(), Some("1Gi"));
+    // A terminal pod's end time: read by "unused since" from the caches, never by admission.
+    let ended = json!({"metadata": {"name": "p"}, "status": {"phase": "Succeeded",
+        "conditions": [{"type": "Ready", "lastTransitionTime": "2026-11-01T00:00:00Z"}],
+        "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-11-02T00:00:00Z"}}}]}});
+    let body = review(&ended);
+    let req = decode(&body).expect("review");
+    let p = req.object.get::<Pod>("object").expect("pod");
+    assert!(matches!(p, Cow::Borrowed(_)));
+    assert_eq!(
+        (
+            p.is_terminal(),
+            &p.status.finished_at,
+            &p.status.last_transition
+        ),
+        (true, &None, &None)
+    );
+    let kept: Pod = crate::model::from_json(&ended.to_string()).expect("pod");
+    assert_eq!(
+        kept.ended_at().map(|t| t.to_string()).as_deref(),
+        Some("2026-11-02T00:00:00Z")
+    );
+    // Still checked to be a list.
+    let body = review(&json!({"status": {"conditions": {"type": "Ready"}}}));
+    let req = decode(&body).expect("review");
+    let err = req
+        .object
+        .get::<Pod>("object")
+        .expect_err("conditions is a map");
+    assert!(
+        err.to_string()
+            .contains("status.conditions: invalid type: map"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -1,9 +1,11 @@
 //! rules.md §8 "break glass is for named people": a `volguard.io/*` override (allow-finalizer-
-//! removal, confirm-force-delete, allow-lock-removal, confirm-node-down) counts only when the person
-//! using it may use the break-glass verb: a SubjectAccessReview for the virtual resource
+//! removal, confirm-force-delete, allow-lock-removal, confirm-node-down) is judged when it is set
+//! (`rules::proof`): the setter must be a person who may use the break-glass verb, asked here
+//! with a SubjectAccessReview carrying that person's own groups, for the virtual resource
 //! `breakglass` in group `volguard.io`, verb `use`, named after the rule, in the object's namespace
 //! (the chart's ClusterRole `volguard-break-glass` grants it; bind it to the people you name). A
-//! namespace editor alone cannot break glass. The rules never see an override that did not count.
+//! stored override then counts when its stamp names a person: no question at use time, so a later
+//! caller cannot lend it authority. The rules never see an override that did not count.
 
 use super::context::Admission;
 use super::review::Request;
@@ -14,18 +16,7 @@ use k8s_openapi::api::authorization::v1::{
 };
 use std::time::Duration;
 
-/// Who may use an override (`--break-glass`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum BreakGlass {
-    /// Whom RBAC allows `use` on `breakglass.volguard.io` (offline: `system:masters` only, the
-    /// one group every RBAC authorizer allows).
-    #[default]
-    Rbac,
-    /// Anyone who may write the annotation (volguard before 0.2).
-    Anyone,
-    /// Nobody: overrides are ignored.
-    Off,
-}
+pub use crate::rules::proof::BreakGlass;
 
 pub const GROUP: &str = "volguard.io";
 pub const RESOURCE: &str = "breakglass";
@@ -44,35 +35,28 @@ pub enum Override {
 }
 
 impl Admission {
-    /// Decide whether the override `key` set on any of `metas` counts for the caller of `req`,
-    /// for rule `rule`.
-    pub(super) async fn override_counts(
+    /// Whether the override `key` on the stored object counts (rules.md §8: stamped by a person
+    /// when it was set, `rules::proof::counts`).
+    pub(super) fn override_counts(&self, key: &str, stored: &Meta) -> Override {
+        match crate::rules::proof::counts(stored, key, self.break_glass) {
+            Ok(false) => Override::Absent,
+            Ok(true) => Override::Honoured,
+            Err(why) => Override::Ignored(why),
+        }
+    }
+
+    /// What the authorizer says of the setter of `o` (the caller of `req`, with their groups).
+    pub(super) async fn authority(
         &self,
         req: &Request<'_>,
-        rule: &str,
-        key: &str,
-        metas: &[&Meta],
-    ) -> Override {
-        if !metas.iter().any(|m| m.annotation_true(key)) {
-            return Override::Absent;
+        o: crate::rules::proof::Override,
+    ) -> crate::rules::proof::Authority {
+        use crate::rules::proof::Authority;
+        match self.authorized(req, o.rule).await {
+            Ok(true) => Authority::Allowed,
+            Ok(false) => Authority::Denied,
+            Err(e) => Authority::Unknown(e),
         }
-        let user = &req.user_info;
-        let why = match self.break_glass {
-            BreakGlass::Anyone => return Override::Honoured,
-            BreakGlass::Off => "break glass is off (--break-glass=off)".to_string(),
-            // Boxed: the SubjectAccessReview's future would size every rule's (a test keeps
-            // them small); it is taken only when an override is present.
-            BreakGlass::Rbac => match Box::pin(self.authorized(req, rule)).await {
-                Ok(true) => return Override::Honoured,
-                Ok(false) => format!(
-                    "{:?} may not use {RESOURCE}.{GROUP} (verb {VERB}, name {rule}): ask an administrator to \
-                     bind the ClusterRole volguard-break-glass",
-                    user.username
-                ),
-                Err(e) => format!("volguard could not check who may break glass ({e})"),
-            },
-        };
-        Override::Ignored(format!("{key}=true ignored: {why}"))
     }
 
     async fn authorized(&self, req: &Request<'_>, rule: &str) -> Result<bool, String> {

@@ -94,6 +94,13 @@ impl Target {
             ("", "PersistentVolume", None, "DELETE") => On::PvDelete,
             ("", "Namespace", None, "DELETE") => On::NamespaceDelete,
             ("", "Namespace", None, "UPDATE") => On::NamespaceUpdate,
+            ("", "Node", None, "CREATE") => On::NodeCreate,
+            ("", "Node", Some("status"), "UPDATE") => On::NodeStatusUpdate,
+            ("", "Namespace", None, "CREATE") => On::NamespaceCreate,
+            ("", "Namespace", Some("status"), "UPDATE") => On::NamespaceStatusUpdate,
+            ("", "Namespace", Some("finalize"), "UPDATE") => On::NamespaceFinalize,
+            ("volguard.io", "NodeFence", None, "CREATE") => On::NodeFenceCreate,
+            ("volguard.io", "NodeFence", Some("status"), "UPDATE") => On::NodeFenceStatusUpdate,
             (
                 "",
                 "Pod"

@@ -57,9 +57,12 @@ impl Admission {
             (Rule::RwoSingleNode, On::PodBinding) => self.rwo_binding(req).await,
             (Rule::RwoPlacementHint, On::PodCreate) => self.placement_hint(req).await,
             (Rule::PodStatus, On::PodStatusUpdate) => self.pod_status(req).await,
-            (Rule::ConfirmationStamp, On::PodUpdate) => self.stamp_pod(req).await,
-            (Rule::ConfirmationStamp, On::NodeUpdate) => self.stamp_node(req).await,
-            (Rule::ConfirmationStamp, On::NodeFenceUpdate) => self.stamp_fence(req).await,
+            (Rule::ConfirmationStamp, _) if Rule::ConfirmationStamp.def().on.contains(&on) => {
+                stamp(req)
+            }
+            (Rule::Proof, _) if Rule::Proof.def().on.contains(&on) => {
+                Box::pin(self.proof(req)).await
+            }
             // Boxed: a Node carries what fencing reads (addresses, boot, volume lists), and held
             // inline across the live reads it made every rule's future larger.
             (Rule::NodeDelete, On::NodeDelete) => Box::pin(self.node_delete(req)).await,
@@ -69,6 +72,11 @@ impl Admission {
             (Rule::DeleteProtection, On::PvcUpdate) => self.delete_protection(req).await,
             (Rule::DeleteProtection, On::PvUpdate) => self.delete_protection(req).await,
             (Rule::DeleteProtection, On::NamespaceUpdate) => self.delete_protection(req).await,
+            (Rule::DeleteProtection, On::PvcStatusUpdate) => self.delete_protection(req).await,
+            (Rule::DeleteProtection, On::PvStatusUpdate) => self.delete_protection(req).await,
+            (Rule::DeleteProtection, On::NamespaceStatusUpdate | On::NamespaceFinalize) => {
+                self.delete_protection(req).await
+            }
             (Rule::OutOfServiceTaint, On::NodeUpdate) => Box::pin(self.out_of_service(req)).await,
             // Routing hands a rule only the requests its row names (`On::rules`); were that
             // ever to slip, the rule answers as if it could not decide.
@@ -83,19 +91,48 @@ impl Admission {
         Ok(protect::pvc_on_create(&pvc.metadata, PVC_FINALIZER))
     }
 
-    /// rules.md §8: stamp who set a confirmation.
-    async fn stamp_pod(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        stamped::<Pod>(req, crate::rules::stamp::POD_CONFIRMATIONS, |p| &p.metadata)
-    }
-
-    async fn stamp_node(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        stamped::<Node>(req, crate::rules::stamp::NODE_CONFIRMATIONS, |n| {
-            &n.metadata
-        })
-    }
-
-    async fn stamp_fence(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        stamped::<crate::model::fence::NodeFence>(req, &[], |f| &f.metadata)
+    /// rules.md §8: a proof is judged when it is written. The setter of a confirmation is
+    /// asked of the authorizer with their own groups; a NodeFence's record and status are
+    /// volguard's alone.
+    async fn proof(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        use crate::rules::proof::{self, BreakGlass};
+        let fence = req.kind.group == crate::model::fence::GROUP;
+        if fence && !self.own_identities.contains(&req.user_info.username) {
+            let new = object::<crate::model::fence::NodeFence>(&req.object, "object")?;
+            let old = match &*req.operation {
+                "CREATE" => None,
+                _ => Some(object::<crate::model::fence::NodeFence>(
+                    &req.old_object,
+                    "oldObject",
+                )?),
+            };
+            if let Some(d) = proof::fence_record(&req.user_info, old.as_deref(), &new) {
+                return Ok(d);
+            }
+        }
+        let new = metadata(&req.object, "object")?;
+        let old = match &*req.operation {
+            "CREATE" => None,
+            _ => Some(metadata(&req.old_object, "oldObject")?),
+        };
+        let set = proof::newly_set(old.as_deref(), &new, fence);
+        let mut asked = Vec::with_capacity(set.len());
+        if self.break_glass == BreakGlass::Rbac
+            && crate::rules::force_delete::is_human(&req.user_info)
+        {
+            for o in set {
+                asked.push((o, self.authority(req, o).await));
+            }
+        }
+        Ok(proof::judge(
+            &req.user_info,
+            &self.own_identities,
+            old.as_deref(),
+            &new,
+            fence,
+            self.break_glass,
+            &asked,
+        ))
     }
 
     async fn protect_pv(&self, req: &Request<'_>) -> Result<Decision, Decision> {
@@ -226,11 +263,9 @@ impl Admission {
             _ => None,
         };
         let gone = gone.as_deref();
-        // rules.md §8: the pod's confirmation counts only for a person allowed to break glass.
+        // rules.md §8: the pod's confirmation counts only when a person set it.
         if is_force(grace)
-            && let Override::Ignored(w) = self
-                .override_counts(req, "force-delete", CONFIRM_FORCE_DELETE, &[&pod.metadata])
-                .await
+            && let Override::Ignored(w) = self.override_counts(CONFIRM_FORCE_DELETE, &pod.metadata)
         {
             let mut pod = pod.clone();
             strip(&mut pod.metadata, CONFIRM_FORCE_DELETE);
@@ -255,9 +290,7 @@ impl Admission {
         let mut ignored = None;
         if new.is_terminal()
             && !old.is_terminal()
-            && let Override::Ignored(w) = self
-                .override_counts(req, "pod-status", CONFIRM_FORCE_DELETE, &[&old.metadata])
-                .await
+            && let Override::Ignored(w) = self.override_counts(CONFIRM_FORCE_DELETE, &old.metadata)
         {
             strip(&mut old.to_mut().metadata, CONFIRM_FORCE_DELETE);
             ignored = Some(w);
@@ -302,14 +335,7 @@ impl Admission {
         }
         let mut ignored = None;
         if adds_taint
-            && let Override::Ignored(w) = self
-                .override_counts(
-                    req,
-                    "out-of-service-taint",
-                    CONFIRM_NODE_DOWN,
-                    &[&old.metadata],
-                )
-                .await
+            && let Override::Ignored(w) = self.override_counts(CONFIRM_NODE_DOWN, &old.metadata)
         {
             strip(&mut old.to_mut().metadata, CONFIRM_NODE_DOWN);
             strip(&mut new.to_mut().metadata, CONFIRM_NODE_DOWN);
@@ -507,14 +533,11 @@ impl Admission {
         let mut new = object::<Pvc>(&req.object, "object")?;
         let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
         fill_namespace(&mut old, req);
-        let ignored = self
-            .finalizer_override(
-                req,
-                &mut old.to_mut().metadata,
-                &mut new.to_mut().metadata,
-                PVC_FINALIZER,
-            )
-            .await;
+        let ignored = self.finalizer_override(
+            &mut old.to_mut().metadata,
+            &mut new.to_mut().metadata,
+            PVC_FINALIZER,
+        );
         if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PVC_FINALIZER) {
             return Ok(with_warning(d, ignored));
         }
@@ -541,14 +564,7 @@ impl Admission {
         let mut ignored = None;
         if old.metadata.annotation(rwo_lock::RWO_LOCK)
             != new.metadata.annotation(rwo_lock::RWO_LOCK)
-            && let Override::Ignored(w) = self
-                .override_counts(
-                    req,
-                    "claim-metadata",
-                    ALLOW_LOCK_REMOVAL,
-                    &[&old.metadata, &new.metadata],
-                )
-                .await
+            && let Override::Ignored(w) = self.override_counts(ALLOW_LOCK_REMOVAL, &old.metadata)
         {
             strip(&mut old.to_mut().metadata, ALLOW_LOCK_REMOVAL);
             strip(&mut new.to_mut().metadata, ALLOW_LOCK_REMOVAL);
@@ -573,14 +589,11 @@ impl Admission {
     async fn pv_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let mut new = object::<Pv>(&req.object, "object")?;
         let mut old = object::<Pv>(&req.old_object, "oldObject")?;
-        let ignored = self
-            .finalizer_override(
-                req,
-                &mut old.to_mut().metadata,
-                &mut new.to_mut().metadata,
-                PV_FINALIZER,
-            )
-            .await;
+        let ignored = self.finalizer_override(
+            &mut old.to_mut().metadata,
+            &mut new.to_mut().metadata,
+            PV_FINALIZER,
+        );
         if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PV_FINALIZER) {
             return Ok(with_warning(d, ignored));
         }
@@ -595,12 +608,11 @@ impl Admission {
         ))
     }
 
-    /// rules.md §8: the finalizer guard's break glass counts only for a person allowed to use it
-    /// (asked only when this update strips `finalizer`). An override that does not count is
-    /// dropped from both objects; the warning says why.
-    async fn finalizer_override(
+    /// rules.md §8: the finalizer guard's break glass counts only when a person set it (looked
+    /// at only when this update strips `finalizer`). An override that does not count is dropped
+    /// from both objects; the warning says why.
+    fn finalizer_override(
         &self,
-        req: &Request<'_>,
         old: &mut Meta,
         new: &mut Meta,
         finalizer: &str,
@@ -608,15 +620,7 @@ impl Admission {
         if !finalizer_guard::strips(old, new, finalizer) {
             return None;
         }
-        match self
-            .override_counts(
-                req,
-                "finalizer-removal",
-                ALLOW_FINALIZER_REMOVAL,
-                &[old, new],
-            )
-            .await
-        {
+        match self.override_counts(ALLOW_FINALIZER_REMOVAL, old) {
             Override::Ignored(w) => {
                 strip(old, ALLOW_FINALIZER_REMOVAL);
                 strip(new, ALLOW_FINALIZER_REMOVAL);
@@ -642,7 +646,7 @@ impl Admission {
                 "keeps-pv-finalizer"
             }));
         }
-        let why = finalizer_guard::exempt(&req.user_info, &self.own_controllers, old, new)?;
+        let why = finalizer_guard::exempt(&req.user_info, &self.own_controllers, old)?;
         tracing::info!(exemption = %why, "protection finalizer removal allowed");
         Some(Decision::allow(why.rule()))
     }
@@ -745,27 +749,58 @@ impl Admission {
             return None;
         }
         match self.cluster.fences_of_node(node).await {
-            Fact::Found(all) => crate::model::fence::proof_of_down(&all, node, since)
-                .map(|f| f.metadata.name.clone()),
+            Fact::Found(all) => {
+                let f = crate::model::fence::proof_of_down(
+                    &all,
+                    node,
+                    since,
+                    crate::model::fence::GONE,
+                )?;
+                // No record proves a node down while its Lease renews (rules.md §8): a kubelet
+                // that still heartbeats after the record was written runs its pods.
+                match (
+                    self.cluster.lease_renewed(node).await,
+                    f.metadata.creation_timestamp,
+                ) {
+                    (Fact::Found(Some(renewed)), Some(at)) if renewed > at => None,
+                    (Fact::Unknown(_), _) => None,
+                    _ => Some(f.metadata.name.clone()),
+                }
+            }
             Fact::Missing | Fact::Unknown(_) => None,
         }
     }
 }
 
-/// The confirmation stamp of an UPDATE of a `T` (rules.md §8).
-fn stamped<T: EmbeddedKind>(
-    req: &Request<'_>,
-    confirmations: &[&str],
-    meta: fn(&T) -> &Meta,
-) -> Result<Decision, Decision> {
-    let old = object::<T>(&req.old_object, "oldObject")?;
-    let new = object::<T>(&req.object, "object")?;
+/// The confirmation stamp of a CREATE or UPDATE of any kind (rules.md §8).
+fn stamp(req: &Request<'_>) -> Result<Decision, Decision> {
+    let new = metadata(&req.object, "object")?;
+    let old = match &*req.operation {
+        "CREATE" => None,
+        _ => Some(metadata(&req.old_object, "oldObject")?),
+    };
+    let fence = req.kind.group == crate::model::fence::GROUP;
     Ok(crate::rules::stamp::stamp(
         &req.user_info,
-        confirmations,
-        meta(&old),
-        meta(&new),
+        fence,
+        old.as_deref(),
+        &new,
     ))
+}
+
+/// The metadata of an embedded object of any kind (decoded in the review's pass, or raw).
+fn metadata<'r>(e: &'r Embedded<'_>, field: &'static str) -> Result<Cow<'r, Meta>, Decision> {
+    Ok(match e {
+        Embedded::Pod(o) => Cow::Borrowed(&o.metadata),
+        Embedded::Pvc(o) => Cow::Borrowed(&o.metadata),
+        Embedded::Pv(o) => Cow::Borrowed(&o.metadata),
+        Embedded::Node(o) => Cow::Borrowed(&o.metadata),
+        _ => Cow::Owned(
+            object::<crate::model::Namespace>(e, field)?
+                .into_owned()
+                .metadata,
+        ),
+    })
 }
 
 /// `d`, with the warning that an override did not count, when one did not.

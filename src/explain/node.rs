@@ -165,6 +165,7 @@ fn next(f: &Facts<'_>, fences: &[&NodeFence], pods: &[Waiting], tainted: bool) -
             .collect::<Vec<_>>(),
         name,
         newest_pod,
+        crate::model::fence::GONE,
     )
     .map(|x| x.metadata.name.clone());
     if f.node.is_none() {

@@ -63,23 +63,17 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
         .context("listing NodeFence incidents")?;
     let Some(f) = open_incident(&all, node) else {
         if live.is_none() {
-            // The Node is gone without a record: record the person's word, so that PodGC may
-            // release its pods ("node gone" counts only with a record: rules.md §7).
-            let release = crate::model::fence::Release {
-                action: crate::model::fence::ReleaseAction::NodeDelete,
-                by: user.clone(),
-                proof: format!(
-                    "{user} confirmed the machine of node {node} down after the Node was deleted"
-                ),
-                pods: Vec::new(),
-            };
-            let rec = fences::record_release(&client, node, release)
+            // The Node is gone without a record: the person's word goes on an incident that
+            // volguard's controller verifies (the Node gone, its Lease silent) before it writes
+            // the release (rules.md §8: a confirmation is an input, never a record).
+            let rec = fences::confirm_gone(&client, node, &user)
                 .await
                 .with_context(|| {
                     format!("recording your confirmation for the deleted node {node:?}")
                 })?;
             println!(
-                "nodefence/{} recorded: node {node} (deleted) confirmed down by {user}; its pods may now be released",
+                "nodefence/{} recorded: node {node} (deleted) confirmed down by {user}; volguard's controller \
+                 releases its pods once it has verified the Node gone and its Lease silent",
                 rec.metadata.name
             );
             return Ok(());

@@ -42,6 +42,34 @@ impl Fencer {
         }
         let backends = self.backends_of(&f);
         let seen = self.read(&f, true).await?;
+        // rules.md §8: a person's confirmation for a Node already deleted (`fence confirm`) is an
+        // input verified here, never a record anyone may write: the Node is gone (live read), its
+        // Lease silent, the setter a person (the stamp, judged when written). Only then does the
+        // controller write the release.
+        if f.status.phase == Phase::Detected && seen.node.is_none() {
+            let who = f
+                .metadata
+                .annotation(crate::model::fence::CONFIRMED_BY)
+                .filter(|w| crate::rules::proof::stamp_is_person(w))
+                .map(str::to_string);
+            let silent = seen.lease.as_deref().is_none_or(|t| {
+                t.parse::<jiff::Timestamp>().is_ok_and(|t| {
+                    jiff::Timestamp::now().duration_since(t) > self.cfg.limits.partition_after
+                })
+            });
+            if let (Some(who), true) = (who, silent) {
+                f.status.confirmed_by = Some(who.clone());
+                f.status.released_at = Some(now());
+                let msg = format!(
+                    "node {} is deleted and its Lease silent; {who} confirmed the machine down: its pods may be released",
+                    f.spec.node
+                );
+                self.records
+                    .step(&mut f, Phase::Released, "confirmed-gone", msg)
+                    .await?;
+                return Ok(false);
+            }
+        }
         let next = rules::step(&record_of(&f, &backends), &seen.now());
         let next = match next {
             Do::AskFence => {

@@ -220,30 +220,60 @@ pub struct NodeFence {
     pub status: NodeFenceStatus,
 }
 
+/// What a record proves (rules.md §8 "a record names what it proves"): a guard accepts only the
+/// kinds it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proves {
+    /// The machine is fenced (volguard's own fence held and covers its volumes, or a person
+    /// confirmed it down through `fence confirm`, verified by the controller).
+    MachineOff,
+    /// The Node was deleted on proof (its deletion judged by volguard and recorded).
+    NodeDeleted,
+    /// A trusted remediator added the out-of-service taint after its own fencing.
+    Taint,
+}
+
+/// What "the pod's node is gone" needs (rules.md §2d row 4, §2h, §2f): a deletion on proof, or a
+/// fence of the machine that held.
+pub const GONE: &[Proves] = &[Proves::NodeDeleted, Proves::MachineOff];
+/// What deleting a Node whose pods use claims needs (rules.md §7): the machine fenced, by
+/// volguard or by a trusted remediator before its taint, or this deletion already recorded (a
+/// retried DELETE finds the record its first attempt wrote).
+pub const DELETE_NODE: &[Proves] = &[Proves::MachineOff, Proves::Taint, Proves::NodeDeleted];
+
 impl NodeFence {
-    /// Whether this record proves node `node` down for what began there at `since` (a pod's
-    /// creation): a release allowed on proof (a Node deletion, a trusted remediator's taint), or
-    /// a fence that held (`Fenced`, `Released`, or `Done` because the Node was deleted after its
-    /// release), recorded after `since`. A fence the
-    /// node recovered from proves nothing any more, and a record older than the pod it would
-    /// release covers an earlier machine of that name. Without times (offline fixtures) the
-    /// record counts.
-    pub fn proves_down(&self, node: &str, since: Option<jiff::Timestamp>) -> bool {
-        if self.spec.node != node {
-            return false;
+    /// What this record proves of its node, if anything: a release allowed on proof (a Node
+    /// deletion, a trusted remediator's taint), or a fence that held (`Fenced` covering every
+    /// volume, `Released`, or `Done` because the Node was deleted after its release). A fence
+    /// the node recovered from proves nothing any more.
+    pub fn proves(&self) -> Option<Proves> {
+        if let Some(r) = &self.spec.release {
+            return Some(match r.action {
+                ReleaseAction::NodeDelete => Proves::NodeDeleted,
+                ReleaseAction::Taint => Proves::Taint,
+            });
         }
         let s = &self.status;
-        let held = self.spec.release.is_some()
-            || (s.phase == Phase::Fenced && s.uncovered.is_empty())
+        let held = (s.phase == Phase::Fenced && s.uncovered.is_empty())
             || s.phase == Phase::Released
             || (s.phase == Phase::Done
                 && s.released_at.is_some()
                 && s.unfence_requested_at.is_none());
+        held.then_some(Proves::MachineOff)
+    }
+
+    /// Whether this record proves node `node` down, in one of the kinds `need`s, for what began
+    /// there at `since` (a pod's creation): a record older than the pod it would release covers an
+    /// earlier machine of that name. Without times (offline fixtures) the record counts.
+    pub fn proves_down(&self, node: &str, since: Option<jiff::Timestamp>, need: &[Proves]) -> bool {
+        if self.spec.node != node {
+            return false;
+        }
         let after = match (since, self.metadata.creation_timestamp) {
             (Some(since), Some(created)) => created >= since,
             _ => true,
         };
-        held && after
+        self.proves().is_some_and(|p| need.contains(&p)) && after
     }
 
     /// A record of a release outside volguard's fencing: read, never driven.
@@ -252,15 +282,17 @@ impl NodeFence {
     }
 }
 
-/// The incident among `all` that proves `node` down for what began at `since`, if any.
+/// The incident among `all` that proves `node` down, in one of the kinds `need`s, for what began
+/// at `since`, if any.
 pub fn proof_of_down<'a>(
     all: &'a [std::sync::Arc<NodeFence>],
     node: &str,
     since: Option<jiff::Timestamp>,
+    need: &[Proves],
 ) -> Option<&'a NodeFence> {
     all.iter()
         .map(|f| f.as_ref())
-        .find(|f| f.proves_down(node, since))
+        .find(|f| f.proves_down(node, since, need))
 }
 
 super::wire::object_only!(NodeFenceSpec, Release, Evidence, NodeFenceStatus, NodeFence);

@@ -74,6 +74,28 @@ authorizer.group('volguard.io').resource('breakglass').namespace(request.namespa
     };
 }
 
+/// CEL: the overrides this write sets (`"true"` now, not before; at CREATE there is no before),
+/// as `rules::proof::newly_set`.
+macro_rules! newly_set {
+    () => {
+        "['volguard.io/allow-finalizer-removal', 'volguard.io/confirm-force-delete', \
+'volguard.io/allow-lock-removal', 'volguard.io/confirm-node-down'].filter(k, has(object.metadata.annotations) && \
+object.metadata.annotations[?k].orValue('') == 'true' && !(request.operation == 'UPDATE' && \
+has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?k].orValue('') == 'true'))"
+    };
+}
+
+/// CEL: the stamp after and before this write ('' when absent).
+macro_rules! stamp {
+    (new) => {
+        "(has(object.metadata.annotations) ? object.metadata.annotations[?'volguard.io/confirmed-by'].orValue('') : '')"
+    };
+    (old) => {
+        "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) ? \
+oldObject.metadata.annotations[?'volguard.io/confirmed-by'].orValue('') : '')"
+    };
+}
+
 /// CEL: a comma-separated list parameter (empty when absent).
 macro_rules! param_list {
     ($key:literal) => {
@@ -213,6 +235,45 @@ volguard.io/confirm-force-delete=true to accept the risk'",
         },
     },
     Policy {
+        rule: Rule::Proof,
+        rows: "§8 a confirmation is set only by a person allowed to break glass (the apiserver's authorizer, asked \
+for the setter), stamped with their name; nobody else writes the stamp",
+        resources: webhooks::PROOF_RESOURCES.resources,
+        operations: &["CREATE", "UPDATE"],
+        namespaced: true,
+        all_scopes: true,
+        match_conditions: &[&webhooks::CHANGES_A_CONFIRMATION],
+        body: Body::Validate {
+            allowed: concat!(
+                "request.userInfo.username in ",
+                param_list!("volguard-identities"),
+                " || (size(",
+                newly_set!(),
+                ") == 0 ? (",
+                stamp!(new),
+                " == '' || ",
+                stamp!(new),
+                " == ",
+                stamp!(old),
+                ") : (",
+                person!(),
+                " && ",
+                stamp!(new),
+                " == request.userInfo.username && (has(params.data) && params.data[?'break-glass'].orValue('rbac') == 'anyone' || \
+(!has(params.data) || params.data[?'break-glass'].orValue('rbac') == 'rbac') && ",
+                newly_set!(),
+                ".all(k, authorizer.group('volguard.io').resource('breakglass').namespace(request.namespace).name(\
+{'volguard.io/allow-finalizer-removal': 'finalizer-removal', 'volguard.io/confirm-force-delete': 'force-delete', \
+'volguard.io/allow-lock-removal': 'claim-metadata', 'volguard.io/confirm-node-down': 'out-of-service-taint'}[k])\
+.check('use').allowed()))))"
+            ),
+            message: "'writing a volguard.io confirmation or its stamp (volguard.io/confirmed-by) on ' + request.kind.kind + \
+' \"' + (has(object.metadata.name) ? object.metadata.name : '') + '\" refused: a confirmation is set only by a person \
+(not a service account, node or system identity) granted volguard\\'s break-glass role (ClusterRole volguard-break-glass), \
+with volguard.io/confirmed-by naming that person in the same request; nobody else writes the stamp'",
+        },
+    },
+    Policy {
         rule: Rule::DeleteProtection,
         rows: "§2i rows 1, 4-6: a protected claim, volume or namespace is not deleted; only a person lifts the protection (row 2, a namespace holding protected claims, reads the claims: the webhook's)",
         resources: &["persistentvolumeclaims", "persistentvolumes", "namespaces"],
@@ -296,7 +357,12 @@ impl Policy {
                         "messageExpression": message,
                         "reason": "Forbidden",
                     }],
-                    "auditAnnotations": [{"key": "rule", "valueExpression": format!("'{}'", self.rule.name())}],
+                    // In the apiserver's audit log even when the refusal leaves no Event (volguard
+                    // down, or the policy refused before the webhook was called).
+                    "auditAnnotations": [
+                        {"key": "rule", "valueExpression": format!("'{}'", self.rule.name())},
+                        {"key": "rows", "valueExpression": format!("'{}'", self.rows.replace('\\', "\\\\").replace('\'', "\\'"))},
+                    ],
                 },
             }),
             Body::Mutate { json_patch } => json!({
@@ -478,7 +544,7 @@ pub fn static_objects(namespace: &str, params: &Inlined) -> Result<Vec<Value>, S
                 c["expression"] = json!(e.replace(NAMESPACE, namespace));
             }
         }
-        let mut b = p.binding(&["Deny"]);
+        let mut b = p.binding(&["Deny", "Audit"]);
         b["metadata"]["name"] = json!(name);
         b["spec"]["policyName"] = json!(name);
         if let Some(spec) = b["spec"].as_object_mut() {
@@ -508,7 +574,7 @@ pub fn render(part: Part) -> Result<String, serde_yaml::Error> {
     let docs: Vec<Value> = match part {
         Part::Policies => POLICIES.iter().map(Policy::object).collect(),
         Part::Bindings => std::iter::once(params())
-            .chain(POLICIES.iter().map(|p| p.binding(&["Deny"])))
+            .chain(POLICIES.iter().map(|p| p.binding(&["Deny", "Audit"])))
             .collect(),
     };
     for d in docs {

@@ -119,14 +119,63 @@ const UNPLACED_WITH_CLAIMS: Condition = Condition {
     ],
 };
 
-const CHANGES_A_CONFIRMATION: Condition = Condition {
+/// A confirmation or its stamp written (at CREATE: present). An absent annotation and an empty
+/// one differ (`'='` marks presence), as they do to the rule.
+pub const CHANGES_A_CONFIRMATION: Condition = Condition {
     name: "changes-a-confirmation-or-its-stamp",
-    comment: "A confirmation set or changed, or its stamp touched: volguard writes who did it (rules.md §8).",
+    comment: "A confirmation set, changed or written at CREATE, or its stamp touched: who did it is judged\n\
+              and stamped (rules.md §8). Every override of `rules::proof::OVERRIDES` and the stamp.",
     lines: &[
-        "['volguard.io/confirm-force-delete', 'volguard.io/confirm-node-down', 'volguard.io/confirmed-by'].exists(k,",
-        "(has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations ? oldObject.metadata.annotations[k] : '') !=",
-        "(has(object.metadata.annotations) && k in object.metadata.annotations ? object.metadata.annotations[k] : ''))",
+        "['volguard.io/allow-finalizer-removal', 'volguard.io/confirm-force-delete', 'volguard.io/allow-lock-removal',",
+        "'volguard.io/confirm-node-down', 'volguard.io/confirmed-by'].exists(k,",
+        "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations ?",
+        "'=' + oldObject.metadata.annotations[k] : '') !=",
+        "(has(object.metadata.annotations) && k in object.metadata.annotations ? '=' + object.metadata.annotations[k] : ''))",
     ],
+};
+
+/// Not volguard's own writes (its webhook records releases, its controller drives incidents).
+pub const NOT_VOLGUARD: Condition = Condition {
+    name: "not-volguard",
+    comment: "",
+    lines: &[
+        "!(request.userInfo.username in ['system:serviceaccount:${NAMESPACE}:volguard-webhook',",
+        "'system:serviceaccount:${NAMESPACE}:volguard-controller'])",
+    ],
+};
+
+/// Every kind and path that can store a confirmation (rules.md §8 "every path"): CREATE, UPDATE
+/// and each subresource that stores metadata.
+pub const PROOF_RESOURCES: Resources = Resources {
+    comment: "Every path that stores metadata: the objects, their status subresources (their strategies reset\n\
+              only spec) and a namespace's finalize. The door-matrix scenario reads the apiserver's discovery\n\
+              and fails on any path that persists a confirmation unjudged.",
+    api_group: "",
+    api_versions: "v1",
+    operations: &["CREATE", "UPDATE"],
+    resources: &[
+        "pods",
+        "pods/status",
+        "nodes",
+        "nodes/status",
+        "persistentvolumeclaims",
+        "persistentvolumeclaims/status",
+        "persistentvolumes",
+        "persistentvolumes/status",
+        "namespaces",
+        "namespaces/status",
+        "namespaces/finalize",
+    ],
+    scope: "*",
+};
+
+const FENCE_RESOURCES: Resources = Resources {
+    comment: "",
+    api_group: "volguard.io",
+    api_versions: "*",
+    operations: &["CREATE", "UPDATE"],
+    resources: &["nodefences", "nodefences/status"],
+    scope: "Cluster",
 };
 
 const HAS_CLAIMS: Condition = Condition {
@@ -368,17 +417,7 @@ pub const MUTATING: &[Entry] = &[
         name: "confirmation-stamp.volguard.io",
         rule: Rule::ConfirmationStamp,
         comment: "",
-        rules: &[
-            core(&["UPDATE"], &["pods", "nodes"], "*"),
-            Resources {
-                comment: "",
-                api_group: "volguard.io",
-                api_versions: "*",
-                operations: &["UPDATE"],
-                resources: &["nodefences"],
-                scope: "Cluster",
-            },
-        ],
+        rules: &[PROOF_RESOURCES, FENCE_RESOURCES],
         namespaced: true,
         rwo_guard: false,
         ignore_with_policies: false,
@@ -583,6 +622,32 @@ pub const VALIDATING: &[Entry] = &[
         ignore_with_policies: false,
         always_ignore: false,
         conditions: &[&ADDS_OUT_OF_SERVICE],
+    },
+    Entry {
+        name: "proof.volguard.io",
+        rule: Rule::Proof,
+        comment: "rules.md §8: a confirmation is judged when it is written, on every path that can store it: only a\n\
+                  person allowed to break glass sets one, stamped with their name. Fail: nobody sets a proof while\n\
+                  volguard is down; where the policies are installed the apiserver judges the same (its own\n\
+                  authorizer), and the entry is Ignore.",
+        rules: &[PROOF_RESOURCES],
+        namespaced: true,
+        rwo_guard: false,
+        ignore_with_policies: true,
+        always_ignore: false,
+        conditions: &[&NOT_VOLGUARD, &CHANGES_A_CONFIRMATION],
+    },
+    Entry {
+        name: "fence-record.volguard.io",
+        rule: Rule::Proof,
+        comment: "rules.md §8 \"Records\": a NodeFence's release record and status are volguard's alone, and its\n\
+                  confirmed-by is a person's confirmation. Nobody else writes NodeFences in normal operation.",
+        rules: &[FENCE_RESOURCES],
+        namespaced: false,
+        rwo_guard: false,
+        ignore_with_policies: true,
+        always_ignore: false,
+        conditions: &[&NOT_VOLGUARD],
     },
 ];
 

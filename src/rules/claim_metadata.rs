@@ -59,8 +59,8 @@ pub fn claim_update(
         new.metadata.annotation(RWO_LOCK),
     );
     if before != after && !own.contains(&user.username) {
-        let break_glass = old.metadata.annotation_true(ALLOW_LOCK_REMOVAL)
-            || new.metadata.annotation_true(ALLOW_LOCK_REMOVAL);
+        // Read from the stored claim: set by a person in an earlier request (rules.md §8).
+        let break_glass = old.metadata.annotation_true(ALLOW_LOCK_REMOVAL);
         if after.is_none() && break_glass && is_human(user) {
             return Decision::allow("rwo-lock-break-glass").with_warning(format!(
                 "ReadWriteOnce lock removed from PersistentVolumeClaim {name:?} by {:?} with {ALLOW_LOCK_REMOVAL}=true: \

@@ -52,20 +52,14 @@ impl std::fmt::Display for Exemption {
 }
 
 /// Who may always remove the finalizer: volguard's controller, the upstream controllers, and
-/// anyone when the object carries the break-glass annotation (before or in this update).
-pub fn exempt(
-    user: &UserInfo,
-    own_controllers: &[String],
-    old: &Meta,
-    new: &Meta,
-) -> Option<Exemption> {
+/// anyone when the stored object carries the break-glass annotation, set by a person in an
+/// earlier request (rules.md §8; the caller drops one that does not count).
+pub fn exempt(user: &UserInfo, own_controllers: &[String], old: &Meta) -> Option<Exemption> {
     if own_controllers.contains(&user.username) {
         Some(Exemption::VolguardController)
     } else if UPSTREAM_CONTROLLERS.contains(&user.username.as_str()) {
         Some(Exemption::UpstreamController)
-    } else if new.annotation_true(ALLOW_FINALIZER_REMOVAL)
-        || old.annotation_true(ALLOW_FINALIZER_REMOVAL)
-    {
+    } else if old.annotation_true(ALLOW_FINALIZER_REMOVAL) {
         Some(Exemption::BreakGlass)
     } else {
         None

@@ -17,6 +17,7 @@
 //! | 2g enforcement modes | `enforcement.rs` |
 //! | 2h pod status: only the kubelet ends a running pod | `pod_status.rs` |
 //! | 7 the out-of-service taint needs proof | `node_taint.rs` |
+//! | 8 a proof is judged when written: who may set a confirmation | `proof.rs` |
 //! | 8 who confirmed: the apiserver's word, stamped | `stamp.rs` |
 //! | 7 partition healing: detect, decide, each incident's next step | `fencing.rs` |
 //! | the rule table: names (and so paths), failure policies, requests judged and by which method | `rule.rs` |
@@ -40,6 +41,7 @@ pub mod node_taint;
 pub mod placement;
 pub mod pod_create;
 pub mod pod_status;
+pub mod proof;
 pub mod protect;
 pub mod release;
 pub mod remediators;
@@ -52,7 +54,7 @@ pub mod unused;
 pub use decision::{Decision, Fact};
 
 /// Allowed rows that leave an Event all the same (the audit trail: who lifted a protection).
-pub const RECORDED_ROWS: [&str; 1] = ["delete-protection-lifted"];
+pub const RECORDED_ROWS: [&str; 2] = ["delete-protection-lifted", "proof-set"];
 
 /// The rows where a person's override decided (rules.md §8 break glass): every use is recorded
 /// (a Warning Event, a warn-level log line, `volguard_break_glass_total`).

@@ -63,7 +63,7 @@ pub fn node_delete(
         .max();
     // 2: a fence that held, or a release already recorded: the incident is the record.
     if let Fact::Found(all) = fences
-        && let Some(f) = proof_of_down(all, name, newest)
+        && let Some(f) = proof_of_down(all, name, newest, crate::model::fence::DELETE_NODE)
     {
         return NodeDelete {
             decision: Decision::allow("node-delete-fenced").with_warning(format!(

@@ -65,10 +65,16 @@ pub enum Rule {
     /// (never while it heartbeats). Ignore: a person must be able to heal a partition while
     /// volguard is down.
     OutOfServiceTaint,
+    /// rules.md §8 "a proof is judged when it is written": a confirmation or override is set
+    /// only by a person allowed to break glass, stamped with their name, on every path that
+    /// stores metadata; a NodeFence's release record and status are volguard's alone. Fail:
+    /// nobody sets a proof while volguard is down (the policy holds the same inside the
+    /// apiserver); matchConditions let only writes that touch a proof reach it.
+    Proof,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 14] = [
+    pub const ALL: [Rule; 15] = [
         Rule::PvcFinalizer,
         Rule::PvFinalizer,
         Rule::PodOnTerminatingClaim,
@@ -83,6 +89,7 @@ impl Rule {
         Rule::NodeDelete,
         Rule::DeleteProtection,
         Rule::OutOfServiceTaint,
+        Rule::Proof,
     ];
 }
 
@@ -201,7 +208,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         failure_policy: FailurePolicy::Ignore,
         mutating: true,
         webhooks: &["confirmation-stamp.volguard.io"],
-        on: &[On::PodUpdate, On::NodeUpdate, On::NodeFenceUpdate],
+        on: PROOF_PATHS,
     },
     RuleDef {
         rule: Rule::NodeDelete,
@@ -229,6 +236,10 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
             On::PvcUpdate,
             On::PvUpdate,
             On::NamespaceUpdate,
+            On::PvcStatusUpdate,
+            On::PvStatusUpdate,
+            On::NamespaceStatusUpdate,
+            On::NamespaceFinalize,
         ],
     },
     RuleDef {
@@ -240,6 +251,39 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         webhooks: &["out-of-service-taint.volguard.io"],
         on: &[On::NodeUpdate],
     },
+    RuleDef {
+        rule: Rule::Proof,
+        name: "proof",
+        path: "/validate/proof",
+        failure_policy: FailurePolicy::Fail,
+        mutating: false,
+        webhooks: &["proof.volguard.io", "fence-record.volguard.io"],
+        on: PROOF_PATHS,
+    },
+];
+
+/// Every write that can store a proof (a confirmation, its stamp, a NodeFence record): CREATE,
+/// UPDATE and each subresource that stores metadata (rules.md §8 "every path").
+const PROOF_PATHS: &[On] = &[
+    On::PodCreate,
+    On::PodUpdate,
+    On::PodStatusUpdate,
+    On::NodeCreate,
+    On::NodeUpdate,
+    On::NodeStatusUpdate,
+    On::PvcCreate,
+    On::PvcUpdate,
+    On::PvcStatusUpdate,
+    On::PvCreate,
+    On::PvUpdate,
+    On::PvStatusUpdate,
+    On::NamespaceCreate,
+    On::NamespaceUpdate,
+    On::NamespaceStatusUpdate,
+    On::NamespaceFinalize,
+    On::NodeFenceCreate,
+    On::NodeFenceUpdate,
+    On::NodeFenceStatusUpdate,
 ];
 
 /// One rule's row as data: what the webhook registration, the router, the metrics and the
@@ -298,6 +342,16 @@ requests! {
     PvDelete,
     NamespaceDelete,
     NamespaceUpdate,
+    NodeCreate,
+    /// `UPDATE nodes/status` (the kubelet's; metadata sent here is stored too).
+    NodeStatusUpdate,
+    NamespaceCreate,
+    NamespaceStatusUpdate,
+    /// `UPDATE namespaces/finalize`.
+    NamespaceFinalize,
+    NodeFenceCreate,
+    /// `UPDATE nodefences.volguard.io/status`.
+    NodeFenceStatusUpdate,
 }
 
 /// How many validating rules the table has.
@@ -447,7 +501,9 @@ mod tests {
             [
                 Rule::PodOnTerminatingClaim,
                 Rule::RwoSingleNode,
-                Rule::RwoPlacementHint
+                Rule::RwoPlacementHint,
+                Rule::ConfirmationStamp,
+                Rule::Proof,
             ]
         );
     }

@@ -6,31 +6,21 @@
 //! name the apiserver's caller, not what a client typed.
 
 use super::Decision;
-use crate::model::fence::{CONFIRM_NODE_DOWN, CONFIRMED_BY};
-use crate::model::{CONFIRM_FORCE_DELETE, Meta, UserInfo};
+use super::proof::newly_set;
+use crate::model::fence::CONFIRMED_BY;
+use crate::model::{Meta, UserInfo};
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use serde_json::Value;
 
-/// The confirmations a Pod and a Node carry.
-pub const POD_CONFIRMATIONS: &[&str] = &[CONFIRM_FORCE_DELETE];
-pub const NODE_CONFIRMATIONS: &[&str] = &[CONFIRM_NODE_DOWN];
-
-/// Decide the stamp of an UPDATE from `old` to `new`. `confirmations`: the annotations whose
-/// setting is a confirmation; empty for a NodeFence, where writing `confirmed-by` is one.
-pub fn stamp(user: &UserInfo, confirmations: &[&str], old: &Meta, new: &Meta) -> Decision {
-    let confirms = match confirmations {
-        [] => {
-            new.annotation(CONFIRMED_BY).is_some()
-                && new.annotation(CONFIRMED_BY) != old.annotation(CONFIRMED_BY)
-        }
-        keys => keys
-            .iter()
-            .any(|k| new.annotation_true(k) && !old.annotation_true(k)),
-    };
+/// Decide the stamp of a CREATE (`old` is `None`) or UPDATE, of any kind and subresource, from
+/// `old` to `new`: whoever sets an override (`proof::OVERRIDES`) is named; on a NodeFence
+/// (`fence`) writing `confirmed-by` is the confirmation. Who may set one is `proof::judge`'s.
+pub fn stamp(user: &UserInfo, fence: bool, old: Option<&Meta>, new: &Meta) -> Decision {
+    let confirms = !newly_set(old, new, fence).is_empty();
     let want = match confirms {
         true => Some(user.username.as_str()),
-        false => old.annotation(CONFIRMED_BY),
+        false => old.and_then(|m| m.annotation(CONFIRMED_BY)),
     };
     let have = new.annotation(CONFIRMED_BY);
     if have == want {
@@ -63,6 +53,8 @@ pub fn stamp(user: &UserInfo, confirmations: &[&str], old: &Meta, new: &Meta) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::CONFIRM_FORCE_DELETE;
+    use crate::model::fence::CONFIRM_NODE_DOWN;
     use crate::model::testing;
 
     fn meta(pairs: &[(&str, &str)]) -> Meta {
@@ -92,14 +84,14 @@ mod tests {
         let old = meta(&[]);
         // She types someone else's name: the stamp says alice.
         let new = meta(&[(CONFIRM_NODE_DOWN, "true"), (CONFIRMED_BY, "bob")]);
-        let d = stamp(&alice, NODE_CONFIRMATIONS, &old, &new);
+        let d = stamp(&alice, false, Some(&old), &new);
         assert_eq!(d.row, "confirmation-stamped");
         assert_eq!(
             apply(&new, &d)["metadata"]["annotations"][CONFIRMED_BY],
             "alice"
         );
         let bare = meta(&[(CONFIRM_FORCE_DELETE, "true")]);
-        let d = stamp(&alice, POD_CONFIRMATIONS, &old, &bare);
+        let d = stamp(&alice, false, None, &bare);
         assert_eq!(
             apply(&bare, &d)["metadata"]["annotations"][CONFIRMED_BY],
             "alice"
@@ -111,32 +103,28 @@ mod tests {
         let mallory = testing::user("mallory", &[]);
         let old = meta(&[(CONFIRM_NODE_DOWN, "true"), (CONFIRMED_BY, "alice")]);
         let forged = meta(&[(CONFIRM_NODE_DOWN, "true"), (CONFIRMED_BY, "mallory")]);
-        let d = stamp(&mallory, NODE_CONFIRMATIONS, &old, &forged);
+        let d = stamp(&mallory, false, Some(&old), &forged);
         assert_eq!(d.row, "stamp-restored");
         assert_eq!(
             apply(&forged, &d)["metadata"]["annotations"][CONFIRMED_BY],
             "alice"
         );
         let added = meta(&[(CONFIRMED_BY, "alice")]);
-        let d = stamp(&mallory, NODE_CONFIRMATIONS, &meta(&[]), &added);
+        let d = stamp(&mallory, false, Some(&meta(&[])), &added);
         assert!(
             apply(&added, &d)["metadata"]["annotations"]
                 .get(CONFIRMED_BY)
                 .is_none()
         );
         // Unchanged: no patch.
-        assert!(
-            stamp(&mallory, NODE_CONFIRMATIONS, &old, &old)
-                .patch
-                .is_none()
-        );
+        assert!(stamp(&mallory, false, Some(&old), &old).patch.is_none());
     }
 
     #[test]
     fn a_fence_confirmation_names_its_caller() {
         let alice = testing::user("alice", &[]);
         let typed = meta(&[(CONFIRMED_BY, "the-ceo at 2026-11-25T00:00:00Z")]);
-        let d = stamp(&alice, &[], &meta(&[]), &typed);
+        let d = stamp(&alice, true, Some(&meta(&[])), &typed);
         assert_eq!(d.row, "confirmation-stamped");
         assert_eq!(
             apply(&typed, &d)["metadata"]["annotations"][CONFIRMED_BY],

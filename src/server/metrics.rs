@@ -206,11 +206,16 @@ impl Metrics {
                     On::PvUpdate | On::PvStatusUpdate => ("PersistentVolume", "UPDATE"),
                     On::PvDelete => ("PersistentVolume", "DELETE"),
                     On::PodStatusUpdate | On::PodUpdate => ("Pod", "UPDATE"),
-                    On::NodeUpdate => ("Node", "UPDATE"),
+                    On::NodeUpdate | On::NodeStatusUpdate => ("Node", "UPDATE"),
+                    On::NodeCreate => ("Node", "CREATE"),
                     On::NodeDelete => ("Node", "DELETE"),
-                    On::NodeFenceUpdate => ("NodeFence", "UPDATE"),
+                    On::NodeFenceUpdate | On::NodeFenceStatusUpdate => ("NodeFence", "UPDATE"),
+                    On::NodeFenceCreate => ("NodeFence", "CREATE"),
                     On::NamespaceDelete => ("Namespace", "DELETE"),
-                    On::NamespaceUpdate => ("Namespace", "UPDATE"),
+                    On::NamespaceCreate => ("Namespace", "CREATE"),
+                    On::NamespaceUpdate | On::NamespaceStatusUpdate | On::NamespaceFinalize => {
+                        ("Namespace", "UPDATE")
+                    }
                 };
                 for decision in decisions {
                     let (e, k, o, dd) = (

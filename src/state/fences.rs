@@ -119,6 +119,38 @@ pub async fn of_node(client: &kube::Client, node: &str) -> Fact<Vec<Arc<NodeFenc
     }
 }
 
+/// A person's confirmation that the machine of a deleted Node is down (`fence confirm`): an
+/// incident with the person's stamp and no release; volguard's controller verifies it (the Node
+/// gone, its Lease silent) and only then writes the release (rules.md §8 "Records").
+pub async fn confirm_gone(
+    client: &kube::Client,
+    node: &str,
+    by: &str,
+) -> Result<NodeFence, kube::Error> {
+    let stamp = jiff::Timestamp::now().as_millisecond();
+    let base: String = node.chars().take(220).collect();
+    let mut o = DynamicObject::new(&format!("{base}-confirmed-{stamp}"), &resource());
+    o.metadata.labels = Some([(NODE_LABEL.to_string(), label_value(node))].into());
+    o.metadata.annotations = Some(
+        [(
+            crate::model::fence::CONFIRMED_BY.to_string(),
+            by.to_string(),
+        )]
+        .into(),
+    );
+    let spec = NodeFenceSpec {
+        node: node.to_string(),
+        backends: vec![crate::model::fence::BackendKind::Manual],
+        addresses: Vec::new(),
+        release: None,
+    };
+    o.data = serde_json::json!({"spec": spec});
+    let created = api(client.clone())
+        .create(&PostParams::default(), &o)
+        .await?;
+    decode(created).map_err(kube::Error::SerdeError)
+}
+
 /// Record a release allowed on proof outside volguard's fencing (rules.md §7): a NodeFence whose
 /// spec says what, who and why, which outlives the Node and is what "node gone" is read from.
 pub async fn record_release(

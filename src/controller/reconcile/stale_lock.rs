@@ -74,9 +74,13 @@ impl Reconciler {
         // A node gone counts only with a record of its deletion on proof (rules.md §7).
         let gone_recorded = match &node {
             Fact::Missing => match crate::state::fences::of_node(&self.client, &lock.node).await {
-                Fact::Found(all) => {
-                    crate::model::fence::proof_of_down(&all, &lock.node, Some(lock.at)).is_some()
-                }
+                Fact::Found(all) => crate::model::fence::proof_of_down(
+                    &all,
+                    &lock.node,
+                    Some(lock.at),
+                    crate::model::fence::GONE,
+                )
+                .is_some(),
                 _ => false,
             },
             _ => false,

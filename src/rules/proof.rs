@@ -1,0 +1,239 @@
+//! rules.md §8 "a proof is valid because of how it was written".
+//!
+//! A confirmation or override (`volguard.io/confirm-*`, `volguard.io/allow-*`) is judged once,
+//! on the write that sets it, on every path that can carry it: only a person (not `system:*`,
+//! not a service account, not a node) who may use the break-glass verb, asked with that
+//! person's own groups, may set one, and the write must carry the setter's username in
+//! `volguard.io/confirmed-by` (volguard's mutating stamp writes it; a person may type their own
+//! name while it is down). Nobody else writes the stamp. A stored override then counts when its
+//! stamp names a person ([`counts`]), with no second question at use time: whoever uses it later
+//! (a force delete by a script, a taint by a remediator) cannot lend it authority it lacked.
+//!
+//! A NodeFence's `confirmed-by` annotation is itself a confirmation (`kubectl volguard fence
+//! confirm`): setting or changing it is judged the same way.
+
+use super::Decision;
+use super::force_delete::is_human;
+use crate::model::fence::{CONFIRM_NODE_DOWN, CONFIRMED_BY, NodeFence};
+use crate::model::{ALLOW_FINALIZER_REMOVAL, CONFIRM_FORCE_DELETE, Meta, UserInfo};
+
+/// Who may set an override (`--break-glass`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum BreakGlass {
+    /// A person whom RBAC allows `use` on `breakglass.volguard.io`, named after the override's
+    /// rule (offline: `system:masters` only, the one group every RBAC authorizer allows).
+    #[default]
+    Rbac,
+    /// Any person who may write the annotation (no RBAC question; still never a service
+    /// account, node or system identity).
+    Anyone,
+    /// Nobody: overrides count for nothing and setting one is refused.
+    Off,
+}
+
+/// One override annotation and the rule whose break glass it is (the SubjectAccessReview's
+/// `name`, and the `rule` label of `volguard_break_glass_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Override {
+    pub key: &'static str,
+    pub rule: &'static str,
+}
+
+/// Every override, on whatever kind it is written (an override on the wrong kind is judged like
+/// any other: nobody learns which kinds go unwatched).
+pub const OVERRIDES: [Override; 4] = [
+    Override {
+        key: ALLOW_FINALIZER_REMOVAL,
+        rule: "finalizer-removal",
+    },
+    Override {
+        key: CONFIRM_FORCE_DELETE,
+        rule: "force-delete",
+    },
+    Override {
+        key: super::claim_metadata::ALLOW_LOCK_REMOVAL,
+        rule: "claim-metadata",
+    },
+    Override {
+        key: CONFIRM_NODE_DOWN,
+        rule: "out-of-service-taint",
+    },
+];
+
+/// The break glass of a NodeFence confirmation (its `confirmed-by`, set by `fence confirm`).
+pub const FENCE_CONFIRMATION: Override = Override {
+    key: CONFIRMED_BY,
+    rule: "fence-confirm",
+};
+
+/// A stamp that names a person: not a `system:` identity (service accounts, nodes, the control
+/// plane) and not empty.
+pub fn stamp_is_person(stamp: &str) -> bool {
+    !stamp.is_empty() && !stamp.starts_with("system:")
+}
+
+/// Whether the stored override `key` counts: set to `"true"` and stamped by a person. `Err` says
+/// why it does not (for the warning), `Ok(false)` that it is not there at all.
+pub fn counts(stored: &Meta, key: &str, mode: BreakGlass) -> Result<bool, String> {
+    if !stored.annotation_true(key) {
+        return Ok(false);
+    }
+    if mode == BreakGlass::Off {
+        return Err(format!(
+            "{key}=true ignored: break glass is off (--break-glass=off)"
+        ));
+    }
+    match stored.annotation(CONFIRMED_BY) {
+        Some(who) if stamp_is_person(who) => Ok(true),
+        Some(who) => Err(format!(
+            "{key}=true ignored: it was set by {who:?}, a service account or system identity, whose word \
+             proves nothing; a person sets it"
+        )),
+        None => Err(format!(
+            "{key}=true ignored: it carries no {CONFIRMED_BY} stamp (set before volguard judged it, or while \
+             volguard was down); a person sets it again"
+        )),
+    }
+}
+
+/// The confirmations this write sets: `"true"` now and not before (`old` is `None` on CREATE).
+/// On a NodeFence (`fence`), writing a new `confirmed-by` is the confirmation.
+pub fn newly_set(old: Option<&Meta>, new: &Meta, fence: bool) -> Vec<Override> {
+    if fence {
+        let before = old.and_then(|m| m.annotation(CONFIRMED_BY));
+        return match new.annotation(CONFIRMED_BY) {
+            Some(after) if !after.is_empty() && Some(after) != before => vec![FENCE_CONFIRMATION],
+            _ => Vec::new(),
+        };
+    }
+    OVERRIDES
+        .into_iter()
+        .filter(|o| new.annotation_true(o.key) && !old.is_some_and(|m| m.annotation_true(o.key)))
+        .collect()
+}
+
+/// What the authorizer said of the setter for one override's rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authority {
+    Allowed,
+    Denied,
+    /// It could not be asked (the message says why): unsure is no.
+    Unknown(String),
+}
+
+/// Decide a CREATE or UPDATE (of any kind, any subresource) that may set a confirmation or touch
+/// its stamp. `own`: volguard's identities. `asked`: the authorizer's answer for each override of
+/// `newly_set` (in `BreakGlass::Rbac`; empty otherwise).
+pub fn judge(
+    user: &UserInfo,
+    own: &[String],
+    old: Option<&Meta>,
+    new: &Meta,
+    fence: bool,
+    mode: BreakGlass,
+    asked: &[(Override, Authority)],
+) -> Decision {
+    if own.contains(&user.username) {
+        return Decision::allow("proof-volguard");
+    }
+    let who = &user.username;
+    let set = newly_set(old, new, fence);
+    let before = old.and_then(|m| m.annotation(CONFIRMED_BY));
+    let stamp = new.annotation(CONFIRMED_BY);
+    if set.is_empty() {
+        return match stamp {
+            // Dropping the stamp only makes the confirmations beside it count for nothing.
+            Some(s) if Some(s) != before => Decision::deny(
+                "proof-stamp-forged",
+                format!(
+                    "writing {CONFIRMED_BY}={s:?} refused: volguard writes it with the name of the person who sets a \
+                     confirmation, in the same request; nobody writes it by hand"
+                ),
+            ),
+            _ => Decision::allow("proof-unchanged"),
+        };
+    }
+    let keys: Vec<&str> = set.iter().map(|o| o.key).collect();
+    let keys = keys.join(", ");
+    if mode == BreakGlass::Off {
+        return Decision::deny(
+            "proof-break-glass-off",
+            format!("setting {keys} refused: break glass is off (--break-glass=off)"),
+        );
+    }
+    if !is_human(user) {
+        return Decision::deny(
+            "proof-not-a-person",
+            format!(
+                "setting {keys} refused: a confirmation is a person's word, and {who:?} is a service account, node or \
+                 system identity. A person with volguard's break-glass role sets it (kubectl annotate ...)"
+            ),
+        );
+    }
+    if mode == BreakGlass::Rbac {
+        for o in &set {
+            match asked.iter().find(|(a, _)| a == o).map(|(_, r)| r) {
+                Some(Authority::Allowed) => {}
+                Some(Authority::Unknown(e)) => {
+                    return Decision::unavailable(
+                        "proof-authority-unknown",
+                        format!(
+                            "setting {} refused: volguard could not ask whether {who:?} may use \
+                             breakglass.volguard.io ({e}); retry",
+                            o.key
+                        ),
+                    );
+                }
+                Some(Authority::Denied) | None => {
+                    return Decision::deny(
+                        "proof-not-authorized",
+                        format!(
+                            "setting {} refused: {who:?} may not use breakglass.volguard.io (verb use, name {}): ask an \
+                             administrator to bind the ClusterRole volguard-break-glass",
+                            o.key, o.rule
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    if stamp != Some(who.as_str()) {
+        return Decision::deny(
+            "proof-unstamped",
+            format!(
+                "setting {keys} refused: a confirmation carries its setter's name in {CONFIRMED_BY}, written by \
+                 volguard's mutating webhook, which did not run on this request. Set {CONFIRMED_BY}={who} in the \
+                 same request"
+            ),
+        );
+    }
+    Decision::allow("proof-set")
+}
+
+/// rules.md §8 "Records": a NodeFence's release record (`spec.release`) and its status are
+/// written only by volguard (the caller checks who). `None`: this write leaves both as stored
+/// (`old` is `None` on CREATE: then neither may be there).
+pub fn fence_record(user: &UserInfo, old: Option<&NodeFence>, new: &NodeFence) -> Option<Decision> {
+    let (release, status) = match old {
+        Some(o) => (o.spec.release != new.spec.release, o.status != new.status),
+        None => (new.spec.release.is_some(), new.status != Default::default()),
+    };
+    let what = match (release, status) {
+        (false, false) => return None,
+        (true, _) => "its release record (spec.release)",
+        (false, true) => "its status",
+    };
+    Some(Decision::deny(
+        "fence-record-not-volguard",
+        format!(
+            "writing {what} of NodeFence {:?} refused: {:?} is not volguard. A NodeFence's record is written by \
+             volguard alone, from what it verified; a person's word goes in through `kubectl volguard fence \
+             confirm NODE`, which volguard checks before it counts",
+            new.metadata.name, user.username
+        ),
+    ))
+}
+
+#[cfg(test)]
+#[path = "proof_tests.rs"]
+mod tests;

@@ -1,0 +1,274 @@
+//! Unit tests of `src/rules/proof.rs`: one per way a proof is (not) made.
+
+use super::*;
+use crate::model::testing;
+
+const OWN: &str = "system:serviceaccount:volguard-system:volguard-controller";
+
+fn meta(pairs: &[(&str, &str)]) -> Meta {
+    let mut m = Meta::default();
+    if !pairs.is_empty() {
+        m.annotations = Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+    }
+    m
+}
+
+fn alice() -> UserInfo {
+    testing::user("alice", &["system:authenticated"])
+}
+
+fn allowed(o: Override) -> Vec<(Override, Authority)> {
+    vec![(o, Authority::Allowed)]
+}
+
+const FORCE: Override = OVERRIDES[1];
+
+#[test]
+fn a_person_with_the_verb_sets_a_stamped_confirmation() {
+    let new = meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, "alice")]);
+    let d = judge(
+        &alice(),
+        &[],
+        Some(&meta(&[])),
+        &new,
+        false,
+        BreakGlass::Rbac,
+        &allowed(FORCE),
+    );
+    assert_eq!((d.allowed, d.row), (true, "proof-set"));
+    // At CREATE too: there is no earlier object.
+    let d = judge(
+        &alice(),
+        &[],
+        None,
+        &new,
+        false,
+        BreakGlass::Rbac,
+        &allowed(FORCE),
+    );
+    assert_eq!((d.allowed, d.row), (true, "proof-set"));
+}
+
+#[test]
+fn a_service_account_node_or_system_user_never_sets_one() {
+    let new = |who: &str| meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, who)]);
+    for (who, groups) in [
+        (
+            "system:serviceaccount:ns:backup",
+            vec!["system:serviceaccounts"],
+        ),
+        ("system:node:n1", vec!["system:nodes"]),
+        ("system:admin", vec!["system:masters"]),
+        // A name that looks like a person's, in the service accounts' group.
+        ("robot", vec!["system:serviceaccounts"]),
+    ] {
+        let user = testing::user(who, &groups);
+        let d = judge(
+            &user,
+            &[],
+            Some(&meta(&[])),
+            &new(who),
+            false,
+            BreakGlass::Rbac,
+            &allowed(FORCE),
+        );
+        assert_eq!((d.allowed, d.row), (false, "proof-not-a-person"), "{who}");
+        // Not even with break glass open to anyone.
+        let d = judge(&user, &[], None, &new(who), false, BreakGlass::Anyone, &[]);
+        assert!(!d.allowed, "{who}");
+    }
+}
+
+#[test]
+fn a_person_without_the_verb_or_unasked_is_refused() {
+    let new = meta(&[(CONFIRM_NODE_DOWN, "true"), (CONFIRMED_BY, "alice")]);
+    let d = judge(
+        &alice(),
+        &[],
+        None,
+        &new,
+        false,
+        BreakGlass::Rbac,
+        &[(OVERRIDES[3], Authority::Denied)],
+    );
+    assert_eq!((d.allowed, d.row), (false, "proof-not-authorized"));
+    assert!(d.message.unwrap().contains("out-of-service-taint"));
+    let d = judge(&alice(), &[], None, &new, false, BreakGlass::Rbac, &[]);
+    assert_eq!(d.row, "proof-not-authorized");
+    let d = judge(
+        &alice(),
+        &[],
+        None,
+        &new,
+        false,
+        BreakGlass::Rbac,
+        &[(OVERRIDES[3], Authority::Unknown("timeout".into()))],
+    );
+    assert_eq!((d.allowed, d.code), (false, 500));
+}
+
+#[test]
+fn a_confirmation_without_its_setters_stamp_is_refused() {
+    for stamp in [None, Some("bob")] {
+        let mut pairs = vec![(CONFIRM_FORCE_DELETE, "true")];
+        if let Some(s) = stamp {
+            pairs.push((CONFIRMED_BY, s));
+        }
+        let d = judge(
+            &alice(),
+            &[],
+            None,
+            &meta(&pairs),
+            false,
+            BreakGlass::Rbac,
+            &allowed(FORCE),
+        );
+        assert_eq!((d.allowed, d.row), (false, "proof-unstamped"), "{stamp:?}");
+    }
+}
+
+#[test]
+fn nobody_writes_the_stamp_by_hand_but_volguard() {
+    let old = meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, "alice")]);
+    let forged = meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, "mallory")]);
+    let d = judge(
+        &alice(),
+        &[],
+        Some(&old),
+        &forged,
+        false,
+        BreakGlass::Rbac,
+        &[],
+    );
+    assert_eq!((d.allowed, d.row), (false, "proof-stamp-forged"));
+    // Removing it is allowed: the confirmation beside it then counts for nothing.
+    let d = judge(
+        &alice(),
+        &[],
+        Some(&old),
+        &meta(&[(CONFIRM_FORCE_DELETE, "true")]),
+        false,
+        BreakGlass::Rbac,
+        &[],
+    );
+    assert!(d.allowed);
+    let own = testing::user(OWN, &["system:serviceaccounts"]);
+    let d = judge(
+        &own,
+        &[OWN.to_string()],
+        Some(&old),
+        &forged,
+        false,
+        BreakGlass::Rbac,
+        &[],
+    );
+    assert_eq!(d.row, "proof-volguard");
+}
+
+#[test]
+fn break_glass_off_refuses_every_proof_and_counts_none() {
+    let new = meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, "alice")]);
+    let d = judge(&alice(), &[], None, &new, false, BreakGlass::Off, &[]);
+    assert_eq!((d.allowed, d.row), (false, "proof-break-glass-off"));
+    assert!(counts(&new, CONFIRM_FORCE_DELETE, BreakGlass::Off).is_err());
+}
+
+#[test]
+fn a_stored_confirmation_counts_only_when_its_stamp_is_a_person() {
+    let by = |who: &str| meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, who)]);
+    assert_eq!(
+        counts(&by("alice"), CONFIRM_FORCE_DELETE, BreakGlass::Rbac),
+        Ok(true)
+    );
+    for forged in [
+        "system:serviceaccount:ns:ci",
+        "system:node:n1",
+        "system:admin",
+        "",
+    ] {
+        assert!(
+            counts(&by(forged), CONFIRM_FORCE_DELETE, BreakGlass::Rbac).is_err(),
+            "{forged:?}"
+        );
+    }
+    let unstamped = meta(&[(CONFIRM_FORCE_DELETE, "true")]);
+    assert!(counts(&unstamped, CONFIRM_FORCE_DELETE, BreakGlass::Rbac).is_err());
+    assert_eq!(
+        counts(&meta(&[]), CONFIRM_FORCE_DELETE, BreakGlass::Rbac),
+        Ok(false)
+    );
+}
+
+#[test]
+fn a_fence_confirmation_is_its_confirmed_by() {
+    let new = meta(&[(CONFIRMED_BY, "alice")]);
+    assert_eq!(newly_set(None, &new, true), vec![FENCE_CONFIRMATION]);
+    let sa = testing::user("system:serviceaccount:ns:x", &["system:serviceaccounts"]);
+    let d = judge(
+        &sa,
+        &[],
+        Some(&meta(&[])),
+        &meta(&[(CONFIRMED_BY, "system:serviceaccount:ns:x")]),
+        true,
+        BreakGlass::Rbac,
+        &[],
+    );
+    assert_eq!(d.row, "proof-not-a-person");
+    let d = judge(
+        &alice(),
+        &[],
+        Some(&meta(&[])),
+        &new,
+        true,
+        BreakGlass::Rbac,
+        &allowed(FENCE_CONFIRMATION),
+    );
+    assert_eq!(d.row, "proof-set");
+}
+
+#[test]
+fn an_override_already_set_is_not_set_again() {
+    let old = meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, "alice")]);
+    assert!(newly_set(Some(&old), &old, false).is_empty());
+    let more = meta(&[
+        (CONFIRM_FORCE_DELETE, "true"),
+        (ALLOW_FINALIZER_REMOVAL, "true"),
+        (CONFIRMED_BY, "alice"),
+    ]);
+    assert_eq!(newly_set(Some(&old), &more, false), vec![OVERRIDES[0]]);
+}
+
+#[test]
+fn nobody_but_volguard_writes_a_fence_record_or_status() {
+    use crate::model::fence::{Phase, Release, ReleaseAction};
+    let mallory = testing::user("mallory", &["system:authenticated"]);
+    let mut forged = NodeFence::default();
+    forged.spec.node = "n1".into();
+    forged.spec.release = Some(Release {
+        action: ReleaseAction::NodeDelete,
+        by: "mallory".into(),
+        proof: "trust me".into(),
+        pods: Vec::new(),
+    });
+    let d = fence_record(&mallory, None, &forged).expect("judged");
+    assert_eq!((d.allowed, d.row), (false, "fence-record-not-volguard"));
+    let mut open = NodeFence::default();
+    open.spec.node = "n1".into();
+    assert!(fence_record(&mallory, None, &open).is_none());
+    let mut released = open.clone();
+    released.status.phase = Phase::Released;
+    assert!(
+        !fence_record(&mallory, Some(&open), &released)
+            .expect("judged")
+            .allowed
+    );
+    // Labels, annotations: not the record.
+    let mut labelled = open.clone();
+    labelled.metadata.name = "x".into();
+    assert!(fence_record(&mallory, Some(&open), &labelled).is_none());
+}

@@ -287,16 +287,32 @@ impl Admission {
     async fn pod_status(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let mut old = object::<Pod>(&req.old_object, "oldObject")?;
         let new = object::<Pod>(&req.object, "object")?;
+        let states = |e: &Embedded<'_>, field| match e {
+            Embedded::Raw(raw) => serde_json::from_str::<crate::model::ContainerStates>(raw.get())
+                .map(Some)
+                .map_err(|e| Decision::bad_request(format!("request.{field}: {e}"))),
+            // Decoded in the review's pass (a body that names the subresource after the objects,
+            // which the apiserver never writes): the states are unknown.
+            _ => Ok(None),
+        };
+        let stops = match (
+            states(&req.old_object, "oldObject")?,
+            states(&req.object, "object")?,
+        ) {
+            (Some(old), Some(new)) => old.any_running() && !new.any_running(),
+            // Unsure is an end (rules.md: when unsure, in use): judged by the rows below.
+            _ => true,
+        };
+        let ends = (new.is_terminal() || stops) && !old.is_terminal();
         let mut ignored = None;
-        if new.is_terminal()
-            && !old.is_terminal()
+        if ends
             && let Override::Ignored(w) = self.override_counts(CONFIRM_FORCE_DELETE, &old.metadata)
         {
             strip(&mut old.to_mut().metadata, CONFIRM_FORCE_DELETE);
             ignored = Some(w);
         }
         let (node, gone) = match old.node_name() {
-            Some(n) if new.is_terminal() && !old.is_terminal() => {
+            Some(n) if ends => {
                 // Boxed: both reads in one future, kept out of every review's future.
                 Box::pin(async {
                     let node = self.cluster.node_confirmed(n).await;
@@ -316,6 +332,7 @@ impl Admission {
                 &new,
                 deref(&node),
                 gone.as_deref(),
+                stops,
             ),
             ignored,
         ))
@@ -411,6 +428,36 @@ impl Admission {
         };
         if let Some(new) = new {
             return Ok(dp::update(&req.user_info, kind, &old, &new));
+        }
+        // A claim's volume and namespace, read only when the claim itself is not protected (its
+        // own mark refuses first). Boxed: two reads kept out of every review's future.
+        if kind == Kind::Claim && !dp::protected(&old) {
+            let volume_name = match &req.old_object {
+                Embedded::Pvc(p) => p.spec.volume_name.clone(),
+                _ => object::<Pvc>(&req.old_object, "oldObject")?
+                    .spec
+                    .volume_name
+                    .clone(),
+            };
+            let (volume, namespace) = Box::pin(async {
+                let volume = match volume_name.as_deref().filter(|v| !v.is_empty()) {
+                    Some(v) => self.cluster.pv(v).await,
+                    None => Fact::Missing,
+                };
+                (volume, self.cluster.namespace(&old.namespace).await)
+            })
+            .await;
+            let behind = dp::Behind {
+                volume: deref(&volume),
+                namespace: match &namespace {
+                    Fact::Found(n) => Fact::Found(&n.metadata),
+                    Fact::Missing => Fact::Missing,
+                    Fact::Unknown(e) => Fact::Unknown(e.clone()),
+                },
+            };
+            if let Some(d) = dp::claim_behind(&old, &behind) {
+                return Ok(d);
+            }
         }
         // A namespace's protected claims, from the cache: the watch sees an annotation added
         // before the namespace's DELETE (a claim protected in the same instant may be missed;

@@ -847,6 +847,52 @@ pub struct Eviction {
     pub delete_options: Option<DeleteOptions>,
 }
 
+/// A pod's containers as the attach/detach controller reads them (rules.md §2h): it treats a
+/// terminating pod none of whose containers runs (each `terminated` or `waiting`) as stopped and
+/// detaches its volumes. Decoded only for a `pods/status` review.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ContainerStates {
+    #[serde(default)]
+    status: Option<ContainerStatesStatus>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ContainerStatesStatus {
+    #[serde(default, rename = "containerStatuses")]
+    container_statuses: Option<Vec<ContainerStateOf>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ContainerStateOf {
+    #[serde(default)]
+    state: Option<ContainerStateKeys>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ContainerStateKeys {
+    #[serde(default)]
+    waiting: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    terminated: Option<serde::de::IgnoredAny>,
+}
+
+impl ContainerStates {
+    /// Some container runs: its state is neither `terminated` nor `waiting` (upstream's
+    /// `notRunning`, inverted). No statuses: none runs.
+    pub fn any_running(&self) -> bool {
+        self.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .any(|c| {
+                c.state
+                    .as_ref()
+                    .is_none_or(|s| s.waiting.is_none() && s.terminated.is_none())
+            })
+    }
+}
+
 /// `v1` Namespace: only its metadata (delete protection, rules.md §2i).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self")]

@@ -59,17 +59,19 @@ macro_rules! person {
     };
 }
 
-/// CEL: the caller may break glass for `rule` (rules.md §8): `--break-glass` as the parameter
-/// `break-glass` (rbac: the `use` verb on `breakglass.volguard.io` named after the rule, as the
-/// webhook's SubjectAccessReview asks; anyone; off).
-macro_rules! may_break_glass {
-    ($rule:literal) => {
+/// CEL: the stored object's override counts (rules.md §8): break glass is not off (`rbac` or
+/// `anyone`), and the override's stamp names a person. Who may set one was judged when it was
+/// written (`volguard-proof`), so nothing is asked of the authorizer at use time.
+macro_rules! stored_override_counts {
+    ($key:literal) => {
         concat!(
             "(has(params.data) && params.data[?'break-glass'].orValue('rbac') == 'anyone' || \
-(!has(params.data) || params.data[?'break-glass'].orValue('rbac') == 'rbac') && \
-authorizer.group('volguard.io').resource('breakglass').namespace(request.namespace).name('",
-            $rule,
-            "').check('use').allowed())"
+(!has(params.data) || params.data[?'break-glass'].orValue('rbac') == 'rbac')) && \
+has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?'",
+            $key,
+            "'].orValue('') == 'true' && \
+!oldObject.metadata.annotations[?'volguard.io/confirmed-by'].orValue('system:').startsWith('system:') && \
+oldObject.metadata.annotations[?'volguard.io/confirmed-by'].orValue('') != ''"
         )
     };
 }
@@ -151,17 +153,19 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
         operations: &["UPDATE"],
         namespaced: true,
         all_scopes: false,
-        match_conditions: &[&webhooks::CHANGES_THE_LOCK],
+        // The same callers exempt as the webhook's entry: volguard and the garbage collector.
+        match_conditions: &[
+            &webhooks::NOT_VOLGUARD_OR_THE_GC,
+            &webhooks::CHANGES_THE_LOCK,
+        ],
         body: Body::Validate {
             allowed: concat!(
                 "request.userInfo.username in ",
                 param_list!("volguard-identities"),
-                " || (!(has(object.metadata.annotations) && 'volguard.io/rwo-lock' in object.metadata.annotations) && \
-((has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?'volguard.io/allow-lock-removal'].orValue('') == 'true') || \
-(has(object.metadata.annotations) && object.metadata.annotations[?'volguard.io/allow-lock-removal'].orValue('') == 'true')) && ",
+                " || (!(has(object.metadata.annotations) && 'volguard.io/rwo-lock' in object.metadata.annotations) && ",
                 person!(),
                 " && ",
-                may_break_glass!("claim-metadata"),
+                stored_override_counts!("volguard.io/allow-lock-removal"),
                 ")"
             ),
             message: "'changing the ReadWriteOnce lock (volguard.io/rwo-lock) of PersistentVolumeClaim \"' + \
@@ -192,9 +196,8 @@ request.userInfo.username in ",
                 param_list!("force-delete-groups"),
                 ") || (",
                 person!(),
-                " && ((has(params.data) && params.data[?'human-force-delete'].orValue('confirm') == 'warn') || \
-(has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?'volguard.io/confirm-force-delete'].orValue('') == 'true' && ",
-                may_break_glass!("force-delete"),
+                " && ((has(params.data) && params.data[?'human-force-delete'].orValue('confirm') == 'warn') || (",
+                stored_override_counts!("volguard.io/confirm-force-delete"),
                 ")))"
             ),
             message: "'force delete of pod \"' + oldObject.metadata.name + '\" refused: it is ' + \
@@ -207,7 +210,7 @@ accepts the risk can annotate the pod volguard.io/confirm-force-delete=true and 
     },
     Policy {
         rule: Rule::PodStatus,
-        rows: "§2h rows 1-3, 6 (rows 4-5 read the Node: the webhook's; PodGC passes here by identity)",
+        rows: "§2h rows 1-3, 6, a terminal phase or every running container ended (rows 4-5 read the Node: the webhook's; PodGC passes here by identity)",
         resources: &["pods/status"],
         operations: &["UPDATE"],
         namespaced: true,
@@ -220,13 +223,13 @@ accepts the risk can annotate the pod volguard.io/confirm-force-delete=true and 
             allowed: concat!(
                 "request.userInfo.username == 'system:serviceaccount:kube-system:pod-garbage-collector' || (",
                 person!(),
-                " && has(oldObject.metadata.annotations) && \
-oldObject.metadata.annotations[?'volguard.io/confirm-force-delete'].orValue('') == 'true' && ",
-                may_break_glass!("pod-status"),
+                " && ",
+                stored_override_counts!("volguard.io/confirm-force-delete"),
                 ")"
             ),
-            message: "'setting pod \"' + oldObject.metadata.name + '\" to phase ' + object.status.phase + \
-' refused: it is ' + (has(oldObject.status.phase) ? oldObject.status.phase : 'Pending') + ' on node \"' + \
+            message: "'setting pod \"' + oldObject.metadata.name + '\" ' + \
+(has(object.status.phase) && object.status.phase in ['Succeeded', 'Failed'] ? 'to phase ' + object.status.phase : \
+'containers to terminated or waiting (none running)') + ' refused: it is ' + (has(oldObject.status.phase) ? oldObject.status.phase : 'Pending') + ' on node \"' + \
 oldObject.spec.nodeName + '\", and only its kubelet may end it there. A terminal phase lets PodGC delete the pod and the \
 attach/detach controller detach its volumes while its containers may still write to them. Delete the pod gracefully \
 instead; if the node is really down, taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, or, as a person \
@@ -276,7 +279,15 @@ with volguard.io/confirmed-by naming that person in the same request; nobody els
     Policy {
         rule: Rule::DeleteProtection,
         rows: "§2i rows 1, 4-6: a protected claim, volume or namespace is not deleted; only a person lifts the protection (row 2, a namespace holding protected claims, reads the claims: the webhook's)",
-        resources: &["persistentvolumeclaims", "persistentvolumes", "namespaces"],
+        resources: &[
+            "persistentvolumeclaims",
+            "persistentvolumes",
+            "namespaces",
+            "persistentvolumeclaims/status",
+            "persistentvolumes/status",
+            "namespaces/status",
+            "namespaces/finalize",
+        ],
         operations: &["DELETE", "UPDATE"],
         namespaced: true,
         all_scopes: true,

@@ -230,7 +230,7 @@ const DROPS_A_PROTECTION_FINALIZER: Condition = Condition {
     ],
 };
 
-const NOT_VOLGUARD_OR_THE_GC: Condition = Condition {
+pub const NOT_VOLGUARD_OR_THE_GC: Condition = Condition {
     name: "not-volguard-or-the-garbage-collector",
     comment: "volguard writes and clears the lock; the garbage collector orphans claims (--cascade=orphan).",
     lines: &[
@@ -241,15 +241,16 @@ const NOT_VOLGUARD_OR_THE_GC: Condition = Condition {
     ],
 };
 
-/// The lock annotation before and after differ (the claim-metadata policy judges only this).
+/// The lock annotation before and after differ (the claim-metadata policy judges only this). An
+/// empty lock is not an absent one (`'='` marks presence), as to the rule.
 pub const CHANGES_THE_LOCK: Condition = Condition {
     name: "changes-the-lock",
     comment: "",
     lines: &[
         "(has(oldObject.metadata.annotations) && 'volguard.io/rwo-lock' in oldObject.metadata.annotations ?",
-        "oldObject.metadata.annotations['volguard.io/rwo-lock'] : '') !=",
+        "'=' + oldObject.metadata.annotations['volguard.io/rwo-lock'] : '') !=",
         "(has(object.metadata.annotations) && 'volguard.io/rwo-lock' in object.metadata.annotations ?",
-        "object.metadata.annotations['volguard.io/rwo-lock'] : '')",
+        "'=' + object.metadata.annotations['volguard.io/rwo-lock'] : '')",
     ],
 };
 
@@ -258,13 +259,13 @@ const CHANGES_THE_LOCK_OR_A_POD_OWNER: Condition = Condition {
     comment: "Only an update that changes the lock annotation or a Pod controller owner reaches volguard.",
     lines: &[
         "(has(oldObject.metadata.annotations) && 'volguard.io/rwo-lock' in oldObject.metadata.annotations ?",
-        "oldObject.metadata.annotations['volguard.io/rwo-lock'] : '') !=",
+        "'=' + oldObject.metadata.annotations['volguard.io/rwo-lock'] : '') !=",
         "(has(object.metadata.annotations) && 'volguard.io/rwo-lock' in object.metadata.annotations ?",
-        "object.metadata.annotations['volguard.io/rwo-lock'] : '') ||",
+        "'=' + object.metadata.annotations['volguard.io/rwo-lock'] : '') ||",
         "(has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences.filter(o,",
-        "o.kind == 'Pod' && has(o.controller) && o.controller).map(o, o.uid) : []) !=",
+        "o.kind == 'Pod' && has(o.controller) && o.controller).map(o, o.name + '/' + o.uid) : []) !=",
         "(has(object.metadata.ownerReferences) ? object.metadata.ownerReferences.filter(o,",
-        "o.kind == 'Pod' && has(o.controller) && o.controller).map(o, o.uid) : [])",
+        "o.kind == 'Pod' && has(o.controller) && o.controller).map(o, o.name + '/' + o.uid) : [])",
     ],
 };
 
@@ -314,11 +315,17 @@ const FORCE_EVICTION: Condition = Condition {
 
 pub const ENDS_A_SCHEDULED_POD: Condition = Condition {
     name: "ends-a-scheduled-pod",
-    comment: "",
+    comment: "A terminal phase, or container states of which none runs any more (each terminated or waiting:\n\
+              the attach/detach controller then treats a terminating pod as stopped), written onto a\n\
+              scheduled pod that was not terminal.",
     lines: &[
-        "has(object.status.phase) && object.status.phase in ['Succeeded', 'Failed'] &&",
         "!(has(oldObject.status.phase) && oldObject.status.phase in ['Succeeded', 'Failed']) &&",
-        "has(oldObject.spec.nodeName) && oldObject.spec.nodeName != ''",
+        "has(oldObject.spec.nodeName) && oldObject.spec.nodeName != '' &&",
+        "((has(object.status.phase) && object.status.phase in ['Succeeded', 'Failed']) ||",
+        "(has(oldObject.status.containerStatuses) && oldObject.status.containerStatuses.exists(c,",
+        "!has(c.state) || (!has(c.state.terminated) && !has(c.state.waiting))) &&",
+        "!(has(object.status.containerStatuses) && object.status.containerStatuses.exists(c,",
+        "!has(c.state) || (!has(c.state.terminated) && !has(c.state.waiting))))))",
     ],
 };
 
@@ -343,7 +350,7 @@ pub const DELETES_OR_LIFTS_A_PROTECTION: Condition = Condition {
 
 const NOT_ITSELF_PROTECTED: Condition = Condition {
     name: "not-itself-protected",
-    comment: "A protected namespace is delete-protection.volguard.io's (Fail).",
+    comment: "An object protected itself is delete-protection.volguard.io's (Fail).",
     lines: &[
         "!(has(oldObject.metadata.annotations) && 'volguard.io/delete-protection' in oldObject.metadata.annotations &&",
         "oldObject.metadata.annotations['volguard.io/delete-protection'] == 'true')",
@@ -555,7 +562,8 @@ pub const VALIDATING: &[Entry] = &[
     Entry {
         name: "pod-status.volguard.io",
         rule: Rule::PodStatus,
-        comment: "rules.md §2h: a terminal phase written onto a running pod by anyone but its kubelet. Ignore:\n\
+        comment: "rules.md §2h: a terminal phase, or container states that end every running container, written\n\
+                  onto a running pod by anyone but its kubelet. Ignore:\n\
                   PodGC must never wait on volguard. The conditions leave only that one transition (the kubelet's\n\
                   frequent status updates never reach volguard).",
         rules: &[core(&["UPDATE"], &["pods/status"], "Namespaced")],
@@ -585,16 +593,47 @@ pub const VALIDATING: &[Entry] = &[
                   not deleted, and only a person lifts the protection (recorded). Fail: the conditions let\n\
                   only those requests reach volguard, and a protected volume deleted while volguard is down\n\
                   is data lost.",
-        rules: &[core(
-            &["DELETE", "UPDATE"],
-            &["persistentvolumeclaims", "persistentvolumes", "namespaces"],
-            "*",
-        )],
+        rules: &[
+            core(
+                &["DELETE", "UPDATE"],
+                &["persistentvolumeclaims", "persistentvolumes", "namespaces"],
+                "*",
+            ),
+            Resources {
+                comment: "Lifting the mark through a subresource that stores metadata is judged too.",
+                ..core(
+                    &["UPDATE"],
+                    &[
+                        "persistentvolumeclaims/status",
+                        "persistentvolumes/status",
+                        "namespaces/status",
+                        "namespaces/finalize",
+                    ],
+                    "*",
+                )
+            },
+        ],
         namespaced: true,
         rwo_guard: false,
         ignore_with_policies: false,
         always_ignore: false,
         conditions: &[&DELETES_OR_LIFTS_A_PROTECTION],
+    },
+    Entry {
+        name: "claim-delete.volguard.io",
+        rule: Rule::DeleteProtection,
+        comment: "rules.md §2i: a claim bound to a protected volume whose reclaim policy is Delete (the provisioner\n\
+                  deletes the backing volume when the claim goes, before the PV's own DELETE is judged), or in a\n\
+                  protected namespace, is not deleted. CEL cannot see the volume or the namespace, so every other\n\
+                  claim DELETE reaches volguard: Ignore, claim deletion never waits on volguard (while it is down\n\
+                  the volume's own mark still holds the PV object, not its data: set reclaimPolicy Retain on\n\
+                  volumes whose data matters).",
+        rules: &[core(&["DELETE"], &["persistentvolumeclaims"], "Namespaced")],
+        namespaced: true,
+        rwo_guard: false,
+        ignore_with_policies: false,
+        always_ignore: true,
+        conditions: &[&NOT_ITSELF_PROTECTED],
     },
     Entry {
         name: "namespace-delete.volguard.io",

@@ -55,6 +55,72 @@ pub fn protected(meta: &Meta) -> bool {
     meta.annotation_true(DELETE_PROTECTION)
 }
 
+/// What stands behind a claim whose DELETE is judged (rules.md §2i): the volume it is bound to
+/// and its namespace, as read (`Missing`: unbound, or not there).
+pub struct Behind<'a> {
+    pub volume: Fact<&'a crate::model::Pv>,
+    pub namespace: Fact<&'a Meta>,
+}
+
+/// A claim's DELETE refused for what stands behind it, before its own mark is looked at: a
+/// claim bound to a protected volume whose reclaim policy is `Delete` (the PV controller and the
+/// provisioner delete the backing volume when the claim goes, before the PV object's own DELETE is
+/// ever judged), or a claim in a protected namespace. Unsure is protected: a fact that could not
+/// be read refuses (retry). `None`: nothing behind it is protected.
+pub fn claim_behind(old: &Meta, behind: &Behind<'_>) -> Option<Decision> {
+    let claim = format!("{}/{}", old.namespace, old.name);
+    match &behind.volume {
+        Fact::Found(pv)
+            if protected(&pv.metadata)
+                && pv.spec.persistent_volume_reclaim_policy.as_deref() == Some("Delete") =>
+        {
+            return Some(Decision::deny(
+                "delete-protection-volume-behind",
+                format!(
+                    "deleting PersistentVolumeClaim {claim:?} refused: it is bound to PersistentVolume {:?}, which \
+                     carries {DELETE_PROTECTION}=true and whose reclaim policy is Delete, so deleting the claim would \
+                     make the provisioner delete the protected data. Set the volume's reclaim policy to Retain \
+                     (kubectl patch pv {} -p '{{\"spec\":{{\"persistentVolumeReclaimPolicy\":\"Retain\"}}}}'), or, if \
+                     its data may really go, a person lifts its protection first ({})",
+                    pv.metadata.name,
+                    pv.metadata.name,
+                    Kind::Volume.lift(&pv.metadata)
+                ),
+            ));
+        }
+        Fact::Unknown(e) => {
+            return Some(Decision::unavailable(
+                "delete-protection-unknown",
+                format!(
+                    "deleting PersistentVolumeClaim {claim:?} refused: volguard could not read its volume ({e}), which \
+                     may carry {DELETE_PROTECTION}=true; retry"
+                ),
+            ));
+        }
+        Fact::Found(_) | Fact::Missing => {}
+    }
+    match &behind.namespace {
+        Fact::Found(ns) if protected(ns) => Some(Decision::deny(
+            "delete-protection-namespace-behind",
+            format!(
+                "deleting PersistentVolumeClaim {claim:?} refused: its namespace {:?} carries {DELETE_PROTECTION}=true, \
+                 which protects every claim in it. If this claim's data may really go, a person lifts the \
+                 namespace's protection first ({})",
+                ns.name,
+                Kind::Namespace.lift(ns)
+            ),
+        )),
+        Fact::Unknown(e) => Some(Decision::unavailable(
+            "delete-protection-unknown",
+            format!(
+                "deleting PersistentVolumeClaim {claim:?} refused: volguard could not read its namespace ({e}), which \
+                 may carry {DELETE_PROTECTION}=true; retry"
+            ),
+        )),
+        Fact::Found(_) | Fact::Missing => None,
+    }
+}
+
 /// A DELETE of `old` (a claim, a volume or a namespace). `claims`: for a namespace, the
 /// protected claims it holds (names; never read for the others).
 pub fn delete(kind: Kind, old: &Meta, claims: Fact<&[String]>) -> Decision {

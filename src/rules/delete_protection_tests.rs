@@ -140,3 +140,37 @@ fn updates_that_keep_or_add_the_protection_pass() {
         assert_eq!(d.row, "delete-protection-unchanged");
     }
 }
+
+#[test]
+fn a_claim_on_a_protected_volume_that_deletes_its_data_is_not_deleted() {
+    let claim = meta("data", "shop", None);
+    let mut pv = crate::model::Pv::default();
+    pv.metadata = meta("pv-data", "", Some("true"));
+    pv.spec.persistent_volume_reclaim_policy = Some("Delete".into());
+    let behind = |pv, ns| Behind {
+        volume: pv,
+        namespace: ns,
+    };
+    let d = claim_behind(&claim, &behind(Fact::Found(&pv), Fact::Missing)).expect("refused");
+    assert_eq!(
+        (d.allowed, d.row),
+        (false, "delete-protection-volume-behind")
+    );
+    assert!(d.message.unwrap().contains("Retain"));
+    // Retain keeps the data whatever happens to the claim.
+    let mut retained = pv.clone();
+    retained.spec.persistent_volume_reclaim_policy = Some("Retain".into());
+    assert!(claim_behind(&claim, &behind(Fact::Found(&retained), Fact::Missing)).is_none());
+    // A protected namespace protects its claims.
+    let ns = meta("shop", "", Some("true"));
+    let d = claim_behind(&claim, &behind(Fact::Missing, Fact::Found(&ns))).expect("refused");
+    assert_eq!(d.row, "delete-protection-namespace-behind");
+    // Unsure is protected.
+    let e = crate::rules::decision::ReadError::Api {
+        what: "pv".into(),
+        message: "timeout".into(),
+    };
+    let d = claim_behind(&claim, &behind(Fact::Unknown(e), Fact::Missing)).expect("refused");
+    assert_eq!((d.allowed, d.code), (false, 500));
+    assert!(claim_behind(&claim, &behind(Fact::Missing, Fact::Missing)).is_none());
+}

@@ -3,7 +3,10 @@
 //! A pod whose phase is `Failed` or `Succeeded` counts as stopped everywhere: PodGC deletes it,
 //! the attach/detach controller detaches its volumes, and §2d row 3 lets anyone force-delete it.
 //! So a terminal phase written through `pods/status` by anyone but the pod's kubelet would free
-//! its volumes while its containers may still run. The rows below are evaluated in order.
+//! its volumes while its containers may still run. The same holds for the containers' states: the
+//! attach/detach controller treats a terminating pod none of whose containers runs as stopped, so
+//! container states rewritten to `terminated` (phase unchanged) are judged as a forged end. The
+//! rows below are evaluated in order.
 
 use super::force_delete::{is_human, is_own_kubelet};
 use super::{Decision, Fact};
@@ -11,16 +14,19 @@ use crate::model::{CONFIRM_FORCE_DELETE, Node, OUT_OF_SERVICE_TAINT, Pod, UserIn
 
 /// Decide an `UPDATE pods/status` from `old` to `new`. `node` is the pod's node as the apiserver
 /// has it now (only read when the earlier rows did not decide); `gone_record`, when it is gone,
-/// the NodeFence that records its deletion on proof.
+/// the NodeFence that records its deletion on proof. `stops_containers`: a container ran before
+/// this write and none runs after it (`ContainerStates::any_running`).
 pub fn pod_status_update(
     user: &UserInfo,
     old: &Pod,
     new: &Pod,
     node: Fact<&Node>,
     gone_record: Option<&str>,
+    stops_containers: bool,
 ) -> Decision {
-    // 1: only a running pod turned terminal concerns this rule.
-    if old.is_terminal() || !new.is_terminal() {
+    // 1: only a running pod turned terminal, or its running containers all ended, concerns
+    // this rule.
+    if old.is_terminal() || (!new.is_terminal() && !stops_containers) {
         return Decision::allow("pod-status-not-ending");
     }
     // 2: an unscheduled pod runs nowhere.
@@ -59,17 +65,20 @@ pub fn pod_status_update(
         Fact::Missing => super::force_delete::gone_unrecorded(node_name),
         Fact::Found(_) => String::new(),
     };
+    let what = match new.is_terminal() {
+        true => format!("to phase {}", new.phase()),
+        false => "containers to terminated or waiting (none running)".to_string(),
+    };
     Decision::deny(
         "pod-status-forged-end",
         format!(
-            "setting pod {:?} to phase {} refused: it is {} on node {node_name:?}{unknown}, and only its kubelet may \
+            "setting pod {:?} {what} refused: it is {} on node {node_name:?}{unknown}, and only its kubelet may \
              end it there. A terminal phase lets PodGC delete the pod and the attach/detach controller detach its \
              volumes while its containers may still write to them. Delete the pod gracefully instead; if the node \
              is really down, taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute (see `kubectl volguard fence`), \
              or, as a person granted volguard's break-glass role (ClusterRole volguard-break-glass), annotate \
              the pod {CONFIRM_FORCE_DELETE}=true to accept the risk",
             old.metadata.name,
-            new.phase(),
             old.phase()
         ),
     )

@@ -27,6 +27,7 @@ fn row1_not_an_ending_passes() {
         &pod("Running"),
         Fact::Found(&n),
         None,
+        false,
     );
     assert_eq!(d.row, "pod-status-not-ending");
     let d = pod_status_update(
@@ -35,6 +36,7 @@ fn row1_not_an_ending_passes() {
         &pod("Failed"),
         Fact::Found(&n),
         None,
+        false,
     );
     assert_eq!(d.row, "pod-status-not-ending");
 }
@@ -49,6 +51,7 @@ fn row2_unscheduled_passes() {
         &pod("Failed"),
         Fact::Found(&node(false)),
         None,
+        false,
     );
     assert_eq!(d.row, "pod-status-not-scheduled");
 }
@@ -63,6 +66,7 @@ fn row3_own_kubelet_only() {
         &pod("Succeeded"),
         Fact::Found(&n),
         None,
+        false,
     );
     assert_eq!(d.row, "pod-status-own-kubelet");
     let other = user("system:node:n2", &["system:nodes"]);
@@ -72,6 +76,7 @@ fn row3_own_kubelet_only() {
         &pod("Succeeded"),
         Fact::Found(&n),
         None,
+        false,
     );
     assert!(!d.allowed);
 }
@@ -88,15 +93,23 @@ fn rows4_5_podgc_cases_pass() {
         &pod("Failed"),
         Fact::Missing,
         Some("n1-deleted-1"),
+        false,
     );
     assert_eq!(d.row, "pod-status-node-gone");
     // Issue 40 point 6: gone without a record of proof, PodGC's marking of a pod that uses a
     // claim waits for one; a pod without claims has nothing to protect.
     let claimed = pod("Running").mounting("data");
-    let d = pod_status_update(&podgc, &claimed, &pod("Failed"), Fact::Missing, None);
+    let d = pod_status_update(&podgc, &claimed, &pod("Failed"), Fact::Missing, None, false);
     assert_eq!((d.allowed, d.row), (false, "pod-status-forged-end"));
     assert!(d.message.unwrap_or_default().contains("fence confirm n1"));
-    let d = pod_status_update(&podgc, &pod("Running"), &pod("Failed"), Fact::Missing, None);
+    let d = pod_status_update(
+        &podgc,
+        &pod("Running"),
+        &pod("Failed"),
+        Fact::Missing,
+        None,
+        false,
+    );
     assert_eq!(d.row, "pod-status-node-gone");
     let n = node(true);
     let d = pod_status_update(
@@ -105,6 +118,7 @@ fn rows4_5_podgc_cases_pass() {
         &pod("Failed"),
         Fact::Found(&n),
         None,
+        false,
     );
     assert_eq!(d.row, "pod-status-node-out-of-service");
 }
@@ -120,6 +134,7 @@ fn row6_confirmed_passes_with_warning() {
         &pod("Failed"),
         Fact::Found(&node(false)),
         None,
+        false,
     );
     assert_eq!(d.row, "pod-status-confirmed");
     assert_eq!(d.warnings.len(), 1);
@@ -129,7 +144,14 @@ fn row6_confirmed_passes_with_warning() {
         "system:serviceaccount:ops:reaper",
         &["system:serviceaccounts"],
     );
-    let d = pod_status_update(&sa, &old, &pod("Failed"), Fact::Found(&node(false)), None);
+    let d = pod_status_update(
+        &sa,
+        &old,
+        &pod("Failed"),
+        Fact::Found(&node(false)),
+        None,
+        false,
+    );
     assert_eq!((d.allowed, d.row), (false, "pod-status-forged-end"));
 }
 
@@ -142,6 +164,7 @@ fn row7_forged_end_refused_even_when_the_node_is_unknown() {
         &pod("Failed"),
         Fact::Found(&n),
         None,
+        false,
     );
     assert!(!d.allowed);
     assert_eq!(d.row, "pod-status-forged-end");
@@ -158,7 +181,60 @@ fn row7_forged_end_refused_even_when_the_node_is_unknown() {
             what: "node n1".into(),
         }),
         None,
+        false,
     );
     assert!(!d.allowed);
     assert!(d.message.unwrap_or_default().contains("could not be read"));
+}
+
+#[test]
+fn row1_container_states_ended_by_someone_else_are_a_forged_end() {
+    // Phase unchanged, every container rewritten to terminated: the attach/detach controller
+    // would detach the volumes of a terminating pod whose containers still run.
+    let sa = UserInfo {
+        username: "system:serviceaccount:ns:ci".into(),
+        groups: vec!["system:serviceaccounts".into()],
+        ..Default::default()
+    };
+    let running = pod("Running");
+    let d = pod_status_update(
+        &sa,
+        &running,
+        &running,
+        Fact::Found(&node(false)),
+        None,
+        true,
+    );
+    assert_eq!((d.allowed, d.row), (false, "pod-status-forged-end"));
+    assert!(
+        d.message
+            .unwrap()
+            .contains("containers to terminated or waiting"),
+        "the message says what was written"
+    );
+    // Its own kubelet reports what it saw.
+    let kubelet = UserInfo {
+        username: "system:node:n1".into(),
+        groups: vec!["system:nodes".into()],
+        ..Default::default()
+    };
+    let d = pod_status_update(
+        &kubelet,
+        &running,
+        &running,
+        Fact::Found(&node(false)),
+        None,
+        true,
+    );
+    assert!(d.allowed);
+    // States that keep a container running are not an end.
+    let d = pod_status_update(
+        &sa,
+        &running,
+        &running,
+        Fact::Found(&node(false)),
+        None,
+        false,
+    );
+    assert_eq!(d.row, "pod-status-not-ending");
 }

@@ -227,6 +227,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         mutating: false,
         webhooks: &[
             "delete-protection.volguard.io",
+            "claim-delete.volguard.io",
             "namespace-delete.volguard.io",
         ],
         on: &[

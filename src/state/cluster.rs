@@ -46,6 +46,14 @@ impl Cluster {
         }
     }
 
+    /// A Namespace, read live (offline: none is known).
+    pub async fn namespace(&self, name: &str) -> Fact<Arc<crate::model::Namespace>> {
+        match self {
+            Cluster::Offline(_) => Fact::Missing,
+            Cluster::Live(l) => l.namespace(name).await,
+        }
+    }
+
     pub async fn node(&self, name: &str) -> Fact<Arc<Node>> {
         match self {
             Cluster::Offline(s) => from_cache(s.nodes.get("", name)),

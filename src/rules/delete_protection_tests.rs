@@ -144,8 +144,10 @@ fn updates_that_keep_or_add_the_protection_pass() {
 #[test]
 fn a_claim_on_a_protected_volume_that_deletes_its_data_is_not_deleted() {
     let claim = meta("data", "shop", None);
-    let mut pv = crate::model::Pv::default();
-    pv.metadata = meta("pv-data", "", Some("true"));
+    let mut pv = crate::model::Pv {
+        metadata: meta("pv-data", "", Some("true")),
+        ..Default::default()
+    };
     pv.spec.persistent_volume_reclaim_policy = Some("Delete".into());
     let behind = |pv, ns| Behind {
         volume: pv,

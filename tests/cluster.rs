@@ -6,6 +6,8 @@
 
 #[path = "cluster/direct.rs"]
 mod direct;
+#[path = "cluster/doors.rs"]
+mod doors;
 #[path = "cluster/lock.rs"]
 mod lock;
 #[path = "cluster/nodes.rs"]
@@ -35,6 +37,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use doors::*;
 use lock::*;
 use nodes::*;
 use operators::*;
@@ -299,6 +302,7 @@ async fn start_cluster() -> Shared {
         "agree",
         "registration",
         "protect",
+        "doors",
     ] {
         namespace(&c, ns).await;
     }
@@ -342,6 +346,7 @@ crate::scenarios! { scenario:
     policy_agrees => |s| s_policy_agrees(&mut s.cp, "agree");
     registration_drift => |s| s_registration_drift(&mut s.cp, "registration");
     delete_protection => |s| s_delete_protection(&s.cp, "protect");
+    door_matrix => |s| s_door_matrix(&mut s.cp, "doors");
     rwo_missing_claim => |s| s_rwo_missing_claim(&s.cp, "rwo-missing");
     webhook_idle_flood => |s| s_webhook_idle_flood(&s.cp, "flood");
     webhook_client_cert => |s| s_webhook_client_cert(&mut s.cp, "mtls");

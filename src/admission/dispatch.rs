@@ -88,7 +88,8 @@ impl Target {
             ("", "Pod", Some("status"), "UPDATE") => On::PodStatusUpdate,
             ("", "Node", None, "UPDATE") => On::NodeUpdate,
             ("", "Node", None, "DELETE") => On::NodeDelete,
-            ("", "Pod", None, "UPDATE") => On::PodUpdate,
+            // Subresources that store a pod's metadata as an update of the pod does.
+            ("", "Pod", None | Some("ephemeralcontainers" | "resize"), "UPDATE") => On::PodUpdate,
             ("volguard.io", "NodeFence", None, "UPDATE") => On::NodeFenceUpdate,
             ("", "PersistentVolumeClaim", None, "DELETE") => On::PvcDelete,
             ("", "PersistentVolume", None, "DELETE") => On::PvDelete,

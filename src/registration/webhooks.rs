@@ -156,6 +156,8 @@ pub const PROOF_RESOURCES: Resources = Resources {
     resources: &[
         "pods",
         "pods/status",
+        "pods/ephemeralcontainers",
+        "pods/resize",
         "nodes",
         "nodes/status",
         "persistentvolumeclaims",

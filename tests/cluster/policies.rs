@@ -251,10 +251,15 @@ pub(super) async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
             let p: Pod = serde_json::from_value(old).expect("pod");
             pods.create(&PostParams::default(), &p).await.expect("pod");
             if let Some(phase) = status["phase"].as_str().filter(|p| *p != "Pending") {
+                // The phase and, where the fixture has them, its containers' states (rules.md §2h).
+                let mut st = json!({"phase": phase});
+                if !status["containerStatuses"].is_null() {
+                    st["containerStatuses"] = status["containerStatuses"].clone();
+                }
                 pods.patch_status(
                     &name,
                     &PatchParams::default(),
-                    &Patch::Merge(json!({"status": {"phase": phase}})),
+                    &Patch::Merge(json!({"status": st})),
                 )
                 .await
                 .expect("phase");
@@ -311,12 +316,16 @@ pub(super) async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
                         .map(|_| ())
                 }
                 (Some("Pod"), _) => {
-                    let phase = r["object"]["status"]["phase"].clone();
+                    let mut st = json!({"phase": r["object"]["status"]["phase"].clone()});
+                    if !r["object"]["status"]["containerStatuses"].is_null() {
+                        st["containerStatuses"] =
+                            r["object"]["status"]["containerStatuses"].clone();
+                    }
                     Api::<Pod>::namespaced(as_user, ns)
                         .patch_status(
                             &name,
                             &PatchParams::default(),
-                            &Patch::Merge(json!({"status": {"phase": phase}})),
+                            &Patch::Merge(json!({"status": st})),
                         )
                         .await
                         .map(|_| ())

@@ -1,0 +1,502 @@
+//! rules.md §8 "Doors": the paths that can persist a guarded field are read from the live
+//! apiserver's discovery, not listed by us. For every field of `volguard::rules::proof`'s table
+//! (each override annotation and its stamp) and every resource and subresource of the guarded
+//! kinds that accepts a patch (and CREATE of each kind), the scenario writes the field as a
+//! service account and as a namespace editor: first with volguard's registrations and policies
+//! removed (which paths persist it?), then with them (is each such path judged?). It fails on any
+//! path that persists a field unjudged, prints the matrix and writes `target/e2e/door-matrix.json`.
+
+use super::*;
+use kube::api::DynamicObject;
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::Value;
+
+/// The kinds whose metadata a guard trusts, by their discovery group/version and plural.
+const KINDS: &[(&str, &str, &str, &str)] = &[
+    ("", "v1", "Pod", "pods"),
+    ("", "v1", "Node", "nodes"),
+    ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+    ("", "v1", "PersistentVolume", "persistentvolumes"),
+    ("", "v1", "Namespace", "namespaces"),
+];
+
+/// One path: the kind's plural and the subresource (`None`: the object itself).
+#[derive(Debug, Clone)]
+struct Door {
+    kind: &'static str,
+    plural: &'static str,
+    group: &'static str,
+    version: &'static str,
+    sub: Option<String>,
+    /// Served with `patch` (else only `update`: a read, then a replace).
+    patch: bool,
+}
+
+impl Door {
+    fn path(&self) -> String {
+        match &self.sub {
+            Some(s) => format!("{}/{s}", self.plural),
+            None => self.plural.to_string(),
+        }
+    }
+    fn api(&self, c: &kube::Client, ns: &str) -> Api<DynamicObject> {
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(self.group, self.version, self.kind),
+            self.plural,
+        );
+        match self.kind {
+            "Pod" | "PersistentVolumeClaim" => Api::namespaced_with(c.clone(), ns, &ar),
+            _ => Api::all_with(c.clone(), &ar),
+        }
+    }
+}
+
+/// Every resource and subresource of the guarded kinds the apiserver serves with `patch`.
+async fn discover(c: &kube::Client) -> Vec<Door> {
+    let list = c
+        .list_core_api_resources("v1")
+        .await
+        .expect("discovery of /api/v1");
+    let mut out = Vec::new();
+    for r in list.resources {
+        let (base, sub) = match r.name.split_once('/') {
+            Some((b, s)) => (b.to_string(), Some(s.to_string())),
+            None => (r.name.clone(), None),
+        };
+        let Some((group, version, kind, plural)) = KINDS.iter().find(|k| k.3 == base) else {
+            continue;
+        };
+        let patch = r.verbs.iter().any(|v| v == "patch");
+        if patch || r.verbs.iter().any(|v| v == "update") {
+            out.push(Door {
+                kind,
+                plural,
+                group,
+                version,
+                sub,
+                patch,
+            });
+        }
+    }
+    out
+}
+
+/// The object each kind's doors write to (created by the admin).
+fn target_name(kind: &str, ns: &str) -> String {
+    match kind {
+        "Namespace" => format!("{ns}-target"),
+        _ => format!("door-{}", kind.to_lowercase()),
+    }
+}
+
+async fn create_targets(c: &kube::Client, ns: &str) {
+    let objects = [
+        (
+            "pods",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "door-pod", "namespace": ns},
+                "spec": {"nodeSelector": {"door": "nowhere"}, "containers": [{"name": "c", "image": "busybox"}]}}),
+        ),
+        (
+            "persistentvolumeclaims",
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "door-persistentvolumeclaim", "namespace": ns},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "door-none",
+                    "resources": {"requests": {"storage": "1Gi"}}}}),
+        ),
+        (
+            "persistentvolumes",
+            json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "door-persistentvolume"},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "door-none", "hostPath": {"path": "/tmp/door"}}}),
+        ),
+        (
+            "nodes",
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "door-node",
+                "labels": {"door": "target"}}}),
+        ),
+        (
+            "namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("{ns}-target")}}),
+        ),
+    ];
+    for (plural, o) in objects {
+        let door = Door {
+            kind: KINDS.iter().find(|k| k.3 == plural).expect("kind").2,
+            plural: KINDS.iter().find(|k| k.3 == plural).expect("kind").3,
+            group: "",
+            version: "v1",
+            sub: None,
+            patch: true,
+        };
+        let obj: DynamicObject = serde_json::from_value(o).expect("object");
+        door.api(c, ns)
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect("create a door's target");
+    }
+}
+
+/// The guarded annotation fields: every override (`rules::proof::OVERRIDES`) and the stamp.
+const FIELDS: &[&str] = &[
+    "volguard.io/allow-finalizer-removal",
+    "volguard.io/confirm-force-delete",
+    "volguard.io/allow-lock-removal",
+    "volguard.io/confirm-node-down",
+    "volguard.io/confirmed-by",
+];
+
+fn value_for(field: &str) -> &'static str {
+    match field {
+        "volguard.io/confirmed-by" => "alice",
+        _ => "true",
+    }
+}
+
+/// What one write did: persisted (read back by the admin), refused (and by whom), or failed
+/// otherwise (the path does not take this write: not a door).
+#[derive(Debug, Clone)]
+struct Outcome {
+    persisted: bool,
+    refused_by: Option<String>,
+    error: Option<String>,
+}
+
+async fn annotation_of(admin: &Api<DynamicObject>, name: &str, field: &str) -> Option<String> {
+    let o = admin.get(name).await.ok()?;
+    o.metadata.annotations?.get(field).cloned()
+}
+
+/// Remove `field` again as the admin, through the object itself (judged as a removal: allowed).
+async fn clear(admin: &Api<DynamicObject>, name: &str, field: &str) {
+    let _ = admin
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {field: null}}})),
+        )
+        .await;
+}
+
+async fn try_patch(
+    door: &Door,
+    actor: &kube::Client,
+    admin: &kube::Client,
+    ns: &str,
+    field: &str,
+) -> Outcome {
+    let name = target_name(door.kind, ns);
+    let api = door.api(actor, ns);
+    let admin_api = door.api(admin, ns);
+    let mut patch = json!({"metadata": {"annotations": {field: value_for(field)}}});
+    if field != "volguard.io/confirmed-by" {
+        // The attacker names a person as the setter: the stamp proves nothing it wrote.
+        patch["metadata"]["annotations"]["volguard.io/confirmed-by"] = json!("alice");
+    }
+    let result = match (&door.sub, door.patch) {
+        (None, _) => api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ()),
+        (Some(sub), true) => api
+            .patch_subresource(sub, &name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ()),
+        // `update` only (a namespace's finalize): the object read, the field added, replaced.
+        (Some(sub), false) => match admin_api.get(&name).await {
+            Ok(mut o) => {
+                let a = o.metadata.annotations.get_or_insert_with(Default::default);
+                for (k, v) in patch["metadata"]["annotations"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                {
+                    a.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+                }
+                api.replace_subresource(sub, &name, &PostParams::default(), &o)
+                    .await
+                    .map(|_| ())
+            }
+            Err(e) => Err(e),
+        },
+    };
+    let persisted = annotation_of(&admin_api, &name, field).await.is_some();
+    clear(&admin_api, &name, field).await;
+    clear(&admin_api, &name, "volguard.io/confirmed-by").await;
+    match result {
+        Ok(()) => Outcome {
+            persisted,
+            refused_by: None,
+            error: None,
+        },
+        Err(kube::Error::Api(e))
+            if e.code == 403
+                && !e.message.contains("cannot patch")
+                && !e.message.contains("cannot update") =>
+        {
+            let by = if e.message.contains("ValidatingAdmissionPolicy") {
+                "policy"
+            } else if e.message.contains("admission webhook") {
+                "webhook"
+            } else {
+                "apiserver"
+            };
+            Outcome {
+                persisted,
+                refused_by: Some(format!("{by}: {}", e.message)),
+                error: None,
+            }
+        }
+        Err(e) => Outcome {
+            persisted,
+            refused_by: None,
+            error: Some(e.to_string()),
+        },
+    }
+}
+
+/// CREATE with the field, for the kinds an actor may create here (a pod and a claim in the
+/// scenario's namespace).
+async fn try_create(
+    kind: &'static str,
+    actor: &kube::Client,
+    admin: &kube::Client,
+    ns: &str,
+    field: &str,
+    n: usize,
+) -> Outcome {
+    let (plural, body) = match kind {
+        "Pod" => (
+            "pods",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("door-new-{n}"), "namespace": ns},
+                "spec": {"nodeSelector": {"door": "nowhere"}, "containers": [{"name": "c", "image": "busybox"}]}}),
+        ),
+        _ => (
+            "persistentvolumeclaims",
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": format!("door-new-{n}"), "namespace": ns},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "door-none",
+                    "resources": {"requests": {"storage": "1Gi"}}}}),
+        ),
+    };
+    let mut body = body;
+    body["metadata"]["annotations"] = json!({field: value_for(field)});
+    if field != "volguard.io/confirmed-by" {
+        body["metadata"]["annotations"]["volguard.io/confirmed-by"] = json!("alice");
+    }
+    let door = Door {
+        kind: KINDS.iter().find(|k| k.3 == plural).expect("kind").2,
+        plural: KINDS.iter().find(|k| k.3 == plural).expect("kind").3,
+        group: "",
+        version: "v1",
+        sub: None,
+        patch: true,
+    };
+    let obj: DynamicObject = serde_json::from_value(body).expect("object");
+    let result = door
+        .api(actor, ns)
+        .create(&PostParams::default(), &obj)
+        .await;
+    let name = format!("door-new-{n}");
+    let admin_api = door.api(admin, ns);
+    let persisted = annotation_of(&admin_api, &name, field).await.is_some();
+    let _ = admin_api
+        .delete(
+            &name,
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+        )
+        .await;
+    match result {
+        Ok(_) => Outcome {
+            persisted,
+            refused_by: None,
+            error: None,
+        },
+        Err(kube::Error::Api(e)) if e.code == 403 && !e.message.contains("cannot create") => {
+            let by = if e.message.contains("ValidatingAdmissionPolicy") {
+                "policy"
+            } else {
+                "webhook"
+            };
+            Outcome {
+                persisted,
+                refused_by: Some(format!("{by}: {}", e.message)),
+                error: None,
+            }
+        }
+        Err(e) => Outcome {
+            persisted,
+            refused_by: None,
+            error: Some(e.to_string()),
+        },
+    }
+}
+
+/// RBAC for both actors: every discovered path, create/update/patch (what an editor may do).
+async fn grant(c: &kube::Client, doors: &[Door]) {
+    let mut resources: Vec<String> = doors.iter().map(Door::path).collect();
+    resources.sort();
+    resources.dedup();
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "door-writer"},
+        "rules": [{"apiGroups": [""], "resources": resources, "verbs": ["get", "list", "create", "update", "patch"]}]});
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+    "metadata": {"name": "door-writer"},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "door-writer"},
+    "subjects": [
+        {"kind": "ServiceAccount", "name": "door-sa", "namespace": "volguard-system"},
+        {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "door-editors"}
+    ]});
+    for (kind, plural, o) in [
+        ("ClusterRole", "clusterroles", role),
+        ("ClusterRoleBinding", "clusterrolebindings", binding),
+    ] {
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
+            plural,
+        );
+        let obj: DynamicObject = serde_json::from_value(o).expect("rbac");
+        Api::<DynamicObject>::all_with(c.clone(), &ar)
+            .patch(
+                obj.metadata.name.as_deref().unwrap_or_default(),
+                &PatchParams::apply("door-matrix").force(),
+                &Patch::Apply(&obj),
+            )
+            .await
+            .expect("grant");
+    }
+}
+
+pub(super) async fn s_door_matrix(cp: &mut ControlPlane, ns: &str) {
+    let admin = cp.admin().await;
+    let doors = discover(&admin).await;
+    let names: Vec<String> = doors.iter().map(Door::path).collect();
+    println!(
+        "door-matrix: the apiserver serves with patch: {}",
+        names.join(", ")
+    );
+    for want in ["pods/status", "nodes/status", "namespaces/finalize"] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} not discovered: {names:?}"
+        );
+    }
+    grant(&admin, &doors).await;
+    create_targets(&admin, ns).await;
+    let actors = [
+        ("service-account", cp.sa_client("door-sa").await),
+        (
+            "namespace-editor",
+            cp.client_as("door-editor", &["door-editors"]).await,
+        ),
+    ];
+    // The editor's RBAC may take a moment to reach the authorizer's cache.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut rows: Vec<Value> = Vec::new();
+    let mut unguarded: Vec<(String, String, String)> = Vec::new();
+    for phase in ["without-volguard", "with-volguard"] {
+        let applied = match phase {
+            "without-volguard" => {
+                cp.unregister_webhooks().await;
+                cp.stop_webhook();
+                Vec::new()
+            }
+            _ => {
+                cp.ensure_running().await;
+                install_policies(cp, &admin, ns).await
+            }
+        };
+        let mut n = 0;
+        for (who, actor) in &actors {
+            for field in FIELDS {
+                let mut tries: Vec<(String, &str, Outcome)> = Vec::new();
+                for door in &doors {
+                    tries.push((
+                        door.path(),
+                        "PATCH",
+                        try_patch(door, actor, &admin, ns, field).await,
+                    ));
+                }
+                for kind in ["Pod", "PersistentVolumeClaim"] {
+                    n += 1;
+                    let plural = KINDS.iter().find(|k| k.2 == kind).expect("kind").3;
+                    tries.push((
+                        plural.to_string(),
+                        "CREATE",
+                        try_create(kind, actor, &admin, ns, field, n).await,
+                    ));
+                }
+                for (path, verb, o) in tries {
+                    let key = (field.to_string(), path.clone(), verb.to_string());
+                    if phase == "without-volguard" {
+                        if o.persisted {
+                            unguarded.push(key);
+                        }
+                        continue;
+                    }
+                    let persists = unguarded.contains(&key);
+                    let judged_by = o
+                        .refused_by
+                        .as_deref()
+                        .map(|r| r.split(':').next().unwrap_or_default().to_string());
+                    rows.push(json!({
+                        "field": field, "path": path, "verb": verb, "actor": who,
+                        "persists_unguarded": persists,
+                        "judged_by": judged_by,
+                        "refused": o.refused_by.is_some(),
+                        "persisted": o.persisted,
+                        "error": o.error,
+                    }));
+                }
+            }
+        }
+        if phase == "with-volguard" {
+            remove_policies(&admin, applied).await;
+        }
+    }
+    // The doors nobody listed are doors: some subresource besides the object itself persists an
+    // annotation unguarded (otherwise this scenario would be checking nothing).
+    assert!(
+        unguarded.iter().any(|(_, p, _)| p.contains('/')),
+        "no subresource persisted an annotation without volguard: {unguarded:?}"
+    );
+    println!("door-matrix: field × path × verb × actor (persists unguarded → judged by, refused)");
+    let mut open = Vec::new();
+    for r in &rows {
+        let line = format!(
+            "  {:<38} {:<32} {:<6} {:<16} persists_unguarded={:<5} judged_by={:<8} refused={}",
+            r["field"].as_str().unwrap_or_default(),
+            r["path"].as_str().unwrap_or_default(),
+            r["verb"].as_str().unwrap_or_default(),
+            r["actor"].as_str().unwrap_or_default(),
+            r["persists_unguarded"],
+            r["judged_by"].as_str().unwrap_or("-"),
+            r["refused"]
+        );
+        println!("{line}");
+        if r["persisted"] == json!(true) {
+            open.push(line);
+        }
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/e2e");
+    std::fs::create_dir_all(&dir).expect("target/e2e");
+    std::fs::write(
+        dir.join("door-matrix.json"),
+        serde_json::to_string_pretty(&rows).expect("json"),
+    )
+    .expect("write door-matrix.json");
+    assert!(
+        open.is_empty(),
+        "paths that persisted a guarded field with volguard installed:\n{}",
+        open.join("\n")
+    );
+    let refused = rows.iter().filter(|r| r["refused"] == json!(true)).count();
+    println!(
+        "door-matrix: {} doors discovered, {} writes that persist a field unguarded; with volguard every one judged \
+         ({refused} refused, 0 persisted); target/e2e/door-matrix.json",
+        doors.len(),
+        unguarded.len()
+    );
+}

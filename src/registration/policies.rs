@@ -265,7 +265,8 @@ for the setter), stamped with their name; nobody else writes the stamp",
                 " == request.userInfo.username && (has(params.data) && params.data[?'break-glass'].orValue('rbac') == 'anyone' || \
 (!has(params.data) || params.data[?'break-glass'].orValue('rbac') == 'rbac') && ",
                 newly_set!(),
-                ".all(k, authorizer.group('volguard.io').resource('breakglass').namespace(request.namespace).name(\
+                ".all(k, (request.namespace != '' ? authorizer.group('volguard.io').resource('breakglass')\
+.namespace(request.namespace) : authorizer.group('volguard.io').resource('breakglass')).name(\
 {'volguard.io/allow-finalizer-removal': 'finalizer-removal', 'volguard.io/confirm-force-delete': 'force-delete', \
 'volguard.io/allow-lock-removal': 'claim-metadata', 'volguard.io/confirm-node-down': 'out-of-service-taint'}[k])\
 .check('use').allowed()))))"

@@ -482,7 +482,7 @@ fn chart_policies_render_what_manifests_policies_renders() {
         binding("force-delete"),
         serde_json::json!(["Warn", "Audit"])
     );
-    assert_eq!(binding("pod-status"), serde_json::json!(["Deny"]));
+    assert_eq!(binding("pod-status"), serde_json::json!(["Deny", "Audit"]));
     assert_eq!(
         objects["ConfigMap/storage-guard/volguard-policies"]["data"]["force-delete-users"],
         "system:serviceaccount:longhorn-system:longhorn"

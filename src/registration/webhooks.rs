@@ -134,16 +134,6 @@ pub const CHANGES_A_CONFIRMATION: Condition = Condition {
     ],
 };
 
-/// Not volguard's own writes (its webhook records releases, its controller drives incidents).
-pub const NOT_VOLGUARD: Condition = Condition {
-    name: "not-volguard",
-    comment: "",
-    lines: &[
-        "!(request.userInfo.username in ['system:serviceaccount:${NAMESPACE}:volguard-webhook',",
-        "'system:serviceaccount:${NAMESPACE}:volguard-controller'])",
-    ],
-};
-
 /// Every kind and path that can store a confirmation (rules.md §8 "every path"): CREATE, UPDATE
 /// and each subresource that stores metadata.
 pub const PROOF_RESOURCES: Resources = Resources {
@@ -676,7 +666,7 @@ pub const VALIDATING: &[Entry] = &[
         rwo_guard: false,
         ignore_with_policies: true,
         always_ignore: false,
-        conditions: &[&NOT_VOLGUARD, &CHANGES_A_CONFIRMATION],
+        conditions: &[&CHANGES_A_CONFIRMATION],
     },
     Entry {
         name: "fence-record.volguard.io",
@@ -688,7 +678,7 @@ pub const VALIDATING: &[Entry] = &[
         rwo_guard: false,
         ignore_with_policies: true,
         always_ignore: false,
-        conditions: &[&NOT_VOLGUARD],
+        conditions: &[],
     },
 ];
 

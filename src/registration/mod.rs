@@ -2,6 +2,8 @@
 //! (`webhooks`) and the CEL policies of the rows that need no other object (`policies`).
 
 pub mod admission_dir;
+pub mod conditions;
 pub mod drift;
 pub mod policies;
 pub mod webhooks;
+pub mod webhooks_yaml;

@@ -15,7 +15,10 @@
 //! without a confirmation are the policies' parameters: ConfigMap `volguard-policies` in
 //! volguard's namespace, written by the chart from the same values as the flags.
 
-use super::webhooks::{self, Condition};
+use super::conditions::{
+    self, Condition, newly_set, param_list, person, stamp, stored_override_counts,
+};
+use super::webhooks;
 use crate::rules::rule::{FailurePolicy, Rule};
 use serde_json::{Value, json};
 
@@ -52,67 +55,6 @@ pub enum Body {
     Mutate { json_patch: &'static str },
 }
 
-/// CEL: the caller is a person (neither `system:*` nor a service account), as `is_human`.
-macro_rules! person {
-    () => {
-        "(!request.userInfo.username.startsWith('system:') && !('system:serviceaccounts' in request.userInfo.groups))"
-    };
-}
-
-/// CEL: the stored object's override counts (rules.md §8): break glass is not off (`rbac` or
-/// `anyone`), and the override's stamp names a person. Who may set one was judged when it was
-/// written (`volguard-proof`), so nothing is asked of the authorizer at use time.
-macro_rules! stored_override_counts {
-    ($key:literal) => {
-        concat!(
-            "(has(params.data) && params.data[?'break-glass'].orValue('rbac') == 'anyone' || \
-(!has(params.data) || params.data[?'break-glass'].orValue('rbac') == 'rbac')) && \
-has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?'",
-            $key,
-            "'].orValue('') == 'true' && \
-!oldObject.metadata.annotations[?'volguard.io/confirmed-by'].orValue('system:').startsWith('system:') && \
-oldObject.metadata.annotations[?'volguard.io/confirmed-by'].orValue('') != ''"
-        )
-    };
-}
-
-/// CEL: the overrides this write sets (`"true"` now, not before; at CREATE there is no before),
-/// as `rules::proof::newly_set`.
-macro_rules! newly_set {
-    () => {
-        "['volguard.io/allow-finalizer-removal', 'volguard.io/confirm-force-delete', \
-'volguard.io/allow-lock-removal', 'volguard.io/confirm-node-down'].filter(k, has(object.metadata.annotations) && \
-object.metadata.annotations[?k].orValue('') == 'true' && !(request.operation == 'UPDATE' && \
-has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?k].orValue('') == 'true'))"
-    };
-}
-
-/// CEL: the stamp after and before this write ('' when absent).
-macro_rules! stamp {
-    (new) => {
-        "(has(object.metadata.annotations) ? object.metadata.annotations[?'volguard.io/confirmed-by'].orValue('') : '')"
-    };
-    (old) => {
-        "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) ? \
-oldObject.metadata.annotations[?'volguard.io/confirmed-by'].orValue('') : '')"
-    };
-}
-
-/// CEL: a comma-separated list parameter (empty when absent).
-macro_rules! param_list {
-    ($key:literal) => {
-        concat!(
-            "(has(params.data) && '",
-            $key,
-            "' in params.data && params.data['",
-            $key,
-            "'] != '' ? params.data['",
-            $key,
-            "'].split(',') : [])"
-        )
-    };
-}
-
 /// The table. Order: rules.md's.
 pub const POLICIES: &[Policy] = &[
     Policy {
@@ -122,7 +64,7 @@ pub const POLICIES: &[Policy] = &[
         operations: &["CREATE"],
         namespaced: true,
         all_scopes: false,
-        match_conditions: &[&webhooks::PVC_LACKS_FINALIZER],
+        match_conditions: &[&conditions::PVC_LACKS_FINALIZER],
         body: Body::Mutate {
             json_patch: "(!has(object.metadata.finalizers) ? \
 [JSONPatch{op: 'add', path: '/metadata/finalizers', value: ['kubernetes.io/pvc-protection']}] : \
@@ -139,7 +81,7 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
         operations: &["CREATE"],
         namespaced: false,
         all_scopes: false,
-        match_conditions: &[&webhooks::PV_LACKS_FINALIZER],
+        match_conditions: &[&conditions::PV_LACKS_FINALIZER],
         body: Body::Mutate {
             json_patch: "!has(object.metadata.finalizers) ? \
 [JSONPatch{op: 'add', path: '/metadata/finalizers', value: ['kubernetes.io/pv-protection']}] : \
@@ -155,8 +97,8 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
         all_scopes: false,
         // The same callers exempt as the webhook's entry: volguard and the garbage collector.
         match_conditions: &[
-            &webhooks::NOT_VOLGUARD_OR_THE_GC,
-            &webhooks::CHANGES_THE_LOCK,
+            &conditions::NOT_VOLGUARD_OR_THE_GC,
+            &conditions::CHANGES_THE_LOCK,
         ],
         body: Body::Validate {
             allowed: concat!(
@@ -182,10 +124,10 @@ volguard.io/allow-lock-removal=true and remove it'",
         namespaced: true,
         all_scopes: false,
         match_conditions: &[
-            &webhooks::GRACE_PERIOD_ZERO,
-            &webhooks::SCHEDULED_AND_NOT_TERMINAL,
-            &webhooks::NOT_OPTED_IN,
-            &webhooks::NOT_ITS_OWN_KUBELET,
+            &conditions::GRACE_PERIOD_ZERO,
+            &conditions::SCHEDULED_AND_NOT_TERMINAL,
+            &conditions::NOT_OPTED_IN,
+            &conditions::NOT_ITS_OWN_KUBELET,
         ],
         body: Body::Validate {
             allowed: concat!(
@@ -216,8 +158,8 @@ accepts the risk can annotate the pod volguard.io/confirm-force-delete=true and 
         namespaced: true,
         all_scopes: false,
         match_conditions: &[
-            &webhooks::ENDS_A_SCHEDULED_POD,
-            &webhooks::NOT_ITS_OWN_KUBELET,
+            &conditions::ENDS_A_SCHEDULED_POD,
+            &conditions::NOT_ITS_OWN_KUBELET,
         ],
         body: Body::Validate {
             allowed: concat!(
@@ -245,7 +187,7 @@ for the setter), stamped with their name; nobody else writes the stamp",
         operations: &["CREATE", "UPDATE"],
         namespaced: true,
         all_scopes: true,
-        match_conditions: &[&webhooks::CHANGES_A_CONFIRMATION],
+        match_conditions: &[&conditions::CHANGES_A_CONFIRMATION],
         body: Body::Validate {
             allowed: concat!(
                 "request.userInfo.username in ",
@@ -292,7 +234,7 @@ with volguard.io/confirmed-by naming that person in the same request; nobody els
         operations: &["DELETE", "UPDATE"],
         namespaced: true,
         all_scopes: true,
-        match_conditions: &[&webhooks::DELETES_OR_LIFTS_A_PROTECTION],
+        match_conditions: &[&conditions::DELETES_OR_LIFTS_A_PROTECTION],
         body: Body::Validate {
             allowed: concat!("request.operation == 'UPDATE' && ", person!()),
             message: "request.operation == 'DELETE' ? 'deleting ' + request.kind.kind + ' \"' + oldObject.metadata.name + \

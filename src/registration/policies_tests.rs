@@ -32,7 +32,7 @@ fn a_policy_judges_what_its_webhook_entry_judges() {
     // leave some out, and the claim-metadata policy judges the lock, not the owners).
     for p in POLICIES {
         for c in p.match_conditions {
-            if c.name == webhooks::CHANGES_THE_LOCK.name {
+            if c.name == conditions::CHANGES_THE_LOCK.name {
                 continue;
             }
             let found = webhooks::entries()

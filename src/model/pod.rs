@@ -1,0 +1,231 @@
+//! `v1` Pod, pruned to what the rules read: placement, volumes, phase, and (for a status
+//! write only) whether a container still runs.
+
+use super::*;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct Pod {
+    #[serde(default)]
+    pub metadata: Meta,
+    #[serde(default)]
+    pub spec: PodSpec,
+    #[serde(default)]
+    pub status: PodStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<Box<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+    /// Only its shape: where the RWO placement hint appends its preferred term (rules.md §2f).
+    /// Boxed and dropped from caches: admission of a pod CREATE is its only reader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Box<AffinityShape>>,
+    /// Only how long the pod tolerates `node.kubernetes.io/unreachable` (fencing's forgiveness,
+    /// rules.md §7): the list is folded while it decodes, never kept.
+    #[serde(
+        default,
+        rename = "tolerations",
+        deserialize_with = "wire::unreachable_toleration",
+        serialize_with = "wire::as_unreachable_toleration",
+        skip_serializing_if = "Tolerates::is_not_at_all"
+    )]
+    pub tolerates_unreachable: Tolerates,
+}
+
+/// How long a pod tolerates `node.kubernetes.io/unreachable` with effect NoExecute. Seconds in
+/// a `u32` (136 years; a negative toleration is 0, as the taint manager reads it): eight bytes in
+/// every pod, which admission futures carry (`a_decision_future_stays_small_whatever_the_rule`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tolerates {
+    #[default]
+    NotAtAll,
+    Seconds(u32),
+    Forever,
+}
+
+impl Tolerates {
+    pub fn is_not_at_all(&self) -> bool {
+        *self == Tolerates::NotAtAll
+    }
+}
+
+/// The taint a partitioned node gets from the node lifecycle controller.
+pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct AffinityShape {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<NodeAffinityShape>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct NodeAffinityShape {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_during_scheduling_ignored_during_execution: Option<Vec<PreferredTerm>>,
+}
+
+/// A preferred scheduling term, as far as the hint needs it: which hostnames it names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct PreferredTerm {
+    /// A NodeSelectorTerm, compared whole; an object like every other nested field.
+    #[serde(default, deserialize_with = "wire::object_value")]
+    pub preference: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct Volume {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<ClaimSource>,
+    /// Only presence matters: the claim is `<pod>-<volume>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ephemeral: Option<Present>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimSource {
+    #[serde(default)]
+    pub claim_name: String,
+    /// `readOnly: true`: the pod mounts the claim read-only, so it takes no RWO lock (rules.md §2f).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+}
+
+/// A JSON object whose content is irrelevant (decodes from any object, encodes as `{}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+pub struct Present {}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct PodStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Box<str>>,
+    /// The latest `containerStatuses[].state.terminated.finishedAt`, kept as it was written
+    /// (decoded without a vector per pod: admission decodes every pod it reviews).
+    #[serde(
+        default,
+        rename = "containerStatuses",
+        deserialize_with = "wire::latest_finished_at",
+        serialize_with = "wire::as_finished_container",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub finished_at: Option<String>,
+    /// The latest `conditions[].lastTransitionTime`.
+    #[serde(
+        default,
+        rename = "conditions",
+        deserialize_with = "wire::latest_transition",
+        serialize_with = "wire::as_condition",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub last_transition: Option<String>,
+}
+
+impl Pod {
+    pub fn node_name(&self) -> Option<&str> {
+        self.spec.node_name.as_deref().filter(|n| !n.is_empty())
+    }
+    /// rules.md "scheduled pod": `spec.nodeName != ""`.
+    pub fn is_scheduled(&self) -> bool {
+        self.node_name().is_some()
+    }
+    /// rules.md "terminal pod": phase Succeeded or Failed.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.status.phase.as_deref(), Some("Succeeded" | "Failed"))
+    }
+    /// rules.md "shut-down pod": being deleted with grace period 0.
+    pub fn is_shut_down(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+            && self.metadata.deletion_grace_period_seconds == Some(0)
+    }
+    pub fn phase(&self) -> &str {
+        self.status.phase.as_deref().unwrap_or("Unknown")
+    }
+    /// When a terminal pod stopped using its volumes: its last container's `finishedAt`, else
+    /// its latest condition transition (rules.md §4). `None` for running pods or when unrecorded.
+    pub fn ended_at(&self) -> Option<jiff::Timestamp> {
+        if !self.is_terminal() {
+            return None;
+        }
+        let parse = |t: &Option<String>| t.as_deref().and_then(|t| t.parse().ok());
+        parse(&self.status.finished_at).or_else(|| parse(&self.status.last_transition))
+    }
+    /// For caches: only a terminal pod's end time is ever read.
+    pub fn prune_status(&mut self) {
+        self.spec.affinity = None;
+        if !self.is_terminal() {
+            self.status.finished_at = None;
+            self.status.last_transition = None;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- PVC
+
+/// A pod's containers as the attach/detach controller reads them (rules.md §2h): it treats a
+/// terminating pod none of whose containers runs (each `terminated` or `waiting`) as stopped and
+/// detaches its volumes. Decoded only for a `pods/status` review.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ContainerStates {
+    #[serde(default)]
+    status: Option<ContainerStatesStatus>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ContainerStatesStatus {
+    #[serde(default, rename = "containerStatuses")]
+    container_statuses: Option<Vec<ContainerStateOf>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ContainerStateOf {
+    #[serde(default)]
+    state: Option<ContainerStateKeys>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ContainerStateKeys {
+    #[serde(default)]
+    waiting: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    terminated: Option<serde::de::IgnoredAny>,
+}
+
+impl ContainerStates {
+    /// Some container runs: its state is neither `terminated` nor `waiting` (upstream's
+    /// `notRunning`, inverted). No statuses: none runs.
+    pub fn any_running(&self) -> bool {
+        self.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .any(|c| {
+                c.state
+                    .as_ref()
+                    .is_none_or(|s| s.waiting.is_none() && s.terminated.is_none())
+            })
+    }
+}

@@ -6,8 +6,6 @@
 use super::break_glass::{Override, strip};
 use super::context::Admission;
 use super::review::{Embedded, EmbeddedKind, Request};
-use crate::model::fence::CONFIRM_NODE_DOWN;
-use crate::model::fence::{FENCE_INCIDENT, Release, ReleaseAction};
 use crate::model::{
     ALLOW_FINALIZER_REMOVAL, Binding, CONFIRM_FORCE_DELETE, DeleteOptions, Eviction, Meta, Node,
     PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc,
@@ -17,8 +15,7 @@ use crate::rules::force_delete::is_force;
 use crate::rules::rule::{On, Rule};
 use crate::rules::rwo_lock::{self, RwoLock, Via};
 use crate::rules::{
-    Decision, Fact, binding, finalizer_guard, force_delete, node_taint, pod_create, pod_status,
-    protect,
+    Decision, Fact, binding, finalizer_guard, force_delete, pod_create, pod_status, protect,
 };
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -58,7 +55,7 @@ impl Admission {
             (Rule::RwoPlacementHint, On::PodCreate) => self.placement_hint(req).await,
             (Rule::PodStatus, On::PodStatusUpdate) => self.pod_status(req).await,
             (Rule::ConfirmationStamp, _) if Rule::ConfirmationStamp.def().on.contains(&on) => {
-                stamp(req)
+                super::proofs::stamp(req)
             }
             (Rule::Proof, _) if Rule::Proof.def().on.contains(&on) => {
                 Box::pin(self.proof(req)).await
@@ -89,50 +86,6 @@ impl Admission {
     async fn protect_pvc(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let pvc = object::<Pvc>(&req.object, "object")?;
         Ok(protect::pvc_on_create(&pvc.metadata, PVC_FINALIZER))
-    }
-
-    /// rules.md §8: a proof is judged when it is written. The setter of a confirmation is
-    /// asked of the authorizer with their own groups; a NodeFence's record and status are
-    /// volguard's alone.
-    async fn proof(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        use crate::rules::proof::{self, BreakGlass};
-        let fence = req.kind.group == crate::model::fence::GROUP;
-        if fence && !self.own_identities.contains(&req.user_info.username) {
-            let new = object::<crate::model::fence::NodeFence>(&req.object, "object")?;
-            let old = match &*req.operation {
-                "CREATE" => None,
-                _ => Some(object::<crate::model::fence::NodeFence>(
-                    &req.old_object,
-                    "oldObject",
-                )?),
-            };
-            if let Some(d) = proof::fence_record(&req.user_info, old.as_deref(), &new) {
-                return Ok(d);
-            }
-        }
-        let new = metadata(&req.object, "object")?;
-        let old = match &*req.operation {
-            "CREATE" => None,
-            _ => Some(metadata(&req.old_object, "oldObject")?),
-        };
-        let set = proof::newly_set(old.as_deref(), &new, fence);
-        let mut asked = Vec::with_capacity(set.len());
-        if self.break_glass == BreakGlass::Rbac
-            && crate::rules::force_delete::is_human(&req.user_info)
-        {
-            for o in set {
-                asked.push((o, self.authority(req, o).await));
-            }
-        }
-        Ok(proof::judge(
-            &req.user_info,
-            &self.own_identities,
-            old.as_deref(),
-            &new,
-            fence,
-            self.break_glass,
-            &asked,
-        ))
     }
 
     async fn protect_pv(&self, req: &Request<'_>) -> Result<Decision, Decision> {
@@ -336,242 +289,6 @@ impl Admission {
             ),
             ignored,
         ))
-    }
-
-    /// rules.md §7 guards: the incident is read live, and only for volguard's own controller; a
-    /// confirmation or a taint is judged against the node's heartbeat (a live read of its Lease,
-    /// its stored Ready condition); a trusted remediator's taint is recorded as a release.
-    async fn out_of_service(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let mut old = object::<Node>(&req.old_object, "oldObject")?;
-        let mut new = object::<Node>(&req.object, "object")?;
-        let adds_taint = new.is_out_of_service() && !old.is_out_of_service();
-        let confirms = new.metadata.annotation_true(CONFIRM_NODE_DOWN)
-            && !old.metadata.annotation_true(CONFIRM_NODE_DOWN);
-        if !adds_taint && !confirms {
-            return Ok(Decision::allow("out-of-service-not-added"));
-        }
-        let mut ignored = None;
-        if adds_taint
-            && let Override::Ignored(w) = self.override_counts(CONFIRM_NODE_DOWN, &old.metadata)
-        {
-            strip(&mut old.to_mut().metadata, CONFIRM_NODE_DOWN);
-            strip(&mut new.to_mut().metadata, CONFIRM_NODE_DOWN);
-            ignored = Some(w);
-        }
-        let name = old.metadata.name.clone();
-        // Boxed: live reads taken once per confirmation or taint, not per review.
-        let (incident, alive) = Box::pin(async {
-            let own = self.own_controllers.contains(&req.user_info.username);
-            let incident = match new.metadata.annotation(FENCE_INCIDENT) {
-                Some(i) if own && adds_taint => self.cluster.node_fence(i).await,
-                _ => Fact::Missing,
-            };
-            (incident, self.node_alive(&name, old.ready()).await)
-        })
-        .await;
-        let d = node_taint::node_update(
-            &req.user_info,
-            &self.own_controllers,
-            &self.policy.remediators,
-            &old,
-            &new,
-            deref(&incident),
-            alive.as_ref().map(String::as_str),
-        );
-        let d = match d.row {
-            "out-of-service-remediator" => {
-                let release = Release {
-                    action: ReleaseAction::Taint,
-                    by: req.user_info.username.clone(),
-                    proof: "trusted remediator (taint)".into(),
-                    pods: Vec::new(),
-                };
-                Box::pin(self.record(req, &name, release, d)).await
-            }
-            _ => d,
-        };
-        Ok(with_warning(d, ignored))
-    }
-
-    /// rules.md §2i: deletion protection. A DELETE reads the stored object (and, for a
-    /// Namespace, its protected claims from the claim cache); an UPDATE compares old and new.
-    async fn delete_protection(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        use crate::model::Namespace;
-        use crate::rules::delete_protection::{self as dp, Kind};
-        let delete = req.operation == "DELETE";
-        let (kind, old, new) = match &*req.kind.kind {
-            "PersistentVolumeClaim" => {
-                let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
-                fill_namespace(&mut old, req);
-                let new = match delete {
-                    true => None,
-                    false => Some(object::<Pvc>(&req.object, "object")?.metadata.clone()),
-                };
-                (Kind::Claim, old.metadata.clone(), new)
-            }
-            "PersistentVolume" => {
-                let old = object::<Pv>(&req.old_object, "oldObject")?;
-                let new = match delete {
-                    true => None,
-                    false => Some(object::<Pv>(&req.object, "object")?.metadata.clone()),
-                };
-                (Kind::Volume, old.metadata.clone(), new)
-            }
-            _ => {
-                let old = object::<Namespace>(&req.old_object, "oldObject")?;
-                let new = match delete {
-                    true => None,
-                    false => Some(object::<Namespace>(&req.object, "object")?.metadata.clone()),
-                };
-                (Kind::Namespace, old.metadata.clone(), new)
-            }
-        };
-        if let Some(new) = new {
-            return Ok(dp::update(&req.user_info, kind, &old, &new));
-        }
-        // A claim's volume and namespace, read only when the claim itself is not protected (its
-        // own mark refuses first). Boxed: two reads kept out of every review's future.
-        if kind == Kind::Claim && !dp::protected(&old) {
-            let volume_name = match &req.old_object {
-                Embedded::Pvc(p) => p.spec.volume_name.clone(),
-                _ => object::<Pvc>(&req.old_object, "oldObject")?
-                    .spec
-                    .volume_name
-                    .clone(),
-            };
-            let (volume, namespace) = Box::pin(async {
-                let volume = match volume_name.as_deref().filter(|v| !v.is_empty()) {
-                    Some(v) => self.cluster.pv(v).await,
-                    None => Fact::Missing,
-                };
-                (volume, self.cluster.namespace(&old.namespace).await)
-            })
-            .await;
-            let behind = dp::Behind {
-                volume: deref(&volume),
-                namespace: match &namespace {
-                    Fact::Found(n) => Fact::Found(&n.metadata),
-                    Fact::Missing => Fact::Missing,
-                    Fact::Unknown(e) => Fact::Unknown(e.clone()),
-                },
-            };
-            if let Some(d) = dp::claim_behind(&old, &behind) {
-                return Ok(d);
-            }
-        }
-        // A namespace's protected claims, from the cache: the watch sees an annotation added
-        // before the namespace's DELETE (a claim protected in the same instant may be missed;
-        // its own DELETE is still refused by row 1).
-        let claims: Fact<Vec<String>> = match kind {
-            Kind::Namespace if !self.cluster.synced() => {
-                Fact::Unknown(crate::rules::decision::ReadError::Api {
-                    what: "the namespace's claims".into(),
-                    message: "the claim cache is not synced yet".into(),
-                })
-            }
-            Kind::Namespace => Fact::Found(
-                self.cluster
-                    .store()
-                    .pvcs
-                    .in_namespace(&old.name)
-                    .iter()
-                    .filter(|p| dp::protected(&p.metadata))
-                    .map(|p| p.metadata.name.clone())
-                    .collect(),
-            ),
-            Kind::Claim | Kind::Volume => Fact::Missing,
-        };
-        Ok(dp::delete(kind, &old, claims.as_ref().map(Vec::as_slice)))
-    }
-
-    /// rules.md §7 "Node deletion is a release": the pods on it by a consistent read, its records
-    /// live; a deletion allowed on a proof no record holds yet is recorded before the answer.
-    async fn node_delete(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let node = object::<Node>(&req.old_object, "oldObject")?;
-        let name = node.metadata.name.clone();
-        let (users, fences, alive) = Box::pin(async {
-            let users = self.cluster.claim_users_on_node(&name).await;
-            let fences = match &users {
-                Fact::Found(u) if !u.is_empty() => self.cluster.fences_of_node(&name).await,
-                _ => Fact::Found(Vec::new()),
-            };
-            let alive = match &users {
-                Fact::Found(u) if !u.is_empty() => self.node_alive(&name, node.ready()).await,
-                _ => Fact::Missing,
-            };
-            (users, fences, alive)
-        })
-        .await;
-        let d = crate::rules::node_delete::node_delete(
-            &req.user_info,
-            &node,
-            users.as_ref().map(Vec::as_slice),
-            fences.as_ref().map(Vec::as_slice),
-            &self.policy.remediators,
-            alive.as_ref().map(String::as_str),
-        );
-        Ok(match d.record {
-            Some((proof, pods)) => {
-                let release = Release {
-                    action: ReleaseAction::NodeDelete,
-                    by: req.user_info.username.clone(),
-                    proof,
-                    pods,
-                };
-                Box::pin(self.record(req, &name, release, d.decision)).await
-            }
-            None => d.decision,
-        })
-    }
-
-    /// Write the record of a release before allowing it (rules.md §7); a dry run writes nothing.
-    /// A record that cannot be written refuses: a release nobody can find later proves nothing.
-    async fn record(
-        &self,
-        req: &Request<'_>,
-        node: &str,
-        release: Release,
-        d: Decision,
-    ) -> Decision {
-        if req.dry_run.unwrap_or(false) {
-            return d;
-        }
-        match self.cluster.record_release(node, release).await {
-            Ok(name) => {
-                tracing::warn!(node, record = %name, row = d.row, "release of a node recorded");
-                d.with_warning(format!("recorded as NodeFence {name}"))
-            }
-            Err(e) => Decision::unavailable(
-                "release-unrecorded",
-                format!(
-                    "node {node:?}: volguard could not record this release as a NodeFence ({e}); without the record \
-                     its pods cannot be released later. Retry"
-                ),
-            ),
-        }
-    }
-
-    /// Why `node` is evidently alive (rules.md §7): its stored Ready condition, or its Lease
-    /// renewed within `--partition-after`, read live. `Missing`: not evidently alive.
-    async fn node_alive(&self, node: &str, ready: Option<bool>) -> Fact<String> {
-        if ready == Some(true) {
-            return Fact::Found("it reports Ready".into());
-        }
-        match self.cluster.lease_renewed(node).await {
-            Fact::Found(renewed) => {
-                match crate::rules::fencing::alive(
-                    ready,
-                    renewed,
-                    self.partition_after,
-                    jiff::Timestamp::now(),
-                ) {
-                    Some(why) => Fact::Found(why),
-                    None => Fact::Missing,
-                }
-            }
-            Fact::Missing => Fact::Missing,
-            Fact::Unknown(e) => Fact::Unknown(e),
-        }
     }
 
     /// rules.md §2c, judged on the stored object (`oldObject`): a patch that nulls `finalizers` and
@@ -782,76 +499,10 @@ impl Admission {
         };
         Ok(Box::pin(self.rwo_place(req, &pod, &node, Via::Create)).await)
     }
-
-    /// When `node` is gone (`fact`, read live), the NodeFence that records its deletion on proof,
-    /// made after `since` (rules.md §7). `None` when the node is there, or gone without a record,
-    /// or the records could not be read (unsure: no proof).
-    pub(super) async fn gone_record(
-        &self,
-        node: &str,
-        fact: &Fact<Arc<Node>>,
-        since: Option<jiff::Timestamp>,
-    ) -> Option<String> {
-        if !matches!(fact, Fact::Missing) {
-            return None;
-        }
-        match self.cluster.fences_of_node(node).await {
-            Fact::Found(all) => {
-                let f = crate::model::fence::proof_of_down(
-                    &all,
-                    node,
-                    since,
-                    crate::model::fence::GONE,
-                )?;
-                // No record proves a node down while its Lease renews (rules.md §8): a kubelet
-                // that still heartbeats after the record was written runs its pods.
-                match (
-                    self.cluster.lease_renewed(node).await,
-                    f.metadata.creation_timestamp,
-                ) {
-                    (Fact::Found(Some(renewed)), Some(at)) if renewed > at => None,
-                    (Fact::Unknown(_), _) => None,
-                    _ => Some(f.metadata.name.clone()),
-                }
-            }
-            Fact::Missing | Fact::Unknown(_) => None,
-        }
-    }
-}
-
-/// The confirmation stamp of a CREATE or UPDATE of any kind (rules.md §8).
-fn stamp(req: &Request<'_>) -> Result<Decision, Decision> {
-    let new = metadata(&req.object, "object")?;
-    let old = match &*req.operation {
-        "CREATE" => None,
-        _ => Some(metadata(&req.old_object, "oldObject")?),
-    };
-    let fence = req.kind.group == crate::model::fence::GROUP;
-    Ok(crate::rules::stamp::stamp(
-        &req.user_info,
-        fence,
-        old.as_deref(),
-        &new,
-    ))
-}
-
-/// The metadata of an embedded object of any kind (decoded in the review's pass, or raw).
-fn metadata<'r>(e: &'r Embedded<'_>, field: &'static str) -> Result<Cow<'r, Meta>, Decision> {
-    Ok(match e {
-        Embedded::Pod(o) => Cow::Borrowed(&o.metadata),
-        Embedded::Pvc(o) => Cow::Borrowed(&o.metadata),
-        Embedded::Pv(o) => Cow::Borrowed(&o.metadata),
-        Embedded::Node(o) => Cow::Borrowed(&o.metadata),
-        _ => Cow::Owned(
-            object::<crate::model::Namespace>(e, field)?
-                .into_owned()
-                .metadata,
-        ),
-    })
 }
 
 /// `d`, with the warning that an override did not count, when one did not.
-fn with_warning(d: Decision, warning: Option<String>) -> Decision {
+pub(super) fn with_warning(d: Decision, warning: Option<String>) -> Decision {
     match warning {
         Some(w) => d.with_warning(w),
         None => d,
@@ -869,7 +520,7 @@ type ForceJudge = fn(
 ) -> Decision;
 
 /// One embedded object; a missing or malformed object is the caller's mistake (400).
-fn object<'r, T: EmbeddedKind>(
+pub(super) fn object<'r, T: EmbeddedKind>(
     e: &'r Embedded<'_>,
     field: &'static str,
 ) -> Result<Cow<'r, T>, Decision> {
@@ -878,7 +529,7 @@ fn object<'r, T: EmbeddedKind>(
 }
 
 /// The pod a subresource request is about: the object's name/namespace, else the request's.
-fn name_of(meta: &Meta, req: &Request<'_>) -> (String, String) {
+pub(super) fn name_of(meta: &Meta, req: &Request<'_>) -> (String, String) {
     let ns = if meta.namespace.is_empty() {
         req.namespace.as_deref().unwrap_or_default().to_string()
     } else {
@@ -893,7 +544,7 @@ fn name_of(meta: &Meta, req: &Request<'_>) -> (String, String) {
 }
 
 /// Objects being created may omit their namespace; the request carries it.
-fn fill_namespace<T: Clone + HasMeta>(obj: &mut Cow<'_, T>, req: &Request<'_>) {
+pub(super) fn fill_namespace<T: Clone + HasMeta>(obj: &mut Cow<'_, T>, req: &Request<'_>) {
     if obj.meta().namespace.is_empty()
         && let Some(ns) = &req.namespace
     {
@@ -901,7 +552,7 @@ fn fill_namespace<T: Clone + HasMeta>(obj: &mut Cow<'_, T>, req: &Request<'_>) {
     }
 }
 
-trait HasMeta {
+pub(super) trait HasMeta {
     fn meta(&self) -> &Meta;
     fn meta_mut(&mut self) -> &mut Meta;
 }

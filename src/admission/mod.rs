@@ -5,7 +5,9 @@ mod context;
 pub mod dispatch;
 pub mod encode;
 mod facts;
+mod nodes;
 mod placement;
+mod proofs;
 pub mod review;
 
 pub use context::Admission;

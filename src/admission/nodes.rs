@@ -1,0 +1,194 @@
+//! The facts of the node guards (rules.md §7): a taint or a confirmation judged against the
+//! node's heartbeat, a Node's deletion against its pods and records, a release recorded before
+//! it is allowed, and "node gone" read from the records that prove it.
+
+use super::break_glass::{Override, strip};
+use super::context::Admission;
+use super::facts::{deref, object, with_warning};
+use super::review::Request;
+use crate::model::Node;
+use crate::model::fence::{CONFIRM_NODE_DOWN, FENCE_INCIDENT, Release, ReleaseAction};
+use crate::rules::{Decision, Fact, node_taint};
+use std::sync::Arc;
+
+impl Admission {
+    /// rules.md §7 guards: the incident is read live, and only for volguard's own controller; a
+    /// confirmation or a taint is judged against the node's heartbeat (a live read of its Lease,
+    /// its stored Ready condition); a trusted remediator's taint is recorded as a release.
+    pub(super) async fn out_of_service(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let mut old = object::<Node>(&req.old_object, "oldObject")?;
+        let mut new = object::<Node>(&req.object, "object")?;
+        let adds_taint = new.is_out_of_service() && !old.is_out_of_service();
+        let confirms = new.metadata.annotation_true(CONFIRM_NODE_DOWN)
+            && !old.metadata.annotation_true(CONFIRM_NODE_DOWN);
+        if !adds_taint && !confirms {
+            return Ok(Decision::allow("out-of-service-not-added"));
+        }
+        let mut ignored = None;
+        if adds_taint
+            && let Override::Ignored(w) = self.override_counts(CONFIRM_NODE_DOWN, &old.metadata)
+        {
+            strip(&mut old.to_mut().metadata, CONFIRM_NODE_DOWN);
+            strip(&mut new.to_mut().metadata, CONFIRM_NODE_DOWN);
+            ignored = Some(w);
+        }
+        let name = old.metadata.name.clone();
+        // Boxed: live reads taken once per confirmation or taint, not per review.
+        let (incident, alive) = Box::pin(async {
+            let own = self.own_controllers.contains(&req.user_info.username);
+            let incident = match new.metadata.annotation(FENCE_INCIDENT) {
+                Some(i) if own && adds_taint => self.cluster.node_fence(i).await,
+                _ => Fact::Missing,
+            };
+            (incident, self.node_alive(&name, old.ready()).await)
+        })
+        .await;
+        let d = node_taint::node_update(
+            &req.user_info,
+            &self.own_controllers,
+            &self.policy.remediators,
+            &old,
+            &new,
+            deref(&incident),
+            alive.as_ref().map(String::as_str),
+        );
+        let d = match d.row {
+            "out-of-service-remediator" => {
+                let release = Release {
+                    action: ReleaseAction::Taint,
+                    by: req.user_info.username.clone(),
+                    proof: "trusted remediator (taint)".into(),
+                    pods: Vec::new(),
+                };
+                Box::pin(self.record(req, &name, release, d)).await
+            }
+            _ => d,
+        };
+        Ok(with_warning(d, ignored))
+    }
+
+    /// rules.md §7 "Node deletion is a release": the pods on it by a consistent read, its records
+    /// live; a deletion allowed on a proof no record holds yet is recorded before the answer.
+    pub(super) async fn node_delete(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        let node = object::<Node>(&req.old_object, "oldObject")?;
+        let name = node.metadata.name.clone();
+        let (users, fences, alive) = Box::pin(async {
+            let users = self.cluster.claim_users_on_node(&name).await;
+            let fences = match &users {
+                Fact::Found(u) if !u.is_empty() => self.cluster.fences_of_node(&name).await,
+                _ => Fact::Found(Vec::new()),
+            };
+            let alive = match &users {
+                Fact::Found(u) if !u.is_empty() => self.node_alive(&name, node.ready()).await,
+                _ => Fact::Missing,
+            };
+            (users, fences, alive)
+        })
+        .await;
+        let d = crate::rules::node_delete::node_delete(
+            &req.user_info,
+            &node,
+            users.as_ref().map(Vec::as_slice),
+            fences.as_ref().map(Vec::as_slice),
+            &self.policy.remediators,
+            alive.as_ref().map(String::as_str),
+        );
+        Ok(match d.record {
+            Some((proof, pods)) => {
+                let release = Release {
+                    action: ReleaseAction::NodeDelete,
+                    by: req.user_info.username.clone(),
+                    proof,
+                    pods,
+                };
+                Box::pin(self.record(req, &name, release, d.decision)).await
+            }
+            None => d.decision,
+        })
+    }
+
+    /// Write the record of a release before allowing it (rules.md §7); a dry run writes nothing.
+    /// A record that cannot be written refuses: a release nobody can find later proves nothing.
+    pub(super) async fn record(
+        &self,
+        req: &Request<'_>,
+        node: &str,
+        release: Release,
+        d: Decision,
+    ) -> Decision {
+        if req.dry_run.unwrap_or(false) {
+            return d;
+        }
+        match self.cluster.record_release(node, release).await {
+            Ok(name) => {
+                tracing::warn!(node, record = %name, row = d.row, "release of a node recorded");
+                d.with_warning(format!("recorded as NodeFence {name}"))
+            }
+            Err(e) => Decision::unavailable(
+                "release-unrecorded",
+                format!(
+                    "node {node:?}: volguard could not record this release as a NodeFence ({e}); without the record \
+                     its pods cannot be released later. Retry"
+                ),
+            ),
+        }
+    }
+
+    /// Why `node` is evidently alive (rules.md §7): its stored Ready condition, or its Lease
+    /// renewed within `--partition-after`, read live. `Missing`: not evidently alive.
+    pub(super) async fn node_alive(&self, node: &str, ready: Option<bool>) -> Fact<String> {
+        if ready == Some(true) {
+            return Fact::Found("it reports Ready".into());
+        }
+        match self.cluster.lease_renewed(node).await {
+            Fact::Found(renewed) => {
+                match crate::rules::fencing::alive(
+                    ready,
+                    renewed,
+                    self.partition_after,
+                    jiff::Timestamp::now(),
+                ) {
+                    Some(why) => Fact::Found(why),
+                    None => Fact::Missing,
+                }
+            }
+            Fact::Missing => Fact::Missing,
+            Fact::Unknown(e) => Fact::Unknown(e),
+        }
+    }
+
+    /// When `node` is gone (`fact`, read live), the NodeFence that records its deletion on proof,
+    /// made after `since` (rules.md §7). `None` when the node is there, or gone without a record,
+    /// or the records could not be read (unsure: no proof).
+    pub(super) async fn gone_record(
+        &self,
+        node: &str,
+        fact: &Fact<Arc<Node>>,
+        since: Option<jiff::Timestamp>,
+    ) -> Option<String> {
+        if !matches!(fact, Fact::Missing) {
+            return None;
+        }
+        match self.cluster.fences_of_node(node).await {
+            Fact::Found(all) => {
+                let f = crate::model::fence::proof_of_down(
+                    &all,
+                    node,
+                    since,
+                    crate::model::fence::GONE,
+                )?;
+                // No record proves a node down while its Lease renews (rules.md §8): a kubelet
+                // that still heartbeats after the record was written runs its pods.
+                match (
+                    self.cluster.lease_renewed(node).await,
+                    f.metadata.creation_timestamp,
+                ) {
+                    (Fact::Found(Some(renewed)), Some(at)) if renewed > at => None,
+                    (Fact::Unknown(_), _) => None,
+                    _ => Some(f.metadata.name.clone()),
+                }
+            }
+            Fact::Missing | Fact::Unknown(_) => None,
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The facts of what a person marks or confirms (rules.md §8, §2i): who sets a proof and its
+//! stamp, on any kind and path, and deletion protection with what stands behind a claim.
+
+use super::context::Admission;
+use super::facts::{deref, fill_namespace, object};
+use super::review::{Embedded, Request};
+use crate::model::{Meta, Pv, Pvc};
+use crate::rules::{Decision, Fact};
+use std::borrow::Cow;
+
+impl Admission {
+    /// rules.md §8: a proof is judged when it is written. The setter of a confirmation is
+    /// asked of the authorizer with their own groups; a NodeFence's record and status are
+    /// volguard's alone.
+    pub(super) async fn proof(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        use crate::rules::proof::{self, BreakGlass};
+        let fence = req.kind.group == crate::model::fence::GROUP;
+        if fence && !self.own_identities.contains(&req.user_info.username) {
+            let new = object::<crate::model::fence::NodeFence>(&req.object, "object")?;
+            let old = match &*req.operation {
+                "CREATE" => None,
+                _ => Some(object::<crate::model::fence::NodeFence>(
+                    &req.old_object,
+                    "oldObject",
+                )?),
+            };
+            if let Some(d) = proof::fence_record(&req.user_info, old.as_deref(), &new) {
+                return Ok(d);
+            }
+        }
+        let new = metadata(&req.object, "object")?;
+        let old = match &*req.operation {
+            "CREATE" => None,
+            _ => Some(metadata(&req.old_object, "oldObject")?),
+        };
+        let set = proof::newly_set(old.as_deref(), &new, fence);
+        let mut asked = Vec::with_capacity(set.len());
+        if self.break_glass == BreakGlass::Rbac
+            && crate::rules::force_delete::is_human(&req.user_info)
+        {
+            for o in set {
+                asked.push((o, self.authority(req, o).await));
+            }
+        }
+        Ok(proof::judge(
+            &req.user_info,
+            &self.own_identities,
+            old.as_deref(),
+            &new,
+            fence,
+            self.break_glass,
+            &asked,
+        ))
+    }
+
+    /// rules.md §2i: deletion protection. A DELETE reads the stored object (and, for a
+    /// Namespace, its protected claims from the claim cache); an UPDATE compares old and new.
+    pub(super) async fn delete_protection(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+        use crate::model::Namespace;
+        use crate::rules::delete_protection::{self as dp, Kind};
+        let delete = req.operation == "DELETE";
+        let (kind, old, new) = match &*req.kind.kind {
+            "PersistentVolumeClaim" => {
+                let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
+                fill_namespace(&mut old, req);
+                let new = match delete {
+                    true => None,
+                    false => Some(object::<Pvc>(&req.object, "object")?.metadata.clone()),
+                };
+                (Kind::Claim, old.metadata.clone(), new)
+            }
+            "PersistentVolume" => {
+                let old = object::<Pv>(&req.old_object, "oldObject")?;
+                let new = match delete {
+                    true => None,
+                    false => Some(object::<Pv>(&req.object, "object")?.metadata.clone()),
+                };
+                (Kind::Volume, old.metadata.clone(), new)
+            }
+            _ => {
+                let old = object::<Namespace>(&req.old_object, "oldObject")?;
+                let new = match delete {
+                    true => None,
+                    false => Some(object::<Namespace>(&req.object, "object")?.metadata.clone()),
+                };
+                (Kind::Namespace, old.metadata.clone(), new)
+            }
+        };
+        if let Some(new) = new {
+            return Ok(dp::update(&req.user_info, kind, &old, &new));
+        }
+        // A claim's volume and namespace, read only when the claim itself is not protected (its
+        // own mark refuses first). Boxed: two reads kept out of every review's future.
+        if kind == Kind::Claim && !dp::protected(&old) {
+            let volume_name = match &req.old_object {
+                Embedded::Pvc(p) => p.spec.volume_name.clone(),
+                _ => object::<Pvc>(&req.old_object, "oldObject")?
+                    .spec
+                    .volume_name
+                    .clone(),
+            };
+            let (volume, namespace) = Box::pin(async {
+                let volume = match volume_name.as_deref().filter(|v| !v.is_empty()) {
+                    Some(v) => self.cluster.pv(v).await,
+                    None => Fact::Missing,
+                };
+                (volume, self.cluster.namespace(&old.namespace).await)
+            })
+            .await;
+            let behind = dp::Behind {
+                volume: deref(&volume),
+                namespace: match &namespace {
+                    Fact::Found(n) => Fact::Found(&n.metadata),
+                    Fact::Missing => Fact::Missing,
+                    Fact::Unknown(e) => Fact::Unknown(e.clone()),
+                },
+            };
+            if let Some(d) = dp::claim_behind(&old, &behind) {
+                return Ok(d);
+            }
+        }
+        // A namespace's protected claims, from the cache: the watch sees an annotation added
+        // before the namespace's DELETE (a claim protected in the same instant may be missed;
+        // its own DELETE is still refused by row 1).
+        let claims: Fact<Vec<String>> = match kind {
+            Kind::Namespace if !self.cluster.synced() => {
+                Fact::Unknown(crate::rules::decision::ReadError::Api {
+                    what: "the namespace's claims".into(),
+                    message: "the claim cache is not synced yet".into(),
+                })
+            }
+            Kind::Namespace => Fact::Found(
+                self.cluster
+                    .store()
+                    .pvcs
+                    .in_namespace(&old.name)
+                    .iter()
+                    .filter(|p| dp::protected(&p.metadata))
+                    .map(|p| p.metadata.name.clone())
+                    .collect(),
+            ),
+            Kind::Claim | Kind::Volume => Fact::Missing,
+        };
+        Ok(dp::delete(kind, &old, claims.as_ref().map(Vec::as_slice)))
+    }
+}
+
+/// The confirmation stamp of a CREATE or UPDATE of any kind (rules.md §8).
+pub(super) fn stamp(req: &Request<'_>) -> Result<Decision, Decision> {
+    let new = metadata(&req.object, "object")?;
+    let old = match &*req.operation {
+        "CREATE" => None,
+        _ => Some(metadata(&req.old_object, "oldObject")?),
+    };
+    let fence = req.kind.group == crate::model::fence::GROUP;
+    Ok(crate::rules::stamp::stamp(
+        &req.user_info,
+        fence,
+        old.as_deref(),
+        &new,
+    ))
+}
+
+/// The metadata of an embedded object of any kind (decoded in the review's pass, or raw).
+fn metadata<'r>(e: &'r Embedded<'_>, field: &'static str) -> Result<Cow<'r, Meta>, Decision> {
+    Ok(match e {
+        Embedded::Pod(o) => Cow::Borrowed(&o.metadata),
+        Embedded::Pvc(o) => Cow::Borrowed(&o.metadata),
+        Embedded::Pv(o) => Cow::Borrowed(&o.metadata),
+        Embedded::Node(o) => Cow::Borrowed(&o.metadata),
+        _ => Cow::Owned(
+            object::<crate::model::Namespace>(e, field)?
+                .into_owned()
+                .metadata,
+        ),
+    })
+}

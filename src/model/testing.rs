@@ -23,6 +23,20 @@ pub fn node(name: &str) -> Node {
     n
 }
 
+/// Metadata carrying these annotations (none: no map at all).
+pub fn annotated(pairs: &[(&str, &str)]) -> Meta {
+    let mut m = Meta::default();
+    if !pairs.is_empty() {
+        m.annotations = Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+    }
+    m
+}
+
 pub fn user(name: &str, groups: &[&str]) -> UserInfo {
     UserInfo {
         username: name.into(),

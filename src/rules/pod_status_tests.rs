@@ -191,11 +191,8 @@ fn row7_forged_end_refused_even_when_the_node_is_unknown() {
 fn row1_container_states_ended_by_someone_else_are_a_forged_end() {
     // Phase unchanged, every container rewritten to terminated: the attach/detach controller
     // would detach the volumes of a terminating pod whose containers still run.
-    let sa = UserInfo {
-        username: "system:serviceaccount:ns:ci".into(),
-        groups: vec!["system:serviceaccounts".into()],
-        ..Default::default()
-    };
+    let sa =
+        crate::model::testing::user("system:serviceaccount:ns:ci", &["system:serviceaccounts"]);
     let running = pod("Running");
     let d = pod_status_update(
         &sa,

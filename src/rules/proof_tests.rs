@@ -6,20 +6,16 @@ use crate::model::testing;
 const OWN: &str = "system:serviceaccount:volguard-system:volguard-controller";
 
 fn meta(pairs: &[(&str, &str)]) -> Meta {
-    let mut m = Meta::default();
-    if !pairs.is_empty() {
-        m.annotations = Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
-    }
-    m
+    testing::annotated(pairs)
 }
 
 fn alice() -> UserInfo {
     testing::user("alice", &["system:authenticated"])
+}
+
+/// Alice's write, judged with break glass through RBAC (`asked`: the authorizer's answers).
+fn alice_writes(old: Option<&Meta>, new: &Meta, asked: &[(Override, Authority)]) -> Decision {
+    judge(&alice(), &[], old, new, false, BreakGlass::Rbac, asked)
 }
 
 fn allowed(o: Override) -> Vec<(Override, Authority)> {
@@ -31,26 +27,10 @@ const FORCE: Override = OVERRIDES[1];
 #[test]
 fn a_person_with_the_verb_sets_a_stamped_confirmation() {
     let new = meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, "alice")]);
-    let d = judge(
-        &alice(),
-        &[],
-        Some(&meta(&[])),
-        &new,
-        false,
-        BreakGlass::Rbac,
-        &allowed(FORCE),
-    );
+    let d = alice_writes(Some(&meta(&[])), &new, &allowed(FORCE));
     assert_eq!((d.allowed, d.row), (true, "proof-set"));
     // At CREATE too: there is no earlier object.
-    let d = judge(
-        &alice(),
-        &[],
-        None,
-        &new,
-        false,
-        BreakGlass::Rbac,
-        &allowed(FORCE),
-    );
+    let d = alice_writes(None, &new, &allowed(FORCE));
     assert_eq!((d.allowed, d.row), (true, "proof-set"));
 }
 
@@ -87,26 +67,14 @@ fn a_service_account_node_or_system_user_never_sets_one() {
 #[test]
 fn a_person_without_the_verb_or_unasked_is_refused() {
     let new = meta(&[(CONFIRM_NODE_DOWN, "true"), (CONFIRMED_BY, "alice")]);
-    let d = judge(
-        &alice(),
-        &[],
-        None,
-        &new,
-        false,
-        BreakGlass::Rbac,
-        &[(OVERRIDES[3], Authority::Denied)],
-    );
+    let d = alice_writes(None, &new, &[(OVERRIDES[3], Authority::Denied)]);
     assert_eq!((d.allowed, d.row), (false, "proof-not-authorized"));
     assert!(d.message.unwrap().contains("out-of-service-taint"));
-    let d = judge(&alice(), &[], None, &new, false, BreakGlass::Rbac, &[]);
+    let d = alice_writes(None, &new, &[]);
     assert_eq!(d.row, "proof-not-authorized");
-    let d = judge(
-        &alice(),
-        &[],
+    let d = alice_writes(
         None,
         &new,
-        false,
-        BreakGlass::Rbac,
         &[(OVERRIDES[3], Authority::Unknown("timeout".into()))],
     );
     assert_eq!((d.allowed, d.code), (false, 500));
@@ -119,15 +87,7 @@ fn a_confirmation_without_its_setters_stamp_is_refused() {
         if let Some(s) = stamp {
             pairs.push((CONFIRMED_BY, s));
         }
-        let d = judge(
-            &alice(),
-            &[],
-            None,
-            &meta(&pairs),
-            false,
-            BreakGlass::Rbac,
-            &allowed(FORCE),
-        );
+        let d = alice_writes(None, &meta(&pairs), &allowed(FORCE));
         assert_eq!((d.allowed, d.row), (false, "proof-unstamped"), "{stamp:?}");
     }
 }
@@ -136,15 +96,7 @@ fn a_confirmation_without_its_setters_stamp_is_refused() {
 fn nobody_writes_the_stamp_by_hand_but_volguard() {
     let old = meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, "alice")]);
     let forged = meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, "mallory")]);
-    let d = judge(
-        &alice(),
-        &[],
-        Some(&old),
-        &forged,
-        false,
-        BreakGlass::Rbac,
-        &[],
-    );
+    let d = alice_writes(Some(&old), &forged, &[]);
     assert_eq!((d.allowed, d.row), (false, "proof-stamp-forged"));
     // Removing it is allowed: the confirmation beside it then counts for nothing.
     let d = judge(

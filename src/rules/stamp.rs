@@ -58,16 +58,7 @@ mod tests {
     use crate::model::testing;
 
     fn meta(pairs: &[(&str, &str)]) -> Meta {
-        let mut m = Meta::default();
-        if !pairs.is_empty() {
-            m.annotations = Some(
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            );
-        }
-        m
+        testing::annotated(pairs)
     }
 
     fn apply(m: &Meta, d: &Decision) -> serde_json::Value {

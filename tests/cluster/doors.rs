@@ -33,6 +33,19 @@ struct Door {
 }
 
 impl Door {
+    /// The object itself of the kind whose plural is `plural`.
+    fn of(plural: &str) -> Door {
+        let (group, version, kind, plural) = KINDS.iter().find(|k| k.3 == plural).expect("kind");
+        Door {
+            kind,
+            plural,
+            group,
+            version,
+            sub: None,
+            patch: true,
+        }
+    }
+
     fn path(&self) -> String {
         match &self.sub {
             Some(s) => format!("{}/{s}", self.plural),
@@ -120,16 +133,9 @@ async fn create_targets(c: &kube::Client, ns: &str) {
         ),
     ];
     for (plural, o) in objects {
-        let door = Door {
-            kind: KINDS.iter().find(|k| k.3 == plural).expect("kind").2,
-            plural: KINDS.iter().find(|k| k.3 == plural).expect("kind").3,
-            group: "",
-            version: "v1",
-            sub: None,
-            patch: true,
-        };
         let obj: DynamicObject = serde_json::from_value(o).expect("object");
-        door.api(c, ns)
+        Door::of(plural)
+            .api(c, ns)
             .create(&PostParams::default(), &obj)
             .await
             .expect("create a door's target");
@@ -159,6 +165,36 @@ struct Outcome {
     persisted: bool,
     refused_by: Option<String>,
     error: Option<String>,
+}
+
+/// A write's outcome: refused by admission (403 that is not RBAC's), or anything else.
+fn outcome(result: Result<(), kube::Error>, persisted: bool) -> Outcome {
+    match result {
+        Ok(()) => Outcome {
+            persisted,
+            refused_by: None,
+            error: None,
+        },
+        Err(kube::Error::Api(e)) if e.code == 403 && !e.message.contains("cannot ") => {
+            let by = if e.message.contains("ValidatingAdmissionPolicy") {
+                "policy"
+            } else if e.message.contains("admission webhook") {
+                "webhook"
+            } else {
+                "apiserver"
+            };
+            Outcome {
+                persisted,
+                refused_by: Some(format!("{by}: {}", e.message)),
+                error: None,
+            }
+        }
+        Err(e) => Outcome {
+            persisted,
+            refused_by: None,
+            error: Some(e.to_string()),
+        },
+    }
 }
 
 async fn annotation_of(admin: &Api<DynamicObject>, name: &str, field: &str) -> Option<String> {
@@ -222,36 +258,7 @@ async fn try_patch(
     let persisted = annotation_of(&admin_api, &name, field).await.is_some();
     clear(&admin_api, &name, field).await;
     clear(&admin_api, &name, "volguard.io/confirmed-by").await;
-    match result {
-        Ok(()) => Outcome {
-            persisted,
-            refused_by: None,
-            error: None,
-        },
-        Err(kube::Error::Api(e))
-            if e.code == 403
-                && !e.message.contains("cannot patch")
-                && !e.message.contains("cannot update") =>
-        {
-            let by = if e.message.contains("ValidatingAdmissionPolicy") {
-                "policy"
-            } else if e.message.contains("admission webhook") {
-                "webhook"
-            } else {
-                "apiserver"
-            };
-            Outcome {
-                persisted,
-                refused_by: Some(format!("{by}: {}", e.message)),
-                error: None,
-            }
-        }
-        Err(e) => Outcome {
-            persisted,
-            refused_by: None,
-            error: Some(e.to_string()),
-        },
-    }
+    outcome(result, persisted)
 }
 
 /// CREATE with the field, for the kinds an actor may create here (a pod and a claim in the
@@ -283,14 +290,7 @@ async fn try_create(
     if field != "volguard.io/confirmed-by" {
         body["metadata"]["annotations"]["volguard.io/confirmed-by"] = json!("alice");
     }
-    let door = Door {
-        kind: KINDS.iter().find(|k| k.3 == plural).expect("kind").2,
-        plural: KINDS.iter().find(|k| k.3 == plural).expect("kind").3,
-        group: "",
-        version: "v1",
-        sub: None,
-        patch: true,
-    };
+    let door = Door::of(plural);
     let obj: DynamicObject = serde_json::from_value(body).expect("object");
     let result = door
         .api(actor, ns)
@@ -308,30 +308,7 @@ async fn try_create(
             },
         )
         .await;
-    match result {
-        Ok(_) => Outcome {
-            persisted,
-            refused_by: None,
-            error: None,
-        },
-        Err(kube::Error::Api(e)) if e.code == 403 && !e.message.contains("cannot create") => {
-            let by = if e.message.contains("ValidatingAdmissionPolicy") {
-                "policy"
-            } else {
-                "webhook"
-            };
-            Outcome {
-                persisted,
-                refused_by: Some(format!("{by}: {}", e.message)),
-                error: None,
-            }
-        }
-        Err(e) => Outcome {
-            persisted,
-            refused_by: None,
-            error: Some(e.to_string()),
-        },
-    }
+    outcome(result.map(|_| ()), persisted)
 }
 
 /// RBAC for both actors: every discovered path, create/update/patch (what an editor may do).

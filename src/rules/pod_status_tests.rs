@@ -191,46 +191,35 @@ fn row7_forged_end_refused_even_when_the_node_is_unknown() {
 fn row1_container_states_ended_by_someone_else_are_a_forged_end() {
     // Phase unchanged, every container rewritten to terminated: the attach/detach controller
     // would detach the volumes of a terminating pod whose containers still run.
-    let sa =
-        crate::model::testing::user("system:serviceaccount:ns:ci", &["system:serviceaccounts"]);
     let running = pod("Running");
-    let d = pod_status_update(
-        &sa,
-        &running,
-        &running,
-        Fact::Found(&node(false)),
-        None,
+    let by = |who: &str, group: &str, stops: bool| {
+        let user = crate::model::testing::user(who, &[group]);
+        pod_status_update(
+            &user,
+            &running,
+            &running,
+            Fact::Found(&node(false)),
+            None,
+            stops,
+        )
+    };
+    let d = by(
+        "system:serviceaccount:ns:ci",
+        "system:serviceaccounts",
         true,
     );
     assert_eq!((d.allowed, d.row), (false, "pod-status-forged-end"));
+    let message = d.message.unwrap_or_default();
     assert!(
-        d.message
-            .unwrap()
-            .contains("containers to terminated or waiting"),
-        "the message says what was written"
+        message.contains("containers to terminated or waiting"),
+        "{message}"
     );
     // Its own kubelet reports what it saw.
-    let kubelet = UserInfo {
-        username: "system:node:n1".into(),
-        groups: vec!["system:nodes".into()],
-        ..Default::default()
-    };
-    let d = pod_status_update(
-        &kubelet,
-        &running,
-        &running,
-        Fact::Found(&node(false)),
-        None,
-        true,
-    );
-    assert!(d.allowed);
+    assert!(by("system:node:n1", "system:nodes", true).allowed);
     // States that keep a container running are not an end.
-    let d = pod_status_update(
-        &sa,
-        &running,
-        &running,
-        Fact::Found(&node(false)),
-        None,
+    let d = by(
+        "system:serviceaccount:ns:ci",
+        "system:serviceaccounts",
         false,
     );
     assert_eq!(d.row, "pod-status-not-ending");

@@ -31,7 +31,10 @@ impl Admission {
     ) -> Decision {
         let dry_run = req.dry_run.unwrap_or(false);
         let until = super::dispatch::deadline() - LOCK_MARGIN;
+        // One lock per claim, however many volumes name it (rules.md §2f liveness: a second
+        // volume's swap would read the lock the first just wrote and refuse forever).
         let mut claims = self.claim_facts(pod).await;
+        crate::rules::claims::dedup(&mut claims, |c| &mut c.0);
         let mut lost: Option<String> = None;
         for _ in 0..MAX_SWAPS {
             let round = async {
@@ -145,11 +148,10 @@ impl Admission {
                             .await
                             .is_none()
                         {
-                            fact = Fact::Unknown(crate::rules::decision::ReadError::Api {
-                                what: format!("node {n:?}"),
-                                message: "gone, but no NodeFence records its deletion on proof"
-                                    .into(),
-                            });
+                            fact =
+                                Fact::Unknown(crate::rules::decision::ReadError::GoneUnrecorded {
+                                    node: n.clone(),
+                                });
                         }
                         list.push((other, fact));
                     }

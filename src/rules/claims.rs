@@ -40,6 +40,26 @@ pub fn claims_of(pod: &Pod) -> impl Iterator<Item = Claim> + '_ {
     })
 }
 
+/// Keep one entry per claim name (the first), read-write if any volume mounts it read-write:
+/// a pod that names one claim in two volumes takes its lock once.
+pub fn dedup<T>(items: &mut Vec<T>, claim: impl Fn(&mut T) -> &mut Claim) {
+    let mut i = 0;
+    while i < items.len() {
+        let (name, read_only) = {
+            let c = claim(&mut items[i]);
+            (c.name.clone(), c.read_only)
+        };
+        match (0..i).find(|&j| claim(&mut items[j]).name == name) {
+            Some(j) => {
+                let first = claim(&mut items[j]);
+                first.read_only &= read_only;
+                items.remove(i);
+            }
+            None => i += 1,
+        }
+    }
+}
+
 /// The name the ephemeral volume controller gives the PVC of a pod's ephemeral volume.
 pub fn ephemeral_claim_name(pod: &str, volume: &str) -> String {
     format!("{pod}-{volume}")

@@ -58,3 +58,15 @@ fn namespace_scopes_claim_names() {
         "emptyDir is no claim"
     );
 }
+
+#[test]
+fn one_claim_named_twice_is_one_lock_read_write_if_any_mount_is() {
+    let c = |name: &str, read_only| Claim {
+        name: name.into(),
+        ephemeral: false,
+        read_only,
+    };
+    let mut v = vec![c("data", true), c("logs", false), c("data", false)];
+    dedup(&mut v, |c| c);
+    assert_eq!(v, vec![c("data", false), c("logs", false)]);
+}

@@ -184,6 +184,10 @@ pub enum ReadError {
     },
     #[error("decoding {what}: {message}")]
     Decode { what: String, message: String },
+    /// A node that is gone with no record of its deletion on proof (rules.md §7): its machine may
+    /// still run what was on it, so it counts as present; the next step is a proof, not a wait.
+    #[error("node {node:?} is gone, but no NodeFence records its deletion on proof")]
+    GoneUnrecorded { node: String },
 }
 
 /// A fact read from the cluster: present, confirmed absent, or unknown because the read failed.

@@ -23,6 +23,9 @@ pub struct Holder<'a> {
     pub claim: &'a str,
     pub pod: &'a str,
     pub node: &'a str,
+    /// Its node is gone without a record of its deletion on proof: it holds until someone proves
+    /// the machine down (the holder will never end by itself).
+    pub gone_unrecorded: bool,
 }
 
 /// The holders of one claim for a pod going to `node`. A holder is another pod naming the claim,
@@ -44,10 +47,31 @@ pub fn holders<'a>(pod: &Pod, node: &str, facts: &'a ClaimFacts<'a>) -> Vec<Hold
                     claim: &facts.claim.name,
                     pod: &other.metadata.name,
                     node: on,
+                    gone_unrecorded: matches!(
+                        other_node,
+                        Fact::Unknown(super::decision::ReadError::GoneUnrecorded { .. })
+                    ),
                 }),
             }
         })
         .collect()
+}
+
+/// What unblocks a placement refused for `h`: its end, or — when its node is gone without a
+/// record — a proof that the machine is down, which nobody else will bring.
+fn next_step(pod: &Pod, h: &Holder<'_>) -> String {
+    match h.gone_unrecorded {
+        true => format!(
+            "node {:?} is gone but nothing proves its machine down, so {:?} may still run there and will \
+             never be seen to end: once you know the machine is off, run `kubectl volguard fence confirm {}` \
+             (or let volguard fence it: StorageClass annotation volguard.io/fencing=auto), then {}",
+            h.node,
+            h.pod,
+            h.node,
+            super::rwo_lock::retry_hint(pod, "after that")
+        ),
+        false => super::rwo_lock::retry_hint(pod, &format!("once {:?} has ended", h.pod)),
+    }
 }
 
 /// Decide placing `pod` on `node` given the facts of each of its claims.
@@ -103,7 +127,7 @@ pub fn place(pod: &Pod, node: &str, claims: &[ClaimFacts<'_>]) -> Decision {
                     h.claim,
                     h.pod,
                     h.node,
-                    super::rwo_lock::retry_hint(pod, &format!("once {:?} has ended", h.pod))
+                    next_step(pod, h)
                 ),
             );
         }

@@ -243,3 +243,15 @@ fn a_missing_ephemeral_claim_is_judged_as_rwo() {
     );
     assert!(place(&me, "n2", &[facts(vec![])]).allowed);
 }
+
+#[test]
+fn a_holder_on_a_node_gone_without_record_names_the_proof_as_the_next_step() {
+    let rwo = pvc(&["ReadWriteOnce"]);
+    let holder = pod("web-0", Some("n1"), "Running");
+    let gone = Fact::Unknown(ReadError::GoneUnrecorded { node: "n1".into() });
+    let d = place_with(Fact::Found(&rwo), vec![(&holder, gone)]);
+    assert_eq!((d.allowed, d.row), (false, "rwo-held-on-other-node"));
+    let m = d.message.unwrap();
+    assert!(m.contains("kubectl volguard fence confirm n1"), "{m}");
+    assert!(!m.contains("has ended"), "never ends by itself: {m}");
+}

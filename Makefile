@@ -103,6 +103,8 @@ model:
 	  grep -oE 'model rwo-lock.*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
 	$(CARGO) test --locked --test model_fencing -- --nocapture --test-threads=1 2>&1 | \
 	  grep -oE 'model fencing.*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
+	$(CARGO) test --locked --test model_proof -- --nocapture --test-threads=1 2>&1 | \
+	  grep -oE 'model proof.*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
 
 test: lint unit model fuzz-check alerts chart image-check release e2e
 

@@ -421,7 +421,7 @@ pub const VALIDATING: &[Entry] = &[
         rules: &[FENCE_RESOURCES],
         namespaced: false,
         rwo_guard: false,
-        ignore_with_policies: true,
+        ignore_with_policies: false,
         always_ignore: false,
         conditions: &[],
     },

@@ -67,11 +67,9 @@ fn the_chart_keeps_what_only_the_chart_decides() {
         !chart.contains("volguard-system"),
         "the chart names its release namespace"
     );
-    assert!(
-        chart.contains(
-            "failurePolicy: {{ if .Values.policies.enabled }}Ignore{{ else }}Fail{{ end }}"
-        )
-    );
+    assert!(chart.contains(
+        "failurePolicy: {{ if include \"volguard.policies\" . }}Ignore{{ else }}Fail{{ end }}"
+    ));
     assert_eq!(
         chart
             .matches("{{- if ne .Values.rwoGuard \"off\" }}")

@@ -89,7 +89,7 @@ fn render_configuration(out: &mut String, kind: &str, name: &str, entries: &[Ent
                 out.push_str("  timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}\n");
                 if e.ignore_with_policies {
                     out.push_str(&format!(
-                        "  failurePolicy: {{{{ if .Values.policies.enabled }}}}{}{{{{ else }}}}{}{{{{ end }}}}\n",
+                        "  failurePolicy: {{{{ if include \"volguard.policies\" . }}}}{}{{{{ else }}}}{}{{{{ end }}}}\n",
                         e.failure_policy(true),
                         e.failure_policy(false)
                     ));

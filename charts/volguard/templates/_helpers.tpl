@@ -63,3 +63,16 @@ annotations:
   cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/volguard-webhook
 {{- end }}
 {{- end }}
+
+{{/*
+Whether the CEL policies are installed (docs/rules.md §9): policies.enabled true, or auto (the
+default) where the apiserver serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy and
+MutatingAdmissionPolicy. Everything that depends on them (the policies, the entries they hold,
+the controller's drift check) asks this one helper.
+*/}}
+{{- define "volguard.policies" -}}
+{{- $p := .Values.policies.enabled -}}
+{{- if or (eq (toString $p) "true") (and (eq (toString $p) "auto") (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")) -}}
+true
+{{- end -}}
+{{- end }}

@@ -74,7 +74,9 @@ impl Admission {
             (Rule::DeleteProtection, On::NamespaceStatusUpdate | On::NamespaceFinalize) => {
                 self.delete_protection(req).await
             }
-            (Rule::OutOfServiceTaint, On::NodeUpdate) => Box::pin(self.out_of_service(req)).await,
+            (Rule::OutOfServiceTaint, On::NodeUpdate | On::NodeCreate | On::NodeStatusUpdate) => {
+                Box::pin(self.out_of_service(req)).await
+            }
             // Routing hands a rule only the requests its row names (`On::rules`); were that
             // ever to slip, the rule answers as if it could not decide.
             _ => Err(rule.undecided("unrouted", "for a request its row does not name")),

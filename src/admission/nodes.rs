@@ -16,8 +16,18 @@ impl Admission {
     /// confirmation or a taint is judged against the node's heartbeat (a live read of its Lease,
     /// its stored Ready condition); a trusted remediator's taint is recorded as a release.
     pub(super) async fn out_of_service(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let mut old = object::<Node>(&req.old_object, "oldObject")?;
         let mut new = object::<Node>(&req.object, "object")?;
+        // At CREATE there is nothing before: a taint or confirmation present is being added.
+        let mut old = match &*req.operation {
+            "CREATE" => std::borrow::Cow::Owned(Node {
+                metadata: crate::model::Meta {
+                    name: new.metadata.name.clone(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            _ => object::<Node>(&req.old_object, "oldObject")?,
+        };
         let adds_taint = new.is_out_of_service() && !old.is_out_of_service();
         let confirms = new.metadata.annotation_true(CONFIRM_NODE_DOWN)
             && !old.metadata.annotation_true(CONFIRM_NODE_DOWN);

@@ -249,13 +249,15 @@ pub const NOT_ITSELF_PROTECTED: Condition = Condition {
 
 pub const ADDS_OUT_OF_SERVICE: Condition = Condition {
     name: "adds-out-of-service-or-confirms-down",
-    comment: "",
+    comment: "Present at CREATE counts as added: a Node registered already tainted is the same release.",
     lines: &[
         "(has(object.spec.taints) && object.spec.taints.exists(t, t.key == 'node.kubernetes.io/out-of-service') &&",
-        "!(has(oldObject.spec.taints) && oldObject.spec.taints.exists(t, t.key == 'node.kubernetes.io/out-of-service'))) ||",
+        "!(request.operation == 'UPDATE' && has(oldObject.spec.taints) &&",
+        "oldObject.spec.taints.exists(t, t.key == 'node.kubernetes.io/out-of-service'))) ||",
         "(has(object.metadata.annotations) && 'volguard.io/confirm-node-down' in object.metadata.annotations &&",
         "object.metadata.annotations['volguard.io/confirm-node-down'] == 'true' &&",
-        "!(has(oldObject.metadata.annotations) && 'volguard.io/confirm-node-down' in oldObject.metadata.annotations &&",
+        "!(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) &&",
+        "'volguard.io/confirm-node-down' in oldObject.metadata.annotations &&",
         "oldObject.metadata.annotations['volguard.io/confirm-node-down'] == 'true'))",
     ],
 };

@@ -392,7 +392,11 @@ pub const VALIDATING: &[Entry] = &[
         comment: "rules.md §7: adding node.kubernetes.io/out-of-service, or confirming a node down, needs proof\n\
                   that the node is down (never while it heartbeats). Ignore: a person must be able to heal a\n\
                   partition while volguard is down.",
-        rules: &[core(&["UPDATE"], &["nodes"], "Cluster")],
+        rules: &[Resources {
+            comment: "CREATE too: a Node registered with the taint (or the confirmation) already on it; and\n\
+                      nodes/status, which stores a Node's metadata.",
+            ..core(&["CREATE", "UPDATE"], &["nodes", "nodes/status"], "Cluster")
+        }],
         namespaced: false,
         rwo_guard: false,
         ignore_with_policies: false,

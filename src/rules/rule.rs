@@ -250,7 +250,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         failure_policy: FailurePolicy::Ignore,
         mutating: false,
         webhooks: &["out-of-service-taint.volguard.io"],
-        on: &[On::NodeUpdate],
+        on: &[On::NodeUpdate, On::NodeCreate, On::NodeStatusUpdate],
     },
     RuleDef {
         rule: Rule::Proof,

@@ -1,10 +1,11 @@
 //! rules.md §8 "Doors": the paths that can persist a guarded field are read from the live
-//! apiserver's discovery, not listed by us. For every field of `volguard::rules::proof`'s table
-//! (each override annotation and its stamp) and every resource and subresource of the guarded
-//! kinds that accepts a patch (and CREATE of each kind), the scenario writes the field as a
-//! service account and as a namespace editor: first with volguard's registrations and policies
-//! removed (which paths persist it?), then with them (is each such path judged?). It fails on any
-//! path that persists a field unjudged, prints the matrix and writes `target/e2e/door-matrix.json`.
+//! apiserver's discovery, not listed by us. For every guarded field (each override of
+//! `volguard::rules::proof::OVERRIDES` and its stamp, the RWO lock, a lifted deletion-protection
+//! mark, the out-of-service taint) and every resource and subresource of its kind that accepts a
+//! patch or an update (and CREATE), the scenario writes the field as a service account and as a
+//! namespace editor: first with volguard's registrations and policies removed (which paths persist
+//! it?), then with them (is each such path judged?). It fails on any path that persists a field
+//! unjudged, prints the matrix and writes `target/e2e/door-matrix.json`.
 
 use super::*;
 use kube::api::DynamicObject;
@@ -142,19 +143,125 @@ async fn create_targets(c: &kube::Client, ns: &str) {
     }
 }
 
-/// The guarded annotation fields: every override (`rules::proof::OVERRIDES`) and the stamp.
-const FIELDS: &[&str] = &[
-    "volguard.io/allow-finalizer-removal",
-    "volguard.io/confirm-force-delete",
-    "volguard.io/allow-lock-removal",
-    "volguard.io/confirm-node-down",
-    "volguard.io/confirmed-by",
+/// One guarded field: where it lives, the write that sets it, what the admin does before each
+/// try (`seed`) and after it (`undo`), and whether a try persisted it.
+struct Field {
+    name: String,
+    plurals: &'static [&'static str],
+    /// Only these actors are judged (a person may lift a deletion-protection mark: that lift is
+    /// recorded, not refused).
+    actors: &'static [&'static str],
+    write: Value,
+    seed: Option<Value>,
+    undo: Value,
+    persisted: fn(&DynamicObject, &str) -> bool,
+}
+
+fn annotation_set(o: &DynamicObject, key: &str) -> bool {
+    o.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(key))
+}
+
+fn annotation_gone(o: &DynamicObject, key: &str) -> bool {
+    !annotation_set(o, key)
+}
+
+fn tainted(o: &DynamicObject, key: &str) -> bool {
+    o.data["spec"]["taints"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["key"] == key))
+}
+
+const BOTH: &[&str] = &["service-account", "namespace-editor"];
+const METADATA_KINDS: &[&str] = &[
+    "pods",
+    "nodes",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+    "namespaces",
 ];
 
-fn value_for(field: &str) -> &'static str {
-    match field {
-        "volguard.io/confirmed-by" => "alice",
-        _ => "true",
+/// The table: every override and its stamp from volguard's own list, and the other guarded
+/// fields a person or a script could write through a door.
+fn fields() -> Vec<Field> {
+    use volguard::model::fence::CONFIRMED_BY;
+    let mut out: Vec<Field> = volguard::rules::proof::OVERRIDES
+        .iter()
+        .map(|o| o.key)
+        .chain([CONFIRMED_BY])
+        .map(|key| {
+            // The attacker names a person as the setter: a stamp it wrote proves nothing.
+            let mut a = json!({CONFIRMED_BY: "alice"});
+            if key != CONFIRMED_BY {
+                a[key] = json!("true");
+            }
+            Field {
+                name: key.to_string(),
+                plurals: METADATA_KINDS,
+                actors: BOTH,
+                write: json!({"metadata": {"annotations": a}}),
+                seed: None,
+                undo: json!({"metadata": {"annotations": {key: null, CONFIRMED_BY: null}}}),
+                persisted: annotation_set,
+            }
+        })
+        .collect();
+    let lock = volguard::rules::rwo_lock::RWO_LOCK;
+    out.push(Field {
+        name: lock.to_string(),
+        plurals: &["persistentvolumeclaims"],
+        actors: BOTH,
+        write: json!({"metadata": {"annotations": {lock:
+            "{\"node\":\"door-node\",\"pod\":\"x\",\"at\":\"2026-01-01T00:00:00Z\"}"}}}),
+        seed: None,
+        undo: json!({"metadata": {"annotations": {lock: null}}}),
+        persisted: annotation_set,
+    });
+    let mark = volguard::model::DELETE_PROTECTION;
+    out.push(Field {
+        name: format!("{mark} (lifted)"),
+        plurals: &["persistentvolumeclaims", "persistentvolumes", "namespaces"],
+        actors: &["service-account"],
+        write: json!({"metadata": {"annotations": {mark: null}}}),
+        seed: Some(json!({"metadata": {"annotations": {mark: "true"}}})),
+        undo: json!({"metadata": {"annotations": {mark: null}}}),
+        persisted: annotation_gone,
+    });
+    let taint = volguard::model::OUT_OF_SERVICE_TAINT;
+    out.push(Field {
+        name: taint.to_string(),
+        plurals: &["nodes"],
+        actors: BOTH,
+        write: json!({"spec": {"taints": [{"key": taint, "value": "nodeshutdown", "effect": "NoExecute"}]}}),
+        seed: None,
+        undo: json!({"spec": {"taints": null}}),
+        persisted: tainted,
+    });
+    out
+}
+
+impl Field {
+    /// The key `persisted` looks for.
+    fn key(&self) -> &str {
+        self.name.split(' ').next().unwrap_or_default()
+    }
+}
+
+/// RFC 7386 merge of `patch` into `target` (a CREATE's body carrying the field).
+fn merge(target: &mut Value, patch: &Value) {
+    match (target.as_object_mut(), patch.as_object()) {
+        (Some(t), Some(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        _ => *target = patch.clone(),
     }
 }
 
@@ -197,57 +304,45 @@ fn outcome(result: Result<(), kube::Error>, persisted: bool) -> Outcome {
     }
 }
 
-async fn annotation_of(admin: &Api<DynamicObject>, name: &str, field: &str) -> Option<String> {
-    let o = admin.get(name).await.ok()?;
-    o.metadata.annotations?.get(field).cloned()
-}
-
-/// Remove `field` again as the admin, through the object itself (judged as a removal: allowed).
-async fn clear(admin: &Api<DynamicObject>, name: &str, field: &str) {
-    let _ = admin
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {field: null}}})),
-        )
+async fn admin_patch(api: &Api<DynamicObject>, name: &str, patch: &Value) {
+    let _ = api
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await;
 }
 
 async fn try_patch(
     door: &Door,
+    field: &Field,
     actor: &kube::Client,
     admin: &kube::Client,
     ns: &str,
-    field: &str,
 ) -> Outcome {
     let name = target_name(door.kind, ns);
     let api = door.api(actor, ns);
     let admin_api = door.api(admin, ns);
-    let mut patch = json!({"metadata": {"annotations": {field: value_for(field)}}});
-    if field != "volguard.io/confirmed-by" {
-        // The attacker names a person as the setter: the stamp proves nothing it wrote.
-        patch["metadata"]["annotations"]["volguard.io/confirmed-by"] = json!("alice");
+    if let Some(seed) = &field.seed {
+        admin_patch(&admin_api, &name, seed).await;
     }
     let result = match (&door.sub, door.patch) {
         (None, _) => api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&field.write))
             .await
             .map(|_| ()),
         (Some(sub), true) => api
-            .patch_subresource(sub, &name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_subresource(
+                sub,
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&field.write),
+            )
             .await
             .map(|_| ()),
-        // `update` only (a namespace's finalize): the object read, the field added, replaced.
+        // `update` only (a namespace's finalize): the object read, the field merged, replaced.
         (Some(sub), false) => match admin_api.get(&name).await {
-            Ok(mut o) => {
-                let a = o.metadata.annotations.get_or_insert_with(Default::default);
-                for (k, v) in patch["metadata"]["annotations"]
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                {
-                    a.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
-                }
+            Ok(o) => {
+                let mut v = serde_json::to_value(&o).expect("object");
+                merge(&mut v, &field.write);
+                let o: DynamicObject = serde_json::from_value(v).expect("object");
                 api.replace_subresource(sub, &name, &PostParams::default(), &o)
                     .await
                     .map(|_| ())
@@ -255,50 +350,48 @@ async fn try_patch(
             Err(e) => Err(e),
         },
     };
-    let persisted = annotation_of(&admin_api, &name, field).await.is_some();
-    clear(&admin_api, &name, field).await;
-    clear(&admin_api, &name, "volguard.io/confirmed-by").await;
+    let persisted = match admin_api.get(&name).await {
+        Ok(o) => (field.persisted)(&o, field.key()),
+        Err(_) => false,
+    };
+    admin_patch(&admin_api, &name, &field.undo).await;
     outcome(result, persisted)
 }
 
-/// CREATE with the field, for the kinds an actor may create here (a pod and a claim in the
-/// scenario's namespace).
+/// CREATE carrying the field, for the kinds an actor creates here: a pod and a claim in the
+/// scenario's namespace, a Node.
 async fn try_create(
-    kind: &'static str,
+    plural: &'static str,
+    field: &Field,
     actor: &kube::Client,
     admin: &kube::Client,
     ns: &str,
-    field: &str,
     n: usize,
 ) -> Outcome {
-    let (plural, body) = match kind {
-        "Pod" => (
-            "pods",
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("door-new-{n}"), "namespace": ns},
-                "spec": {"nodeSelector": {"door": "nowhere"}, "containers": [{"name": "c", "image": "busybox"}]}}),
-        ),
-        _ => (
-            "persistentvolumeclaims",
-            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                "metadata": {"name": format!("door-new-{n}"), "namespace": ns},
-                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "door-none",
-                    "resources": {"requests": {"storage": "1Gi"}}}}),
-        ),
+    let name = format!("door-new-{n}");
+    let mut body = match plural {
+        "pods" => {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {"nodeSelector": {"door": "nowhere"}, "containers": [{"name": "c", "image": "busybox"}]}})
+        }
+        "nodes" => json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}),
+        _ => json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "door-none",
+                "resources": {"requests": {"storage": "1Gi"}}}}),
     };
-    let mut body = body;
-    body["metadata"]["annotations"] = json!({field: value_for(field)});
-    if field != "volguard.io/confirmed-by" {
-        body["metadata"]["annotations"]["volguard.io/confirmed-by"] = json!("alice");
-    }
+    merge(&mut body, &field.write);
     let door = Door::of(plural);
     let obj: DynamicObject = serde_json::from_value(body).expect("object");
     let result = door
         .api(actor, ns)
         .create(&PostParams::default(), &obj)
         .await;
-    let name = format!("door-new-{n}");
     let admin_api = door.api(admin, ns);
-    let persisted = annotation_of(&admin_api, &name, field).await.is_some();
+    let persisted = match admin_api.get(&name).await {
+        Ok(o) => (field.persisted)(&o, field.key()),
+        Err(_) => false,
+    };
     let _ = admin_api
         .delete(
             &name,
@@ -351,7 +444,7 @@ pub(super) async fn s_door_matrix(cp: &mut ControlPlane, ns: &str) {
     let doors = discover(&admin).await;
     let names: Vec<String> = doors.iter().map(Door::path).collect();
     println!(
-        "door-matrix: the apiserver serves with patch: {}",
+        "door-matrix: the apiserver serves with patch or update: {}",
         names.join(", ")
     );
     for want in ["pods/status", "nodes/status", "namespaces/finalize"] {
@@ -369,10 +462,11 @@ pub(super) async fn s_door_matrix(cp: &mut ControlPlane, ns: &str) {
             cp.client_as("door-editor", &["door-editors"]).await,
         ),
     ];
-    // The editor's RBAC may take a moment to reach the authorizer's cache.
+    // The RBAC just granted may take a moment to reach the authorizer's cache.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let fields = fields();
     let mut rows: Vec<Value> = Vec::new();
-    let mut unguarded: Vec<(String, String, String)> = Vec::new();
+    let mut unguarded: Vec<(String, String, String, String)> = Vec::new();
     for phase in ["without-volguard", "with-volguard"] {
         let applied = match phase {
             "without-volguard" => {
@@ -387,40 +481,43 @@ pub(super) async fn s_door_matrix(cp: &mut ControlPlane, ns: &str) {
         };
         let mut n = 0;
         for (who, actor) in &actors {
-            for field in FIELDS {
+            for field in fields.iter().filter(|f| f.actors.contains(who)) {
                 let mut tries: Vec<(String, &str, Outcome)> = Vec::new();
-                for door in &doors {
+                for door in doors.iter().filter(|d| field.plurals.contains(&d.plural)) {
                     tries.push((
                         door.path(),
                         "PATCH",
-                        try_patch(door, actor, &admin, ns, field).await,
+                        try_patch(door, field, actor, &admin, ns).await,
                     ));
                 }
-                for kind in ["Pod", "PersistentVolumeClaim"] {
+                for plural in ["pods", "persistentvolumeclaims", "nodes"] {
+                    if field.seed.is_some() || !field.plurals.contains(&plural) {
+                        continue;
+                    }
                     n += 1;
-                    let plural = KINDS.iter().find(|k| k.2 == kind).expect("kind").3;
-                    tries.push((
-                        plural.to_string(),
-                        "CREATE",
-                        try_create(kind, actor, &admin, ns, field, n).await,
-                    ));
+                    let o = try_create(plural, field, actor, &admin, ns, n).await;
+                    tries.push((plural.to_string(), "CREATE", o));
                 }
                 for (path, verb, o) in tries {
-                    let key = (field.to_string(), path.clone(), verb.to_string());
+                    let key = (
+                        field.name.clone(),
+                        path.clone(),
+                        verb.to_string(),
+                        who.to_string(),
+                    );
                     if phase == "without-volguard" {
                         if o.persisted {
                             unguarded.push(key);
                         }
                         continue;
                     }
-                    let persists = unguarded.contains(&key);
                     let judged_by = o
                         .refused_by
                         .as_deref()
                         .map(|r| r.split(':').next().unwrap_or_default().to_string());
                     rows.push(json!({
-                        "field": field, "path": path, "verb": verb, "actor": who,
-                        "persists_unguarded": persists,
+                        "field": field.name, "path": path, "verb": verb, "actor": who,
+                        "persists_unguarded": unguarded.contains(&key),
                         "judged_by": judged_by,
                         "refused": o.refused_by.is_some(),
                         "persisted": o.persisted,
@@ -433,17 +530,19 @@ pub(super) async fn s_door_matrix(cp: &mut ControlPlane, ns: &str) {
             remove_policies(&admin, applied).await;
         }
     }
-    // The doors nobody listed are doors: some subresource besides the object itself persists an
-    // annotation unguarded (otherwise this scenario would be checking nothing).
+    // The doors nobody listed are doors: some subresource besides the object itself persists a
+    // field without volguard (otherwise this scenario would be checking nothing).
     assert!(
-        unguarded.iter().any(|(_, p, _)| p.contains('/')),
-        "no subresource persisted an annotation without volguard: {unguarded:?}"
+        unguarded.iter().any(|(_, p, _, _)| p.contains('/')),
+        "no subresource persisted a field without volguard: {unguarded:?}"
     );
-    println!("door-matrix: field × path × verb × actor (persists unguarded → judged by, refused)");
+    println!(
+        "door-matrix: field × path × verb × actor (persists without volguard; with it: judged by, refused)"
+    );
     let mut open = Vec::new();
     for r in &rows {
         let line = format!(
-            "  {:<38} {:<32} {:<6} {:<16} persists_unguarded={:<5} judged_by={:<8} refused={}",
+            "  {:<40} {:<30} {:<6} {:<16} persists_unguarded={:<5} judged_by={:<8} refused={}",
             r["field"].as_str().unwrap_or_default(),
             r["path"].as_str().unwrap_or_default(),
             r["verb"].as_str().unwrap_or_default(),
@@ -471,8 +570,9 @@ pub(super) async fn s_door_matrix(cp: &mut ControlPlane, ns: &str) {
     );
     let refused = rows.iter().filter(|r| r["refused"] == json!(true)).count();
     println!(
-        "door-matrix: {} doors discovered, {} writes that persist a field unguarded; with volguard every one judged \
-         ({refused} refused, 0 persisted); target/e2e/door-matrix.json",
+        "door-matrix: {} fields, {} doors discovered, {} writes that persist a field without volguard; with volguard \
+         every one judged ({refused} refused, 0 persisted); target/e2e/door-matrix.json",
+        fields.len(),
         doors.len(),
         unguarded.len()
     );

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a release page carries, in target/dist/ (make release; make test runs it and checks it):
-#   volguard-VERSION-linux-amd64.tar.gz   the static binary (also the kubectl plugin: krew links it
+#   volguard-VERSION-linux-amd64.tar.gz   the static binary and LICENSE (also the kubectl plugin: krew links it
 #                                         as kubectl-volguard; by hand, `ln -s volguard kubectl-volguard`)
 #   volguard-VERSION.tgz                  the Helm chart (helm package)
 #   volguard-VERSION.oci.tar              the image (make image), to push with skopeo
@@ -21,9 +21,10 @@ pkg=$(mktemp -d)
 trap 'rm -rf "$pkg"' EXIT
 install -m 0755 "$bin" "$pkg/volguard"
 cp README.md "$pkg/README.md"
+cp LICENSE "$pkg/LICENSE"
 archive=volguard-$version-linux-amd64.tar.gz
 tar --create --format=posix --numeric-owner --owner=0 --group=0 --mtime=@0 \
-  --pax-option=delete=atime,delete=ctime --directory "$pkg" volguard README.md | gzip -n > "$out/$archive"
+  --pax-option=delete=atime,delete=ctime --directory "$pkg" volguard README.md LICENSE | gzip -n > "$out/$archive"
 
 # The chart's files/ and crds/ link into manifests/: helm packages the linked files' contents.
 "$helm" package charts/volguard --version "$version" --app-version "$version" --destination "$out" \
@@ -56,6 +57,7 @@ spec:
     files:
     - {from: volguard, to: .}
     - {from: README.md, to: .}
+    - {from: LICENSE, to: .}
 KREW
 (cd "$out" && sha256sum -- * | grep -v ' SHA256SUMS$' > SHA256SUMS)
 
@@ -65,6 +67,7 @@ KREW
 check=$(mktemp -d)
 tar -xzf "$out/$archive" -C "$check"
 "$check/volguard" version | grep -q "$version"
+cmp LICENSE "$check/LICENSE"
 ln -s volguard "$check/kubectl-volguard"
 "$check/kubectl-volguard" --help | grep -q "kubectl volguard"
 rendered=$("$helm" template v "$out/volguard-$version.tgz" -n vg --set policies.enabled=true)

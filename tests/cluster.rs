@@ -303,6 +303,7 @@ async fn start_cluster() -> Shared {
         "registration",
         "protect",
         "doors",
+        "rwo-same-node",
     ] {
         namespace(&c, ns).await;
     }
@@ -348,6 +349,7 @@ crate::scenarios! { scenario:
     delete_protection => |s| s_delete_protection(&s.cp, "protect");
     door_matrix => |s| s_door_matrix(&mut s.cp, "doors");
     rwo_missing_claim => |s| s_rwo_missing_claim(&s.cp, "rwo-missing");
+    rwo_same_node_creates => |s| s_rwo_same_node_creates(&s.cp, "rwo-same-node");
     webhook_idle_flood => |s| s_webhook_idle_flood(&s.cp, "flood");
     webhook_client_cert => |s| s_webhook_client_cert(&mut s.cp, "mtls");
     job_completion => |s| s_job_completion(&s.cp, "jobs");

@@ -36,7 +36,11 @@ impl Admission {
         let mut claims = self.claim_facts(pod).await;
         crate::rules::claims::dedup(&mut claims, |c| &mut c.0);
         let mut lost: Option<String> = None;
-        for _ in 0..MAX_SWAPS {
+        // Waits for a placement in flight do not count as lost swaps.
+        let mut waits = 0usize;
+        let mut swaps = 0usize;
+        while swaps < MAX_SWAPS + waits {
+            swaps += 1;
             let round = async {
                 let d = self.rwo_holders(pod, node, &claims).await;
                 if !d.allowed || d.row == "rwo-unknown" {
@@ -66,6 +70,22 @@ impl Admission {
             let i = match outcome {
                 Locked::Decided(d) => return d,
                 Locked::Lost(i) => i,
+                Locked::Wait(i) => {
+                    self.lock_count("waited");
+                    tokio::time::sleep(BUSY_POLL).await;
+                    let name = claims[i].0.name.clone();
+                    match tokio::time::timeout_at(
+                        until,
+                        self.cluster.pvc_fresh(&pod.metadata.namespace, &name),
+                    )
+                    .await
+                    {
+                        Ok(Fact::Unknown(_)) | Err(_) => {}
+                        Ok(f) => claims[i].1 = f,
+                    }
+                    waits += 1;
+                    continue;
+                }
             };
             self.lock_count("conflict_retried");
             let name = claims[i].0.name.clone();
@@ -236,6 +256,14 @@ impl Admission {
                 named_ref.as_ref(),
                 now,
             ) {
+                // A pod CREATE that names its node is retried by nobody: waiting inside the
+                // webhook's time and deciding again on fresh reads is the same rule applied a
+                // moment later (as a retried bind is), so it is as safe as that.
+                LockStep::Busy(_)
+                    if via == Via::Create && tokio::time::Instant::now() + BUSY_POLL < until =>
+                {
+                    return Locked::Wait(i);
+                }
                 LockStep::Busy(l) => {
                     self.lock_count("refused");
                     return Locked::Decided(Decision::deny(
@@ -417,9 +445,15 @@ pub fn lock_write_histogram() -> prometheus_client::metrics::histogram::Histogra
 enum Locked {
     Decided(Decision),
     Lost(usize),
+    /// Claim `i` is being placed on this node for another pod right now, and this placement is a
+    /// pod CREATE nothing retries: wait, then decide again (rules.md §2f liveness).
+    Wait(usize),
 }
 
-/// `volguard_rwo_locks_total{result}`: taken, taken_over, conflict_retried, refused,
+/// How long a pod CREATE waits for the placement in flight before it decides again.
+const BUSY_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// `volguard_rwo_locks_total{result}`: taken, taken_over, conflict_retried, waited, refused,
 /// unconfirmed, write_failed.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
 pub struct LockLabels {

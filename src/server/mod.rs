@@ -60,7 +60,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     registry.register(
         "volguard_rwo_locks",
-        "ReadWriteOnce lock operations by result (taken, taken_over, conflict_retried, refused, unconfirmed, write_failed)",
+        "ReadWriteOnce lock operations by result (taken, taken_over, conflict_retried, waited, refused, unconfirmed, write_failed)",
         admission.locks.clone(),
     );
     registry.register(

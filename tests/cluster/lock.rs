@@ -980,3 +980,45 @@ pub(super) async fn s_multi_node_rwo(cp: &mut ControlPlane, ns: &str) {
     println!("multi-node RWO detected: {msg}");
     cp.start_webhook().await;
 }
+
+/// rules.md §2f liveness: two pods created at once with `spec.nodeName` on one node, naming one
+/// ReadWriteOnce claim, both twice in their volumes. Nothing retries a refused create, so the one
+/// that meets the other in flight waits inside the webhook's time instead of being refused, and
+/// a claim named in two volumes takes its lock once. Both must be admitted, on the same node.
+pub(super) async fn s_rwo_same_node_creates(cp: &ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    pvc(&c, ns, "shared-node", None).await.expect("pvc");
+    let (a, b) = tokio::join!(
+        pod(
+            &c,
+            ns,
+            "first",
+            Some("kwok-1"),
+            &["shared-node", "shared-node"]
+        ),
+        pod(
+            &c,
+            ns,
+            "second",
+            Some("kwok-1"),
+            &["shared-node", "shared-node"]
+        ),
+    );
+    a.expect("the first direct placement is admitted");
+    b.expect("the second direct placement on the same node waits and is admitted");
+    // The lock names one of them, on kwok-1.
+    let lock = Api::<PersistentVolumeClaim>::namespaced(c, ns)
+        .get("shared-node")
+        .await
+        .expect("claim")
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .get("volguard.io/rwo-lock")
+        .cloned()
+        .unwrap_or_default();
+    assert!(lock.contains("\"node\":\"kwok-1\""), "{lock}");
+    println!(
+        "rwo-same-node-creates: two direct placements on kwok-1 at once, each naming the claim twice: both admitted; {lock}"
+    );
+}

@@ -145,8 +145,9 @@ request.userInfo.username in ",
             message: "'force delete of pod \"' + oldObject.metadata.name + '\" refused: it is ' + \
 (has(oldObject.status.phase) ? oldObject.status.phase : 'Pending') + ' on node \"' + oldObject.spec.nodeName + \
 '\" and may keep running there, writing to its volumes, after it is removed from the API. Delete it without --force \
-and let the kubelet stop it. If the node is really down, taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute \
-(PodGC then removes its pods). A person granted volguard\\'s break-glass role (ClusterRole volguard-break-glass) who \
+and let the kubelet stop it. If the node is really down, in this order: confirm it (`kubectl volguard fence confirm ' + \
+oldObject.spec.nodeName + '`, or annotate the node volguard.io/confirm-node-down=true), then taint it \
+node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (PodGC then removes its pods). A person granted volguard\\'s break-glass role (ClusterRole volguard-break-glass) who \
 accepts the risk can annotate the pod volguard.io/confirm-force-delete=true and retry'",
         },
     },

@@ -184,8 +184,10 @@ fn judge(
         "force-delete-running-pod",
         format!(
             "{what} of pod {:?} refused: it is {} on node {node_name:?}{unknown} and may keep running there, \
-             writing to its volumes, after it is removed from the API. {graceful}. If the node is really down, taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute \
-             (or delete the Node). A person granted volguard's break-glass role (ClusterRole \
+             writing to its volumes, after it is removed from the API. {graceful}. If the node is really down, in this \
+             order: confirm it (`kubectl volguard fence confirm {node_name}`, or annotate the node \
+             volguard.io/confirm-node-down=true), then taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute (PodGC \
+             then removes its pods). A person granted volguard's break-glass role (ClusterRole \
              volguard-break-glass) who accepts the risk can annotate the pod {CONFIRM_FORCE_DELETE}=true and retry",
             pod.metadata.name,
             pod.phase()

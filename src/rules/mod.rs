@@ -53,15 +53,75 @@ pub mod unused;
 
 pub use decision::{Decision, Fact};
 
-/// Allowed rows that leave an Event all the same (the audit trail: who lifted a protection).
-pub const RECORDED_ROWS: [&str; 2] = ["delete-protection-lifted", "proof-set"];
+/// Why an allowed request leaves a record all the same (the audit trail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// A person's override decided (rules.md §8 break glass): a Warning Event, a warn-level log
+    /// line and `volguard_break_glass_total`.
+    BreakGlass,
+    /// A person lifted a deletion protection (rules.md §2i).
+    DeleteProtectionLifted,
+    /// A person set a confirmation or override (rules.md §8): who, and when.
+    ConfirmationSet,
+}
 
-/// The rows where a person's override decided (rules.md §8 break glass): every use is recorded
-/// (a Warning Event, a warn-level log line, `volguard_break_glass_total`).
-pub const BREAK_GLASS_ROWS: [&str; 5] = [
-    "finalizer-removal-break-glass",
-    "force-delete-confirmed",
-    "pod-status-confirmed",
-    "out-of-service-confirmed",
-    "rwo-lock-break-glass",
+impl Recorded {
+    /// The Event's reason.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Recorded::BreakGlass => "BreakGlass",
+            Recorded::DeleteProtectionLifted => "DeleteProtectionLifted",
+            Recorded::ConfirmationSet => "ConfirmationSet",
+        }
+    }
+
+    /// What the Event says volguard did.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Recorded::BreakGlass => "allowed on a person's override",
+            Recorded::DeleteProtectionLifted | Recorded::ConfirmationSet => "allowed and recorded",
+        }
+    }
+}
+
+/// The allowed rows that leave a record, each with its kind: one table, so a row named here and
+/// in its rule cannot drift into an unrecorded use (a test checks every row is one a rule
+/// returns).
+pub const RECORDED: [(&str, Recorded); 7] = [
+    ("finalizer-removal-break-glass", Recorded::BreakGlass),
+    ("force-delete-confirmed", Recorded::BreakGlass),
+    ("pod-status-confirmed", Recorded::BreakGlass),
+    ("out-of-service-confirmed", Recorded::BreakGlass),
+    ("rwo-lock-break-glass", Recorded::BreakGlass),
+    ("delete-protection-lifted", Recorded::DeleteProtectionLifted),
+    ("proof-set", Recorded::ConfirmationSet),
 ];
+
+/// What an allowed decision of `row` leaves on record, if anything.
+pub fn recorded(row: &str) -> Option<Recorded> {
+    RECORDED.iter().find(|(r, _)| *r == row).map(|(_, k)| *k)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every recorded row is one a rule returns: a row renamed in its rule and not here would be
+    /// a use of break glass that leaves no record.
+    #[test]
+    fn every_recorded_row_is_a_rows_name() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/rules");
+        let mut text = String::new();
+        for e in std::fs::read_dir(dir).expect("src/rules") {
+            let p = e.expect("entry").path();
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if name != "mod.rs" && !name.ends_with("_tests.rs") {
+                text.push_str(&std::fs::read_to_string(&p).expect("read"));
+            }
+        }
+        for (row, _) in super::RECORDED {
+            assert!(
+                text.contains(&format!("\"{row}\"")),
+                "no rule returns {row}"
+            );
+        }
+    }
+}

@@ -402,48 +402,27 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
             object = %req.target(), user = %req.user_info.username, decision = decision.outcome(),
             rule, row = decision.row, reason, "{said}");
     }
-    // rules.md §8: every use of break glass is recorded, whatever else is logged.
+    // rules.md §8, §2i: a person's override, lifted protection or confirmation is recorded,
+    // whatever else is logged.
     if decision.allowed
         && !decision.warned
-        && crate::rules::BREAK_GLASS_ROWS.contains(&decision.row)
         && !req.dry_run.unwrap_or(false)
         && !second_call
+        && let Some(kind) = crate::rules::recorded(decision.row)
         && let Some(r) = verdict.rule
     {
-        s.metrics
-            .break_glass
-            .get_or_create(&super::metrics::RuleLabels { rule: r.name() })
-            .inc();
-        tracing::warn!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
-            object = %req.target(), user = %req.user_info.username, rule, row = decision.row,
-            "break glass used");
-        if let Some(audit) = &s.audit {
-            record_event(
-                audit,
-                &req,
-                decision,
-                rule,
-                "BreakGlass",
-                "allowed on a person's override",
-            );
+        if kind == crate::rules::Recorded::BreakGlass {
+            s.metrics
+                .break_glass
+                .get_or_create(&super::metrics::RuleLabels { rule: r.name() })
+                .inc();
+            tracing::warn!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
+                object = %req.target(), user = %req.user_info.username, rule, row = decision.row,
+                "break glass used");
         }
-    }
-    // rules.md §2i: a person lifting a deletion protection is recorded, as break glass is.
-    if decision.allowed
-        && !decision.warned
-        && crate::rules::RECORDED_ROWS.contains(&decision.row)
-        && !req.dry_run.unwrap_or(false)
-        && !second_call
-        && let (Some(audit), Some(r)) = (&s.audit, verdict.rule)
-    {
-        record_event(
-            audit,
-            &req,
-            decision,
-            r.name(),
-            "DeleteProtectionLifted",
-            "allowed",
-        );
+        if let Some(audit) = &s.audit {
+            record_event(audit, &req, decision, r.name(), kind.reason(), kind.verb());
+        }
     }
     if let (Some(audit), Some(rule)) = (&s.audit, verdict.rule)
         && (!decision.allowed || decision.warned)
@@ -508,11 +487,13 @@ fn record_event(
             }
         }
     };
+    // An allowed row may carry no text: the row then says what happened (an Event must not end
+    // in an empty "):").
     let message = decision
         .message
         .as_deref()
         .or(decision.warnings.first().map(String::as_str))
-        .unwrap_or("");
+        .unwrap_or(decision.row);
     let target = match req.target() {
         t if t.is_empty() => req.namespace.as_deref().unwrap_or_default().to_string(),
         t => t,

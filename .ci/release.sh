@@ -7,6 +7,7 @@
 #   volguard-VERSION.yaml                 the kustomize base rendered (kubectl apply -f)
 #   volguard-policies-VERSION.yaml        the CEL policies rendered (optional, rules.md §9)
 #   volguard.krew.yaml                    the krew plugin manifest (its sha256 is the archive's)
+#   LICENSE, SECURITY.md, CHANGELOG.md    the licence, how to report a flaw, this version's notes
 #   SHA256SUMS                            sha256sum -c SHA256SUMS
 # A registry push of the image and an upload of these files is all that is left to a publisher.
 set -euo pipefail
@@ -32,6 +33,10 @@ tar --create --format=posix --numeric-owner --owner=0 --group=0 --mtime=@0 \
 cp target/image/volguard.oci.tar "$out/volguard-$version.oci.tar"
 "$kubectl" kustomize manifests/base > "$out/volguard-$version.yaml"
 "$kubectl" kustomize manifests/policies > "$out/volguard-policies-$version.yaml"
+
+# The project's papers beside the artifacts: the licence, this version's notes, how to report a flaw.
+cp LICENSE SECURITY.md "$out/"
+cp CHANGELOG.md "$out/CHANGELOG.md"
 
 sha=$(sha256sum "$out/$archive" | cut -d' ' -f1)
 cat > "$out/volguard.krew.yaml" <<KREW
@@ -68,6 +73,7 @@ check=$(mktemp -d)
 tar -xzf "$out/$archive" -C "$check"
 "$check/volguard" version | grep -q "$version"
 cmp LICENSE "$check/LICENSE"
+grep -q "^## $version" "$out/CHANGELOG.md" || { echo "CHANGELOG.md has no entry for $version" >&2; exit 1; }
 ln -s volguard "$check/kubectl-volguard"
 "$check/kubectl-volguard" --help | grep -q "kubectl volguard"
 rendered=$("$helm" template v "$out/volguard-$version.tgz" -n vg --set policies.enabled=true)

@@ -10,10 +10,6 @@
 use super::context::Admission;
 use super::review::Request;
 use crate::model::Meta;
-use crate::state::Cluster;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
 use std::time::Duration;
 
 pub use crate::rules::proof::BreakGlass;
@@ -60,35 +56,15 @@ impl Admission {
     }
 
     async fn authorized(&self, req: &Request<'_>, rule: &str) -> Result<bool, String> {
-        let user = &req.user_info;
-        let client = match &self.cluster {
-            // Offline there is no authorizer to ask: only the group RBAC always allows.
-            Cluster::Offline(_) => return Ok(user.in_group("system:masters")),
-            Cluster::Live(l) => l.client.clone(),
+        let ask = crate::state::authorizer::Ask {
+            user: &req.user_info,
+            group: GROUP,
+            resource: RESOURCE,
+            verb: VERB,
+            name: rule,
+            namespace: req.namespace.as_deref(),
         };
-        let sar = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(user.username.clone()),
-                uid: user.uid.clone(),
-                groups: Some(user.groups.clone()),
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(GROUP.into()),
-                    resource: Some(RESOURCE.into()),
-                    verb: Some(VERB.into()),
-                    name: Some(rule.into()),
-                    namespace: req.namespace.as_deref().map(str::to_string),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let api = kube::Api::<SubjectAccessReview>::all(client);
-        match tokio::time::timeout(SAR_TIMEOUT, api.create(&Default::default(), &sar)).await {
-            Ok(Ok(r)) => Ok(r.status.is_some_and(|s| s.allowed)),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("no answer within {SAR_TIMEOUT:?}")),
-        }
+        Box::pin(self.cluster.may(ask, SAR_TIMEOUT)).await
     }
 }
 

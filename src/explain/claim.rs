@@ -2,15 +2,7 @@
 
 use super::*;
 
-/// A VolumeAttachment of the PV (storage.k8s.io/v1): the CSI attacher's record of the volume on a node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Attachment {
-    pub name: String,
-    pub node: String,
-    pub attached: bool,
-    pub terminating: bool,
-}
+pub use crate::model::Attachment;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -36,7 +36,9 @@ pub(super) async fn gather_pod(
             None => None,
         };
         let va = match (&pv, client) {
-            (Some(pv), Some(c)) => live::attachments(c, &pv.metadata.name, &mut not_read).await?,
+            (Some(pv), Some(c)) => {
+                state::operator_reads::attachments(c, &pv.metadata.name, &mut not_read).await?
+            }
             _ => Vec::new(),
         };
         pvcs.push(pvc);
@@ -177,7 +179,7 @@ pub(super) async fn gather(
             };
             let vas = match (&pv, client) {
                 (Some(pv), Some(c)) => {
-                    live::attachments(c, &pv.metadata.name, &mut not_read).await?
+                    state::operator_reads::attachments(c, &pv.metadata.name, &mut not_read).await?
                 }
                 _ => Vec::new(),
             };
@@ -204,7 +206,9 @@ pub(super) async fn gather(
             };
             let mut not_read = Vec::new();
             let vas = match client {
-                Some(c) => live::attachments(c, &pv.metadata.name, &mut not_read).await?,
+                Some(c) => {
+                    state::operator_reads::attachments(c, &pv.metadata.name, &mut not_read).await?
+                }
                 None => Vec::new(),
             };
             let mut e = build_pv(&pv, claim.as_deref(), &vas);
@@ -224,7 +228,7 @@ async fn all_fences(
     not_read: &mut Vec<String>,
 ) -> anyhow::Result<Vec<NodeFence>> {
     Ok(match client {
-        Some(c) => live::fences(c, not_read).await?,
+        Some(c) => state::operator_reads::fences(c, not_read).await?,
         None => view
             .store()
             .fences

@@ -5,7 +5,6 @@
 
 mod claim;
 mod gather;
-mod live;
 pub mod node;
 pub mod pod;
 mod table;

@@ -1,6 +1,18 @@
-//! `v1` Node and its Lease, pruned to what fencing and the guards read.
+//! `v1` Node and its Lease, pruned to what fencing and the guards read; a volume's attachment to
+//! a node.
 
 use super::*;
+
+/// A VolumeAttachment of a PV (storage.k8s.io/v1): the CSI attacher's record of the volume on a
+/// node, as `explain` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attachment {
+    pub name: String,
+    pub node: String,
+    pub attached: bool,
+    pub terminating: bool,
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self")]

@@ -2,6 +2,7 @@
 //! either from a `--state` file (offline) or by watches on a live cluster.
 
 pub mod audit;
+pub mod authorizer;
 pub mod claim_index;
 pub mod cluster;
 pub mod decoded;
@@ -11,6 +12,7 @@ pub mod live;
 pub mod loader;
 pub mod lock_clock;
 pub mod network_fences;
+pub mod operator_reads;
 pub mod store;
 pub mod writer;
 

@@ -1,7 +1,8 @@
-//! What `explain` reads live beyond the cluster view: the volume's VolumeAttachments and the
-//! fencing incidents.
+//! What the operator tools (`explain`) read live beyond the cluster view: a volume's
+//! VolumeAttachments and the fencing incidents, each read with the caller's own credentials (a
+//! read the caller may not do is reported as "not read", not as an error).
 
-use super::Attachment;
+use crate::model::Attachment;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, ListParams};
 
@@ -52,14 +53,14 @@ pub async fn fences(
     client: &kube::Client,
     not_read: &mut Vec<String>,
 ) -> anyhow::Result<Vec<crate::model::fence::NodeFence>> {
-    match crate::state::fences::api(client.clone())
+    match super::fences::api(client.clone())
         .list(&ListParams::default())
         .await
     {
         Ok(l) => Ok(l
             .items
             .into_iter()
-            .filter_map(|o| crate::state::fences::decode(o).ok())
+            .filter_map(|o| super::fences::decode(o).ok())
             .collect()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
         Err(e) => match unreadable("nodefences", &e) {

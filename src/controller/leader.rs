@@ -10,8 +10,6 @@
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::Api;
-use kube::api::PostParams;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
@@ -80,7 +78,7 @@ pub fn can_acquire(observed: Option<&Observed>, me: &str, now: std::time::Instan
 }
 
 pub struct Elector {
-    api: Api<Lease>,
+    api: crate::state::leases::Leases,
     cfg: LeaseConfig,
     /// The Lease as we last wrote it: a renewal is then one conditional PUT (its resourceVersion
     /// guards against a concurrent taker), not a GET and a PUT.
@@ -92,7 +90,7 @@ pub struct Elector {
 impl Elector {
     pub fn new(client: kube::Client, cfg: LeaseConfig) -> Self {
         Elector {
-            api: Api::namespaced(client, &cfg.namespace),
+            api: crate::state::leases::Leases::new(client, &cfg.namespace),
             cfg,
             held: tokio::sync::Mutex::new(None),
             observed: std::sync::Mutex::new(None),
@@ -107,11 +105,7 @@ impl Elector {
             let spec = lease.spec.clone().unwrap_or_default();
             let acquired = spec.acquire_time.map(|t| t.0).unwrap_or(now);
             lease.spec = Some(self.spec(acquired, now, spec.lease_transitions.unwrap_or(0)));
-            match self
-                .api
-                .replace(&self.cfg.name, &PostParams::default(), &lease)
-                .await
-            {
+            match self.api.replace(&self.cfg.name, &lease).await {
                 Ok(written) => {
                     *held = Some(written);
                     return Ok(true);
@@ -121,7 +115,7 @@ impl Elector {
                 Err(e) => return Err(e),
             }
         }
-        let existing = self.api.get_opt(&self.cfg.name).await?;
+        let existing = self.api.get_live(&self.cfg.name).await?;
         let Some(mut lease) = existing else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -131,7 +125,7 @@ impl Elector {
                 },
                 spec: Some(self.spec(now, now, 0)),
             };
-            return match self.api.create(&PostParams::default(), &lease).await {
+            return match self.api.create(&lease).await {
                 Ok(written) => {
                     *held = Some(written);
                     Ok(true)
@@ -161,11 +155,7 @@ impl Elector {
         let transitions = spec.lease_transitions.unwrap_or(0) + i32::from(!ours);
         lease.spec = Some(self.spec(acquired, now, transitions));
         // replace carries resourceVersion: a concurrent taker makes this a 409, not a split brain.
-        match self
-            .api
-            .replace(&self.cfg.name, &PostParams::default(), &lease)
-            .await
-        {
+        match self.api.replace(&self.cfg.name, &lease).await {
             Ok(written) => {
                 *held = Some(written);
                 Ok(true)
@@ -189,7 +179,7 @@ impl Elector {
     /// Give the lease up (holder cleared) so a follower need not wait for expiry.
     pub async fn release(&self) {
         *self.held.lock().await = None;
-        let Ok(Some(mut lease)) = self.api.get_opt(&self.cfg.name).await else {
+        let Ok(Some(mut lease)) = self.api.get_live(&self.cfg.name).await else {
             return;
         };
         let Some(spec) = lease.spec.as_mut() else {
@@ -200,11 +190,7 @@ impl Elector {
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
-        match self
-            .api
-            .replace(&self.cfg.name, &PostParams::default(), &lease)
-            .await
-        {
+        match self.api.replace(&self.cfg.name, &lease).await {
             Ok(_) => tracing::info!(lease = %self.cfg.name, "leadership released"),
             Err(e) => tracing::warn!(error = %e, "could not release the lease"),
         }

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod decoded;
 pub mod fence_writer;
 pub mod fences;
+pub mod leases;
 pub mod live;
 pub mod loader;
 pub mod lock_clock;

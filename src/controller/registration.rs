@@ -9,7 +9,7 @@ use crate::cli::RegistrationArgs;
 use crate::registration::drift::{self, Drift};
 use crate::registration::webhooks::{self, CONFIGURATIONS};
 use crate::runtime::MetricsRegistry;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::DynamicObject;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -50,11 +50,6 @@ pub struct Watch {
     status: Status,
     /// Drift already announced (an Event once per appearance, not per check).
     announced: Mutex<BTreeSet<(String, &'static str)>>,
-}
-
-fn api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
-    Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
 fn reference(kind: &str, name: &str) -> k8s_openapi::api::core::v1::ObjectReference {
@@ -151,7 +146,7 @@ impl Watch {
         let mut objects = Vec::new();
         let mut live = Vec::new();
         for (kind, name, _) in CONFIGURATIONS {
-            let o = api(&self.client, kind).get_opt(name).await?;
+            let o = crate::state::registrations::get_live(&self.client, kind, name).await?;
             if let Some(o) = &o {
                 let v = serde_json::to_value(o).unwrap_or_default();
                 live.extend(v["webhooks"].as_array().cloned().unwrap_or_default());
@@ -173,9 +168,16 @@ impl Watch {
                 };
                 // The resourceVersion read above goes with it: a concurrent write wins, and
                 // the next check looks again.
-                api(&self.client, kind)
-                    .replace(name, &PostParams::default(), &fixed)
-                    .await?;
+                // A refused write is not a failed read: say what failed and go on checking.
+                if let Err(e) =
+                    crate::state::registrations::replace(&self.client, kind, name, &fixed).await
+                {
+                    tracing::warn!(configuration = %name, error = %e,
+                        "could not repair the webhook registration: volguard's controller needs `update` on \
+                         its webhook configurations (the chart's registration.repair grants it; with kustomize \
+                         add the verb to ClusterRole volguard-controller)");
+                    continue;
+                }
                 self.repairs.inc();
                 tracing::warn!(configuration = %name, "repaired the webhook registration");
                 let ev = Event {

@@ -14,6 +14,7 @@ pub mod loader;
 pub mod lock_clock;
 pub mod network_fences;
 pub mod operator_reads;
+pub mod registrations;
 pub mod store;
 pub mod writer;
 

@@ -8,12 +8,11 @@ use crate::rules::Fact;
 use crate::rules::release::{self, Blocker, PvPlan, PvcPlan, UnusedSince};
 use crate::rules::rwo_lock::{self, RWO_LOCK, RwoLock};
 use crate::state::Store;
-use crate::state::decoded::Decoded;
 use crate::state::live::{Change, list_pods_consistent};
 use crate::state::writer::Writer;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as k8s;
-use kube::api::{Api, Patch};
+use kube::api::Patch;
 use kube::runtime::events::{Event, EventType};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -300,10 +299,9 @@ impl Reconciler {
             }
             PvPlan::Release => {
                 // Confirm on a live read: the cache may lag a binding.
-                let api = Api::<Decoded<Pv>>::all(self.client.clone());
                 self.limiter.acquire().await;
-                let live: Pv = match api.get_opt(name).await {
-                    Ok(Some(d)) => d.into_inner(),
+                let live: Pv = match crate::state::now::cluster::<Pv>(&self.client, name).await {
+                    Ok(Some(d)) => d,
                     Ok(None) => return Outcome::Done,
                     Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
                 };
@@ -311,11 +309,14 @@ impl Reconciler {
                 let claim = match live.spec.claim_ref.as_ref() {
                     Some(r) => {
                         self.limiter.acquire().await;
-                        match Api::<Decoded<Pvc>>::namespaced(self.client.clone(), &r.namespace)
-                            .get_opt(&r.name)
-                            .await
+                        match crate::state::now::namespaced::<Pvc>(
+                            &self.client,
+                            &r.namespace,
+                            &r.name,
+                        )
+                        .await
                         {
-                            Ok(Some(c)) => Fact::Found(c.into_inner()),
+                            Ok(Some(c)) => Fact::Found(c),
                             Ok(None) => Fact::Missing,
                             Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
                         }

@@ -13,6 +13,7 @@ pub mod live;
 pub mod loader;
 pub mod lock_clock;
 pub mod network_fences;
+pub mod now;
 pub mod operator_reads;
 pub mod registrations;
 pub mod store;

@@ -43,11 +43,10 @@ impl Reconciler {
             return self.look_again_after_grace(ns, name, observed);
         }
         self.limiter.acquire().await;
-        let node = match Api::<Decoded<crate::model::Node>>::all(self.client.clone())
-            .get_opt(&lock.node)
+        let node = match crate::state::now::cluster::<crate::model::Node>(&self.client, &lock.node)
             .await
         {
-            Ok(Some(n)) => Fact::Found(n.into_inner()),
+            Ok(Some(n)) => Fact::Found(n),
             Ok(None) => Fact::Missing,
             Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
         };
@@ -63,11 +62,8 @@ impl Reconciler {
         };
         // The pod the lock names, read live: may the placement it was written for still land?
         self.limiter.acquire().await;
-        let writer = match Api::<Decoded<Pod>>::namespaced(self.client.clone(), ns)
-            .get_opt(&lock.pod)
-            .await
-        {
-            Ok(Some(p)) => Fact::Found(p.into_inner()),
+        let writer = match crate::state::now::namespaced::<Pod>(&self.client, ns, &lock.pod).await {
+            Ok(Some(p)) => Fact::Found(p),
             Ok(None) => Fact::Missing,
             Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
         };

@@ -17,6 +17,7 @@ pub mod now;
 pub mod operator_reads;
 pub mod registrations;
 pub mod store;
+mod watch;
 pub mod writer;
 
 pub use cluster::Cluster;

@@ -46,6 +46,7 @@ impl Admission {
             (Rule::FinalizerRemoval, On::PvStatusUpdate) => Box::pin(self.pv_finalizer(req)).await,
             (Rule::ClaimMetadata, On::PvcUpdate) => self.claim_metadata(req).await,
             (Rule::ClaimMetadata, On::PvcStatusUpdate) => self.claim_metadata(req).await,
+            (Rule::ClaimMetadata, On::PvcCreate) => self.claim_metadata(req).await,
             (Rule::BindingToTerminatingVolume, On::PvcCreate) => self.pvc_binding(req).await,
             (Rule::BindingToTerminatingVolume, On::PvcUpdate) => self.pvc_binding(req).await,
             (Rule::ForceDelete, On::PodDelete) => self.pod_delete(req).await,
@@ -324,7 +325,17 @@ impl Admission {
     /// rules.md §2f / §3: who changed the lock annotation or a mounted ephemeral claim's owner.
     async fn claim_metadata(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let mut new = object::<Pvc>(&req.object, "object")?;
-        let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
+        // At CREATE nothing was stored: a lock the claim carries is being written.
+        let mut old = match &*req.operation {
+            "CREATE" => Cow::Owned(Pvc {
+                metadata: Meta {
+                    name: new.metadata.name.clone(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            _ => object::<Pvc>(&req.old_object, "oldObject")?,
+        };
         fill_namespace(&mut old, req);
         use crate::rules::claim_metadata::ALLOW_LOCK_REMOVAL;
         let mut ignored = None;

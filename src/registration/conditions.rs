@@ -135,9 +135,10 @@ pub const NOT_VOLGUARD_OR_THE_GC: Condition = Condition {
 /// empty lock is not an absent one (`'='` marks presence), as to the rule.
 pub const CHANGES_THE_LOCK: Condition = Condition {
     name: "changes-the-lock",
-    comment: "",
+    comment: "At CREATE there is no lock before: a claim created carrying one writes it.",
     lines: &[
-        "(has(oldObject.metadata.annotations) && 'volguard.io/rwo-lock' in oldObject.metadata.annotations ?",
+        "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) &&",
+        "'volguard.io/rwo-lock' in oldObject.metadata.annotations ?",
         "'=' + oldObject.metadata.annotations['volguard.io/rwo-lock'] : '') !=",
         "(has(object.metadata.annotations) && 'volguard.io/rwo-lock' in object.metadata.annotations ?",
         "'=' + object.metadata.annotations['volguard.io/rwo-lock'] : '')",
@@ -146,12 +147,16 @@ pub const CHANGES_THE_LOCK: Condition = Condition {
 
 pub const CHANGES_THE_LOCK_OR_A_POD_OWNER: Condition = Condition {
     name: "changes-the-lock-or-a-pod-owner",
-    comment: "Only an update that changes the lock annotation or a Pod controller owner reaches volguard.",
+    comment: "Only a write that changes the lock annotation (at CREATE: carries one) or an update that\n\
+              changes a Pod controller owner reaches volguard (a claim created with its pod owner, as the\n\
+              ephemeral-volume controller does, does not).",
     lines: &[
-        "(has(oldObject.metadata.annotations) && 'volguard.io/rwo-lock' in oldObject.metadata.annotations ?",
+        "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) &&",
+        "'volguard.io/rwo-lock' in oldObject.metadata.annotations ?",
         "'=' + oldObject.metadata.annotations['volguard.io/rwo-lock'] : '') !=",
         "(has(object.metadata.annotations) && 'volguard.io/rwo-lock' in object.metadata.annotations ?",
         "'=' + object.metadata.annotations['volguard.io/rwo-lock'] : '') ||",
+        "request.operation == 'UPDATE' &&",
         "(has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences.filter(o,",
         "o.kind == 'Pod' && has(o.controller) && o.controller).map(o, o.name + '/' + o.uid) : []) !=",
         "(has(object.metadata.ownerReferences) ? object.metadata.ownerReferences.filter(o,",

@@ -92,7 +92,7 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
         rule: Rule::ClaimMetadata,
         rows: "§2f the RWO lock annotation: written by volguard only; a person removes a stale one with the break-glass annotation",
         resources: &["persistentvolumeclaims", "persistentvolumeclaims/status"],
-        operations: &["UPDATE"],
+        operations: &["CREATE", "UPDATE"],
         namespaced: true,
         all_scopes: false,
         // The same callers exempt as the webhook's entry: volguard and the garbage collector.

@@ -250,9 +250,10 @@ pub const VALIDATING: &[Entry] = &[
         comment: "rules.md §2f and §3. Fail: a forged or removed lock puts two nodes on one volume, a\n\
                   re-pointed owner lets `kubectl delete pvc` release a mounted claim.",
         rules: &[Resources {
-            comment: "`/status` too: metadata sent through a claim's status subresource is stored.",
+            comment: "`/status` too: metadata sent through a claim's status subresource is stored; and CREATE:\n\
+                      a claim created carrying a lock is a forged lock (the door matrix found it).",
             ..core(
-                &["UPDATE"],
+                &["CREATE", "UPDATE"],
                 &["persistentvolumeclaims", "persistentvolumeclaims/status"],
                 "Namespaced",
             )

@@ -26,13 +26,13 @@ pub enum Rule {
     PodOnTerminatingClaim,
     /// rules.md §2c. Fail: stripping a protection finalizer from a volume in use deletes it.
     FinalizerRemoval,
+    /// rules.md §2b.
+    BindingToTerminatingVolume,
     /// rules.md §2f and §3: the RWO lock annotation is volguard's to write, and a mounted
     /// ephemeral claim keeps its pod owner. Fail: a forged or removed lock puts two nodes
     /// on one volume, a re-pointed owner lets `kubectl delete pvc` release a mounted claim;
-    /// matchConditions let only those updates (by others than volguard) reach it.
+    /// matchConditions let only those writes (by others than volguard) reach it.
     ClaimMetadata,
-    /// rules.md §2b.
-    BindingToTerminatingVolume,
     /// rules.md §2d: pod DELETE and `pods/eviction` CREATE. Fail: while volguard is down a
     /// force delete of a running pod must not slip through; its matchConditions keep
     /// graceful deletes, PodGC and the kubelet away.
@@ -79,8 +79,8 @@ impl Rule {
         Rule::PvFinalizer,
         Rule::PodOnTerminatingClaim,
         Rule::FinalizerRemoval,
-        Rule::ClaimMetadata,
         Rule::BindingToTerminatingVolume,
+        Rule::ClaimMetadata,
         Rule::ForceDelete,
         Rule::RwoSingleNode,
         Rule::RwoPlacementHint,
@@ -148,15 +148,6 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         ],
     },
     RuleDef {
-        rule: Rule::ClaimMetadata,
-        name: "claim-metadata",
-        path: "/validate/claim-metadata",
-        failure_policy: FailurePolicy::Fail,
-        mutating: false,
-        webhooks: &["claim-metadata.volguard.io"],
-        on: &[On::PvcUpdate, On::PvcStatusUpdate],
-    },
-    RuleDef {
         rule: Rule::BindingToTerminatingVolume,
         name: "binding-to-terminating-volume",
         path: "/validate/binding-to-terminating-volume",
@@ -164,6 +155,15 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         mutating: false,
         webhooks: &["pvc-binding.volguard.io"],
         on: &[On::PvcCreate, On::PvcUpdate],
+    },
+    RuleDef {
+        rule: Rule::ClaimMetadata,
+        name: "claim-metadata",
+        path: "/validate/claim-metadata",
+        failure_policy: FailurePolicy::Fail,
+        mutating: false,
+        webhooks: &["claim-metadata.volguard.io"],
+        on: &[On::PvcUpdate, On::PvcStatusUpdate, On::PvcCreate],
     },
     RuleDef {
         rule: Rule::ForceDelete,

@@ -311,19 +311,22 @@ pub(super) async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
             )
             .await;
         let name = format!("a{i}");
-        cp.eventually("the policies' parameters in force", WAIT, || {
-            let api = Api::<Pod>::namespaced(who.clone(), ns);
-            let name = name.clone();
-            async move {
-                let dry = DeleteParams {
-                    dry_run: true,
-                    grace_period_seconds: Some(0),
-                    ..Default::default()
-                };
-                api.delete(&name, &dry).await.ok().map(|_| ())
+        let api = Api::<Pod>::namespaced(who, ns);
+        let dry = DeleteParams {
+            dry_run: true,
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match api.delete(&name, &dry).await {
+                Ok(_) => break,
+                Err(e) if Instant::now() > deadline => {
+                    panic!("the policies' parameters not in force after {WAIT:?}: {e}")
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
             }
-        })
-        .await;
+        }
     }
     let (mut agreed, mut refused_by_policy, mut skipped) = (Vec::new(), 0, Vec::new());
     for (i, (fixture, r, want, row)) in cases.iter().enumerate() {

@@ -375,7 +375,8 @@ pub(super) async fn claim_creates(
     }
     cp.register_webhooks_by_namespace(&[("webhook", volguard)])
         .await;
-    let applied = install_policies_where(cp, &c, &spaces[2], Some((BENCH_MODE, "policy"))).await;
+    let applied =
+        install_policies_where(cp, &c, &spaces[2], Some((BENCH_MODE, "policy")), None).await;
     let mut out: BTreeMap<&'static str, Samples> = BTreeMap::new();
     for round in 0..rounds {
         let names: Vec<String> = (0..per_round)

@@ -277,21 +277,20 @@ pub(super) async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
             pvcs.create(&PostParams::default(), &p).await.expect("pvc");
         }
     }
-    let applied = install_policies(cp, &c, ns).await;
-    // The fixture server's flags, as the chart writes them.
-    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c.clone(), "volguard-system")
-        .patch(
-            "volguard-policies",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {
-                "force-delete-users": "system:serviceaccount:ops:fencer",
-                "force-delete-groups": "storage-admins",
-            }})),
-        )
-        .await
-        .expect("parameters");
-    // The apiserver's parameter informer sees the patch a moment later (seconds on a busy machine):
-    // wait until an allow-listed group's dry-run force delete of a running pod passes.
+    // The fixture server's flags, as the chart writes them, in the parameters from the start.
+    let applied = install_policies_where(
+        cp,
+        &c,
+        ns,
+        None,
+        Some(json!({
+            "force-delete-users": "system:serviceaccount:ops:fencer",
+            "force-delete-groups": "storage-admins",
+        })),
+    )
+    .await;
+    // Check the parameters are in force: an allow-listed group's dry-run force delete of a
+    // running pod passes.
     if let Some(i) = cases
         .iter()
         .position(|(f, _, want, _)| f.contains("allow-listed-group") && *want)
@@ -464,30 +463,40 @@ pub(super) async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
 /// Apply `manifests/policies` (the policies, their parameters and Deny bindings) and wait until
 /// the apiserver enforces them; returns what was applied (`Kind/name`).
 pub(super) async fn install_policies(cp: &ControlPlane, c: &kube::Client, ns: &str) -> Vec<String> {
-    install_policies_where(cp, c, ns, None).await
+    install_policies_where(cp, c, ns, None, None).await
 }
 
 /// As `install_policies`; with `only` (a `(label, value)`), every binding is limited to the
 /// namespaces that carry that label (`make bench`'s interleaved claim creates), and `ns` must be
-/// one of them.
+/// one of them; with `params`, the parameters ConfigMap is installed holding those values, before
+/// the policies that read it.
 pub(super) async fn install_policies_where(
     cp: &ControlPlane,
     c: &kube::Client,
     ns: &str,
     only: Option<(&str, &str)>,
+    params: Option<serde_json::Value>,
 ) -> Vec<String> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/policies");
-    let mut applied = harness::apply_file(c, &dir.join("policies.yaml"), false).await;
-    let bindings = match only {
-        None => dir.join("bindings.yaml"),
-        Some((label, value)) => {
+    let bindings = match (only, &params) {
+        (None, None) => dir.join("bindings.yaml"),
+        _ => {
             let text = std::fs::read_to_string(dir.join("bindings.yaml")).expect("bindings");
             let mut docs = Vec::new();
             for doc in serde_yaml::Deserializer::from_str(&text) {
                 let mut v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
-                if v["kind"].as_str().is_some_and(|k| k.ends_with("Binding")) {
+                if let Some((label, value)) = only
+                    && v["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))
+                {
                     v["spec"]["matchResources"]["namespaceSelector"] =
                         json!({"matchLabels": {label: value}});
+                }
+                if let Some(p) = &params
+                    && v["kind"] == "ConfigMap"
+                {
+                    for (k, val) in p.as_object().into_iter().flatten() {
+                        v["data"][k] = val.clone();
+                    }
                 }
                 docs.push(serde_yaml::to_string(&v).expect("yaml"));
             }
@@ -496,7 +505,20 @@ pub(super) async fn install_policies_where(
             file
         }
     };
-    applied.extend(harness::apply_file(c, &bindings, false).await);
+    // With parameters, they (and the bindings) go in before the policies, so the policies are
+    // created against the parameters they are to read.
+    let applied = match params {
+        Some(_) => {
+            let mut a = harness::apply_file(c, &bindings, false).await;
+            a.extend(harness::apply_file(c, &dir.join("policies.yaml"), false).await);
+            a
+        }
+        None => {
+            let mut a = harness::apply_file(c, &dir.join("policies.yaml"), false).await;
+            a.extend(harness::apply_file(c, &bindings, false).await);
+            a
+        }
+    };
     // Enforced once the apiserver's informers have the policies, the bindings and the
     // parameters (until then a binding without its parameters is skipped): a dry-run force
     // delete of a placed pod, by a person without confirmation, is refused by the policy itself.

@@ -969,4 +969,54 @@ pub(super) async fn s_delete_protection(cp: &ControlPlane, ns: &str) {
     sets.delete("vault", &DeleteParams::default())
         .await
         .expect("delete statefulset");
+    // The data behind a claim (rules.md §2i): a claim bound to a marked volume whose reclaim
+    // policy is Delete is not deleted (the PV controller and the provisioner would delete the
+    // volume's data before the PV's own DELETE is judged); with Retain it may go.
+    claim(cp, ns, "backed").await;
+    let pv = claims
+        .get("backed")
+        .await
+        .expect("claim")
+        .spec
+        .and_then(|s| s.volume_name)
+        .expect("bound");
+    let pvs = Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(c.clone());
+    let reclaim = pvs
+        .get(&pv)
+        .await
+        .expect("pv")
+        .spec
+        .and_then(|s| s.persistent_volume_reclaim_policy)
+        .unwrap_or_default();
+    assert_eq!(
+        reclaim, "Delete",
+        "the default class provisions with Delete"
+    );
+    pvs.patch(
+        &pv,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"volguard.io/delete-protection": "true"}}}),
+        ),
+    )
+    .await
+    .expect("mark the volume");
+    let (ok, out) = kubectl(cp, &["delete", "pvc", "backed", "-n", ns, "--wait=false"]);
+    assert!(
+        !ok,
+        "a claim on a protected Delete-policy volume was deleted: {out}"
+    );
+    assert!(out.contains("reclaim policy is Delete"), "{out}");
+    pvs.patch(
+        &pv,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"persistentVolumeReclaimPolicy": "Retain"}})),
+    )
+    .await
+    .expect("retain");
+    let (ok, out) = kubectl(cp, &["delete", "pvc", "backed", "-n", ns, "--wait=false"]);
+    assert!(ok, "with Retain the claim may go: {out}");
+    println!(
+        "delete-protection: a claim on a protected volume with reclaim Delete refused; with Retain deleted"
+    );
 }

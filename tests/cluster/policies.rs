@@ -295,20 +295,7 @@ pub(super) async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
         .iter()
         .position(|(f, _, want, _)| f.contains("allow-listed-group") && *want)
     {
-        let r = &cases[i].1;
-        let groups: Vec<&str> = r["userInfo"]["groups"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|g| g.as_str())
-            .filter(|g| *g != "system:authenticated")
-            .collect();
-        let who = cp
-            .client_as(
-                r["userInfo"]["username"].as_str().unwrap_or_default(),
-                &groups,
-            )
-            .await;
+        let who = as_fixture_user(cp, &cases[i].1).await;
         let name = format!("a{i}");
         let api = Api::<Pod>::namespaced(who, ns);
         let dry = DeleteParams {
@@ -331,14 +318,7 @@ pub(super) async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
     for (i, (fixture, r, want, row)) in cases.iter().enumerate() {
         let name = format!("a{i}");
         let user = r["userInfo"]["username"].as_str().unwrap_or_default();
-        let groups: Vec<&str> = r["userInfo"]["groups"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|g| g.as_str())
-            .filter(|g| *g != "system:authenticated")
-            .collect();
-        let as_user = cp.client_as(user, &groups).await;
+        let as_user = as_fixture_user(cp, r).await;
         let result: Result<(), kube::Error> =
             match (r["kind"]["kind"].as_str(), r["operation"].as_str()) {
                 (Some("Pod"), Some("DELETE")) => {
@@ -458,6 +438,23 @@ pub(super) async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
             )
             .await;
     }
+}
+
+/// A client acting as a fixture request's user, with its groups (the apiserver adds
+/// `system:authenticated` itself).
+async fn as_fixture_user(cp: &ControlPlane, r: &serde_json::Value) -> kube::Client {
+    let groups: Vec<&str> = r["userInfo"]["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g.as_str())
+        .filter(|g| *g != "system:authenticated")
+        .collect();
+    cp.client_as(
+        r["userInfo"]["username"].as_str().unwrap_or_default(),
+        &groups,
+    )
+    .await
 }
 
 /// Apply `manifests/policies` (the policies, their parameters and Deny bindings) and wait until

@@ -585,10 +585,32 @@ async fn s4_finalizer_strip_guard(cp: &ControlPlane, ns: &str) {
             && msg.contains("user (phase Pending, node node-a)"),
         "{msg}"
     );
-    let glass = Patch::Merge(
+    // Break glass set in the same update is not yet a proof (rules.md §8): refused...
+    let same = Patch::Merge(
         json!({"metadata": {"annotations": {"volguard.io/allow-finalizer-removal": "true"}, "finalizers": null}}),
     );
-    pvcs.patch("keep", &PatchParams::default(), &glass)
+    let (code, msg) = denial(
+        pvcs.patch("keep", &PatchParams::default(), &same)
+            .await
+            .expect_err("an override in the same update does not count"),
+    );
+    assert_eq!(code, 403, "{msg}");
+    // ...set first by a person allowed to break glass (stamped with their name), then used.
+    let glass = Patch::Merge(
+        json!({"metadata": {"annotations": {"volguard.io/allow-finalizer-removal": "true"}}}),
+    );
+    let set = pvcs
+        .patch("keep", &PatchParams::default(), &glass)
+        .await
+        .expect("override set");
+    let stamp = set
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .get("volguard.io/confirmed-by")
+        .cloned();
+    assert_eq!(stamp.as_deref(), Some("e2e-admin"), "the setter's stamp");
+    pvcs.patch("keep", &PatchParams::default(), &strip)
         .await
         .expect("break glass allowed");
 }

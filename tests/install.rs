@@ -522,19 +522,35 @@ fn refusals_and_warnings_are_events() {
             namespace(&c, "audit").await;
             running_pod_with_claim(s, "audit", "db-0").await;
             let pods = Api::<Pod>::namespaced(c.clone(), "audit");
-            // A force delete, refused; a loop of them makes one Event with a count.
+            // The chart installs the policies where the apiserver serves them: a force delete is
+            // refused by the apiserver itself, and leaves no Event (its audit record instead).
+            let (code, msg) = denial(pods.delete("db-0", &force()).await.expect_err("refused"));
+            assert_eq!(code, 403);
+            assert!(
+                msg.contains("ValidatingAdmissionPolicy 'volguard-force-delete'"),
+                "the default install has the policies: {msg}"
+            );
+            // A finalizer strip of the claim the running pod uses is the webhook's alone (it reads
+            // the pods): refused, and a loop of them makes one Event with a count.
+            let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), "audit");
+            let strip = kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}}));
             for _ in 0..12 {
-                let e = pods.delete("db-0", &force()).await.expect_err("refused");
+                let e = pvcs
+                    .patch("db-0-data", &kube::api::PatchParams::default(), &strip)
+                    .await
+                    .expect_err("refused");
                 assert_eq!(denial(e).0, 403);
             }
             let ev = s
                 .eventually(
-                    "one Denied Event on the pod, its series counting the repeats",
+                    "one Denied Event on the claim, its series counting the repeats",
                     Duration::from_secs(40),
                     || {
                         let c = c.clone();
                         async move {
-                            let evs = events_about(&c, "audit", "Pod", "db-0").await;
+                            let evs =
+                                events_about(&c, "audit", "PersistentVolumeClaim", "db-0-data")
+                                    .await;
                             let denied: Vec<_> = evs
                                 .iter()
                                 .filter(|e| e.reason.as_deref() == Some("Denied"))
@@ -546,25 +562,32 @@ fn refusals_and_warnings_are_events() {
                     },
                 )
                 .await;
-            // `kubectl describe pod` lists it: the reference carries the pod's UID.
-            let uid = pods.get("db-0").await.expect("pod").metadata.uid;
+            // `kubectl describe pvc` lists it: the reference carries the claim's UID.
+            let uid = pvcs.get("db-0-data").await.expect("claim").metadata.uid;
             assert_eq!(
                 ev.regarding.as_ref().and_then(|r| r.uid.clone()),
                 uid,
-                "the Event's reference names the pod's UID"
+                "the Event's reference names the claim's UID"
             );
             let described = Command::new(made_kubectl())
-                .args(["describe", "pod", "db-0", "-n", "audit", "--kubeconfig"])
+                .args([
+                    "describe",
+                    "pvc",
+                    "db-0-data",
+                    "-n",
+                    "audit",
+                    "--kubeconfig",
+                ])
                 .arg(&s.admin_kubeconfig)
                 .output()
                 .expect("kubectl describe");
             let described = String::from_utf8_lossy(&described.stdout);
             assert!(
-                described.contains("Denied") && described.contains("force delete"),
-                "kubectl describe pod db-0 does not show the refusal:\n{described}"
+                described.contains("Denied") && described.contains("pvc-protection"),
+                "kubectl describe pvc db-0-data does not show the refusal:\n{described}"
             );
             println!(
-                "kubectl describe pod db-0: {}",
+                "kubectl describe pvc db-0-data: {}",
                 described
                     .lines()
                     .find(|l| l.contains("Denied"))

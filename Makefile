@@ -19,6 +19,11 @@ HELM_VERSION ?= v4.3.1
 # (benches/controller-runtime, built from its module).
 CR_VERSION ?= v0.25.2
 CACHE := $(CURDIR)/.cache
+# Real nodes (tests/nodes.rs, first version only): kubelet, containerd v2 with Debian's runc, the
+# CSI external-provisioner and external-attacher, the project's test CSI driver and node image.
+CONTAINERD_VERSION ?= v2.4.2
+PROVISIONER_VERSION ?= v5.3.0
+ATTACHER_VERSION ?= v4.13.0
 k8s_dir = $(CACHE)/kubernetes/$(1)
 K8S_DONE := $(foreach v,$(K8S_VERSIONS),$(call k8s_dir,$(v))/.built)
 ETCD_BIN := $(CACHE)/etcd/$(ETCD_VERSION)/etcd
@@ -33,10 +38,14 @@ k8s_ldflags = -s -w -X k8s.io/component-base/version.gitVersion=$(1) \
   -X k8s.io/component-base/version.gitTreeState=clean
 STATE ?= manifests/examples/state.yaml
 # What the e2e tests read: where each component's binaries are.
-E2E_ENV = VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
+NODES_DIR = $(CACHE)/nodes/$(K8S_VERSION)
+NODE_PARTS = $(NODES_DIR)/kubelet $(CACHE)/containerd/$(CONTAINERD_VERSION)/containerd \
+  $(CACHE)/csi/provisioner-$(PROVISIONER_VERSION) $(CACHE)/csi/attacher-$(ATTACHER_VERSION) \
+  $(NODES_DIR)/volguard-test-csi $(NODES_DIR)/node-image.tar
+E2E_ENV = VOLGUARD_NODES_DIR=$(NODES_DIR) VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: manifests model encode-cmp all build release release-build certs run try image image-check image-tools docker-image alerts chart prometheus install fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
+.PHONY: manifests model encode-cmp all build release release-build certs run try image image-check image-tools docker-image alerts chart prometheus install nodes node-packages fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -137,6 +146,52 @@ install: release-build
 
 controlplane: $(K8S_DONE) $(ETCD_BIN) $(KWOK_DIR)/.built $(CM_DIR)/.built $(HELM)
 
+# What a real node runs, gathered in $(NODES_DIR) (the harness's VOLGUARD_NODES_DIR): Debian's
+# runc, static busybox (the node image) and CNI plugins, and the parts below.
+nodes: node-packages $(NODE_PARTS)
+	ln -sf $(CACHE)/containerd/$(CONTAINERD_VERSION)/containerd $(CACHE)/containerd/$(CONTAINERD_VERSION)/containerd-shim-runc-v2 \
+	  $(CACHE)/containerd/$(CONTAINERD_VERSION)/ctr $(NODES_DIR)/
+	ln -sf $(CACHE)/csi/provisioner-$(PROVISIONER_VERSION) $(NODES_DIR)/csi-provisioner
+	ln -sf $(CACHE)/csi/attacher-$(ATTACHER_VERSION) $(NODES_DIR)/csi-attacher
+
+node-packages:
+	dpkg -s runc busybox-static containernetworking-plugins umoci skopeo >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends runc busybox-static \
+	  containernetworking-plugins umoci skopeo >/dev/null; }
+
+$(NODES_DIR)/kubelet:
+	mkdir -p $(@D)
+	cd e2e/kubernetes/$(basename $(K8S_VERSION)) && CGO_ENABLED=0 go build -trimpath -o $@ \
+	  -ldflags "$(call k8s_ldflags,$(K8S_VERSION))" k8s.io/kubernetes/cmd/kubelet
+
+# containerd v2 from its module, CGO off (so without the btrfs, devmapper and zfs snapshotters).
+$(CACHE)/containerd/$(CONTAINERD_VERSION)/containerd:
+	mkdir -p $(@D)
+	cd e2e/containerd && test "$$(go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)" = "$(CONTAINERD_VERSION)"
+	cd e2e/containerd && CGO_ENABLED=0 go build -trimpath -tags "no_btrfs no_devmapper no_zfs" -o $(@D)/ -ldflags "-s -w" \
+	  github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+	  github.com/containerd/containerd/v2/cmd/ctr
+
+# The sidecars' go.mod replaces k8s.io modules, so another module cannot require them: each is
+# built in its own module directory, at the exact version.
+csi_dir = $$(go mod download -json $(1) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')
+$(CACHE)/csi/provisioner-%:
+	mkdir -p $(@D)
+	cd $(call csi_dir,github.com/kubernetes-csi/external-provisioner/v5@$*) && \
+	  CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o $@ -ldflags "-s -w -X main.version=$*" ./cmd/csi-provisioner
+$(CACHE)/csi/attacher-%:
+	mkdir -p $(@D)
+	cd $(call csi_dir,github.com/kubernetes-csi/external-attacher/v4@$*) && \
+	  CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o $@ -ldflags "-s -w -X main.version=$*" ./cmd/csi-attacher
+
+$(NODES_DIR)/volguard-test-csi: e2e/csi-driver/main.go e2e/csi-driver/go.mod e2e/csi-driver/go.sum
+	mkdir -p $(@D)
+	cd e2e/csi-driver && CGO_ENABLED=0 go build -trimpath -o $@ -ldflags "-s -w" .
+
+$(NODES_DIR)/node-image.tar: e2e/nodes/image.sh | node-packages
+	mkdir -p $(@D)
+	e2e/nodes/image.sh "$$(cd e2e/kubernetes/$(basename $(K8S_VERSION)) && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c" $@
+
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of one version.
 $(CACHE)/kubernetes/%/.built:
 	mkdir -p $(@D)
@@ -183,9 +238,9 @@ $(CR_WEBHOOK): benches/controller-runtime/go.mod benches/controller-runtime/go.s
 # tests/e2e.rs, the chaos run and tests/install.rs (helm install, Prometheus) on the first version;
 # tests/cluster.rs and tests/partition.rs (the upstream control loops, fencing)
 # on every version, the clusters side by side.
-e2e: controlplane prometheus
+e2e: controlplane prometheus nodes
 	VOLGUARD_CHAOS_SEED=$${VOLGUARD_CHAOS_SEED:-20261121} VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
-	  $(CARGO) test --locked --test e2e --test chaos --test install -- --ignored --test-threads=1 --nocapture
+	  $(CARGO) test --locked --test e2e --test chaos --test install --test nodes -- --ignored --test-threads=1 --nocapture
 	$(E2E_ENV) .ci/cluster-e2e.sh $(CACHE) $(K8S_VERSIONS)
 
 # Chaos on the real control plane; `make test` runs a short form (20 s), this a longer one.

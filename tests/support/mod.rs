@@ -8,7 +8,9 @@
 
 pub mod apiserver;
 pub mod harness;
+pub mod nodes;
 pub mod objects;
+pub mod records;
 pub mod serve;
 pub mod shared;
 pub mod tls_client;

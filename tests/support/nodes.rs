@@ -1,0 +1,714 @@
+//! Real nodes beside a `ControlPlane`: per node a network namespace on one test bridge, a
+//! containerd (v2, CRI) and a kubelet started inside it, the node's own cgroup in every
+//! hierarchy (so "power off" and "hang" are one write), and the test CSI driver's node plugin;
+//! once per cluster the driver's controller service with the real external-provisioner and
+//! external-attacher. `make e2e` builds all of it into `.cache/nodes/` (VOLGUARD_NODES_DIR).
+//!
+//! Everything is torn down on drop, pass or fail: processes (containers included, through the
+//! node cgroups), mounts under the cluster's directory, cgroups, namespaces and links.
+
+use super::harness::{ControlPlane, Proc, free_port};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, PostParams};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The test CSI driver (e2e/csi-driver) plays two drivers, each with its StorageClass (reclaim
+/// policy Delete): block-like storage the attach/detach controller attaches to one node at a
+/// time (VolumeAttachments, Multi-Attach), and a shared filesystem with no attach step (NFS-like),
+/// where a volume is deleted as soon as its volume object is released.
+pub struct Driver {
+    pub name: &'static str,
+    pub class: &'static str,
+    pub attach: bool,
+}
+pub const ATTACHED: Driver = Driver {
+    name: "hostpath.e2e.volguard.io",
+    class: "e2e-csi",
+    attach: true,
+};
+pub const SHARED_FS: Driver = Driver {
+    name: "sharedfs.e2e.volguard.io",
+    class: "e2e-sharedfs",
+    attach: false,
+};
+const DRIVERS: [&Driver; 2] = [&ATTACHED, &SHARED_FS];
+/// The one image every real-node pod runs (busybox and pause; e2e/nodes/image.sh).
+pub const IMAGE: &str = "e2e.volguard.io/node:e2e";
+const HOST_IP: &str = "10.201.0.1";
+
+fn bins() -> PathBuf {
+    PathBuf::from(std::env::var("VOLGUARD_NODES_DIR").unwrap_or_else(|_| {
+        panic!("VOLGUARD_NODES_DIR is not set: run the real-node tests with `make e2e` (it builds kubelet, containerd, the CSI sidecars and the test driver into .cache/nodes/)")
+    }))
+}
+
+fn run(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn must(args: &[&str]) {
+    if let Err(e) = run(args) {
+        panic!("{e}");
+    }
+}
+
+/// The cgroup v1 hierarchies (and the unified one, where mounted) this machine has.
+fn hierarchies() -> Vec<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 2 && (f[2] == "cgroup" || f[2] == "cgroup2")).then(|| PathBuf::from(f[1]))
+        })
+        .collect()
+}
+
+/// A TCP relay on the bridge's host address to the apiserver on loopback, on its own thread
+/// and runtime (a test may block its own), so the nodes reach the apiserver as a real node would.
+fn relay(listen: std::net::SocketAddr, to: u16) {
+    let l = std::net::TcpListener::bind(listen).expect("relay bind");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("relay runtime");
+        rt.block_on(async move {
+            l.set_nonblocking(true).expect("nonblocking");
+            let l = tokio::net::TcpListener::from_std(l).expect("relay listener");
+            while let Ok((mut a, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    if let Ok(mut b) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await {
+                        let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+                    }
+                });
+            }
+        });
+    });
+}
+
+pub struct RealNode {
+    pub name: String,
+    pub ip: String,
+    pub netns: String,
+    /// The host side of the node's link: down is a partition.
+    pub link: String,
+    pub dir: PathBuf,
+    /// The node's cgroup, relative to each hierarchy's root.
+    pub cgroup: String,
+    containerd: Option<Proc>,
+    kubelet: Option<Proc>,
+    csi: Vec<Proc>,
+}
+
+pub struct RealNodes {
+    pub id: String,
+    pub bridge: String,
+    pub dir: PathBuf,
+    /// The directory under which every volume's bytes live (shared by all nodes).
+    pub volumes: PathBuf,
+    pub nodes: Vec<RealNode>,
+    relay_port: u16,
+    api_port: u16,
+    ca_pem: String,
+    controller: Vec<Proc>,
+}
+
+impl RealNodes {
+    /// The bridge, the relay, the CSI controller side and the objects that name the driver.
+    pub async fn start(cp: &ControlPlane) -> RealNodes {
+        let id = format!("{:x}", std::process::id() % 0xfff);
+        let bridge = format!("vgb{id}");
+        let dir = cp.dir.path().join("nodes");
+        let volumes = dir.join("volumes");
+        std::fs::create_dir_all(&volumes).expect("volumes dir");
+        let _ = run(&["ip", "link", "del", &bridge]);
+        must(&["ip", "link", "add", &bridge, "type", "bridge"]);
+        must(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{HOST_IP}/16"),
+            "dev",
+            &bridge,
+        ]);
+        must(&["ip", "link", "set", &bridge, "up"]);
+        let api_port: u16 = cp
+            .api_url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("api port");
+        let relay_port = free_port();
+        relay(
+            format!("{HOST_IP}:{relay_port}").parse().expect("addr"),
+            api_port,
+        );
+        let mut rn = RealNodes {
+            id,
+            bridge,
+            dir,
+            volumes,
+            nodes: Vec::new(),
+            relay_port,
+            api_port,
+            ca_pem: cp.pki.ca_pem.clone(),
+            controller: Vec::new(),
+        };
+        rn.start_csi_controller(cp).await;
+        rn
+    }
+
+    async fn start_csi_controller(&mut self, cp: &ControlPlane) {
+        let admin = cp.admin().await;
+        let mut objects = vec![serde_json::json!(
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": "e2e-csi-sidecars"},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+             "subjects": [
+                {"kind": "ServiceAccount", "name": "csi-provisioner", "namespace": "kube-system"},
+                {"kind": "ServiceAccount", "name": "csi-attacher", "namespace": "kube-system"}]})];
+        for d in DRIVERS {
+            objects.push(serde_json::json!(
+                {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": d.name},
+                 "spec": {"attachRequired": d.attach, "podInfoOnMount": false, "volumeLifecycleModes": ["Persistent"]}}));
+            objects.push(serde_json::json!(
+                {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                 "metadata": {"name": d.class}, "provisioner": d.name, "reclaimPolicy": "Delete",
+                 "volumeBindingMode": "Immediate"}));
+        }
+        for o in &objects {
+            let gvk: kube::api::GroupVersionKind = serde_json::from_value(serde_json::json!({
+                    "group": o["apiVersion"].as_str().unwrap_or("").split('/').next(),
+                    "version": "v1", "kind": o["kind"]}))
+            .expect("gvk");
+            let (ar, _) = kube::discovery::pinned_kind(&admin, &gvk)
+                .await
+                .expect("kind");
+            let api: Api<kube::api::DynamicObject> = Api::all_with(admin.clone(), &ar);
+            let obj: kube::api::DynamicObject = serde_json::from_value(o.clone()).expect("obj");
+            api.create(&PostParams::default(), &obj)
+                .await
+                .unwrap_or_else(|e| panic!("create {}: {e}", o["kind"]));
+        }
+        for d in DRIVERS {
+            let sock = self.dir.join(format!("{}.sock", d.class));
+            self.controller.push(Proc::spawn(
+                &format!("csi-controller-{}", d.class),
+                Command::new(bins().join("volguard-test-csi"))
+                    .arg("controller")
+                    .arg(format!("--name={}", d.name))
+                    .arg(format!("--endpoint=unix://{}", sock.display()))
+                    .arg(format!("--root={}", self.volumes.display())),
+                &self.dir,
+            ));
+            // As a real cluster runs them: their own ServiceAccounts' identities (client
+            // certificates naming them), leader election off (one replica).
+            let mut sidecars = vec![(
+                "csi-provisioner",
+                &["--extra-create-metadata", "--feature-gates=Topology=false"][..],
+            )];
+            if d.attach {
+                sidecars.push(("csi-attacher", &[][..]));
+            }
+            for (name, extra) in sidecars {
+                let user = format!("system:serviceaccount:kube-system:{name}");
+                let kc = cp.kubeconfig_file(
+                    name,
+                    &user,
+                    &[
+                        "system:serviceaccounts",
+                        "system:serviceaccounts:kube-system",
+                    ],
+                );
+                self.controller.push(Proc::spawn(
+                    &format!("{name}-{}", d.class),
+                    Command::new(bins().join(name))
+                        .arg(format!("--csi-address={}", sock.display()))
+                        .arg(format!("--kubeconfig={}", kc.display()))
+                        .arg("--leader-election=false")
+                        .arg("--timeout=30s")
+                        .arg("--v=3")
+                        .args(extra),
+                    &self.dir,
+                ));
+            }
+        }
+    }
+
+    fn kubeconfig(&self, cp: &ControlPlane, node: &str) -> String {
+        let pair = cp
+            .pki
+            .issue(&format!("system:node:{node}"), &["system:nodes"], &[]);
+        use base64::Engine;
+        let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: https://{HOST_IP}:{}\n    tls-server-name: localhost\n    certificate-authority-data: {}\nusers:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: c\n  context: {{cluster: e2e, user: u}}\ncurrent-context: c\n",
+            self.relay_port,
+            b(&self.ca_pem),
+            b(&pair.cert_pem),
+            b(&pair.key_pem)
+        )
+    }
+
+    /// A real node `name`: returns once the apiserver reports it Ready, its CSI driver
+    /// registered (CSINode) and the image imported.
+    pub async fn add(&mut self, cp: &ControlPlane, name: &str) -> usize {
+        let n = self.nodes.len() + 2;
+        let ip = format!("10.201.0.{n}");
+        let netns = format!("vg{}-{name}", self.id);
+        let link = format!("vg{}h{n}", self.id);
+        let peer = format!("vg{}n{n}", self.id);
+        let dir = self.dir.join(name);
+        for d in ["containerd", "cni", "kubelet", "certs"] {
+            std::fs::create_dir_all(dir.join(d)).expect("node dir");
+        }
+        let _ = run(&["ip", "netns", "del", &netns]);
+        must(&["ip", "netns", "add", &netns]);
+        must(&[
+            "ip", "link", "add", &link, "type", "veth", "peer", "name", &peer,
+        ]);
+        must(&["ip", "link", "set", &peer, "netns", &netns]);
+        must(&["ip", "link", "set", &link, "master", &self.bridge, "up"]);
+        let inns = |args: &[&str]| {
+            let mut v = vec!["ip", "netns", "exec", netns.as_str()];
+            v.extend_from_slice(args);
+            must(&v);
+        };
+        inns(&["ip", "addr", "add", &format!("{ip}/16"), "dev", &peer]);
+        inns(&["ip", "link", "set", &peer, "up"]);
+        inns(&["ip", "link", "set", "lo", "up"]);
+        inns(&["ip", "route", "add", "default", "via", HOST_IP]);
+
+        // The node's cgroup in every hierarchy; the cpuset one needs its cpus and mems.
+        let cgroup = format!("volguard-e2e-{}-{name}", self.id);
+        for h in hierarchies() {
+            let c = h.join(&cgroup);
+            let _ = std::fs::create_dir_all(&c);
+            for f in ["cpuset.cpus", "cpuset.mems"] {
+                if let Ok(v) = std::fs::read_to_string(h.join(f)) {
+                    let _ = std::fs::write(c.join(f), v);
+                }
+            }
+        }
+
+        let ctrd = dir.join("containerd");
+        let sock = ctrd.join("containerd.sock");
+        std::fs::write(
+            ctrd.join("config.toml"),
+            format!(
+                r#"version = 3
+root = "{root}"
+state = "{state}"
+disabled_plugins = ["io.containerd.nri.v1.nri"]
+[grpc]
+  address = "{sock}"
+[ttrpc]
+  address = "{sock}.ttrpc"
+[plugins.'io.containerd.internal.v1.opt']
+  path = "{opt}"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "{IMAGE}"
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+    Root = "{runc}"
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = "{cni}"
+"#,
+                root = ctrd.join("root").display(),
+                state = ctrd.join("state").display(),
+                sock = sock.display(),
+                opt = ctrd.join("opt").display(),
+                runc = ctrd.join("runc").display(),
+                cni = dir.join("cni").display(),
+            ),
+        )
+        .expect("containerd config");
+        std::fs::write(
+            dir.join("cni/10-e2e.conflist"),
+            serde_json::json!({
+                "cniVersion": "1.0.0", "name": format!("e2e-{name}"),
+                "plugins": [
+                    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
+                     "ipam": {"type": "host-local", "ranges": [[{"subnet": format!("10.244.{n}.0/24")}]],
+                              "dataDir": dir.join("cni-ipam").display().to_string()}},
+                    {"type": "loopback"}
+                ]
+            })
+            .to_string(),
+        )
+        .expect("cni config");
+        let containerd = self.spawn_in(
+            &netns,
+            &cgroup,
+            &dir,
+            "containerd",
+            &[
+                bins().join("containerd").display().to_string(),
+                format!("--config={}", ctrd.join("config.toml").display()),
+            ],
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !sock.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "containerd of {name} did not start:\n{}",
+                containerd.tail()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let ctr = bins().join("ctr");
+        let import = Command::new(&ctr)
+            .arg(format!("--address={}", sock.display()))
+            .args(["-n", "k8s.io", "images", "import"])
+            .arg(bins().join("node-image.tar"))
+            .output()
+            .expect("ctr");
+        assert!(
+            import.status.success(),
+            "import the node image on {name}: {}",
+            String::from_utf8_lossy(&import.stderr)
+        );
+
+        let kubelet_dir = dir.join("kubelet");
+        std::fs::write(dir.join("certs/ca.crt"), &self.ca_pem).expect("ca");
+        std::fs::write(dir.join("kubeconfig"), self.kubeconfig(cp, name)).expect("kubeconfig");
+        std::fs::write(
+            dir.join("kubelet.yaml"),
+            format!(
+                r#"apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: /{cgroup}
+containerRuntimeEndpoint: unix://{sock}
+address: {ip}
+port: 10250
+readOnlyPort: 0
+healthzPort: 0
+authentication:
+  anonymous: {{enabled: true}}
+  webhook: {{enabled: false}}
+  x509: {{clientCAFile: {ca}}}
+authorization: {{mode: AlwaysAllow}}
+failSwapOn: false
+resolvConf: ""
+nodeLeaseDurationSeconds: 8
+nodeStatusUpdateFrequency: 4s
+nodeStatusReportFrequency: 10s
+syncFrequency: 10s
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {{memory.available: "1Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}}
+serializeImagePulls: false
+volumePluginDir: {plugins}
+"#,
+                sock = sock.display(),
+                ca = dir.join("certs/ca.crt").display(),
+                plugins = dir.join("flexvolume").display(),
+            ),
+        )
+        .expect("kubelet config");
+        let kubelet = self.spawn_in(
+            &netns,
+            &cgroup,
+            &dir,
+            "kubelet",
+            &[
+                bins().join("kubelet").display().to_string(),
+                format!("--config={}", dir.join("kubelet.yaml").display()),
+                format!("--kubeconfig={}", dir.join("kubeconfig").display()),
+                format!("--root-dir={}", kubelet_dir.display()),
+                format!("--cert-dir={}", dir.join("certs").display()),
+                format!("--hostname-override={name}"),
+                format!("--node-ip={ip}"),
+                "--v=2".into(),
+            ],
+        );
+        let mut csi = Vec::new();
+        for d in DRIVERS {
+            csi.push(self.spawn_in(
+                &netns,
+                &cgroup,
+                &dir,
+                &format!("csi-node-{}", d.class),
+                &[
+                    bins().join("volguard-test-csi").display().to_string(),
+                    "node".into(),
+                    format!("--name={}", d.name),
+                    format!(
+                        "--endpoint=unix://{}",
+                        kubelet_dir.join(format!("plugins/{}/csi.sock", d.name)).display()
+                    ),
+                    format!(
+                        "--registration=unix://{}",
+                        kubelet_dir
+                            .join(format!("plugins_registry/{}-reg.sock", d.name))
+                            .display()
+                    ),
+                    format!("--node={name}"),
+                    format!("--root={}", self.volumes.display()),
+                ],
+            ));
+        }
+        self.nodes.push(RealNode {
+            name: name.into(),
+            ip,
+            netns,
+            link,
+            dir,
+            cgroup,
+            containerd: Some(containerd),
+            kubelet: Some(kubelet),
+            csi,
+        });
+        let i = self.nodes.len() - 1;
+        self.wait_ready(cp, i).await;
+        i
+    }
+
+    /// A process in the node's network namespace and cgroup (the node's "machine").
+    fn spawn_in(&self, netns: &str, cgroup: &str, dir: &Path, name: &str, argv: &[String]) -> Proc {
+        let join: String = hierarchies()
+            .iter()
+            .map(|h| {
+                format!(
+                    "echo $$ > {}/cgroup.procs 2>/dev/null; ",
+                    h.join(cgroup).display()
+                )
+            })
+            .collect();
+        Proc::spawn(
+            name,
+            Command::new("sh")
+                // containerd finds its shim, and the shim finds runc, on PATH.
+                .env(
+                    "PATH",
+                    format!(
+                        "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                        bins().display()
+                    ),
+                )
+                .arg("-c")
+                .arg(format!(
+                    "{join}exec nsenter --net=/run/netns/{netns} \"$@\""
+                ))
+                .arg("sh")
+                .args(argv),
+            dir,
+        )
+    }
+
+    async fn wait_ready(&self, cp: &ControlPlane, i: usize) {
+        let node = &self.nodes[i];
+        let nodes: Api<Node> = Api::all(cp.admin().await);
+        let csinodes: Api<k8s_openapi::api::storage::v1::CSINode> = Api::all(cp.admin().await);
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let ready = nodes
+                .get_opt(&node.name)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|n| {
+                    n.status
+                        .and_then(|s| s.conditions)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                });
+            let registered = csinodes
+                .get_opt(&node.name)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|c| {
+                    DRIVERS
+                        .iter()
+                        .all(|d| c.spec.drivers.iter().any(|x| x.name == d.name))
+                });
+            if ready && registered {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "real node {} not ready (ready {ready}, csi registered {registered}):\n{}",
+                    node.name,
+                    self.logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    pub fn node(&self, name: &str) -> &RealNode {
+        self.nodes
+            .iter()
+            .find(|n| n.name == name)
+            .unwrap_or_else(|| panic!("no real node {name}"))
+    }
+
+    /// Cut (or restore) the node's only link: its kubelet stops reaching the apiserver while its
+    /// containers keep running (a network partition).
+    pub fn partition(&self, name: &str, cut: bool) {
+        let n = self.node(name);
+        must(&[
+            "ip",
+            "link",
+            "set",
+            &n.link,
+            if cut { "down" } else { "up" },
+        ]);
+    }
+
+    /// Every process of the node's machine (kubelet, containerd, shims, containers, CSI plugin)
+    /// killed at once: a power-off.
+    pub fn power_off(&mut self, name: &str) {
+        let i = self
+            .nodes
+            .iter()
+            .position(|n| n.name == name)
+            .expect("node");
+        kill_cgroup(&self.nodes[i].cgroup);
+        let n = &mut self.nodes[i];
+        for p in [&mut n.kubelet, &mut n.containerd]
+            .into_iter()
+            .flatten()
+            .chain(n.csi.iter_mut())
+        {
+            let _ = p.child.wait();
+        }
+    }
+
+    pub fn kubelet_log(&self, name: &str) -> String {
+        self.node(name)
+            .kubelet
+            .as_ref()
+            .map(Proc::tail)
+            .unwrap_or_default()
+    }
+
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for p in &self.controller {
+            out += &format!("--- {}\n{}\n", p.name, p.tail());
+        }
+        for n in &self.nodes {
+            for p in [&n.kubelet, &n.containerd]
+                .into_iter()
+                .flatten()
+                .chain(n.csi.iter())
+            {
+                out += &format!("--- {} on {}\n{}\n", p.name, n.name, p.tail());
+            }
+        }
+        out
+    }
+}
+
+/// Kill every process in the cgroup (all hierarchies) until none is left.
+fn kill_cgroup(cgroup: &str) {
+    for _ in 0..50 {
+        let mut any = false;
+        for h in hierarchies() {
+            let c = h.join(cgroup);
+            // Thaw first: a frozen process cannot die.
+            if h.ends_with("freezer") {
+                let _ = std::fs::write(c.join("freezer.state"), "THAWED");
+            }
+            for pid in procs_under(&c) {
+                any = true;
+                let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            }
+        }
+        if !any {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn procs_under(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                out.extend(procs_under(&e.path()));
+            }
+        }
+    }
+    out
+}
+
+fn rmdir_tree(dir: &Path) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                rmdir_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+impl Drop for RealNodes {
+    fn drop(&mut self) {
+        for p in &mut self.controller {
+            p.kill();
+        }
+        for n in &mut self.nodes {
+            kill_cgroup(&n.cgroup);
+            for p in [&mut n.kubelet, &mut n.containerd]
+                .into_iter()
+                .flatten()
+                .chain(n.csi.iter_mut())
+            {
+                p.kill();
+            }
+        }
+        // Mounts under the cluster's directory (volumes, snapshots, sandboxes' shm and netns),
+        // deepest first.
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut ours: Vec<&str> = mounts
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(4))
+            .filter(|m| Path::new(m).starts_with(&self.dir))
+            .collect();
+        ours.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in ours {
+            let _ = Command::new("umount").args(["-l", m]).status();
+        }
+        for n in &self.nodes {
+            for h in hierarchies() {
+                rmdir_tree(&h.join(&n.cgroup));
+            }
+            let _ = run(&["ip", "netns", "del", &n.netns]);
+            let _ = run(&["ip", "link", "del", &n.link]);
+        }
+        let _ = run(&["ip", "link", "del", &self.bridge]);
+        let _ = self.api_port;
+    }
+}

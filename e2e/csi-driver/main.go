@@ -31,7 +31,6 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
-
 func main() {
 	if len(os.Args) < 2 {
 		log.Fatal("usage: volguard-test-csi controller|node [flags]")

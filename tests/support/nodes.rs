@@ -110,6 +110,9 @@ pub struct RealNode {
     pub dir: PathBuf,
     /// The node's cgroup, relative to each hierarchy's root.
     pub cgroup: String,
+    /// The machine's mount namespace (a file it is bound to); a new one each boot.
+    mntns: PathBuf,
+    pub boots: u32,
     containerd: Option<Proc>,
     kubelet: Option<Proc>,
     csi: Vec<Proc>,
@@ -295,7 +298,7 @@ impl RealNodes {
         inns(&["ip", "route", "add", "default", "via", HOST_IP]);
 
         // The node's cgroup in every hierarchy; the cpuset one needs its cpus and mems.
-        let cgroup = format!("volguard-e2e-{}-{name}", self.id);
+        let cgroup = format!("{}-{name}", self.cgroup_prefix());
         for h in hierarchies() {
             let c = h.join(&cgroup);
             let _ = std::fs::create_dir_all(&c);
@@ -357,39 +360,6 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
             .to_string(),
         )
         .expect("cni config");
-        let containerd = self.spawn_in(
-            &netns,
-            &cgroup,
-            &dir,
-            "containerd",
-            &[
-                bins().join("containerd").display().to_string(),
-                format!("--config={}", ctrd.join("config.toml").display()),
-            ],
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !sock.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "containerd of {name} did not start:\n{}",
-                containerd.tail()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let ctr = bins().join("ctr");
-        let import = Command::new(&ctr)
-            .arg(format!("--address={}", sock.display()))
-            .args(["-n", "k8s.io", "images", "import"])
-            .arg(bins().join("node-image.tar"))
-            .output()
-            .expect("ctr");
-        assert!(
-            import.status.success(),
-            "import the node image on {name}: {}",
-            String::from_utf8_lossy(&import.stderr)
-        );
-
-        let kubelet_dir = dir.join("kubelet");
         std::fs::write(dir.join("certs/ca.crt"), &self.ca_pem).expect("ca");
         std::fs::write(dir.join("kubeconfig"), self.kubeconfig(cp, name)).expect("kubeconfig");
         std::fs::write(
@@ -428,10 +398,94 @@ volumePluginDir: {plugins}
             ),
         )
         .expect("kubelet config");
+        self.nodes.push(RealNode {
+            name: name.into(),
+            ip,
+            netns,
+            link,
+            dir,
+            cgroup,
+            mntns: PathBuf::new(),
+            boots: 0,
+            containerd: None,
+            kubelet: None,
+            csi: Vec::new(),
+        });
+        let i = self.nodes.len() - 1;
+        self.boot(i);
+        self.wait_ready(cp, i).await;
+        i
+    }
+
+    /// Start the node's machine: a fresh mount namespace whose boot ID is new (the kubelet
+    /// reports it as `status.nodeInfo.bootID`), its run-time state gone as after a reboot (disk
+    /// state — images, the kubelet's directory — stays), then containerd, the node image, the
+    /// kubelet and the CSI node plugins.
+    fn boot(&mut self, i: usize) {
+        let node = &self.nodes[i];
+        let (name, dir) = (node.name.clone(), node.dir.clone());
+        let boots = node.boots + 1;
+        let mntns = dir.join(format!("mnt-{boots}"));
+        let bootid = dir.join(format!("boot_id-{boots}"));
+        let id = format!(
+            "{:08x}-0000-4000-8000-{:012x}",
+            std::process::id(),
+            (i as u64) << 16 | u64::from(boots)
+        );
+        std::fs::write(&bootid, format!("{id}\n")).expect("boot id");
+        std::fs::write(&mntns, "").expect("mount ns file");
+        must(&[
+            "unshare",
+            &format!("--mount={}", mntns.display()),
+            "--propagation",
+            "private",
+            "mount",
+            "--bind",
+            &bootid.display().to_string(),
+            "/proc/sys/kernel/random/boot_id",
+        ]);
+        let _ = std::fs::remove_dir_all(dir.join("containerd/state"));
+        let ctrd = dir.join("containerd");
+        let sock = ctrd.join("containerd.sock");
+        let _ = std::fs::remove_file(&sock);
+        if !self.nodes[i].mntns.as_os_str().is_empty() {
+            let _ = Command::new("umount").arg(&self.nodes[i].mntns).status();
+        }
+        self.nodes[i].mntns = mntns;
+        self.nodes[i].boots = boots;
+        let containerd = self.spawn_in(
+            i,
+            "containerd",
+            &[
+                bins().join("containerd").display().to_string(),
+                format!("--config={}", ctrd.join("config.toml").display()),
+            ],
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !sock.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "containerd of {name} did not start:\n{}",
+                containerd.tail()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if boots == 1 {
+            let import = Command::new(bins().join("ctr"))
+                .arg(format!("--address={}", sock.display()))
+                .args(["-n", "k8s.io", "images", "import"])
+                .arg(bins().join("node-image.tar"))
+                .output()
+                .expect("ctr");
+            assert!(
+                import.status.success(),
+                "import the node image on {name}: {}",
+                String::from_utf8_lossy(&import.stderr)
+            );
+        }
+        let kubelet_dir = dir.join("kubelet");
         let kubelet = self.spawn_in(
-            &netns,
-            &cgroup,
-            &dir,
+            i,
             "kubelet",
             &[
                 bins().join("kubelet").display().to_string(),
@@ -440,16 +494,14 @@ volumePluginDir: {plugins}
                 format!("--root-dir={}", kubelet_dir.display()),
                 format!("--cert-dir={}", dir.join("certs").display()),
                 format!("--hostname-override={name}"),
-                format!("--node-ip={ip}"),
+                format!("--node-ip={}", self.nodes[i].ip),
                 "--v=2".into(),
             ],
         );
         let mut csi = Vec::new();
         for d in DRIVERS {
             csi.push(self.spawn_in(
-                &netns,
-                &cgroup,
-                &dir,
+                i,
                 &format!("csi-node-{}", d.class),
                 &[
                     bins().join("volguard-test-csi").display().to_string(),
@@ -470,35 +522,27 @@ volumePluginDir: {plugins}
                 ],
             ));
         }
-        self.nodes.push(RealNode {
-            name: name.into(),
-            ip,
-            netns,
-            link,
-            dir,
-            cgroup,
-            containerd: Some(containerd),
-            kubelet: Some(kubelet),
-            csi,
-        });
-        let i = self.nodes.len() - 1;
-        self.wait_ready(cp, i).await;
-        i
+        let n = &mut self.nodes[i];
+        n.containerd = Some(containerd);
+        n.kubelet = Some(kubelet);
+        n.csi = csi;
     }
 
-    /// A process in the node's network namespace and cgroup (the node's "machine").
-    fn spawn_in(&self, netns: &str, cgroup: &str, dir: &Path, name: &str, argv: &[String]) -> Proc {
+    /// A process of node `i`'s machine: in its cgroup, network and mount namespaces; its log
+    /// is named after the boot (`kubelet-2.log` after the first power cycle).
+    fn spawn_in(&self, i: usize, name: &str, argv: &[String]) -> Proc {
+        let n = &self.nodes[i];
         let join: String = hierarchies()
             .iter()
             .map(|h| {
                 format!(
                     "echo $$ > {}/cgroup.procs 2>/dev/null; ",
-                    h.join(cgroup).display()
+                    h.join(&n.cgroup).display()
                 )
             })
             .collect();
         Proc::spawn(
-            name,
+            &format!("{name}-{}", n.boots),
             Command::new("sh")
                 // containerd finds its shim, and the shim finds runc, on PATH.
                 .env(
@@ -510,11 +554,13 @@ volumePluginDir: {plugins}
                 )
                 .arg("-c")
                 .arg(format!(
-                    "{join}exec nsenter --net=/run/netns/{netns} \"$@\""
+                    "{join}exec nsenter --net=/run/netns/{} --mount={} \"$@\"",
+                    n.netns,
+                    n.mntns.display()
                 ))
                 .arg("sh")
                 .args(argv),
-            dir,
+            &n.dir,
         )
     }
 
@@ -560,6 +606,11 @@ volumePluginDir: {plugins}
         }
     }
 
+    /// Node NAME's cgroup is `PREFIX-NAME` in every hierarchy.
+    pub fn cgroup_prefix(&self) -> String {
+        format!("volguard-e2e-{}", self.id)
+    }
+
     pub fn node(&self, name: &str) -> &RealNode {
         self.nodes
             .iter()
@@ -580,23 +631,37 @@ volumePluginDir: {plugins}
         ]);
     }
 
-    /// Every process of the node's machine (kubelet, containerd, shims, containers, CSI plugin)
-    /// killed at once: a power-off.
+    /// Every process of the node's machine (kubelet, containerd, shims, containers, CSI plugins)
+    /// killed at once, its mounts gone with its mount namespace: a power-off.
     pub fn power_off(&mut self, name: &str) {
-        let i = self
-            .nodes
+        let i = self.index(name);
+        halt(&mut self.nodes[i]);
+    }
+
+    /// Power the machine on again: a new boot ID, then Ready.
+    pub async fn power_on(&mut self, cp: &ControlPlane, name: &str) {
+        let i = self.index(name);
+        self.boot(i);
+        self.wait_ready(cp, i).await;
+    }
+
+    /// Freeze (or thaw) every process of the machine: a hung machine that still holds its
+    /// volumes and resumes writing when thawed.
+    pub fn freeze(&self, name: &str, frozen: bool) {
+        let n = self.node(name);
+        for h in hierarchies().iter().filter(|h| h.ends_with("freezer")) {
+            let _ = std::fs::write(
+                h.join(&n.cgroup).join("freezer.state"),
+                if frozen { "FROZEN" } else { "THAWED" },
+            );
+        }
+    }
+
+    fn index(&self, name: &str) -> usize {
+        self.nodes
             .iter()
             .position(|n| n.name == name)
-            .expect("node");
-        kill_cgroup(&self.nodes[i].cgroup);
-        let n = &mut self.nodes[i];
-        for p in [&mut n.kubelet, &mut n.containerd]
-            .into_iter()
-            .flatten()
-            .chain(n.csi.iter_mut())
-        {
-            let _ = p.child.wait();
-        }
+            .unwrap_or_else(|| panic!("no real node {name}"))
     }
 
     pub fn kubelet_log(&self, name: &str) -> String {
@@ -622,6 +687,21 @@ volumePluginDir: {plugins}
             }
         }
         out
+    }
+}
+
+/// Power a machine off: every process killed, its mount namespace released.
+fn halt(n: &mut RealNode) {
+    kill_cgroup(&n.cgroup);
+    for p in [&mut n.kubelet, &mut n.containerd]
+        .into_iter()
+        .flatten()
+        .chain(n.csi.iter_mut())
+    {
+        p.kill();
+    }
+    if !n.mntns.as_os_str().is_empty() {
+        let _ = Command::new("umount").arg(&n.mntns).status();
     }
 }
 
@@ -680,14 +760,7 @@ impl Drop for RealNodes {
             p.kill();
         }
         for n in &mut self.nodes {
-            kill_cgroup(&n.cgroup);
-            for p in [&mut n.kubelet, &mut n.containerd]
-                .into_iter()
-                .flatten()
-                .chain(n.csi.iter_mut())
-            {
-                p.kill();
-            }
+            halt(n);
         }
         // Mounts under the cluster's directory (volumes, snapshots, sandboxes' shm and netns),
         // deepest first.

@@ -357,14 +357,20 @@ fn write_table(rows: &[Row]) {
 mod deletion;
 #[path = "nodes/partition.rs"]
 mod partition;
+#[path = "nodes/placement.rs"]
+mod placement;
 use deletion::*;
 use partition::*;
+use placement::*;
 
 crate::scenarios! { scenario:
     claim_deleted_under_writer => |s| s_claim_deleted(s);
     volume_deleted_under_writer => |s| s_volume_deleted(s);
     namespace_deleted_with_protected_claim => |s| s_namespace_deleted(s);
     protected_volume_claim_deleted => |s| s_protected_volume_claim_deleted(s);
+    two_pods_one_claim_sharedfs => |s| s_two_pods_shared_fs(s);
+    two_pods_one_claim_attached => |s| s_two_pods_attached(s);
+    rolling_update_rwo_sharedfs => |s| s_rolling_update(s);
     force_delete_partitioned => |s| s_force_delete_partitioned(s);
     partition_heals => |s| s_partition_heals(s);
     partition_lying_agent => |s| s_lying_agent(s);

@@ -67,7 +67,7 @@ pub(super) async fn s_force_delete_partitioned(s: &mut Shared) {
         );
         // Long enough for the replacement to be placed, attached, started and to write.
         let replaced = {
-            let deadline = Instant::now() + Duration::from_secs(60);
+            let deadline = Instant::now() + Duration::from_secs(40);
             loop {
                 let p = pods.get_opt("db-0").await.ok().flatten();
                 if let Some(p) = p.filter(|p| {
@@ -328,12 +328,12 @@ pub(super) async fn s_partition_heals(s: &mut Shared) {
                 Some(new),
             )
         } else {
-            let replaced = replacement(s, &ns, &old, &path, Duration::from_secs(60)).await;
+            let replaced = replacement(s, &ns, &old, &path, Duration::from_secs(40)).await;
             s.nodes.partition("node-a", false);
             (
                 match &replaced {
                     Some(p) => format!("replacement ran on {}", node_of(p)),
-                    None => "no replacement in 60 s (the pod waits on the unreachable node)".into(),
+                    None => "no replacement in 40 s (the pod waits on the unreachable node)".into(),
                 },
                 replaced,
             )

@@ -250,7 +250,7 @@ chaos: controlplane
 	  $(CARGO) test --locked --test chaos -- --ignored --nocapture
 
 # Benchmarks measure and print (target/bench/report.json); they never fail on a missed target.
-bench: controlplane $(CR_WEBHOOK)
+bench: controlplane nodes $(CR_WEBHOOK)
 	$(CARGO) build --locked --release --example floor --example kube_rs
 	VOLGUARD_BENCH_CONTROLLER_RUNTIME=$(CR_WEBHOOK) VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
 	  $(CARGO) bench --locked --bench bench
@@ -258,6 +258,10 @@ bench: controlplane $(CR_WEBHOOK)
 	VOLGUARD_BENCH_FLOOR=$(CURDIR)/target/release/examples/floor VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
 	  $(CARGO) test --locked --release --test cluster -- --ignored --exact apiserver_side_by_side --nocapture 2>&1 | \
 	  sed -n '/^side-by-side:/,/^wrote/p; /^scenario apiserver-side-by-side/p; /^kube-apiserver/p; /panicked/,+2p'
+	@echo "== recovery on real nodes: a partitioned node power-fenced, phase by phase, beside the physical limit =="
+	VOLGUARD_BENCH_REPORT=$(CURDIR)/target/bench/report.json VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
+	  $(CARGO) test --locked --test nodes -- --ignored --exact partition_heals --nocapture 2>&1 | \
+	  sed -n '/^recovery on real nodes/,/^  limit/p; /^wrote recovery/p; /panicked/,+2p'
 
 
 # `make bench` with each admission row also measured against volguard as of BASE (built from a

@@ -460,4 +460,20 @@ fn recovery_split(f: &NodeFence, new: &Pod, path: &PathBuf, pod_start: f64) {
         dir.join("recovery.json"),
         serde_json::to_string_pretty(&json).unwrap_or_default(),
     );
+    // `make bench` runs this scenario after its own measurements: the split joins its report.
+    if let Ok(report) = std::env::var("VOLGUARD_BENCH_REPORT") {
+        let mut all: serde_json::Value = std::fs::read_to_string(&report)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_else(|| json!({}));
+        if let Some(o) = all.as_object_mut() {
+            o.insert("recovery".into(), serde_json::Value::Object(json));
+        }
+        std::fs::write(
+            &report,
+            serde_json::to_string_pretty(&all).unwrap_or_default(),
+        )
+        .expect("write the bench report");
+        println!("wrote recovery into {report}");
+    }
 }

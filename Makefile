@@ -240,7 +240,7 @@ $(CR_WEBHOOK): benches/controller-runtime/go.mod benches/controller-runtime/go.s
 # on every version, the clusters side by side.
 e2e: controlplane prometheus nodes
 	VOLGUARD_CHAOS_SEED=$${VOLGUARD_CHAOS_SEED:-20261121} VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
-	  $(CARGO) test --locked --test e2e --test chaos --test install --test nodes -- --ignored --test-threads=1 --nocapture
+	  $(CARGO) test --locked --test e2e --test chaos --test install -- --ignored --test-threads=1 --nocapture
 	$(E2E_ENV) .ci/cluster-e2e.sh $(CACHE) $(K8S_VERSIONS)
 
 # Chaos on the real control plane; `make test` runs a short form (20 s), this a longer one.

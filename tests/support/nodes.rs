@@ -36,7 +36,6 @@ pub const SHARED_FS: Driver = Driver {
 const DRIVERS: [&Driver; 2] = [&ATTACHED, &SHARED_FS];
 /// The one image every real-node pod runs (busybox and pause; e2e/nodes/image.sh).
 pub const IMAGE: &str = "e2e.volguard.io/node:e2e";
-const HOST_IP: &str = "10.201.0.1";
 
 fn bins() -> PathBuf {
     PathBuf::from(std::env::var("VOLGUARD_NODES_DIR").unwrap_or_else(|_| {
@@ -120,6 +119,9 @@ pub struct RealNode {
 
 pub struct RealNodes {
     pub id: String,
+    /// The bridge's /16 (second octet by process, so two suites on one machine never share it).
+    net: u8,
+    host_ip: String,
     pub bridge: String,
     pub dir: PathBuf,
     /// The directory under which every volume's bytes live (shared by all nodes).
@@ -136,6 +138,8 @@ impl RealNodes {
     pub async fn start(cp: &ControlPlane) -> RealNodes {
         let id = format!("{:x}", std::process::id() % 0xfff);
         let bridge = format!("vgb{id}");
+        let net = 100 + (std::process::id() % 100) as u8;
+        let host_ip = format!("10.{net}.0.1");
         let dir = cp.dir.path().join("nodes");
         let volumes = dir.join("volumes");
         std::fs::create_dir_all(&volumes).expect("volumes dir");
@@ -145,7 +149,7 @@ impl RealNodes {
             "ip",
             "addr",
             "add",
-            &format!("{HOST_IP}/16"),
+            &format!("{host_ip}/16"),
             "dev",
             &bridge,
         ]);
@@ -158,11 +162,13 @@ impl RealNodes {
             .expect("api port");
         let relay_port = free_port();
         relay(
-            format!("{HOST_IP}:{relay_port}").parse().expect("addr"),
+            format!("{host_ip}:{relay_port}").parse().expect("addr"),
             api_port,
         );
         let mut rn = RealNodes {
             id,
+            net,
+            host_ip,
             bridge,
             dir,
             volumes,
@@ -260,7 +266,8 @@ impl RealNodes {
         use base64::Engine;
         let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: https://{HOST_IP}:{}\n    tls-server-name: localhost\n    certificate-authority-data: {}\nusers:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: c\n  context: {{cluster: e2e, user: u}}\ncurrent-context: c\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: https://{}:{}\n    tls-server-name: localhost\n    certificate-authority-data: {}\nusers:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: c\n  context: {{cluster: e2e, user: u}}\ncurrent-context: c\n",
+            self.host_ip,
             self.relay_port,
             b(&self.ca_pem),
             b(&pair.cert_pem),
@@ -272,7 +279,7 @@ impl RealNodes {
     /// registered (CSINode) and the image imported.
     pub async fn add(&mut self, cp: &ControlPlane, name: &str) -> usize {
         let n = self.nodes.len() + 2;
-        let ip = format!("10.201.0.{n}");
+        let ip = format!("10.{}.0.{n}", self.net);
         let netns = format!("vg{}-{name}", self.id);
         let link = format!("vg{}h{n}", self.id);
         let peer = format!("vg{}n{n}", self.id);
@@ -295,7 +302,7 @@ impl RealNodes {
         inns(&["ip", "addr", "add", &format!("{ip}/16"), "dev", &peer]);
         inns(&["ip", "link", "set", &peer, "up"]);
         inns(&["ip", "link", "set", "lo", "up"]);
-        inns(&["ip", "route", "add", "default", "via", HOST_IP]);
+        inns(&["ip", "route", "add", "default", "via", &self.host_ip]);
 
         // The node's cgroup in every hierarchy; the cpuset one needs its cpus and mems.
         let cgroup = format!("{}-{name}", self.cgroup_prefix());

@@ -41,7 +41,7 @@ STATE ?= manifests/examples/state.yaml
 NODES_DIR = $(CACHE)/nodes/$(K8S_VERSION)
 NODE_PARTS = $(NODES_DIR)/kubelet $(CACHE)/containerd/$(CONTAINERD_VERSION)/containerd \
   $(CACHE)/csi/provisioner-$(PROVISIONER_VERSION) $(CACHE)/csi/attacher-$(ATTACHER_VERSION) \
-  $(NODES_DIR)/volguard-test-csi $(NODES_DIR)/node-image.tar
+  $(NODES_DIR)/volguard-test-csi $(NODES_DIR)/images/.built $(NODES_DIR)/e2e.test
 E2E_ENV = VOLGUARD_NODES_DIR=$(NODES_DIR) VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
@@ -188,9 +188,22 @@ $(NODES_DIR)/volguard-test-csi: e2e/csi-driver/main.go e2e/csi-driver/go.mod e2e
 	mkdir -p $(@D)
 	cd e2e/csi-driver && CGO_ENABLED=0 go build -trimpath -o $@ -ldflags "-s -w" .
 
-$(NODES_DIR)/node-image.tar: e2e/nodes/image.sh | node-packages
+# Upstream's e2e suite and its test server (agnhost), from the same module as kubelet: tests/nodes.rs
+# runs its storage-protection and StatefulSet tests on the real nodes with volguard installed.
+$(NODES_DIR)/e2e.test:
 	mkdir -p $(@D)
-	e2e/nodes/image.sh "$$(cd e2e/kubernetes/$(basename $(K8S_VERSION)) && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c" $@
+	cd e2e/kubernetes/$(basename $(K8S_VERSION)) && CGO_ENABLED=0 go test -c -trimpath -o $@ \
+	  -ldflags "$(call k8s_ldflags,$(K8S_VERSION))" k8s.io/kubernetes/test/e2e
+$(NODES_DIR)/agnhost:
+	mkdir -p $(@D)
+	cd e2e/kubernetes/$(basename $(K8S_VERSION)) && CGO_ENABLED=0 go build -trimpath -o $@ -ldflags "-s -w" \
+	  k8s.io/kubernetes/test/images/agnhost
+
+$(NODES_DIR)/images/.built: e2e/nodes/image.sh $(NODES_DIR)/agnhost | node-packages
+	rm -rf $(@D) && mkdir -p $(@D)
+	e2e/nodes/image.sh "$$(cd e2e/kubernetes/$(basename $(K8S_VERSION)) && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c" \
+	  $(@D) $(NODES_DIR)/agnhost
+	touch $@
 
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of one version.
 $(CACHE)/kubernetes/%/.built:

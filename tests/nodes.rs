@@ -241,12 +241,12 @@ async fn log_path(s: &Shared, ns: &str, name: &str) -> PathBuf {
     s.nodes.volumes.join(handle).join("data/log")
 }
 
-fn read(path: &PathBuf) -> Option<String> {
+fn read(path: &std::path::Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
 /// Wait until the log holds at least `n` records of the writer `uid`.
-async fn records_of(path: &PathBuf, uid: &str, n: usize, within: Duration) {
+async fn records_of(path: &std::path::Path, uid: &str, n: usize, within: Duration) {
     let deadline = Instant::now() + within;
     loop {
         let have = read(path)
@@ -318,7 +318,7 @@ async fn record(
     s: &mut Shared,
     scenario: &str,
     on: bool,
-    path: &PathBuf,
+    path: &std::path::Path,
     seen: &BTreeSet<(String, u64)>,
     outcome: &str,
 ) -> records::Report {
@@ -359,9 +359,12 @@ mod deletion;
 mod partition;
 #[path = "nodes/placement.rs"]
 mod placement;
+#[path = "nodes/upstream.rs"]
+mod upstream;
 use deletion::*;
 use partition::*;
 use placement::*;
+use upstream::*;
 
 crate::scenarios! { scenario:
     claim_deleted_under_writer => |s| s_claim_deleted(s);
@@ -374,6 +377,7 @@ crate::scenarios! { scenario:
     force_delete_partitioned => |s| s_force_delete_partitioned(s);
     partition_heals => |s| s_partition_heals(s);
     partition_lying_agent => |s| s_lying_agent(s);
+    upstream_protection_and_statefulset => |s| s_upstream(s);
 }
 
 #[test]

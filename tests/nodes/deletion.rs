@@ -125,7 +125,7 @@ async fn writer_on_claim(
 
 /// Without volguard: wait until the volume's directory is gone; with it, give the PV controller
 /// and the provisioner the time they would have needed.
-async fn volume_outcome(s: &Shared, on: bool, path: &PathBuf, what: &str) {
+async fn volume_outcome(s: &Shared, on: bool, path: &std::path::Path, what: &str) {
     if on {
         tokio::time::sleep(Duration::from_secs(15)).await;
     } else {

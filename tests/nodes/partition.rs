@@ -247,7 +247,7 @@ async fn replacement(
     s: &Shared,
     ns: &str,
     old: &Pod,
-    path: &PathBuf,
+    path: &std::path::Path,
     within: Duration,
 ) -> Option<Pod> {
     let pods: Api<Pod> = Api::namespaced(s.cp.admin().await, ns);
@@ -403,7 +403,7 @@ pub(super) async fn s_lying_agent(s: &mut Shared) {
 /// From the node's last heartbeat to the replacement's first record, phase by phase, beside the
 /// physical limit (kcm's node-monitor grace + the fence agent's own time + a pod start on a
 /// healthy node, measured on this run).
-fn recovery_split(f: &NodeFence, new: &Pod, path: &PathBuf, pod_start: f64) {
+fn recovery_split(f: &NodeFence, new: &Pod, path: &std::path::Path, pod_start: f64) {
     let st = &f.status;
     let heartbeat = ts(st.lease_renew_time.as_deref());
     let detected = f.metadata.creation_timestamp;

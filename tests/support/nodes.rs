@@ -478,17 +478,26 @@ volumePluginDir: {plugins}
             std::thread::sleep(Duration::from_millis(100));
         }
         if boots == 1 {
-            let import = Command::new(bins().join("ctr"))
-                .arg(format!("--address={}", sock.display()))
-                .args(["-n", "k8s.io", "images", "import"])
-                .arg(bins().join("node-image.tar"))
-                .output()
-                .expect("ctr");
-            assert!(
-                import.status.success(),
-                "import the node image on {name}: {}",
-                String::from_utf8_lossy(&import.stderr)
-            );
+            let mut tars: Vec<PathBuf> = std::fs::read_dir(bins().join("images"))
+                .expect("the node images (make nodes)")
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "tar"))
+                .collect();
+            tars.sort();
+            for tar in tars {
+                let import = Command::new(bins().join("ctr"))
+                    .arg(format!("--address={}", sock.display()))
+                    .args(["-n", "k8s.io", "images", "import"])
+                    .arg(&tar)
+                    .output()
+                    .expect("ctr");
+                assert!(
+                    import.status.success(),
+                    "import {} on {name}: {}",
+                    tar.display(),
+                    String::from_utf8_lossy(&import.stderr)
+                );
+            }
         }
         let kubelet_dir = dir.join("kubelet");
         let kubelet = self.spawn_in(

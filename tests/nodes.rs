@@ -121,33 +121,7 @@ echo "processes of $NODE survived" >&2; exit 1
     // A power fence has nothing to undo: the machine is back because it rebooted.
     std::fs::write(agent_dir.join("unfence.sh"), "exit 0\n").expect("unfence.sh");
     let port = harness::free_port();
-    let agent = harness::Proc::spawn(
-        "fence-agent",
-        std::process::Command::new(env!("CARGO_BIN_EXE_volguard"))
-            .args(["--log-format", "json", "fence", "agent"])
-            .arg(format!("--listen=127.0.0.1:{port}"))
-            .arg(format!(
-                "--tls-cert={}",
-                d.join("webhook-certs/tls.crt").display()
-            ))
-            .arg(format!(
-                "--tls-key={}",
-                d.join("webhook-certs/tls.key").display()
-            ))
-            .arg(format!(
-                "--fence-command=sh {}",
-                agent_dir.join("fence.sh").display()
-            ))
-            .arg(format!(
-                "--unfence-command=sh {}",
-                agent_dir.join("unfence.sh").display()
-            ))
-            .arg(format!(
-                "--state={}",
-                agent_dir.join("ledger.json").display()
-            )),
-        &d,
-    );
+    let agent = cp.spawn_fence_agent(&agent_dir, port);
     (agent_dir, agent, port)
 }
 

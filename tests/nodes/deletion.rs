@@ -89,13 +89,13 @@ pub(super) async fn s_claim_deleted(s: &mut Shared) {
     }
 }
 
-/// A namespace with a writer on a claim of `driver`; returns the writer and its log.
+/// A namespace with a writer on a claim of `driver`; returns the writer, its log and the volume.
 async fn writer_on_claim(
     s: &Shared,
     ns: &str,
     driver: &Driver,
     claim_ann: serde_json::Value,
-) -> (Pod, PathBuf) {
+) -> (Pod, PathBuf, String) {
     let c = s.cp.admin().await;
     namespace(&c, ns).await;
     claim(&c, ns, "data", driver).await;
@@ -120,7 +120,13 @@ async fn writer_on_claim(
     let p = running_pod(s, ns, "writer").await;
     let path = log_path(s, ns, "data").await;
     records_of(&path, &uid(&p), 10, Duration::from_secs(60)).await;
-    (p, path)
+    let pv = Api::<PersistentVolumeClaim>::namespaced(c, ns)
+        .get("data")
+        .await
+        .ok()
+        .and_then(|p| p.spec?.volume_name)
+        .expect("bound");
+    (p, path, pv)
 }
 
 /// Without volguard: wait until the volume's directory is gone; with it, give the PV controller
@@ -191,15 +197,9 @@ pub(super) async fn s_volume_deleted(s: &mut Shared) {
     for on in [false, true] {
         volguard(s, on).await;
         let ns = format!("dl-volume-{}", mode(on));
-        let (_, path) = writer_on_claim(s, &ns, &SHARED_FS, json!(null)).await;
+        let (_, path, pv) = writer_on_claim(s, &ns, &SHARED_FS, json!(null)).await;
         let c = s.cp.admin().await;
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(c.clone(), &ns);
-        let pv = claims
-            .get("data")
-            .await
-            .ok()
-            .and_then(|p| p.spec?.volume_name)
-            .expect("bound");
         let pvs: Api<PersistentVolume> = Api::all(c.clone());
         let deleted = refusal(pvs.delete(&pv, &DeleteParams::default()).await);
         let strip = json!({"metadata": {"finalizers": null}});
@@ -249,7 +249,7 @@ pub(super) async fn s_namespace_deleted(s: &mut Shared) {
     for on in [false, true] {
         volguard(s, on).await;
         let ns = format!("dl-namespace-{}", mode(on));
-        let (_, path) = writer_on_claim(
+        let (_, path, _) = writer_on_claim(
             s,
             &ns,
             &SHARED_FS,
@@ -302,15 +302,9 @@ pub(super) async fn s_protected_volume_claim_deleted(s: &mut Shared) {
     for on in [false, true] {
         volguard(s, on).await;
         let ns = format!("dl-protected-{}", mode(on));
-        let (_, path) = writer_on_claim(s, &ns, &SHARED_FS, json!(null)).await;
+        let (_, path, pv) = writer_on_claim(s, &ns, &SHARED_FS, json!(null)).await;
         let c = s.cp.admin().await;
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(c.clone(), &ns);
-        let pv = claims
-            .get("data")
-            .await
-            .ok()
-            .and_then(|p| p.spec?.volume_name)
-            .expect("bound");
         Api::<PersistentVolume>::all(c.clone())
             .patch(
                 &pv,

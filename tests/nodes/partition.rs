@@ -13,29 +13,8 @@ pub(super) async fn s_force_delete_partitioned(s: &mut Shared) {
         volguard(s, on).await;
         let ns = format!("dl-force-{}", mode(on));
         let c = s.cp.admin().await;
-        namespace(&c, &ns).await;
-        s.cp.cordon("node-b", true).await.expect("cordon");
-        let mut spec = writer_spec("data");
-        spec["volumes"] = json!([]);
-        let sts: StatefulSet = serde_json::from_value(json!({
-            "metadata": {"name": "db"},
-            "spec": {"replicas": 1, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
-                     "template": {"metadata": {"labels": {"app": "db"}}, "spec": spec},
-                     "volumeClaimTemplates": [{"metadata": {"name": "data"},
-                        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": ATTACHED.class,
-                                 "resources": {"requests": {"storage": "1Mi"}}}}]}
-        }))
-        .expect("statefulset");
-        Api::<StatefulSet>::namespaced(c.clone(), &ns)
-            .create(&PostParams::default(), &sts)
-            .await
-            .expect("create statefulset");
-        let old = running_pod(s, &ns, "db-0").await;
-        assert_eq!(node_of(&old), "node-a");
-        s.cp.cordon("node-b", false).await.expect("uncordon");
-        let path = log_path(s, &ns, "data-db-0").await;
-        records_of(&path, &uid(&old), 10, Duration::from_secs(60)).await;
-
+        // Forgiving the unreachable node for an hour: nothing but the user's steps moves the pod.
+        let (old, path, _) = placed_writer(s, &ns, ATTACHED.class, 3600).await;
         s.nodes.partition("node-a", true);
         let nodes: Api<Node> = Api::all(c.clone());
         s.cp.eventually("node-a is NotReady", Duration::from_secs(90), || async {
@@ -66,23 +45,7 @@ pub(super) async fn s_force_delete_partitioned(s: &mut Shared) {
                 .await,
         );
         // Long enough for the replacement to be placed, attached, started and to write.
-        let replaced = {
-            let deadline = Instant::now() + Duration::from_secs(40);
-            loop {
-                let p = pods.get_opt("db-0").await.ok().flatten();
-                if let Some(p) = p.filter(|p| {
-                    uid(p) != uid(&old)
-                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                }) {
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                    break Some(p);
-                }
-                if Instant::now() > deadline {
-                    break None;
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        };
+        let replaced = replacement(s, &ns, &old, &path, Duration::from_secs(40)).await;
         let seen = records::snapshot(&read(&path).unwrap_or_default());
         let outcome = match (&forced, &tainted, &replaced) {
             (None, None, Some(p)) => format!("forced; replacement ran on {}", node_of(p)),
@@ -105,22 +68,7 @@ pub(super) async fn s_force_delete_partitioned(s: &mut Shared) {
                 &Patch::Merge(json!({"spec": {"taints": null}})),
             )
             .await;
-        let _ = Api::<StatefulSet>::namespaced(c.clone(), &ns)
-            .delete("db", &DeleteParams::default())
-            .await;
-        s.cp.eventually(
-            "the StatefulSet's pods are gone",
-            Duration::from_secs(120),
-            || async {
-                pods.list(&ListParams::default())
-                    .await
-                    .ok()?
-                    .items
-                    .is_empty()
-                    .then_some(())
-            },
-        )
-        .await;
+        remove_writer(s, &ns).await;
         if on {
             assert!(
                 forced.is_some(),
@@ -184,18 +132,17 @@ fn condition_time(p: &Pod, kind: &str) -> Option<jiff::Timestamp> {
         .map(|t| t.0)
 }
 
-/// A one-replica StatefulSet `db` writing to its claim of `class`, placed on node-a.
-async fn placed_writer(s: &mut Shared, ns: &str, class: &str) -> (Pod, PathBuf, f64) {
+/// A one-replica StatefulSet `db` writing to its claim of `class`, placed on node-a, its pod
+/// tolerating an unreachable node for `forgive` seconds (volguard waits that out before it fences).
+async fn placed_writer(s: &mut Shared, ns: &str, class: &str, forgive: i64) -> (Pod, PathBuf, f64) {
     let c = s.cp.admin().await;
     namespace(&c, ns).await;
     s.cp.cordon("node-b", true).await.expect("cordon");
     let mut spec = writer_spec("data");
     spec["volumes"] = json!([]);
-    // Forgiveness of 2 s: volguard waits out a pod's unreachable toleration before it fences
-    // (the default 300 s would only make the scenario long).
     spec["tolerations"] = json!([
-        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2},
-        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}]);
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": forgive},
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": forgive}]);
     let sts: StatefulSet = serde_json::from_value(json!({
         "metadata": {"name": "db"},
         "spec": {"replicas": 1, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
@@ -279,7 +226,7 @@ pub(super) async fn s_partition_heals(s: &mut Shared) {
         let _ = std::fs::remove_file(s.agent_dir.join("behaviour/node-a"));
         let ns = format!("dl-heal-{}", mode(on));
         let c = s.cp.admin().await;
-        let (old, path, pod_start) = placed_writer(s, &ns, FENCED_CLASS).await;
+        let (old, path, pod_start) = placed_writer(s, &ns, FENCED_CLASS, 2).await;
         s.nodes.partition("node-a", true);
         let (outcome, next) = if on {
             let replaced = replacement(s, &ns, &old, &path, Duration::from_secs(150)).await;
@@ -358,7 +305,7 @@ pub(super) async fn s_lying_agent(s: &mut Shared) {
     std::fs::write(s.agent_dir.join("behaviour/node-a"), "lie").expect("behaviour");
     let ns = "dl-lying";
     let c = s.cp.admin().await;
-    let (old, path, _) = placed_writer(s, ns, FENCED_CLASS).await;
+    let (old, path, _) = placed_writer(s, ns, FENCED_CLASS, 2).await;
     s.nodes.partition("node-a", true);
     let replaced = replacement(s, ns, &old, &path, Duration::from_secs(150)).await;
     let f = incident(&c, "node-a").await;

@@ -1421,6 +1421,40 @@ impl ControlPlane {
         }
     }
 
+    /// volguard's reference fence agent (`volguard fence agent`, the HTTPS fence-agent contract)
+    /// on `port`, serving with the webhook's certificate and running `fence.sh` / `unfence.sh`
+    /// from `agent_dir` (its ledger there too).
+    pub fn spawn_fence_agent(&self, agent_dir: &Path, port: u16) -> Proc {
+        let d = self.dir.path();
+        Proc::spawn(
+            "fence-agent",
+            Command::new(env!("CARGO_BIN_EXE_volguard"))
+                .args(["--log-format", "json", "fence", "agent"])
+                .arg(format!("--listen=127.0.0.1:{port}"))
+                .arg(format!(
+                    "--tls-cert={}",
+                    d.join("webhook-certs/tls.crt").display()
+                ))
+                .arg(format!(
+                    "--tls-key={}",
+                    d.join("webhook-certs/tls.key").display()
+                ))
+                .arg(format!(
+                    "--fence-command=sh {}",
+                    agent_dir.join("fence.sh").display()
+                ))
+                .arg(format!(
+                    "--unfence-command=sh {}",
+                    agent_dir.join("unfence.sh").display()
+                ))
+                .arg(format!(
+                    "--state={}",
+                    agent_dir.join("ledger.json").display()
+                )),
+            d,
+        )
+    }
+
     pub async fn start_controller(&mut self, identity: &str) -> usize {
         let d = self.dir.path().to_path_buf();
         let kc = self.sa_kubeconfig_file("volguard-controller");

@@ -248,13 +248,12 @@ $(CR_WEBHOOK): benches/controller-runtime/go.mod benches/controller-runtime/go.s
 	cd benches/controller-runtime && CGO_ENABLED=0 go build -trimpath -o $@ -ldflags "-s -w" .
 
 # The short chaos run in `make test` uses a fixed seed; `make chaos` picks a new one each run.
-# tests/e2e.rs, the chaos run and tests/install.rs (helm install, Prometheus) on the first version;
-# tests/cluster.rs and tests/partition.rs (the upstream control loops, fencing)
-# on every version, the clusters side by side.
+# Every e2e suite in three streams side by side (.ci/cluster-e2e.sh): tests/cluster.rs and
+# tests/partition.rs on the first version; tests/nodes.rs (real nodes) on the first version;
+# tests/e2e.rs, the chaos run and tests/install.rs (helm install, Prometheus) on the first version,
+# then on the other versions the cluster scenarios whose behaviour differs by version.
 e2e: controlplane prometheus nodes
-	VOLGUARD_CHAOS_SEED=$${VOLGUARD_CHAOS_SEED:-20261121} VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
-	  $(CARGO) test --locked --test e2e --test chaos --test install -- --ignored --test-threads=1 --nocapture
-	$(E2E_ENV) .ci/cluster-e2e.sh $(CACHE) $(K8S_VERSIONS)
+	VOLGUARD_CHAOS_SEED=$${VOLGUARD_CHAOS_SEED:-20261121} $(E2E_ENV) .ci/cluster-e2e.sh $(CACHE) $(K8S_VERSIONS)
 
 # Chaos on the real control plane; `make test` runs a short form (20 s), this a longer one.
 CHAOS_SECONDS ?= 120

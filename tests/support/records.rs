@@ -165,12 +165,12 @@ impl Row {
 
 pub fn table(rows: &[Row]) -> String {
     let mut s = format!(
-        "{:<28} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8}  {}\n",
+        "{:<31} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8}  {}\n",
         "scenario", "volguard", "lost", "corrupted", "overlaps", "gap s", "records", "outcome"
     );
     for r in rows {
         s += &format!(
-            "{:<28} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8}  {}\n",
+            "{:<31} {:<9} {:>6} {:>9} {:>8} {:>8} {:>8}  {}\n",
             r.scenario,
             if r.with_volguard { "with" } else { "without" },
             r.lost,

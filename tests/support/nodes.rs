@@ -128,7 +128,6 @@ pub struct RealNodes {
     pub volumes: PathBuf,
     pub nodes: Vec<RealNode>,
     relay_port: u16,
-    api_port: u16,
     ca_pem: String,
     controller: Vec<Proc>,
 }
@@ -174,7 +173,6 @@ impl RealNodes {
             volumes,
             nodes: Vec::new(),
             relay_port,
-            api_port,
             ca_pem: cp.pki.ca_pem.clone(),
             controller: Vec::new(),
         };
@@ -798,6 +796,5 @@ impl Drop for RealNodes {
             let _ = run(&["ip", "link", "del", &n.link]);
         }
         let _ = run(&["ip", "link", "del", &self.bridge]);
-        let _ = self.api_port;
     }
 }

@@ -45,7 +45,7 @@ NODE_PARTS = $(NODES_DIR)/kubelet $(CACHE)/containerd/$(CONTAINERD_VERSION)/cont
 E2E_ENV = VOLGUARD_NODES_DIR=$(NODES_DIR) VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: manifests model encode-cmp all build release release-build certs run try image image-check image-tools docker-image alerts chart prometheus install nodes node-packages fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
+.PHONY: manifests model encode-cmp all build release release-check release-build certs run try image image-check image-tools docker-image alerts chart prometheus install nodes node-packages fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -63,11 +63,25 @@ help:
 build:
 	$(CARGO) build --locked
 
+# CycloneDX SBOMs from Cargo.lock (a well-kept tool, not hand-written), built from crates.io.
+CYCLONEDX_VERSION := 0.5.9
+CYCLONEDX := $(CACHE)/cargo-cyclonedx/$(CYCLONEDX_VERSION)/bin/cargo-cyclonedx
+$(CYCLONEDX):
+	$(CARGO) install cargo-cyclonedx --version $(CYCLONEDX_VERSION) --locked --quiet \
+	  --root $(CACHE)/cargo-cyclonedx/$(CYCLONEDX_VERSION)
+
 # What a release page carries, in target/dist/ (.ci/release.sh says what each file is): the
-# static binary archive (also the kubectl plugin), the chart, the image, the rendered manifests,
-# a krew manifest and SHA256SUMS. `make test` builds and checks it.
-release: image $(HELM) $(call k8s_dir,$(K8S_VERSION))/.built
-	.ci/release.sh $(VERSION) $(STATIC_BIN) $(HELM) $(KUBECTL)
+# static binary archive (also the kubectl plugin), the chart and the image by tag and digest, the
+# rendered manifests, a krew manifest, SBOMs, provenance, SHA256SUMS and signatures.
+# SIGNING_KEY: the release manager's ECDSA P-256 private key (PEM; never in the repository).
+SIGNING_KEY ?=
+release: image $(HELM) $(call k8s_dir,$(K8S_VERSION))/.built $(CYCLONEDX)
+	.ci/release.sh $(VERSION) $(STATIC_BIN) $(HELM) $(KUBECTL) $(CYCLONEDX) $(SIGNING_KEY)
+
+# What `make test` checks of a release: signed with a throwaway key (made here, deleted after).
+release-check:
+	key=$$(mktemp) && openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $$key && \
+	  { $(MAKE) --no-print-directory release SIGNING_KEY=$$key; rc=$$?; rm -f $$key; exit $$rc; }
 
 release-build:
 	$(CARGO) build --locked --release
@@ -77,8 +91,8 @@ release-build:
 manifests: build
 	./target/debug/volguard manifests webhooks --flavour kustomize > manifests/base/webhooks.yaml
 	./target/debug/volguard manifests webhooks --flavour chart > charts/volguard/templates/webhooks.yaml
-	./target/debug/volguard manifests policies --part policies > manifests/policies/policies.yaml
-	./target/debug/volguard manifests policies --part bindings > manifests/policies/bindings.yaml
+	./target/debug/volguard manifests policies --part policies > manifests/base/policies.yaml
+	./target/debug/volguard manifests policies --part bindings > manifests/base/policy-bindings.yaml
 
 certs: certs/tls.crt
 
@@ -115,7 +129,7 @@ model:
 	$(CARGO) test --locked --test model_proof -- --nocapture --test-threads=1 2>&1 | \
 	  grep -oE 'model proof.*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
 
-test: lint unit model fuzz-check alerts chart image-check release e2e
+test: lint unit model fuzz-check alerts chart image-check release-check e2e
 
 # Debian's prometheus package: promtool for the alert tests, the server for tests/install.rs.
 prometheus:

@@ -4,14 +4,23 @@
 #                                         as kubectl-volguard; by hand, `ln -s volguard kubectl-volguard`)
 #   volguard-VERSION.tgz                  the Helm chart (helm package)
 #   volguard-VERSION.oci.tar              the image (make image), to push with skopeo
-#   volguard-VERSION.yaml                 the kustomize base rendered (kubectl apply -f)
-#   volguard-policies-VERSION.yaml        the CEL policies rendered (optional, rules.md §9)
+#   volguard-VERSION.yaml                 the kustomize base rendered, CEL policies included (kubectl apply -f)
 #   volguard.krew.yaml                    the krew plugin manifest (its sha256 is the archive's)
 #   LICENSE, SECURITY.md, CHANGELOG.md    the licence, how to report a flaw, this version's notes
+#   IMAGE                                 the released image: volguard:VERSION@sha256:...
+#   volguard-VERSION.cdx.json             CycloneDX SBOM of the binary (cargo-cyclonedx, from Cargo.lock)
+#   volguard-VERSION.image.cdx.json       CycloneDX SBOM of the image: the binary and its crates
+#   volguard-VERSION.intoto.json          in-toto Statement, SLSA provenance v1: source commit, builder,
+#                                         materials (Cargo.lock, the toolchain), every file above as subject
+#   volguard-VERSION.image.json           the image's signing payload (its manifest digest)
+#   *.sig, volguard-release.pub           ECDSA P-256 / SHA-256 signatures (base64 DER) over SHA256SUMS,
+#                                         the chart and the image payload, with SIGNING_KEY (PEM); without
+#                                         one nothing is signed
 #   SHA256SUMS                            sha256sum -c SHA256SUMS
 # A registry push of the image and an upload of these files is all that is left to a publisher.
 set -euo pipefail
-version=$1 bin=$2 helm=$3 kubectl=$4
+version=$1 bin=$2 helm=$3 kubectl=$4 cyclonedx=$5 signing_key=${6:-}
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 out=target/dist
 rm -rf "$out"
 mkdir -p "$out"
@@ -27,12 +36,21 @@ archive=volguard-$version-linux-amd64.tar.gz
 tar --create --format=posix --numeric-owner --owner=0 --group=0 --mtime=@0 \
   --pax-option=delete=atime,delete=ctime --directory "$pkg" volguard README.md LICENSE | gzip -n > "$out/$archive"
 
-# The chart's files/ and crds/ link into manifests/: helm packages the linked files' contents.
-"$helm" package charts/volguard --version "$version" --app-version "$version" --destination "$out" \
-  2> >(grep -v 'found symbolic link' >&2) >/dev/null
+# The released image by tag and digest: what the manifests and the packaged chart pull.
+digest=$(skopeo inspect --format '{{.Digest}}' "oci-archive:target/image/volguard.oci.tar")
+[[ $digest == sha256:* ]] || { echo "no image digest: $digest" >&2; exit 1; }
+image="volguard:$version@$digest"
 cp target/image/volguard.oci.tar "$out/volguard-$version.oci.tar"
-"$kubectl" kustomize manifests/base > "$out/volguard-$version.yaml"
-"$kubectl" kustomize manifests/policies > "$out/volguard-policies-$version.yaml"
+echo "$image" > "$out/IMAGE"
+
+# The chart's files/ and crds/ link into manifests/: copied with the links resolved, its values
+# naming the released image, then packaged.
+chart=$(mktemp -d)
+trap 'rm -rf "$pkg" "$chart"' EXIT
+cp -rL charts/volguard "$chart/volguard"
+sed -i -e "s|^  tag: \"\"|  tag: \"$version\"|" -e "s|^  digest: \"\"|  digest: \"$digest\"|" "$chart/volguard/values.yaml"
+"$helm" package "$chart/volguard" --version "$version" --app-version "$version" --destination "$out" >/dev/null
+"$kubectl" kustomize manifests/base | sed "s|image: volguard:dev\$|image: $image|" > "$out/volguard-$version.yaml"
 
 # The project's papers beside the artifacts: the licence, this version's notes, how to report a flaw.
 cp LICENSE SECURITY.md "$out/"
@@ -64,7 +82,65 @@ spec:
     - {from: README.md, to: .}
     - {from: LICENSE, to: .}
 KREW
+
+# SBOMs: the binary's from Cargo.lock (its target's normal and build dependencies), and the
+# image's: the same crates under the image (by digest) holding the binary (by sha256).
+sbom=$(mktemp -d)
+trap 'rm -rf "$pkg" "$chart" "$sbom"' EXIT
+"$cyclonedx" cyclonedx --quiet --format json --spec-version 1.5 --describe binaries \
+  --target x86_64-unknown-linux-gnu
+mv volguard_bin.cdx.json "$out/volguard-$version.cdx.json"
+bin_sha=$(sha256sum "$bin" | cut -d' ' -f1)
+jq --arg v "$version" --arg d "$digest" --arg b "$bin_sha" '
+  .metadata.component as $bin
+  | .metadata.component = {type: "container", "bom-ref": "image", name: "volguard", version: $v,
+      purl: ("pkg:oci/volguard@" + ($d | sub(":"; "%3A")) + "?tag=" + $v),
+      hashes: [{alg: "SHA-256", content: ($d | ltrimstr("sha256:"))}]}
+  | .components = [$bin + {hashes: [{alg: "SHA-256", content: $b}]}] + .components' \
+  "$out/volguard-$version.cdx.json" > "$out/volguard-$version.image.cdx.json"
+
+# The image's signing payload: what a signature over the image says (its manifest digest).
+jq -n --arg d "$digest" --arg v "$version" \
+  '{critical: {identity: {"docker-reference": "volguard"}, image: {"docker-manifest-digest": $d},
+    type: "volguard release image signature"}, optional: {tag: $v}}' > "$out/volguard-$version.image.json"
+
+# Provenance (SLSA v1 in an in-toto Statement): every file so far, and the image, as subjects.
+commit=$(git rev-parse HEAD)
+dirty=$(git status --porcelain --untracked-files=no | wc -l)
+subjects=$(cd "$out" && for f in *; do sha256sum "$f"; done | jq -R -s --arg d "$digest" '
+  [split("\n")[] | select(length > 0) | capture("^(?<s>[0-9a-f]+)  (?<n>.+)$") | {name: .n, digest: {sha256: .s}}]
+  + [{name: "volguard", digest: {sha256: ($d | ltrimstr("sha256:"))}}]')
+jq -n --argjson subjects "$subjects" --arg repo "$repo" --arg commit "$commit" --arg v "$version" \
+  --argjson dirty "$dirty" --arg lock "$(sha256sum Cargo.lock | cut -d' ' -f1)" \
+  --arg rustc "$(rustc -V)" --arg cargo "$(cargo -V)" --arg helm "$("$helm" version --short)" \
+  --arg host "$(uname -srm)" --arg started "$started" --arg finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)" '
+  {_type: "https://in-toto.io/Statement/v1", subject: $subjects,
+   predicateType: "https://slsa.dev/provenance/v1",
+   predicate: {
+     buildDefinition: {
+       buildType: ($repo + "/blob/" + $commit + "/.ci/release.sh"),
+       externalParameters: {version: $v, source: {uri: ("git+" + $repo), digest: {gitCommit: $commit}},
+         uncommittedChanges: $dirty},
+       internalParameters: {rustc: $rustc, cargo: $cargo, helm: $helm},
+       resolvedDependencies: [
+         {uri: ("git+" + $repo), digest: {gitCommit: $commit}},
+         {name: "Cargo.lock", digest: {sha256: $lock}}]},
+     runDetails: {builder: {id: ($repo + "/blob/" + $commit + "/Makefile#release")},
+       metadata: {invocationId: ("make release on " + $host), startedOn: $started, finishedOn: $finished}}}}' \
+  > "$out/volguard-$version.intoto.json"
+
 (cd "$out" && sha256sum -- * | grep -v ' SHA256SUMS$' > SHA256SUMS)
+
+# Signatures with the release manager's key (never in the repository): SHA256SUMS (which covers
+# every file), the chart, and the image payload. ECDSA P-256 over SHA-256, base64 DER.
+if [[ -n $signing_key ]]; then
+  openssl pkey -in "$signing_key" -pubout -out "$out/volguard-release.pub"
+  for f in SHA256SUMS "volguard-$version.tgz" "volguard-$version.image.json"; do
+    openssl dgst -sha256 -sign "$signing_key" "$out/$f" | base64 -w0 > "$out/$f.sig"
+  done
+else
+  echo "release: no SIGNING_KEY, nothing signed" >&2
+fi
 
 # Check what was written: the sums, the archive's binary (also as the plugin), the packaged chart
 # renders with its symlinked files resolved, the krew manifest names the archive's digest.
@@ -79,7 +155,38 @@ ln -s volguard "$check/kubectl-volguard"
 rendered=$("$helm" template v "$out/volguard-$version.tgz" -n vg --set policies.enabled=true)
 grep -q 'name: volguard-force-delete' <<<"$rendered"
 grep -q 'kind: ValidatingWebhookConfiguration' <<<"$rendered"
+# Every image the chart and the manifests name is the released one, by tag and digest.
+for f in <(cat <<<"$rendered") "$out/volguard-$version.yaml"; do
+  images=$(grep -E '^ +image: ' "$f" | sed -E 's/^ +image: //; s/"//g' | sort -u)
+  [[ $images == "$image" ]] || { echo "images named: $images (want $image)" >&2; exit 1; }
+done
 grep -q "sha256: $sha" "$out/volguard.krew.yaml"
+# The SBOM lists every crate the binary links, each at its Cargo.lock version and nothing else.
+jq -r '.components[] | "\(.name)@\(.version)"' "$out/volguard-$version.cdx.json" | sort -u > "$check/sbom"
+awk '/^name = /{n=$3} /^version = /{print n "@" $3}' Cargo.lock | tr -d '"' | sort -u > "$check/lock"
+cargo tree --locked --offline -e normal --target x86_64-unknown-linux-gnu --prefix none -f '{p}' \
+  | awk '$1 != "volguard" {print $1 "@" substr($2, 2)}' | sort -u > "$check/linked"
+[[ -z $(comm -23 "$check/sbom" "$check/lock") ]] || { echo "SBOM names crates not in Cargo.lock" >&2; exit 1; }
+[[ -z $(comm -13 "$check/sbom" "$check/linked") ]] || { echo "SBOM misses linked crates" >&2; exit 1; }
+jq -e --arg d "$digest" '.metadata.component.hashes[0].content == ($d | ltrimstr("sha256:"))' \
+  "$out/volguard-$version.image.cdx.json" >/dev/null
+# The provenance names this commit and every file it vouches for by its sha256.
+jq -e --arg c "$commit" '.predicate.buildDefinition.externalParameters.source.digest.gitCommit == $c' \
+  "$out/volguard-$version.intoto.json" >/dev/null
+(cd "$out" && jq -r '.subject[] | select(.name != "volguard") | "\(.digest.sha256)  \(.name)"' \
+  "volguard-$version.intoto.json" | sha256sum --quiet -c -)
+# Each signature verifies with the public key, and fails on a changed file.
+if [[ -n $signing_key ]]; then
+  for f in SHA256SUMS "volguard-$version.tgz" "volguard-$version.image.json"; do
+    base64 -d "$out/$f.sig" > "$check/sig"
+    openssl dgst -sha256 -verify "$out/volguard-release.pub" -signature "$check/sig" "$out/$f" >/dev/null
+  done
+  { cat "$out/SHA256SUMS"; echo; } > "$check/tampered"
+  base64 -d "$out/SHA256SUMS.sig" > "$check/sig"
+  if openssl dgst -sha256 -verify "$out/volguard-release.pub" -signature "$check/sig" "$check/tampered" >/dev/null 2>&1; then
+    echo "a signature verified over a changed file" >&2; exit 1
+  fi
+fi
 rm -rf "$check"
 echo "wrote $out:"
 (cd "$out" && ls -l --time-style=+ | awk 'NR>1 {print "  " $NF "  " $5 " bytes"}')

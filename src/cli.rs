@@ -418,7 +418,7 @@ pub enum ManifestsCommand {
     AdmissionDir(AdmissionDirArgs),
     /// The rows that need no other object as ValidatingAdmissionPolicy / MutatingAdmissionPolicy
     /// (rules.md §9), with their bindings (Deny) and default parameters: what
-    /// manifests/policies/policies.yaml holds.
+    /// manifests/base/policies.yaml holds.
     #[command(
         after_help = "Examples:\n  volguard manifests policies --part policies > policies.yaml\n  volguard manifests policies --part bindings > bindings.yaml"
     )]

@@ -128,9 +128,14 @@ fn chart_defaults_render_what_kustomize_renders() {
     // (`--create-namespace`), which then holds the release's own records too.
     let mut kustomized = by_id(docs(&kustomize(&repo().join("manifests/base"))));
     assert!(kustomized.remove("Namespace//volguard-system").is_some());
-    // The only value set: kustomize tags the image `dev`, the chart its appVersion.
+    // The values set: kustomize tags the image `dev`, the chart its appVersion; the chart's
+    // policies (`auto`) are on wherever the apiserver serves them, which `helm template` cannot ask.
     let charted = by_id(docs(
-        &helm("volguard-system", &["image.tag=dev"]).expect("helm template"),
+        &helm(
+            "volguard-system",
+            &["image.tag=dev", "policies.enabled=true"],
+        )
+        .expect("helm template"),
     ));
     assert_same(kustomized, charted);
 }
@@ -148,6 +153,7 @@ fn chart_monitoring_renders_what_the_monitoring_component_renders() {
             "volguard-system",
             &[
                 "image.tag=dev",
+                "policies.enabled=true",
                 "monitoring.serviceMonitors=true",
                 "monitoring.prometheusRule=true",
                 "monitoring.dashboard=true",
@@ -316,7 +322,7 @@ fn chart_values_change_what_they_name() {
     assert_eq!(pod["template"]["spec"]["hostNetwork"], true);
     assert_eq!(
         pod["template"]["spec"]["containers"][0]["image"],
-        "volguard@sha256:0123"
+        "volguard:0.1.0@sha256:0123"
     );
     let names = webhook_names(&o);
     assert!(!names.iter().any(|n| n.starts_with("rwo-")), "{names:?}");
@@ -435,8 +441,8 @@ fn chart_can_serve_only_the_apiserver() {
 #[test]
 #[ignore = "needs helm and kubectl: make chart"]
 fn chart_policies_render_what_manifests_policies_renders() {
-    // Off by default; on, the chart ships the generated policies as they are, its parameters
-    // and Deny bindings equal to the kustomize directory's.
+    // Off where the apiserver does not serve them; on, the chart ships the generated policies as
+    // they are, its parameters and Deny bindings equal to the kustomize base's.
     let off = helm("volguard-system", &["image.tag=dev"]).expect("helm template");
     assert!(
         !off.contains("AdmissionPolicy"),
@@ -449,16 +455,19 @@ fn chart_policies_render_what_manifests_policies_renders() {
         )
         .expect("helm template"),
     ));
-    let base = by_id(docs(&kustomize(&repo().join("manifests/base"))));
-    let charted: BTreeMap<String, Value> = on
-        .into_iter()
-        .filter(|(id, o)| {
-            !base.contains_key(id) && o["metadata"]["name"] != "volguard-webhook-ca"
-                || id.contains("Polic")
-        })
-        .filter(|(id, _)| id.contains("Polic") || id.starts_with("ConfigMap/"))
-        .collect();
-    let kustomized = by_id(docs(&kustomize(&repo().join("manifests/policies"))));
+    let policies =
+        |id: &String| id.contains("Polic") || id == "ConfigMap/volguard-system/volguard-policies";
+    let charted: BTreeMap<String, Value> = on.into_iter().filter(|(id, _)| policies(id)).collect();
+    let kustomized: BTreeMap<String, Value> =
+        by_id(docs(&kustomize(&repo().join("manifests/base"))))
+            .into_iter()
+            .filter(|(id, _)| policies(id))
+            .collect();
+    assert!(
+        kustomized.len() > 10,
+        "the base's policies: {:?}",
+        kustomized.keys()
+    );
     assert_same(kustomized, charted);
     // Another namespace: nothing names volguard-system; warn mode binds [Warn, Audit].
     let text = helm(
@@ -604,5 +613,33 @@ fn chart_schema_and_day_two_values() {
         !objects
             .keys()
             .any(|k| k.starts_with("PodDisruptionBudget/"))
+    );
+}
+
+#[test]
+#[ignore = "needs kubectl: make chart"]
+fn kustomize_warn_overlay_warns_in_both_layers() {
+    // The webhook in warn mode and every policy bound [Warn, Audit]: nothing is refused by either.
+    let objects = by_id(docs(&kustomize(&repo().join("manifests/overlays/warn"))));
+    let bindings: Vec<&Value> = objects
+        .iter()
+        .filter(|(id, _)| id.starts_with("ValidatingAdmissionPolicyBinding/"))
+        .map(|(_, o)| o)
+        .collect();
+    assert!(bindings.len() >= 6, "{} bindings", bindings.len());
+    for b in bindings {
+        assert_eq!(
+            b["spec"]["validationActions"],
+            serde_json::json!(["Warn", "Audit"]),
+            "{}",
+            b["metadata"]["name"]
+        );
+    }
+    let args = &objects["Deployment/volguard-system/volguard-webhook"]["spec"]["template"]["spec"]
+        ["containers"][0]["args"];
+    assert!(
+        args.as_array()
+            .is_some_and(|a| a.iter().any(|a| a == "--enforcement=warn")),
+        "{args}"
     );
 }

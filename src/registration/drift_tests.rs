@@ -3,18 +3,27 @@
 use super::*;
 use crate::registration::webhooks::{self, Flavour};
 
-/// The kustomize base's entries as the apiserver would hold them, caBundle filled.
-fn live() -> Vec<Value> {
+/// The kustomize base's entries as the apiserver would hold them, caBundle filled; with
+/// `policies` false, each entry's failure policy as registered without the CEL policies (the base
+/// ships them).
+fn rendered(policies: bool) -> Vec<Value> {
     let yaml = webhooks::render(Flavour::Kustomize);
     let mut out = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(&yaml) {
         let v: Value = serde::Deserialize::deserialize(doc).expect("yaml");
         for mut w in v["webhooks"].as_array().cloned().unwrap_or_default() {
             w["clientConfig"]["caBundle"] = json!("Q0E=");
+            if let Some(e) = webhooks::entries().find(|e| w["name"] == e.name) {
+                w["failurePolicy"] = json!(e.failure_policy(policies));
+            }
             out.push(w);
         }
     }
     out
+}
+
+fn live() -> Vec<Value> {
+    rendered(false)
 }
 
 fn expected(policies: bool) -> Vec<(&'static str, Value)> {
@@ -29,6 +38,13 @@ const RWO: &[&str] = &[
 #[test]
 fn the_generated_registration_has_no_drift() {
     assert_eq!(compare(&live(), &expected(false), RWO), vec![]);
+    // As the base ships it, beside its policies (the controller runs `--policies-installed`).
+    let base = rendered(true);
+    assert_eq!(compare(&base, &expected(true), RWO), vec![]);
+    assert!(
+        base.iter()
+            .any(|w| w["name"] == "force-delete.volguard.io" && w["failurePolicy"] == "Ignore")
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! Each policy names the rule of the table (`Rule`) whose rows it carries: the rule's name, its
 //! failure policy and its enforcement (`--enforcement RULE=warn` → `validationActions: [Warn,
 //! Audit]`). `volguard manifests policies` prints them; `make manifests` writes
-//! `manifests/policies/policies.yaml`, which the chart ships as is (a test keeps the file equal
+//! `manifests/base/policies.yaml`, which the chart ships as is (a test keeps the file equal
 //! to this table).
 //!
 //! Who volguard is, which callers are trusted for what, and whether people may force-delete
@@ -31,6 +31,10 @@ pub const NAMESPACE: &str = "volguard-system";
 /// One policy: a rule's stateless rows.
 pub struct Policy {
     pub rule: Rule,
+    /// The name when a rule has more than one policy (else `volguard-RULE`).
+    pub name: Option<&'static str>,
+    /// The resources' API group and versions (`""`/`v1`: the core group).
+    pub group: (&'static str, &'static str),
     /// Which of the rule's rows it carries (rules.md), for people.
     pub rows: &'static str,
     pub resources: &'static [&'static str],
@@ -58,6 +62,8 @@ pub enum Body {
 /// The table. Order: rules.md's.
 pub const POLICIES: &[Policy] = &[
     Policy {
+        name: None,
+        group: ("", "v1"),
         rule: Rule::PvcFinalizer,
         rows: "§1 the protection finalizer on PVC CREATE; a carried unused-since mark dropped",
         resources: &["persistentvolumeclaims"],
@@ -75,6 +81,8 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
         },
     },
     Policy {
+        name: None,
+        group: ("", "v1"),
         rule: Rule::PvFinalizer,
         rows: "§1 the protection finalizer on PV CREATE",
         resources: &["persistentvolumes"],
@@ -89,6 +97,8 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
         },
     },
     Policy {
+        name: None,
+        group: ("", "v1"),
         rule: Rule::ClaimMetadata,
         rows: "§2f the RWO lock annotation: written by volguard only; a person removes a stale one with the break-glass annotation",
         resources: &["persistentvolumeclaims", "persistentvolumeclaims/status"],
@@ -117,6 +127,8 @@ volguard.io/allow-lock-removal=true and remove it'",
         },
     },
     Policy {
+        name: None,
+        group: ("", "v1"),
         rule: Rule::ForceDelete,
         rows: "§2d rows 2, 3, 6, 7, 8 (rows 4-5 read the Node: the webhook's; PodGC passes here by identity)",
         resources: &["pods"],
@@ -152,6 +164,8 @@ accepts the risk can annotate the pod volguard.io/confirm-force-delete=true and 
         },
     },
     Policy {
+        name: None,
+        group: ("", "v1"),
         rule: Rule::PodStatus,
         rows: "§2h rows 1-3, 6, a terminal phase or every running container ended (rows 4-5 read the Node: the webhook's; PodGC passes here by identity)",
         resources: &["pods/status"],
@@ -181,6 +195,8 @@ volguard.io/confirm-force-delete=true to accept the risk'",
         },
     },
     Policy {
+        name: None,
+        group: ("", "v1"),
         rule: Rule::Proof,
         rows: "§8 a confirmation is set only by a person allowed to break glass (the apiserver's authorizer, asked \
 for the setter), stamped with their name; nobody else writes the stamp",
@@ -221,6 +237,47 @@ with volguard.io/confirmed-by naming that person in the same request; nobody els
         },
     },
     Policy {
+        name: Some("volguard-fence-record"),
+        group: (crate::model::fence::GROUP, "*"),
+        rule: Rule::Proof,
+        rows: "§8 records: a NodeFence's release record (spec.release) and its status are written by volguard alone; \
+its confirmation (volguard.io/confirmed-by) is set only by a person allowed to break glass, naming themselves",
+        resources: &["nodefences", "nodefences/status"],
+        operations: &["CREATE", "UPDATE"],
+        namespaced: false,
+        all_scopes: false,
+        match_conditions: &[],
+        // The status subresource keeps the spec as stored and the object keeps the status, so
+        // comparing both on every path is exact; at CREATE the apiserver drops the status.
+        body: Body::Validate {
+            allowed: concat!(
+                "request.userInfo.username in ",
+                param_list!("volguard-identities"),
+                " || (request.operation == 'CREATE' ? !has(object.spec.release) : \
+((has(object.spec.release) ? [object.spec.release] : []) == (has(oldObject.spec.release) ? [oldObject.spec.release] : []) && \
+(has(object.status) ? [object.status] : []) == (has(oldObject.status) ? [oldObject.status] : []))) && (",
+                stamp!(new),
+                " == '' || ",
+                stamp!(new),
+                " == ",
+                stamp!(old),
+                " || ",
+                person!(),
+                " && ",
+                stamp!(new),
+                " == request.userInfo.username && (has(params.data) && params.data[?'break-glass'].orValue('rbac') == 'anyone' || \
+(!has(params.data) || params.data[?'break-glass'].orValue('rbac') == 'rbac') && \
+authorizer.group('volguard.io').resource('breakglass').name('fence-confirm').check('use').allowed()))"
+            ),
+            message: "'writing the release record (spec.release), the status or the confirmation (volguard.io/confirmed-by) \
+of NodeFence \"' + object.metadata.name + '\" refused: ' + request.userInfo.username + ' is not volguard. A NodeFence\\'s \
+record is written by volguard alone, from what it verified; a person\\'s word goes in through `kubectl volguard fence confirm \
+NODE` (a person granted volguard\\'s break-glass role, naming themselves), which volguard checks before it counts'",
+        },
+    },
+    Policy {
+        name: None,
+        group: ("", "v1"),
         rule: Rule::DeleteProtection,
         rows: "§2i rows 1, 4-6: a protected claim, volume or namespace is not deleted; only a person lifts the protection (row 2, a namespace holding protected claims, reads the claims: the webhook's)",
         resources: &[
@@ -253,13 +310,16 @@ with volguard.io/confirmed-by naming that person in the same request; nobody els
 impl Policy {
     /// The policy's (and its binding's) name: `volguard-RULE`.
     pub fn name(&self) -> String {
-        format!("volguard-{}", self.rule.name())
+        match self.name {
+            Some(n) => n.to_string(),
+            None => format!("volguard-{}", self.rule.name()),
+        }
     }
 
     fn match_constraints(&self) -> Value {
         let mut rules = json!({
-            "apiGroups": [""],
-            "apiVersions": ["v1"],
+            "apiGroups": [self.group.0],
+            "apiVersions": [self.group.1],
             "operations": self.operations,
             "resources": self.resources,
         });
@@ -514,9 +574,9 @@ pub fn static_objects(namespace: &str, params: &Inlined) -> Result<Vec<Value>, S
 /// What to print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Part {
-    /// The policies (`manifests/policies/policies.yaml`; the chart ships this file as is).
+    /// The policies (`manifests/base/policies.yaml`; the chart ships this file as is).
     Policies,
-    /// The default parameters and a `Deny` binding per policy (`manifests/policies/bindings.yaml`;
+    /// The default parameters and a `Deny` binding per policy (`manifests/base/policy-bindings.yaml`;
     /// the chart writes its own from its values).
     Bindings,
 }

@@ -4,10 +4,10 @@
 use super::*;
 
 #[test]
-fn each_policy_names_a_rule_once_with_its_failure_policy() {
+fn each_policy_has_its_own_name_and_its_rules_failure_policy() {
     let mut seen = std::collections::HashSet::new();
     for p in POLICIES {
-        assert!(seen.insert(p.rule), "{} twice", p.rule.name());
+        assert!(seen.insert(p.name()), "{} twice", p.name());
         let o = p.object();
         let want = match p.rule.failure_policy() {
             FailurePolicy::Fail => "Fail",
@@ -54,19 +54,19 @@ fn the_committed_manifest_is_the_tables() {
     for (part, have, file) in [
         (
             Part::Policies,
-            include_str!("../../manifests/policies/policies.yaml"),
+            include_str!("../../manifests/base/policies.yaml"),
             "policies.yaml",
         ),
         (
             Part::Bindings,
-            include_str!("../../manifests/policies/bindings.yaml"),
-            "bindings.yaml",
+            include_str!("../../manifests/base/policy-bindings.yaml"),
+            "policy-bindings.yaml",
         ),
     ] {
         let want = render(part).expect("render");
         assert!(
             have == want,
-            "manifests/policies/{file} differs from the rule table's policies: run `make manifests`"
+            "manifests/base/{file} differs from the rule table's policies: run `make manifests`"
         );
     }
 }

@@ -52,7 +52,8 @@ fn the_rendered_yaml_holds_what_the_table_says() {
             );
         }
     }
-    let want = expected(super::super::policies::NAMESPACE, false, true);
+    // The base installs the policies beside the registrations.
+    let want = expected(super::super::policies::NAMESPACE, true, true);
     assert_eq!(live.len(), want.len());
     for (name, want) in want {
         assert_eq!(live.get(name), Some(&want), "{name}");

@@ -83,7 +83,8 @@ fn render_configuration(out: &mut String, kind: &str, name: &str, entries: &[Ent
         match f {
             Flavour::Kustomize => {
                 out.push_str("  timeoutSeconds: 3\n");
-                out.push_str(&format!("  failurePolicy: {}\n", e.failure_policy(false)));
+                // The base installs the policies (policies.yaml beside this file).
+                out.push_str(&format!("  failurePolicy: {}\n", e.failure_policy(true)));
             }
             Flavour::Chart => {
                 out.push_str("  timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}\n");

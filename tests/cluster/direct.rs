@@ -358,7 +358,7 @@ pub(super) async fn binds(
 }
 
 /// Claim creates timed per mode: none, volguard's mutating webhook, the MutatingAdmissionPolicy
-/// that replaces it (`manifests/policies`), each on its own namespace and alternating call by call
+/// that replaces it (the policies of `manifests/base`), each on its own namespace and alternating call by call
 /// as the binds do.
 pub(super) async fn claim_creates(
     cp: &mut ControlPlane,

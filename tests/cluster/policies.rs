@@ -457,7 +457,7 @@ async fn as_fixture_user(cp: &ControlPlane, r: &serde_json::Value) -> kube::Clie
     .await
 }
 
-/// Apply `manifests/policies` (the policies, their parameters and Deny bindings) and wait until
+/// Apply the policies of `manifests/base` (the policies, their parameters and Deny bindings) and wait until
 /// the apiserver enforces them; returns what was applied (`Kind/name`).
 pub(super) async fn install_policies(cp: &ControlPlane, c: &kube::Client, ns: &str) -> Vec<String> {
     install_policies_where(cp, c, ns, None, None).await
@@ -474,11 +474,11 @@ pub(super) async fn install_policies_where(
     only: Option<(&str, &str)>,
     params: Option<serde_json::Value>,
 ) -> Vec<String> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/policies");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base");
     let bindings = match (only, &params) {
-        (None, None) => dir.join("bindings.yaml"),
+        (None, None) => dir.join("policy-bindings.yaml"),
         _ => {
-            let text = std::fs::read_to_string(dir.join("bindings.yaml")).expect("bindings");
+            let text = std::fs::read_to_string(dir.join("policy-bindings.yaml")).expect("bindings");
             let mut docs = Vec::new();
             for doc in serde_yaml::Deserializer::from_str(&text) {
                 let mut v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");

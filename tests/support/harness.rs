@@ -1152,7 +1152,10 @@ impl ControlPlane {
         }
     }
 
-    /// volguard's registrations as shipped, and the CA bundle the apiserver must trust.
+    /// volguard's registrations as shipped, and the CA bundle the apiserver must trust. The base
+    /// ships the policies too and registers the entries they cover `Ignore`; the harness installs
+    /// the policies only in the scenarios about them, so `register_webhooks` puts back each
+    /// entry's failure policy without them.
     fn webhooks_manifest(&self) -> (String, String) {
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -1182,6 +1185,11 @@ impl ControlPlane {
             }
             // Same rewrite for both kinds: service reference -> loopback URL.
             for h in v["webhooks"].as_array_mut().into_iter().flatten() {
+                if let Some(e) =
+                    volguard::registration::webhooks::entries().find(|e| h["name"] == e.name)
+                {
+                    h["failurePolicy"] = e.failure_policy(false).into();
+                }
                 let cc = &mut h["clientConfig"];
                 let path = cc["service"]["path"]
                     .as_str()

@@ -7,12 +7,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end }}
 
+{{/* repository:tag, and @digest when one is set (the kubelet pulls by the digest; the tag
+says which release it is). `make release` packages the chart with both. */}}
 {{- define "volguard.image" -}}
-{{- if .Values.image.digest -}}
-{{ .Values.image.repository }}@{{ .Values.image.digest }}
-{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
-{{- end -}}
+{{- with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end }}
 
 {{/* The serving Secret: cert-manager's, or the one provided. */}}

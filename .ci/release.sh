@@ -49,6 +49,7 @@ chart=$(mktemp -d)
 trap 'rm -rf "$pkg" "$chart"' EXIT
 cp -rL charts/volguard "$chart/volguard"
 sed -i -e "s|^  tag: \"\"|  tag: \"$version\"|" -e "s|^  digest: \"\"|  digest: \"$digest\"|" "$chart/volguard/values.yaml"
+sed -i "s|^      image: volguard:.*|      image: $image|" "$chart/volguard/Chart.yaml"
 "$helm" package "$chart/volguard" --version "$version" --app-version "$version" --destination "$out" >/dev/null
 "$kubectl" kustomize manifests/base | sed "s|image: volguard:dev\$|image: $image|" > "$out/volguard-$version.yaml"
 
@@ -155,6 +156,8 @@ ln -s volguard "$check/kubectl-volguard"
 rendered=$("$helm" template v "$out/volguard-$version.tgz" -n vg --set policies.enabled=true)
 grep -q 'name: volguard-force-delete' <<<"$rendered"
 grep -q 'kind: ValidatingWebhookConfiguration' <<<"$rendered"
+# ArtifactHub's image list names the released image too.
+"$helm" show chart "$out/volguard-$version.tgz" | grep -q "image: $image"
 # Every image the chart and the manifests name is the released one, by tag and digest.
 for f in <(cat <<<"$rendered") "$out/volguard-$version.yaml"; do
   images=$(grep -E '^ +image: ' "$f" | sed -E 's/^ +image: //; s/"//g' | sort -u)

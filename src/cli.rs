@@ -119,6 +119,11 @@ pub struct ServeArgs {
     /// breakglass.volguard.io: the ClusterRole volguard-break-glass), `anyone`, or `off`.
     #[arg(long, value_enum, default_value_t = crate::admission::break_glass::BreakGlass::Rbac, env = "VOLGUARD_BREAK_GLASS")]
     pub break_glass: crate::admission::break_glass::BreakGlass,
+    /// How long an override counts after a person set it (`1h`, `30m`; `0s`: until it is
+    /// removed). volguard stamps the time in volguard.io/confirmed-at; Events expire with the
+    /// apiserver's --event-ttl, overrides must too.
+    #[arg(long, default_value = "1h", value_parser = duration, env = "VOLGUARD_BREAK_GLASS_EXPIRY")]
+    pub break_glass_expiry: std::time::Duration,
     /// A node whose Lease was renewed within this (or that reports Ready) is alive: its
     /// confirmation, out-of-service taint and deletion are refused whoever asks (rules.md §7).
     /// Keep it equal to the controller's --partition-after.
@@ -163,6 +168,11 @@ pub struct ServeArgs {
     /// allowed with the denial message as a warning, counted as decision="warned".
     #[arg(long, default_value = "deny", env = "VOLGUARD_ENFORCEMENT")]
     pub enforcement: crate::rules::enforcement::Enforcement,
+    /// `RULE=USER` or `RULE=group:GROUP` (repeatable): that identity is exempted from that rule (a
+    /// backup or GitOps tool's service account). Its would-be refusals are allowed with a warning,
+    /// counted as decision="exempted", logged and recorded; only the rules that can warn.
+    #[arg(long = "exempt", value_delimiter = ',', env = "VOLGUARD_EXEMPT")]
+    pub exempt: Vec<crate::rules::exemptions::Exemption>,
     /// `all`: a ReadWriteOnce claim is used on one node at a time (rules.md §2f); `off`: not checked.
     #[arg(long, value_enum, default_value_t = RwoGuard::All, env = "VOLGUARD_RWO_GUARD")]
     pub rwo_guard: RwoGuard,
@@ -344,6 +354,14 @@ pub struct RegistrationArgs {
     /// then registered `Ignore`, not `Fail`.
     #[arg(long, env = "VOLGUARD_POLICIES_INSTALLED")]
     pub policies_installed: bool,
+    /// The webhook's `--enforcement`: the entries of a rule in warn are registered `Ignore` (a
+    /// warned rule never blocks, not even while volguard is down), and drift repair keeps them so.
+    #[arg(long, default_value = "deny", env = "VOLGUARD_ENFORCEMENT")]
+    pub enforcement: crate::rules::enforcement::Enforcement,
+    /// Every entry registered `Ignore` (the chart's `forceFailurePolicyIgnore`): nothing waits on
+    /// volguard, and nothing is refused while it is down.
+    #[arg(long, env = "VOLGUARD_FORCE_FAILURE_POLICY_IGNORE")]
+    pub force_failure_policy_ignore: bool,
 }
 
 /// Partition healing (docs/fencing.md). Only nodes running pods whose RWO claims opted in

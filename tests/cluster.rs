@@ -8,6 +8,8 @@
 mod direct;
 #[path = "cluster/doors.rs"]
 mod doors;
+#[path = "cluster/exemptions.rs"]
+mod exemptions;
 #[path = "cluster/lock.rs"]
 mod lock;
 #[path = "cluster/nodes.rs"]
@@ -38,6 +40,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use doors::*;
+use exemptions::*;
 use lock::*;
 use nodes::*;
 use operators::*;
@@ -304,6 +307,7 @@ async fn start_cluster() -> Shared {
         "protect",
         "doors",
         "rwo-same-node",
+        "exempt",
     ] {
         namespace(&c, ns).await;
     }
@@ -354,6 +358,9 @@ crate::scenarios! { scenario:
     rwo_missing_claim => |s| s_rwo_missing_claim(&s.cp, "rwo-missing");
     rwo_same_node_creates => |s| s_rwo_same_node_creates(&s.cp, "rwo-same-node");
     webhook_idle_flood => |s| s_webhook_idle_flood(&s.cp, "flood");
+    // Named to run after the policy scenarios (see proof_door_matrix): it installs them with
+    // parameters of its own.
+    webhook_exemption_and_expiry => |s| s_webhook_exemption_and_expiry(&mut s.cp, "exempt");
     webhook_client_cert => |s| s_webhook_client_cert(&mut s.cp, "mtls");
     job_completion => |s| s_job_completion(&s.cp, "jobs");
     kubectl_ux => |s| s_kubectl_ux(&s.cp, "ux");

@@ -170,6 +170,34 @@ async fn run_fixture(
                     ));
                 }
             }
+            // Keys only, where a value is volguard's clock (the stamp's time), and values it
+            // must not hold (what the request typed).
+            if let Some(want) = expect.get("annotation_keys_after") {
+                let have: Vec<&String> = obj["metadata"]["annotations"]
+                    .as_object()
+                    .map(|a| a.keys().collect())
+                    .unwrap_or_default();
+                let want: Vec<&str> = want
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                if have != want {
+                    problems.push(format!(
+                        "annotation keys after patch {have:?}, want {want:?}"
+                    ));
+                }
+            }
+            for (k, v) in expect["annotation_not_after"]
+                .as_object()
+                .into_iter()
+                .flatten()
+            {
+                if &obj["metadata"]["annotations"][k] == v {
+                    problems.push(format!("annotation {k} still {v} after patch"));
+                }
+            }
             if let Some(want) = expect.get("affinity_after")
                 && &obj["spec"]["affinity"] != want
             {
@@ -184,12 +212,21 @@ async fn run_fixture(
     problems
 }
 
-/// The flags of the server a fixture names: the default, `--enforcement warn`, `--rwo-guard off`.
+/// The flags of the server a fixture names: the default (overrides that do not expire: the
+/// fixtures' stamps carry no time), `--enforcement warn`, `--rwo-guard off`, overrides that
+/// expire after an hour (volguard's default).
 fn server_flags(kind: Option<&str>) -> Result<&'static [&'static str], String> {
     match kind {
-        None => Ok(&[]),
-        Some("warn") => Ok(&["--enforcement", "warn"]),
-        Some("rwo-off") => Ok(&["--rwo-guard", "off"]),
+        None => Ok(&["--break-glass-expiry", "0s"]),
+        Some("expiry") => Ok(&[]),
+        Some("exempt") => Ok(&[
+            "--exempt",
+            "force-delete=system:serviceaccount:velero:velero",
+            "--break-glass-expiry",
+            "0s",
+        ]),
+        Some("warn") => Ok(&["--enforcement", "warn", "--break-glass-expiry", "0s"]),
+        Some("rwo-off") => Ok(&["--rwo-guard", "off", "--break-glass-expiry", "0s"]),
         Some(other) => Err(format!("unknown fixture server {other:?}")),
     }
 }

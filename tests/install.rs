@@ -14,6 +14,7 @@ use support::harness::{self, ControlPlane, Proc, Profile};
 use support::objects::*;
 use support::shared::Body;
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
@@ -155,8 +156,8 @@ impl Shared {
         );
     }
 
-    /// `helm upgrade --reuse-values --set VALUE`, then the webhook restarted with the
-    /// Deployment's new args, as its rollout would.
+    /// `helm upgrade --reuse-values --set VALUE`, then the webhook and the controller restarted
+    /// with the Deployments' new args, as their rollouts would.
     async fn upgrade(&mut self, value: &str) {
         let mut args = vec![
             "upgrade".to_string(),
@@ -168,6 +169,10 @@ impl Shared {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         self.helm(&refs);
         self.start_serve().await;
+        if let Some(mut p) = self.controller.take() {
+            p.kill();
+        }
+        self.start_controller().await;
     }
 
     /// The args the chart's Deployment gives `container`, with the Secret's files where this
@@ -655,7 +660,62 @@ fn refusals_and_warnings_are_events() {
             println!(
                 "warn mode (helm upgrade --set enforcement=force-delete=warn): force delete allowed, WouldDeny Event recorded"
             );
+            // Warn never blocks: every rule that can warn in warn, then volguard stopped (an
+            // outage during the first rollout). The warned entries are Ignore and the policies
+            // Warn, so a force delete of a running pod is not refused. With drift repair on, the
+            // controller (given the same --enforcement) keeps them Ignore: cert-manager 1.11's
+            // cainjector rewrites the configuration every few seconds (it erases matchConditions,
+            // so here a claim update would meet the Fail entries of the rules that cannot warn;
+            // with 1.12 or later they never see it), and each repair writes it back.
+            s.upgrade("registration.repair=true").await;
+            s.upgrade("enforcement=warn").await;
+            let configs = Api::<ValidatingWebhookConfiguration>::all(c.clone());
+            let warned_ignore = || {
+                let configs = configs.clone();
+                async move {
+                    let live = configs.get("volguard-validating").await.ok()?;
+                    let hooks = live.webhooks.unwrap_or_default();
+                    let mut warned = 0;
+                    for w in &hooks {
+                        let e = volguard::registration::webhooks::entries()
+                            .find(|e| e.name == w.name)?;
+                        if e.rule.def().warnable {
+                            if w.failure_policy.as_deref() != Some("Ignore") {
+                                return None;
+                            }
+                            warned += 1;
+                        }
+                    }
+                    (warned > 0).then_some(warned)
+                }
+            };
+            let warned = s
+                .eventually(
+                    "every warnable entry Ignore",
+                    Duration::from_secs(30),
+                    warned_ignore,
+                )
+                .await;
+            // Two repair periods later (10 s each) they are still Ignore.
+            tokio::time::sleep(Duration::from_secs(21)).await;
+            assert_eq!(
+                warned_ignore().await,
+                Some(warned),
+                "drift repair kept the warned entries Ignore"
+            );
+            running_pod_with_claim(s, "audit", "db-2").await;
+            if let Some(mut p) = s.serve.take() {
+                p.kill();
+            }
+            pods.delete("db-2", &force())
+                .await
+                .expect("warn, volguard down: the force delete is not refused");
+            println!(
+                "warn mode (enforcement=warn), drift repair on: {warned} warnable entries Ignore and kept so; with \
+                 volguard stopped a force delete of a running pod passed"
+            );
             s.upgrade("enforcement=deny").await;
+            s.upgrade("registration.repair=false").await;
         })
     });
 }

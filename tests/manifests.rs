@@ -39,11 +39,15 @@ fn every_entry_has_a_rule_path_and_every_rule_an_entry() {
         let rule = def.rule;
         let policy = e["failurePolicy"].as_str().expect("failurePolicy");
         // The rule's failure policy, unless its registration entry says why not (an entry whose
-        // requests must never wait on volguard, the rule's other entry covering what must).
+        // requests must never wait on volguard, the rule's other entry covering what must; an
+        // entry the CEL policies beside it in the base hold while volguard is down).
         let entry = volguard::registration::webhooks::entries()
             .find(|w| w.name == name)
             .unwrap_or_else(|| panic!("{name} is not in the registration table"));
-        let want = match (rule.failure_policy(), entry.always_ignore) {
+        let want = match (
+            rule.failure_policy(),
+            entry.always_ignore || entry.ignore_with_policies,
+        ) {
             (FailurePolicy::Fail, false) => "Fail",
             _ => "Ignore",
         };
@@ -178,7 +182,11 @@ fn monitoring_component_and_warn_overlay_are_well_formed() {
         .expect("an --enforcement flag");
     let e = volguard::rules::enforcement::Enforcement::parse(mode).expect("valid mode");
     for r in Rule::VALIDATING {
-        assert_eq!(e.mode(r), volguard::rules::enforcement::Mode::Warn);
+        let want = match r.def().warnable {
+            true => volguard::rules::enforcement::Mode::Warn,
+            false => volguard::rules::enforcement::Mode::Deny,
+        };
+        assert_eq!(e.mode(r), want, "{r}");
     }
     // The patched container is the webhook's, whose args it appends to.
     let webhook = yaml_docs("manifests/base/webhook.yaml");

@@ -133,7 +133,7 @@ impl Model for ProofModel {
             Stamp::Type(t) => new.stamp = Some(t.user().username),
         }
         if w.mutated {
-            let d = volguard::rules::stamp::stamp(&user, false, Some(&old), &new.meta());
+            let d = volguard::rules::stamp::stamp(&user, false, Some(&old), &new.meta(), None);
             let mut v = serde_json::json!({"metadata": serde_json::to_value(new.meta()).ok()?});
             if let Some(p) = &d.patch {
                 json_patch::patch(&mut v, &p.ops()).ok()?;
@@ -181,8 +181,8 @@ impl Model for ProofModel {
         vec![Property::always(
             "a proof counts only from a person with the verb",
             |_, s: &S| {
-                let counts =
-                    proof::counts(&s.meta(), CONFIRM_FORCE_DELETE, BreakGlass::Rbac) == Ok(true);
+                let counts = proof::counts(&s.meta(), CONFIRM_FORCE_DELETE, BreakGlass::Rbac, None)
+                    == Ok(true);
                 !counts
                     || (s.setter.is_some_and(Who::may_break_glass)
                         && s.stamp.as_deref() == Some("alice"))

@@ -496,9 +496,8 @@ fn chart_policies_render_what_manifests_policies_renders() {
         objects["ConfigMap/storage-guard/volguard-policies"]["data"]["force-delete-users"],
         "system:serviceaccount:longhorn-system:longhorn"
     );
-    // With the policies, the force-delete entry no longer makes pod deletion wait on volguard;
-    // the eviction entry (which the policies cannot judge: an Eviction does not carry the pod)
-    // stays Fail.
+    // force-delete in warn never blocks: both its entries are Ignore (the eviction entry, which
+    // the policies cannot judge, too); a rule in deny keeps Fail.
     let entries = &objects["ValidatingWebhookConfiguration//volguard-validating"]["webhooks"];
     let policy_of = |name: &str| {
         entries
@@ -514,7 +513,57 @@ fn chart_policies_render_what_manifests_policies_renders() {
     );
     assert_eq!(
         policy_of("eviction.volguard.io"),
+        Some(serde_json::json!("Ignore"))
+    );
+    assert_eq!(
+        policy_of("claim-metadata.volguard.io"),
         Some(serde_json::json!("Fail"))
+    );
+    // An exemption: the webhook's flag and the policies' parameters, users and groups apart.
+    let exempt = by_id(docs(
+        &helm(
+            "ns",
+            &[
+                "policies.enabled=true",
+                "exemptions.force-delete[0]=system:serviceaccount:velero:velero",
+                "exemptions.force-delete[1]=group:backup",
+            ],
+        )
+        .expect("helm template"),
+    ));
+    let serve = arg_lists(&exempt, "volguard-webhook");
+    for want in [
+        "--exempt=force-delete=system:serviceaccount:velero:velero",
+        "--exempt=force-delete=group:backup",
+    ] {
+        assert!(serve.iter().any(|a| a == want), "{want}: {serve:?}");
+    }
+    let data = &exempt["ConfigMap/ns/volguard-policies"]["data"];
+    assert_eq!(
+        data["exempt-force-delete-users"],
+        "system:serviceaccount:velero:velero"
+    );
+    assert_eq!(data["exempt-force-delete-groups"], "backup");
+    assert!(
+        helm("ns", &["exemptions.proof[0]=system:serviceaccount:x:y"]).is_err(),
+        "the schema refuses an exemption from proof"
+    );
+    // forceFailurePolicyIgnore: every entry, and the controller's repair told so.
+    let forced = by_id(docs(
+        &helm("ns", &["forceFailurePolicyIgnore=true"]).expect("helm template"),
+    ));
+    for kind in [
+        "ValidatingWebhookConfiguration//volguard-validating",
+        "MutatingWebhookConfiguration//volguard-mutating",
+    ] {
+        for w in forced[kind]["webhooks"].as_array().expect("webhooks") {
+            assert_eq!(w["failurePolicy"], "Ignore", "{}", w["name"]);
+        }
+    }
+    assert!(
+        arg_lists(&forced, "volguard-controller")
+            .iter()
+            .any(|a| a == "--force-failure-policy-ignore")
     );
 }
 
@@ -635,11 +684,54 @@ fn kustomize_warn_overlay_warns_in_both_layers() {
             b["metadata"]["name"]
         );
     }
-    let args = &objects["Deployment/volguard-system/volguard-webhook"]["spec"]["template"]["spec"]
-        ["containers"][0]["args"];
+    for d in ["volguard-webhook", "volguard-controller"] {
+        let args = &objects[&format!("Deployment/volguard-system/{d}")]["spec"]["template"]["spec"]
+            ["containers"][0]["args"];
+        assert!(
+            args.as_array()
+                .is_some_and(|a| a.iter().any(|a| a == "--enforcement=warn")),
+            "{d}: {args}"
+        );
+    }
+    // Warn never blocks: each entry as volguard registers it in warn, beside the policies.
+    use volguard::registration::webhooks::{FailureMode, entries};
+    let mode = FailureMode {
+        policies: true,
+        enforcement: "warn".parse().expect("warn"),
+        force_ignore: false,
+    };
+    let mut checked = 0;
+    for kind in [
+        "MutatingWebhookConfiguration//volguard-mutating",
+        "ValidatingWebhookConfiguration//volguard-validating",
+    ] {
+        for w in objects[kind]["webhooks"].as_array().expect("webhooks") {
+            let e = entries()
+                .find(|e| w["name"] == e.name)
+                .expect("an entry of the table");
+            assert_eq!(w["failurePolicy"], e.failure_policy(&mode), "{}", e.name);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, entries().count());
+}
+
+#[test]
+#[ignore = "needs helm: make chart"]
+fn chart_keeps_the_crd_and_upgrades_it_from_templates() {
+    let on = by_id(docs(&helm("ns", &[]).expect("helm template")));
+    let crd = &on["CustomResourceDefinition//nodefences.volguard.io"];
+    assert_eq!(
+        crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+    assert_eq!(crd["metadata"]["labels"]["volguard.io/keep"], "true");
+    let off = by_id(docs(
+        &helm("ns", &["crds.enabled=false"]).expect("helm template"),
+    ));
+    assert!(!off.contains_key("CustomResourceDefinition//nodefences.volguard.io"));
     assert!(
-        args.as_array()
-            .is_some_and(|a| a.iter().any(|a| a == "--enforcement=warn")),
-        "{args}"
+        !repo().join("charts/volguard/crds").exists(),
+        "crds/ is installed once and never upgraded by Helm"
     );
 }

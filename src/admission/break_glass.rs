@@ -34,7 +34,13 @@ impl Admission {
     /// Whether the override `key` on the stored object counts (rules.md §8: stamped by a person
     /// when it was set, `rules::proof::counts`).
     pub(super) fn override_counts(&self, key: &str, stored: &Meta) -> Override {
-        match crate::rules::proof::counts(stored, key, self.break_glass) {
+        let expiry = self
+            .break_glass_expiry
+            .map(|after| crate::rules::proof::Expiry {
+                after,
+                now: jiff::Timestamp::now(),
+            });
+        match crate::rules::proof::counts(stored, key, self.break_glass, expiry) {
             Ok(false) => Override::Absent,
             Ok(true) => Override::Honoured,
             Err(why) => Override::Ignored(why),

@@ -17,10 +17,14 @@ pub struct Admission {
     /// RWO lock annotation.
     pub own_identities: Vec<String>,
     pub enforcement: Enforcement,
+    /// Who is exempted from which rule (`--exempt`).
+    pub exemptions: crate::rules::exemptions::Exemptions,
     /// `--rwo-guard=off` turns rules.md §2f off.
     pub rwo_guard: bool,
     /// Who may use a `volguard.io/*` override (rules.md §8).
     pub break_glass: super::break_glass::BreakGlass,
+    /// How long an override counts after it was set (`None`: until removed).
+    pub break_glass_expiry: Option<jiff::SignedDuration>,
     /// The RWO lock's outcomes (`volguard_rwo_locks_total`), registered by whoever serves.
     pub locks: prometheus_client::metrics::family::Family<
         super::placement::LockLabels,
@@ -57,8 +61,10 @@ impl Admission {
             own_identities,
             own_controllers,
             enforcement: Enforcement::default(),
+            exemptions: Default::default(),
             rwo_guard: true,
             break_glass: Default::default(),
+            break_glass_expiry: None,
             locks: Default::default(),
             lock_writes: super::placement::lock_write_histogram(),
             partition_after: jiff::SignedDuration::from_secs(40),
@@ -71,6 +77,11 @@ impl Admission {
         self
     }
 
+    pub fn with_exemptions(mut self, exemptions: crate::rules::exemptions::Exemptions) -> Self {
+        self.exemptions = exemptions;
+        self
+    }
+
     pub fn with_partition_after(mut self, d: jiff::SignedDuration) -> Self {
         self.partition_after = d;
         self
@@ -78,6 +89,14 @@ impl Admission {
 
     pub fn with_break_glass(mut self, mode: super::break_glass::BreakGlass) -> Self {
         self.break_glass = mode;
+        self
+    }
+
+    /// `0s`: overrides do not expire.
+    pub fn with_break_glass_expiry(mut self, d: std::time::Duration) -> Self {
+        self.break_glass_expiry = jiff::SignedDuration::try_from(d)
+            .ok()
+            .filter(|d| !d.is_zero());
         self
     }
 

@@ -194,6 +194,7 @@ impl Admission {
                 Ok(Ok(d) | Err(d)) => d,
                 Err(_) => late(rule, budget),
             };
+            let judged = self.exemptions.apply(rule, &req.user_info, judged);
             let mut d = self.enforcement.apply(rule, judged);
             if !d.allowed {
                 d.warnings.splice(0..0, warnings);

@@ -56,7 +56,7 @@ impl Admission {
             (Rule::RwoPlacementHint, On::PodCreate) => self.placement_hint(req).await,
             (Rule::PodStatus, On::PodStatusUpdate) => self.pod_status(req).await,
             (Rule::ConfirmationStamp, _) if Rule::ConfirmationStamp.def().on.contains(&on) => {
-                super::proofs::stamp(req)
+                super::proofs::stamp(req, self.break_glass_expiry)
             }
             (Rule::Proof, _) if Rule::Proof.def().on.contains(&on) => {
                 Box::pin(self.proof(req)).await

@@ -146,18 +146,29 @@ impl Admission {
 }
 
 /// The confirmation stamp of a CREATE or UPDATE of any kind (rules.md §8).
-pub(super) fn stamp(req: &Request<'_>) -> Result<Decision, Decision> {
+pub(super) fn stamp(
+    req: &Request<'_>,
+    expiry: Option<jiff::SignedDuration>,
+) -> Result<Decision, Decision> {
     let new = metadata(&req.object, "object")?;
     let old = match &*req.operation {
         "CREATE" => None,
         _ => Some(metadata(&req.old_object, "oldObject")?),
     };
     let fence = req.kind.group == crate::model::fence::GROUP;
+    // Seconds only: the time a person reads, and what the policies compare as a string.
+    let at = expiry.map(|_| {
+        jiff::Timestamp::now()
+            .round(jiff::Unit::Second)
+            .unwrap_or_default()
+            .to_string()
+    });
     Ok(crate::rules::stamp::stamp(
         &req.user_info,
         fence,
         old.as_deref(),
         &new,
+        at.as_deref(),
     ))
 }
 

@@ -40,7 +40,8 @@ impl Status {
 pub struct Watch {
     client: kube::Client,
     namespace: String,
-    policies: bool,
+    /// The failure policies volguard's registration must hold (policies, warn, forced Ignore).
+    mode: webhooks::FailureMode,
     repair: bool,
     interval: Duration,
     drift: Family<DriftLabels, Gauge>,
@@ -98,7 +99,11 @@ impl Watch {
             ),
             client,
             namespace: crate::cli::install_namespace(),
-            policies: args.policies_installed,
+            mode: webhooks::FailureMode {
+                policies: args.policies_installed,
+                enforcement: args.enforcement,
+                force_ignore: args.force_failure_policy_ignore,
+            },
             repair: args.repair_registration,
             interval: args.registration_check_interval,
             drift: metrics.add(
@@ -138,7 +143,7 @@ impl Watch {
 
     /// One comparison (and repair, when asked) of both configurations.
     pub async fn check(&self) -> Result<Vec<Drift>, kube::Error> {
-        let expected = webhooks::expected(&self.namespace, self.policies, true);
+        let expected = webhooks::expected(&self.namespace, &self.mode, true);
         let optional: Vec<&str> = webhooks::entries()
             .filter(|e| e.rwo_guard)
             .map(|e| e.name)

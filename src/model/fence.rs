@@ -22,6 +22,9 @@ pub const FENCE_INCIDENT: &str = "volguard.io/fence-incident";
 pub const NODE_LABEL: &str = "volguard.io/node";
 /// NodeFence annotation `kubectl volguard fence confirm` writes: who confirmed, and when.
 pub const CONFIRMED_BY: &str = "volguard.io/confirmed-by";
+/// When the confirmation beside `confirmed-by` was set (RFC 3339, volguard's clock): with
+/// `--break-glass-expiry` an override counts for that long after it.
+pub const CONFIRMED_AT: &str = "volguard.io/confirmed-at";
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Phase {

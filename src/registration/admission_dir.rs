@@ -85,7 +85,7 @@ pub fn documents(o: &Options) -> Result<Vec<(&'static str, Vec<Value>)>, Admissi
                 // be Ignore (rules.md §9).
                 e.object(
                     &o.namespace,
-                    true,
+                    &super::webhooks::FailureMode::policies(true),
                     json!({"url": format!("{base}{}", e.path()), "caBundle": ca}),
                 )
             })

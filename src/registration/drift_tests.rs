@@ -1,7 +1,7 @@
 //! Unit tests of `src/registration/drift.rs`, on the registration `make manifests` writes.
 
 use super::*;
-use crate::registration::webhooks::{self, Flavour};
+use crate::registration::webhooks::{self, FailureMode, Flavour};
 
 /// The kustomize base's entries as the apiserver would hold them, caBundle filled; with
 /// `policies` false, each entry's failure policy as registered without the CEL policies (the base
@@ -14,7 +14,7 @@ fn rendered(policies: bool) -> Vec<Value> {
         for mut w in v["webhooks"].as_array().cloned().unwrap_or_default() {
             w["clientConfig"]["caBundle"] = json!("Q0E=");
             if let Some(e) = webhooks::entries().find(|e| w["name"] == e.name) {
-                w["failurePolicy"] = json!(e.failure_policy(policies));
+                w["failurePolicy"] = json!(e.failure_policy(&FailureMode::policies(policies)));
             }
             out.push(w);
         }
@@ -27,7 +27,7 @@ fn live() -> Vec<Value> {
 }
 
 fn expected(policies: bool) -> Vec<(&'static str, Value)> {
-    webhooks::expected("volguard-system", policies, true)
+    webhooks::expected("volguard-system", &FailureMode::policies(policies), true)
 }
 
 const RWO: &[&str] = &[

@@ -307,6 +307,23 @@ NODE` (a person granted volguard\\'s break-glass role, naming themselves), which
     },
 ];
 
+/// CEL: the comma-separated list parameter `key` (as `param_list!`, for a key known at run time).
+fn param_list(key: &str) -> String {
+    format!(
+        "(has(params.data) && '{key}' in params.data && params.data['{key}'] != '' ? params.data['{key}'].split(',') : [])"
+    )
+}
+
+/// CEL: the caller is exempted from `rule` (parameters `exempt-RULE-users` and
+/// `exempt-RULE-groups`, the webhook's `--exempt`).
+fn exempted(rule: Rule) -> String {
+    format!(
+        "request.userInfo.username in {} || request.userInfo.groups.exists(g, g in {})",
+        param_list(&format!("exempt-{}-users", rule.name())),
+        param_list(&format!("exempt-{}-groups", rule.name()))
+    )
+}
+
 impl Policy {
     /// The policy's (and its binding's) name: `volguard-RULE`.
     pub fn name(&self) -> String {
@@ -357,29 +374,36 @@ impl Policy {
             "annotations": {"volguard.io/rows": self.rows},
         });
         match &self.body {
-            Body::Validate { allowed, message } => json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingAdmissionPolicy",
-                "metadata": metadata,
-                "spec": {
-                    // A policy's own failures (a CEL error) follow the rule's failure policy.
-                    "failurePolicy": failure,
-                    "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-                    "matchConstraints": self.match_constraints(),
-                    "matchConditions": self.match_conditions(),
-                    "validations": [{
-                        "expression": allowed,
-                        "messageExpression": message,
-                        "reason": "Forbidden",
-                    }],
-                    // In the apiserver's audit log even when the refusal leaves no Event (volguard
-                    // down, or the policy refused before the webhook was called).
-                    "auditAnnotations": [
-                        {"key": "rule", "valueExpression": format!("'{}'", self.rule.name())},
-                        {"key": "rows", "valueExpression": format!("'{}'", self.rows.replace('\\', "\\\\").replace('\'', "\\'"))},
-                    ],
-                },
-            }),
+            Body::Validate { allowed, message } => {
+                // An identity exempted from a rule that can be is exempted here too (rules.md §2g).
+                let allowed = match self.rule.def().warnable {
+                    true => format!("{} || ({allowed})", exempted(self.rule)),
+                    false => allowed.to_string(),
+                };
+                json!({
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "ValidatingAdmissionPolicy",
+                    "metadata": metadata,
+                    "spec": {
+                        // A policy's own failures (a CEL error) follow the rule's failure policy.
+                        "failurePolicy": failure,
+                        "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                        "matchConstraints": self.match_constraints(),
+                        "matchConditions": self.match_conditions(),
+                        "validations": [{
+                            "expression": allowed,
+                            "messageExpression": message,
+                            "reason": "Forbidden",
+                        }],
+                        // In the apiserver's audit log even when the refusal leaves no Event (volguard
+                        // down, or the policy refused before the webhook was called).
+                        "auditAnnotations": [
+                            {"key": "rule", "valueExpression": format!("'{}'", self.rule.name())},
+                            {"key": "rows", "valueExpression": format!("'{}'", self.rows.replace('\\', "\\\\").replace('\'', "\\'"))},
+                        ],
+                    },
+                })
+            }
             Body::Mutate { json_patch } => json!({
                 "apiVersion": "admissionregistration.k8s.io/v1",
                 "kind": "MutatingAdmissionPolicy",
@@ -440,6 +464,8 @@ pub struct Inlined {
     pub human_warn: bool,
     /// `break-glass`: `rbac` (default), `anyone` or `off`.
     pub break_glass: String,
+    /// `--exempt`: (rule, identity) with groups as `group:NAME`.
+    pub exempt: Vec<(String, String)>,
 }
 
 impl Inlined {
@@ -454,6 +480,7 @@ impl Inlined {
             force_delete_groups: Vec::new(),
             human_warn: false,
             break_glass: "rbac".into(),
+            exempt: Vec::new(),
         }
     }
 
@@ -483,6 +510,28 @@ impl Inlined {
                 "(!has(params.data) || params.data[?'break-glass'].orValue('rbac') == 'rbac')",
                 if self.break_glass == "rbac" { "true" } else { "false" },
             );
+        for rule in Rule::WARNABLE {
+            let of = |groups: bool| -> Vec<String> {
+                self.exempt
+                    .iter()
+                    .filter(|(r, _)| r == rule.name())
+                    .filter_map(|(_, i)| match (groups, i.strip_prefix("group:")) {
+                        (true, Some(g)) => Some(g.to_string()),
+                        (false, None) => Some(i.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            out = out
+                .replace(
+                    &param_list(&format!("exempt-{}-users", rule.name())),
+                    &list(&of(false)),
+                )
+                .replace(
+                    &param_list(&format!("exempt-{}-groups", rule.name())),
+                    &list(&of(true)),
+                );
+        }
         if out.contains("params") {
             return None;
         }

@@ -13,6 +13,7 @@
 pub use super::conditions::Condition;
 use super::conditions::*;
 pub use super::webhooks_yaml::{Flavour, render};
+use crate::rules::enforcement::{Enforcement, Mode};
 use crate::rules::rule::{FailurePolicy, Rule, TABLE};
 use serde_json::{Value, json};
 
@@ -47,13 +48,38 @@ pub struct Entry {
     pub conditions: &'static [&'static Condition],
 }
 
+/// What sets an entry's failure policy besides the table (rules.md §2g, §9): the CEL policies
+/// installed (they refuse what some `Fail` entries refuse, so those may be `Ignore`), the rules in
+/// warn (a warned rule never blocks, not even while volguard is down), or `Ignore` forced on
+/// every entry (the chart's `forceFailurePolicyIgnore`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FailureMode {
+    pub policies: bool,
+    pub enforcement: Enforcement,
+    pub force_ignore: bool,
+}
+
+impl FailureMode {
+    /// Only the policies decide (deny everywhere, nothing forced).
+    pub fn policies(policies: bool) -> FailureMode {
+        FailureMode {
+            policies,
+            ..FailureMode::default()
+        }
+    }
+}
+
 impl Entry {
     pub fn path(&self) -> &'static str {
         TABLE[self.rule as usize].path
     }
 
-    pub fn failure_policy(&self, policies: bool) -> &'static str {
-        let ignored = self.always_ignore || (policies && self.ignore_with_policies);
+    /// As registered: the table's, unless `mode` makes it `Ignore`.
+    pub fn failure_policy(&self, mode: &FailureMode) -> &'static str {
+        let ignored = self.always_ignore
+            || mode.force_ignore
+            || mode.enforcement.mode(self.rule) == Mode::Warn
+            || (mode.policies && self.ignore_with_policies);
         match self.rule.failure_policy() {
             FailurePolicy::Fail if !ignored => "Fail",
             _ => "Ignore",
@@ -454,13 +480,13 @@ pub fn entries() -> impl Iterator<Item = &'static Entry> {
 impl Entry {
     /// The entry as the apiserver stores it, posting to `client_config` (a `service` or a `url`,
     /// with its `caBundle`): what the static manifests (`admission_dir`) write.
-    pub fn object(&self, namespace: &str, policies: bool, client_config: Value) -> Value {
+    pub fn object(&self, namespace: &str, mode: &FailureMode, client_config: Value) -> Value {
         let mut w = json!({
             "name": self.name,
             "admissionReviewVersions": ["v1"],
             "sideEffects": self.side_effects(),
             "timeoutSeconds": 3,
-            "failurePolicy": self.failure_policy(policies),
+            "failurePolicy": self.failure_policy(mode),
             "clientConfig": client_config,
             "rules": self.rules.iter().map(|r| json!({
                 "apiGroups": [r.api_group],
@@ -493,7 +519,11 @@ impl Entry {
 
 /// What the live configurations must hold, per entry name: failure policy, path, rules and
 /// conditions as the apiserver stores them (the drift check compares the live objects with it).
-pub fn expected(namespace: &str, policies: bool, rwo_guard: bool) -> Vec<(&'static str, Value)> {
+pub fn expected(
+    namespace: &str,
+    mode: &FailureMode,
+    rwo_guard: bool,
+) -> Vec<(&'static str, Value)> {
     entries()
         .filter(|e| rwo_guard || !e.rwo_guard)
         .map(|e| {
@@ -518,7 +548,7 @@ pub fn expected(namespace: &str, policies: bool, rwo_guard: bool) -> Vec<(&'stat
             (
                 e.name,
                 json!({
-                    "failurePolicy": e.failure_policy(policies),
+                    "failurePolicy": e.failure_policy(mode),
                     "path": e.path(),
                     "rules": rules,
                     "matchConditions": conditions,

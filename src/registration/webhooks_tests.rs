@@ -53,7 +53,11 @@ fn the_rendered_yaml_holds_what_the_table_says() {
         }
     }
     // The base installs the policies beside the registrations.
-    let want = expected(super::super::policies::NAMESPACE, true, true);
+    let want = expected(
+        super::super::policies::NAMESPACE,
+        &FailureMode::policies(true),
+        true,
+    );
     assert_eq!(live.len(), want.len());
     for (name, want) in want {
         assert_eq!(live.get(name), Some(&want), "{name}");
@@ -69,7 +73,7 @@ fn the_chart_keeps_what_only_the_chart_decides() {
         "the chart names its release namespace"
     );
     assert!(chart.contains(
-        "failurePolicy: {{ if include \"volguard.policies\" . }}Ignore{{ else }}Fail{{ end }}"
+        "failurePolicy: {{ include \"volguard.failurePolicy\" (dict \"root\" . \"rule\" \"force-delete\" \"warnable\" true \"withPolicies\" true) }}"
     ));
     assert_eq!(
         chart
@@ -98,4 +102,42 @@ fn the_committed_files_are_the_tables() {
             "{file} differs from the registration table (src/registration/webhooks.rs): run `make manifests`"
         );
     }
+}
+
+#[test]
+fn a_rule_in_warn_and_forced_ignore_register_ignore() {
+    use crate::rules::enforcement::Enforcement;
+    let policy = |mode: &FailureMode, name: &str| {
+        entries()
+            .find(|e| e.name == name)
+            .map(|e| e.failure_policy(mode))
+            .unwrap_or_default()
+    };
+    let deny = FailureMode::default();
+    assert_eq!(policy(&deny, "finalizer-guard.volguard.io"), "Fail");
+    let warn = FailureMode {
+        enforcement: Enforcement::parse("warn").expect("warn"),
+        ..deny
+    };
+    // Every entry of a warnable rule is Ignore; a proof and deletion protection stay Fail.
+    for e in entries() {
+        let want = if e.rule.def().warnable || e.failure_policy(&deny) == "Ignore" {
+            "Ignore"
+        } else {
+            "Fail"
+        };
+        assert_eq!(e.failure_policy(&warn), want, "{}", e.name);
+    }
+    assert_eq!(policy(&warn, "proof.volguard.io"), "Fail");
+    let one = FailureMode {
+        enforcement: Enforcement::parse("finalizer-removal=warn").expect("one rule"),
+        ..deny
+    };
+    assert_eq!(policy(&one, "finalizer-guard.volguard.io"), "Ignore");
+    assert_eq!(policy(&one, "eviction.volguard.io"), "Fail");
+    let forced = FailureMode {
+        force_ignore: true,
+        ..deny
+    };
+    assert!(entries().all(|e| e.failure_policy(&forced) == "Ignore"));
 }

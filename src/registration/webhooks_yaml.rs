@@ -3,7 +3,8 @@
 //! `make manifests` and checked against the table by a unit test.
 
 use super::conditions::NAMESPACE_TOKEN;
-use super::webhooks::{CONFIGURATIONS, Entry};
+use super::webhooks::{CONFIGURATIONS, Entry, FailureMode};
+use crate::rules::enforcement::Enforcement;
 
 /// Which rendering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -84,18 +85,26 @@ fn render_configuration(out: &mut String, kind: &str, name: &str, entries: &[Ent
             Flavour::Kustomize => {
                 out.push_str("  timeoutSeconds: 3\n");
                 // The base installs the policies (policies.yaml beside this file).
-                out.push_str(&format!("  failurePolicy: {}\n", e.failure_policy(true)));
+                let mode = FailureMode::policies(true);
+                out.push_str(&format!("  failurePolicy: {}\n", e.failure_policy(&mode)));
             }
             Flavour::Chart => {
                 out.push_str("  timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}\n");
-                if e.ignore_with_policies {
-                    out.push_str(&format!(
-                        "  failurePolicy: {{{{ if include \"volguard.policies\" . }}}}{}{{{{ else }}}}{}{{{{ end }}}}\n",
-                        e.failure_policy(true),
-                        e.failure_policy(false)
-                    ));
+                // Ignore in every mode: no value changes it. Else the helper decides from the
+                // values: forced Ignore, the rule in warn, the policies installed.
+                let strictest = FailureMode {
+                    enforcement: Enforcement::default(),
+                    ..FailureMode::policies(false)
+                };
+                if e.failure_policy(&strictest) == "Ignore" {
+                    out.push_str("  failurePolicy: Ignore\n");
                 } else {
-                    out.push_str(&format!("  failurePolicy: {}\n", e.failure_policy(false)));
+                    out.push_str(&format!(
+                        "  failurePolicy: {{{{ include \"volguard.failurePolicy\" (dict \"root\" . \"rule\" \"{}\" \"warnable\" {} \"withPolicies\" {}) }}}}\n",
+                        e.rule.name(),
+                        e.rule.def().warnable,
+                        e.ignore_with_policies,
+                    ));
                 }
             }
         }

@@ -12,8 +12,11 @@ pub struct Decision {
     pub message: Option<String>,
     pub warnings: Vec<String>,
     pub patch: Option<Patch>,
-    /// A denial let through because its rule runs in `warn` enforcement mode (rules.md §2g).
+    /// A denial let through because its rule runs in `warn` enforcement mode (rules.md §2g), or
+    /// for an exempted caller (then `exempted` too).
     pub warned: bool,
+    /// A denial let through because the caller is exempted from the rule (`--exempt`).
+    pub exempted: bool,
 }
 
 impl Decision {
@@ -26,6 +29,7 @@ impl Decision {
             warnings: Vec::new(),
             patch: None,
             warned: false,
+            exempted: false,
         }
     }
 
@@ -38,6 +42,7 @@ impl Decision {
             warnings: Vec::new(),
             patch: None,
             warned: false,
+            exempted: false,
         }
     }
 
@@ -65,6 +70,7 @@ impl Decision {
     /// The label used for the `decision` metric dimension.
     pub fn outcome(&self) -> &'static str {
         match (self.allowed, self.patch.is_some(), self.code) {
+            (true, _, _) if self.exempted => "exempted",
             (true, _, _) if self.warned => "warned",
             (true, true, _) => "patched",
             (true, false, _) => "allowed",

@@ -30,6 +30,17 @@ pub enum EnforcementError {
     Rule(String),
     #[error("--enforcement entry {0:?} is not RULE=deny|warn")]
     Entry(String),
+    #[error("rule {0:?} cannot run in warn (its warn would be no rule at all); rules that can: {rules}", rules = warnable_names())]
+    NotWarnable(String),
+}
+
+/// The rules that may run in warn (`Rule::WARNABLE`).
+pub fn warnable_names() -> String {
+    Rule::WARNABLE
+        .iter()
+        .map(|r| r.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Every validating rule's name, from the rule table (what `--enforcement` accepts).
@@ -48,12 +59,17 @@ pub struct Enforcement {
 }
 
 impl Enforcement {
-    /// `deny`, `warn`, or `RULE=deny|warn,...` (rules not named stay `deny`).
+    /// `deny`, `warn` (every rule of `Rule::WARNABLE`), or `RULE=deny|warn,...` (rules not named
+    /// stay `deny`; `warn` only for a warnable rule).
     pub fn parse(s: &str) -> Result<Enforcement, EnforcementError> {
         if let Some(all) = Mode::parse(s) {
-            return Ok(Enforcement {
-                modes: [all; Rule::VALIDATING.len()],
-            });
+            let mut modes = [Mode::Deny; Rule::VALIDATING.len()];
+            for (m, r) in modes.iter_mut().zip(Rule::VALIDATING) {
+                if r.def().warnable {
+                    *m = all;
+                }
+            }
+            return Ok(Enforcement { modes });
         }
         let mut e = Enforcement::default();
         for entry in s.split(',').filter(|e| !e.trim().is_empty()) {
@@ -65,9 +81,17 @@ impl Enforcement {
                 .iter()
                 .position(|r| r.name() == rule.trim())
                 .ok_or_else(|| EnforcementError::Rule(rule.trim().to_string()))?;
+            if mode == Mode::Warn && !Rule::VALIDATING[i].def().warnable {
+                return Err(EnforcementError::NotWarnable(rule.trim().to_string()));
+            }
             e.modes[i] = mode;
         }
         Ok(e)
+    }
+
+    /// Some rule runs in warn.
+    pub fn any_warn(&self) -> bool {
+        self.modes.contains(&Mode::Warn)
     }
 
     pub fn mode(&self, rule: Rule) -> Mode {
@@ -100,6 +124,7 @@ impl Enforcement {
             warnings,
             patch: None,
             warned: true,
+            exempted: false,
         }
     }
 }

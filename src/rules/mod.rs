@@ -31,6 +31,7 @@ pub mod claims;
 pub mod decision;
 pub mod delete_protection;
 pub mod enforcement;
+pub mod exemptions;
 pub mod fencing;
 pub mod fencing_step;
 pub mod finalizer_guard;

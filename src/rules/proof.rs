@@ -14,7 +14,7 @@
 
 use super::Decision;
 use super::force_delete::is_human;
-use crate::model::fence::{CONFIRM_NODE_DOWN, CONFIRMED_BY, NodeFence};
+use crate::model::fence::{CONFIRM_NODE_DOWN, CONFIRMED_AT, CONFIRMED_BY, NodeFence};
 use crate::model::{ALLOW_FINALIZER_REMOVAL, CONFIRM_FORCE_DELETE, Meta, UserInfo};
 
 /// Who may set an override (`--break-glass`).
@@ -72,9 +72,25 @@ pub fn stamp_is_person(stamp: &str) -> bool {
     !stamp.is_empty() && !stamp.starts_with("system:")
 }
 
-/// Whether the stored override `key` counts: set to `"true"` and stamped by a person. `Err` says
-/// why it does not (for the warning), `Ok(false)` that it is not there at all.
-pub fn counts(stored: &Meta, key: &str, mode: BreakGlass) -> Result<bool, String> {
+/// How long a stored override counts after it was set (`--break-glass-expiry`), and the clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Expiry {
+    pub after: jiff::SignedDuration,
+    pub now: jiff::Timestamp,
+}
+
+/// A `confirmed-at` this far ahead of volguard's clock is a hand-written one, not clock skew.
+const SKEW: jiff::SignedDuration = jiff::SignedDuration::from_secs(300);
+
+/// Whether the stored override `key` counts: set to `"true"`, stamped by a person and, with an
+/// `expiry`, set less than that long ago. `Err` says why it does not (for the warning), `Ok(false)`
+/// that it is not there at all.
+pub fn counts(
+    stored: &Meta,
+    key: &str,
+    mode: BreakGlass,
+    expiry: Option<Expiry>,
+) -> Result<bool, String> {
     if !stored.annotation_true(key) {
         return Ok(false);
     }
@@ -84,14 +100,39 @@ pub fn counts(stored: &Meta, key: &str, mode: BreakGlass) -> Result<bool, String
         ));
     }
     match stored.annotation(CONFIRMED_BY) {
-        Some(who) if stamp_is_person(who) => Ok(true),
-        Some(who) => Err(format!(
-            "{key}=true ignored: it was set by {who:?}, a service account or system identity, whose word \
-             proves nothing; a person sets it"
+        Some(who) if stamp_is_person(who) => {}
+        Some(who) => {
+            return Err(format!(
+                "{key}=true ignored: it was set by {who:?}, a service account or system identity, whose word \
+                 proves nothing; a person sets it"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "{key}=true ignored: it carries no {CONFIRMED_BY} stamp (set before volguard judged it, or while \
+                 volguard was down); a person sets it again"
+            ));
+        }
+    }
+    let Some(Expiry { after, now }) = expiry else {
+        return Ok(true);
+    };
+    let set = stored
+        .annotation(CONFIRMED_AT)
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    match set {
+        Some(set) if set > now + SKEW => Err(format!(
+            "{key}=true ignored: its {CONFIRMED_AT} ({set}) is in the future, so it was not volguard's \
+             clock that wrote it; a person sets it again"
         )),
+        Some(set) if now.duration_since(set) >= after => Err(format!(
+            "{key}=true ignored: it expired (set at {set}, break glass counts for {after:#} after it is set: \
+             --break-glass-expiry); if the risk is still accepted, a person sets it again"
+        )),
+        Some(_) => Ok(true),
         None => Err(format!(
-            "{key}=true ignored: it carries no {CONFIRMED_BY} stamp (set before volguard judged it, or while \
-             volguard was down); a person sets it again"
+            "{key}=true ignored: it carries no valid {CONFIRMED_AT} time, so it cannot expire; a person sets \
+             it again (volguard stamps the time)"
         )),
     }
 }

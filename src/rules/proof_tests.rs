@@ -127,14 +127,14 @@ fn break_glass_off_refuses_every_proof_and_counts_none() {
     let new = meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, "alice")]);
     let d = judge(&alice(), &[], None, &new, false, BreakGlass::Off, &[]);
     assert_eq!((d.allowed, d.row), (false, "proof-break-glass-off"));
-    assert!(counts(&new, CONFIRM_FORCE_DELETE, BreakGlass::Off).is_err());
+    assert!(counts(&new, CONFIRM_FORCE_DELETE, BreakGlass::Off, None).is_err());
 }
 
 #[test]
 fn a_stored_confirmation_counts_only_when_its_stamp_is_a_person() {
     let by = |who: &str| meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, who)]);
     assert_eq!(
-        counts(&by("alice"), CONFIRM_FORCE_DELETE, BreakGlass::Rbac),
+        counts(&by("alice"), CONFIRM_FORCE_DELETE, BreakGlass::Rbac, None),
         Ok(true)
     );
     for forged in [
@@ -144,14 +144,14 @@ fn a_stored_confirmation_counts_only_when_its_stamp_is_a_person() {
         "",
     ] {
         assert!(
-            counts(&by(forged), CONFIRM_FORCE_DELETE, BreakGlass::Rbac).is_err(),
+            counts(&by(forged), CONFIRM_FORCE_DELETE, BreakGlass::Rbac, None).is_err(),
             "{forged:?}"
         );
     }
     let unstamped = meta(&[(CONFIRM_FORCE_DELETE, "true")]);
-    assert!(counts(&unstamped, CONFIRM_FORCE_DELETE, BreakGlass::Rbac).is_err());
+    assert!(counts(&unstamped, CONFIRM_FORCE_DELETE, BreakGlass::Rbac, None).is_err());
     assert_eq!(
-        counts(&meta(&[]), CONFIRM_FORCE_DELETE, BreakGlass::Rbac),
+        counts(&meta(&[]), CONFIRM_FORCE_DELETE, BreakGlass::Rbac, None),
         Ok(false)
     );
 }
@@ -223,4 +223,40 @@ fn nobody_but_volguard_writes_a_fence_record_or_status() {
     let mut labelled = open.clone();
     labelled.metadata.name = "x".into();
     assert!(fence_record(&mallory, Some(&open), &labelled).is_none());
+}
+
+#[test]
+fn with_an_expiry_an_override_counts_for_that_long_after_it_was_set() {
+    use crate::model::fence::CONFIRMED_AT;
+    let now: jiff::Timestamp = "2026-11-27T10:00:00Z".parse().expect("time");
+    let hour = jiff::SignedDuration::from_hours(1);
+    let expiry = Some(Expiry { after: hour, now });
+    let at = |t: &str| {
+        meta(&[
+            (CONFIRM_FORCE_DELETE, "true"),
+            (CONFIRMED_BY, "alice"),
+            (CONFIRMED_AT, t),
+        ])
+    };
+    let counts_at = |t: &str| counts(&at(t), CONFIRM_FORCE_DELETE, BreakGlass::Rbac, expiry);
+    assert_eq!(counts_at("2026-11-27T09:30:00Z"), Ok(true));
+    let expired = counts_at("2026-11-27T09:00:00Z").expect_err("an hour old");
+    assert!(
+        expired.contains("expired") && expired.contains("--break-glass-expiry"),
+        "{expired}"
+    );
+    // Written ahead of the clock by hand (while volguard was down): counts for nothing.
+    assert!(
+        counts_at("2027-01-01T00:00:00Z")
+            .expect_err("future")
+            .contains("future")
+    );
+    assert!(counts_at("yesterday").is_err());
+    let untimed = meta(&[(CONFIRM_FORCE_DELETE, "true"), (CONFIRMED_BY, "alice")]);
+    assert!(counts(&untimed, CONFIRM_FORCE_DELETE, BreakGlass::Rbac, expiry).is_err());
+    // Without an expiry the time is not read.
+    assert_eq!(
+        counts(&untimed, CONFIRM_FORCE_DELETE, BreakGlass::Rbac, None),
+        Ok(true)
+    );
 }

@@ -112,6 +112,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/mutate/pvc-finalizer",
         failure_policy: FailurePolicy::Ignore,
         mutating: true,
+        warnable: false,
         webhooks: &["pvc-finalizer.volguard.io"],
         on: &[On::PvcCreate],
     },
@@ -121,6 +122,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/mutate/pv-finalizer",
         failure_policy: FailurePolicy::Ignore,
         mutating: true,
+        warnable: false,
         webhooks: &["pv-finalizer.volguard.io"],
         on: &[On::PvCreate],
     },
@@ -130,6 +132,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/validate/pod-on-terminating-claim",
         failure_policy: FailurePolicy::Ignore,
         mutating: false,
+        warnable: true,
         webhooks: &["pod-create.volguard.io"],
         on: &[On::PodCreate],
     },
@@ -139,6 +142,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/validate/finalizer-removal",
         failure_policy: FailurePolicy::Fail,
         mutating: false,
+        warnable: true,
         webhooks: &["finalizer-guard.volguard.io"],
         on: &[
             On::PvcUpdate,
@@ -153,6 +157,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/validate/binding-to-terminating-volume",
         failure_policy: FailurePolicy::Ignore,
         mutating: false,
+        warnable: true,
         webhooks: &["pvc-binding.volguard.io"],
         on: &[On::PvcCreate, On::PvcUpdate],
     },
@@ -162,6 +167,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/validate/claim-metadata",
         failure_policy: FailurePolicy::Fail,
         mutating: false,
+        warnable: true,
         webhooks: &["claim-metadata.volguard.io"],
         on: &[On::PvcUpdate, On::PvcStatusUpdate, On::PvcCreate],
     },
@@ -171,6 +177,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/validate/force-delete",
         failure_policy: FailurePolicy::Fail,
         mutating: false,
+        warnable: true,
         webhooks: &["force-delete.volguard.io", "eviction.volguard.io"],
         on: &[On::PodDelete, On::PodEviction],
     },
@@ -180,6 +187,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/validate/rwo-single-node",
         failure_policy: FailurePolicy::Ignore,
         mutating: false,
+        warnable: true,
         webhooks: &["rwo-single-node.volguard.io"],
         on: &[On::PodCreate, On::PodBinding],
     },
@@ -189,6 +197,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/mutate/rwo-placement-hint",
         failure_policy: FailurePolicy::Ignore,
         mutating: true,
+        warnable: false,
         webhooks: &["rwo-placement-hint.volguard.io"],
         on: &[On::PodCreate],
     },
@@ -198,6 +207,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/validate/pod-status",
         failure_policy: FailurePolicy::Ignore,
         mutating: false,
+        warnable: true,
         webhooks: &["pod-status.volguard.io"],
         on: &[On::PodStatusUpdate],
     },
@@ -207,6 +217,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/mutate/confirmation-stamp",
         failure_policy: FailurePolicy::Ignore,
         mutating: true,
+        warnable: false,
         webhooks: &["confirmation-stamp.volguard.io"],
         on: PROOF_PATHS,
     },
@@ -216,6 +227,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/validate/node-delete",
         failure_policy: FailurePolicy::Ignore,
         mutating: false,
+        warnable: true,
         webhooks: &["node-delete.volguard.io"],
         on: &[On::NodeDelete],
     },
@@ -225,6 +237,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/validate/delete-protection",
         failure_policy: FailurePolicy::Fail,
         mutating: false,
+        warnable: false,
         webhooks: &[
             "delete-protection.volguard.io",
             "claim-delete.volguard.io",
@@ -249,6 +262,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/validate/out-of-service-taint",
         failure_policy: FailurePolicy::Ignore,
         mutating: false,
+        warnable: true,
         webhooks: &["out-of-service-taint.volguard.io"],
         on: &[On::NodeUpdate, On::NodeCreate, On::NodeStatusUpdate],
     },
@@ -258,6 +272,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         path: "/validate/proof",
         failure_policy: FailurePolicy::Fail,
         mutating: false,
+        warnable: false,
         webhooks: &["proof.volguard.io", "fence-record.volguard.io"],
         on: PROOF_PATHS,
     },
@@ -296,6 +311,10 @@ pub struct RuleDef {
     pub path: &'static str,
     pub failure_policy: FailurePolicy,
     pub mutating: bool,
+    /// May run in `warn` (`--enforcement`): a would-be refusal allowed with a warning, its entries
+    /// registered `Ignore`. Not the rules whose warn would be no rule at all: a proof anyone may
+    /// forge, a deletion protection anyone may pass.
+    pub warnable: bool,
     pub webhooks: &'static [&'static str],
     pub on: &'static [On],
 }
@@ -368,6 +387,19 @@ const fn validating_count() -> usize {
     n
 }
 
+/// How many rules may run in `warn`.
+const fn warnable_count() -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < TABLE.len() {
+        if TABLE[i].warnable {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
 const ON_COUNT: usize = On::ALL.len();
 
 /// Each kind of request's rules in table order, worked out at compile time from `TABLE`: routing
@@ -398,6 +430,21 @@ impl On {
 }
 
 impl Rule {
+    /// The rules that may run in `warn` (table order): what `--enforcement`, the chart's schema and
+    /// docs/rules.md list (tests keep the last two equal to this).
+    pub const WARNABLE: [Rule; warnable_count()] = {
+        let mut out = [Rule::PvcFinalizer; warnable_count()];
+        let (mut i, mut n) = (0, 0);
+        while i < TABLE.len() {
+            if TABLE[i].warnable {
+                out[n] = TABLE[i].rule;
+                n += 1;
+            }
+            i += 1;
+        }
+        out
+    };
+
     /// The validating rules, the ones `--enforcement` names (table order).
     pub const VALIDATING: [Rule; validating_count()] = {
         let mut out = [Rule::PvcFinalizer; validating_count()];

@@ -7,7 +7,7 @@
 
 use super::Decision;
 use super::proof::newly_set;
-use crate::model::fence::CONFIRMED_BY;
+use crate::model::fence::{CONFIRMED_AT, CONFIRMED_BY};
 use crate::model::{Meta, UserInfo};
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
@@ -15,37 +15,71 @@ use serde_json::Value;
 
 /// Decide the stamp of a CREATE (`old` is `None`) or UPDATE, of any kind and subresource, from
 /// `old` to `new`: whoever sets an override (`proof::OVERRIDES`) is named; on a NodeFence
-/// (`fence`) writing `confirmed-by` is the confirmation. Who may set one is `proof::judge`'s.
-pub fn stamp(user: &UserInfo, fence: bool, old: Option<&Meta>, new: &Meta) -> Decision {
+/// (`fence`) writing `confirmed-by` is the confirmation. `at` (RFC 3339, volguard's clock) is
+/// stamped in `confirmed-at` with it when overrides expire (`--break-glass-expiry`; `None`: they
+/// do not, and `confirmed-at` is left as written). Who may set one is `proof::judge`'s.
+pub fn stamp(
+    user: &UserInfo,
+    fence: bool,
+    old: Option<&Meta>,
+    new: &Meta,
+    at: Option<&str>,
+) -> Decision {
     let confirms = !newly_set(old, new, fence).is_empty();
-    let want = match confirms {
-        true => Some(user.username.as_str()),
-        false => old.and_then(|m| m.annotation(CONFIRMED_BY)),
-    };
-    let have = new.annotation(CONFIRMED_BY);
-    if have == want {
+    let before = |key| old.and_then(|m| m.annotation(key));
+    let mut wants = vec![(
+        CONFIRMED_BY,
+        match confirms {
+            true => Some(user.username.as_str()),
+            false => before(CONFIRMED_BY),
+        },
+    )];
+    if let Some(at) = at {
+        wants.push((
+            CONFIRMED_AT,
+            if confirms {
+                Some(at)
+            } else {
+                before(CONFIRMED_AT)
+            },
+        ));
+    }
+    wants.retain(|(key, want)| new.annotation(key) != *want);
+    if wants.is_empty() {
         return Decision::allow("stamp-kept");
     }
-    let op = match want {
-        Some(who) if new.annotations.is_none() => PatchOperation::Add(AddOperation {
-            path: PointerBuf::from_tokens(["metadata", "annotations"]),
-            value: serde_json::json!({ CONFIRMED_BY: who }),
-        }),
-        // `add` on an object member replaces it (RFC 6902).
-        Some(who) => PatchOperation::Add(AddOperation {
-            path: PointerBuf::from_tokens(["metadata", "annotations", CONFIRMED_BY]),
-            value: Value::String(who.to_string()),
-        }),
-        None => PatchOperation::Remove(RemoveOperation {
-            path: PointerBuf::from_tokens(["metadata", "annotations", CONFIRMED_BY]),
-        }),
+    let ops: Vec<PatchOperation> = match &new.annotations {
+        None => {
+            let map: serde_json::Map<String, Value> = wants
+                .iter()
+                .filter_map(|(k, w)| Some((k.to_string(), Value::String((*w)?.to_string()))))
+                .collect();
+            vec![PatchOperation::Add(AddOperation {
+                path: PointerBuf::from_tokens(["metadata", "annotations"]),
+                value: Value::Object(map),
+            })]
+        }
+        Some(_) => wants
+            .iter()
+            .map(|(key, want)| {
+                let path = PointerBuf::from_tokens(["metadata", "annotations", key]);
+                match want {
+                    // `add` on an object member replaces it (RFC 6902).
+                    Some(v) => PatchOperation::Add(AddOperation {
+                        path,
+                        value: Value::String(v.to_string()),
+                    }),
+                    None => PatchOperation::Remove(RemoveOperation { path }),
+                }
+            })
+            .collect(),
     };
     let row = match confirms {
         true => "confirmation-stamped",
         false => "stamp-restored",
     };
     Decision {
-        patch: Some(Patch(vec![op]).into()),
+        patch: Some(Patch(ops).into()),
         ..Decision::allow(row)
     }
 }
@@ -75,14 +109,14 @@ mod tests {
         let old = meta(&[]);
         // She types someone else's name: the stamp says alice.
         let new = meta(&[(CONFIRM_NODE_DOWN, "true"), (CONFIRMED_BY, "bob")]);
-        let d = stamp(&alice, false, Some(&old), &new);
+        let d = stamp(&alice, false, Some(&old), &new, None);
         assert_eq!(d.row, "confirmation-stamped");
         assert_eq!(
             apply(&new, &d)["metadata"]["annotations"][CONFIRMED_BY],
             "alice"
         );
         let bare = meta(&[(CONFIRM_FORCE_DELETE, "true")]);
-        let d = stamp(&alice, false, None, &bare);
+        let d = stamp(&alice, false, None, &bare, None);
         assert_eq!(
             apply(&bare, &d)["metadata"]["annotations"][CONFIRMED_BY],
             "alice"
@@ -94,28 +128,71 @@ mod tests {
         let mallory = testing::user("mallory", &[]);
         let old = meta(&[(CONFIRM_NODE_DOWN, "true"), (CONFIRMED_BY, "alice")]);
         let forged = meta(&[(CONFIRM_NODE_DOWN, "true"), (CONFIRMED_BY, "mallory")]);
-        let d = stamp(&mallory, false, Some(&old), &forged);
+        let d = stamp(&mallory, false, Some(&old), &forged, None);
         assert_eq!(d.row, "stamp-restored");
         assert_eq!(
             apply(&forged, &d)["metadata"]["annotations"][CONFIRMED_BY],
             "alice"
         );
         let added = meta(&[(CONFIRMED_BY, "alice")]);
-        let d = stamp(&mallory, false, Some(&meta(&[])), &added);
+        let d = stamp(&mallory, false, Some(&meta(&[])), &added, None);
         assert!(
             apply(&added, &d)["metadata"]["annotations"]
                 .get(CONFIRMED_BY)
                 .is_none()
         );
         // Unchanged: no patch.
-        assert!(stamp(&mallory, false, Some(&old), &old).patch.is_none());
+        assert!(
+            stamp(&mallory, false, Some(&old), &old, None)
+                .patch
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn with_expiry_the_time_is_stamped_and_kept() {
+        let alice = testing::user("alice", &[]);
+        let now = "2026-11-27T08:00:00Z";
+        let new = meta(&[
+            (CONFIRM_FORCE_DELETE, "true"),
+            (CONFIRMED_AT, "2999-01-01T00:00:00Z"),
+        ]);
+        let d = stamp(&alice, false, Some(&meta(&[])), &new, Some(now));
+        let after = apply(&new, &d);
+        assert_eq!(after["metadata"]["annotations"][CONFIRMED_AT], now);
+        assert_eq!(after["metadata"]["annotations"][CONFIRMED_BY], "alice");
+        // Every annotation dropped: one `add` of the map puts both back.
+        let stored = meta(&[(CONFIRMED_BY, "alice"), (CONFIRMED_AT, now)]);
+        let d = stamp(&alice, false, Some(&stored), &meta(&[]), Some(now));
+        assert_eq!(d.row, "stamp-restored");
+        let after = apply(&meta(&[]), &d);
+        assert_eq!(after["metadata"]["annotations"][CONFIRMED_AT], now);
+        assert_eq!(after["metadata"]["annotations"][CONFIRMED_BY], "alice");
+        // Later, a hand-written time is put back.
+        let mallory = testing::user("mallory", &[]);
+        let stored = meta(&[
+            (CONFIRM_FORCE_DELETE, "true"),
+            (CONFIRMED_BY, "alice"),
+            (CONFIRMED_AT, now),
+        ]);
+        let extended = meta(&[
+            (CONFIRM_FORCE_DELETE, "true"),
+            (CONFIRMED_BY, "alice"),
+            (CONFIRMED_AT, "2999-01-01T00:00:00Z"),
+        ]);
+        let d = stamp(&mallory, false, Some(&stored), &extended, Some(now));
+        assert_eq!(d.row, "stamp-restored");
+        assert_eq!(
+            apply(&extended, &d)["metadata"]["annotations"][CONFIRMED_AT],
+            now
+        );
     }
 
     #[test]
     fn a_fence_confirmation_names_its_caller() {
         let alice = testing::user("alice", &[]);
         let typed = meta(&[(CONFIRMED_BY, "the-ceo at 2026-11-25T00:00:00Z")]);
-        let d = stamp(&alice, true, Some(&meta(&[])), &typed);
+        let d = stamp(&alice, true, Some(&meta(&[])), &typed, None);
         assert_eq!(d.row, "confirmation-stamped");
         assert_eq!(
             apply(&typed, &d)["metadata"]["annotations"][CONFIRMED_BY],

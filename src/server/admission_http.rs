@@ -430,9 +430,13 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
         && !req.dry_run.unwrap_or(false)
         && !second_call
     {
-        let (reason, verb) = match decision.warned {
-            true => ("WouldDeny", "would refuse"),
-            false => ("Denied", "refused"),
+        let (reason, verb) = match (decision.exempted, decision.warned) {
+            (true, _) => (
+                "Exempted",
+                "would refuse, but the caller is exempted (--exempt)",
+            ),
+            (false, true) => ("WouldDeny", "would refuse"),
+            (false, false) => ("Denied", "refused"),
         };
         record_event(audit, &req, decision, rule.name(), reason, verb);
     }

@@ -41,8 +41,8 @@ const KINDS: [&str; 9] = [
     "other",
 ];
 const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "other"];
-const DECISIONS: [&str; 7] = [
-    "patched", "allowed", "warned", "invalid", "error", "denied", "other",
+const DECISIONS: [&str; 8] = [
+    "patched", "allowed", "warned", "exempted", "invalid", "error", "denied", "other",
 ];
 const REQUEST_SERIES: usize = ENDPOINTS.len() * KINDS.len() * OPERATIONS.len() * DECISIONS.len();
 
@@ -188,10 +188,10 @@ impl Metrics {
     fn precreate(&self) {
         use crate::rules::rule::{On, TABLE};
         for d in TABLE.iter() {
-            let decisions: &[&str] = if d.mutating {
-                &["patched", "allowed"]
-            } else {
-                &["allowed", "denied", "warned"]
+            let decisions: &[&str] = match (d.mutating, d.warnable) {
+                (true, _) => &["patched", "allowed"],
+                (false, true) => &["allowed", "denied", "warned", "exempted"],
+                (false, false) => &["allowed", "denied"],
             };
             for on in d.on {
                 let (kind, operation) = match on {

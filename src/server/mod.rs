@@ -54,8 +54,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             crate::cli::controller_users(&args.controller_users),
         )
         .with_enforcement(args.enforcement)
+        .with_exemptions(crate::rules::exemptions::Exemptions(args.exempt.clone()))
         .with_rwo_guard(rwo_guard)
         .with_break_glass(args.break_glass)
+        .with_break_glass_expiry(args.break_glass_expiry)
         .with_partition_after(args.partition_after),
     );
     registry.register(

@@ -1188,7 +1188,9 @@ impl ControlPlane {
                 if let Some(e) =
                     volguard::registration::webhooks::entries().find(|e| h["name"] == e.name)
                 {
-                    h["failurePolicy"] = e.failure_policy(false).into();
+                    h["failurePolicy"] = e
+                        .failure_policy(&volguard::registration::webhooks::FailureMode::default())
+                        .into();
                 }
                 let cc = &mut h["clientConfig"];
                 let path = cc["service"]["path"]

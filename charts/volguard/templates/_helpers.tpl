@@ -47,6 +47,19 @@ objectSelector: {{- toYaml . | nindent 2 }}
 {{- end -}}
 {{- end }}
 
+{{/* A webhook entry's failure policy when its rule's is Fail (`.rule`, `.warnable`,
+`.withPolicies`: the CEL policies refuse what it refuses): Ignore when forced everywhere, when its
+rule runs in warn (a warned rule never blocks), or when the policies are installed. */}}
+{{- define "volguard.failurePolicy" -}}
+{{- $e := splitList "," (nospace (include "volguard.enforcement" .root)) -}}
+{{- $warn := and .warnable (or (has "warn" $e) (has (printf "%s=warn" .rule) $e)) -}}
+{{- if or .root.Values.forceFailurePolicyIgnore $warn (and .withPolicies (include "volguard.policies" .root)) -}}
+Ignore
+{{- else -}}
+Fail
+{{- end -}}
+{{- end }}
+
 {{/* How the apiserver reaches the webhook; `path` is passed as `.path`. */}}
 {{- define "volguard.clientConfig" -}}
 clientConfig:

@@ -1,0 +1,163 @@
+//! rules.md §2g "Exemptions": a named identity (a backup or GitOps tool's service account, a
+//! group) exempted from one rule, like Kyverno's `exclude.subjects`. An exempted request is still
+//! judged: a would-be refusal is let through with a warning, counted as
+//! `decision="exempted"`, logged and recorded as an Event, never silently skipped. Only the rules
+//! that can warn can be exempted from: an exemption from a proof or from deletion protection
+//! would be no rule at all.
+
+use super::Decision;
+use super::rule::Rule;
+use crate::model::UserInfo;
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ExemptionError {
+    #[error("--exempt entry {0:?} is not RULE=USER or RULE=group:GROUP")]
+    Entry(String),
+    #[error("rule {0:?} cannot be exempted from; rules that can: {rules}", rules = super::enforcement::warnable_names())]
+    NotExemptable(String),
+}
+
+/// One exemption: a rule and who is exempted from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exemption {
+    pub rule: Rule,
+    /// A username, or a group as `group:NAME`.
+    pub identity: String,
+}
+
+impl std::str::FromStr for Exemption {
+    type Err = ExemptionError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (rule, identity) = s
+            .split_once('=')
+            .filter(|(r, i)| !r.trim().is_empty() && !i.trim().is_empty())
+            .ok_or_else(|| ExemptionError::Entry(s.to_string()))?;
+        let rule = Rule::from_name(rule.trim())
+            .filter(|r| r.def().warnable)
+            .ok_or_else(|| ExemptionError::NotExemptable(rule.trim().to_string()))?;
+        Ok(Exemption {
+            rule,
+            identity: identity.trim().to_string(),
+        })
+    }
+}
+
+impl Exemption {
+    fn matches(&self, user: &UserInfo) -> bool {
+        match self.identity.strip_prefix("group:") {
+            Some(group) => user.groups.iter().any(|g| g == group),
+            None => user.username == self.identity,
+        }
+    }
+}
+
+/// Every exemption (`--exempt`, repeatable).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exemptions(pub Vec<Exemption>);
+
+impl Exemptions {
+    /// The exemption that covers `user` for `rule`, if any.
+    pub fn of(&self, rule: Rule, user: &UserInfo) -> Option<&Exemption> {
+        self.0.iter().find(|e| e.rule == rule && e.matches(user))
+    }
+
+    /// Let a denial through when `user` is exempted from `rule`: allowed, the denial as a
+    /// warning, marked so that it is counted, logged and recorded. Malformed requests (400) stay
+    /// refused: they are not a rule's judgement.
+    pub fn apply(&self, rule: Rule, user: &UserInfo, d: Decision) -> Decision {
+        if d.allowed || d.code == 400 {
+            return d;
+        }
+        let Some(e) = self.of(rule, user) else {
+            return d;
+        };
+        let mut warnings = d.warnings;
+        warnings.insert(
+            0,
+            format!(
+                "volguard: {} is exempted from {} (--exempt {}={}); it would deny this: {}",
+                user.username,
+                rule.name(),
+                rule.name(),
+                e.identity,
+                d.message.as_deref().unwrap_or("")
+            ),
+        );
+        Decision {
+            allowed: true,
+            code: 200,
+            row: d.row,
+            message: None,
+            warnings,
+            patch: None,
+            warned: true,
+            exempted: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::testing;
+
+    #[test]
+    fn an_identity_is_exempted_from_one_rule_only_and_still_told() {
+        let ex = Exemptions(vec![
+            "force-delete=system:serviceaccount:velero:velero"
+                .parse()
+                .expect("user"),
+            "finalizer-removal=group:gitops".parse().expect("group"),
+        ]);
+        let velero = testing::user("system:serviceaccount:velero:velero", &[]);
+        let d = ex.apply(
+            Rule::ForceDelete,
+            &velero,
+            Decision::deny("force-delete-running-pod", "refused"),
+        );
+        assert!(d.allowed && d.exempted && d.warned);
+        assert_eq!(d.outcome(), "exempted");
+        assert!(
+            d.warnings[0].contains("exempted from force-delete")
+                && d.warnings[0].contains("refused")
+        );
+        // Not from another rule.
+        let other = ex.apply(Rule::FinalizerRemoval, &velero, Decision::deny("x", "m"));
+        assert!(!other.allowed);
+        let argo = testing::user("system:serviceaccount:argocd:argocd", &["gitops"]);
+        assert!(
+            ex.apply(Rule::FinalizerRemoval, &argo, Decision::deny("x", "m"))
+                .allowed
+        );
+        // Malformed stays refused; an allowed decision is untouched.
+        assert!(
+            !ex.apply(Rule::ForceDelete, &velero, Decision::bad_request("m"))
+                .allowed
+        );
+        assert!(
+            !ex.apply(Rule::ForceDelete, &velero, Decision::allow("ok"))
+                .exempted
+        );
+    }
+
+    #[test]
+    fn bad_entries_and_rules_that_cannot_be_exempted_are_named() {
+        assert_eq!(
+            "force-delete".parse::<Exemption>(),
+            Err(ExemptionError::Entry("force-delete".into()))
+        );
+        assert_eq!(
+            "proof=system:serviceaccount:x:y".parse::<Exemption>(),
+            Err(ExemptionError::NotExemptable("proof".into()))
+        );
+        assert_eq!(
+            "delete-protection=alice".parse::<Exemption>(),
+            Err(ExemptionError::NotExemptable("delete-protection".into()))
+        );
+        assert_eq!(
+            "nope=alice".parse::<Exemption>(),
+            Err(ExemptionError::NotExemptable("nope".into()))
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! rules.md §2g exemptions and §8 expiry, on the real apiserver: an identity exempted from one
+//! rule passes it (told, counted, recorded) in the webhook and in the CEL policies while another
+//! is refused; a person's confirmation counts until `--break-glass-expiry` after volguard stamped
+//! its time, then counts for nothing.
+
+use super::*;
+
+fn force() -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    }
+}
+
+async fn running_pods(cp: &ControlPlane, c: &kube::Client, ns: &str, names: &[&str]) {
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    for name in names {
+        let mut t = pod_template(name, json!({"name": "data", "emptyDir": {}}));
+        t["metadata"]["name"] = json!(name);
+        t["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": "kwok-1"});
+        let p: Pod = serde_json::from_value(t).expect("pod");
+        pods.create(&PostParams::default(), &p).await.expect("pod");
+    }
+    for name in names {
+        running(cp, ns, name).await;
+    }
+}
+
+pub(super) async fn s_webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &str) {
+    let c = cp.admin().await;
+    let velero = format!("system:serviceaccount:{ns}:velero");
+    cp.serve_extra = vec![
+        format!("--exempt=force-delete={velero}"),
+        "--break-glass-expiry=6s".into(),
+    ];
+    cp.stop_webhook();
+    cp.ensure_running().await;
+    running_pods(cp, &c, ns, &["backup-0", "other-0", "fresh-0", "stale-0"]).await;
+    // Service accounts as their certificates name them (RBAC allows them everything: the answer
+    // is admission's).
+    let groups = ["system:serviceaccounts", "system:masters"];
+    let sa_velero = cp.client_as(&velero, &groups).await;
+    let sa_ci = cp
+        .client_as(&format!("system:serviceaccount:{ns}:ci"), &groups)
+        .await;
+    // The exempted service account passes force-delete, with a warning, recorded; another does not.
+    let pods_velero = Api::<Pod>::namespaced(sa_velero, ns);
+    pods_velero
+        .delete("backup-0", &force())
+        .await
+        .expect("the exempted service account's force delete");
+    let pods_ci = Api::<Pod>::namespaced(sa_ci, ns);
+    let (code, msg) = denial(
+        pods_ci
+            .delete("other-0", &force())
+            .await
+            .expect_err("refused"),
+    );
+    assert_eq!(code, 403, "{msg}");
+    let events = Api::<Event>::namespaced(c.clone(), ns);
+    let note = cp
+        .eventually("an Exempted Event on backup-0", WAIT, || {
+            let events = events.clone();
+            async move {
+                events
+                    .list(&ListParams::default().fields("involvedObject.name=backup-0"))
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("Exempted"))?
+                    .message
+            }
+        })
+        .await;
+    assert!(note.contains("force-delete"), "{note}");
+    let metrics = metrics_text(cp.serve_probe).await;
+    assert!(
+        metrics.contains("decision=\"exempted\""),
+        "the exempted request is counted: {metrics}"
+    );
+    println!(
+        "exemption (webhook): {velero} force-deleted a running pod, recorded: {note}; another service account refused"
+    );
+    // Expiry: a person's confirmation counts when fresh, not 6 s after volguard stamped it.
+    let alice = Api::<Pod>::namespaced(cp.client_as("alice", &["system:masters"]).await, ns);
+    let confirm = Patch::Merge(
+        json!({"metadata": {"annotations": {"volguard.io/confirm-force-delete": "true"}}}),
+    );
+    for name in ["fresh-0", "stale-0"] {
+        let p = alice
+            .patch(name, &PatchParams::default(), &confirm)
+            .await
+            .expect("a person confirms");
+        let a = p.metadata.annotations.unwrap_or_default();
+        assert_eq!(
+            a.get("volguard.io/confirmed-by").map(String::as_str),
+            Some("alice")
+        );
+        assert!(a.contains_key("volguard.io/confirmed-at"), "{a:?}");
+    }
+    alice
+        .delete("fresh-0", &force())
+        .await
+        .expect("a fresh confirmation counts");
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let (code, msg) = denial(
+        alice
+            .delete("stale-0", &force())
+            .await
+            .expect_err("expired"),
+    );
+    assert_eq!(code, 403, "{msg}");
+    println!(
+        "break-glass expiry: a confirmation counted when fresh, refused 7 s later (expiry 6 s): {msg}"
+    );
+    // The policies: the same exemption as their parameter, volguard stopped and unregistered.
+    let applied = install_policies_where(
+        cp,
+        &c,
+        ns,
+        None,
+        Some(json!({"exempt-force-delete-users": velero})),
+    )
+    .await;
+    cp.unregister_webhooks().await;
+    cp.stop_webhook();
+    running_pods(cp, &c, ns, &["backup-1", "other-1"]).await;
+    pods_velero
+        .delete("backup-1", &force())
+        .await
+        .expect("the exempted service account, by the policy");
+    let (code, msg) = denial(
+        pods_ci
+            .delete("other-1", &force())
+            .await
+            .expect_err("refused"),
+    );
+    assert_eq!(code, 403, "{msg}");
+    assert!(
+        msg.contains("ValidatingAdmissionPolicy 'volguard-force-delete'"),
+        "{msg}"
+    );
+    println!("exemption (policy, volguard down): {velero} passed, another refused: {msg}");
+    remove_policies(&c, applied).await;
+    cp.serve_extra.clear();
+    cp.ensure_running().await;
+}

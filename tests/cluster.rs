@@ -18,6 +18,8 @@ mod nodes;
 mod operators;
 #[path = "cluster/policies.rs"]
 mod policies;
+#[path = "cluster/policy_install.rs"]
+mod policy_install;
 mod support;
 #[path = "cluster/webhook.rs"]
 mod webhook;
@@ -45,6 +47,7 @@ use lock::*;
 use nodes::*;
 use operators::*;
 use policies::*;
+use policy_install::*;
 use webhook::*;
 use workloads::*;
 

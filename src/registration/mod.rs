@@ -5,5 +5,6 @@ pub mod admission_dir;
 pub mod conditions;
 pub mod drift;
 pub mod policies;
+pub mod policies_static;
 pub mod webhooks;
 pub mod webhooks_yaml;

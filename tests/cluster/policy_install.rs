@@ -1,0 +1,161 @@
+//! Installing and removing volguard's CEL policies on the shared cluster, for the scenarios
+//! about them (the harness registers the webhooks alone).
+
+use super::*;
+
+/// Apply the policies of `manifests/base` (the policies, their parameters and Deny bindings) and wait until
+/// the apiserver enforces them; returns what was applied (`Kind/name`).
+pub(super) async fn install_policies(cp: &ControlPlane, c: &kube::Client, ns: &str) -> Vec<String> {
+    install_policies_where(cp, c, ns, None, None).await
+}
+
+/// As `install_policies`; with `only` (a `(label, value)`), every binding is limited to the
+/// namespaces that carry that label (`make bench`'s interleaved claim creates), and `ns` must be
+/// one of them; with `params`, the parameters ConfigMap is installed holding those values, before
+/// the policies that read it.
+pub(super) async fn install_policies_where(
+    cp: &ControlPlane,
+    c: &kube::Client,
+    ns: &str,
+    only: Option<(&str, &str)>,
+    params: Option<serde_json::Value>,
+) -> Vec<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base");
+    let bindings = match (only, &params) {
+        (None, None) => dir.join("policy-bindings.yaml"),
+        _ => {
+            let text = std::fs::read_to_string(dir.join("policy-bindings.yaml")).expect("bindings");
+            let mut docs = Vec::new();
+            for doc in serde_yaml::Deserializer::from_str(&text) {
+                let mut v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
+                if let Some((label, value)) = only
+                    && v["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))
+                {
+                    v["spec"]["matchResources"]["namespaceSelector"] =
+                        json!({"matchLabels": {label: value}});
+                }
+                if let Some(p) = &params
+                    && v["kind"] == "ConfigMap"
+                {
+                    for (k, val) in p.as_object().into_iter().flatten() {
+                        v["data"][k] = val.clone();
+                    }
+                }
+                docs.push(serde_yaml::to_string(&v).expect("yaml"));
+            }
+            let file = cp.dir.path().join("bindings-scoped.yaml");
+            std::fs::write(&file, docs.join("---\n")).expect("write bindings");
+            file
+        }
+    };
+    // With parameters, they (and the bindings) go in before the policies, so the policies are
+    // created against the parameters they are to read.
+    let applied = match params {
+        Some(_) => {
+            let mut a = harness::apply_file(c, &bindings, false).await;
+            a.extend(harness::apply_file(c, &dir.join("policies.yaml"), false).await);
+            a
+        }
+        None => {
+            let mut a = harness::apply_file(c, &dir.join("policies.yaml"), false).await;
+            a.extend(harness::apply_file(c, &bindings, false).await);
+            a
+        }
+    };
+    // Enforced once the apiserver's informers have the policies, the bindings and the
+    // parameters (until then a binding without its parameters is skipped): a dry-run force
+    // delete of a placed pod, by a person without confirmation, is refused by the policy itself.
+    // A probe of its own per install: a pod on a node that does not exist stays terminating
+    // after its graceful delete, so a name used twice would collide (`make bench` installs them
+    // once per round).
+    static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let probe_name = format!(
+        "policy-probe-{}",
+        PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let mut t = pod_template("policy-probe", json!({"name": "data", "emptyDir": {}}));
+    t["metadata"]["name"] = json!(probe_name);
+    t["spec"]["nodeName"] = json!("policy-probe-node");
+    let probe: Pod = serde_json::from_value(t).expect("pod");
+    pods.create(&PostParams::default(), &probe)
+        .await
+        .expect("probe pod");
+    let dry = DeleteParams {
+        grace_period_seconds: Some(0),
+        dry_run: true,
+        ..Default::default()
+    };
+    cp.eventually("the policies enforced", WAIT, || {
+        let (pods, dry, probe_name) = (pods.clone(), dry.clone(), probe_name.clone());
+        async move {
+            match pods.delete(&probe_name, &dry).await {
+                Err(kube::Error::Api(e)) => (e.message.contains("ValidatingAdmissionPolicy")
+                    && e.message
+                        .contains(&format!("force delete of pod \"{probe_name}\" refused")))
+                .then_some(()),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    pods.delete(&probe_name, &DeleteParams::default())
+        .await
+        .expect("delete probe");
+    applied
+}
+
+/// Before a scenario: no volguard policy left by one that stopped half-way (the webhooks judge).
+pub(super) async fn no_policies_left(c: &kube::Client) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    for kind in [
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicy",
+        "MutatingAdmissionPolicy",
+    ] {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            kind,
+        ));
+        let api: Api<DynamicObject> = Api::all_with(c.clone(), &ar);
+        let Ok(left) = api
+            .list(&ListParams::default().labels("volguard.io/rule"))
+            .await
+        else {
+            continue;
+        };
+        for o in left.items {
+            let name = o.metadata.name.unwrap_or_default();
+            println!("(removing {kind} {name}, left by a scenario that stopped half-way)");
+            let _ = api.delete(&name, &DeleteParams::default()).await;
+        }
+    }
+}
+
+/// Delete the policies and bindings `install_policies` applied. The parameters stay: on
+/// kube-apiserver 1.36.3 a parameters ConfigMap deleted and created again was never seen by the
+/// policies bound to it again (their bindings skipped as without parameters), where 1.37.2 saw it.
+pub(super) async fn remove_policies(c: &kube::Client, applied: Vec<String>) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    for doc in applied {
+        let (kind, name) = doc.split_once('/').expect("kind/name");
+        if kind == "ConfigMap" {
+            continue;
+        }
+        let (group, version) = match kind {
+            "ConfigMap" => ("", "v1"),
+            _ => ("admissionregistration.k8s.io", "v1"),
+        };
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+        let api: Api<DynamicObject> = match kind {
+            "ConfigMap" => Api::namespaced_with(c.clone(), "volguard-system", &ar),
+            _ => Api::all_with(c.clone(), &ar),
+        };
+        api.delete(name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("delete {doc}: {e}"));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+}

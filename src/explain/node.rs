@@ -240,9 +240,12 @@ fn next(f: &Facts<'_>, fences: &[&NodeFence], pods: &[Waiting], tainted: bool) -
              with a silent Lease and a fence or a person proves the machine off"
                 .into()
         }
+        // Whether its claims are opted in is not read here: say what happens either way.
         (None, false) => format!(
-            "not Ready and not fenced: its pods keep their volumes (opt their claims in to fencing: volguard.io/fencing \
-             on the StorageClass or namespace), or, once you know the machine is off, kubectl volguard fence confirm {name}"
+            "not Ready and not fenced yet: its pods keep their volumes. Where their claims are opted in to fencing \
+             (volguard.io/fencing on the StorageClass, namespace or pod) volguard opens an incident once its Lease \
+             has been silent for --partition-after (kubectl get nodefences); otherwise, or sooner, once you know the \
+             machine is off: kubectl volguard fence confirm {name}"
         ),
     }
 }

@@ -79,6 +79,14 @@ pub fn build(
                 blocked.push(format!("claim {} does not exist", c.name));
                 steps.push(format!("create claim {} (the pod waits for it)", c.name));
             }
+            // Placed already: the claim's deletion waits for this pod, not the other way round.
+            "terminating" if pod.is_scheduled() && !pod.is_terminal() => {
+                steps.push(format!(
+                    "claim {} is being deleted and waits for this pod to end (its protection finalizer stays while \
+                     the pod uses it); this pod is not blocked by it, but a replacement of it would be",
+                    c.name
+                ));
+            }
             "terminating" => {
                 blocked.push(format!("claim {} is being deleted", c.name));
                 steps.push(format!(

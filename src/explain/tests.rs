@@ -424,13 +424,20 @@ mod pod {
         assert!(e.next.contains("create claim data"), "{}", e.next);
         let mut c = claim(true);
         c.metadata.deleted_at("2026-11-25T10:00:00Z");
-        let e = build(&me(), &facts(Some(&c), vec![]), &[], &[]);
+        // An unplaced pod waits for it; a placed one is not blocked (the claim waits for it).
+        let pending = testing::pod("shop", "db-1")
+            .in_phase("Pending")
+            .mounting("data");
+        let e = build(&pending, &facts(Some(&c), vec![]), &[], &[]);
         assert_eq!(e.claims[0].state, "terminating");
         assert!(
             e.next.contains("kubectl volguard explain pvc data"),
             "{}",
             e.next
         );
+        let e = build(&me(), &facts(Some(&c), vec![]), &[], &[]);
+        assert!(e.blocked.is_empty(), "{:?}", e.blocked);
+        assert!(e.next.contains("waits for this pod to end"), "{}", e.next);
     }
 
     #[test]

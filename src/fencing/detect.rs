@@ -145,10 +145,23 @@ impl Fencer {
                     status.evidence.push(crate::model::fence::Evidence {
                         time: now(),
                         step: "detected".into(),
+                        // What was observed and since when: the renewTime's age by the wall
+                        // clock, and how long this controller itself has watched it unchanged
+                        // (which restarts with the controller, so it can be shorter).
                         message: format!(
-                            "Lease silent for {}s (renewTime {}), node not Ready; pods holding opted-in RWO claims: {pods:?}",
+                            "Lease renewTime {}{}; seen unchanged by this controller for {}s; node not Ready; \
+                             pods holding opted-in RWO claims: {pods:?}",
+                            status.lease_renew_time.as_deref().unwrap_or("never"),
+                            status
+                                .lease_renew_time
+                                .as_deref()
+                                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                                .map(|t| format!(
+                                    " ({}s ago by this controller's clock)",
+                                    jiff::Timestamp::now().duration_since(t).as_secs()
+                                ))
+                                .unwrap_or_default(),
                             h.lease_silent_for.map(|d| d.as_secs()).unwrap_or_default(),
-                            status.lease_renew_time.as_deref().unwrap_or("never")
                         ),
                     });
                     status.message = Some("partition detected".into());

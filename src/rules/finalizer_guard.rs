@@ -89,13 +89,23 @@ pub fn pvc_finalizer_removal(pvc: &Pvc, pods: Fact<&[Pod]>) -> Decision {
     if blocking.is_empty() {
         return Decision::allow("strip-pvc-finalizer");
     }
+    // A claim not being deleted gets its finalizer back from volguard's backfill within seconds:
+    // the override would buy nothing there, so it is offered only for a claim being deleted.
+    let remedy = match pvc.metadata.deletion_timestamp {
+        Some(_) => format!(
+            "Delete those pods and the claim goes away by itself; to override, a person granted volguard's \
+             break-glass role (ClusterRole volguard-break-glass) annotates the claim {ALLOW_FINALIZER_REMOVAL}=true"
+        ),
+        None => "The claim is not being deleted, so the finalizer stops nothing yet: leave it (volguard's \
+                 controller adds it back to any claim without it). To delete the claim, `kubectl delete pvc`; it \
+                 goes once those pods end"
+            .to_string(),
+    };
     Decision::deny(
         "strip-pvc-finalizer",
         format!(
             "refusing to remove {PVC_FINALIZER} from PersistentVolumeClaim {:?}: it is in use by pod(s) {}. \
-             Removing it would delete the volume under them. Delete those pods and the claim goes away by \
-             itself; to override, a person granted volguard's break-glass role (ClusterRole volguard-break-glass) \
-             annotates the claim {ALLOW_FINALIZER_REMOVAL}=true",
+             Removing it would delete the volume under them. {remedy}",
             pvc.metadata.name,
             describe_pods(&blocking)
         ),

@@ -21,6 +21,38 @@ pub struct BlockingPod {
     pub finished: bool,
 }
 
+/// What a claim or volume is bound to, and whether it was read: data, not prose
+/// (`{"name": "pv-1", "state": "notFound"}`); the table prints `pv-1 (not found)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BoundTo {
+    /// The volume's name, or the claim's `namespace/name`.
+    pub name: String,
+    pub state: BoundState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum BoundState {
+    Found,
+    NotFound,
+    /// The caller may not read it (RBAC).
+    NotRead,
+    /// Named by the object, not looked up (a PV's claimRef).
+    Named,
+}
+
+impl std::fmt::Display for BoundTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let note = match self.state {
+            BoundState::Found | BoundState::Named => "",
+            BoundState::NotFound => " (not found)",
+            BoundState::NotRead => " (not read)",
+        };
+        write!(f, "{}{note}", self.name)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Explanation {
@@ -35,7 +67,7 @@ pub struct Explanation {
     pub finalizers: Vec<FinalizerInfo>,
     /// PVC: its volume; PV: its claim (`namespace/name`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub bound_to: Option<String>,
+    pub bound_to: Option<BoundTo>,
     pub blocking_pods: Vec<BlockingPod>,
     pub volume_attachments: Vec<Attachment>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -215,9 +247,12 @@ pub fn build_pvc(
         phase: pvc.status.phase.as_deref().unwrap_or("Unknown").into(),
         deleting_since: m.deletion_timestamp.clone(),
         finalizers: finalizers(m.finalizers.as_ref()),
-        bound_to: pvc.volume_name().map(|v| match pv {
-            Some(_) => v.to_string(),
-            None => format!("{v} (not found)"),
+        bound_to: pvc.volume_name().map(|v| BoundTo {
+            name: v.to_string(),
+            state: match pv {
+                Some(_) => BoundState::Found,
+                None => BoundState::NotFound,
+            },
         }),
         blocking_pods: blocking,
         volume_attachments: vas.to_vec(),
@@ -279,7 +314,10 @@ pub fn build_pv(pv: &Pv, claim: Option<&Pvc>, vas: &[Attachment]) -> Explanation
         phase: pv.status.phase.as_deref().unwrap_or("Unknown").into(),
         deleting_since: m.deletion_timestamp.clone(),
         finalizers: finalizers(m.finalizers.as_ref()),
-        bound_to: claim_ref,
+        bound_to: claim_ref.map(|name| BoundTo {
+            name,
+            state: BoundState::Named,
+        }),
         blocking_pods: Vec::new(),
         volume_attachments: vas.to_vec(),
         unused_since: None,

@@ -188,7 +188,10 @@ pub(super) async fn gather(
             if not_read.iter().any(|n| n.starts_with("persistentvolumes"))
                 && let Some(v) = pvc.volume_name()
             {
-                e.bound_to = Some(format!("{v} (not read)"));
+                e.bound_to = Some(claim::BoundTo {
+                    name: v.to_string(),
+                    state: claim::BoundState::NotRead,
+                });
             }
             e.not_read = not_read;
             Ok(e)

@@ -68,7 +68,14 @@ fn terminating_claim_names_blockers_and_what_to_do() {
         "{}",
         e.next
     );
-    assert_eq!(e.bound_to.as_deref(), Some("pv-1 (not found)"));
+    let b = e.bound_to.as_ref().expect("bound");
+    assert_eq!((b.name.as_str(), b.state), ("pv-1", BoundState::NotFound));
+    assert_eq!(b.to_string(), "pv-1 (not found)");
+    // In JSON, data and no prose.
+    assert_eq!(
+        serde_json::to_value(b).expect("json"),
+        serde_json::json!({"name": "pv-1", "state": "notFound"})
+    );
     assert!(e.finalizers[0].owner.contains("volguard controller"));
     let t = table(&e);
     assert!(

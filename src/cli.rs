@@ -119,6 +119,13 @@ pub struct ServeArgs {
     /// breakglass.volguard.io: the ClusterRole volguard-break-glass), `anyone`, or `off`.
     #[arg(long, value_enum, default_value_t = crate::admission::break_glass::BreakGlass::Rbac, env = "VOLGUARD_BREAK_GLASS")]
     pub break_glass: crate::admission::break_glass::BreakGlass,
+    /// How long an AuditReport line (a refusal, warning, exemption or break glass, kept per
+    /// namespace after its Event expires) is kept after it last happened.
+    #[arg(long, default_value = "720h", value_parser = duration, env = "VOLGUARD_AUDIT_RETENTION")]
+    pub audit_retention: std::time::Duration,
+    /// Lines one namespace's AuditReport keeps (the newest); 0: no AuditReports, Events only.
+    #[arg(long, default_value_t = 100, env = "VOLGUARD_AUDIT_REPORT_ENTRIES")]
+    pub audit_report_entries: usize,
     /// How long an override counts after a person set it (`1h`, `30m`; `0s`: until it is
     /// removed). volguard stamps the time in volguard.io/confirmed-at; Events expire with the
     /// apiserver's --event-ttl, overrides must too.

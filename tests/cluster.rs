@@ -311,6 +311,7 @@ async fn start_cluster() -> Shared {
         "doors",
         "rwo-same-node",
         "exempt",
+        "audit-report",
     ] {
         namespace(&c, ns).await;
     }
@@ -343,6 +344,7 @@ async fn prepare(s: &mut Shared) {
 // ---------------------------------------------------------------- one test per scenario
 
 crate::scenarios! { scenario:
+    audit_report_outlives_events => |s| s_audit_report_outlives_events(&mut s.cp, "audit-report");
     cert_manager_renewal => |s| s_cert_renewal(&s.cp, "renewal");
     statefulset_scale => |s| s_statefulset_scale(&s.cp, "sts-scale");
     statefulset_recreate => |s| s_statefulset_recreate(&s.cp, "sts-recreate");

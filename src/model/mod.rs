@@ -12,6 +12,7 @@
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
+pub mod audit_report;
 pub mod fence;
 mod node;
 mod object;

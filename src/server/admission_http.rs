@@ -508,6 +508,7 @@ fn record_event(
         reason,
         action,
         row: decision.row,
+        rule: rule.to_string(),
         note: format!(
             "volguard {verb} {} {} {target} by {} (rule {rule}, row {}): {message}",
             req.operation, req.kind.kind, req.user_info.username, decision.row

@@ -41,8 +41,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => (state::Source::File(path), None),
         None => {
             let client = runtime::kube::client(args.kubeconfig.as_deref()).await?;
-            let audit =
-                state::audit::start(client.clone(), crate::cli::process_identity(), &registry);
+            let audit = state::audit::start(
+                client.clone(),
+                crate::cli::process_identity(),
+                &registry,
+                state::audit::Reports {
+                    retention: jiff::SignedDuration::try_from(args.audit_retention)
+                        .unwrap_or(jiff::SignedDuration::MAX),
+                    max: args.audit_report_entries,
+                },
+            );
             (state::Source::Live(client), Some(audit))
         }
     };

@@ -45,6 +45,8 @@ pub struct Refusal {
     /// What was attempted: Create, Update, Delete, Bind, Evict, ...
     pub action: String,
     pub row: &'static str,
+    /// The rule that decided (the AuditReport's summary is by rule).
+    pub rule: String,
     pub note: String,
 }
 
@@ -333,20 +335,51 @@ impl AuditSink {
     }
 }
 
+/// The durable half of the trail (`AuditReport`, one per namespace): how long a line stays and
+/// how many a namespace keeps (`--audit-retention`, `--audit-report-entries`; 0: no reports).
+#[derive(Debug, Clone, Copy)]
+pub struct Reports {
+    pub retention: jiff::SignedDuration,
+    pub max: usize,
+}
+
+/// Lines waiting for their report's next write, over every namespace: beyond it they are
+/// dropped (and counted) rather than held in memory while the apiserver refuses them.
+const REPORT_PENDING: usize = 4096;
+
 /// Start the writer task; `identity` names this replica in `reportingInstance`.
 pub fn start(
     client: kube::Client,
     identity: String,
     registry: &crate::runtime::MetricsRegistry,
+    reports: Reports,
 ) -> AuditSink {
     let results = registry.add(
         "volguard_audit_events",
-        "Audit Events for refused and warned requests by result (created, updated, aggregated, dropped, failed)",
+        "Audit Events and AuditReport writes for refused, warned and exempted requests and break glass, by result (created, updated, aggregated, dropped, failed, reported, report_failed, report_dropped)",
         Family::<ResultLabels, Counter>::default(),
     );
     let (tx, rx) = mpsc::channel(CHANNEL);
-    tokio::spawn(run(client, identity, rx, results.clone()));
+    tokio::spawn(run(client, identity, rx, results.clone(), reports));
     AuditSink { tx, results }
+}
+
+/// The report line of one record.
+fn line(r: &Refusal, wall: jiff::Timestamp) -> crate::model::audit_report::AuditResult {
+    let time = wall.round(jiff::Unit::Second).unwrap_or(wall).to_string();
+    crate::model::audit_report::AuditResult {
+        first_time: time.clone(),
+        time,
+        count: 1,
+        rule: r.rule.clone(),
+        row: r.row.to_string(),
+        reason: r.reason.to_string(),
+        user: r.user.clone(),
+        kind: r.regarding.kind.to_string(),
+        name: r.regarding.name.clone(),
+        action: r.action.clone(),
+        message: r.note.clone(),
+    }
 }
 
 async fn run(
@@ -354,8 +387,11 @@ async fn run(
     identity: String,
     mut rx: mpsc::Receiver<Refusal>,
     results: Family<ResultLabels, Counter>,
+    reports: Reports,
 ) {
     let mut agg = Aggregator::new(Instant::now());
+    let mut pending: HashMap<String, Vec<crate::model::audit_report::AuditResult>> = HashMap::new();
+    let mut next_report = Instant::now() + FLUSH;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let count = |r: &'static str| {
         results.get_or_create(&ResultLabels { result: r }).inc();
@@ -364,6 +400,16 @@ async fn run(
         tokio::select! {
             got = rx.recv() => {
                 let Some(r) = got else { return };
+                if reports.max > 0 {
+                    if pending.values().map(Vec::len).sum::<usize>() < REPORT_PENDING {
+                        pending
+                            .entry(event_namespace(&r.regarding))
+                            .or_default()
+                            .push(line(&r, jiff::Timestamp::now()));
+                    } else {
+                        count("report_dropped");
+                    }
+                }
                 match agg.observe(r, Instant::now(), jiff::Timestamp::now()) {
                     Observed::New => {}
                     Observed::Repeat => { count("aggregated"); }
@@ -371,6 +417,29 @@ async fn run(
                 }
             }
             _ = tick.tick() => {}
+        }
+        if Instant::now() >= next_report {
+            next_report = Instant::now() + FLUSH;
+            for (ns, lines) in std::mem::take(&mut pending) {
+                match super::writer::fold_audit_report(
+                    &client,
+                    &ns,
+                    lines.clone(),
+                    reports.retention,
+                    reports.max,
+                )
+                .await
+                {
+                    Ok(()) => count("reported"),
+                    Err(e) => {
+                        // A conflict (another replica wrote it) or a refusal: the lines wait for
+                        // the next write, within the bound.
+                        tracing::debug!(namespace = %ns, error = %crate::error::chain(&e), "could not write the audit report");
+                        count("report_failed");
+                        pending.entry(ns).or_default().extend(lines);
+                    }
+                }
+            }
         }
         for w in agg.due(Instant::now()) {
             match w {

@@ -11,6 +11,7 @@ fn refusal_in(ns: &str, name: &str, row: &'static str) -> Refusal {
         reason: "Denied",
         action: "Delete".into(),
         row,
+        rule: "force-delete".into(),
         note: format!("volguard refused DELETE Pod team/{name}"),
     }
 }

@@ -184,3 +184,45 @@ impl Writer {
         self.recorder.publish(ev, on).await
     }
 }
+
+/// Fold `lines` into namespace `ns`'s AuditReport (created on first use). The read's
+/// resourceVersion goes with the write: another replica's concurrent write wins (409) and the
+/// caller keeps the lines for its next write.
+pub async fn fold_audit_report(
+    client: &kube::Client,
+    ns: &str,
+    lines: Vec<crate::model::audit_report::AuditResult>,
+    retention: jiff::SignedDuration,
+    max: usize,
+) -> Result<(), kube::Error> {
+    use crate::model::audit_report::{AuditReport, KIND, NAME, PLURAL};
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            crate::model::fence::GROUP,
+            crate::model::fence::VERSION,
+            KIND,
+        ),
+        PLURAL,
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let stored = api.get_opt(NAME).await?;
+    let mut report: AuditReport = stored
+        .as_ref()
+        .and_then(|o| serde_json::from_value(o.data.clone()).ok())
+        .unwrap_or_default();
+    report.fold(lines, jiff::Timestamp::now(), retention, max);
+    let data = serde_json::to_value(&report).unwrap_or_default();
+    match stored {
+        Some(mut o) => {
+            o.data = data;
+            api.replace(NAME, &PostParams::default(), &o).await?;
+        }
+        None => {
+            let mut o = DynamicObject::new(NAME, &ar).within(ns);
+            o.data = data;
+            api.create(&PostParams::default(), &o).await?;
+        }
+    }
+    Ok(())
+}

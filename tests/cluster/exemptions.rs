@@ -146,3 +146,61 @@ pub(super) async fn s_webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &s
     cp.serve_extra.clear();
     cp.ensure_running().await;
 }
+
+/// rules.md §8 "Audit that outlives Events": a refusal is in its namespace's AuditReport (summary
+/// by rule and reason, one line per caller and object), and stays after every Event is deleted.
+pub(super) async fn s_audit_report_outlives_events(cp: &mut ControlPlane, ns: &str) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let c = cp.admin().await;
+    running_pods(cp, &c, ns, &["kept-0"]).await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    for _ in 0..2 {
+        let (code, msg) = denial(pods.delete("kept-0", &force()).await.expect_err("refused"));
+        assert_eq!(code, 403, "{msg}");
+    }
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("volguard.io", "v1alpha1", "AuditReport"),
+        "auditreports",
+    );
+    let reports: Api<DynamicObject> = Api::namespaced_with(c.clone(), ns, &ar);
+    let report = cp
+        .eventually(
+            "the namespace's AuditReport lists the refusals",
+            WAIT,
+            || {
+                let reports = reports.clone();
+                async move {
+                    let r = reports.get("volguard").await.ok()?;
+                    (r.data["summary"]["force-delete"]["Denied"].as_u64() >= Some(2)).then_some(r)
+                }
+            },
+        )
+        .await;
+    let line = &report.data["results"][0];
+    assert_eq!(line["name"], "kept-0", "{line}");
+    assert_eq!(line["count"], 2, "one line per caller and object: {line}");
+    assert_eq!(line["row"], "force-delete-running-pod", "{line}");
+    // The Events go (as --event-ttl would take them); the report stays.
+    let events = Api::<Event>::namespaced(c.clone(), ns);
+    events
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .expect("delete the Events");
+    assert!(
+        events
+            .list(&ListParams::default())
+            .await
+            .expect("events")
+            .items
+            .is_empty()
+    );
+    let after = reports
+        .get("volguard")
+        .await
+        .expect("the report outlives the Events");
+    assert_eq!(after.data["results"][0]["name"], "kept-0");
+    println!(
+        "audit-report: after every Event of {ns} was deleted, AuditReport volguard still says: {}",
+        serde_json::to_string(&after.data["summary"]).unwrap_or_default()
+    );
+}

@@ -1510,7 +1510,12 @@ impl ControlPlane {
     pub async fn install_manifests(&self) -> Vec<String> {
         let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base");
         let mut applied = Vec::new();
-        for f in ["namespace.yaml", "nodefence-crd.yaml", "rbac.yaml"] {
+        for f in [
+            "namespace.yaml",
+            "nodefence-crd.yaml",
+            "auditreport-crd.yaml",
+            "rbac.yaml",
+        ] {
             applied.extend(apply_file(&self.admin().await, &base.join(f), false).await);
         }
         applied.extend(self.install_cert_manager_crds().await);

@@ -12,22 +12,6 @@ use crate::rules::rule::{FailurePolicy, On, Rule};
 use std::time::Duration;
 use tokio::time::Instant;
 
-tokio::task_local! {
-    /// When the rule being judged must have answered (the end of the request's budget). Most
-    /// rules never look: the dispatcher answers for them when it passes. A rule whose right late
-    /// answer depends on how far it got keeps to it itself (the RWO lock: once it has seen a lock
-    /// on another node, or begun a write, late means refused, never allowed; rules.md §2f).
-    static DEADLINE: Instant;
-}
-
-/// The deadline of the rule being judged; outside a decision (unit tests calling a rule
-/// directly), the default budget from now.
-pub(super) fn deadline() -> Instant {
-    DEADLINE
-        .try_with(|d| *d)
-        .unwrap_or_else(|_| Instant::now() + Duration::from_millis(2500))
-}
-
 /// Which rules a request is judged by: the ones of one path, or every rule of a kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
@@ -184,12 +168,15 @@ impl Admission {
         let mut warnings = Vec::new();
         let mut allowed: Vec<(Rule, Decision)> = Vec::new();
         for rule in rules {
-            let judged = match DEADLINE
-                .scope(
-                    deadline,
-                    tokio::time::timeout_at(deadline, self.judge(rule, on, req)),
-                )
-                .await
+            // The deadline goes to the rule too: most never look (this timeout answers for
+            // them), but one whose right late answer depends on how far it got keeps to it itself
+            // (the RWO lock: once it has seen a lock on another node or begun a write, late means
+            // refused, never allowed; rules.md §2f).
+            let judged = match tokio::time::timeout_at(
+                deadline,
+                self.judge(rule, on, req, deadline),
+            )
+            .await
             {
                 Ok(Ok(d) | Err(d)) => d,
                 Err(_) => late(rule, budget),

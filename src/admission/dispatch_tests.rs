@@ -78,7 +78,8 @@ fn a_decision_future_stays_small_whatever_the_rule() {
     let a = admission();
     let body = review("", "Pod", "CREATE");
     let req = crate::admission::decode(body.as_bytes()).expect("review");
-    let judge = std::mem::size_of_val(&a.judge(Rule::PodOnTerminatingClaim, On::PodCreate, &req));
+    let judge =
+        std::mem::size_of_val(&a.judge(Rule::PodOnTerminatingClaim, On::PodCreate, &req, soon()));
     let decide = std::mem::size_of_val(&a.decide(Endpoint::Validate, &req, Duration::from_secs(1)));
     assert!(
         judge <= 1024,
@@ -99,13 +100,15 @@ async fn a_rule_asked_outside_its_row_answers_by_its_failure_policy() {
     let req = crate::admission::decode(body.as_bytes()).expect("review");
     let target = Target::of(&req);
     assert!(!target.rules().contains(&Rule::ForceDelete));
-    let d = a.judge(Rule::ForceDelete, On::PvcCreate, &req).await;
+    let d = a
+        .judge(Rule::ForceDelete, On::PvcCreate, &req, soon())
+        .await;
     let d = d.expect_err("answered before the rule ran");
     assert_eq!((d.allowed, d.code, d.row), (false, 500, "unrouted"));
     let message = d.message.unwrap_or_default();
     assert!(message.contains("force-delete"), "{message}");
     assert!(!target.rules().contains(&Rule::PodStatus));
-    let d = a.judge(Rule::PodStatus, On::PvcCreate, &req).await;
+    let d = a.judge(Rule::PodStatus, On::PvcCreate, &req, soon()).await;
     let d = d.expect_err("answered before the rule ran");
     assert_eq!((d.allowed, d.row), (true, "unrouted"));
     assert!(d.warnings[0].contains("pod-status"), "{:?}", d.warnings);
@@ -121,7 +124,7 @@ async fn judge_s_arms_are_the_table_s_on_column() {
     let req = crate::admission::decode(body.as_bytes()).expect("review");
     for d in TABLE.iter() {
         for on in On::ALL {
-            let row = match a.judge(d.rule, on, &req).await {
+            let row = match a.judge(d.rule, on, &req, soon()).await {
                 Ok(x) | Err(x) => x.row,
             };
             assert_eq!(
@@ -132,4 +135,9 @@ async fn judge_s_arms_are_the_table_s_on_column() {
             );
         }
     }
+}
+
+/// The default budget from now (a rule judged directly, outside a decision).
+fn soon() -> tokio::time::Instant {
+    tokio::time::Instant::now() + std::time::Duration::from_millis(2500)
 }

@@ -33,6 +33,7 @@ impl Admission {
         rule: Rule,
         on: On,
         req: &Request<'_>,
+        deadline: tokio::time::Instant,
     ) -> Result<Decision, Decision> {
         match (rule, on) {
             (Rule::PvcFinalizer, On::PvcCreate) => self.protect_pvc(req).await,
@@ -51,8 +52,8 @@ impl Admission {
             (Rule::BindingToTerminatingVolume, On::PvcUpdate) => self.pvc_binding(req).await,
             (Rule::ForceDelete, On::PodDelete) => self.pod_delete(req).await,
             (Rule::ForceDelete, On::PodEviction) => self.eviction(req).await,
-            (Rule::RwoSingleNode, On::PodCreate) => self.rwo_pod_create(req).await,
-            (Rule::RwoSingleNode, On::PodBinding) => self.rwo_binding(req).await,
+            (Rule::RwoSingleNode, On::PodCreate) => self.rwo_pod_create(req, deadline).await,
+            (Rule::RwoSingleNode, On::PodBinding) => self.rwo_binding(req, deadline).await,
             (Rule::RwoPlacementHint, On::PodCreate) => self.placement_hint(req).await,
             (Rule::PodStatus, On::PodStatusUpdate) => self.pod_status(req).await,
             (Rule::ConfirmationStamp, _) if Rule::ConfirmationStamp.def().on.contains(&on) => {
@@ -445,7 +446,11 @@ impl Admission {
     }
 
     /// rules.md §2f for the scheduler's bind (`pods/binding`).
-    async fn rwo_binding(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+    async fn rwo_binding(
+        &self,
+        req: &Request<'_>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Decision, Decision> {
         if !self.rwo_guard {
             return Ok(Decision::allow("rwo-guard-off"));
         }
@@ -472,7 +477,7 @@ impl Admission {
         // Boxed (here and in `rwo_pod_create`): placing holds the lock's write, a ~2.5 KB future;
         // inline it would size every rule's future, and every review moves that future (the pod
         // reviews' L1 data misses rose 273 → 433 per request with it inline).
-        Ok(Box::pin(self.rwo_place(req, &pod, &b.target.name, Via::Bind)).await)
+        Ok(Box::pin(self.rwo_place(req, &pod, &b.target.name, Via::Bind, deadline)).await)
     }
 
     /// rules.md §2f placement hint: the nodes that hold the pod's RWO claims, from the locks on
@@ -501,7 +506,11 @@ impl Admission {
     }
 
     /// rules.md §2f for a pod created with `spec.nodeName` already set (no scheduler involved).
-    async fn rwo_pod_create(&self, req: &Request<'_>) -> Result<Decision, Decision> {
+    async fn rwo_pod_create(
+        &self,
+        req: &Request<'_>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Decision, Decision> {
         if !self.rwo_guard {
             return Ok(Decision::allow("rwo-guard-off"));
         }
@@ -510,7 +519,7 @@ impl Admission {
         let Some(node) = pod.node_name().map(str::to_string) else {
             return Ok(Decision::allow("not-placed"));
         };
-        Ok(Box::pin(self.rwo_place(req, &pod, &node, Via::Create)).await)
+        Ok(Box::pin(self.rwo_place(req, &pod, &node, Via::Create, deadline)).await)
     }
 }
 

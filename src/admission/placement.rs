@@ -28,9 +28,10 @@ impl Admission {
         pod: &Pod,
         node: &str,
         via: Via,
+        deadline: tokio::time::Instant,
     ) -> Decision {
         let dry_run = req.dry_run.unwrap_or(false);
-        let until = super::dispatch::deadline() - LOCK_MARGIN;
+        let until = deadline - LOCK_MARGIN;
         // One lock per claim, however many volumes name it (rules.md §2f liveness: a second
         // volume's swap would read the lock the first just wrote and refuse forever).
         let mut claims = self.claim_facts(pod).await;

@@ -24,7 +24,7 @@ pub mod testing;
 mod wire;
 pub use node::*;
 pub use pod::*;
-pub(crate) use wire::{FieldKey, Optional, review_pass, time};
+pub(crate) use wire::{FieldKey, Optional, time};
 pub use wire::{SmallMap, from_json};
 
 pub const PVC_FINALIZER: &str = "kubernetes.io/pvc-protection";
@@ -76,12 +76,7 @@ pub struct Meta {
         deserialize_with = "wire::volguard_annotations"
     )]
     pub annotations: Option<SmallMap>,
-    /// Not read by any admission rule: skipped while a review decodes (`wire::review_pass`).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "wire::unread_in_review"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<SmallMap>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_references: Option<Vec<OwnerReference>>,
@@ -171,12 +166,8 @@ pub struct PvcSpec {
     pub volume_name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class_name: Option<Box<str>>,
-    /// Read by the report, never by admission: skipped while a review decodes.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "wire::unread_in_review"
-    )]
+    /// Read by the report, never by admission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Resources>,
     #[serde(default, skip_serializing_if = "AccessModes::is_empty")]
     pub access_modes: AccessModes,

@@ -130,68 +130,6 @@ pub(super) fn volguard_annotations<'de, D: serde::Deserializer<'de>>(
     Ok(Optional(keep).deserialize(d)?.filter(|m| !m.is_empty()))
 }
 
-std::thread_local! {
-    static REVIEW_PASS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Run `decode` as an admission review's pass: the object fields no admission rule reads
-/// (`metadata.labels`, a claim's `spec.resources`; the caches drop them too; a pod's
-/// `status.containerStatuses` and `status.conditions`, read only for a terminal pod's end time)
-/// are checked to be objects or lists (or null) and skipped, not built. Measured by `make
-/// profile`: skipping labels took pod CREATE 70,651 → 69,409 instructions and the force-delete
-/// denial 75,977 → 74,704; a claim's resources took the PVC CREATE 46,625 → 46,345; a pod's status
-/// lists (each element skipped whole) pod CREATE 69,568 → 68,991, the denial 74,847 → 74,287.
-/// A thread-local rather than a seed because the derived decoders in between take none; `decode`
-/// is synchronous, so the flag cannot leak to another task.
-pub fn review_pass<R>(decode: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            REVIEW_PASS.set(self.0);
-        }
-    }
-    let _restore = Restore(REVIEW_PASS.replace(true));
-    decode()
-}
-
-/// An object-valued field no admission rule reads: decoded as `T`, or skipped in `review_pass`.
-pub(super) fn unread_in_review<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    use serde::de::DeserializeSeed;
-    if REVIEW_PASS.get() {
-        Optional(SkippedMap).deserialize(d)?;
-        return Ok(None);
-    }
-    Option::<T>::deserialize(d)
-}
-
-/// An object whose entries are skipped (a sequence or a string still fails, as it would decoded).
-struct SkippedMap;
-
-impl<'de> serde::de::DeserializeSeed<'de> for SkippedMap {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for SkippedMap {
-    type Value = ();
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a map of strings")
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<(), A::Error> {
-        while a
-            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
-            .is_some()
-        {}
-        Ok(())
-    }
-}
-
 /// `null` or a value decoded by the inner seed.
 pub(crate) struct Optional<S>(pub S);
 
@@ -272,12 +210,6 @@ where
             self,
             mut a: A,
         ) -> Result<Self::Value, A::Error> {
-            // No admission rule reads a pod's end time (only "unused since" does, from the
-            // caches): in a review's pass the list is checked to be one and skipped.
-            if REVIEW_PASS.get() {
-                while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                return Ok(None);
-            }
             let mut latest: Option<Cow<'de, str>> = None;
             while let Some(e) = a.next_element::<E>()? {
                 if let Some(t) = (self.0)(e)

@@ -4,9 +4,8 @@ use crate::rules::force_delete::{ForceDeletePolicy, HumanForceDelete};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
-mod identity;
 mod tools;
-pub use identity::*;
+pub use crate::runtime::identity::*;
 pub use tools::*;
 
 #[derive(Debug, Parser)]
@@ -551,14 +550,6 @@ impl ControllerArgs {
     pub fn identity(&self) -> String {
         self.identity.clone().unwrap_or_else(process_identity)
     }
-}
-
-/// This process as Leases and Events name it: $POD_NAME or the hostname, plus the process id.
-pub fn process_identity() -> String {
-    let host = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "volguard".into());
-    format!("{host}_{}", std::process::id())
 }
 
 #[cfg(test)]

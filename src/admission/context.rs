@@ -53,7 +53,7 @@ impl Admission {
             Cluster::Live(_) => crate::state::lock_clock::LockClock::live(),
         };
         let mut own_identities = own_controllers.clone();
-        own_identities.push(crate::cli::webhook_user());
+        own_identities.push(crate::runtime::identity::webhook_user());
         Admission {
             lock_clock,
             cluster,

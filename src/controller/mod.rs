@@ -134,7 +134,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         namespace: args
             .lease_namespace
             .clone()
-            .unwrap_or_else(crate::cli::install_namespace),
+            .unwrap_or_else(crate::runtime::identity::install_namespace),
         identity: args.identity(),
         duration: args.lease_duration(),
         retry: args.lease_renew(),

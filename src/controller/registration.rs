@@ -98,7 +98,7 @@ impl Watch {
                 },
             ),
             client,
-            namespace: crate::cli::install_namespace(),
+            namespace: crate::runtime::identity::install_namespace(),
             mode: webhooks::FailureMode {
                 policies: args.policies_installed,
                 enforcement: args.enforcement,

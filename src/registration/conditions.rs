@@ -5,6 +5,10 @@
 /// Where volguard's namespace goes in an expression (its service accounts' names).
 pub const NAMESPACE_TOKEN: &str = "${NAMESPACE}";
 
+/// The namespace the generated manifests name (the chart substitutes its release namespace; a
+/// kustomize overlay moves it with manifests/namespace).
+pub const NAMESPACE: &str = "volguard-system";
+
 /// A CEL match condition: `lines` are folded with single spaces (YAML `>-`).
 pub struct Condition {
     pub name: &'static str,

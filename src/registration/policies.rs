@@ -25,8 +25,7 @@ use serde_json::{Value, json};
 /// The ConfigMap every policy reads its parameters from.
 pub const PARAMS: &str = "volguard-policies";
 
-/// The namespace the generated manifests name (the chart substitutes its release namespace).
-pub const NAMESPACE: &str = "volguard-system";
+pub use super::conditions::NAMESPACE;
 
 /// One policy: a rule's stateless rows.
 pub struct Policy {

@@ -58,7 +58,7 @@ fn scalar(s: &str) -> String {
 /// One configuration's YAML in the chosen flavour.
 fn render_configuration(out: &mut String, kind: &str, name: &str, entries: &[Entry], f: Flavour) {
     let namespace = match f {
-        Flavour::Kustomize => super::policies::NAMESPACE,
+        Flavour::Kustomize => super::conditions::NAMESPACE,
         Flavour::Chart => "{{ .Release.Namespace }}",
     };
     out.push_str("apiVersion: admissionregistration.k8s.io/v1\n");

@@ -43,7 +43,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let client = runtime::kube::client(args.kubeconfig.as_deref()).await?;
             let audit = state::audit::start(
                 client.clone(),
-                crate::cli::process_identity(),
+                crate::runtime::identity::process_identity(),
                 &registry,
                 state::audit::Reports {
                     retention: jiff::SignedDuration::try_from(args.audit_retention)
@@ -59,7 +59,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Admission::new(
             cluster.clone(),
             args.force_delete_policy(),
-            crate::cli::controller_users(&args.controller_users),
+            crate::runtime::identity::controller_users(&args.controller_users),
         )
         .with_enforcement(args.enforcement)
         .with_exemptions(crate::rules::exemptions::Exemptions(args.exempt.clone()))

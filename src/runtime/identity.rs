@@ -38,3 +38,11 @@ pub fn controller_users(given: &[String]) -> Vec<String> {
         given.to_vec()
     }
 }
+
+/// This process as Leases and Events name it: $POD_NAME or the hostname, plus the process id.
+pub fn process_identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "volguard".into());
+    format!("{host}_{}", std::process::id())
+}

@@ -115,14 +115,38 @@ pub(super) async fn s_webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &s
         "break-glass expiry: a confirmation counted when fresh, refused 7 s later (expiry 6 s): {msg}"
     );
     // The policies: the same exemption as their parameter, volguard stopped and unregistered.
-    let applied = install_policies_where(
-        cp,
-        &c,
-        ns,
-        None,
-        Some(json!({"exempt-force-delete-users": velero})),
-    )
-    .await;
+    // The parameters in a ConfigMap of their own, which the force-delete binding is pointed at:
+    // after earlier scenarios installed and removed the policies, kube-apiserver 1.37.2 kept
+    // evaluating the re-created bindings with `volguard-policies` as it was before (120 s and
+    // more), where a ConfigMap it has never seen is read at once.
+    let applied = install_policies(cp, &c, ns).await;
+    let maps =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c.clone(), "volguard-system");
+    let mut params = maps.get("volguard-policies").await.expect("parameters");
+    params.metadata = kube::api::ObjectMeta {
+        name: Some("volguard-policies-exempt".into()),
+        ..Default::default()
+    };
+    params
+        .data
+        .get_or_insert_default()
+        .insert("exempt-force-delete-users".into(), velero.clone());
+    maps.create(&PostParams::default(), &params)
+        .await
+        .expect("the exemption's parameters");
+    let ar = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+    ));
+    Api::<kube::api::DynamicObject>::all_with(c.clone(), &ar)
+        .patch(
+            "volguard-force-delete",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paramRef": {"name": "volguard-policies-exempt"}}})),
+        )
+        .await
+        .expect("point the binding at them");
     cp.unregister_webhooks().await;
     cp.stop_webhook();
     running_pods(cp, &c, ns, &["backup-1", "other-1"]).await;
@@ -159,6 +183,9 @@ pub(super) async fn s_webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &s
     );
     println!("exemption (policy, volguard down): {velero} passed, another refused: {msg}");
     remove_policies(&c, applied).await;
+    let _ = maps
+        .delete("volguard-policies-exempt", &DeleteParams::default())
+        .await;
     cp.serve_extra.clear();
     cp.ensure_running().await;
 }

@@ -504,23 +504,6 @@ impl Admission {
         let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
         Ok(crate::rules::placement::placement_hint(&pod, &nodes))
     }
-
-    /// rules.md §2f for a pod created with `spec.nodeName` already set (no scheduler involved).
-    async fn rwo_pod_create(
-        &self,
-        req: &Request<'_>,
-        deadline: tokio::time::Instant,
-    ) -> Result<Decision, Decision> {
-        if !self.rwo_guard {
-            return Ok(Decision::allow("rwo-guard-off"));
-        }
-        let mut pod = object::<Pod>(&req.object, "object")?;
-        fill_namespace(&mut pod, req);
-        let Some(node) = pod.node_name().map(str::to_string) else {
-            return Ok(Decision::allow("not-placed"));
-        };
-        Ok(Box::pin(self.rwo_place(req, &pod, &node, Via::Create, deadline)).await)
-    }
 }
 
 /// `d`, with the warning that an override did not count, when one did not.

@@ -14,6 +14,23 @@ use crate::state::writer::Swap;
 use std::sync::Arc;
 
 impl Admission {
+    /// rules.md §2f for a pod created with `spec.nodeName` already set (no scheduler involved).
+    pub(super) async fn rwo_pod_create(
+        &self,
+        req: &Request<'_>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Decision, Decision> {
+        if !self.rwo_guard {
+            return Ok(Decision::allow("rwo-guard-off"));
+        }
+        let mut pod = super::facts::object::<Pod>(&req.object, "object")?;
+        super::facts::fill_namespace(&mut pod, req);
+        let Some(node) = pod.node_name().map(str::to_string) else {
+            return Ok(Decision::allow("not-placed"));
+        };
+        Ok(Box::pin(self.rwo_place(req, &pod, &node, Via::Create, deadline)).await)
+    }
+
     /// rules.md §2f: the holders in the caches first, then the lock on each RWO claim, taken by
     /// compare-and-swap. A lost swap means another placement won: read that claim again and
     /// decide again, at most `MAX_SWAPS` times, then refuse.

@@ -62,6 +62,23 @@ impl Decision {
         }
     }
 
+    /// This denial let through (warn mode, or an exempted caller): allowed, `why` first among
+    /// its warnings, marked so that it is counted and recorded as what it would have been.
+    pub fn let_through(self, why: String, exempted: bool) -> Self {
+        let mut warnings = self.warnings;
+        warnings.insert(0, why);
+        Decision {
+            allowed: true,
+            code: 200,
+            row: self.row,
+            message: None,
+            warnings,
+            patch: None,
+            warned: true,
+            exempted,
+        }
+    }
+
     pub fn with_warning(mut self, warning: impl Into<String>) -> Self {
         self.warnings.push(warning.into());
         self

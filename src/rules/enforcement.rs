@@ -107,25 +107,12 @@ impl Enforcement {
         if d.allowed || d.code == 400 || self.mode(rule) == Mode::Deny {
             return d;
         }
-        let mut warnings = d.warnings;
-        warnings.insert(
-            0,
-            format!(
-                "volguard ({} in warn mode) would deny this: {}",
-                rule.name(),
-                d.message.as_deref().unwrap_or("")
-            ),
+        let why = format!(
+            "volguard ({} in warn mode) would deny this: {}",
+            rule.name(),
+            d.message.as_deref().unwrap_or("")
         );
-        Decision {
-            allowed: true,
-            code: 200,
-            row: d.row,
-            message: None,
-            warnings,
-            patch: None,
-            warned: true,
-            exempted: false,
-        }
+        d.let_through(why, false)
     }
 }
 

@@ -72,28 +72,15 @@ impl Exemptions {
         let Some(e) = self.of(rule, user) else {
             return d;
         };
-        let mut warnings = d.warnings;
-        warnings.insert(
-            0,
-            format!(
-                "volguard: {} is exempted from {} (--exempt {}={}); it would deny this: {}",
-                user.username,
-                rule.name(),
-                rule.name(),
-                e.identity,
-                d.message.as_deref().unwrap_or("")
-            ),
+        let why = format!(
+            "volguard: {} is exempted from {} (--exempt {}={}); it would deny this: {}",
+            user.username,
+            rule.name(),
+            rule.name(),
+            e.identity,
+            d.message.as_deref().unwrap_or("")
         );
-        Decision {
-            allowed: true,
-            code: 200,
-            row: d.row,
-            message: None,
-            warnings,
-            patch: None,
-            warned: true,
-            exempted: true,
-        }
+        d.let_through(why, true)
     }
 }
 

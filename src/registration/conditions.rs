@@ -65,7 +65,7 @@ pub const CHANGES_A_CONFIRMATION: Condition = Condition {
               and stamped (rules.md §8). Every override of `rules::proof::OVERRIDES` and the stamp.",
     lines: &[
         "['volguard.io/allow-finalizer-removal', 'volguard.io/confirm-force-delete', 'volguard.io/allow-lock-removal',",
-        "'volguard.io/confirm-node-down', 'volguard.io/confirmed-by'].exists(k,",
+        "'volguard.io/confirm-node-down', 'volguard.io/confirmed-by', 'volguard.io/confirmed-at'].exists(k,",
         "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations ?",
         "'=' + oldObject.metadata.annotations[k] : '') !=",
         "(has(object.metadata.annotations) && k in object.metadata.annotations ? '=' + object.metadata.annotations[k] : ''))",
@@ -320,6 +320,17 @@ oldObject.metadata.annotations[?'volguard.io/confirmed-by'].orValue('') : '')"
     };
 }
 
+/// CEL: the stamp's time after and before this write ('' when absent).
+macro_rules! stamp_at {
+    (new) => {
+        "(has(object.metadata.annotations) ? object.metadata.annotations[?'volguard.io/confirmed-at'].orValue('') : '')"
+    };
+    (old) => {
+        "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) ? \
+oldObject.metadata.annotations[?'volguard.io/confirmed-at'].orValue('') : '')"
+    };
+}
+
 /// CEL: a comma-separated list parameter (empty when absent).
 macro_rules! param_list {
     ($key:literal) => {
@@ -335,4 +346,4 @@ macro_rules! param_list {
     };
 }
 
-pub(crate) use {newly_set, param_list, person, stamp, stored_override_counts};
+pub(crate) use {newly_set, param_list, person, stamp, stamp_at, stored_override_counts};

@@ -16,7 +16,7 @@
 //! volguard's namespace, written by the chart from the same values as the flags.
 
 use super::conditions::{
-    self, Condition, newly_set, param_list, person, stamp, stored_override_counts,
+    self, Condition, newly_set, param_list, person, stamp, stamp_at, stored_override_counts,
 };
 use super::webhooks;
 use crate::rules::rule::{FailurePolicy, Rule};
@@ -216,6 +216,14 @@ for the setter), stamped with their name; nobody else writes the stamp",
                 stamp!(new),
                 " == ",
                 stamp!(old),
+                // Nor its time: an override's expiry cannot be moved by hand (removing it is
+                // allowed: the override then counts for nothing).
+                ") && (",
+                stamp_at!(new),
+                " == '' || ",
+                stamp_at!(new),
+                " == ",
+                stamp_at!(old),
                 ") : (",
                 person!(),
                 " && ",

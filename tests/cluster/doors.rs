@@ -349,15 +349,19 @@ fn field(
 /// fields a person or a script could write through a door. `owner`: the running pod's controller
 /// ownerReference, which the owner field's undo puts back.
 fn fields(owner: &Value) -> Vec<Field> {
-    use volguard::model::fence::CONFIRMED_BY;
+    use volguard::model::fence::{CONFIRMED_AT, CONFIRMED_BY};
     let mut out: Vec<Field> = volguard::rules::proof::OVERRIDES
         .iter()
         .map(|o| o.key)
-        .chain([CONFIRMED_BY])
+        .chain([CONFIRMED_BY, CONFIRMED_AT])
         .map(|key| {
-            // The attacker names a person as the setter: a stamp it wrote proves nothing.
-            let mut a = json!({CONFIRMED_BY: "alice"});
-            if key != CONFIRMED_BY {
+            // The attacker names a person as the setter: a stamp it wrote proves nothing. The
+            // stamp's time, written alone, would move an override's expiry.
+            let mut a = match key {
+                CONFIRMED_AT => json!({CONFIRMED_AT: "2999-01-01T00:00:00Z"}),
+                _ => json!({CONFIRMED_BY: "alice"}),
+            };
+            if key != CONFIRMED_BY && key != CONFIRMED_AT {
                 a[key] = json!("true");
             }
             // Only the stamp means something on a NodeFence (`fence confirm` writes it).
@@ -370,7 +374,7 @@ fn fields(owner: &Value) -> Vec<Field> {
                 key,
                 plurals,
                 json!({"metadata": {"annotations": a}}),
-                json!({"metadata": {"annotations": {key: null, CONFIRMED_BY: null}}}),
+                json!({"metadata": {"annotations": {key: null, CONFIRMED_BY: null, CONFIRMED_AT: null}}}),
                 annotation_set,
                 true,
             )

@@ -55,7 +55,7 @@ help:
 	@echo "make e2e      end-to-end tests only (builds kube-apiserver/etcd/kcm once into .cache/)"
 	@echo "make bench    benchmarks (table + target/bench/report.json)"
 	@echo "make bench-compare BASE=REV  make bench, each admission row also against volguard as of REV"
-	@echo "make bench-scale  volguard on 100, 300 and 1,000 kwok nodes (table, scale.json, scale.png)"
+	@echo "make bench-scale  volguard up to 5,000 kwok nodes and 150,000 pods (table, scale.json, scale.png)"
 	@echo "make profile  instructions per admission request, volguard vs floor (callgrind)"
 	@echo "make release  target/dist: binary archive (kubectl plugin), chart, image, manifests, krew manifest, SHA256SUMS"
 	@echo "make manifests  regenerate the webhook registration and policies from the rule table (a unit test checks it)"
@@ -300,10 +300,10 @@ bench-compare:
 	  $(MAKE) bench
 	git worktree remove --force target/base/src
 
-# volguard on a cluster of real size (not in `make test`: about half an hour): one kwok plays
-# 100, then 300, then 1,000 nodes with ten StatefulSet pods each, every pod with its own RWO claim.
+# volguard at Kubernetes' scalability envelope (not in `make test`: about an hour): one kwok plays
+# 500, then 1,500, then 5,000 nodes with 30 pods each, every pod with its own bound claim and volume.
 # Table on stdout, target/bench/scale.json and target/bench/scale.png (text in DejaVu Sans).
-SCALE_NODES ?= 100,300,1000
+SCALE_NODES ?= 500,1500,5000
 PLOT_FONT := /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
 bench-scale: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) $(KWOK_DIR)/.built $(CM_DIR)/.built $(PLOT_FONT) $(CR_WEBHOOK)
 	$(CARGO) build --locked --release --example floor --example kube_rs_cache

@@ -43,6 +43,10 @@ pub enum Profile {
 /// defaults (20 and 50 requests per second) would make the bench measure their rate limiters.
 pub const SCALE_CLIENT: [&str; 2] = ["--kube-api-qps=500", "--kube-api-burst=1000"];
 
+/// The kwok fleet's node leases: renewed every 30 s, so 5,000 nodes renew ~170 leases a second
+/// (a kubelet's default 40 s lease renewed every 10 s would be 500 writes a second on 2 cores).
+pub const FLEET_LEASE_SECONDS: u32 = 120;
+
 /// The namespace label that routes `make bench`'s interleaved binds to one mode's webhooks
 /// (`ControlPlane::register_webhooks_by_namespace`).
 pub const BENCH_MODE: &str = "bench.volguard.io/mode";
@@ -471,7 +475,10 @@ impl ControlPlane {
                     "--initial-cluster",
                     &format!("default=http://127.0.0.1:{peer_port}"),
                 ])
-                .args(["--unsafe-no-fsync", "--log-level", "warn"]),
+                .args(["--unsafe-no-fsync", "--log-level", "warn"])
+                // 150,000 pods with a claim and a volume each outgrow etcd's default 2 GiB
+                // quota (`make bench-scale`); a test cluster's disk is the limit, not a quota.
+                .args(["--quota-backend-bytes", "8589934592"]),
             &d,
         ));
         let port = free_port();
@@ -525,7 +532,11 @@ impl ControlPlane {
                 cp.start_scheduler(&[]);
             }
             Profile::Scale => {
-                cp.start_kcm_all(&SCALE_CLIENT);
+                // The fleet's leases last FLEET_LEASE_SECONDS (renewed every quarter of that):
+                // node-lifecycle must not call a node dead between two renewals.
+                let mut kcm = SCALE_CLIENT.to_vec();
+                kcm.push("--node-monitor-grace-period=240s");
+                cp.start_kcm_all(&kcm);
                 cp.start_scheduler(&SCALE_CLIENT);
             }
             Profile::Standalone => {}
@@ -727,7 +738,9 @@ impl ControlPlane {
                 .arg(format!("--kubeconfig={}", kc.display()))
                 .arg(format!("--config={}", config.display()))
                 .arg("--manage-nodes-with-label-selector=volguard.io/kwok-fleet=true")
-                .arg("--node-lease-duration-seconds=40")
+                .arg(format!(
+                    "--node-lease-duration-seconds={FLEET_LEASE_SECONDS}"
+                ))
                 .arg("--cidr=10.128.0.0/9"),
             &d,
         );
@@ -849,13 +862,35 @@ impl ControlPlane {
         }
     }
 
+    /// A second kube-controller-manager running only the pvc-protection and pv-protection
+    /// controllers, as the user `kcm-protection` (bound to cluster-admin by the caller): its
+    /// informers are those two controllers' alone, so the apiserver's per-user figures are theirs.
+    pub fn spawn_kcm_protection(&self) -> Proc {
+        let args = vec![
+            "--controllers=persistentvolumeclaim-protection-controller,persistentvolume-protection-controller".to_string(),
+            "--kube-api-qps=500".to_string(),
+            "--kube-api-burst=1000".to_string(),
+        ];
+        self.component_named(
+            "kcm-protection",
+            "kube-controller-manager",
+            "kcm-protection",
+            &args,
+        )
+    }
+
     /// A control-plane component (`bin`) with a client certificate for `user`, no leader
     /// election, its own secure port on loopback.
     fn component(&self, bin: &str, user: &str, extra: &[String]) -> Proc {
+        self.component_named(bin, bin, user, extra)
+    }
+
+    /// As `component`, logging to `name`.log.
+    fn component_named(&self, name: &str, bin: &str, user: &str, extra: &[String]) -> Proc {
         let d = self.dir.path().to_path_buf();
-        let kc = self.kubeconfig_file(bin, user, &[]);
+        let kc = self.kubeconfig_file(name, user, &[]);
         Proc::spawn(
-            bin,
+            name,
             Command::new(bin_dir().join(bin))
                 .arg(format!("--kubeconfig={}", kc.display()))
                 .arg("--leader-elect=false")

@@ -1,0 +1,167 @@
+//! Admission at the cluster's size: each volguard webhook's latency as the apiserver measures it
+//! (its own histogram) and pod creation as a client times it, interleaved round by round against
+//! the no-op and the writing no-op registered exactly like volguard; and the finalizer guard's
+//! consistent read of a namespace of 20,000 pods.
+
+use crate::grow;
+use crate::procs::proc_stat;
+use crate::support::apiserver::*;
+use crate::support::harness::ControlPlane;
+use crate::support::workload::*;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// The churn per mode and round: 5 StatefulSets of 20 pods (each with its claim), scheduled
+/// through the binds, up to Running and down to gone; and 20 pods created directly, timed by the
+/// client.
+pub const CHURN_SETS: usize = 5;
+pub const CHURN_REPLICAS: i32 = 20;
+const ROUNDS: usize = 2;
+const DIRECT: usize = 20;
+pub const DIRECT_NS: &str = "direct";
+
+/// A webhook's latency in each mode, as the apiserver measured it.
+pub struct Compared {
+    pub webhook: String,
+    pub calls: f64,
+    /// (p50, p99) in ms, per mode: no-op, writing no-op, volguard.
+    pub modes: [(f64, f64); 3],
+}
+
+const MODES: [Hooks; 3] = [Hooks::Noop, Hooks::WritingNoop, Hooks::Volguard];
+
+/// The claims the direct pods use, created once (bound, as the growth makes them).
+pub async fn prepare(c: &kube::Client) {
+    for i in 0..DIRECT {
+        grow::create_one(c, DIRECT_NS, i, "fleet-00000", false)
+            .await
+            .expect("direct claim");
+        Api::<Pod>::namespaced(c.clone(), DIRECT_NS)
+            .delete(&format!("p-{i}"), &DeleteParams::default())
+            .await
+            .expect("delete direct pod");
+    }
+}
+
+/// Client-timed creates of the direct pods (each with its RWO claim, on a node), then gone.
+async fn direct_creates(cp: &ControlPlane, c: &kube::Client) -> Vec<f64> {
+    let total = grow::pod_total(c).await;
+    let mut ms = Vec::new();
+    for i in 0..DIRECT {
+        let started = Instant::now();
+        grow::create_one(c, DIRECT_NS, i, &format!("fleet-{:05}", i), true)
+            .await
+            .expect("direct pod");
+        ms.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    // The same pods go again; wait until the count is back where it was.
+    let pods = Api::<Pod>::namespaced(c.clone(), DIRECT_NS);
+    for i in 0..DIRECT {
+        pods.delete(&format!("p-{i}"), &DeleteParams::default())
+            .await
+            .expect("delete direct pod");
+    }
+    let started = Instant::now();
+    while grow::pod_total(c).await != total {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "direct pods not gone\n{}",
+            cp.logs()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    ms
+}
+
+/// `ROUNDS` rounds, each mode in turn: the StatefulSet churn (the apiserver's histogram) and the
+/// direct creates (the client's clock). Leaves volguard registered.
+pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, [(f64, f64); 3]) {
+    let c = cp.admin().await;
+    let api = Api::<StatefulSet>::namespaced(c.clone(), "churn");
+    let pods = Api::<Pod>::namespaced(c.clone(), "churn");
+    let want = CHURN_SETS * CHURN_REPLICAS as usize;
+    let mut buckets: [Buckets; 3] = Default::default();
+    let mut client: [Vec<f64>; 3] = Default::default();
+    for round in 0..ROUNDS {
+        for (m, mode) in MODES.into_iter().enumerate() {
+            mode.register(cp, ports[0], ports[1], ports[2]).await;
+            let before = apiserver_metrics(&c).await;
+            client[m].extend(direct_creates(cp, &c).await);
+            let up = format!("churn round {round} ({}): {want} pods", mode.name());
+            scale_all(cp, &api, &pods, "churn", CHURN_SETS, CHURN_REPLICAS, &up).await;
+            let after = apiserver_metrics(&c).await;
+            add_delta(&mut buckets[m], &before, &after);
+            let down = format!("churn round {round} ({}): pods gone", mode.name());
+            scale_all(cp, &api, &pods, "churn", CHURN_SETS, 0, &down).await;
+        }
+    }
+    cp.route_webhooks_to(ports[2]).await;
+    let per_mode: Vec<Vec<Latency>> = buckets
+        .iter()
+        .map(|b| latencies(b, BTreeMap::new()).0)
+        .collect();
+    let compared = per_mode[2]
+        .iter()
+        .filter(|v| v.count > 0.0)
+        .filter_map(|v| {
+            let find = |m: usize| -> Option<(f64, f64)> {
+                let l = per_mode[m].iter().find(|l| l.webhook == v.webhook)?;
+                Some((l.p50, l.p99))
+            };
+            Some(Compared {
+                webhook: v.webhook.clone(),
+                calls: v.count,
+                modes: [find(0)?, find(1)?, (v.p50, v.p99)],
+            })
+        })
+        .collect();
+    let timed = client.map(|mut v| (percentile(&mut v, 0.5), percentile(&mut v, 0.99)));
+    (compared, timed)
+}
+
+/// The finalizer guard in the namespace of 20,000 pods: a strip of claim `data-0` (pod `p-0`
+/// uses it) refused ten times in a row, each timed by the client; and `volguard serve`'s peak RSS
+/// before and after.
+pub struct Guarded {
+    pub pods: usize,
+    pub p50_ms: f64,
+    pub max_ms: f64,
+    pub refused: bool,
+    pub peak_before: u64,
+    pub peak_after: u64,
+}
+
+pub async fn guard_big_namespace(cp: &ControlPlane, c: &kube::Client, pods: usize) -> Guarded {
+    let ns = grow::namespace_of(0);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), &ns);
+    let pid = cp.serve.as_ref().map(|p| p.child.id()).unwrap_or(0);
+    let peak_before = proc_stat(pid).peak_bytes;
+    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let mut ms = Vec::new();
+    let mut refused = true;
+    for _ in 0..10 {
+        let started = Instant::now();
+        let r = pvcs
+            .patch(&grow::claim_of(0), &PatchParams::default(), &strip)
+            .await;
+        ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        let named = matches!(&r, Err(kube::Error::Api(s)) if s.message.contains("p-0"));
+        if !named {
+            println!("finalizer strip in {ns}: not refused naming p-0: {r:?}");
+        }
+        refused &= named;
+    }
+    let max_ms = ms.iter().cloned().fold(0.0, f64::max);
+    Guarded {
+        pods,
+        p50_ms: percentile(&mut ms, 0.5),
+        max_ms,
+        refused,
+        peak_before,
+        peak_after: proc_stat(pid).peak_bytes,
+    }
+}

@@ -1,0 +1,298 @@
+//! Growing the cluster directly: each pod with its own claim and volume, created by the bench at a
+//! bounded concurrency (not through kube-controller-manager's StatefulSet controller and its
+//! client limits), the way a cluster of that size is reached in minutes instead of hours.
+
+use crate::support::harness::ControlPlane;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// Pods per namespace: the first namespace is the finalizer guard's large one (20,000 pods).
+pub const PODS_PER_NS: usize = 20_000;
+/// Requests in flight while growing (each pod's five writes run in order).
+const IN_FLIGHT: usize = 128;
+/// Below this much available memory the growth stops where it is: the machine is full.
+pub const MEMORY_FLOOR: u64 = 1536 << 20;
+
+pub fn namespace_of(i: usize) -> String {
+    format!("scale-{}", i / PODS_PER_NS)
+}
+
+pub fn claim_of(i: usize) -> String {
+    format!("data-{i}")
+}
+
+pub fn node_of(i: usize, per_node: usize) -> String {
+    format!("fleet-{:05}", i / per_node)
+}
+
+/// `MemAvailable` of /proc/meminfo, in bytes.
+pub fn mem_available() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .unwrap_or(0)
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// Claim `data-i`, bound (its status written, as the PV binder would) to volume `pv-i`, which
+/// names it; then pod `p-i` on its node using the claim. The binder finds both consistent and
+/// writes nothing. A claim or volume that exists already (a pod recreated by the churn) is kept.
+async fn one(c: &kube::Client, i: usize, per_node: usize, pod_only: bool) -> Result<(), String> {
+    create_one(c, &namespace_of(i), i, &node_of(i, per_node), pod_only).await
+}
+
+/// As `one`, in namespace `ns` on node `node`.
+pub async fn create_one(
+    c: &kube::Client,
+    ns: &str,
+    i: usize,
+    node: &str,
+    pod_only: bool,
+) -> Result<(), String> {
+    let (claim, volume) = (claim_of(i), format!("pv-{ns}-{i}"));
+    let pp = PostParams::default();
+    if !pod_only {
+        let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+        let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": claim, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": volume,
+                     "resources": {"requests": {"storage": "1Gi"}}}
+        }))
+        .map_err(|e| e.to_string())?;
+        let uid = match pvcs.create(&pp, &pvc).await {
+            Ok(p) => p.metadata.uid.unwrap_or_default(),
+            Err(e) if is_conflict(&e) => pvcs
+                .get(&claim)
+                .await
+                .map_err(|e| format!("get claim {ns}/{claim}: {e}"))?
+                .metadata
+                .uid
+                .unwrap_or_default(),
+            Err(e) => return Err(format!("create claim {ns}/{claim}: {e}")),
+        };
+        let bound = json!({"status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                                      "capacity": {"storage": "1Gi"}}});
+        pvcs.patch_status(&claim, &PatchParams::default(), &Patch::Merge(&bound))
+            .await
+            .map_err(|e| format!("claim status {ns}/{claim}: {e}"))?;
+        let pvs = Api::<PersistentVolume>::all(c.clone());
+        let pv: PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": volume, "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+                     "storageClassName": "", "persistentVolumeReclaimPolicy": "Retain",
+                     "hostPath": {"path": format!("/tmp/volguard-scale/{ns}/{i}")},
+                     "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                  "namespace": ns, "name": claim, "uid": uid}}
+        }))
+        .map_err(|e| e.to_string())?;
+        match pvs.create(&pp, &pv).await {
+            Ok(_) => {}
+            Err(e) if is_conflict(&e) => {}
+            Err(e) => return Err(format!("create volume {volume}: {e}")),
+        }
+        pvs.patch_status(
+            &volume,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"phase": "Bound"}})),
+        )
+        .await
+        .map_err(|e| format!("volume status {volume}: {e}"))?;
+    }
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": format!("p-{i}"), "labels": {"app": "scale"}},
+        // A 1 s grace period (kwok, as a kubelet, deletes a pod when its grace period ends): the
+        // churn measures the apiserver and the controllers, not 30 s of waiting.
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "app", "image": "registry.invalid/app:1"}],
+                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}
+    }))
+    .map_err(|e| e.to_string())?;
+    // A pod made again under the same name on the same node may meet the lock its predecessor
+    // left, which volguard's controller clears once that pod is gone; the refusal says to create
+    // it again in a moment, and so the bench does (counted in `RETRIES`).
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match pods.create(&pp, &pod).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s))
+                if s.code == 403 && s.message.contains("in a moment") && attempt < 60 =>
+            {
+                RETRIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(format!("create pod {ns}/p-{i}: {e}")),
+        }
+    }
+}
+
+/// Pod creates refused with "create the pod again in a moment" and made again.
+pub static RETRIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How a growth ended: every pod created, or stopped early because memory ran out.
+pub struct Grown {
+    pub created: usize,
+    pub seconds: f64,
+    pub out_of_memory: bool,
+}
+
+/// Create pods `from..to` (with their claims and volumes unless `pod_only`), `IN_FLIGHT` at a
+/// time, stopping early once `MemAvailable` falls under `MEMORY_FLOOR`.
+pub async fn create_pods(
+    c: &kube::Client,
+    from: usize,
+    to: usize,
+    per_node: usize,
+    pod_only: bool,
+) -> Grown {
+    let started = Instant::now();
+    let mut said = Instant::now();
+    // Set once memory runs out: no new pod is started, and those in flight finish, so the pods
+    // made are exactly `from..from + created`, none half done.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let mut created = 0;
+    let mut results = futures::stream::iter(from..to)
+        .take_while(move |_| {
+            let go = !stopped.load(std::sync::atomic::Ordering::Relaxed);
+            async move { go }
+        })
+        .map(|i| {
+            let c = c.clone();
+            async move { one(&c, i, per_node, pod_only).await }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .boxed();
+    while let Some(r) = results.next().await {
+        if let Err(e) = r {
+            panic!("growing the cluster: {e}");
+        }
+        created += 1;
+        if created % 500 == 0 && mem_available() < MEMORY_FLOOR {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        if said.elapsed() > Duration::from_secs(30) {
+            let s = started.elapsed().as_secs_f64();
+            println!(
+                "  … {created} of {} pods created in {s:.0}s ({:.0}/s), {:.1} GiB available",
+                to - from,
+                created as f64 / s,
+                mem_available() as f64 / (1u64 << 30) as f64
+            );
+            said = Instant::now();
+        }
+    }
+    let out_of_memory = stop.load(std::sync::atomic::Ordering::Relaxed);
+    Grown {
+        created,
+        seconds: started.elapsed().as_secs_f64(),
+        out_of_memory,
+    }
+}
+
+/// Pods in the cluster, from one quorum page of one item (`remainingItemCount`): a count of
+/// 150,000 pods without listing them.
+pub async fn pod_total(c: &kube::Client) -> usize {
+    let page = Api::<Pod>::all(c.clone())
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+        .expect("count pods");
+    page.items.len() + page.metadata.remaining_item_count.unwrap_or(0).max(0) as usize
+}
+
+/// Pods not yet Running, from the watch cache.
+async fn not_running(c: &kube::Client) -> usize {
+    Api::<Pod>::all(c.clone())
+        .list_metadata(
+            &ListParams::default()
+                .match_any()
+                .fields("status.phase!=Running"),
+        )
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(usize::MAX)
+}
+
+/// Wait until `want` pods exist and all run.
+pub async fn wait_running(cp: &ControlPlane, c: &kube::Client, want: usize, within: Duration) {
+    let started = Instant::now();
+    let mut said = Instant::now();
+    loop {
+        let (total, pending) = (pod_total(c).await, not_running(c).await);
+        if total == want && pending == 0 {
+            return;
+        }
+        assert!(
+            started.elapsed() < within,
+            "{want} pods running: not reached in {within:?} ({total} pods, {pending} not running)\n{}",
+            cp.logs()
+        );
+        if said.elapsed() > Duration::from_secs(30) {
+            println!("  … {total} pods, {pending} not running yet");
+            said = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+/// Delete pods `from..to` (`IN_FLIGHT` at a time) and wait until `left` pods remain.
+pub async fn delete_pods(cp: &ControlPlane, c: &kube::Client, from: usize, to: usize, left: usize) {
+    let errors: Vec<String> = futures::stream::iter(from..to)
+        .map(|i| {
+            let pods = Api::<Pod>::namespaced(c.clone(), &namespace_of(i));
+            async move {
+                match pods
+                    .delete(&format!("p-{i}"), &DeleteParams::default())
+                    .await
+                {
+                    Ok(_) => None,
+                    Err(kube::Error::Api(s)) if s.code == 404 => None,
+                    Err(e) => Some(format!("p-{i}: {e}")),
+                }
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .filter_map(|e| async move { e })
+        .collect()
+        .await;
+    assert!(errors.is_empty(), "deleting pods: {errors:?}");
+    let started = Instant::now();
+    while pod_total(c).await != left {
+        assert!(
+            started.elapsed() < Duration::from_secs(1800),
+            "pods {from}..{to} not gone in 30 min\n{}",
+            cp.logs()
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// The churn of one window: pods `from..to` deleted and created again (their claims kept), as a
+/// rollout of that many pods would. Returns its seconds.
+pub async fn churn(
+    cp: &ControlPlane,
+    c: &kube::Client,
+    from: usize,
+    to: usize,
+    per_node: usize,
+) -> f64 {
+    let started = Instant::now();
+    let total = pod_total(c).await;
+    delete_pods(cp, c, from, to, total - (to - from)).await;
+    let g = create_pods(c, from, to, per_node, true).await;
+    assert!(
+        !g.out_of_memory,
+        "the machine ran out of memory during the churn"
+    );
+    wait_running(cp, c, total, Duration::from_secs(1800)).await;
+    started.elapsed().as_secs_f64()
+}

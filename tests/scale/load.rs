@@ -1,0 +1,211 @@
+//! What a client costs the apiserver, read from the apiserver's own metrics: requests per client
+//! from priority-and-fairness (one FlowSchema per client, `apiserver_flowcontrol_dispatched_
+//! requests_total`), bytes of LIST and GET responses (`apiserver_response_sizes`) and of watch
+//! events sent (`apiserver_watch_events_sizes`, per event per watcher) for the collections
+//! volguard caches. Bytes carry no client label, so a client's bytes are the difference between a
+//! window with it and a baseline window without it, with the same workload in both.
+
+use crate::support::apiserver::apiserver_metrics;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use std::time::Instant;
+
+/// The collections volguard caches.
+const RESOURCES: [&str; 4] = [
+    "pods",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+    "nodes",
+];
+
+/// The clients measured, each its own FlowSchema (`bench-NAME`).
+pub const SERVE: &str = "volguard-serve";
+pub const CONTROLLER: &str = "volguard-controller";
+pub const KCM_PROTECTION: &str = "kcm-protection";
+pub const KCM_PVC_PROTECTION_SA: &str = "kcm-pvc-protection-sa";
+
+/// One FlowSchema per measured client (precedence 500: after `exempt` and the system schemas,
+/// before `service-accounts`), all in `workload-high`; and cluster-admin for `kcm-protection`.
+pub async fn install(c: &kube::Client) {
+    use k8s_openapi::api::flowcontrol::v1::FlowSchema;
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    let sa = |ns: &str, name: &str| json!({"kind": "ServiceAccount", "serviceAccount": {"namespace": ns, "name": name}});
+    let schemas = [
+        (SERVE, sa("volguard-system", "volguard-webhook")),
+        (CONTROLLER, sa("volguard-system", "volguard-controller")),
+        (
+            KCM_PROTECTION,
+            json!({"kind": "User", "user": {"name": "kcm-protection"}}),
+        ),
+        (
+            KCM_PVC_PROTECTION_SA,
+            sa("kube-system", "pvc-protection-controller"),
+        ),
+    ];
+    let api = Api::<FlowSchema>::all(c.clone());
+    for (name, subject) in schemas {
+        let fs: FlowSchema = serde_json::from_value(json!({
+            "metadata": {"name": format!("bench-{name}")},
+            "spec": {"priorityLevelConfiguration": {"name": "workload-high"}, "matchingPrecedence": 500,
+                     "distinguisherMethod": {"type": "ByUser"},
+                     "rules": [{"subjects": [subject],
+                                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                                   "clusterScope": true, "namespaces": ["*"]}],
+                                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}
+        }))
+        .expect("flowschema");
+        api.create(&PostParams::default(), &fs)
+            .await
+            .expect("create flowschema");
+    }
+    let crb: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "bench-kcm-protection"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kcm-protection"}]
+    }))
+    .expect("crb");
+    Api::<ClusterRoleBinding>::all(c.clone())
+        .create(&PostParams::default(), &crb)
+        .await
+        .expect("create crb");
+}
+
+/// The apiserver's metrics at one moment.
+pub struct Sample {
+    text: String,
+    at: Instant,
+}
+
+pub async fn sample(c: &kube::Client) -> Sample {
+    Sample {
+        text: apiserver_metrics(c).await,
+        at: Instant::now(),
+    }
+}
+
+fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
+    let start = labels.find(&format!("{key}=\""))? + key.len() + 2;
+    let end = labels[start..].find('"')? + start;
+    Some(&labels[start..end])
+}
+
+/// The sum of metric `name`'s series whose labels pass `keep`.
+fn sum(text: &str, name: &str, keep: impl Fn(&str) -> bool) -> f64 {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?.strip_prefix('{')?;
+            let (labels, value) = rest.rsplit_once("} ")?;
+            keep(labels).then(|| value.trim().parse::<f64>().ok())?
+        })
+        .sum()
+}
+
+fn cached(labels: &str) -> bool {
+    label(labels, "resource").is_some_and(|r| RESOURCES.contains(&r))
+        && label(labels, "subresource").unwrap_or("").is_empty()
+}
+
+/// What the apiserver served between two samples, for the collections volguard caches.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Served {
+    pub seconds: f64,
+    pub lists: f64,
+    pub list_bytes: f64,
+    pub get_bytes: f64,
+    pub watch_bytes: f64,
+}
+
+impl Served {
+    pub fn between(a: &Sample, b: &Sample) -> Served {
+        let d = |name: &str, keep: &dyn Fn(&str) -> bool| {
+            sum(&b.text, name, keep) - sum(&a.text, name, keep)
+        };
+        let verb = |v: &'static str| move |l: &str| cached(l) && label(l, "verb") == Some(v);
+        Served {
+            seconds: b.at.duration_since(a.at).as_secs_f64(),
+            lists: d("apiserver_request_total", &verb("LIST")),
+            list_bytes: d("apiserver_response_sizes_sum", &verb("LIST")),
+            get_bytes: d("apiserver_response_sizes_sum", &verb("GET")),
+            watch_bytes: d("apiserver_watch_events_sizes_sum", &cached),
+        }
+    }
+
+    /// Bytes of LIST, GET and watch events together.
+    pub fn bytes(&self) -> f64 {
+        self.list_bytes + self.get_bytes + self.watch_bytes
+    }
+}
+
+/// Requests the apiserver dispatched for client `who` (its FlowSchema) between two samples.
+pub fn requests(a: &Sample, b: &Sample, who: &str) -> f64 {
+    let schema = format!("bench-{who}");
+    let keep = |l: &str| label(l, "flow_schema") == Some(schema.as_str());
+    let name = "apiserver_flowcontrol_dispatched_requests_total";
+    sum(&b.text, name, keep) - sum(&a.text, name, keep)
+}
+
+/// Admission calls the apiserver made to webhooks named `*.volguard.io` between two samples.
+pub fn admission_calls(a: &Sample, b: &Sample) -> f64 {
+    let name = "apiserver_admission_webhook_admission_duration_seconds_count";
+    let keep = |l: &str| label(l, "name").is_some_and(|n| n.ends_with(".volguard.io"));
+    sum(&b.text, name, keep) - sum(&a.text, name, keep)
+}
+
+/// A client's cost in one window: requests per second (its own FlowSchema) and bytes per second
+/// (the window's bytes less the baseline's for the same workload, over the window's seconds).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Cost {
+    pub requests_per_second: f64,
+    pub bytes_per_second: f64,
+}
+
+/// `steady`: the baseline ran as long, so its bytes are scaled to the window's seconds; otherwise
+/// both windows ran the same churn, and the baseline's bytes are subtracted whole.
+pub fn cost(requests: f64, window: &Served, baseline: &Served, steady: bool) -> Cost {
+    let scale = if steady {
+        window.seconds / baseline.seconds.max(1e-9)
+    } else {
+        1.0
+    };
+    Cost {
+        requests_per_second: requests / window.seconds.max(1e-9),
+        bytes_per_second: (window.bytes() - baseline.bytes() * scale) / window.seconds.max(1e-9),
+    }
+}
+
+/// Who runs beside the cluster's own components in a window.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// Neither: the no-op webhook answers, nothing else watches.
+    Baseline,
+    /// `volguard serve` (answering the webhooks) and `volguard controller`.
+    Volguard,
+    /// The no-op webhook, and a kube-controller-manager with only its pvc-protection and
+    /// pv-protection controllers.
+    KcmProtection,
+}
+
+/// A window's figures: what the apiserver served at steady state (`STEADY`) and during the churn.
+pub struct Window {
+    pub steady: Served,
+    pub churn: Served,
+    pub steady_requests: f64,
+    pub churn_requests: f64,
+    /// volguard only: CPU seconds of serve and controller during the churn, the admission calls
+    /// the churn made, and serve's requests and lock writes during it.
+    pub churn_cpu_seconds: f64,
+    pub admission_calls: f64,
+    pub serve_requests: f64,
+    pub lock_writes: f64,
+}
+
+pub const STEADY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The requests a window's clients made (volguard's two, or kcm-protection).
+pub fn window_requests(who: Who, a: &Sample, b: &Sample) -> f64 {
+    match who {
+        Who::Baseline => 0.0,
+        Who::Volguard => requests(a, b, SERVE) + requests(a, b, CONTROLLER),
+        Who::KcmProtection => requests(a, b, KCM_PROTECTION),
+    }
+}

@@ -307,7 +307,7 @@ SCALE_NODES ?= 500,1500,5000
 PLOT_FONT := /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
 bench-scale: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) $(KWOK_DIR)/.built $(CM_DIR)/.built $(PLOT_FONT) $(CR_WEBHOOK)
 	$(CARGO) build --locked --release --example floor --example kube_rs_cache
-	VOLGUARD_SCALE_NODES=$(SCALE_NODES) VOLGUARD_PLOT_FONT=$(PLOT_FONT) VOLGUARD_BENCH_FLOOR=$(CURDIR)/target/release/examples/floor \
+	VOLGUARD_SCALE_NODES=$(SCALE_NODES) VOLGUARD_SERVE_LOG=info VOLGUARD_PLOT_FONT=$(PLOT_FONT) VOLGUARD_BENCH_FLOOR=$(CURDIR)/target/release/examples/floor \
 	  VOLGUARD_BENCH_KUBE_RS_CACHE=$(CURDIR)/target/release/examples/kube_rs_cache VOLGUARD_BENCH_CONTROLLER_RUNTIME=$(CR_WEBHOOK) \
 	  VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
 	  $(CARGO) test --locked --release --test scale -- --ignored --nocapture

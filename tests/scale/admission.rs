@@ -34,33 +34,31 @@ pub struct Compared {
 
 const MODES: [Hooks; 3] = [Hooks::Noop, Hooks::WritingNoop, Hooks::Volguard];
 
-/// The claims the direct pods use, created once (bound, as the growth makes them).
+/// The claims the direct pods use, one fresh claim per create (as `make bench`'s binds): a
+/// claim's first placement, not a wait on its predecessor's lock. Created once, bound.
 pub async fn prepare(c: &kube::Client) {
-    for i in 0..DIRECT {
-        grow::create_one(c, DIRECT_NS, i, "fleet-00000", false)
+    for i in 0..DIRECT * ROUNDS * MODES.len() {
+        grow::create_one(c, DIRECT_NS, i, None, grow::Parts::Claim)
             .await
             .expect("direct claim");
-        Api::<Pod>::namespaced(c.clone(), DIRECT_NS)
-            .delete(&format!("p-{i}"), &DeleteParams::default())
-            .await
-            .expect("delete direct pod");
     }
 }
 
-/// Client-timed creates of the direct pods (each with its RWO claim, on a node), then gone.
-async fn direct_creates(cp: &ControlPlane, c: &kube::Client) -> Vec<f64> {
+/// Client-timed creates of direct pods `from..from + DIRECT` (each with its fresh RWO claim, on a
+/// node), then gone.
+async fn direct_creates(cp: &ControlPlane, c: &kube::Client, from: usize) -> Vec<f64> {
     let total = grow::pod_total(c).await;
     let mut ms = Vec::new();
-    for i in 0..DIRECT {
+    for i in from..from + DIRECT {
+        let node = format!("fleet-{:05}", i % DIRECT);
         let started = Instant::now();
-        grow::create_one(c, DIRECT_NS, i, &format!("fleet-{:05}", i), true)
+        grow::create_one(c, DIRECT_NS, i, Some(&node), grow::Parts::Pod)
             .await
             .expect("direct pod");
         ms.push(started.elapsed().as_secs_f64() * 1000.0);
     }
-    // The same pods go again; wait until the count is back where it was.
     let pods = Api::<Pod>::namespaced(c.clone(), DIRECT_NS);
-    for i in 0..DIRECT {
+    for i in from..from + DIRECT {
         pods.delete(&format!("p-{i}"), &DeleteParams::default())
             .await
             .expect("delete direct pod");
@@ -90,7 +88,8 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
         for (m, mode) in MODES.into_iter().enumerate() {
             mode.register(cp, ports[0], ports[1], ports[2]).await;
             let before = apiserver_metrics(&c).await;
-            client[m].extend(direct_creates(cp, &c).await);
+            let from = (round * MODES.len() + m) * DIRECT;
+            client[m].extend(direct_creates(cp, &c, from).await);
             let up = format!("churn round {round} ({}): {want} pods", mode.name());
             scale_all(cp, &api, &pods, "churn", CHURN_SETS, CHURN_REPLICAS, &up).await;
             let after = apiserver_metrics(&c).await;

@@ -45,21 +45,36 @@ fn is_conflict(e: &kube::Error) -> bool {
 /// Claim `data-i`, bound (its status written, as the PV binder would) to volume `pv-i`, which
 /// names it; then pod `p-i` on its node using the claim. The binder finds both consistent and
 /// writes nothing. A claim or volume that exists already (a pod recreated by the churn) is kept.
+/// A pod made again (`pod_only`, the churn) is left to kube-scheduler, as a StatefulSet's is: a
+/// create naming the node its predecessor's lock still names waits for volguard's controller to
+/// clear that lock (rules.md §2f), which the bind path absorbs by the scheduler's retry.
 async fn one(c: &kube::Client, i: usize, per_node: usize, pod_only: bool) -> Result<(), String> {
-    create_one(c, &namespace_of(i), i, &node_of(i, per_node), pod_only).await
+    let node = (!pod_only).then(|| node_of(i, per_node));
+    let parts = if pod_only { Parts::Pod } else { Parts::All };
+    create_one(c, &namespace_of(i), i, node.as_deref(), parts).await
 }
 
-/// As `one`, in namespace `ns` on node `node`.
+/// What `create_one` makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Parts {
+    /// The claim and its volume, bound; no pod.
+    Claim,
+    /// The pod alone (its claim exists).
+    Pod,
+    All,
+}
+
+/// As `one`, in namespace `ns`, on node `node` or through the scheduler.
 pub async fn create_one(
     c: &kube::Client,
     ns: &str,
     i: usize,
-    node: &str,
-    pod_only: bool,
+    node: Option<&str>,
+    parts: Parts,
 ) -> Result<(), String> {
     let (claim, volume) = (claim_of(i), format!("pv-{ns}-{i}"));
     let pp = PostParams::default();
-    if !pod_only {
+    if parts != Parts::Pod {
         let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
         let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
             "metadata": {"name": claim, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
@@ -107,15 +122,21 @@ pub async fn create_one(
         .map_err(|e| format!("volume status {volume}: {e}"))?;
     }
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
-    let pod: Pod = serde_json::from_value(json!({
+    if parts == Parts::Claim {
+        return Ok(());
+    }
+    let mut pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": format!("p-{i}"), "labels": {"app": "scale"}},
         // A 1 s grace period (kwok, as a kubelet, deletes a pod when its grace period ends): the
         // churn measures the apiserver and the controllers, not 30 s of waiting.
-        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+        "spec": {"terminationGracePeriodSeconds": 1,
                  "containers": [{"name": "app", "image": "registry.invalid/app:1"}],
                  "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}
     }))
     .map_err(|e| e.to_string())?;
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.node_name = node.map(str::to_string);
+    }
     // A pod made again under the same name on the same node may meet the lock its predecessor
     // left, which volguard's controller clears once that pod is gone; the refusal says to create
     // it again in a moment, and so the bench does (counted in `RETRIES`).

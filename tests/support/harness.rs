@@ -1038,7 +1038,13 @@ impl ControlPlane {
                 ))
                 .arg(format!("--kubeconfig={}", kc.display()))
                 .args(extra)
-                .env("RUST_LOG", "volguard=debug,info"),
+                // Scenarios read every decision from the log; `make bench-scale` runs serve at
+                // its production level (VOLGUARD_SERVE_LOG=info).
+                .env(
+                    "RUST_LOG",
+                    std::env::var("VOLGUARD_SERVE_LOG")
+                        .unwrap_or_else(|_| "volguard=debug,info".into()),
+                ),
             &d,
         );
         let probe = match serve.logged_port("probes", Duration::from_secs(30)).await {

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 pub const PODS_PER_NS: usize = 20_000;
 /// Requests in flight while growing (each pod's five writes run in order).
 const IN_FLIGHT: usize = 128;
-/// Below this much available memory the growth stops where it is: the machine is full.
-pub const MEMORY_FLOOR: u64 = 1536 << 20;
+/// Below this much available memory the growth stops where it is: the machine is full (3 GiB
+/// left for what follows: cold starts whose LISTs the apiserver buffers, the churn).
+pub const MEMORY_FLOOR: u64 = 3 << 30;
 
 pub fn namespace_of(i: usize) -> String {
     format!("scale-{}", i / PODS_PER_NS)

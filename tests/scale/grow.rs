@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 /// Pods per namespace: the first namespace is the finalizer guard's large one (20,000 pods).
 pub const PODS_PER_NS: usize = 20_000;
 /// Requests in flight while growing (each pod's five writes run in order).
-const IN_FLIGHT: usize = 128;
+const IN_FLIGHT: usize = 64;
 /// Below this much available memory the growth stops where it is: the machine is full (3 GiB
 /// left for what follows: cold starts whose LISTs the apiserver buffers, the churn).
 pub const MEMORY_FLOOR: u64 = 3 << 30;

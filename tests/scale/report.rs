@@ -144,7 +144,8 @@ pub fn fit(rows: &[Row], rss: impl Fn(&Row) -> u64) -> (f64, f64) {
 /// Kubernetes' envelope: 5,000 nodes, 150,000 pods, each with its claim and volume.
 pub const ENVELOPE_OBJECTS: f64 = 5_000.0 + 3.0 * 150_000.0;
 
-pub fn print(rows: &[Row], e: &Envelope) {
+/// Every size so far, printed as each is measured: a run stopped before its end keeps them.
+pub fn print_sizes(rows: &[Row]) {
     print_costs("serve", rows, |r| Some(r.serve));
     print_costs("controller", rows, |r| Some(r.controller));
     print_costs("kube-rs", rows, |r| r.peers[0]);
@@ -160,6 +161,13 @@ pub fn print(rows: &[Row], e: &Envelope) {
             mib(s.rss_bytes),
             s.cpu_seconds
         );
+    }
+}
+
+pub fn print(rows: &[Row], e: &Envelope) {
+    print_sizes(rows);
+    if rows.is_empty() {
+        return;
     }
     if let Some(l) = &e.limit {
         println!("growth stopped: {l}");

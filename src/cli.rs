@@ -336,6 +336,11 @@ pub struct ControllerArgs {
     /// The former --backoff-max, in seconds (kept as an alias).
     #[arg(long, hide = true, env = "VOLGUARD_BACKOFF_MAX_SECONDS")]
     pub backoff_max_seconds: Option<u64>,
+    /// How long a Bound claim is seen unused before it is first marked `volguard.io/unused-since`
+    /// (the mark is later than the truth by up to this much). A claim bound just before its pod,
+    /// or between a StatefulSet's pod and its replacement, is then not written twice for nothing.
+    #[arg(long, default_value = "2m", value_parser = duration, env = "VOLGUARD_UNUSED_GRACE")]
+    pub unused_grace: std::time::Duration,
     /// Export `volguard_pvc_unused_seconds` with one series per unused PVC (cardinality grows
     /// with the number of unused claims; off by default).
     #[arg(long, env = "VOLGUARD_PER_PVC_UNUSED_METRICS")]

@@ -220,60 +220,16 @@ impl Admission {
         dry_run: bool,
         until: tokio::time::Instant,
     ) -> Locked {
-        let now = jiff::Timestamp::now();
         let mut writes = Vec::new();
         for (i, (claim, pvc)) in claims.iter().enumerate() {
             let Fact::Found(pvc) = pvc else { continue };
             if !pvc.is_rwo() || claim.read_only {
                 continue;
             }
-            let ns = &pvc.metadata.namespace;
-            let current = RwoLock::of(pvc);
-            // Not read in time: the lock on the other node holds (unsure means in use).
-            let hold = match &current {
-                Some(l) if l.node != node => {
-                    tokio::time::timeout_at(until, self.node_hold(ns, &claim.name, pvc, l))
-                        .await
-                        .ok()
-                }
-                _ => None,
-            };
-            let hold_ref = hold
-                .as_ref()
-                .map(|(users, writer, n, gone_recorded, observed)| NodeHold {
-                    claim: &claim.name,
-                    users: users.as_ref().map(Vec::as_slice),
-                    writer: deref(writer),
-                    node: deref(n),
-                    gone_recorded: *gone_recorded,
-                    observed: *observed,
-                });
-            // On this node, naming another placement: is that one settled? Not read in time:
-            // taken as in flight.
-            let named = match &current {
-                Some(l)
-                    if l.node == node
-                        && (l.pod != pod.metadata.name || l.uid != pod.metadata.uid) =>
-                {
-                    tokio::time::timeout_at(until, self.named_placement(ns, pvc, l))
-                        .await
-                        .ok()
-                }
-                _ => None,
-            };
-            let named_ref = named.as_ref().map(|(writer, observed)| Named {
-                writer: deref(writer),
-                observed: *observed,
-            });
-            match rwo_lock::step(
-                pod,
-                node,
-                via,
-                current.as_ref(),
-                hold_ref.as_ref(),
-                named_ref.as_ref(),
-                now,
-            ) {
+            match self
+                .lock_step(pod, node, via, &claim.name, pvc, until)
+                .await
+            {
                 // A pod CREATE that names its node is retried by nobody: waiting inside the
                 // webhook's time and deciding again on fresh reads is the same rule applied a
                 // moment later (as a retried bind is), so it is as safe as that.
@@ -307,6 +263,75 @@ impl Admission {
             // sideEffects: NoneOnDryRun: decide as if written, write nothing.
             return Locked::Decided(Decision::allow("rwo-lock-dry-run"));
         }
+        self.write_locks(pod, node, writes, until).await
+    }
+
+    /// One claim's lock step, on the facts it needs read by `until`: what holds a lock on
+    /// another node, or whether the placement this node's lock names is settled. Not read in
+    /// time: the lock on the other node holds (unsure means in use), and the named placement is
+    /// taken as in flight.
+    async fn lock_step(
+        &self,
+        pod: &Pod,
+        node: &str,
+        via: Via,
+        claim: &str,
+        pvc: &Pvc,
+        until: tokio::time::Instant,
+    ) -> LockStep {
+        let ns = &pvc.metadata.namespace;
+        let current = RwoLock::of(pvc);
+        let hold = match &current {
+            Some(l) if l.node != node => {
+                tokio::time::timeout_at(until, self.node_hold(ns, claim, pvc, l))
+                    .await
+                    .ok()
+            }
+            _ => None,
+        };
+        let hold_ref = hold
+            .as_ref()
+            .map(|(users, writer, n, gone_recorded, observed)| NodeHold {
+                claim,
+                users: users.as_ref().map(Vec::as_slice),
+                writer: deref(writer),
+                node: deref(n),
+                gone_recorded: *gone_recorded,
+                observed: *observed,
+            });
+        let named = match &current {
+            Some(l)
+                if l.node == node && (l.pod != pod.metadata.name || l.uid != pod.metadata.uid) =>
+            {
+                tokio::time::timeout_at(until, self.named_placement(ns, pvc, l))
+                    .await
+                    .ok()
+            }
+            _ => None,
+        };
+        let named_ref = named.as_ref().map(|(writer, observed)| Named {
+            writer: deref(writer),
+            observed: *observed,
+        });
+        rwo_lock::step(
+            pod,
+            node,
+            via,
+            current.as_ref(),
+            hold_ref.as_ref(),
+            named_ref.as_ref(),
+            jiff::Timestamp::now(),
+        )
+    }
+
+    /// The locks decided, each written by compare-and-swap in claim order.
+    async fn write_locks(
+        &self,
+        pod: &Pod,
+        node: &str,
+        writes: Vec<(usize, &Arc<Pvc>, RwoLock, Option<&'static str>)>,
+        until: tokio::time::Instant,
+    ) -> Locked {
         let mut row = "rwo-lock-taken";
         for (i, pvc, lock, took_over) in writes {
             let raw = lock.encode();

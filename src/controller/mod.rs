@@ -59,6 +59,7 @@ fn enqueue_all(r: &Reconciler) {
     }
 }
 
+/// Run the controller: warm caches in every replica, act only as the leader (rules.md §4, §7, §9).
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = crate::runtime::kube::client(args.kubeconfig.as_deref()).await?;
     let metrics = Arc::new(MetricsRegistry::default());
@@ -73,79 +74,14 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         Cluster::Live(live) => live,
         Cluster::Offline(_) => unreachable!("a live source opens a live view"),
     };
-    let store = view.store.clone();
-    let queue = Queue::new(Backoff {
-        base: args.backoff_base(),
-        max: args.backoff_max(),
-    });
-    let reconciler = Arc::new(Reconciler::new(
-        client.clone(),
-        store.clone(),
-        queue.clone(),
-        cmetrics.clone(),
-        ReconcilerConfig {
-            identity: args.identity(),
-            list_batch: args.list_batch,
-            qps: args.qps,
-            burst: args.burst,
-        },
-    ));
+    let reconciler = reconciler(&args, &client, &view, &cmetrics);
+    let queue = reconciler.queue.clone();
     tokio::spawn(follow(view.subscribe(), reconciler.clone()));
-
-    let ready_view = view.clone();
-    let ready: probes::ReadyCheck = Arc::new(move || {
-        if ready_view.synced() {
-            None
-        } else {
-            Some("caches not synced".into())
-        }
-    });
-    let probe_listener = tokio::net::TcpListener::bind(&args.probe_listen).await?;
-    tracing::info!(probes = %probe_listener.local_addr()?, "volguard controller starting");
     let registration_status = registration::Status::default();
-    let detail_status = registration_status.clone();
-    let probe_app = probes::router_with_detail(
-        metrics.clone(),
-        ready,
-        Some(Arc::new(move || detail_status.get())),
-    );
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(probe_listener, probe_app).await {
-            tracing::error!(error = %e, "probe server failed");
-        }
-    });
-
+    serve_probes(&args, &metrics, &view, registration_status.clone()).await?;
     // Parsed before leadership: a bad fencing flag fails at start, not at takeover.
-    let fencer = if args.fencing.enabled {
-        let cfg = crate::fencing::FencingConfig::from_args(&args.fencing)?;
-        let fm = Arc::new(crate::fencing::metrics::FencingMetrics::register(&metrics));
-        Some(crate::fencing::Fencer::new(
-            view.clone(),
-            args.identity(),
-            cfg,
-            fm,
-        ))
-    } else {
-        None
-    };
-
-    let lease = leader::LeaseConfig {
-        name: args.lease_name.clone(),
-        namespace: args
-            .lease_namespace
-            .clone()
-            .unwrap_or_else(crate::runtime::identity::install_namespace),
-        identity: args.identity(),
-        duration: args.lease_duration(),
-        retry: args.lease_renew(),
-        renew_deadline: args.lease_renew_deadline(),
-    };
-    if args.leader_elect {
-        lease.validate().map_err(anyhow::Error::msg)?;
-    }
-    let elector = args
-        .leader_elect
-        .then(|| leader::Elector::new(client.clone(), lease));
+    let fencer = fencer(&args, &metrics, &view)?;
+    let elector = elector(&args, &client)?;
 
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
@@ -181,71 +117,218 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
             }
         }
     }
-    // Unused-storage gauges, from the leader's caches.
-    {
-        let (store, cm, per_pvc) = (store.clone(), cmetrics.clone(), args.per_pvc_unused_metrics);
-        if per_pvc {
-            cm.register_per_pvc(&metrics);
-        }
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(30));
-            loop {
-                tick.tick().await;
-                let report = crate::report::build(
-                    &store.pvcs.all(),
-                    &store.pvs.all(),
-                    &store.pods.all(),
-                    &crate::report::Filter::default(),
-                    jiff::Timestamp::now(),
-                );
-                cm.set_unused(&report, per_pvc);
-            }
-        });
-    }
-    // Everything once: changes published before this subscriber existed are not missed.
-    enqueue_all(&reconciler);
-    let mut workers = Vec::new();
-    for _ in 0..args.workers.max(1) {
-        let r = reconciler.clone();
-        workers.push(tokio::spawn(async move { r.work().await }));
-    }
-    // Partition healing, in the leader only (rules.md §7).
-    let fencing = fencer.clone().map(|f| tokio::spawn(f.run()));
-    // The registration, watched (rules.md §9), in the leader only: one Event per drift.
-    let watch = Arc::new(registration::Watch::new(
-        client.clone(),
-        &args.registration,
-        args.identity(),
+    let lead = Leading::start(
+        &args,
+        &client,
         &metrics,
+        &cmetrics,
+        &reconciler,
+        fencer,
         registration_status,
-    ));
-    let watching = tokio::spawn(watch.run());
+    );
     let result = tokio::select! {
         _ = &mut shutdown => Ok(()),
         _ = &mut lost => Err(anyhow::anyhow!("leadership lost; exiting so a fresh replica can take over")),
     };
     queue.shut_down();
-    watching.abort();
-    if let (Some(f), Some(task)) = (&fencer, fencing) {
-        // Incidents stay recorded; the next leader resumes them.
-        task.abort();
-        f.stop();
-    }
     cmetrics.leader.set(0);
-    let lost_leadership = result.is_err();
-    for w in workers {
-        if lost_leadership {
-            // Leadership is gone: stop now, before a follower may act (every write carries a
-            // `test` or a resourceVersion, so a patch cut off mid-flight is harmless).
-            w.abort();
-        }
-        // On shutdown workers finish their current item (a patch in flight) before stopping.
-        let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
-    }
+    lead.stop(result.is_err()).await;
     if let Some(e) = &elector
         && result.is_ok()
     {
         e.release().await;
     }
     result
+}
+
+fn reconciler(
+    args: &ControllerArgs,
+    client: &kube::Client,
+    view: &state::live::LiveCluster,
+    cmetrics: &Arc<metrics::ControllerMetrics>,
+) -> Arc<Reconciler> {
+    let queue = Queue::new(Backoff {
+        base: args.backoff_base(),
+        max: args.backoff_max(),
+    });
+    Arc::new(Reconciler::new(
+        client.clone(),
+        view.store.clone(),
+        queue,
+        cmetrics.clone(),
+        ReconcilerConfig {
+            identity: args.identity(),
+            list_batch: args.list_batch,
+            unused_grace: args.unused_grace,
+            qps: args.qps,
+            burst: args.burst,
+        },
+    ))
+}
+
+/// `/healthz`, `/readyz` (ready once the caches synced) and `/metrics`, in every replica.
+async fn serve_probes(
+    args: &ControllerArgs,
+    metrics: &Arc<MetricsRegistry>,
+    view: &Arc<state::live::LiveCluster>,
+    registration_status: registration::Status,
+) -> anyhow::Result<()> {
+    let ready_view = view.clone();
+    let ready: probes::ReadyCheck = Arc::new(move || {
+        if ready_view.synced() {
+            None
+        } else {
+            Some("caches not synced".into())
+        }
+    });
+    let probe_listener = tokio::net::TcpListener::bind(&args.probe_listen).await?;
+    tracing::info!(probes = %probe_listener.local_addr()?, "volguard controller starting");
+    let probe_app = probes::router_with_detail(
+        metrics.clone(),
+        ready,
+        Some(Arc::new(move || registration_status.get())),
+    );
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(probe_listener, probe_app).await {
+            tracing::error!(error = %e, "probe server failed");
+        }
+    });
+    Ok(())
+}
+
+fn fencer(
+    args: &ControllerArgs,
+    metrics: &MetricsRegistry,
+    view: &Arc<state::live::LiveCluster>,
+) -> anyhow::Result<Option<Arc<crate::fencing::Fencer>>> {
+    if !args.fencing.enabled {
+        return Ok(None);
+    }
+    let cfg = crate::fencing::FencingConfig::from_args(&args.fencing)?;
+    let fm = Arc::new(crate::fencing::metrics::FencingMetrics::register(metrics));
+    Ok(Some(crate::fencing::Fencer::new(
+        view.clone(),
+        args.identity(),
+        cfg,
+        fm,
+    )))
+}
+
+fn elector(
+    args: &ControllerArgs,
+    client: &kube::Client,
+) -> anyhow::Result<Option<leader::Elector>> {
+    if !args.leader_elect {
+        return Ok(None);
+    }
+    let lease = leader::LeaseConfig {
+        name: args.lease_name.clone(),
+        namespace: args
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(crate::runtime::identity::install_namespace),
+        identity: args.identity(),
+        duration: args.lease_duration(),
+        retry: args.lease_renew(),
+        renew_deadline: args.lease_renew_deadline(),
+    };
+    lease.validate().map_err(anyhow::Error::msg)?;
+    Ok(Some(leader::Elector::new(client.clone(), lease)))
+}
+
+/// What only the leader runs: the workers, the unused-storage gauges, partition healing
+/// (rules.md §7) and the registration watch (rules.md §9).
+struct Leading {
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    fencer: Option<Arc<crate::fencing::Fencer>>,
+}
+
+impl Leading {
+    fn start(
+        args: &ControllerArgs,
+        client: &kube::Client,
+        metrics: &MetricsRegistry,
+        cmetrics: &Arc<metrics::ControllerMetrics>,
+        reconciler: &Arc<Reconciler>,
+        fencer: Option<Arc<crate::fencing::Fencer>>,
+        registration_status: registration::Status,
+    ) -> Leading {
+        let mut tasks = vec![spawn_unused_gauges(
+            reconciler.store.clone(),
+            cmetrics.clone(),
+            metrics,
+            args.per_pvc_unused_metrics,
+        )];
+        // Everything once: changes published before this subscriber existed are not missed.
+        enqueue_all(reconciler);
+        let workers = (0..args.workers.max(1))
+            .map(|_| {
+                let r = reconciler.clone();
+                tokio::spawn(async move { r.work().await })
+            })
+            .collect();
+        if let Some(f) = &fencer {
+            tasks.push(tokio::spawn(f.clone().run()));
+        }
+        // One Event per drift of the registration.
+        let watch = Arc::new(registration::Watch::new(
+            client.clone(),
+            &args.registration,
+            args.identity(),
+            metrics,
+            registration_status,
+        ));
+        tasks.push(tokio::spawn(watch.run()));
+        Leading {
+            workers,
+            tasks,
+            fencer,
+        }
+    }
+
+    async fn stop(self, lost_leadership: bool) {
+        for t in self.tasks {
+            t.abort();
+        }
+        if let Some(f) = &self.fencer {
+            // Incidents stay recorded; the next leader resumes them.
+            f.stop();
+        }
+        for w in self.workers {
+            if lost_leadership {
+                // Leadership is gone: stop now, before a follower may act (every write carries a
+                // `test` or a resourceVersion, so a patch cut off mid-flight is harmless).
+                w.abort();
+            }
+            // On shutdown workers finish their current item (a patch in flight) before stopping.
+            let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
+        }
+    }
+}
+
+/// Unused-storage gauges, from the leader's caches every 30 s.
+fn spawn_unused_gauges(
+    store: Arc<state::Store>,
+    cm: Arc<metrics::ControllerMetrics>,
+    metrics: &MetricsRegistry,
+    per_pvc: bool,
+) -> tokio::task::JoinHandle<()> {
+    if per_pvc {
+        cm.register_per_pvc(metrics);
+    }
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(30));
+        loop {
+            tick.tick().await;
+            let report = crate::report::build(
+                &store.pvcs.all(),
+                &store.pvs.all(),
+                &store.pods.all(),
+                &crate::report::Filter::default(),
+                jiff::Timestamp::now(),
+            );
+            cm.set_unused(&report, per_pvc);
+        }
+    })
 }

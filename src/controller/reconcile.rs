@@ -16,6 +16,7 @@ use kube::api::Patch;
 use kube::runtime::events::{Event, EventType};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Key {
@@ -58,6 +59,8 @@ pub struct ReconcilerConfig {
     pub identity: String,
     /// Terminating claims of one namespace released on one consistent LIST.
     pub list_batch: usize,
+    /// How long a claim is seen unused before it is first marked (`--unused-grace`).
+    pub unused_grace: Duration,
     /// Client-side rate limit of the controller's API calls.
     pub qps: f64,
     pub burst: u32,
@@ -78,9 +81,13 @@ pub struct Reconciler {
     /// RWO claims seen on several nodes, with the node set last announced (rules.md §2f detection).
     multi_node: Mutex<HashMap<(String, String), Vec<String>>>,
     batch: usize,
+    unused_grace: Duration,
     limiter: RateLimiter,
     /// How long each RWO lock has been seen, on this process's clock (rules.md §2f "one clock").
     lock_clock: crate::state::lock_clock::LockClock,
+    /// When each unmarked Bound claim was first seen unused, by this process's monotonic clock
+    /// and the wall clock (the mark written); dropped once it is used, marked or deleted.
+    unused_seen: Mutex<HashMap<(String, String), (std::time::Instant, jiff::Timestamp)>>,
 }
 
 impl Reconciler {
@@ -100,8 +107,10 @@ impl Reconciler {
             metrics,
             announced: Mutex::new(HashMap::new()),
             lock_clock: crate::state::lock_clock::LockClock::live(),
+            unused_seen: Mutex::new(HashMap::new()),
             multi_node: Mutex::new(HashMap::new()),
             batch: config.list_batch,
+            unused_grace: config.unused_grace,
             limiter: RateLimiter::new(config.qps, config.burst),
         }
     }
@@ -129,6 +138,10 @@ impl Reconciler {
     pub fn forget_pvc(&self, namespace: &str, name: &str) {
         let key = (namespace.to_string(), name.to_string());
         self.lock_announced().remove(&key);
+        self.unused_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
         let mut m = self.multi_node.lock().unwrap_or_else(|e| e.into_inner());
         m.remove(&key);
         self.metrics.multi_node_rwo.set(m.len() as i64);
@@ -252,20 +265,57 @@ impl Reconciler {
 
     async fn maintain_unused_since(&self, pvc: &Pvc, cached: &[Arc<Pod>]) -> Outcome {
         let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
-        let value = match release::unused_since(pvc, cached.iter().map(|p| p.as_ref())) {
+        let pods = cached.iter().map(|p| p.as_ref());
+        let unmarked_unused = pvc.is_bound()
+            && !pvc.metadata.is_terminating()
+            && pvc.metadata.annotation(UNUSED_SINCE).is_none()
+            && crate::rules::in_use::unused_for_since(pvc, pods.clone());
+        let (seen_for, first_seen) = self.seen_unused(ns, name, unmarked_unused);
+        let grace_left = self.unused_grace.saturating_sub(seen_for);
+        let value = match release::unused_since(pvc, pods, grace_left) {
             UnusedSince::Keep => return Outcome::Done,
+            UnusedSince::Wait(left) => {
+                return self.look_again_after(ns, name, left + Duration::from_millis(100));
+            }
             UnusedSince::Set { ended } => {
-                let now = jiff::Timestamp::now();
-                serde_json::Value::String(rfc3339(ended.map_or(now, |e| e.max(now))))
+                serde_json::Value::String(rfc3339(ended.map_or(first_seen, |e| e.max(first_seen))))
             }
             UnusedSince::MoveTo(t) => serde_json::Value::String(rfc3339(t)),
             UnusedSince::Clear => serde_json::Value::Null,
         };
         let patch = serde_json::json!({"metadata": {"annotations": {UNUSED_SINCE: value}}});
         match self.patch_pvc(ns, name, Patch::Merge(patch)).await {
-            Ok(()) => Outcome::Done,
+            Ok(()) => {
+                self.seen_unused(ns, name, false);
+                Outcome::Done
+            }
             Err(o) => o,
         }
+    }
+
+    /// How long claim `ns/name` has been seen unused and unmarked (`unused`: what this look
+    /// found; anything else forgets it), and since when by the wall clock.
+    fn seen_unused(&self, ns: &str, name: &str, unused: bool) -> (Duration, jiff::Timestamp) {
+        let mut seen = self.unused_seen.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (ns.to_string(), name.to_string());
+        if !unused {
+            seen.remove(&key);
+            return (Duration::ZERO, jiff::Timestamp::now());
+        }
+        let (at, wall) = *seen
+            .entry(key)
+            .or_insert_with(|| (std::time::Instant::now(), jiff::Timestamp::now()));
+        (at.elapsed(), wall)
+    }
+
+    /// Queue the claim again after `after`.
+    fn look_again_after(&self, ns: &str, name: &str, after: Duration) -> Outcome {
+        let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            queue.add(key);
+        });
+        Outcome::Done
     }
 
     async fn reconcile_pv(&self, name: &str) -> Outcome {

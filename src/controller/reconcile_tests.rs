@@ -6,6 +6,7 @@ fn config() -> ReconcilerConfig {
     ReconcilerConfig {
         identity: "test".into(),
         list_batch: 50,
+        unused_grace: std::time::Duration::from_secs(120),
         qps: 100.0,
         burst: 100,
     }

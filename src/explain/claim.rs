@@ -173,65 +173,10 @@ pub fn build_pvc(
     let (since, source) = unused_since(pvc);
     let waits = partitions(&blocking, fences);
     let m = &pvc.metadata;
-    let other_finalizers: Vec<&String> = m
-        .finalizers
-        .iter()
-        .flatten()
-        .filter(|f| *f != PVC_FINALIZER)
-        .collect();
     let next = if m.is_terminating() {
-        if !blocking.is_empty() {
-            let (done, running): (Vec<_>, Vec<_>) = blocking.iter().partition(|b| b.finished);
-            let mut parts = Vec::new();
-            if !done.is_empty() {
-                parts.push(format!(
-                    "delete finished pod(s) {} ({})",
-                    names(&done),
-                    delete_command(&m.namespace, &done)
-                ));
-            }
-            if !running.is_empty() {
-                parts.push(format!(
-                    "stop pod(s) {} (scale down or delete their owner)",
-                    names(&running)
-                ));
-            }
-            format!(
-                "{}; the claim is then released by itself. Do not remove {PVC_FINALIZER} by hand: the volume would be deleted under running pods",
-                parts.join(" and ")
-            )
-        } else if m.has_finalizer(PVC_FINALIZER) {
-            "no pod uses it: the protection finalizer is removed within seconds; if it stays, check that the volguard controller (or kube-controller-manager) runs".into()
-        } else if let Some(f) = other_finalizers.first() {
-            format!("waiting for {}: {}", f, finalizer_owner(f))
-        } else {
-            "nothing holds it any more: it disappears at once".into()
-        }
-    } else if blocking.iter().any(|b| !b.finished) {
-        let running: Vec<&BlockingPod> = blocking.iter().filter(|b| !b.finished).collect();
-        format!(
-            "in use by pod(s) {}; deleting the claim now would wait until they end",
-            names(&running)
-        )
-    } else if !blocking.is_empty() {
-        // One vocabulary with `report unused`: no running pod means unused, even while finished
-        // pods still name the claim (and would hold a deletion).
-        let done: Vec<&BlockingPod> = blocking.iter().collect();
-        format!(
-            "unused{} (no running pod); finished pod(s) {} still name it and would hold a deletion: delete them first ({}), then the claim if nobody needs its data",
-            since
-                .as_deref()
-                .map(|t| format!(" since {t}"))
-                .unwrap_or_default(),
-            names(&done),
-            delete_command(&m.namespace, &done)
-        )
-    } else if let Some(t) = &since {
-        format!(
-            "not used by any pod since {t}: delete it if nobody needs its data (reclaim policy of its volume decides what happens to the data)"
-        )
+        next_terminating(pvc, &blocking)
     } else {
-        "not terminating; nothing to do".into()
+        next_live(pvc, &blocking, since.as_deref())
     };
     let next = match waits.first() {
         Some(w) => format!(
@@ -262,6 +207,67 @@ pub fn build_pvc(
         partitions: waits,
         not_read: Vec::new(),
         next,
+    }
+}
+
+/// What to do about a claim being deleted.
+fn next_terminating(pvc: &Pvc, blocking: &[BlockingPod]) -> String {
+    let m = &pvc.metadata;
+    if !blocking.is_empty() {
+        let (done, running): (Vec<_>, Vec<_>) = blocking.iter().partition(|b| b.finished);
+        let mut parts = Vec::new();
+        if !done.is_empty() {
+            parts.push(format!(
+                "delete finished pod(s) {} ({})",
+                names(&done),
+                delete_command(&m.namespace, &done)
+            ));
+        }
+        if !running.is_empty() {
+            parts.push(format!(
+                "stop pod(s) {} (scale down or delete their owner)",
+                names(&running)
+            ));
+        }
+        return format!(
+            "{}; the claim is then released by itself. Do not remove {PVC_FINALIZER} by hand: the volume would be deleted under running pods",
+            parts.join(" and ")
+        );
+    }
+    let other = m.finalizers.iter().flatten().find(|f| *f != PVC_FINALIZER);
+    if m.has_finalizer(PVC_FINALIZER) {
+        "no pod uses it: the protection finalizer is removed within seconds; if it stays, check that the volguard controller (or kube-controller-manager) runs".into()
+    } else if let Some(f) = other {
+        format!("waiting for {}: {}", f, finalizer_owner(f))
+    } else {
+        "nothing holds it any more: it disappears at once".into()
+    }
+}
+
+/// What to do about a claim not being deleted: in use, unused (since when), or nothing.
+fn next_live(pvc: &Pvc, blocking: &[BlockingPod], since: Option<&str>) -> String {
+    let running: Vec<&BlockingPod> = blocking.iter().filter(|b| !b.finished).collect();
+    if !running.is_empty() {
+        format!(
+            "in use by pod(s) {}; deleting the claim now would wait until they end",
+            names(&running)
+        )
+    } else if !blocking.is_empty() {
+        // One vocabulary with `report unused`: no running pod means unused, even while finished
+        // pods still name the claim (and would hold a deletion).
+        let done: Vec<&BlockingPod> = blocking.iter().collect();
+        format!(
+            "unused{} (no running pod); finished pod(s) {} still name it and would hold a deletion: delete them first ({}), then the claim if nobody needs its data",
+            since.map(|t| format!(" since {t}")).unwrap_or_default(),
+            names(&done),
+            delete_command(&pvc.metadata.namespace, &done)
+        )
+    } else if let Some(t) = since {
+        format!(
+            "not used by any pod since {t}: delete it if nobody needs its data (reclaim policy of its volume decides what happens to the data)"
+        )
+    } else {
+        "not terminating; nothing to do".into()
     }
 }
 

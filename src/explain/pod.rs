@@ -49,6 +49,13 @@ pub struct ClaimFacts<'a> {
     pub attachments: Vec<Attachment>,
 }
 
+/// What blocks the pod and what to do, gathered claim by claim.
+#[derive(Default)]
+struct Findings {
+    blocked: Vec<String>,
+    steps: Vec<String>,
+}
+
 /// `others`: the other pods of the namespace that name any of the pod's claims.
 pub fn build(
     pod: &Pod,
@@ -56,131 +63,12 @@ pub fn build(
     others: &[Pod],
     fences: &[NodeFence],
 ) -> PodExplanation {
-    let node = pod.node_name().map(str::to_string);
-    let mut blocked = Vec::new();
-    let mut steps = Vec::new();
-    let mut out = Vec::new();
-    for c in claims {
-        let users: Vec<&Pod> = others
-            .iter()
-            .filter(|o| o.metadata.name != pod.metadata.name && !o.is_terminal())
-            .filter(|o| claims_of(o).any(|x| x.name == c.name))
-            .collect();
-        let (state, volume) = match c.pvc {
-            None => ("missing", None),
-            Some(p) if p.metadata.deletion_timestamp.is_some() => ("terminating", p.volume_name()),
-            Some(p) if p.is_bound() => ("bound", p.volume_name()),
-            Some(p) => ("pending", p.volume_name()),
-        };
-        let rwo = c.pvc.is_some_and(Pvc::is_rwo);
-        let lock = c.pvc.and_then(RwoLock::of);
-        match state {
-            "missing" => {
-                blocked.push(format!("claim {} does not exist", c.name));
-                steps.push(format!("create claim {} (the pod waits for it)", c.name));
-            }
-            // Placed already: the claim's deletion waits for this pod, not the other way round.
-            "terminating" if pod.is_scheduled() && !pod.is_terminal() => {
-                steps.push(format!(
-                    "claim {} is being deleted and waits for this pod to end (its protection finalizer stays while \
-                     the pod uses it); this pod is not blocked by it, but a replacement of it would be",
-                    c.name
-                ));
-            }
-            "terminating" => {
-                blocked.push(format!("claim {} is being deleted", c.name));
-                steps.push(format!(
-                    "wait until claim {} is gone, recreate it, then recreate the pod (`kubectl volguard explain pvc {}` says what holds it)",
-                    c.name, c.name
-                ));
-            }
-            "pending" => {
-                blocked.push(format!("claim {} is not bound to a volume yet", c.name));
-                steps.push(format!(
-                    "see why claim {} is Pending (`kubectl describe pvc {}`: its StorageClass, provisioner, or \
-                     WaitForFirstConsumer binding after the pod is scheduled)",
-                    c.name, c.name
-                ));
-            }
-            _ => {}
-        }
-        // Another node holds the claim: a pod running there, volguard's lock, or an attachment.
-        let elsewhere = |n: &str| node.as_deref() != Some(n);
-        if rwo {
-            let holder = users
-                .iter()
-                .find(|u| u.node_name().is_some_and(elsewhere))
-                .map(|u| {
-                    (
-                        u.metadata.name.clone(),
-                        u.node_name().unwrap_or_default().to_string(),
-                    )
-                })
-                .or_else(|| {
-                    lock.as_ref()
-                        .filter(|l| elsewhere(&l.node))
-                        .map(|l| (l.pod.clone(), l.node.clone()))
-                });
-            if let Some((holder, on)) = holder {
-                blocked.push(format!(
-                    "claim {} is ReadWriteOnce and pod {holder} holds it on node {on}: this pod can run only on {on} \
-                     until {holder} ends",
-                    c.name
-                ));
-                let incident = fences.iter().find(|f| {
-                    f.spec.node == on && !f.status.phase.is_final() && !f.is_release_record()
-                });
-                steps.push(match incident {
-                    Some(f) => format!(
-                        "node {on} is partitioned: fencing incident {} ({}) releases the claim once the fence is \
-                         proven (`kubectl volguard explain node {on}`)",
-                        f.metadata.name,
-                        f.status.phase.as_str()
-                    ),
-                    None => format!(
-                        "it runs on {on} if it fits there (volguard's placement hint prefers it), else it waits until \
-                         {holder} ends (for a Deployment use `strategy: Recreate`); if node {on} is down, see \
-                         `kubectl volguard explain node {on}`"
-                    ),
-                });
-            }
-        }
-        if let Some(a) = c
-            .attachments
-            .iter()
-            .find(|a| a.attached && elsewhere(&a.node))
-            && rwo
-        {
-            blocked.push(format!(
-                "volume {} is still attached to node {} (the \"Multi-Attach error\")",
-                volume.unwrap_or("?"),
-                a.node
-            ));
-            steps.push(format!(
-                "it detaches once no pod on node {} uses it; do not delete VolumeAttachment {} by hand (that races \
-                 the attach/detach controller and can put two nodes on the volume)",
-                a.node, a.name
-            ));
-        }
-        out.push(ClaimState {
-            name: c.name.clone(),
-            state,
-            volume: volume.map(str::to_string),
-            read_write_once: rwo,
-            used_by: users
-                .iter()
-                .map(|u| {
-                    format!(
-                        "{} on {}",
-                        u.metadata.name,
-                        u.node_name().unwrap_or("no node yet")
-                    )
-                })
-                .collect(),
-            rwo_lock: lock,
-            attachments: c.attachments.clone(),
-        });
-    }
+    let mut found = Findings::default();
+    let out = claims
+        .iter()
+        .map(|c| claim(pod, c, others, fences, &mut found))
+        .collect();
+    let Findings { blocked, mut steps } = found;
     steps.dedup();
     let next = match (claims.is_empty(), steps.is_empty()) {
         (true, _) => "the pod uses no claim: no storage problem".to_string(),
@@ -195,11 +83,159 @@ pub fn build(
         namespace: pod.metadata.namespace.clone(),
         name: pod.metadata.name.clone(),
         phase: pod.phase().to_string(),
-        node,
+        node: pod.node_name().map(str::to_string),
         claims: out,
         blocked,
         next,
     }
+}
+
+/// One claim of the pod: its state, and what of it blocks the pod.
+fn claim(
+    pod: &Pod,
+    c: &ClaimFacts<'_>,
+    others: &[Pod],
+    fences: &[NodeFence],
+    found: &mut Findings,
+) -> ClaimState {
+    let users: Vec<&Pod> = others
+        .iter()
+        .filter(|o| o.metadata.name != pod.metadata.name && !o.is_terminal())
+        .filter(|o| claims_of(o).any(|x| x.name == c.name))
+        .collect();
+    let (state, volume) = match c.pvc {
+        None => ("missing", None),
+        Some(p) if p.metadata.deletion_timestamp.is_some() => ("terminating", p.volume_name()),
+        Some(p) if p.is_bound() => ("bound", p.volume_name()),
+        Some(p) => ("pending", p.volume_name()),
+    };
+    let rwo = c.pvc.is_some_and(Pvc::is_rwo);
+    let lock = c.pvc.and_then(RwoLock::of);
+    claim_state(pod, &c.name, state, found);
+    if rwo {
+        held_elsewhere(pod, &c.name, &users, lock.as_ref(), fences, found);
+        attached_elsewhere(pod, c, volume, found);
+    }
+    ClaimState {
+        name: c.name.clone(),
+        state,
+        volume: volume.map(str::to_string),
+        read_write_once: rwo,
+        used_by: users
+            .iter()
+            .map(|u| {
+                format!(
+                    "{} on {}",
+                    u.metadata.name,
+                    u.node_name().unwrap_or("no node yet")
+                )
+            })
+            .collect(),
+        rwo_lock: lock,
+        attachments: c.attachments.clone(),
+    }
+}
+
+/// A claim missing, terminating or pending.
+fn claim_state(pod: &Pod, name: &str, state: &str, found: &mut Findings) {
+    match state {
+        "missing" => {
+            found.blocked.push(format!("claim {name} does not exist"));
+            found
+                .steps
+                .push(format!("create claim {name} (the pod waits for it)"));
+        }
+        // Placed already: the claim's deletion waits for this pod, not the other way round.
+        "terminating" if pod.is_scheduled() && !pod.is_terminal() => {
+            found.steps.push(format!(
+                "claim {name} is being deleted and waits for this pod to end (its protection finalizer stays while \
+                 the pod uses it); this pod is not blocked by it, but a replacement of it would be"
+            ));
+        }
+        "terminating" => {
+            found.blocked.push(format!("claim {name} is being deleted"));
+            found.steps.push(format!(
+                "wait until claim {name} is gone, recreate it, then recreate the pod (`kubectl volguard explain pvc {name}` says what holds it)"
+            ));
+        }
+        "pending" => {
+            found
+                .blocked
+                .push(format!("claim {name} is not bound to a volume yet"));
+            found.steps.push(format!(
+                "see why claim {name} is Pending (`kubectl describe pvc {name}`: its StorageClass, provisioner, or \
+                 WaitForFirstConsumer binding after the pod is scheduled)"
+            ));
+        }
+        _ => {}
+    }
+}
+
+/// Another node holds the ReadWriteOnce claim: a pod running there, or volguard's lock.
+fn held_elsewhere(
+    pod: &Pod,
+    name: &str,
+    users: &[&Pod],
+    lock: Option<&RwoLock>,
+    fences: &[NodeFence],
+    found: &mut Findings,
+) {
+    let elsewhere = |n: &str| pod.node_name() != Some(n);
+    let holder = users
+        .iter()
+        .find(|u| u.node_name().is_some_and(elsewhere))
+        .map(|u| {
+            (
+                u.metadata.name.clone(),
+                u.node_name().unwrap_or_default().to_string(),
+            )
+        })
+        .or_else(|| {
+            lock.filter(|l| elsewhere(&l.node))
+                .map(|l| (l.pod.clone(), l.node.clone()))
+        });
+    let Some((holder, on)) = holder else { return };
+    found.blocked.push(format!(
+        "claim {name} is ReadWriteOnce and pod {holder} holds it on node {on}: this pod can run only on {on} \
+         until {holder} ends"
+    ));
+    let incident = fences
+        .iter()
+        .find(|f| f.spec.node == on && !f.status.phase.is_final() && !f.is_release_record());
+    found.steps.push(match incident {
+        Some(f) => format!(
+            "node {on} is partitioned: fencing incident {} ({}) releases the claim once the fence is \
+             proven (`kubectl volguard explain node {on}`)",
+            f.metadata.name,
+            f.status.phase.as_str()
+        ),
+        None => format!(
+            "it runs on {on} if it fits there (volguard's placement hint prefers it), else it waits until \
+             {holder} ends (for a Deployment use `strategy: Recreate`); if node {on} is down, see \
+             `kubectl volguard explain node {on}`"
+        ),
+    });
+}
+
+/// The ReadWriteOnce volume still attached to another node (the "Multi-Attach error").
+fn attached_elsewhere(pod: &Pod, c: &ClaimFacts<'_>, volume: Option<&str>, found: &mut Findings) {
+    let Some(a) = c
+        .attachments
+        .iter()
+        .find(|a| a.attached && pod.node_name() != Some(a.node.as_str()))
+    else {
+        return;
+    };
+    found.blocked.push(format!(
+        "volume {} is still attached to node {} (the \"Multi-Attach error\")",
+        volume.unwrap_or("?"),
+        a.node
+    ));
+    found.steps.push(format!(
+        "it detaches once no pod on node {} uses it; do not delete VolumeAttachment {} by hand (that races \
+         the attach/detach controller and can put two nodes on the volume)",
+        a.node, a.name
+    ));
 }
 
 pub fn table(e: &PodExplanation) -> String {

@@ -59,7 +59,7 @@ pub fn table(e: &Explanation) -> String {
                 ),
                 (Some(t), _) => format!("{t} (volguard.io/unused-since)"),
                 (None, _) if e.blocking_pods.iter().any(|p| !p.finished) => "(in use)".into(),
-                (None, _) => "not yet observed (the controller marks it within a reconcile)".into(),
+                (None, _) => "not yet observed (the controller marks it once it has seen it unused for --unused-grace, 2 minutes by default)".into(),
             }
         ));
     }

@@ -14,60 +14,14 @@ impl Fencer {
             return Ok(());
         }
         let nodes = self.view().store.nodes.all();
-        let renewed = |name: &str| {
-            self.view()
-                .store
-                .leases
-                .get(observe::LEASE_NAMESPACE, name)
-                .map(|l| l.spec.renew_time.clone())
-        };
         let incidents = self.records.list().await?;
-        for p in Phase::ALL {
-            let n = incidents
-                .iter()
-                .filter(|f| f.status.phase == p && !f.is_release_record())
-                .count();
-            self.metrics
-                .incidents
-                .get_or_create(&metrics::PhaseLabel { phase: p.as_str() })
-                .set(n as i64);
-        }
-        self.metrics.awaiting_person.set(
-            incidents
-                .iter()
-                .filter(|f| f.status.phase == Phase::Fencing && !f.is_release_record())
-                .filter(|f| self.current(f) == BackendKind::Manual)
-                .count() as i64,
-        );
+        self.gauge_incidents(&incidents);
         let open = |f: &&NodeFence| !f.status.phase.is_final() && !f.is_release_record();
         for f in incidents.iter().filter(open) {
             self.clone().ensure_driver(&f.metadata.name);
         }
         let open_for = |node: &str| incidents.iter().filter(open).any(|f| f.spec.node == node);
-        // Who is partitioned now, by our own clock of each Lease's changes.
-        let at = Instant::now();
-        let mut unhealthy = Vec::new();
-        {
-            let mut clock = lock(&self.clock);
-            let names: Vec<String> = nodes.iter().map(|n| n.metadata.name.clone()).collect();
-            clock.forget_except(&names);
-            for n in &nodes {
-                let name = &n.metadata.name;
-                let silent = renewed(name).map(|renew| clock.observe(name, renew, at));
-                let h = observe::health(n, silent);
-                // A node already out of service (fenced, or confirmed down by a person) is
-                // handled: it does not make the next partition look like a storm.
-                if h.unhealthy(self.cfg.limits.partition_after) && !tainted(n) {
-                    unhealthy.push((n.clone(), h));
-                }
-            }
-        }
-        self.metrics.scope_held.set(
-            incidents
-                .iter()
-                .filter(|f| f.status.phase == Phase::Fenced && !f.status.uncovered.is_empty())
-                .count() as i64,
-        );
+        let unhealthy = self.partitioned(&nodes);
         let storm = rules::storm(unhealthy.len(), nodes.len(), self.cfg.limits.max_unhealthy);
         self.metrics.unhealthy_nodes.set(unhealthy.len() as i64);
         self.metrics.storm.set(i64::from(storm));
@@ -112,73 +66,124 @@ impl Fencer {
                 jiff::Timestamp::now(),
             );
             match decision {
-                Open::Hold(reason) => {
-                    if affected.pods.is_empty() {
-                        // Not volguard's business (no opted-in claim): upstream's behaviour.
-                        continue;
-                    }
-                    self.hold(&name, reason).await;
-                }
+                // Not volguard's business (no opted-in claim): upstream's behaviour.
+                Open::Hold(_) if affected.pods.is_empty() => {}
+                Open::Hold(reason) => self.hold(&name, reason).await,
                 Open::Yes => {
-                    // The caches said so; an incident begins only on what the apiserver says now,
-                    // and records the Lease as read live (what the proof compares against).
-                    let live = observe::node(self.view(), &name).await?;
-                    let lease = observe::lease(self.view(), &name).await?;
-                    let still = live.as_ref().is_some_and(|l| l.ready() != Some(true))
-                        && lease == renewed(&name).flatten();
-                    if !still {
-                        continue;
+                    if self.clone().open_incident(&name, &h, &affected).await? {
+                        active += 1;
                     }
-                    lock(&self.held).remove(&name);
-                    let spec = NodeFenceSpec {
-                        node: name.clone(),
-                        backends: affected.backends(&self.cfg.chain),
-                        addresses: live.as_ref().map(|l| l.addresses()).unwrap_or_default(),
-                        release: None,
-                    };
-                    let mut status = NodeFenceStatus {
-                        lease_renew_time: lease,
-                        boot_id: live.as_ref().and_then(|l| l.boot_id()).map(str::to_string),
-                        ..Default::default()
-                    };
-                    let pods: Vec<&String> = affected.pods.keys().collect();
-                    status.evidence.push(crate::model::fence::Evidence {
-                        time: now(),
-                        step: "detected".into(),
-                        // What was observed and since when: the renewTime's age by the wall
-                        // clock, and how long this controller itself has watched it unchanged
-                        // (which restarts with the controller, so it can be shorter).
-                        message: format!(
-                            "Lease renewTime {}{}; seen unchanged by this controller for {}s; node not Ready; \
-                             pods holding opted-in RWO claims: {pods:?}",
-                            status.lease_renew_time.as_deref().unwrap_or("never"),
-                            status
-                                .lease_renew_time
-                                .as_deref()
-                                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-                                .map(|t| format!(
-                                    " ({}s ago by this controller's clock)",
-                                    jiff::Timestamp::now().duration_since(t).as_secs()
-                                ))
-                                .unwrap_or_default(),
-                            h.lease_silent_for.map(|d| d.as_secs()).unwrap_or_default(),
-                        ),
-                    });
-                    status.message = Some("partition detected".into());
-                    let f = self.records.create(spec, status).await?;
-                    tracing::warn!(node = %name, incident = %f.metadata.name, "fencing: partition detected");
-                    self.records
-                        .announce(&f, true, "PartitionDetected", format!(
-                            "node {name} stopped renewing its Lease and is not Ready; incident {} will fence it before its volumes move",
-                            f.metadata.name
-                        ))
-                        .await;
-                    active += 1;
-                    self.clone().ensure_driver(&f.metadata.name);
                 }
             }
         }
         Ok(())
+    }
+
+    /// The incidents by phase, those awaiting a person, and those whose scope is held.
+    fn gauge_incidents(&self, incidents: &[NodeFence]) {
+        let current = |f: &&NodeFence| !f.is_release_record();
+        for p in Phase::ALL {
+            let n = incidents
+                .iter()
+                .filter(current)
+                .filter(|f| f.status.phase == p)
+                .count();
+            self.metrics
+                .incidents
+                .get_or_create(&metrics::PhaseLabel { phase: p.as_str() })
+                .set(n as i64);
+        }
+        self.metrics.awaiting_person.set(
+            incidents
+                .iter()
+                .filter(current)
+                .filter(|f| f.status.phase == Phase::Fencing)
+                .filter(|f| self.current(f) == BackendKind::Manual)
+                .count() as i64,
+        );
+        self.metrics.scope_held.set(
+            incidents
+                .iter()
+                .filter(|f| f.status.phase == Phase::Fenced && !f.status.uncovered.is_empty())
+                .count() as i64,
+        );
+    }
+
+    /// The Lease's renewTime as the view's watch last saw it.
+    fn renewed(&self, name: &str) -> Option<Option<String>> {
+        self.view()
+            .store
+            .leases
+            .get(observe::LEASE_NAMESPACE, name)
+            .map(|l| l.spec.renew_time.clone())
+    }
+
+    /// Who is partitioned now, by our own clock of each Lease's changes. A node already out of
+    /// service (fenced, or confirmed down by a person) is handled: it does not make the next
+    /// partition look like a storm.
+    fn partitioned(&self, nodes: &[Arc<Node>]) -> Vec<(Arc<Node>, rules::NodeHealth)> {
+        let at = Instant::now();
+        let mut clock = lock(&self.clock);
+        let names: Vec<String> = nodes.iter().map(|n| n.metadata.name.clone()).collect();
+        clock.forget_except(&names);
+        let mut unhealthy = Vec::new();
+        for n in nodes {
+            let name = &n.metadata.name;
+            let silent = self
+                .renewed(name)
+                .map(|renew| clock.observe(name, renew, at));
+            let h = observe::health(n, silent);
+            if h.unhealthy(self.cfg.limits.partition_after) && !tainted(n) {
+                unhealthy.push((n.clone(), h));
+            }
+        }
+        unhealthy
+    }
+
+    /// Open an incident for `name`, which the caches say is partitioned, only on what the
+    /// apiserver says now; it records the Lease as read live (what the proof compares against).
+    /// False when the live read disagrees.
+    async fn open_incident(
+        self: Arc<Self>,
+        name: &str,
+        h: &rules::NodeHealth,
+        affected: &observe::Affected,
+    ) -> Result<bool, Error> {
+        let live = observe::node(self.view(), name).await?;
+        let lease = observe::lease(self.view(), name).await?;
+        let still = live.as_ref().is_some_and(|l| l.ready() != Some(true))
+            && lease == self.renewed(name).flatten();
+        if !still {
+            return Ok(false);
+        }
+        lock(&self.held).remove(name);
+        let spec = NodeFenceSpec {
+            node: name.to_string(),
+            backends: affected.backends(&self.cfg.chain),
+            addresses: live.as_ref().map(|l| l.addresses()).unwrap_or_default(),
+            release: None,
+        };
+        let mut status = NodeFenceStatus {
+            lease_renew_time: lease,
+            boot_id: live.as_ref().and_then(|l| l.boot_id()).map(str::to_string),
+            ..Default::default()
+        };
+        status.evidence.push(crate::model::fence::Evidence {
+            time: now(),
+            step: "detected".into(),
+            message: detected_evidence(&status, h, affected),
+        });
+        status.message = Some("partition detected".into());
+        let f = self.records.create(spec, status).await?;
+        tracing::warn!(node = %name, incident = %f.metadata.name, "fencing: partition detected");
+        self.records
+            .announce(&f, true, "PartitionDetected", format!(
+                "node {name} stopped renewing its Lease and is not Ready; incident {} will fence it before its volumes move",
+                f.metadata.name
+            ))
+            .await;
+        self.ensure_driver(&f.metadata.name);
+        Ok(true)
     }
 
     /// Log and announce why a node is not fenced, once per reason.
@@ -251,4 +256,31 @@ impl Fencer {
         self.ensure_driver(&f.metadata.name);
         Ok(())
     }
+}
+
+/// What was observed and since when: the renewTime's age by the wall clock, and how long this
+/// controller itself has watched it unchanged (which restarts with the controller, so it can be
+/// shorter).
+fn detected_evidence(
+    status: &NodeFenceStatus,
+    h: &rules::NodeHealth,
+    affected: &observe::Affected,
+) -> String {
+    let pods: Vec<&String> = affected.pods.keys().collect();
+    let renewed = status.lease_renew_time.as_deref();
+    let age = renewed
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .map(|t| {
+            format!(
+                " ({}s ago by this controller's clock)",
+                jiff::Timestamp::now().duration_since(t).as_secs()
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "Lease renewTime {}{age}; seen unchanged by this controller for {}s; node not Ready; \
+         pods holding opted-in RWO claims: {pods:?}",
+        renewed.unwrap_or("never"),
+        h.lease_silent_for.map(|d| d.as_secs()).unwrap_or_default(),
+    )
 }

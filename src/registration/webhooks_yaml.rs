@@ -77,100 +77,113 @@ fn render_configuration(out: &mut String, kind: &str, name: &str, entries: &[Ent
         if f == Flavour::Chart && e.rwo_guard {
             out.push_str("{{- if ne .Values.rwoGuard \"off\" }}\n");
         }
-        comment(out, "", e.comment);
-        out.push_str(&format!("- name: {}\n", e.name));
-        out.push_str("  admissionReviewVersions: [v1]\n");
-        out.push_str(&format!("  sideEffects: {}\n", e.side_effects()));
-        match f {
-            Flavour::Kustomize => {
-                out.push_str("  timeoutSeconds: 3\n");
-                // The base installs the policies (policies.yaml beside this file).
-                let mode = FailureMode::policies(true);
-                out.push_str(&format!("  failurePolicy: {}\n", e.failure_policy(&mode)));
-            }
-            Flavour::Chart => {
-                out.push_str("  timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}\n");
-                // Ignore in every mode: no value changes it. Else the helper decides from the
-                // values: forced Ignore, the rule in warn, the policies installed.
-                let strictest = FailureMode {
-                    enforcement: Enforcement::default(),
-                    ..FailureMode::policies(false)
-                };
-                if e.failure_policy(&strictest) == "Ignore" {
-                    out.push_str("  failurePolicy: Ignore\n");
-                } else {
-                    out.push_str(&format!(
-                        "  failurePolicy: {{{{ include \"volguard.failurePolicy\" (dict \"root\" . \"rule\" \"{}\" \"warnable\" {} \"withPolicies\" {}) }}}}\n",
-                        e.rule.name(),
-                        e.rule.def().warnable,
-                        e.ignore_with_policies,
-                    ));
-                }
-            }
-        }
-        if e.rule.mutating() {
-            out.push_str("  reinvocationPolicy: Never\n");
-        }
-        match f {
-            Flavour::Kustomize => out.push_str(&format!(
-                "  clientConfig:\n    service: {{name: volguard-webhook, namespace: {namespace}, path: {}, port: 443}}\n",
-                e.path()
-            )),
-            Flavour::Chart => out.push_str(&format!(
-                "  {{{{- include \"volguard.clientConfig\" (dict \"root\" . \"path\" \"{}\") | nindent 2 }}}}\n",
-                e.path()
-            )),
-        }
-        out.push_str("  rules:\n");
-        for r in e.rules {
-            comment(out, "  ", r.comment);
-            out.push_str(&format!(
-                "  - {{apiGroups: [{}], apiVersions: [{}], operations: {}, resources: {}, scope: {}}}\n",
-                if r.api_group.is_empty() {
-                    "\"\"".to_string()
-                } else {
-                    r.api_group.to_string()
-                },
-                scalar(r.api_versions),
-                flow_list(r.operations),
-                flow_list(r.resources),
-                scalar(r.scope),
-            ));
-        }
-        if e.namespaced {
-            match f {
-                Flavour::Kustomize => out.push_str(&format!(
-                    "  namespaceSelector:\n    matchExpressions:\n    - {{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system, {namespace}]}}\n"
-                )),
-                Flavour::Chart => {
-                    out.push_str("  {{- include \"volguard.namespaceSelector\" . | nindent 2 }}\n")
-                }
-            }
-        }
-        if !e.conditions.is_empty() {
-            out.push_str("  matchConditions:\n");
-        }
-        for c in e.conditions {
-            comment(out, "  ", c.comment);
-            out.push_str(&format!("  - name: {}\n", c.name));
-            let lines: Vec<String> = c
-                .lines
-                .iter()
-                .map(|l| l.replace(NAMESPACE_TOKEN, namespace))
-                .collect();
-            if let [one] = lines.as_slice() {
-                // A double-quoted YAML scalar is a JSON string.
-                let quoted = serde_json::to_string(one).unwrap_or_default();
-                out.push_str(&format!("    expression: {quoted}\n"));
-            } else {
-                out.push_str("    expression: >-\n");
-                for l in &lines {
-                    out.push_str(&format!("      {l}\n"));
-                }
-            }
-        }
+        render_webhook(out, e, namespace, f);
         if f == Flavour::Chart && e.rwo_guard {
             out.push_str("{{- end }}\n");
+        }
+    }
+}
+
+/// One webhook of a configuration.
+fn render_webhook(out: &mut String, e: &Entry, namespace: &str, f: Flavour) {
+    comment(out, "", e.comment);
+    out.push_str(&format!("- name: {}\n", e.name));
+    out.push_str("  admissionReviewVersions: [v1]\n");
+    out.push_str(&format!("  sideEffects: {}\n", e.side_effects()));
+    render_timeout_and_policy(out, e, f);
+    if e.rule.mutating() {
+        out.push_str("  reinvocationPolicy: Never\n");
+    }
+    match f {
+        Flavour::Kustomize => out.push_str(&format!(
+            "  clientConfig:\n    service: {{name: volguard-webhook, namespace: {namespace}, path: {}, port: 443}}\n",
+            e.path()
+        )),
+        Flavour::Chart => out.push_str(&format!(
+            "  {{{{- include \"volguard.clientConfig\" (dict \"root\" . \"path\" \"{}\") | nindent 2 }}}}\n",
+            e.path()
+        )),
+    }
+    out.push_str("  rules:\n");
+    for r in e.rules {
+        comment(out, "  ", r.comment);
+        out.push_str(&format!(
+            "  - {{apiGroups: [{}], apiVersions: [{}], operations: {}, resources: {}, scope: {}}}\n",
+            if r.api_group.is_empty() {
+                "\"\"".to_string()
+            } else {
+                r.api_group.to_string()
+            },
+            scalar(r.api_versions),
+            flow_list(r.operations),
+            flow_list(r.resources),
+            scalar(r.scope),
+        ));
+    }
+    if e.namespaced {
+        match f {
+            Flavour::Kustomize => out.push_str(&format!(
+                "  namespaceSelector:\n    matchExpressions:\n    - {{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system, {namespace}]}}\n"
+            )),
+            Flavour::Chart => {
+                out.push_str("  {{- include \"volguard.namespaceSelector\" . | nindent 2 }}\n")
+            }
+        }
+    }
+    render_conditions(out, e, namespace);
+}
+
+fn render_timeout_and_policy(out: &mut String, e: &Entry, f: Flavour) {
+    match f {
+        Flavour::Kustomize => {
+            out.push_str("  timeoutSeconds: 3\n");
+            // The base installs the policies (policies.yaml beside this file).
+            let mode = FailureMode::policies(true);
+            out.push_str(&format!("  failurePolicy: {}\n", e.failure_policy(&mode)));
+        }
+        Flavour::Chart => {
+            out.push_str("  timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}\n");
+            // Ignore in every mode: no value changes it. Else the helper decides from the
+            // values: forced Ignore, the rule in warn, the policies installed.
+            let strictest = FailureMode {
+                enforcement: Enforcement::default(),
+                ..FailureMode::policies(false)
+            };
+            if e.failure_policy(&strictest) == "Ignore" {
+                out.push_str("  failurePolicy: Ignore\n");
+            } else {
+                out.push_str(&format!(
+                    "  failurePolicy: {{{{ include \"volguard.failurePolicy\" (dict \"root\" . \"rule\" \"{}\" \"warnable\" {} \"withPolicies\" {}) }}}}\n",
+                    e.rule.name(),
+                    e.rule.def().warnable,
+                    e.ignore_with_policies,
+                ));
+            }
+        }
+    }
+}
+
+fn render_conditions(out: &mut String, e: &Entry, namespace: &str) {
+    if !e.conditions.is_empty() {
+        out.push_str("  matchConditions:\n");
+    }
+    for c in e.conditions {
+        comment(out, "  ", c.comment);
+        out.push_str(&format!("  - name: {}\n", c.name));
+        let lines: Vec<String> = c
+            .lines
+            .iter()
+            .map(|l| l.replace(NAMESPACE_TOKEN, namespace))
+            .collect();
+        if let [one] = lines.as_slice() {
+            // A double-quoted YAML scalar is a JSON string.
+            let quoted = serde_json::to_string(one).unwrap_or_default();
+            out.push_str(&format!("    expression: {quoted}\n"));
+        } else {
+            out.push_str("    expression: >-\n");
+            for l in &lines {
+                out.push_str(&format!("      {l}\n"));
+            }
         }
     }
 }

@@ -164,6 +164,11 @@ fn judge(
         return Decision::allow("force-delete-confirmed").with_warning(KUBECTL_WARNING);
     }
     // 9: deny, and say how to proceed.
+    refuse(pod, node_name, node, via)
+}
+
+/// Row 9: the refusal, saying how to proceed by the way the pod was to be removed.
+fn refuse(pod: &Pod, node_name: &str, node: Fact<&Node>, via: Via) -> Decision {
     let unknown = match node {
         Fact::Unknown(e) => format!(" (node {node_name:?} could not be read: {e})"),
         Fact::Missing => gone_unrecorded(node_name),

@@ -78,11 +78,6 @@ pub fn node_delete(
         Fact::Unknown(e) => Some(format!("volguard could not read its heartbeat ({e})")),
         Fact::Missing => None,
     };
-    let shown = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
-    let more = match names.len() {
-        n if n > 5 => format!(" and {} more", n - 5),
-        _ => String::new(),
-    };
     // 3: a person's confirmation, stored on the Node by an earlier request (rules.md §8), or
     // 4: a trusted remediator named for Node deletion, unless the node evidently runs.
     let proof = if old_confirmed(node) && is_human(user) {
@@ -95,36 +90,50 @@ pub fn node_delete(
             .may(user, Action::DeleteNode)
             .map(|r| format!("trusted remediator {:?} (delete-node)", r.identity))
     };
+    let shown = shown(&names);
     match (proof, alive_why) {
         (Some(proof), None) => NodeDelete {
             decision: Decision::allow("node-delete-proven").with_warning(format!(
-                "node {name:?} deleted while pods on it use claims ({shown}{more}): {proof}; volguard records the \
+                "node {name:?} deleted while pods on it use claims ({shown}): {proof}; volguard records the \
                  deletion as a NodeFence, and PodGC now releases those pods"
             )),
             record: Some((proof, names)),
         },
-        (proof, alive) => {
-            let why = match alive {
-                Some(a) if proof.is_some() => format!("the node is not down: {a}"),
-                Some(a) => format!("nothing proves the machine is off, and {a}"),
-                None => "nothing proves the machine is off".to_string(),
-            };
-            NodeDelete {
-                decision: Decision::deny(
-                    "node-delete-unproven",
-                    format!(
-                        "deleting node {name:?} refused: pods on it still use claims ({shown}{more}) and {why}. Deleting \
-                         the Node makes PodGC force-delete them and their volumes attach elsewhere while the machine may \
-                         still write to them. Drain it first (kubectl drain {name}); or, once the machine is off, let \
-                         volguard fence it, or run `kubectl volguard fence confirm {name}` (a person, recorded), then \
-                         delete it. A remediator that deletes Nodes after removing their machine (cluster-api, a cloud \
-                         node controller) can be trusted with --trusted-remediator IDENTITY=delete-node"
-                    ),
-                ),
-                record: None,
-            }
-        }
+        (proof, alive) => NodeDelete {
+            decision: unproven(name, &shown, proof.is_some(), alive),
+            record: None,
+        },
     }
+}
+
+/// The first five pods, and how many more.
+fn shown(names: &[String]) -> String {
+    let shown = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    match names.len() {
+        n if n > 5 => format!("{shown} and {} more", n - 5),
+        _ => shown,
+    }
+}
+
+/// The refusal of a deletion nothing proves safe, or that a proof allows but the node's
+/// heartbeat contradicts.
+fn unproven(name: &str, shown: &str, proven: bool, alive: Option<String>) -> Decision {
+    let why = match alive {
+        Some(a) if proven => format!("the node is not down: {a}"),
+        Some(a) => format!("nothing proves the machine is off, and {a}"),
+        None => "nothing proves the machine is off".to_string(),
+    };
+    Decision::deny(
+        "node-delete-unproven",
+        format!(
+            "deleting node {name:?} refused: pods on it still use claims ({shown}) and {why}. Deleting \
+             the Node makes PodGC force-delete them and their volumes attach elsewhere while the machine may \
+             still write to them. Drain it first (kubectl drain {name}); or, once the machine is off, let \
+             volguard fence it, or run `kubectl volguard fence confirm {name}` (a person, recorded), then \
+             delete it. A remediator that deletes Nodes after removing their machine (cluster-api, a cloud \
+             node controller) can be trusted with --trusted-remediator IDENTITY=delete-node"
+        ),
+    )
 }
 
 fn old_confirmed(node: &Node) -> bool {

@@ -134,11 +134,19 @@ pub enum UnusedSince {
     /// A pod uses it again: remove the mark.
     Clear,
     Keep,
+    /// Unused and not marked, but not yet seen so for the grace: look again after this long.
+    Wait(std::time::Duration),
 }
 
+/// What to do with the mark. `grace_left`: how much longer the claim must be seen unused before
+/// it is first marked (the controller's `--unused-grace` less what its clock has seen). A claim
+/// bound just before its pod is created, or between a StatefulSet's pod and its replacement, is
+/// then not marked and unmarked (two writes) for a moment of disuse; the mark is later than the
+/// truth by up to the grace, which the rule allows.
 pub fn unused_since<'a, P: AsRef<Pod> + 'a>(
     pvc: &Pvc,
     pods: impl IntoIterator<Item = &'a P> + Clone,
+    grace_left: std::time::Duration,
 ) -> UnusedSince {
     if !pvc.is_bound() || pvc.metadata.is_terminating() {
         return UnusedSince::Keep;
@@ -157,6 +165,7 @@ pub fn unused_since<'a, P: AsRef<Pod> + 'a>(
         .filter_map(Pod::ended_at)
         .max();
     match mark.map(str::parse::<jiff::Timestamp>) {
+        None if !grace_left.is_zero() => UnusedSince::Wait(grace_left),
         None => UnusedSince::Set { ended },
         // A mark that is not a time is replaced; safe side: the latest end seen, else "now".
         Some(Err(_)) => match ended {

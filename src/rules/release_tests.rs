@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::{Volume, testing};
+use std::time::Duration;
 
 fn pvc(terminating: bool, fins: Option<Vec<&str>>) -> Pvc {
     let mut p = testing::pvc("ns", "data");
@@ -127,24 +128,24 @@ fn pv_plans() {
 fn unused_since_transitions() {
     let mut c = pvc(false, Some(vec![PVC_FINALIZER]));
     assert_eq!(
-        unused_since(&c, &[] as &[Pod]),
+        unused_since(&c, &[] as &[Pod], Duration::ZERO),
         UnusedSince::Keep,
         "not Bound"
     );
     c.status.phase = Some("Bound".into());
     assert_eq!(
-        unused_since(&c, &[] as &[Pod]),
+        unused_since(&c, &[] as &[Pod], Duration::ZERO),
         UnusedSince::Set { ended: None }
     );
     assert_eq!(
-        unused_since(&c, &[pod("a", None, "Pending")]),
+        unused_since(&c, &[pod("a", None, "Pending")], Duration::ZERO),
         UnusedSince::Keep,
         "pending pod uses it"
     );
     c.metadata.annotations =
         Some([(UNUSED_SINCE.to_string(), "2026-01-01T00:00:00Z".to_string())].into());
     assert_eq!(
-        unused_since(&c, &[pod("a", Some("n"), "Running")]),
+        unused_since(&c, &[pod("a", Some("n"), "Running")], Duration::ZERO),
         UnusedSince::Clear
     );
     // A terminal pod that ended before the mark leaves it; one that ended after moves it forward
@@ -155,16 +156,16 @@ fn unused_since_transitions() {
         p
     };
     assert_eq!(
-        unused_since(&c, &[finished("2025-12-31T00:00:00Z")]),
+        unused_since(&c, &[finished("2025-12-31T00:00:00Z")], Duration::ZERO),
         UnusedSince::Keep
     );
     assert_eq!(
-        unused_since(&c, &[pod("a", Some("n"), "Succeeded")]),
+        unused_since(&c, &[pod("a", Some("n"), "Succeeded")], Duration::ZERO),
         UnusedSince::Keep,
         "no recorded end"
     );
     assert_eq!(
-        unused_since(&c, &[finished("2026-03-01T10:00:00Z")]),
+        unused_since(&c, &[finished("2026-03-01T10:00:00Z")], Duration::ZERO),
         UnusedSince::MoveTo("2026-03-01T10:00:00Z".parse().unwrap())
     );
     // The latest of several ends wins.
@@ -174,26 +175,27 @@ fn unused_since_transitions() {
             &[
                 finished("2026-03-01T10:00:00Z"),
                 finished("2026-04-01T10:00:00Z")
-            ]
+            ],
+            Duration::ZERO
         ),
         UnusedSince::MoveTo("2026-04-01T10:00:00Z".parse().unwrap())
     );
     c.metadata.annotations = None;
     assert_eq!(
-        unused_since(&c, &[finished("2026-03-01T10:00:00Z")]),
+        unused_since(&c, &[finished("2026-03-01T10:00:00Z")], Duration::ZERO),
         UnusedSince::Set {
             ended: Some("2026-03-01T10:00:00Z".parse().unwrap())
         }
     );
     c.metadata.annotations = Some([(UNUSED_SINCE.to_string(), "yesterday".to_string())].into());
     assert_eq!(
-        unused_since(&c, &[] as &[Pod]),
+        unused_since(&c, &[] as &[Pod], Duration::ZERO),
         UnusedSince::Set { ended: None },
         "a mark that is not a time is replaced"
     );
     c.metadata.deletion_timestamp = Some("t".into());
     assert_eq!(
-        unused_since(&c, &[pod("a", Some("n"), "Running")]),
+        unused_since(&c, &[pod("a", Some("n"), "Running")], Duration::ZERO),
         UnusedSince::Keep,
         "terminating"
     );
@@ -208,20 +210,23 @@ fn unused_since_never_predates_the_claim() {
     c.metadata.annotations =
         Some([(UNUSED_SINCE.to_string(), "2023-12-31T00:00:00Z".to_string())].into());
     assert_eq!(
-        unused_since(&c, &[] as &[Pod]),
+        unused_since(&c, &[] as &[Pod], Duration::ZERO),
         UnusedSince::MoveTo("2026-11-23T09:00:00Z".parse().unwrap())
     );
     // A pod that ended after the creation still wins.
     let mut done = pod("a", Some("n"), "Succeeded");
     done.status.finished_at = Some("2026-11-23T10:00:00Z".into());
     assert_eq!(
-        unused_since(&c, &[done]),
+        unused_since(&c, &[done], Duration::ZERO),
         UnusedSince::MoveTo("2026-11-23T10:00:00Z".parse().unwrap())
     );
     // A mark at or after the creation stays.
     c.metadata.annotations =
         Some([(UNUSED_SINCE.to_string(), "2026-11-23T09:30:00Z".to_string())].into());
-    assert_eq!(unused_since(&c, &[] as &[Pod]), UnusedSince::Keep);
+    assert_eq!(
+        unused_since(&c, &[] as &[Pod], Duration::ZERO),
+        UnusedSince::Keep
+    );
 }
 
 #[test]
@@ -273,4 +278,41 @@ fn removal_patch_tests_uid_then_list() {
     let patch: json_patch::Patch = serde_json::from_value(p).unwrap();
     assert!(json_patch::patch(&mut recreated, &patch).is_err());
     assert_eq!(recreated["metadata"]["finalizers"][1], PVC_FINALIZER);
+}
+
+#[test]
+fn a_claim_is_marked_unused_only_once_seen_so_for_its_grace() {
+    let mut c = pvc(false, Some(vec![PVC_FINALIZER]));
+    c.status.phase = Some("Bound".into());
+    let none: &[Pod] = &[];
+    assert_eq!(
+        unused_since(&c, none, Duration::from_secs(120)),
+        UnusedSince::Wait(Duration::from_secs(120)),
+        "first seen unused: no write yet"
+    );
+    assert_eq!(
+        unused_since(&c, none, Duration::from_secs(20)),
+        UnusedSince::Wait(Duration::from_secs(20))
+    );
+    assert_eq!(
+        unused_since(&c, none, Duration::ZERO),
+        UnusedSince::Set { ended: None }
+    );
+    // A mark already written is kept or moved as before, whatever this process's clock says.
+    c.metadata.annotations =
+        Some([(UNUSED_SINCE.to_string(), "2026-01-01T00:00:00Z".to_string())].into());
+    assert_eq!(
+        unused_since(&c, none, Duration::from_secs(120)),
+        UnusedSince::Keep
+    );
+    // In use: nothing to wait for.
+    c.metadata.annotations = None;
+    assert_eq!(
+        unused_since(
+            &c,
+            &[pod("a", Some("n"), "Running")],
+            Duration::from_secs(120)
+        ),
+        UnusedSince::Keep
+    );
 }

@@ -125,65 +125,17 @@ pub fn build<P: AsRef<Pvc>, V: AsRef<Pv>, Q: AsRef<Pod>>(
             .or_default()
             .push(p);
     }
-    let mut items = Vec::new();
-    for pvc in pvcs {
-        let pvc = pvc.as_ref();
-        let m = &pvc.metadata;
-        if filter
-            .namespace
-            .as_deref()
-            .is_some_and(|ns| ns != m.namespace)
-        {
-            continue;
-        }
-        if filter
-            .selector
-            .as_ref()
-            .is_some_and(|s| !s.matches(m.labels.as_ref()))
-        {
-            continue;
-        }
-        let ns_pods = pods_by_ns
-            .get(m.namespace.as_str())
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
-        if !is_reportable_unused(pvc, ns_pods.iter().copied()) {
-            continue;
-        }
-        let (since, source) = unused_since(pvc);
-        let idle = since
-            .as_deref()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .map(|t| (now.as_second() - t.as_second()).max(0));
-        if let Some(min) = filter.older_than_seconds
-            && idle.is_none_or(|i| i < min)
-        {
-            continue;
-        }
-        let volume = pvc.volume_name().unwrap_or_default().to_string();
-        let pv = pvs.get(volume.as_str());
-        items.push(Row {
-            namespace: m.namespace.clone(),
-            name: m.name.clone(),
-            unused_since: since,
-            unused_since_source: source,
-            idle_seconds: idle,
-            requested: pvc.requested_storage().map(str::to_string),
-            requested_bytes: pvc.requested_storage().and_then(parse_bytes),
-            storage_class: pvc
-                .spec
-                .storage_class_name
-                .as_deref()
-                .or_else(|| pv.and_then(|v| v.spec.storage_class_name.as_deref()))
-                .unwrap_or_default()
-                .to_string(),
-            reclaim_policy: pv
-                .and_then(|v| v.spec.persistent_volume_reclaim_policy.as_deref())
-                .unwrap_or_default()
-                .to_string(),
-            volume,
-        });
-    }
+    let mut items: Vec<Row> = pvcs
+        .iter()
+        .filter_map(|pvc| {
+            let pvc = pvc.as_ref();
+            let ns_pods = pods_by_ns
+                .get(pvc.metadata.namespace.as_str())
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            row(pvc, ns_pods, &pvs, filter, now)
+        })
+        .collect();
     // Longest idle first; unknown times last; then by namespace/name for a stable order.
     items.sort_by(|a, b| {
         b.idle_seconds
@@ -207,6 +159,62 @@ pub fn build<P: AsRef<Pvc>, V: AsRef<Pv>, Q: AsRef<Pod>>(
         items,
         totals: totals.into_values().collect(),
     }
+}
+
+/// The claim's row, if it passes the filter and is unused (`ns_pods`: its namespace's pods).
+fn row(
+    pvc: &Pvc,
+    ns_pods: &[&Pod],
+    pvs: &HashMap<&str, &Pv>,
+    filter: &Filter,
+    now: jiff::Timestamp,
+) -> Option<Row> {
+    let m = &pvc.metadata;
+    if filter
+        .namespace
+        .as_deref()
+        .is_some_and(|ns| ns != m.namespace)
+        || filter
+            .selector
+            .as_ref()
+            .is_some_and(|s| !s.matches(m.labels.as_ref()))
+        || !is_reportable_unused(pvc, ns_pods.iter().copied())
+    {
+        return None;
+    }
+    let (since, source) = unused_since(pvc);
+    let idle = since
+        .as_deref()
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .map(|t| (now.as_second() - t.as_second()).max(0));
+    if let Some(min) = filter.older_than_seconds
+        && idle.is_none_or(|i| i < min)
+    {
+        return None;
+    }
+    let volume = pvc.volume_name().unwrap_or_default().to_string();
+    let pv = pvs.get(volume.as_str());
+    Some(Row {
+        namespace: m.namespace.clone(),
+        name: m.name.clone(),
+        unused_since: since,
+        unused_since_source: source,
+        idle_seconds: idle,
+        requested: pvc.requested_storage().map(str::to_string),
+        requested_bytes: pvc.requested_storage().and_then(parse_bytes),
+        storage_class: pvc
+            .spec
+            .storage_class_name
+            .as_deref()
+            .or_else(|| pv.and_then(|v| v.spec.storage_class_name.as_deref()))
+            .unwrap_or_default()
+            .to_string(),
+        reclaim_policy: pv
+            .and_then(|v| v.spec.persistent_volume_reclaim_policy.as_deref())
+            .unwrap_or_default()
+            .to_string(),
+        volume,
+    })
 }
 
 impl AsRef<Pvc> for Pvc {

@@ -2,7 +2,7 @@
 //! Testable without sockets: `router()` is a plain axum Router.
 
 use super::metrics::{CodeLabels, KindLabels, Metrics};
-use crate::admission::{self, Admission, Endpoint};
+use crate::admission::{self, Admission, Endpoint, dispatch::Verdict};
 use crate::error::ReviewError;
 use crate::rules::rule::Rule;
 use axum::Router;
@@ -268,49 +268,9 @@ fn too_large(metrics: &Metrics) -> Response {
 // clones every header, a cost the floor does not pay.
 async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoint) -> Response {
     let (parts, body) = request.into_parts();
-    let headers = &parts.headers;
-    if !is_json(headers) {
-        return json_error(
-            &s.metrics,
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "Content-Type must be application/json",
-        );
-    }
-    let content_length = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if content_length.is_some_and(|len| len > MAX_BODY_BYTES) {
-        drain(body, s.body_timeout).await;
-        return too_large(&s.metrics);
-    }
-    let mut body_permits = None;
-    let mut body = Some(body);
-    let read = tokio::time::timeout(s.body_timeout, async {
-        let b = body.take().unwrap_or_default();
-        match read_body(b, content_length, &s.body_budget, &mut body_permits).await {
-            Err(BodyError::TooLarge) => Err(BodyError::TooLarge),
-            other => other,
-        }
-    })
-    .await;
-    let bytes = match read {
-        Ok(Ok(b)) => b,
-        Ok(Err(BodyError::TooLarge)) => return too_large(&s.metrics),
-        Ok(Err(BodyError::Read(e))) => {
-            return json_error(
-                &s.metrics,
-                StatusCode::BAD_REQUEST,
-                format!("cannot read request body: {e}"),
-            );
-        }
-        Err(_) => {
-            return json_error(
-                &s.metrics,
-                StatusCode::REQUEST_TIMEOUT,
-                format!("request body not received within {:?}", s.body_timeout),
-            );
-        }
+    let (bytes, body_permits) = match receive(&s, &parts.headers, body).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
     let req = match admission::decode(&bytes) {
         Ok(r) => r,
@@ -320,7 +280,67 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
     // A closed semaphore never happens (nothing closes it); were it to, deciding unbounded is
     // better than refusing every request.
     let _slot = s.concurrency.acquire().await.ok();
-    let started = Instant::now();
+    let verdict = decide(&s, endpoint, &req).await;
+    account(&s, endpoint, &req, &verdict);
+    let body = admission::encode(&req.uid, &verdict.decision, verdict.rule);
+    drop(body_permits);
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// The body, within the size limit, the byte budget and the body timeout; or the answer that
+/// says why not. The budget's permits are held until the request is answered.
+async fn receive(
+    s: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Bytes, Option<tokio::sync::OwnedSemaphorePermit>), Response> {
+    if !is_json(headers) {
+        return Err(json_error(
+            &s.metrics,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        ));
+    }
+    let content_length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if content_length.is_some_and(|len| len > MAX_BODY_BYTES) {
+        drain(body, s.body_timeout).await;
+        return Err(too_large(&s.metrics));
+    }
+    let mut permits = None;
+    let read = tokio::time::timeout(
+        s.body_timeout,
+        read_body(body, content_length, &s.body_budget, &mut permits),
+    )
+    .await;
+    match read {
+        Ok(Ok(b)) => Ok((b, permits)),
+        Ok(Err(BodyError::TooLarge)) => Err(too_large(&s.metrics)),
+        Ok(Err(BodyError::Read(e))) => Err(json_error(
+            &s.metrics,
+            StatusCode::BAD_REQUEST,
+            format!("cannot read request body: {e}"),
+        )),
+        Err(_) => Err(json_error(
+            &s.metrics,
+            StatusCode::REQUEST_TIMEOUT,
+            format!("request body not received within {:?}", s.body_timeout),
+        )),
+    }
+}
+
+/// The rules' verdict, in a span carrying the request's uid, kind, object and decision.
+async fn decide(s: &Shared, endpoint: Endpoint, req: &admission::Request<'_>) -> Verdict {
     let span = tracing::debug_span!(
         "admission",
         uid = %req.uid,
@@ -333,28 +353,32 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
         rule = tracing::field::Empty,
         row = tracing::field::Empty,
     );
-    let span_handle = span.clone();
+    let started = Instant::now();
     // Each rule keeps to `decide_timeout` itself; this backstop only fires if something
     // outside a rule's facts stalls, and answers with the rules' failure policies too.
     let backstop = s.decide_timeout + std::time::Duration::from_millis(200);
     let verdict = match tokio::time::timeout(
         backstop,
         s.admission
-            .decide(endpoint, &req, s.decide_timeout)
-            .instrument(span),
+            .decide(endpoint, req, s.decide_timeout)
+            .instrument(span.clone()),
     )
     .await
     {
         Ok(v) => v,
-        Err(_) => s.admission.late_verdict(endpoint, &req, s.decide_timeout),
+        Err(_) => s.admission.late_verdict(endpoint, req, s.decide_timeout),
     };
-    let decision = &verdict.decision;
-    let rule = verdict.rule.map_or("none", |r| r.name());
-    span_handle.record("decision", decision.outcome());
-    span_handle.record("rule", rule);
-    span_handle.record("row", decision.row);
+    span.record("decision", verdict.decision.outcome());
+    span.record("rule", verdict.rule.map_or("none", |r| r.name()));
+    span.record("row", verdict.decision.row);
     s.metrics
         .observe_duration(endpoint.as_str(), started.elapsed().as_secs_f64());
+    verdict
+}
+
+/// Metrics, the log line and the Events of one decided request.
+fn account(s: &Shared, endpoint: Endpoint, req: &admission::Request<'_>, verdict: &Verdict) {
+    let decision = &verdict.decision;
     // Requests, not calls: a DELETE's second call is decided again, not counted again. Only an
     // allowed first call has a second one (a refusal ends the request), so only allowed calls
     // are remembered: a client repeating a refused delete is counted every time. The object's
@@ -379,10 +403,19 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
         s.metrics
             .unknown_kinds
             .get_or_create(&KindLabels {
-                kind: s.admission.unknown_kind_label(&req),
+                kind: s.admission.unknown_kind_label(req),
             })
             .inc();
     }
+    log_decision(req, verdict);
+    if !req.dry_run.unwrap_or(false) && !second_call {
+        record(s, req, verdict);
+    }
+}
+
+fn log_decision(req: &admission::Request<'_>, verdict: &Verdict) {
+    let decision = &verdict.decision;
+    let rule = verdict.rule.map_or("none", |r| r.name());
     if decision.allowed && !decision.warned {
         tracing::debug!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
             object = %req.target(), decision = decision.outcome(), rule, row = decision.row, "admitted");
@@ -404,14 +437,17 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
             object = %req.target(), user = %req.user_info.username, decision = decision.outcome(),
             rule, row = decision.row, reason, "{said}");
     }
-    // rules.md §8, §2i: a person's override, lifted protection or confirmation is recorded,
-    // whatever else is logged.
+}
+
+/// The Events of a request that changes something (not a dry run, not a DELETE's second call):
+/// a person's override, lifted protection or confirmation (rules.md §8, §2i), whatever else is
+/// logged; and what was refused or would have been.
+fn record(s: &Shared, req: &admission::Request<'_>, verdict: &Verdict) {
+    let decision = &verdict.decision;
+    let Some(r) = verdict.rule else { return };
     if decision.allowed
         && !decision.warned
-        && !req.dry_run.unwrap_or(false)
-        && !second_call
         && let Some(kind) = crate::rules::recorded(decision.row)
-        && let Some(r) = verdict.rule
     {
         if kind == crate::rules::Recorded::BreakGlass {
             s.metrics
@@ -419,18 +455,16 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
                 .get_or_create(&super::metrics::RuleLabels { rule: r.name() })
                 .inc();
             tracing::warn!(uid = %req.uid, kind = %req.kind.kind, operation = %req.operation,
-                object = %req.target(), user = %req.user_info.username, rule, row = decision.row,
-                "break glass used");
+                object = %req.target(), user = %req.user_info.username, rule = r.name(),
+                row = decision.row, "break glass used");
         }
         if let Some(audit) = &s.audit {
-            record_event(audit, &req, decision, r.name(), kind.reason(), kind.verb());
+            record_event(audit, req, decision, r.name(), kind.reason(), kind.verb());
         }
     }
-    if let (Some(audit), Some(rule)) = (&s.audit, verdict.rule)
+    if let Some(audit) = &s.audit
         && (!decision.allowed || decision.warned)
         && decision.code < 500
-        && !req.dry_run.unwrap_or(false)
-        && !second_call
     {
         let (reason, verb) = match (decision.exempted, decision.warned) {
             (true, _) => (
@@ -440,19 +474,8 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
             (false, true) => ("WouldDeny", "would refuse"),
             (false, false) => ("Denied", "refused"),
         };
-        record_event(audit, &req, decision, rule.name(), reason, verb);
+        record_event(audit, req, decision, r.name(), reason, verb);
     }
-    let body = admission::encode(&req.uid, decision, verdict.rule);
-    drop(body_permits);
-    (
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body,
-    )
-        .into_response()
 }
 
 /// An Event on what was refused (or would have been, in warn mode). Dry runs change nothing and

@@ -252,75 +252,17 @@ pub async fn serve_tls_counted(
             continue;
         };
         let _ = tcp.set_nodelay(true);
-        let acceptor = TlsAcceptor::from(tls.load_full());
-        let app = app.clone();
-        let limits = limits.clone();
-        let metrics = metrics.clone();
-        let mut stop = stop_rx.clone();
+        let conn = Connection {
+            peer,
+            acceptor: TlsAcceptor::from(tls.load_full()),
+            app: app.clone(),
+            limits: limits.clone(),
+            metrics: metrics.clone(),
+        };
+        let stop = stop_rx.clone();
         tokio::spawn(async move {
             let _slots = (permit, peer_slot);
-            let tls =
-                match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        closed(&metrics, "handshake_failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "TLS handshake timed out");
-                        closed(&metrics, "handshake_timeout");
-                        return;
-                    }
-                };
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_read_timeout)
-                .keep_alive(true);
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .max_concurrent_streams(limits.max_h2_streams)
-                .keep_alive_interval(Some(Duration::from_secs(30)));
-            let activity = Activity::new();
-            let svc = TowerToHyperService::new(Tracked {
-                app,
-                activity: activity.clone(),
-            });
-            let conn = builder.serve_connection(TokioIo::new(tls), svc);
-            tokio::pin!(conn);
-            let mut watch = tokio::time::interval(WATCH_EVERY);
-            watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let why = loop {
-                tokio::select! {
-                    r = conn.as_mut() => {
-                        if let Err(e) = r {
-                            tracing::debug!(%peer, error = %e, "connection ended with error");
-                        }
-                        return;
-                    }
-                    _ = stop.changed() => break None,
-                    _ = watch.tick() => if let Some(why) = activity.expired(&limits) {
-                        break Some(why);
-                    },
-                }
-            };
-            if let Some(why) = why {
-                tracing::debug!(%peer, reason = why, "closing a connection that carries no request");
-                closed(&metrics, why);
-            }
-            conn.as_mut().graceful_shutdown();
-            let grace = match why {
-                Some(_) => CLOSE_GRACE,
-                None => limits.shutdown_grace,
-            };
-            match tokio::time::timeout(grace, conn).await {
-                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "connection ended with error"),
-                Ok(Ok(())) => {}
-                Err(_) => tracing::debug!(%peer, "connection did not close in time; dropped"),
-            }
+            conn.serve(tcp, stop).await;
         });
     }
     drop(listener);
@@ -333,6 +275,89 @@ pub async fn serve_tls_counted(
         .is_err()
     {
         tracing::warn!("shutdown grace period elapsed with connections still open");
+    }
+}
+
+/// One accepted connection, served until it ends, carries no request for too long, or the
+/// listener stops.
+struct Connection {
+    peer: std::net::SocketAddr,
+    acceptor: TlsAcceptor,
+    app: Router,
+    limits: Limits,
+    metrics: ConnectionMetrics,
+}
+
+impl Connection {
+    async fn serve(self, tcp: tokio::net::TcpStream, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let Connection {
+            peer,
+            acceptor,
+            app,
+            limits,
+            metrics,
+        } = self;
+        let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                closed(&metrics, "handshake_failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                closed(&metrics, "handshake_timeout");
+                return;
+            }
+        };
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .keep_alive(true);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(limits.max_h2_streams)
+            .keep_alive_interval(Some(Duration::from_secs(30)));
+        let activity = Activity::new();
+        let svc = TowerToHyperService::new(Tracked {
+            app,
+            activity: activity.clone(),
+        });
+        let conn = builder.serve_connection(TokioIo::new(tls), svc);
+        tokio::pin!(conn);
+        let mut watch = tokio::time::interval(WATCH_EVERY);
+        watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let why = loop {
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(%peer, error = %e, "connection ended with error");
+                    }
+                    return;
+                }
+                _ = stop.changed() => break None,
+                _ = watch.tick() => if let Some(why) = activity.expired(&limits) {
+                    break Some(why);
+                },
+            }
+        };
+        if let Some(why) = why {
+            tracing::debug!(%peer, reason = why, "closing a connection that carries no request");
+            closed(&metrics, why);
+        }
+        conn.as_mut().graceful_shutdown();
+        let grace = match why {
+            Some(_) => CLOSE_GRACE,
+            None => limits.shutdown_grace,
+        };
+        match tokio::time::timeout(grace, conn).await {
+            Ok(Err(e)) => tracing::debug!(%peer, error = %e, "connection ended with error"),
+            Ok(Ok(())) => {}
+            Err(_) => tracing::debug!(%peer, "connection did not close in time; dropped"),
+        }
     }
 }
 

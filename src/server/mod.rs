@@ -17,11 +17,75 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::net::TcpListener;
 
+/// Serve admission over TLS until a signal, then drain (not ready first, serving on meanwhile).
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let registry = Arc::new(MetricsRegistry::default());
     runtime::build::register(&registry);
     runtime::process::register(&registry);
     let metrics = Arc::new(Metrics::register(registry.clone()));
+    let tls_config = serving_tls(&args, &metrics)?;
+    let (cluster, admission, audit) = open_admission(&args, &registry).await?;
+    let app = admission_http::router(admission_http::AppState {
+        admission,
+        metrics: metrics.clone(),
+        decide_timeout: args.decide_timeout(),
+        body_timeout: args.read_timeout(),
+        max_concurrent_requests: args.max_concurrent_requests,
+        max_body_bytes_in_flight: args.max_body_bytes_in_flight,
+        audit,
+    });
+    let listener = TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("binding the webhook listener {}", args.listen))?;
+    let probe_listener = TcpListener::bind(&args.probe_listen)
+        .await
+        .with_context(|| format!("binding the probe listener {}", args.probe_listen))?;
+    let readiness = Readiness::default();
+    tracing::info!(
+        webhook = %listener.local_addr()?, probes = %probe_listener.local_addr()?,
+        "volguard serve listening (HTTPS admission: POST /mutate, /validate, /validate/<rule>; HTTP: /healthz /readyz /metrics)"
+    );
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let probes_task = spawn_probes(
+        probe_listener,
+        probes::router(registry.clone(), readiness.check(cluster)),
+        stop_rx.clone(),
+    );
+    let limits = listener::Limits {
+        max_connections: args.max_connections,
+        max_connections_per_peer: args.max_connections_per_peer,
+        handshake_timeout: args.read_timeout(),
+        header_read_timeout: args.read_timeout(),
+        first_request_timeout: args.read_timeout(),
+        idle_timeout: args.idle_timeout,
+        ..Default::default()
+    };
+    let closed = registry.add(
+        "volguard_connections_closed",
+        "HTTPS connections volguard closed or refused, by reason (limit, peer_limit, handshake_failed, \
+         handshake_timeout, no_request, idle)",
+        listener::ConnectionMetrics::default(),
+    );
+    let mut webhook_stop = stop_rx;
+    let serve =
+        listener::serve_tls_counted(listener, tls_config, app, limits, closed, async move {
+            let _ = webhook_stop.changed().await;
+        });
+    tokio::spawn(drain_on_signal(
+        readiness.draining.clone(),
+        args.shutdown_drain,
+        stop_tx.clone(),
+    ));
+    serve.await;
+    readiness.tls_bound.store(false, Ordering::Release);
+    let _ = stop_tx.send(true);
+    let _ = probes_task.await;
+    tracing::info!("volguard serve stopped");
+    Ok(())
+}
+
+/// The serving certificate, reloaded in the background as it rotates.
+fn serving_tls(args: &ServeArgs, metrics: &Arc<Metrics>) -> anyhow::Result<tls::TlsConfig> {
     let reloader =
         tls::CertReloader::new(args.tls_cert.clone(), args.tls_key.clone(), metrics.clone())
             .context("loading the serving certificate")?;
@@ -35,7 +99,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     tokio::spawn(reloader.clone().run(args.tls_reload_interval()));
+    Ok(tls_config)
+}
 
+/// The view (a `--state` file, or the cluster with its audit trail) and the rules over it.
+async fn open_admission(
+    args: &ServeArgs,
+    registry: &MetricsRegistry,
+) -> anyhow::Result<(
+    state::Cluster,
+    Arc<Admission>,
+    Option<state::audit::AuditSink>,
+)> {
     let rwo_guard = args.rwo_guard == crate::cli::RwoGuard::All;
     let (source, audit) = match args.state.as_deref() {
         Some(path) => (state::Source::File(path), None),
@@ -44,7 +119,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let audit = state::audit::start(
                 client.clone(),
                 crate::runtime::identity::process_identity(),
-                &registry,
+                registry,
                 state::audit::Reports {
                     retention: jiff::SignedDuration::try_from(args.audit_retention)
                         .unwrap_or(jiff::SignedDuration::MAX),
@@ -78,95 +153,73 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         "The RWO lock's compare-and-swap write, sent to answered (whatever the answer)",
         admission.lock_writes.clone(),
     );
-    let app = admission_http::router(admission_http::AppState {
-        admission,
-        metrics: metrics.clone(),
-        decide_timeout: args.decide_timeout(),
-        body_timeout: args.read_timeout(),
-        max_concurrent_requests: args.max_concurrent_requests,
-        max_body_bytes_in_flight: args.max_body_bytes_in_flight,
-        audit,
-    });
-    let listener = TcpListener::bind(&args.listen)
-        .await
-        .with_context(|| format!("binding the webhook listener {}", args.listen))?;
-    let probe_listener = TcpListener::bind(&args.probe_listen)
-        .await
-        .with_context(|| format!("binding the probe listener {}", args.probe_listen))?;
-    let tls_bound = Arc::new(AtomicBool::new(true));
-    let draining = Arc::new(AtomicBool::new(false));
-    let ready_cluster = cluster.clone();
-    let ready_tls = tls_bound.clone();
-    let ready_draining = draining.clone();
-    let ready: probes::ReadyCheck = Arc::new(move || {
-        if ready_draining.load(Ordering::Acquire) {
-            Some("shutting down (draining)".into())
-        } else if !ready_tls.load(Ordering::Acquire) {
-            Some("webhook listener not serving".into())
-        } else if !ready_cluster.synced() {
-            Some("caches not synced".into())
-        } else {
-            None
-        }
-    });
-    tracing::info!(
-        webhook = %listener.local_addr()?, probes = %probe_listener.local_addr()?,
-        "volguard serve listening (HTTPS admission: POST /mutate, /validate, /validate/<rule>; HTTP: /healthz /readyz /metrics)"
-    );
+    Ok((cluster, admission, audit))
+}
 
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let probe_app = probes::router(registry.clone(), ready);
-    let mut probe_stop = stop_rx.clone();
-    let probes_task = tokio::spawn(async move {
-        let r = axum::serve(probe_listener, probe_app)
+/// What `/readyz` reads: ready while the listener serves, the caches are synced and no drain
+/// has begun.
+struct Readiness {
+    tls_bound: Arc<AtomicBool>,
+    draining: Arc<AtomicBool>,
+}
+
+impl Default for Readiness {
+    fn default() -> Self {
+        Readiness {
+            tls_bound: Arc::new(AtomicBool::new(true)),
+            draining: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl Readiness {
+    fn check(&self, cluster: state::Cluster) -> probes::ReadyCheck {
+        let (tls, draining) = (self.tls_bound.clone(), self.draining.clone());
+        Arc::new(move || {
+            if draining.load(Ordering::Acquire) {
+                Some("shutting down (draining)".into())
+            } else if !tls.load(Ordering::Acquire) {
+                Some("webhook listener not serving".into())
+            } else if !cluster.synced() {
+                Some("caches not synced".into())
+            } else {
+                None
+            }
+        })
+    }
+}
+
+fn spawn_probes(
+    listener: TcpListener,
+    app: axum::Router,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let r = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
-                let _ = probe_stop.changed().await;
+                let _ = stop.changed().await;
             })
             .await;
         if let Err(e) = r {
             tracing::error!(error = %e, "probe server failed");
         }
-    });
+    })
+}
 
-    let limits = listener::Limits {
-        max_connections: args.max_connections,
-        max_connections_per_peer: args.max_connections_per_peer,
-        handshake_timeout: args.read_timeout(),
-        header_read_timeout: args.read_timeout(),
-        first_request_timeout: args.read_timeout(),
-        idle_timeout: args.idle_timeout,
-        ..Default::default()
-    };
-    let closed = registry.add(
-        "volguard_connections_closed",
-        "HTTPS connections volguard closed or refused, by reason (limit, peer_limit, handshake_failed, \
-         handshake_timeout, no_request, idle)",
-        listener::ConnectionMetrics::default(),
-    );
-    let mut webhook_stop = stop_rx.clone();
-    let serve =
-        listener::serve_tls_counted(listener, tls_config, app, limits, closed, async move {
-            let _ = webhook_stop.changed().await;
-        });
-    let signal_tx = stop_tx.clone();
-    let drain = args.shutdown_drain;
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        // Not ready first, then keep serving while the endpoints drop this replica: the
-        // apiserver's calls in between still find a listener (a refused connection would deny
-        // every Fail rule's request and skip every Ignore rule's).
-        draining.store(true, Ordering::Release);
-        tracing::info!(drain = ?drain, "not ready; serving on until the drain period ends");
-        tokio::select! {
-            _ = tokio::time::sleep(drain) => {}
-            _ = shutdown_signal() => tracing::info!("second signal: stopping now"),
-        }
-        let _ = signal_tx.send(true);
-    });
-    serve.await;
-    tls_bound.store(false, Ordering::Release);
-    let _ = stop_tx.send(true);
-    let _ = probes_task.await;
-    tracing::info!("volguard serve stopped");
-    Ok(())
+/// On the first signal: not ready, then keep serving while the endpoints drop this replica (the
+/// apiserver's calls in between still find a listener: a refused connection would deny every
+/// Fail rule's request and skip every Ignore rule's); stop after `drain` or a second signal.
+async fn drain_on_signal(
+    draining: Arc<AtomicBool>,
+    drain: std::time::Duration,
+    stop: tokio::sync::watch::Sender<bool>,
+) {
+    shutdown_signal().await;
+    draining.store(true, Ordering::Release);
+    tracing::info!(drain = ?drain, "not ready; serving on until the drain period ends");
+    tokio::select! {
+        _ = tokio::time::sleep(drain) => {}
+        _ = shutdown_signal() => tracing::info!("second signal: stopping now"),
+    }
+    let _ = stop.send(true);
 }

@@ -1510,11 +1510,13 @@ impl ControlPlane {
         let d = self.dir.path().to_path_buf();
         let kc = self.sa_kubeconfig_file("volguard-controller");
         let probe = free_port();
-        // Leader failover within seconds for the scenarios, unless `controller_extra` sets its own.
+        // Leader failover within seconds for the scenarios, and claims marked unused 2 s after
+        // they are seen so (the default waits 2 minutes), unless `controller_extra` sets its own.
         let quick_leases = [
             "--lease-duration=6s",
             "--lease-renew=1s",
             "--lease-renew-deadline=4s",
+            "--unused-grace=2s",
         ];
         let overridden = |d: &&str| {
             let flag = d.split('=').next();

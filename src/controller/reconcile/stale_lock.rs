@@ -42,32 +42,71 @@ impl Reconciler {
         if observed < rwo_lock::BIND_GRACE && !node_released {
             return self.look_again_after_grace(ns, name, observed);
         }
+        let live = match self.read_hold(ns, name, &lock).await {
+            Ok(live) => live,
+            Err(retry) => return retry,
+        };
+        let in_use = !matches!(&live.users, Fact::Found(u) if u.is_empty());
+        let observed = match in_use {
+            true => self.lock_clock.quiet_for(ns, name, raw, true),
+            false => observed,
+        };
+        // Within the grace the controller leaves a lock alone unless its node is released: a
+        // take-over never waits for the controller (the webhook judges the lock itself), and a
+        // StatefulSet's restart renames the lock anyway (its pod deleted, then replaced by one of
+        // the same name): clearing first would be a second write per restart. Keeping a lock is
+        // never unsafe; it is looked at again when the grace ends.
+        let released = match &live.node {
+            Fact::Found(n) => n.is_out_of_service(),
+            Fact::Missing => live.gone_recorded,
+            Fact::Unknown(_) => false,
+        };
+        if in_use && !released {
+            return Outcome::Done;
+        }
+        if observed < rwo_lock::BIND_GRACE && !released {
+            return self.look_again_after_grace(ns, name, observed);
+        }
+        let hold = rwo_lock::NodeHold {
+            claim: name,
+            users: live.users.as_ref().map(Vec::as_slice),
+            writer: live.writer.as_ref(),
+            node: live.node.as_ref(),
+            gone_recorded: live.gone_recorded,
+            observed,
+        };
+        match rwo_lock::clearable(&lock, &hold) {
+            Some(why) => self.clear_lock(ns, name, raw, &lock, why).await,
+            None => Outcome::Done,
+        }
+    }
+
+    /// What holds the lock, read live: its node, the pods on it that use the claim (a consistent
+    /// LIST), the pod the lock names (may the placement it was written for still land?), and for
+    /// a node gone, a record of its deletion on proof (rules.md §7).
+    async fn read_hold(&self, ns: &str, name: &str, lock: &RwoLock) -> Result<LiveHold, Outcome> {
+        let api = |e: kube::Error| Outcome::Retry(Retry::Api(e.to_string()));
         self.limiter.acquire().await;
         let node = match crate::state::now::cluster::<crate::model::Node>(&self.client, &lock.node)
             .await
+            .map_err(api)?
         {
-            Ok(Some(n)) => Fact::Found(n),
-            Ok(None) => Fact::Missing,
-            Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+            Some(n) => Fact::Found(n),
+            None => Fact::Missing,
         };
         self.limiter.acquire().await;
         let users = list_pods_consistent(&self.client, ns, |p| {
             rwo_lock::uses_on(p, ns, name, &lock.node)
         })
         .await;
-        let in_use = !matches!(&users, Fact::Found(u) if u.is_empty());
-        let observed = match in_use {
-            true => self.lock_clock.quiet_for(ns, name, raw, true),
-            false => observed,
-        };
-        // The pod the lock names, read live: may the placement it was written for still land?
         self.limiter.acquire().await;
-        let writer = match crate::state::now::namespaced::<Pod>(&self.client, ns, &lock.pod).await {
-            Ok(Some(p)) => Fact::Found(p),
-            Ok(None) => Fact::Missing,
-            Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+        let writer = match crate::state::now::namespaced::<Pod>(&self.client, ns, &lock.pod)
+            .await
+            .map_err(api)?
+        {
+            Some(p) => Fact::Found(p),
+            None => Fact::Missing,
         };
-        // A node gone counts only with a record of its deletion on proof (rules.md §7).
         let gone_recorded = match &node {
             Fact::Missing => match crate::state::fences::of_node(&self.client, &lock.node).await {
                 Fact::Found(all) => crate::model::fence::proof_of_down(
@@ -81,33 +120,23 @@ impl Reconciler {
             },
             _ => false,
         };
-        // Within the grace the controller leaves a lock alone unless its node is released: a
-        // take-over never waits for the controller (the webhook judges the lock itself), and a
-        // StatefulSet's restart renames the lock anyway (its pod deleted, then replaced by one of
-        // the same name): clearing first would be a second write per restart. Keeping a lock is
-        // never unsafe; it is looked at again when the grace ends.
-        let released = match &node {
-            Fact::Found(n) => n.is_out_of_service(),
-            Fact::Missing => gone_recorded,
-            Fact::Unknown(_) => false,
-        };
-        if in_use && !released {
-            return Outcome::Done;
-        }
-        if observed < rwo_lock::BIND_GRACE && !released {
-            return self.look_again_after_grace(ns, name, observed);
-        }
-        let hold = rwo_lock::NodeHold {
-            claim: name,
-            users: users.as_ref().map(Vec::as_slice),
-            writer: writer.as_ref(),
-            node: node.as_ref(),
+        Ok(LiveHold {
+            node,
+            users,
+            writer,
             gone_recorded,
-            observed,
-        };
-        let Some(why) = rwo_lock::clearable(&lock, &hold) else {
-            return Outcome::Done;
-        };
+        })
+    }
+
+    /// Remove the lock, `test`ing its value: a lock retaken meanwhile stays.
+    async fn clear_lock(
+        &self,
+        ns: &str,
+        name: &str,
+        raw: &str,
+        lock: &RwoLock,
+        why: &str,
+    ) -> Outcome {
         let path = format!("/metadata/annotations/{}", RWO_LOCK.replace('/', "~1"));
         let patch: json_patch::Patch = match serde_json::from_value(serde_json::json!([
             {"op": "test", "path": path, "value": raw},
@@ -132,11 +161,14 @@ impl Reconciler {
     /// `BIND_GRACE` away: no date written by anyone else sets that time).
     fn look_again_after_grace(&self, ns: &str, name: &str, observed: Duration) -> Outcome {
         let left = rwo_lock::BIND_GRACE.saturating_sub(observed) + Duration::from_secs(1);
-        let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
-        tokio::spawn(async move {
-            tokio::time::sleep(left).await;
-            queue.add(key);
-        });
-        Outcome::Done
+        self.look_again_after(ns, name, left)
     }
+}
+
+/// The facts of a lock's holder, read live.
+struct LiveHold {
+    node: Fact<crate::model::Node>,
+    users: Fact<Vec<Pod>>,
+    writer: Fact<Pod>,
+    gone_recorded: bool,
 }

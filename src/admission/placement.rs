@@ -59,25 +59,7 @@ impl Admission {
         let mut swaps = 0usize;
         while swaps < MAX_SWAPS + waits {
             swaps += 1;
-            let round = async {
-                let d = self.rwo_holders(pod, node, &claims).await;
-                if !d.allowed || d.row == "rwo-unknown" {
-                    if !d.allowed {
-                        self.lock_count("refused");
-                    }
-                    return Locked::Decided(d);
-                }
-                match self
-                    .rwo_locks(pod, node, via, &claims, dry_run, until)
-                    .await
-                {
-                    Locked::Decided(mut l) => {
-                        l.warnings.splice(0..0, d.warnings);
-                        Locked::Decided(l)
-                    }
-                    lost => lost,
-                }
-            };
+            let round = self.round(pod, node, via, &claims, dry_run, until);
             let outcome = match &lost {
                 None => round.await,
                 Some(claim) => match tokio::time::timeout_at(until, round).await {
@@ -128,6 +110,33 @@ impl Admission {
             "rwo-lock-contended",
             rwo_lock::lost_message(pod, node, &claims_names(&claims), None),
         )
+    }
+
+    /// One round: the holders the caches know, then each claim's lock (the holders' warnings
+    /// kept ahead of the lock's).
+    async fn round(
+        &self,
+        pod: &Pod,
+        node: &str,
+        via: Via,
+        claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)],
+        dry_run: bool,
+        until: tokio::time::Instant,
+    ) -> Locked {
+        let d = self.rwo_holders(pod, node, claims).await;
+        if !d.allowed || d.row == "rwo-unknown" {
+            if !d.allowed {
+                self.lock_count("refused");
+            }
+            return Locked::Decided(d);
+        }
+        match self.rwo_locks(pod, node, via, claims, dry_run, until).await {
+            Locked::Decided(mut l) => {
+                l.warnings.splice(0..0, d.warnings);
+                Locked::Decided(l)
+            }
+            lost => lost,
+        }
     }
 
     /// The refusal when a swap on `claim` was lost and the claim could not be read again.

@@ -90,58 +90,74 @@ impl Admission {
             return Ok(dp::update(&req.user_info, kind, &old, &new));
         }
         // A claim's volume and namespace, read only when the claim itself is not protected (its
-        // own mark refuses first). Boxed: two reads kept out of every review's future.
-        if kind == Kind::Claim && !dp::protected(&old) {
-            let volume_name = match &req.old_object {
-                Embedded::Pvc(p) => p.spec.volume_name.clone(),
-                _ => object::<Pvc>(&req.old_object, "oldObject")?
-                    .spec
-                    .volume_name
-                    .clone(),
-            };
-            let (volume, namespace) = Box::pin(async {
-                let volume = match volume_name.as_deref().filter(|v| !v.is_empty()) {
-                    Some(v) => self.cluster.pv(v).await,
-                    None => Fact::Missing,
-                };
-                (volume, self.cluster.namespace(&old.namespace).await)
-            })
-            .await;
-            let behind = dp::Behind {
-                volume: deref(&volume),
-                namespace: match &namespace {
-                    Fact::Found(n) => Fact::Found(&n.metadata),
-                    Fact::Missing => Fact::Missing,
-                    Fact::Unknown(e) => Fact::Unknown(e.clone()),
-                },
-            };
-            if let Some(d) = dp::claim_behind(&old, &behind) {
-                return Ok(d);
-            }
+        // own mark refuses first).
+        if kind == Kind::Claim
+            && !dp::protected(&old)
+            && let Some(d) = self.claim_behind(req, &old).await?
+        {
+            return Ok(d);
         }
-        // A namespace's protected claims, from the cache: the watch sees an annotation added
-        // before the namespace's DELETE (a claim protected in the same instant may be missed;
-        // its own DELETE is still refused by row 1).
-        let claims: Fact<Vec<String>> = match kind {
-            Kind::Namespace if !self.cluster.synced() => {
-                Fact::Unknown(crate::rules::decision::ReadError::Api {
-                    what: "the namespace's claims".into(),
-                    message: "the claim cache is not synced yet".into(),
-                })
-            }
-            Kind::Namespace => Fact::Found(
-                self.cluster
-                    .store()
-                    .pvcs
-                    .in_namespace(&old.name)
-                    .iter()
-                    .filter(|p| dp::protected(&p.metadata))
-                    .map(|p| p.metadata.name.clone())
-                    .collect(),
-            ),
+        let claims = match kind {
+            Kind::Namespace => self.protected_claims(&old.name),
             Kind::Claim | Kind::Volume => Fact::Missing,
         };
         Ok(dp::delete(kind, &old, claims.as_ref().map(Vec::as_slice)))
+    }
+
+    /// rules.md §2i: a claim's DELETE refused for its protected volume or namespace. Boxed: two
+    /// reads kept out of every review's future.
+    async fn claim_behind(
+        &self,
+        req: &Request<'_>,
+        old: &crate::model::Meta,
+    ) -> Result<Option<Decision>, Decision> {
+        use crate::rules::delete_protection as dp;
+        let volume_name = match &req.old_object {
+            Embedded::Pvc(p) => p.spec.volume_name.clone(),
+            _ => object::<Pvc>(&req.old_object, "oldObject")?
+                .spec
+                .volume_name
+                .clone(),
+        };
+        let (volume, namespace) = Box::pin(async {
+            let volume = match volume_name.as_deref().filter(|v| !v.is_empty()) {
+                Some(v) => self.cluster.pv(v).await,
+                None => Fact::Missing,
+            };
+            (volume, self.cluster.namespace(&old.namespace).await)
+        })
+        .await;
+        let behind = dp::Behind {
+            volume: deref(&volume),
+            namespace: match &namespace {
+                Fact::Found(n) => Fact::Found(&n.metadata),
+                Fact::Missing => Fact::Missing,
+                Fact::Unknown(e) => Fact::Unknown(e.clone()),
+            },
+        };
+        Ok(dp::claim_behind(old, &behind))
+    }
+
+    /// A namespace's protected claims, from the cache: the watch sees an annotation added before
+    /// the namespace's DELETE (a claim protected in the same instant may be missed; its own
+    /// DELETE is still refused by row 1).
+    fn protected_claims(&self, namespace: &str) -> Fact<Vec<String>> {
+        if !self.cluster.synced() {
+            return Fact::Unknown(crate::rules::decision::ReadError::Api {
+                what: "the namespace's claims".into(),
+                message: "the claim cache is not synced yet".into(),
+            });
+        }
+        Fact::Found(
+            self.cluster
+                .store()
+                .pvcs
+                .in_namespace(namespace)
+                .iter()
+                .filter(|p| crate::rules::delete_protection::protected(&p.metadata))
+                .map(|p| p.metadata.name.clone())
+                .collect(),
+        )
     }
 }
 

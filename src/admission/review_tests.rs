@@ -133,6 +133,16 @@ fn fields_no_rule_reads_decode_in_a_review_as_anywhere_else_and_are_checked() {
             .contains("metadata.labels: invalid type: sequence"),
         "{err}"
     );
+}
+
+#[test]
+fn a_claims_size_and_a_pods_end_decode_in_a_review_as_anywhere_else_and_are_checked() {
+    let review = |pod: &Value| {
+        pod_review(
+            json!({"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE", "object": pod}),
+        )
+    };
     // A claim's size request: read by the report, not by admission.
     let claim = json!({"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": "1Gi"}}}});

@@ -204,11 +204,45 @@ impl Watch {
     }
 
     async fn publish(&self, drifts: &[Drift], objects: &[(&str, &str, Option<DynamicObject>)]) {
+        let new = self.gauge(drifts);
+        if new.is_empty() {
+            return;
+        }
+        let summary = drift::summary(&new);
+        tracing::warn!(drift = %summary, repair = self.repair, "the webhook registration differs from volguard's");
+        for (kind, name, o) in objects {
+            let entries: Vec<String> = o
+                .as_ref()
+                .map(|o| serde_json::to_value(o).unwrap_or_default())
+                .and_then(|v| v["webhooks"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|w| w["name"].as_str().map(str::to_string))
+                .collect();
+            let mine: Vec<Drift> = new
+                .iter()
+                .filter(|d| {
+                    entries.contains(&d.webhook)
+                        || (d.field == "missing"
+                            && CONFIGURATIONS.iter().any(|(k, _, es)| {
+                                k == kind && es.iter().any(|e| e.name == d.webhook)
+                            }))
+                })
+                .cloned()
+                .collect();
+            if !mine.is_empty() {
+                self.announce(kind, name, &mine).await;
+            }
+        }
+    }
+
+    /// The drift gauges and the /readyz detail set to `drifts`; the drifts not seen before.
+    fn gauge(&self, drifts: &[Drift]) -> Vec<Drift> {
         let now: BTreeSet<(String, &'static str)> = drifts
             .iter()
             .map(|d| (d.webhook.clone(), d.field))
             .collect();
-        let new: Vec<&Drift> = {
+        let new: Vec<Drift> = {
             let mut seen = self.announced.lock().unwrap_or_else(|e| e.into_inner());
             for (webhook, field) in seen.difference(&now) {
                 self.drift
@@ -221,6 +255,7 @@ impl Watch {
             let new = drifts
                 .iter()
                 .filter(|d| !seen.contains(&(d.webhook.clone(), d.field)))
+                .cloned()
                 .collect();
             *seen = now;
             new
@@ -244,53 +279,28 @@ impl Watch {
                 }
             )
         }));
-        if new.is_empty() {
-            return;
-        }
-        let new: Vec<Drift> = new.into_iter().cloned().collect();
-        let summary = drift::summary(&new);
-        tracing::warn!(drift = %summary, repair = self.repair, "the webhook registration differs from volguard's");
-        for (kind, name, o) in objects {
-            let entries: Vec<String> = o
-                .as_ref()
-                .map(|o| serde_json::to_value(o).unwrap_or_default())
-                .and_then(|v| v["webhooks"].as_array().cloned())
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|w| w["name"].as_str().map(str::to_string))
-                .collect();
-            let mine: Vec<Drift> = new
-                .iter()
-                .filter(|d| {
-                    entries.contains(&d.webhook)
-                        || (d.field == "missing"
-                            && CONFIGURATIONS.iter().any(|(k, _, es)| {
-                                k == kind && es.iter().any(|e| e.name == d.webhook)
-                            }))
-                })
-                .cloned()
-                .collect();
-            if mine.is_empty() {
-                continue;
-            }
-            let ev = Event {
-                type_: EventType::Warning,
-                reason: "RegistrationDrift".into(),
-                note: Some(format!(
-                    "the webhook registration differs from volguard's: {}. {}",
-                    drift::summary(&mine),
-                    if self.repair {
-                        "volguard puts it back."
-                    } else {
-                        "Re-apply volguard's manifests (helm upgrade, or kubectl apply -k), or run the controller with --repair-registration. An erased matchCondition sends every matching request to volguard; a Fail entry then refuses them while volguard is down."
-                    }
-                )),
-                action: action(&mine),
-                secondary: None,
-            };
-            if let Err(e) = self.recorder.publish(&ev, &reference(kind, name)).await {
-                tracing::warn!(error = %e, "could not publish RegistrationDrift event");
-            }
+        new
+    }
+
+    /// One Warning Event on configuration `kind`/`name` for its drifts.
+    async fn announce(&self, kind: &str, name: &str, mine: &[Drift]) {
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "RegistrationDrift".into(),
+            note: Some(format!(
+                "the webhook registration differs from volguard's: {}. {}",
+                drift::summary(mine),
+                if self.repair {
+                    "volguard puts it back."
+                } else {
+                    "Re-apply volguard's manifests (helm upgrade, or kubectl apply -k), or run the controller with --repair-registration. An erased matchCondition sends every matching request to volguard; a Fail entry then refuses them while volguard is down."
+                }
+            )),
+            action: action(mine),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &reference(kind, name)).await {
+            tracing::warn!(error = %e, "could not publish RegistrationDrift event");
         }
     }
 }

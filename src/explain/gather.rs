@@ -145,57 +145,7 @@ pub(super) async fn gather(
     file: Option<String>,
 ) -> anyhow::Result<Explanation> {
     match args.kind {
-        ExplainKind::Pvc => {
-            let pvc = found(view.pvc(ns, &args.name).await)?.ok_or_else(|| NotFound {
-                resource: "persistentvolumeclaims",
-                name: args.name.clone(),
-                namespace: Some(ns.to_string()),
-                file: file.clone(),
-            })?;
-            let mut not_read = Vec::new();
-            let pv = match pvc.volume_name() {
-                Some(v) => match view.pv(v).await {
-                    // A namespace's user may not read PersistentVolumes (cluster-scoped).
-                    Fact::Unknown(crate::rules::decision::ReadError::Refused {
-                        code: 403, ..
-                    }) => {
-                        not_read.push("persistentvolumes (forbidden)".to_string());
-                        None
-                    }
-                    f => found(f)?,
-                },
-                None => None,
-            };
-            let claim = pvc.metadata.name.clone();
-            let pods = match view
-                .pods_consistent(ns, |p| {
-                    crate::rules::claims::claims_of(p).any(|c| c.name == claim)
-                })
-                .await
-            {
-                Fact::Found(p) => p,
-                Fact::Missing => Vec::new(),
-                Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),
-            };
-            let vas = match (&pv, client) {
-                (Some(pv), Some(c)) => {
-                    state::operator_reads::attachments(c, &pv.metadata.name, &mut not_read).await?
-                }
-                _ => Vec::new(),
-            };
-            let fences = all_fences(view, client, &mut not_read).await?;
-            let mut e = build_pvc(&pvc, pv.as_deref(), &pods, &vas, &fences);
-            if not_read.iter().any(|n| n.starts_with("persistentvolumes"))
-                && let Some(v) = pvc.volume_name()
-            {
-                e.bound_to = Some(claim::BoundTo {
-                    name: v.to_string(),
-                    state: claim::BoundState::NotRead,
-                });
-            }
-            e.not_read = not_read;
-            Ok(e)
-        }
+        ExplainKind::Pvc => gather_pvc(view, client, ns, &args.name, file).await,
         ExplainKind::Pv => {
             let pv = found(view.pv(&args.name).await)?.ok_or_else(|| NotFound {
                 resource: "persistentvolumes",
@@ -222,6 +172,64 @@ pub(super) async fn gather(
             anyhow::bail!("nodes and pods have their own explanations")
         }
     }
+}
+
+/// A claim, its volume (if the caller may read it), the pods naming it (a consistent read), its
+/// VolumeAttachments and the fencing incidents.
+async fn gather_pvc(
+    view: &state::Cluster,
+    client: Option<&kube::Client>,
+    ns: &str,
+    name: &str,
+    file: Option<String>,
+) -> anyhow::Result<Explanation> {
+    let pvc = found(view.pvc(ns, name).await)?.ok_or_else(|| NotFound {
+        resource: "persistentvolumeclaims",
+        name: name.to_string(),
+        namespace: Some(ns.to_string()),
+        file,
+    })?;
+    let mut not_read = Vec::new();
+    let pv = match pvc.volume_name() {
+        Some(v) => match view.pv(v).await {
+            // A namespace's user may not read PersistentVolumes (cluster-scoped).
+            Fact::Unknown(crate::rules::decision::ReadError::Refused { code: 403, .. }) => {
+                not_read.push("persistentvolumes (forbidden)".to_string());
+                None
+            }
+            f => found(f)?,
+        },
+        None => None,
+    };
+    let claim = pvc.metadata.name.clone();
+    let pods = match view
+        .pods_consistent(ns, |p| {
+            crate::rules::claims::claims_of(p).any(|c| c.name == claim)
+        })
+        .await
+    {
+        Fact::Found(p) => p,
+        Fact::Missing => Vec::new(),
+        Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),
+    };
+    let vas = match (&pv, client) {
+        (Some(pv), Some(c)) => {
+            state::operator_reads::attachments(c, &pv.metadata.name, &mut not_read).await?
+        }
+        _ => Vec::new(),
+    };
+    let fences = all_fences(view, client, &mut not_read).await?;
+    let mut e = build_pvc(&pvc, pv.as_deref(), &pods, &vas, &fences);
+    if not_read.iter().any(|n| n.starts_with("persistentvolumes"))
+        && let Some(v) = pvc.volume_name()
+    {
+        e.bound_to = Some(claim::BoundTo {
+            name: v.to_string(),
+            state: claim::BoundState::NotRead,
+        });
+    }
+    e.not_read = not_read;
+    Ok(e)
 }
 
 /// Every fencing incident: live (what the caller may read), or the state file's.

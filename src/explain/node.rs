@@ -181,34 +181,7 @@ fn next(f: &Facts<'_>, fences: &[&NodeFence], pods: &[Waiting], tainted: bool) -
         };
     }
     if let Some(i) = open {
-        let msg = i.status.message.clone().unwrap_or_default();
-        return match i.status.phase {
-            Phase::Fencing
-                if i.status.backend == Some(crate::model::fence::BackendKind::Manual) =>
-            {
-                format!(
-                    "incident {} waits for a person: check the machine is off, then kubectl volguard fence confirm {name}",
-                    i.metadata.name
-                )
-            }
-            Phase::Detected | Phase::Fencing => format!(
-                "incident {} is fencing it ({msg}); its volumes move once the fence is proven",
-                i.metadata.name
-            ),
-            Phase::Fenced if !i.status.uncovered.is_empty() => {
-                format!("incident {} holds: {msg}", i.metadata.name)
-            }
-            Phase::Fenced => format!(
-                "incident {} proved the fence; the taint follows",
-                i.metadata.name
-            ),
-            Phase::Released => format!(
-                "released by incident {}: repair the machine (the taint goes once it returns, after a reboot) or delete the Node",
-                i.metadata.name
-            ),
-            Phase::Recovering => format!("incident {} holds the taint: {msg}", i.metadata.name),
-            Phase::Done | Phase::Failed | Phase::Aborted => msg,
-        };
+        return incident_next(i, name);
     }
     if let Some(failed) = fences.iter().find(|x| x.status.phase == Phase::Failed)
         && f.alive.is_none()
@@ -247,6 +220,36 @@ fn next(f: &Facts<'_>, fences: &[&NodeFence], pods: &[Waiting], tainted: bool) -
              has been silent for --partition-after (kubectl get nodefences); otherwise, or sooner, once you know the \
              machine is off: kubectl volguard fence confirm {name}"
         ),
+    }
+}
+
+/// What to do about a node an open incident handles.
+fn incident_next(i: &NodeFence, name: &str) -> String {
+    let msg = i.status.message.clone().unwrap_or_default();
+    match i.status.phase {
+        Phase::Fencing if i.status.backend == Some(crate::model::fence::BackendKind::Manual) => {
+            format!(
+                "incident {} waits for a person: check the machine is off, then kubectl volguard fence confirm {name}",
+                i.metadata.name
+            )
+        }
+        Phase::Detected | Phase::Fencing => format!(
+            "incident {} is fencing it ({msg}); its volumes move once the fence is proven",
+            i.metadata.name
+        ),
+        Phase::Fenced if !i.status.uncovered.is_empty() => {
+            format!("incident {} holds: {msg}", i.metadata.name)
+        }
+        Phase::Fenced => format!(
+            "incident {} proved the fence; the taint follows",
+            i.metadata.name
+        ),
+        Phase::Released => format!(
+            "released by incident {}: repair the machine (the taint goes once it returns, after a reboot) or delete the Node",
+            i.metadata.name
+        ),
+        Phase::Recovering => format!("incident {} holds the taint: {msg}", i.metadata.name),
+        Phase::Done | Phase::Failed | Phase::Aborted => msg,
     }
 }
 
@@ -298,6 +301,12 @@ pub fn table(e: &NodeExplanation) -> String {
             line(&mut out, "confirmed by:", who.clone());
         }
     }
+    incident_and_pod_lines(e, &mut out);
+    out.push_str(&format!("  next:         {}\n", e.next));
+    out
+}
+
+fn incident_and_pod_lines(e: &NodeExplanation, out: &mut String) {
     out.push_str("  incidents:\n");
     if e.incidents.is_empty() {
         out.push_str("    (none)\n");
@@ -328,6 +337,4 @@ pub fn table(e: &NodeExplanation) -> String {
             p.claims.join(", ")
         ));
     }
-    out.push_str(&format!("  next:         {}\n", e.next));
-    out
 }

@@ -29,51 +29,7 @@ pub fn table(e: &Explanation) -> String {
         out.push_str(&format!("    {}  (removed by {})\n", f.name, f.owner));
     }
     if e.kind == "PersistentVolumeClaim" {
-        // "Used" as `report unused` counts it: by a pod that has not finished.
-        out.push_str("  used by:\n");
-        let (done, running): (Vec<_>, Vec<_>) = e.blocking_pods.iter().partition(|p| p.finished);
-        if running.is_empty() {
-            out.push_str("    (no running pod)\n");
-        }
-        for p in running {
-            out.push_str(&format!(
-                "    {} ({} on node {})\n",
-                p.name, p.phase, p.node
-            ));
-        }
-        if !done.is_empty() {
-            out.push_str("  finished pods still naming it (they hold a deletion):\n");
-            for p in done {
-                out.push_str(&format!(
-                    "    {} ({} on node {}): delete pod {} to release it\n",
-                    p.name, p.phase, p.node, p.name
-                ));
-            }
-        }
-        out.push_str(&format!(
-            "  unused since: {}\n",
-            match (&e.unused_since, e.unused_since_source) {
-                (Some(t), SinceSource::Condition) => format!("{t} (Unused condition)"),
-                (Some(t), SinceSource::Created) => format!(
-                    "{t} (created then; its volguard.io/unused-since predates the claim, e.g. restored from a backup)"
-                ),
-                (Some(t), _) => format!("{t} (volguard.io/unused-since)"),
-                (None, _) if e.blocking_pods.iter().any(|p| !p.finished) => "(in use)".into(),
-                (None, _) => "not yet observed (the controller marks it once it has seen it unused for --unused-grace, 2 minutes by default)".into(),
-            }
-        ));
-    }
-    if e.kind == "PersistentVolumeClaim" {
-        out.push_str(&format!(
-            "  rwo lock:     {}\n",
-            match &e.rwo_lock {
-                Some(l) => format!(
-                    "node {} (pod {}, since {}): pods on other nodes wait until it ends (volguard.io/rwo-lock)",
-                    l.node, l.pod, l.at
-                ),
-                None => "none".into(),
-            }
-        ));
+        claim_lines(e, &mut out);
     }
     for w in &e.partitions {
         out.push_str(&format!(
@@ -88,19 +44,7 @@ pub fn table(e: &Explanation) -> String {
                 .unwrap_or_default()
         ));
     }
-    out.push_str("  volume attachments:\n");
-    if e.volume_attachments.is_empty() {
-        out.push_str("    (none)\n");
-    }
-    for a in &e.volume_attachments {
-        out.push_str(&format!(
-            "    {} on node {} ({}{})\n",
-            a.name,
-            a.node,
-            if a.attached { "attached" } else { "detached" },
-            if a.terminating { ", being deleted" } else { "" }
-        ));
-    }
+    attachment_lines(&e.volume_attachments, &mut out);
     if !e.not_read.is_empty() {
         out.push_str(&format!(
             "  not read:     {}: you may not read them; shown without them\n",
@@ -109,6 +53,69 @@ pub fn table(e: &Explanation) -> String {
     }
     out.push_str(&format!("  next:         {}\n", e.next));
     out
+}
+
+/// A claim's users, unused-since and RWO lock.
+fn claim_lines(e: &Explanation, out: &mut String) {
+    // "Used" as `report unused` counts it: by a pod that has not finished.
+    out.push_str("  used by:\n");
+    let (done, running): (Vec<_>, Vec<_>) = e.blocking_pods.iter().partition(|p| p.finished);
+    if running.is_empty() {
+        out.push_str("    (no running pod)\n");
+    }
+    for p in running {
+        out.push_str(&format!(
+            "    {} ({} on node {})\n",
+            p.name, p.phase, p.node
+        ));
+    }
+    if !done.is_empty() {
+        out.push_str("  finished pods still naming it (they hold a deletion):\n");
+        for p in done {
+            out.push_str(&format!(
+                "    {} ({} on node {}): delete pod {} to release it\n",
+                p.name, p.phase, p.node, p.name
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "  unused since: {}\n",
+        match (&e.unused_since, e.unused_since_source) {
+            (Some(t), SinceSource::Condition) => format!("{t} (Unused condition)"),
+            (Some(t), SinceSource::Created) => format!(
+                "{t} (created then; its volguard.io/unused-since predates the claim, e.g. restored from a backup)"
+            ),
+            (Some(t), _) => format!("{t} (volguard.io/unused-since)"),
+            (None, _) if e.blocking_pods.iter().any(|p| !p.finished) => "(in use)".into(),
+            (None, _) => "not yet observed (the controller marks it once it has seen it unused for --unused-grace, 2 minutes by default)".into(),
+        }
+    ));
+    out.push_str(&format!(
+        "  rwo lock:     {}\n",
+        match &e.rwo_lock {
+            Some(l) => format!(
+                "node {} (pod {}, since {}): pods on other nodes wait until it ends (volguard.io/rwo-lock)",
+                l.node, l.pod, l.at
+            ),
+            None => "none".into(),
+        }
+    ));
+}
+
+fn attachment_lines(attachments: &[Attachment], out: &mut String) {
+    out.push_str("  volume attachments:\n");
+    if attachments.is_empty() {
+        out.push_str("    (none)\n");
+    }
+    for a in attachments {
+        out.push_str(&format!(
+            "    {} on node {} ({}{})\n",
+            a.name,
+            a.node,
+            if a.attached { "attached" } else { "detached" },
+            if a.terminating { ", being deleted" } else { "" }
+        ));
+    }
 }
 
 /// One explanation in the format asked for (`name`: what `-o name` prints).

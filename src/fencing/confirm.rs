@@ -38,25 +38,7 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
         .with_context(|| format!("reading node {node:?}"))?;
     // A node that heartbeats is not down, whoever says so (rules.md §7).
     if let Some(n) = &live {
-        let ready = n.ready();
-        let lease = super::observe::lease(&view, node)
-            .await
-            .with_context(|| format!("reading the Lease of node {node:?}"))?;
-        let renewed = lease.as_deref().and_then(|t| t.parse().ok());
-        if let Some(why) = crate::rules::fencing::alive(
-            ready,
-            renewed,
-            args.partition_after,
-            jiff::Timestamp::now(),
-        ) {
-            anyhow::bail!(
-                "node {node:?} is not down: {why}. volguard does not confirm a node that heartbeats: stop its \
-                 kubelet or power the machine off, wait until `kubectl get node {node}` shows NotReady and its \
-                 Lease ({}/{node}, last renewed {}) stops renewing, then run this again",
-                super::observe::LEASE_NAMESPACE,
-                lease.as_deref().unwrap_or("never"),
-            );
-        }
+        refuse_if_alive(&view, n, node, args.partition_after).await?;
     }
     let all: Vec<NodeFence> = fences::list(&client)
         .await
@@ -84,8 +66,13 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
              kubectl taint node {node} {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute"
         );
     };
+    confirm(&client, f, &user).await
+}
+
+/// Record `user`'s confirmation on incident `f`, and say when it counts.
+async fn confirm(client: &kube::Client, f: &NodeFence, user: &str) -> anyhow::Result<()> {
     let at = jiff::Timestamp::now();
-    Writer::new(client.clone(), "volguard-fence-confirm", user.clone())
+    Writer::new(client.clone(), "volguard-fence-confirm", user.to_string())
         .confirm_fence(f, &format!("{user} at {at}"))
         .await
         .with_context(|| {
@@ -97,7 +84,7 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
     let backend = f.status.backend.map(|b| b.as_str()).unwrap_or("none yet");
     println!(
         "nodefence/{} confirmed: node {} is down, by {user} at {at}",
-        f.metadata.name, args.node
+        f.metadata.name, f.spec.node
     );
     if !f
         .spec
@@ -110,6 +97,31 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
         );
     } else if f.status.backend != Some(crate::model::fence::BackendKind::Manual) {
         println!("it counts once the incident reaches its manual backend (now: {backend})");
+    }
+    Ok(())
+}
+
+/// An error saying why `node` is not down, if its heartbeat says it is alive.
+async fn refuse_if_alive(
+    view: &LiveCluster,
+    n: &crate::model::Node,
+    node: &str,
+    partition_after: jiff::SignedDuration,
+) -> anyhow::Result<()> {
+    let lease = super::observe::lease(view, node)
+        .await
+        .with_context(|| format!("reading the Lease of node {node:?}"))?;
+    let renewed = lease.as_deref().and_then(|t| t.parse().ok());
+    if let Some(why) =
+        crate::rules::fencing::alive(n.ready(), renewed, partition_after, jiff::Timestamp::now())
+    {
+        anyhow::bail!(
+            "node {node:?} is not down: {why}. volguard does not confirm a node that heartbeats: stop its \
+             kubelet or power the machine off, wait until `kubectl get node {node}` shows NotReady and its \
+             Lease ({}/{node}, last renewed {}) stops renewing, then run this again",
+            super::observe::LEASE_NAMESPACE,
+            lease.as_deref().unwrap_or("never"),
+        );
     }
     Ok(())
 }

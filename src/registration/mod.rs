@@ -8,3 +8,6 @@ pub mod policies;
 pub mod policies_static;
 pub mod webhooks;
 pub mod webhooks_yaml;
+
+#[cfg(test)]
+mod docs_tests;

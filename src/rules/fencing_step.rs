@@ -182,42 +182,7 @@ pub fn step(r: &Record<'_>, now: &Now<'_>) -> Do {
         )),
         Phase::Detected => Do::Write(request(r, 0, None)),
         Phase::Fencing => Do::AskFence,
-        Phase::Fenced => {
-            // Re-checked right before the taint (rules.md §7), also for an incident found
-            // `Fenced` after a restart: the Lease still silent since detection, not Ready.
-            if let Err(reason) = proof(now.lease, r.lease_at_detection, now.ready) {
-                let msg = format!("{reason} (re-checked before the taint); nothing was released");
-                let mut t = go(Phase::Failed, "proof-failed", msg).announced("FenceFailed", true);
-                t.effects.backend_failed = true;
-                return Do::Write(t);
-            }
-            // The taint releases every volume on the node: only when the fence covers them all
-            // (rules.md §7 "A fence has a scope"); otherwise the incident holds, saying why. Not
-            // read (`None`): unknown, so it holds too.
-            let Some((scope, missing)) = now.scope else {
-                return Do::Nothing;
-            };
-            if !missing.is_empty() {
-                let why = super::fencing::scope_message(r.node, scope, missing);
-                return match note(r, why, Some("FenceScopeIncomplete")) {
-                    Do::Write(mut t) => {
-                        t.effects.uncovered =
-                            Some(missing.iter().map(ToString::to_string).collect());
-                        Do::Write(t)
-                    }
-                    other => other,
-                };
-            }
-            let msg = format!(
-                "{OUT_OF_SERVICE_TAINT} added to node {}: PodGC removes its pods and their volumes are detached",
-                r.node
-            );
-            let mut t = go(Phase::Released, "released", msg).announced("NodeReleased", true);
-            t.effects.taint = true;
-            t.effects.uncovered = Some(Vec::new());
-            t.effects.announce_affected = true;
-            Do::Write(t)
-        }
+        Phase::Fenced => release(r, now),
         Phase::Released if !now.node => Do::Write(go(
             Phase::Done,
             "node-deleted",
@@ -247,6 +212,43 @@ pub fn step(r: &Record<'_>, now: &Now<'_>) -> Do {
         },
         Phase::Done | Phase::Failed | Phase::Aborted => Do::Nothing,
     }
+}
+
+/// A fenced incident: the taint, once the proof still holds and the fence covers every volume.
+fn release(r: &Record<'_>, now: &Now<'_>) -> Do {
+    // Re-checked right before the taint (rules.md §7), also for an incident found `Fenced` after
+    // a restart: the Lease still silent since detection, not Ready.
+    if let Err(reason) = proof(now.lease, r.lease_at_detection, now.ready) {
+        let msg = format!("{reason} (re-checked before the taint); nothing was released");
+        let mut t = go(Phase::Failed, "proof-failed", msg).announced("FenceFailed", true);
+        t.effects.backend_failed = true;
+        return Do::Write(t);
+    }
+    // The taint releases every volume on the node: only when the fence covers them all (rules.md
+    // §7 "A fence has a scope"); otherwise the incident holds, saying why. Not read (`None`):
+    // unknown, so it holds too.
+    let Some((scope, missing)) = now.scope else {
+        return Do::Nothing;
+    };
+    if !missing.is_empty() {
+        let why = super::fencing::scope_message(r.node, scope, missing);
+        return match note(r, why, Some("FenceScopeIncomplete")) {
+            Do::Write(mut t) => {
+                t.effects.uncovered = Some(missing.iter().map(ToString::to_string).collect());
+                Do::Write(t)
+            }
+            other => other,
+        };
+    }
+    let msg = format!(
+        "{OUT_OF_SERVICE_TAINT} added to node {}: PodGC removes its pods and their volumes are detached",
+        r.node
+    );
+    let mut t = go(Phase::Released, "released", msg).announced("NodeReleased", true);
+    t.effects.taint = true;
+    t.effects.uncovered = Some(Vec::new());
+    t.effects.announce_affected = true;
+    Do::Write(t)
 }
 
 /// After the current backend answered a fence request; `now` is read after the answer (a fence

@@ -32,25 +32,22 @@ pub fn node_delete(
     alive: Fact<&str>,
 ) -> NodeDelete {
     let name = &node.metadata.name;
-    let allow = |row| NodeDelete {
-        decision: Decision::allow(row),
+    let decided = |decision| NodeDelete {
+        decision,
         record: None,
     };
     // 1: nothing on it uses a claim (drained, or stateless): nothing to release.
     let pods = match users {
-        Fact::Found([]) | Fact::Missing => return allow("node-delete-drained"),
+        Fact::Found([]) | Fact::Missing => return decided(Decision::allow("node-delete-drained")),
         Fact::Found(p) => p,
         Fact::Unknown(e) => {
-            return NodeDelete {
-                decision: Decision::deny(
-                    "node-delete-unknown",
-                    format!(
-                        "deleting node {name:?} refused: volguard could not list the pods on it ({e}), so it cannot tell \
-                         whether deleting it releases volumes that a running machine still writes. Retry"
-                    ),
+            return decided(Decision::deny(
+                "node-delete-unknown",
+                format!(
+                    "deleting node {name:?} refused: volguard could not list the pods on it ({e}), so it cannot tell \
+                 whether deleting it releases volumes that a running machine still writes. Retry"
                 ),
-                record: None,
-            };
+            ));
         }
     };
     let names: Vec<String> = pods
@@ -65,13 +62,10 @@ pub fn node_delete(
     if let Fact::Found(all) = fences
         && let Some(f) = proof_of_down(all, name, newest, crate::model::fence::DELETE_NODE)
     {
-        return NodeDelete {
-            decision: Decision::allow("node-delete-fenced").with_warning(format!(
-                "node {name:?} deleted on the proof of NodeFence {}",
-                f.metadata.name
-            )),
-            record: None,
-        };
+        return decided(Decision::allow("node-delete-fenced").with_warning(format!(
+            "node {name:?} deleted on the proof of NodeFence {}",
+            f.metadata.name
+        )));
     }
     let alive_why = match &alive {
         Fact::Found(why) => Some(why.to_string()),
@@ -99,10 +93,7 @@ pub fn node_delete(
             )),
             record: Some((proof, names)),
         },
-        (proof, alive) => NodeDelete {
-            decision: unproven(name, &shown, proof.is_some(), alive),
-            record: None,
-        },
+        (proof, alive) => decided(unproven(name, &shown, proof.is_some(), alive)),
     }
 }
 

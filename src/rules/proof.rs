@@ -211,32 +211,10 @@ pub fn judge(
             ),
         );
     }
-    if mode == BreakGlass::Rbac {
-        for o in &set {
-            match asked.iter().find(|(a, _)| a == o).map(|(_, r)| r) {
-                Some(Authority::Allowed) => {}
-                Some(Authority::Unknown(e)) => {
-                    return Decision::unavailable(
-                        "proof-authority-unknown",
-                        format!(
-                            "setting {} refused: volguard could not ask whether {who:?} may use \
-                             breakglass.volguard.io ({e}); retry",
-                            o.key
-                        ),
-                    );
-                }
-                Some(Authority::Denied) | None => {
-                    return Decision::deny(
-                        "proof-not-authorized",
-                        format!(
-                            "setting {} refused: {who:?} may not use breakglass.volguard.io (verb use, name {}): ask an \
-                             administrator to bind the ClusterRole volguard-break-glass",
-                            o.key, o.rule
-                        ),
-                    );
-                }
-            }
-        }
+    if mode == BreakGlass::Rbac
+        && let Some(refused) = unauthorized(who, &set, asked)
+    {
+        return refused;
     }
     if stamp != Some(who.as_str()) {
         return Decision::deny(
@@ -249,6 +227,37 @@ pub fn judge(
         );
     }
     Decision::allow("proof-set")
+}
+
+/// In `BreakGlass::Rbac`: the refusal of the first override `who` may not use (or whose
+/// authority could not be asked: unsure is no).
+fn unauthorized(who: &str, set: &[Override], asked: &[(Override, Authority)]) -> Option<Decision> {
+    for o in set {
+        match asked.iter().find(|(a, _)| a == o).map(|(_, r)| r) {
+            Some(Authority::Allowed) => {}
+            Some(Authority::Unknown(e)) => {
+                return Some(Decision::unavailable(
+                    "proof-authority-unknown",
+                    format!(
+                        "setting {} refused: volguard could not ask whether {who:?} may use \
+                         breakglass.volguard.io ({e}); retry",
+                        o.key
+                    ),
+                ));
+            }
+            Some(Authority::Denied) | None => {
+                return Some(Decision::deny(
+                    "proof-not-authorized",
+                    format!(
+                        "setting {} refused: {who:?} may not use breakglass.volguard.io (verb use, name {}): ask an \
+                         administrator to bind the ClusterRole volguard-break-glass",
+                        o.key, o.rule
+                    ),
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// rules.md §8 "Records": a NodeFence's release record (`spec.release`) and its status are

@@ -377,7 +377,12 @@ fn every_stale_kind_is_taken_over_at_once() {
         }
         assert_eq!(clearable(&l, &h), Some(why));
     }
+}
+
+#[test]
+fn a_missing_pod_a_create_placed_is_not_stale_within_the_grace() {
     // A created pod that is missing may not be stored yet: it waits for the grace.
+    let n = node(false);
     let mut created = lock("2026-11-23T09:00:00Z");
     created.via = Some(Via::Create);
     let h = hold(Fact::Found(&[]), Fact::Missing, Fact::Found(&n), YOUNG);

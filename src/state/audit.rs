@@ -382,6 +382,8 @@ fn line(r: &Refusal, wall: jiff::Timestamp) -> crate::model::audit_report::Audit
     }
 }
 
+/// The sink's task: aggregate refusals into Events, fold lines into each namespace's AuditReport
+/// every `FLUSH`.
 async fn run(
     client: kube::Client,
     identity: String,
@@ -390,7 +392,7 @@ async fn run(
     reports: Reports,
 ) {
     let mut agg = Aggregator::new(Instant::now());
-    let mut pending: HashMap<String, Vec<crate::model::audit_report::AuditResult>> = HashMap::new();
+    let mut pending: Pending = HashMap::new();
     let mut next_report = Instant::now() + FLUSH;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let count = |r: &'static str| {
@@ -420,60 +422,87 @@ async fn run(
         }
         if Instant::now() >= next_report {
             next_report = Instant::now() + FLUSH;
-            for (ns, lines) in std::mem::take(&mut pending) {
-                match super::writer::fold_audit_report(
-                    &client,
-                    &ns,
-                    lines.clone(),
-                    reports.retention,
-                    reports.max,
-                )
-                .await
-                {
-                    Ok(()) => count("reported"),
-                    Err(e) => {
-                        // A conflict (another replica wrote it) or a refusal: the lines wait for
-                        // the next write, within the bound.
-                        tracing::debug!(namespace = %ns, error = %crate::error::chain(&e), "could not write the audit report");
-                        count("report_failed");
-                        pending.entry(ns).or_default().extend(lines);
-                    }
-                }
-            }
+            fold_reports(&client, &mut pending, &reports, &count).await;
         }
         for w in agg.due(Instant::now()) {
-            match w {
-                Write::Create {
-                    key,
-                    refusal,
-                    count: n,
-                } => match create(&client, &identity, &refusal, n).await {
-                    Ok(name) => {
-                        tracing::debug!(event = %name, "audit Event created");
-                        agg.created(key, name);
-                        count("created");
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %crate::error::chain(&e), "could not record an audit Event");
-                        count("failed");
-                    }
-                },
-                Write::Series {
-                    event,
-                    namespace,
-                    count: n,
-                    last,
-                    ..
-                } => match series(&client, &namespace, &event, n, last).await {
-                    Ok(()) => {
-                        count("updated");
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %crate::error::chain(&e), "could not update an audit Event");
-                        count("failed");
-                    }
-                },
+            if let Some(created) = write_event(&client, &identity, w, &count).await {
+                agg.created(created.0, created.1);
             }
+        }
+    }
+}
+
+type Pending = HashMap<String, Vec<crate::model::audit_report::AuditResult>>;
+
+/// Each namespace's pending lines into its AuditReport; lines that could not be written wait
+/// for the next fold (within the bound).
+async fn fold_reports(
+    client: &kube::Client,
+    pending: &mut Pending,
+    reports: &Reports,
+    count: &impl Fn(&'static str),
+) {
+    for (ns, lines) in std::mem::take(pending) {
+        match super::writer::fold_audit_report(
+            client,
+            &ns,
+            lines.clone(),
+            reports.retention,
+            reports.max,
+        )
+        .await
+        {
+            Ok(()) => count("reported"),
+            Err(e) => {
+                // A conflict (another replica wrote it) or a refusal: the lines wait for the
+                // next write, within the bound.
+                tracing::debug!(namespace = %ns, error = %crate::error::chain(&e), "could not write the audit report");
+                count("report_failed");
+                pending.entry(ns).or_default().extend(lines);
+            }
+        }
+    }
+}
+
+/// One aggregated write: a new Event (its key and name returned), or a series update.
+async fn write_event(
+    client: &kube::Client,
+    identity: &str,
+    w: Write,
+    count: &impl Fn(&'static str),
+) -> Option<(usize, String)> {
+    match w {
+        Write::Create {
+            key,
+            refusal,
+            count: n,
+        } => match create(client, identity, &refusal, n).await {
+            Ok(name) => {
+                tracing::debug!(event = %name, "audit Event created");
+                count("created");
+                Some((key, name))
+            }
+            Err(e) => {
+                tracing::warn!(error = %crate::error::chain(&e), "could not record an audit Event");
+                count("failed");
+                None
+            }
+        },
+        Write::Series {
+            event,
+            namespace,
+            count: n,
+            last,
+            ..
+        } => {
+            match series(client, &namespace, &event, n, last).await {
+                Ok(()) => count("updated"),
+                Err(e) => {
+                    tracing::warn!(error = %crate::error::chain(&e), "could not update an audit Event");
+                    count("failed");
+                }
+            }
+            None
         }
     }
 }

@@ -12,6 +12,8 @@ mod doors;
 mod exemptions;
 #[path = "cluster/lock.rs"]
 mod lock;
+#[path = "cluster/lock_race.rs"]
+mod lock_race;
 #[path = "cluster/nodes.rs"]
 mod nodes;
 #[path = "cluster/operators.rs"]
@@ -41,11 +43,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use doors::*;
-use exemptions::*;
 use lock::*;
-use nodes::*;
-use operators::*;
 use policies::*;
 use policy_install::*;
 use webhook::*;
@@ -344,46 +342,46 @@ async fn prepare(s: &mut Shared) {
 // ---------------------------------------------------------------- one test per scenario
 
 crate::scenarios! { scenario:
-    audit_report_outlives_events => |s| s_audit_report_outlives_events(&mut s.cp, "audit-report");
-    cert_manager_renewal => |s| s_cert_renewal(&s.cp, "renewal");
-    statefulset_scale => |s| s_statefulset_scale(&s.cp, "sts-scale");
-    statefulset_recreate => |s| s_statefulset_recreate(&s.cp, "sts-recreate");
-    ephemeral_volume => |s| s_ephemeral_volume(&s.cp, "ephemeral");
-    rwo_stale_replica => |s| s_rwo_stale_replica(&s.cp, "rwo-stale");
-    ephemeral_owner_repointed => |s| s_ephemeral_owner_repointed(&s.cp, "eph-owner");
-    policy_webhook_down => |s| s_policy_webhook_down(&mut s.cp, "policy");
-    explain_pod_multi_attach => |s| s_explain_pod_multi_attach(&s.cp, "explain-pod");
-    policy_agrees => |s| s_policy_agrees(&mut s.cp, "agree");
-    registration_drift => |s| s_registration_drift(&mut s.cp, "registration");
-    delete_protection => |s| s_delete_protection(&s.cp, "protect");
+    audit_report_outlives_events => |s| exemptions::audit_report_outlives_events(&mut s.cp, "audit-report");
+    cert_manager_renewal => |s| webhook::cert_manager_renewal(&s.cp, "renewal");
+    statefulset_scale => |s| workloads::statefulset_scale(&s.cp, "sts-scale");
+    statefulset_recreate => |s| workloads::statefulset_recreate(&s.cp, "sts-recreate");
+    ephemeral_volume => |s| workloads::ephemeral_volume(&s.cp, "ephemeral");
+    rwo_stale_replica => |s| lock::rwo_stale_replica(&s.cp, "rwo-stale");
+    ephemeral_owner_repointed => |s| workloads::ephemeral_owner_repointed(&s.cp, "eph-owner");
+    policy_webhook_down => |s| policies::policy_webhook_down(&mut s.cp, "policy");
+    explain_pod_multi_attach => |s| operators::explain_pod_multi_attach(&s.cp, "explain-pod");
+    policy_agrees => |s| policies::policy_agrees(&mut s.cp, "agree");
+    registration_drift => |s| policies::registration_drift(&mut s.cp, "registration");
+    delete_protection => |s| policies::delete_protection(&s.cp, "protect");
     // Named to run after the policy scenarios (libtest runs them in name order): run before them,
     // its policies installed and removed left kube-apiserver 1.37.2 evaluating policy-agrees'
     // re-created bindings with the parameters of before (30 s and more, set before or after).
-    proof_door_matrix => |s| s_proof_door_matrix(&mut s.cp, "doors");
-    rwo_missing_claim => |s| s_rwo_missing_claim(&s.cp, "rwo-missing");
-    rwo_same_node_creates => |s| s_rwo_same_node_creates(&s.cp, "rwo-same-node");
-    webhook_idle_flood => |s| s_webhook_idle_flood(&s.cp, "flood");
+    proof_door_matrix => |s| doors::proof_door_matrix(&mut s.cp, "doors");
+    rwo_missing_claim => |s| lock::rwo_missing_claim(&s.cp, "rwo-missing");
+    rwo_same_node_creates => |s| lock::rwo_same_node_creates(&s.cp, "rwo-same-node");
+    webhook_idle_flood => |s| webhook::webhook_idle_flood(&s.cp, "flood");
     // Named to run after the policy scenarios (see proof_door_matrix): it installs them with
     // parameters of its own.
-    webhook_exemption_and_expiry => |s| s_webhook_exemption_and_expiry(&mut s.cp, "exempt");
-    webhook_client_cert => |s| s_webhook_client_cert(&mut s.cp, "mtls");
-    job_completion => |s| s_job_completion(&s.cp, "jobs");
-    kubectl_ux => |s| s_kubectl_ux(&s.cp, "ux");
-    namespace_deletion => |s| async move { let took = s_namespace_deletion(&s.cp, "doomed").await; println!( "namespace-deletion: namespace deleted in {:.1}s", took.as_secs_f64() ); };
-    node_delete_guard => |s| s_node_delete_guard(&mut s.cp, "podgc");
-    out_of_service => |s| s_out_of_service(&mut s.cp, "oos");
-    drain_eviction => |s| s_drain_eviction(&mut s.cp, "drain");
-    webhook_down => |s| s_webhook_down(&mut s.cp, "down");
-    rwo_single_node => |s| s_rwo_single_node(&s.cp, "rwo");
-    rwo_lock_race => |s| s_rwo_lock_race(&mut s.cp, "rwo-race");
-    multi_node_rwo_detection => |s| s_multi_node_rwo(&mut s.cp, "multi-rwo");
-    unused_condition => |s| s_unused_condition(&mut s.cp, "unused", s.minor);
-    webhook_rollout => |s| s_webhook_rollout(&mut s.cp, "rollout");
+    webhook_exemption_and_expiry => |s| exemptions::webhook_exemption_and_expiry(&mut s.cp, "exempt");
+    webhook_client_cert => |s| webhook::webhook_client_cert(&mut s.cp, "mtls");
+    job_completion => |s| workloads::job_completion(&s.cp, "jobs");
+    kubectl_ux => |s| operators::kubectl_ux(&s.cp, "ux");
+    namespace_deletion => |s| async move { let took = workloads::namespace_deletion(&s.cp, "doomed").await; println!( "namespace-deletion: namespace deleted in {:.1}s", took.as_secs_f64() ); };
+    node_delete_guard => |s| nodes::node_delete_guard(&mut s.cp, "podgc");
+    out_of_service => |s| nodes::out_of_service(&mut s.cp, "oos");
+    drain_eviction => |s| nodes::drain_eviction(&mut s.cp, "drain");
+    webhook_down => |s| webhook::webhook_down(&mut s.cp, "down");
+    rwo_single_node => |s| lock::rwo_single_node(&s.cp, "rwo");
+    rwo_lock_race => |s| lock_race::rwo_lock_race(&mut s.cp, "rwo-race");
+    multi_node_rwo_detection => |s| lock_race::multi_node_rwo_detection(&mut s.cp, "multi-rwo");
+    unused_condition => |s| workloads::unused_condition(&mut s.cp, "unused", s.minor);
+    webhook_rollout => |s| webhook::webhook_rollout(&mut s.cp, "rollout");
     /// The apiserver's own latency figures for volguard's webhooks under churn (`cargo test
     /// --test cluster -- --ignored --exact apiserver_latency` runs this one alone).
     // 10 StatefulSets x 10 pods, twice: the correctness of every call under churn. The
     // latency figures of record come from `make bench`'s side by side.
-    apiserver_latency => |s| s_apiserver_latency(&s.cp, "churn", 10, 10, 2);
+    apiserver_latency => |s| webhook::apiserver_latency(&s.cp, "churn", 10, 10, 2);
 }
 
 /// `make bench`: none / no-op / volguard side by side (`--exact apiserver_side_by_side`).

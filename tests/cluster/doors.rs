@@ -718,7 +718,7 @@ async fn grant(c: &kube::Client, doors: &[Door]) {
     }
 }
 
-pub(super) async fn s_proof_door_matrix(cp: &mut ControlPlane, ns: &str) {
+pub(super) async fn proof_door_matrix(cp: &mut ControlPlane, ns: &str) {
     let admin = cp.admin().await;
     let (doors, other) = discover(&admin).await;
     let names: Vec<String> = doors.iter().map(Door::path).collect();

@@ -26,7 +26,7 @@ async fn running_pods(cp: &ControlPlane, c: &kube::Client, ns: &str, names: &[&s
     }
 }
 
-pub(super) async fn s_webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &str) {
+pub(super) async fn webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &str) {
     let c = cp.admin().await;
     let velero = format!("system:serviceaccount:{ns}:velero");
     cp.serve_extra = vec![
@@ -192,7 +192,7 @@ pub(super) async fn s_webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &s
 
 /// rules.md §8 "Audit that outlives Events": a refusal is in its namespace's AuditReport (summary
 /// by rule and reason, one line per caller and object), and stays after every Event is deleted.
-pub(super) async fn s_audit_report_outlives_events(cp: &mut ControlPlane, ns: &str) {
+pub(super) async fn audit_report_outlives_events(cp: &mut ControlPlane, ns: &str) {
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
     let c = cp.admin().await;
     running_pods(cp, &c, ns, &["kept-0"]).await;

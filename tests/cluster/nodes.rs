@@ -7,7 +7,7 @@ use super::*;
 /// its kwok is stopped and node-lifecycle marks it NotReady, a person's confirmation lets the
 /// deletion through, recorded as a NodeFence; PodGC then force-deletes the orphaned pod, nothing
 /// refused, and the claim survives.
-pub(super) async fn s_node_delete_guard(cp: &mut ControlPlane, ns: &str) {
+pub(super) async fn node_delete_guard(cp: &mut ControlPlane, ns: &str) {
     let node = format!("{ns}-node");
     cp.kwok_node(&node).await;
     let c = cp.admin().await;
@@ -129,7 +129,7 @@ pub(super) async fn s_node_delete_guard(cp: &mut ControlPlane, ns: &str) {
 
 /// Non-graceful node shutdown: the node's kwok stops, the node goes NotReady, an operator taints
 /// it `out-of-service`; taint eviction deletes the pod, PodGC force-deletes it, volguard allows it.
-pub(super) async fn s_out_of_service(cp: &mut ControlPlane, ns: &str) {
+pub(super) async fn out_of_service(cp: &mut ControlPlane, ns: &str) {
     let node = format!("{ns}-node");
     cp.kwok_node(&node).await;
     let c = cp.admin().await;
@@ -215,7 +215,7 @@ pub(super) async fn s_out_of_service(cp: &mut ControlPlane, ns: &str) {
 
 /// `kubectl drain --grace-period=0` is refused on a running pod (the eviction would force-delete
 /// it); a plain drain evicts gracefully through the PodDisruptionBudget and the pod finishes.
-pub(super) async fn s_drain_eviction(cp: &mut ControlPlane, ns: &str) {
+pub(super) async fn drain_eviction(cp: &mut ControlPlane, ns: &str) {
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     let node = format!("{ns}-node");
     cp.kwok_node(&node).await;

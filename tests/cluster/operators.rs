@@ -6,7 +6,7 @@ use super::*;
 /// another node and stuck Pending; `kubectl volguard explain pod` (the binary, as the plugin runs
 /// it) names the pod and node holding the claim and the safe next step, never "delete the
 /// VolumeAttachment"; the first pod has no storage problem.
-pub(super) async fn s_explain_pod_multi_attach(cp: &ControlPlane, ns: &str) {
+pub(super) async fn explain_pod_multi_attach(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
     claim(cp, ns, "data").await;
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
@@ -70,7 +70,7 @@ pub(super) async fn s_explain_pod_multi_attach(cp: &ControlPlane, ns: &str) {
 
 /// What users see in kubectl: force delete, finalizer strip and a pod on a terminating claim
 /// refused with volguard's message; a pod on a missing claim allowed with volguard's warning.
-pub(super) async fn s_kubectl_ux(cp: &ControlPlane, ns: &str) {
+pub(super) async fn kubectl_ux(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
     claim(cp, ns, "ux-data").await;
     Api::<Pod>::namespaced(c.clone(), ns)

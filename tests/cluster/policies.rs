@@ -7,7 +7,7 @@ use super::*;
 /// ships) refuse in the apiserver itself a force delete of a running pod, a forged `Failed` and a
 /// forged lock, let a graceful delete and a confirmed force delete through, and drop a carried
 /// unused-since mark from a new claim. Both admission-policy APIs must be served (v1).
-pub(super) async fn s_policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
+pub(super) async fn policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
     let c = cp.admin().await;
     let served = kube::discovery::Discovery::new(c.clone())
         .filter(&["admissionregistration.k8s.io"])
@@ -142,7 +142,7 @@ pub(super) async fn s_policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
 /// fixture's user and groups (a client certificate; RBAC grants them what the request needs).
 /// The parameters are those of the fixture server's flags. Fixtures of a webhook-only row are
 /// replayed too: there the policy must let through what the webhook allows (PodGC by identity).
-pub(super) async fn s_policy_agrees(cp: &mut ControlPlane, ns: &str) {
+pub(super) async fn policy_agrees(cp: &mut ControlPlane, ns: &str) {
     use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
     let c = cp.admin().await;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reviews");
@@ -475,7 +475,7 @@ pub(super) fn series_value(text: &str, series: &str) -> Option<f64> {
 /// rules.md §9 "The registration, watched": cainjector before cert-manager 1.12 erases every
 /// matchCondition. The leader reports it within one check (metric, Warning Event, /readyz), and
 /// with --repair-registration puts the conditions back.
-pub(super) async fn s_registration_drift(cp: &mut ControlPlane, ns: &str) {
+pub(super) async fn registration_drift(cp: &mut ControlPlane, ns: &str) {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
     let _ = ns;
@@ -660,7 +660,7 @@ pub(super) async fn s_registration_drift(cp: &mut ControlPlane, ns: &str) {
 
 /// rules.md §2i on the real apiserver: a marked claim is not deleted, nor is its namespace; a
 /// service account cannot lift the mark; a person can, recorded by an Event; then the claim goes.
-pub(super) async fn s_delete_protection(cp: &ControlPlane, ns: &str) {
+pub(super) async fn delete_protection(cp: &ControlPlane, ns: &str) {
     claim(cp, ns, "ledger").await;
     let (ok, out) = kubectl(
         cp,

@@ -6,7 +6,7 @@ use super::*;
 /// from 19 addresses, fill every slot of volguard's listener. Once the read timeout has passed
 /// they are closed, and the apiserver's calls reach volguard again: a Fail rule answers with
 /// volguard's own refusal, not "failed calling webhook".
-pub(super) async fn s_webhook_idle_flood(cp: &ControlPlane, ns: &str) {
+pub(super) async fn webhook_idle_flood(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
     held_claim(cp, ns).await;
     let connector = {
@@ -97,7 +97,7 @@ pub(super) async fn s_webhook_idle_flood(cp: &ControlPlane, ns: &str) {
 
 /// Trust review point 13 on the real apiserver: with `--client-ca`, volguard serves the apiserver
 /// (which presents its AdmissionConfiguration's client certificate) and nobody else.
-pub(super) async fn s_webhook_client_cert(cp: &mut ControlPlane, ns: &str) {
+pub(super) async fn webhook_client_cert(cp: &mut ControlPlane, ns: &str) {
     let c = cp.admin().await;
     held_claim(cp, ns).await;
     let ca = cp.dir.path().join("webhook-client/ca.crt");
@@ -181,7 +181,7 @@ pub(super) async fn s_webhook_client_cert(cp: &mut ControlPlane, ns: &str) {
 /// With `volguard serve` stopped: namespace deletion and PodGC still complete (every rule they
 /// meet is `failurePolicy: Ignore` or exempts the controllers by matchConditions), a finalizer
 /// strip is refused (the guard fails closed), and after a restart volguard judges again.
-pub(super) async fn s_webhook_down(cp: &mut ControlPlane, ns: &str) {
+pub(super) async fn webhook_down(cp: &mut ControlPlane, ns: &str) {
     let node = format!("{ns}-node");
     let c = cp.admin().await;
     let doomed = format!("{ns}-doomed");
@@ -370,7 +370,7 @@ pub(super) fn fail_opens(metrics: &str) -> f64 {
 /// old one gets SIGTERM while new connections still reach it for as long as endpoints take to
 /// propagate, then they go to the new one; the old one drains (readiness false, still serving)
 /// and closes its connections with GOAWAY. The apiserver's own counters must show no failed call.
-pub(super) async fn s_webhook_rollout(cp: &mut ControlPlane, ns: &str) {
+pub(super) async fn webhook_rollout(cp: &mut ControlPlane, ns: &str) {
     let c = cp.admin().await;
     let mut serving = cp.webhook_port;
     let fwd = harness::Forwarder::start(serving).await;
@@ -507,7 +507,7 @@ pub(super) async fn rollout_churn(
 
 /// Churn pods with claims through StatefulSets (`rounds` × `sets` × `replicas` pod creations)
 /// and print the apiserver's own view of volguard's webhooks.
-pub(super) async fn s_apiserver_latency(
+pub(super) async fn apiserver_latency(
     cp: &ControlPlane,
     ns: &str,
     sets: usize,
@@ -567,7 +567,7 @@ pub(super) async fn s_apiserver_latency(
 /// condition) while admission calls run back to back: the new key pair reaches volguard's files,
 /// volguard reloads it, and not one call fails (the apiserver's own fail-open and rejection
 /// counters, and every call counted by volguard).
-pub(super) async fn s_cert_renewal(cp: &ControlPlane, ns: &str) {
+pub(super) async fn cert_manager_renewal(cp: &ControlPlane, ns: &str) {
     use k8s_openapi::api::core::v1::Secret;
     let c = cp.admin().await;
     let secrets = Api::<Secret>::namespaced(c.clone(), "volguard-system");

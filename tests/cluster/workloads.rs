@@ -5,7 +5,7 @@ use super::*;
 /// A StatefulSet scaled 3 -> 1 with `whenScaled: Delete`: claims 1 and 2 are deleted (owned by
 /// their pods, removed by the garbage collector) and released only after their pods are gone, as
 /// the watch's deletion revisions prove.
-pub(super) async fn s_statefulset_scale(cp: &ControlPlane, ns: &str) {
+pub(super) async fn statefulset_scale(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
     let sets = Api::<StatefulSet>::namespaced(c.clone(), ns);
     let retention = json!({"whenScaled": "Delete", "whenDeleted": "Retain"});
@@ -53,7 +53,7 @@ pub(super) async fn s_statefulset_scale(cp: &ControlPlane, ns: &str) {
 /// controller's own check of its cache, and by volguard for anyone who tries anyway); once the
 /// claim is gone the controller recreates claim and pod, and the new claim (new UID) carries its
 /// protection finalizer.
-pub(super) async fn s_statefulset_recreate(cp: &ControlPlane, ns: &str) {
+pub(super) async fn statefulset_recreate(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
     let sets = Api::<StatefulSet>::namespaced(c.clone(), ns);
     // A second finalizer on the claim keeps it terminating (as a slow CSI detach would) for as
@@ -166,7 +166,7 @@ pub(super) async fn s_statefulset_recreate(cp: &ControlPlane, ns: &str) {
 /// A generic ephemeral volume: the ephemeral-volume controller's claim is owned by its pod and
 /// released after the pod is gone; a same-name pod created while the old claim still terminates
 /// is refused, then runs once the claim is gone.
-pub(super) async fn s_ephemeral_volume(cp: &ControlPlane, ns: &str) {
+pub(super) async fn ephemeral_volume(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     let eph = || -> Pod {
@@ -242,7 +242,7 @@ pub(super) async fn s_ephemeral_volume(cp: &ControlPlane, ns: &str) {
 /// Trust review point 12 among the real controllers: the owner of a mounted ephemeral claim cannot
 /// be re-pointed or removed (upstream's pvc-protection trusts that UID), while the garbage
 /// collector's orphaning (`kubectl delete pod --cascade=orphan`) still works.
-pub(super) async fn s_ephemeral_owner_repointed(cp: &ControlPlane, ns: &str) {
+pub(super) async fn ephemeral_owner_repointed(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     let mut t = pod_template(
@@ -311,7 +311,7 @@ pub(super) async fn s_ephemeral_owner_repointed(cp: &ControlPlane, ns: &str) {
 
 /// A completed Job pod still blocks its claim (the event says to delete the pod); the TTL
 /// controller removes Job and pod, and the claim is released.
-pub(super) async fn s_job_completion(cp: &ControlPlane, ns: &str) {
+pub(super) async fn job_completion(cp: &ControlPlane, ns: &str) {
     let c = cp.admin().await;
     claim(cp, ns, "results").await;
     let mut template = pod_template(
@@ -375,7 +375,7 @@ pub(super) async fn s_job_completion(cp: &ControlPlane, ns: &str) {
 }
 
 /// A namespace with a StatefulSet, a Job, pods and claims is deleted completely.
-pub(super) async fn s_namespace_deletion(cp: &ControlPlane, ns: &str) -> Duration {
+pub(super) async fn namespace_deletion(cp: &ControlPlane, ns: &str) -> Duration {
     let c = cp.admin().await;
     populate(cp, ns).await;
     let started = Instant::now();
@@ -433,7 +433,7 @@ pub(super) async fn populate(cp: &ControlPlane, ns: &str) {
 /// and off in 1.36) read by `volguard report unused`: with volguard's controller stopped, the
 /// report's only source is the condition on 1.37 and nothing on 1.36; with the controller back,
 /// its annotation fills in on 1.36.
-pub(super) async fn s_unused_condition(cp: &mut ControlPlane, ns: &str, minor: u32) {
+pub(super) async fn unused_condition(cp: &mut ControlPlane, ns: &str, minor: u32) {
     for p in cp.controllers.iter_mut() {
         p.kill();
     }

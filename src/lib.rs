@@ -14,8 +14,8 @@
 //! - `registration`: the webhook and CEL policy registrations generated from the rule table,
 //!   and their drift.
 //! - `explain`, `report`: the operator's commands (`explain pvc|pv|pod|node`, `report unused`).
-//! - `cli`: flags into config types; `devcerts`: the dev CA for `make run`; `error`: typed
-//!   errors; `alloc`: the global allocator.
+//! - `cli`: the command line, assembled from each job's own `args` (nothing below it imports it);
+//!   `devcerts`: the dev CA for `make run`; `error`: typed errors; `alloc`: the global allocator.
 
 pub mod admission;
 pub mod alloc;

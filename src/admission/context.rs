@@ -22,12 +22,12 @@ pub struct Admission {
     /// `--rwo-guard=off` turns rules.md §2f off.
     pub rwo_guard: bool,
     /// Who may use a `volguard.io/*` override (rules.md §8).
-    pub break_glass: super::break_glass::BreakGlass,
+    pub break_glass: crate::rules::proof::BreakGlass,
     /// How long an override counts after it was set (`None`: until removed).
     pub break_glass_expiry: Option<jiff::SignedDuration>,
     /// The RWO lock's outcomes (`volguard_rwo_locks_total`), registered by whoever serves.
     pub locks: prometheus_client::metrics::family::Family<
-        super::placement::LockLabels,
+        LockLabels,
         prometheus_client::metrics::counter::Counter,
     >,
     /// How long each RWO lock's compare-and-swap took (`volguard_rwo_lock_write_duration_seconds`):
@@ -66,7 +66,7 @@ impl Admission {
             break_glass: Default::default(),
             break_glass_expiry: None,
             locks: Default::default(),
-            lock_writes: super::placement::lock_write_histogram(),
+            lock_writes: lock_write_histogram(),
             partition_after: jiff::SignedDuration::from_secs(40),
             unknown_kinds: Mutex::new(HashSet::new()),
         }
@@ -87,7 +87,7 @@ impl Admission {
         self
     }
 
-    pub fn with_break_glass(mut self, mode: super::break_glass::BreakGlass) -> Self {
+    pub fn with_break_glass(mut self, mode: crate::rules::proof::BreakGlass) -> Self {
         self.break_glass = mode;
         self
     }
@@ -104,4 +104,19 @@ impl Admission {
         self.rwo_guard = on;
         self
     }
+}
+
+/// `volguard_rwo_lock_write_duration_seconds`: an etcd write through the apiserver, with the
+/// admission calls of that write (0.5 ms .. the swap's 1.5 s timeout).
+pub fn lock_write_histogram() -> prometheus_client::metrics::histogram::Histogram {
+    prometheus_client::metrics::histogram::Histogram::new([
+        0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5,
+    ])
+}
+
+/// `volguard_rwo_locks_total{result}`: taken, taken_over, conflict_retried, waited, refused,
+/// unconfirmed, write_failed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct LockLabels {
+    pub result: &'static str,
 }

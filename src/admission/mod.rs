@@ -6,6 +6,7 @@ pub mod dispatch;
 pub mod encode;
 mod facts;
 mod nodes;
+mod objects;
 mod placement;
 mod proofs;
 pub mod review;

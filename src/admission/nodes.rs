@@ -4,7 +4,8 @@
 
 use super::break_glass::{Override, strip};
 use super::context::Admission;
-use super::facts::{deref, object, with_warning};
+use super::facts::with_warning;
+use super::objects::{deref, object};
 use super::review::Request;
 use crate::model::Node;
 use crate::model::fence::{CONFIRM_NODE_DOWN, FENCE_INCIDENT, Release, ReleaseAction};

@@ -3,8 +3,8 @@
 //! quorum reads that judge it, the compare-and-swap with its retries, its late answers and its
 //! metric. `facts.rs` routes a bind or a placed pod CREATE here.
 
-use super::context::Admission;
-use super::facts::deref;
+use super::context::{Admission, LockLabels};
+use super::objects::deref;
 use super::review::Request;
 use crate::model::{Node, Pod, Pvc};
 use crate::rules::rwo::{self, ClaimFacts};
@@ -23,8 +23,8 @@ impl Admission {
         if !self.rwo_guard {
             return Ok(Decision::allow("rwo-guard-off"));
         }
-        let mut pod = super::facts::object::<Pod>(&req.object, "object")?;
-        super::facts::fill_namespace(&mut pod, req);
+        let mut pod = super::objects::object::<Pod>(&req.object, "object")?;
+        super::objects::fill_namespace(&mut pod, req);
         let Some(node) = pod.node_name().map(str::to_string) else {
             return Ok(Decision::allow("not-placed"));
         };
@@ -485,14 +485,6 @@ pub const MAX_SWAPS: usize = 4;
 /// enough for the answer to be built and sent before the dispatcher's late allow would be.
 const LOCK_MARGIN: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// `volguard_rwo_lock_write_duration_seconds`: an etcd write through the apiserver, with the
-/// admission calls of that write (0.5 ms .. the swap's 1.5 s timeout).
-pub fn lock_write_histogram() -> prometheus_client::metrics::histogram::Histogram {
-    prometheus_client::metrics::histogram::Histogram::new([
-        0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5,
-    ])
-}
-
 /// The lock step's outcome.
 enum Locked {
     Decided(Decision),
@@ -504,13 +496,6 @@ enum Locked {
 
 /// How long a pod CREATE waits for the placement in flight before it decides again.
 const BUSY_POLL: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// `volguard_rwo_locks_total{result}`: taken, taken_over, conflict_retried, waited, refused,
-/// unconfirmed, write_failed.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
-pub struct LockLabels {
-    pub result: &'static str,
-}
 
 /// Another pod naming a claim, with its node as read.
 type Holding = (Arc<Pod>, Fact<Arc<crate::model::Node>>);

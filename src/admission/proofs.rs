@@ -2,7 +2,7 @@
 //! stamp, on any kind and path, and deletion protection with what stands behind a claim.
 
 use super::context::Admission;
-use super::facts::{deref, fill_namespace, object};
+use super::objects::{deref, fill_namespace, object};
 use super::review::{Embedded, Request};
 use crate::model::{Meta, Pv, Pvc};
 use crate::rules::{Decision, Fact};

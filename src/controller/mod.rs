@@ -2,13 +2,14 @@
 //! consistent read proves the volume unused, explains postponed deletions, and keeps
 //! `volguard.io/unused-since` (rules.md §4). Decisions come from `rules::release` and `rules::in_use`.
 
+pub mod args;
 pub mod leader;
 pub mod metrics;
 pub mod queue;
 pub mod reconcile;
 pub mod registration;
 
-use crate::cli::ControllerArgs;
+use crate::controller::args::ControllerArgs;
 use crate::runtime::{MetricsRegistry, probes, shutdown_signal};
 use crate::state::live::Change;
 use crate::state::{self, Cluster, Needs, ViewChange};

@@ -5,7 +5,7 @@
 //! `--repair-registration` it also writes back what drifted (resourceVersion-guarded replace,
 //! so a concurrent writer such as cainjector is never overwritten blind).
 
-use crate::cli::RegistrationArgs;
+use crate::controller::args::RegistrationArgs;
 use crate::registration::drift::{self, Drift};
 use crate::registration::webhooks::{self, CONFIGURATIONS};
 use crate::runtime::MetricsRegistry;

@@ -1,7 +1,7 @@
 //! What each `explain` reads, from a live cluster or a `--state` file.
 
 use super::*;
-use crate::cli::ExplainArgs;
+use crate::explain::args::ExplainArgs;
 
 /// The facts of `explain pod`: the pod, each of its claims and their volumes, the volumes'
 /// VolumeAttachments (live), the namespace's pods that name the same claims (a consistent read),

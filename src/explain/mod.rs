@@ -3,6 +3,7 @@
 //! §6, §7). `build_*` are pure over the objects read;
 //! `run` reads them from a live cluster or a `--state` file and prints table, JSON or YAML.
 
+pub mod args;
 mod claim;
 mod gather;
 pub mod node;
@@ -14,7 +15,8 @@ use gather::{gather, gather_node, gather_pod};
 use table::render;
 pub use table::table;
 
-use crate::cli::{ExplainArgs, ExplainKind};
+use crate::explain::args::ExplainArgs;
+use crate::explain::args::ExplainKind;
 use crate::model::fence::NodeFence;
 use crate::model::{PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc};
 use crate::report::{SinceSource, unused_since};

@@ -121,11 +121,11 @@ fn attachment_lines(attachments: &[Attachment], out: &mut String) {
 /// One explanation in the format asked for (`name`: what `-o name` prints).
 pub(super) fn render<T: Serialize>(
     e: &T,
-    format: crate::cli::Format,
+    format: crate::runtime::flags::Format,
     table: fn(&T) -> String,
     name: String,
 ) -> anyhow::Result<String> {
-    use crate::cli::Format;
+    use crate::runtime::flags::Format;
     Ok(match format {
         Format::Table | Format::Wide => table(e),
         Format::Name => name + "\n",

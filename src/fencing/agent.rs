@@ -4,7 +4,7 @@
 //! that asks again never fences twice; its state file survives its own restarts.
 
 use super::backend::{FenceRequest, FenceResponse};
-use crate::cli::FenceAgentArgs;
+use crate::fencing::args::FenceAgentArgs;
 use anyhow::Context;
 use axum::extract::State;
 use axum::routing::post;

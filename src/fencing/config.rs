@@ -16,7 +16,7 @@ pub struct FencingConfig {
 }
 
 impl FencingConfig {
-    pub fn from_args(a: &crate::cli::FencingArgs) -> anyhow::Result<FencingConfig> {
+    pub fn from_args(a: &crate::fencing::args::FencingArgs) -> anyhow::Result<FencingConfig> {
         use anyhow::Context;
         let dur = |d: jiff::SignedDuration| Duration::try_from(d).unwrap_or(Duration::ZERO);
         let webhook = match &a.fence_webhook_url {

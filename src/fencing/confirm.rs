@@ -2,7 +2,7 @@
 //! open incident with the caller's identity as the apiserver authenticates it (a
 //! SelfSubjectReview), which the `manual` backend then counts as the fence.
 
-use crate::cli::FenceConfirmArgs;
+use crate::fencing::args::FenceConfirmArgs;
 use crate::model::OUT_OF_SERVICE_TAINT;
 use crate::model::fence::{CONFIRM_NODE_DOWN, NodeFence};
 use crate::state::fences;

@@ -7,6 +7,7 @@
 //! controllers can never both advance one. The decisions are `rules::fencing`'s.
 
 pub mod agent;
+pub mod args;
 pub mod backend;
 pub mod confirm;
 pub mod incident;

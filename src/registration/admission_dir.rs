@@ -198,7 +198,7 @@ pub fn write(dir: &Path, o: &Options) -> Result<Vec<PathBuf>, AdmissionDirError>
 }
 
 /// `volguard manifests admission-dir`.
-pub fn run(a: &crate::cli::AdmissionDirArgs) -> anyhow::Result<Vec<PathBuf>> {
+pub fn run(a: &crate::registration::args::AdmissionDirArgs) -> anyhow::Result<Vec<PathBuf>> {
     let ca_pem = std::fs::read_to_string(&a.ca_bundle).map_err(|e| AdmissionDirError::Ca {
         path: a.ca_bundle.clone(),
         message: e.to_string(),

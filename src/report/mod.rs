@@ -1,5 +1,6 @@
 //! `volguard report unused`: read the claims, ask the unused query (`rules::unused`), render.
 
+pub mod args;
 pub mod render;
 
 use crate::model::quantity;
@@ -16,7 +17,7 @@ fn forbidden(e: &anyhow::Error) -> bool {
 }
 
 /// Run the `report unused` command: read, query, print.
-pub async fn run(args: crate::cli::ReportArgs) -> anyhow::Result<()> {
+pub async fn run(args: crate::report::args::ReportArgs) -> anyhow::Result<()> {
     use anyhow::Context;
     let selector = args.selector.as_deref().map(Selector::parse).transpose()?;
     let older_than_seconds = match &args.older_than {

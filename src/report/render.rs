@@ -5,7 +5,7 @@ use crate::model::quantity::{format_bytes, format_duration};
 
 /// The output formats are a flag's values (`-o`): the command line owns them, and each job
 /// (report, explain) reads its arguments from there, never the other way round.
-pub use crate::cli::Format;
+pub use crate::runtime::flags::Format;
 
 /// A report that cannot be written in the asked format (never seen: the report's types are plain).
 #[derive(Debug, thiserror::Error)]

@@ -104,3 +104,31 @@ fn reportable_cases() {
         "terminal-only pods do not"
     );
 }
+
+#[test]
+fn the_report_counts_only_the_pods_naming_each_claim_in_its_namespace() {
+    let using = |ns: &str, name: &str, claim: &str| {
+        let mut p = crate::model::testing::pod(ns, name);
+        p.spec.volumes.push(Volume {
+            name: "v".into(),
+            persistent_volume_claim: Some(ClaimSource {
+                claim_name: claim.into(),
+                read_only: false,
+            }),
+            ..Default::default()
+        });
+        p.status.phase = Some("Running".into());
+        p
+    };
+    let claims = [pvc("a"), pvc("b"), pvc("c")];
+    let pods = [
+        using("ns", "p1", "a"),
+        // Same claim name, another namespace: not a user of ns/b.
+        using("other", "p2", "b"),
+        using("ns", "p3", "c"),
+    ];
+    let now: jiff::Timestamp = "2026-11-23T10:00:00Z".parse().unwrap();
+    let r = build(&claims, &[] as &[Pv], &pods, &Filter::default(), now);
+    let names: Vec<&str> = r.items.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["b"]);
+}

@@ -4,6 +4,7 @@
 //! it; each registers only its own metrics.
 
 pub mod build;
+pub mod flags;
 pub mod identity;
 pub mod kube;
 pub mod probes;

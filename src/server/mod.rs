@@ -3,13 +3,14 @@
 //! come from `runtime`.
 
 pub mod admission_http;
+pub mod args;
 pub mod listener;
 pub mod metrics;
 pub mod tls;
 
 use crate::admission::Admission;
-use crate::cli::ServeArgs;
 use crate::runtime::{self, MetricsRegistry, probes, shutdown_signal};
+use crate::server::args::ServeArgs;
 use crate::state;
 use anyhow::Context;
 use metrics::Metrics;
@@ -111,7 +112,7 @@ async fn open_admission(
     Arc<Admission>,
     Option<state::audit::AuditSink>,
 )> {
-    let rwo_guard = args.rwo_guard == crate::cli::RwoGuard::All;
+    let rwo_guard = args.rwo_guard == crate::server::args::RwoGuard::All;
     let (source, audit) = match args.state.as_deref() {
         Some(path) => (state::Source::File(path), None),
         None => {

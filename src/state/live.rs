@@ -2,6 +2,7 @@
 //! must not answer alone.
 
 use super::Store;
+pub use super::change::{Change, ViewChange};
 use super::decoded::{Decoded, Wire};
 pub use super::watch::{StoreRef, run_watch, store_ref};
 use super::watch::{Watches, index_claims};
@@ -17,17 +18,6 @@ use std::time::Duration;
 
 /// Live reads must answer within the apiserver's webhook timeout (≤ 3 s in our manifests).
 const LIVE_READ_TIMEOUT: Duration = Duration::from_millis(2000);
-
-/// A change seen by a watch, after it was applied to the store.
-pub enum Change<T> {
-    Applied {
-        old: Option<Arc<T>>,
-        new: Arc<T>,
-    },
-    Deleted(Arc<T>),
-    /// A relist replaced the store (objects may have vanished without a delete event).
-    Relisted,
-}
 
 /// Which collections a live view watches (and keeps in its stores and indexes).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,28 +55,6 @@ impl Needs {
             nodes: fencing,
             fencing,
             ..Needs::default()
-        }
-    }
-}
-
-/// A change the live view applied to its stores, published to subscribers (the controller).
-#[derive(Clone)]
-pub enum ViewChange {
-    Pvc(Change<Pvc>),
-    Pv(Change<Pv>),
-    Pod(Change<Pod>),
-    Node(Change<Node>),
-}
-
-impl<T> Clone for Change<T> {
-    fn clone(&self) -> Self {
-        match self {
-            Change::Applied { old, new } => Change::Applied {
-                old: old.clone(),
-                new: new.clone(),
-            },
-            Change::Deleted(o) => Change::Deleted(o.clone()),
-            Change::Relisted => Change::Relisted,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod authorizer;
+pub mod change;
 pub mod claim_index;
 pub mod cluster;
 pub mod decoded;

@@ -1,8 +1,8 @@
 //! The live view's watches: each keeps one map of the store equal to the collection it lists,
 //! with a synced flag, and publishes every applied change to the view's subscribers.
 
+use super::change::{Change, ViewChange};
 use super::decoded::{Decoded, Wire};
-use super::live::*;
 use super::{ObjectMap, Store};
 use crate::model::Pod;
 use futures::{Stream, StreamExt};

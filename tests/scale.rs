@@ -351,7 +351,7 @@ async fn run() {
             cpu_per_1000: (run1.cpu_seconds - run0.cpu_seconds) / added,
             ready_seconds: cold.ready_seconds,
             lists: cold.served.lists,
-            list_bytes: cold.served.list_bytes,
+            list_bytes: cold.served.list_bytes + cold.served.watch_bytes,
             requests: cold.requests,
         };
         let (serve, controller) = (cost(s0, s1, &sc), cost(c0, c1, &cc));

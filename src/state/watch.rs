@@ -41,8 +41,7 @@ impl Watches {
         let flag = Arc::new(AtomicBool::new(false));
         self.synced.push(flag.clone());
         let cache = store_ref(&self.store, pick);
-        let config = watcher::Config::default();
-        tokio::spawn(run_watch(api, config, cache, flag, |_| {}));
+        tokio::spawn(run_watch(api, initial_list(), cache, flag, |_| {}));
     }
 
     /// As `watch`, with `first` run on each change before subscribers hear of it.
@@ -63,17 +62,18 @@ impl Watches {
             let _ = tx.send(wrap(c));
         };
         let cache = store_ref(&self.store, pick);
-        tokio::spawn(run_watch(
-            api,
-            watcher::Config::default(),
-            cache,
-            flag,
-            notify,
-        ));
+        tokio::spawn(run_watch(api, initial_list(), cache, flag, notify));
     }
 }
 
 type Pick<T> = fn(&Store) -> &ObjectMap<T>;
+
+/// The initial list as a watch stream (`sendInitialEvents`, the apiserver's WatchList, on by
+/// default since Kubernetes 1.32): the objects arrive from the watch cache as events on one
+/// request, not as pages of LIST responses each a round trip that the apiserver buffers whole.
+fn initial_list() -> watcher::Config {
+    watcher::Config::default().streaming_lists()
+}
 
 /// The pod watch keeps the claim index, ahead of subscribers: one that reacts to a pod change
 /// reads the index already updated.

@@ -32,7 +32,9 @@ pub struct Cost {
     /// CPU seconds per 1,000 objects added while the cluster grew.
     pub cpu_per_1000: f64,
     pub ready_seconds: f64,
-    /// The cold start's LIST pages and their bytes (the apiserver's figures).
+    /// The cold start's LIST pages, and the bytes of its initial lists: LIST responses and watch
+    /// events (volguard streams its initial lists as watch events) while it started (the
+    /// apiserver's figures).
     pub lists: f64,
     pub list_bytes: f64,
     /// Requests the cold start made (its FlowSchema: LISTs, WATCHes, GETs).
@@ -95,7 +97,7 @@ fn print_costs(who: &str, rows: &[Row], cost: impl Fn(&Row) -> Option<Cost>) {
         "CPU s/1k",
         "ready s",
         "LISTs",
-        "LIST MiB"
+        "init MiB"
     );
     for r in rows {
         let Some(c) = cost(r) else {

@@ -111,7 +111,8 @@ impl ControlPlane {
         self.controller_probes.push(probe);
         wait_http_ok(
             &format!("http://127.0.0.1:{probe}/readyz"),
-            Duration::from_secs(30),
+            // At bench-scale's sizes a cold start is measured, not refused: minutes, not seconds.
+            Duration::from_secs(180),
         )
         .await
         .unwrap_or_else(|e| panic!("controller not ready: {e}"));

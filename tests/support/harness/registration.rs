@@ -71,7 +71,8 @@ impl ControlPlane {
         };
         if let Err(e) = wait_http_ok(
             &format!("http://127.0.0.1:{probe}/readyz"),
-            Duration::from_secs(30),
+            // At bench-scale's sizes a cold start is measured, not refused: minutes, not seconds.
+            Duration::from_secs(180),
         )
         .await
         {

@@ -459,6 +459,8 @@ async fn run() {
     println!(
         "pod creates refused with \"create the pod again in a moment\" and made again: {retried}"
     );
+    let kwok_deleted = grow::KWOK_DELETED.load(std::sync::atomic::Ordering::Relaxed);
+    println!("churned pods removed by kwok's late final DELETE and made again: {kwok_deleted}");
     let restarts = CONTROLLER_RESTARTS.load(std::sync::atomic::Ordering::Relaxed);
     println!("volguard controller restarts while the cluster grew: {restarts}");
     println!(
@@ -471,6 +473,7 @@ async fn run() {
     json["wall_seconds"] = serde_json::json!(started.elapsed().as_secs_f64());
     json["pod_creates_retried"] = serde_json::json!(retried);
     json["controller_restarts"] = serde_json::json!(restarts);
+    json["churn_pods_made_again"] = serde_json::json!(kwok_deleted);
     std::fs::write(
         out.join("scale.json"),
         serde_json::to_string_pretty(&json).expect("json"),

@@ -266,10 +266,7 @@ impl Reconciler {
     async fn maintain_unused_since(&self, pvc: &Pvc, cached: &[Arc<Pod>]) -> Outcome {
         let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
         let pods = cached.iter().map(|p| p.as_ref());
-        let unmarked_unused = pvc.is_bound()
-            && !pvc.metadata.is_terminating()
-            && pvc.metadata.annotation(UNUSED_SINCE).is_none()
-            && crate::rules::in_use::unused_for_since(pvc, pods.clone());
+        let unmarked_unused = release::unmarked_and_unused(pvc, pods.clone());
         let (seen_for, first_seen) = self.seen_unused(ns, name, unmarked_unused);
         let grace_left = self.unused_grace.saturating_sub(seen_for);
         let value = match release::unused_since(pvc, pods, grace_left) {

@@ -138,6 +138,18 @@ pub enum UnusedSince {
     Wait(std::time::Duration),
 }
 
+/// A Bound, non-terminating claim no pod uses and no mark names yet: the one state in which
+/// `unused_since` waits out the grace (its clock runs only while this holds).
+pub fn unmarked_and_unused<'a, P: AsRef<Pod> + 'a>(
+    pvc: &Pvc,
+    pods: impl IntoIterator<Item = &'a P>,
+) -> bool {
+    pvc.is_bound()
+        && !pvc.metadata.is_terminating()
+        && pvc.metadata.annotation(UNUSED_SINCE).is_none()
+        && unused_for_since(pvc, pods)
+}
+
 /// What to do with the mark. `grace_left`: how much longer the claim must be seen unused before
 /// it is first marked (the controller's `--unused-grace` less what its clock has seen). A claim
 /// bound just before its pod is created, or between a StatefulSet's pod and its replacement, is

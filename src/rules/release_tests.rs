@@ -298,6 +298,7 @@ fn a_claim_is_marked_unused_only_once_seen_so_for_its_grace() {
         unused_since(&c, none, Duration::ZERO),
         UnusedSince::Set { ended: None }
     );
+    assert!(unmarked_and_unused(&c, none), "the grace's clock runs");
     // A mark already written is kept or moved as before, whatever this process's clock says.
     c.metadata.annotations =
         Some([(UNUSED_SINCE.to_string(), "2026-01-01T00:00:00Z".to_string())].into());
@@ -305,6 +306,7 @@ fn a_claim_is_marked_unused_only_once_seen_so_for_its_grace() {
         unused_since(&c, none, Duration::from_secs(120)),
         UnusedSince::Keep
     );
+    assert!(!unmarked_and_unused(&c, none), "marked: no clock");
     // In use: nothing to wait for.
     c.metadata.annotations = None;
     assert_eq!(

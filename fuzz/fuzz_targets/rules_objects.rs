@@ -69,7 +69,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = protect::protect_on_create(&pvc.metadata, "kubernetes.io/pvc-protection");
     let _ = in_use::pod_blocks_deletion(&pod, &pvc);
     let _ = release::pvc_plan(&pvc, &pods);
-    let _ = release::unused_since(&pvc, &pods);
+    let _ = release::unused_since(&pvc, &pods, std::time::Duration::ZERO);
+    let _ = release::unused_since(&pvc, &pods, std::time::Duration::from_secs(120));
     let _ = release::claims_to_requeue(Some(&pod), Some(&pod));
     // The RWO lock as any annotation may carry it: parse or not, never a panic.
     let lock = RwoLock::of(&pvc);

@@ -502,12 +502,41 @@ fn refusals_and_warnings_are_events() {
             if let Some(mut p) = s.serve.take() {
                 p.kill();
             }
+            // Each warnable rule a first rollout meets, with volguard stopped: what its entry
+            // (Ignore) or its policy (bound [Audit]) would refuse in deny passes.
+            let claims = Api::<PersistentVolumeClaim>::namespaced(c.clone(), "audit");
+            let lock = volguard::rules::rwo_lock::RWO_LOCK.replace('/', "~1");
+            claims
+                .patch(
+                    "db-2-data",
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::<()>::Json(
+                        serde_json::from_value(json!([
+                            {"op": "remove", "path": format!("/metadata/annotations/{lock}")}
+                        ]))
+                        .expect("patch"),
+                    ),
+                )
+                .await
+                .expect("warn, volguard down: removing the RWO lock of a claim in use is not refused (claim-metadata)");
+            claims
+                .patch(
+                    "db-2-data",
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                )
+                .await
+                .expect("warn, volguard down: stripping the finalizer of a claim in use is not refused (finalizer-removal)");
+            pod(&c, "audit", "late-2", None, &["held"])
+                .await
+                .expect("warn, volguard down: a pod on a terminating claim is not refused (pod-on-terminating-claim)");
             pods.delete("db-2", &force())
                 .await
-                .expect("warn, volguard down: the force delete is not refused");
+                .expect("warn, volguard down: the force delete is not refused (force-delete)");
             println!(
                 "warn mode (enforcement=warn), drift repair on: {warned} warnable entries Ignore and kept so; with \
-                 volguard stopped a force delete of a running pod passed"
+                 volguard stopped, none refused: the RWO lock removed and the finalizer stripped from a claim in \
+                 use, a pod on a terminating claim, a force delete of a running pod"
             );
             s.upgrade("enforcement=deny").await;
             s.upgrade("registration.repair=false").await;
@@ -540,14 +569,26 @@ fn every_dashboard_panel_has_data_in_prometheus() {
                     let port = harness::free_port();
                     let d = s.cp.dir.path().join("prometheus");
                     std::fs::create_dir_all(&d).expect("prometheus dir");
+                    // kube-apiserver too (its webhook histograms), as a member of
+                    // system:monitoring (the group the default RBAC lets read /metrics).
+                    let me = s.cp.pki.issue("prometheus", &["system:monitoring"], &[]);
+                    std::fs::write(d.join("client.crt"), &me.cert_pem).expect("client.crt");
+                    std::fs::write(d.join("client.key"), &me.key_pem).expect("client.key");
+                    std::fs::write(d.join("ca.crt"), &s.cp.pki.ca_pem).expect("ca.crt");
+                    let apiserver = s.cp.api_url.trim_start_matches("https://").to_string();
                     std::fs::write(
                         d.join("prometheus.yml"),
                         format!(
                             "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
                              scrape_configs:\n\
                              - job_name: volguard-webhook\n  static_configs: [{{targets: ['127.0.0.1:{}']}}]\n\
-                             - job_name: volguard-controller\n  static_configs: [{{targets: ['127.0.0.1:{}']}}]\n",
-                            s.webhook_probe, s.controller_probe
+                             - job_name: volguard-controller\n  static_configs: [{{targets: ['127.0.0.1:{}']}}]\n\
+                             - job_name: kube-apiserver\n  scheme: https\n  scrape_interval: 5s\n  \
+                               tls_config: {{ca_file: {d}/ca.crt, cert_file: {d}/client.crt, key_file: {d}/client.key}}\n  \
+                               static_configs: [{{targets: ['{apiserver}']}}]\n",
+                            s.webhook_probe,
+                            s.controller_probe,
+                            d = d.display()
                         ),
                     )
                     .expect("prometheus.yml");
@@ -617,7 +658,7 @@ fn every_dashboard_panel_has_data_in_prometheus() {
                 "dashboard queries without data after 90 s: {empty:#?}"
             );
             println!(
-                "prometheus scraped serve and controller: all {} queries of {} panels return data",
+                "prometheus scraped serve, controller and kube-apiserver: all {} queries of {} panels return data",
                 queries.len(),
                 dashboard["panels"].as_array().map_or(0, Vec::len)
             );

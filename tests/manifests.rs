@@ -235,8 +235,9 @@ fn every_alert_links_a_runbook_section_that_exists() {
     }
 }
 
-/// The dashboard is valid Grafana JSON whose every query reads a series volguard exports (the e2e
-/// then runs each against a real Prometheus).
+/// The dashboard is valid Grafana JSON whose every query reads a series volguard exports, or
+/// kube-apiserver's own histograms of volguard's webhooks (the e2e then runs each against a real
+/// Prometheus scraping both).
 #[test]
 fn dashboard_queries_name_exported_series() {
     let d: serde_json::Value = serde_json::from_str(
@@ -250,11 +251,25 @@ fn dashboard_queries_name_exported_series() {
     assert_eq!(d["uid"], "volguard");
     let panels = d["panels"].as_array().expect("panels");
     assert!(panels.len() >= 15);
+    let mut apiserver = 0;
     for p in panels {
         let targets = p["targets"].as_array().expect("targets");
         assert!(!targets.is_empty(), "{} has no query", p["title"]);
         for t in targets {
             let expr = t["expr"].as_str().expect("expr");
+            if expr.contains("apiserver_admission_webhook_") {
+                // The apiserver's series: volguard's entries only, in the chosen cluster.
+                apiserver += 1;
+                let selectors = expr.matches('{').count();
+                assert_eq!(
+                    expr.matches(r#"name=~".+volguard.io",cluster=~"$cluster""#)
+                        .count(),
+                    selectors,
+                    "{}: {expr}",
+                    p["title"]
+                );
+                continue;
+            }
             assert!(
                 expr.contains("volguard_") || expr.contains("process_") || expr.contains("up{"),
                 "{}: {expr}",
@@ -270,6 +285,10 @@ fn dashboard_queries_name_exported_series() {
             );
         }
     }
+    assert!(
+        apiserver >= 3,
+        "the apiserver's webhook histograms: {apiserver} queries"
+    );
     let vars: Vec<&str> = d["templating"]["list"]
         .as_array()
         .expect("variables")

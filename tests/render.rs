@@ -469,7 +469,8 @@ fn chart_policies_render_what_manifests_policies_renders() {
         kustomized.keys()
     );
     assert_same(kustomized, charted);
-    // Another namespace: nothing names volguard-system; warn mode binds [Warn, Audit].
+    // Another namespace: nothing names volguard-system; warn mode binds [Audit] (the webhook's
+    // warning is the one users see), and `warn` for all leaves proof denying.
     let text = helm(
         "storage-guard",
         &[
@@ -487,10 +488,26 @@ fn chart_policies_render_what_manifests_policies_renders() {
             ["validationActions"]
             .clone()
     };
-    assert_eq!(
-        binding("force-delete"),
-        serde_json::json!(["Warn", "Audit"])
-    );
+    assert_eq!(binding("force-delete"), serde_json::json!(["Audit"]));
+    let all_warn = by_id(docs(
+        &helm(
+            "storage-guard",
+            &["policies.enabled=true", "enforcement=warn"],
+        )
+        .expect("helm template"),
+    ));
+    for (policy, want) in [
+        ("force-delete", json_audit()),
+        ("claim-metadata", json_audit()),
+        ("pod-status", json_audit()),
+        ("proof", json_deny()),
+        ("fence-record", json_deny()),
+        ("delete-protection", json_deny()),
+    ] {
+        let got = &all_warn[&format!("ValidatingAdmissionPolicyBinding//volguard-{policy}")]["spec"]
+            ["validationActions"];
+        assert_eq!(got, &want, "enforcement=warn: volguard-{policy}");
+    }
     assert_eq!(binding("pod-status"), serde_json::json!(["Deny", "Audit"]));
     assert_eq!(
         objects["ConfigMap/storage-guard/volguard-policies"]["data"]["force-delete-users"],
@@ -667,8 +684,10 @@ fn chart_schema_and_day_two_values() {
 
 #[test]
 #[ignore = "needs kubectl: make chart"]
-fn kustomize_warn_overlay_warns_in_both_layers() {
-    // The webhook in warn mode and every policy bound [Warn, Audit]: nothing is refused by either.
+fn kustomize_warn_overlay_never_blocks_and_warns_once() {
+    // The webhook in warn mode and the warnable rules' policies bound [Audit] (the webhook's
+    // warning is the one users see): nothing of them is refused by either layer. proof and
+    // delete-protection cannot warn: their policies stay [Deny, Audit].
     let objects = by_id(docs(&kustomize(&repo().join("manifests/overlays/warn"))));
     let bindings: Vec<&Value> = objects
         .iter()
@@ -676,14 +695,24 @@ fn kustomize_warn_overlay_warns_in_both_layers() {
         .map(|(_, o)| o)
         .collect();
     assert!(bindings.len() >= 6, "{} bindings", bindings.len());
+    let mut audited = 0;
     for b in bindings {
+        let rule = b["metadata"]["labels"]["volguard.io/rule"]
+            .as_str()
+            .and_then(volguard::rules::rule::Rule::from_name)
+            .unwrap_or_else(|| panic!("a binding without its rule: {b}"));
+        let want = match rule.def().warnable {
+            true => serde_json::json!(["Audit"]),
+            false => serde_json::json!(["Deny", "Audit"]),
+        };
+        audited += usize::from(rule.def().warnable);
         assert_eq!(
-            b["spec"]["validationActions"],
-            serde_json::json!(["Warn", "Audit"]),
+            b["spec"]["validationActions"], want,
             "{}",
             b["metadata"]["name"]
         );
     }
+    assert!(audited >= 3, "{audited} warnable rules' bindings");
     for d in ["volguard-webhook", "volguard-controller"] {
         let args = &objects[&format!("Deployment/volguard-system/{d}")]["spec"]["template"]["spec"]
             ["containers"][0]["args"];
@@ -734,4 +763,12 @@ fn chart_keeps_the_crd_and_upgrades_it_from_templates() {
         !repo().join("charts/volguard/crds").exists(),
         "crds/ is installed once and never upgraded by Helm"
     );
+}
+
+fn json_audit() -> Value {
+    serde_json::json!(["Audit"])
+}
+
+fn json_deny() -> Value {
+    serde_json::json!(["Deny", "Audit"])
 }

@@ -17,6 +17,8 @@
 
 #[path = "scale/admission.rs"]
 mod admission;
+#[path = "scale/audit.rs"]
+mod audit;
 #[path = "scale/grow.rs"]
 mod grow;
 #[path = "scale/load.rs"]
@@ -151,6 +153,7 @@ async fn window(
     ports: Ports,
     churn: std::ops::Range<usize>,
     per_node: usize,
+    log: &std::path::Path,
 ) -> load::Window {
     let c = cp.admin().await;
     let mut kcm = None;
@@ -164,9 +167,11 @@ async fn window(
     }
     // Past the cold start's LISTs: the steady state is what is measured.
     tokio::time::sleep(Duration::from_secs(20)).await;
+    let t0 = jiff::Timestamp::now();
     let s0 = load::sample(&c).await;
     tokio::time::sleep(load::STEADY).await;
     let s1 = load::sample(&c).await;
+    let t1 = jiff::Timestamp::now();
     let cpu0 = volguard_cpu(cp);
     let probe = cp.serve_probe;
     let writes = |text: String| -> f64 {
@@ -182,6 +187,18 @@ async fn window(
     };
     grow::churn(cp, &c, churn.start, churn.end, per_node).await;
     let s2 = load::sample(&c).await;
+    let t2 = jiff::Timestamp::now();
+    let kinds = |from, to, seconds| {
+        let all = audit::breakdown(log, from, to);
+        audit::lines(&all, seconds, 8)
+    };
+    let requests = match who {
+        Who::Volguard => [
+            kinds(t0, t1, load::STEADY.as_secs_f64()),
+            kinds(t1, t2, (t2 - t1).total(jiff::Unit::Second).unwrap_or(1.0)),
+        ],
+        _ => Default::default(),
+    };
     let w1 = if who == Who::Volguard {
         writes(support::objects::metrics_text(probe).await)
     } else {
@@ -200,6 +217,7 @@ async fn window(
         admission_calls: load::admission_calls(&s1, &s2),
         serve_requests: load::requests(&s1, &s2, load::SERVE),
         lock_writes: w1 - w0,
+        requests,
     }
 }
 
@@ -209,10 +227,11 @@ async fn apiserver_load(
     ports: Ports,
     churn: std::ops::Range<usize>,
     per_node: usize,
+    log: &std::path::Path,
 ) -> Apiserver {
-    let base = window(cp, Who::Baseline, ports, churn.clone(), per_node).await;
-    let vg = window(cp, Who::Volguard, ports, churn.clone(), per_node).await;
-    let kcm = window(cp, Who::KcmProtection, ports, churn.clone(), per_node).await;
+    let base = window(cp, Who::Baseline, ports, churn.clone(), per_node, log).await;
+    let vg = window(cp, Who::Volguard, ports, churn.clone(), per_node, log).await;
+    let kcm = window(cp, Who::KcmProtection, ports, churn.clone(), per_node, log).await;
     start_volguard(cp, ports[2]).await;
     let steady = |w: &load::Window| load::cost(w.steady_requests, &w.steady, &base.steady, true);
     let churned = |w: &load::Window| load::cost(w.churn_requests, &w.churn, &base.churn, false);
@@ -223,6 +242,7 @@ async fn apiserver_load(
         churn_seconds: [base.churn.seconds, vg.churn.seconds, kcm.churn.seconds],
         cpu_per_1000_churn: vg.churn_cpu_seconds / (churn.len() as f64 / 1000.0),
         reads_per_admission: (vg.serve_requests - vg.lock_writes) / vg.admission_calls.max(1.0),
+        volguard_requests: vg.requests,
     }
 }
 
@@ -241,8 +261,12 @@ async fn run() {
     let per_node = env_list("VOLGUARD_SCALE_PODS_PER_NODE", "30")[0];
     let started = Instant::now();
     // Priority and fairness on (as in production): each measured client gets its own FlowSchema.
-    let mut cp =
-        ControlPlane::start_with(Profile::Scale, &["--enable-priority-and-fairness=true"]).await;
+    // volguard's requests by kind: an audit log of its two identities only.
+    let audit = audit::Audit::new();
+    let mut args = vec!["--enable-priority-and-fairness=true".to_string()];
+    args.extend(audit.apiserver_args());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cp = ControlPlane::start_with(Profile::Scale, &args).await;
     // Lease timings for an apiserver saturated by the growth (120 s / 2 s / 90 s: at 15 s / 10 s,
     // and at 40 s / 30 s, the leader's renewal hung past its deadline about 5 minutes into the
     // growth, with every write of the apiserver stalled up to its 60 s request timeout, and it
@@ -443,6 +467,7 @@ async fn run() {
         ports,
         have_pods - 2 * tenth..have_pods - tenth,
         per_node,
+        &audit.log,
     )
     .await;
     let release = release::release_tenth(&mut cp, have_pods - tenth, have_pods).await;

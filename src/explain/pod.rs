@@ -181,15 +181,12 @@ fn held_elsewhere(
     found: &mut Findings,
 ) {
     let elsewhere = |n: &str| pod.node_name() != Some(n);
-    let holder = users
-        .iter()
-        .find(|u| u.node_name().is_some_and(elsewhere))
-        .map(|u| {
-            (
-                u.metadata.name.clone(),
-                u.node_name().unwrap_or_default().to_string(),
-            )
-        })
+    let on_other_nodes = users.iter().filter_map(|u| {
+        let n = u.node_name().filter(|n| elsewhere(n))?;
+        Some((u.metadata.name.as_str(), n))
+    });
+    let holder = crate::rules::rwo::named_holder(on_other_nodes, lock)
+        .map(|(p, n)| (p.to_string(), n.to_string()))
         .or_else(|| {
             lock.filter(|l| elsewhere(&l.node))
                 .map(|l| (l.pod.clone(), l.node.clone()))

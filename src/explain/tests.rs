@@ -496,4 +496,31 @@ mod pod {
             e.next
         );
     }
+
+    #[test]
+    fn the_holder_named_is_the_one_the_lock_names_as_the_refusal_does() {
+        use crate::rules::rwo_lock::{RWO_LOCK, RwoLock, Via};
+        let on_n1 = |name: &str| {
+            testing::pod("shop", name)
+                .on(Some("n1"))
+                .in_phase("Running")
+                .mounting("data")
+        };
+        let (a, b) = (on_n1("db-a"), on_n1("db-b"));
+        let lock = RwoLock::new(&b, "n1", Via::Bind, jiff::Timestamp::UNIX_EPOCH);
+        let mut c = claim(true);
+        c.metadata.annotations = Some([(RWO_LOCK.to_string(), lock.encode())].into());
+        for users in [[a.clone(), b.clone()], [b.clone(), a.clone()]] {
+            let e = build(&me(), &facts(Some(&c), vec![]), &users, &[]);
+            let all = e.blocked.join("\n");
+            assert!(all.contains("pod db-b holds it on node n1"), "{all}");
+        }
+        // Without a lock: the first by node and name, whatever the order.
+        let bare = claim(true);
+        for users in [[a.clone(), b.clone()], [b.clone(), a.clone()]] {
+            let e = build(&me(), &facts(Some(&bare), vec![]), &users, &[]);
+            let all = e.blocked.join("\n");
+            assert!(all.contains("pod db-a holds it on node n1"), "{all}");
+        }
+    }
 }

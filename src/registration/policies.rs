@@ -6,8 +6,8 @@
 //! that read other objects (the Node).
 //!
 //! Each policy names the rule of the table (`Rule`) whose rows it carries: the rule's name, its
-//! failure policy and its enforcement (`--enforcement RULE=warn` → `validationActions: [Warn,
-//! Audit]`). `volguard manifests policies` prints them; `make manifests` writes
+//! failure policy and its enforcement (`--enforcement RULE=warn` → `validationActions: [Audit]`:
+//! the would-be refusal in the audit log, the webhook's warning the one the user sees). `volguard manifests policies` prints them; `make manifests` writes
 //! `manifests/base/policies.yaml`, which the chart ships as is (a test keeps the file equal
 //! to this table).
 //!
@@ -429,7 +429,7 @@ impl Policy {
         }
     }
 
-    /// The binding that switches the policy on, with `actions` (`Deny`, or `Warn` + `Audit`).
+    /// The binding that switches the policy on, with `actions` (`Deny` + `Audit`; in warn `Audit`).
     pub fn binding(&self, actions: &[&str]) -> Value {
         let metadata = json!({
             "name": self.name(),

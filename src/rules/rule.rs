@@ -93,6 +93,24 @@ impl Rule {
     ];
 }
 
+/// One row of `TABLE`: the path and `mutating` follow from the name and the kind (`mutate` or
+/// `validate`), so neither is written twice.
+macro_rules! row {
+    ($rule:ident $name:literal $kind:ident { $($field:ident: $value:expr),* $(,)? }) => {
+        RuleDef {
+            rule: Rule::$rule,
+            name: $name,
+            path: row!(@path $kind $name),
+            mutating: row!(@mutating $kind),
+            $($field: $value),*
+        }
+    };
+    (@path mutate $name:literal) => { concat!("/mutate/", $name) };
+    (@path validate $name:literal) => { concat!("/validate/", $name) };
+    (@mutating mutate) => { true };
+    (@mutating validate) => { false };
+}
+
 /// The rule table: one row per rule, and nothing about a rule lives anywhere else but its file
 /// under `rules/`, its arm in `admission::facts`' `judge` and, for a new kind of request, `On`.
 /// Adding a rule is its file, one variant, one row, the arms its `on` column names, and its
@@ -106,42 +124,26 @@ impl Rule {
 /// by `admission`, whose `judge` has one arm per (rule, request) of this column.
 /// In `Rule` order (a test checks it).
 pub const TABLE: [RuleDef; Rule::ALL.len()] = [
-    RuleDef {
-        rule: Rule::PvcFinalizer,
-        name: "pvc-finalizer",
-        path: "/mutate/pvc-finalizer",
+    row!(PvcFinalizer "pvc-finalizer" mutate {
         failure_policy: FailurePolicy::Ignore,
-        mutating: true,
         warnable: false,
         webhooks: &["pvc-finalizer.volguard.io"],
         on: &[On::PvcCreate],
-    },
-    RuleDef {
-        rule: Rule::PvFinalizer,
-        name: "pv-finalizer",
-        path: "/mutate/pv-finalizer",
+    }),
+    row!(PvFinalizer "pv-finalizer" mutate {
         failure_policy: FailurePolicy::Ignore,
-        mutating: true,
         warnable: false,
         webhooks: &["pv-finalizer.volguard.io"],
         on: &[On::PvCreate],
-    },
-    RuleDef {
-        rule: Rule::PodOnTerminatingClaim,
-        name: "pod-on-terminating-claim",
-        path: "/validate/pod-on-terminating-claim",
+    }),
+    row!(PodOnTerminatingClaim "pod-on-terminating-claim" validate {
         failure_policy: FailurePolicy::Ignore,
-        mutating: false,
         warnable: true,
         webhooks: &["pod-create.volguard.io"],
         on: &[On::PodCreate],
-    },
-    RuleDef {
-        rule: Rule::FinalizerRemoval,
-        name: "finalizer-removal",
-        path: "/validate/finalizer-removal",
+    }),
+    row!(FinalizerRemoval "finalizer-removal" validate {
         failure_policy: FailurePolicy::Fail,
-        mutating: false,
         warnable: true,
         webhooks: &["finalizer-guard.volguard.io"],
         on: &[
@@ -150,93 +152,57 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
             On::PvUpdate,
             On::PvStatusUpdate,
         ],
-    },
-    RuleDef {
-        rule: Rule::BindingToTerminatingVolume,
-        name: "binding-to-terminating-volume",
-        path: "/validate/binding-to-terminating-volume",
+    }),
+    row!(BindingToTerminatingVolume "binding-to-terminating-volume" validate {
         failure_policy: FailurePolicy::Ignore,
-        mutating: false,
         warnable: true,
         webhooks: &["pvc-binding.volguard.io"],
         on: &[On::PvcCreate, On::PvcUpdate],
-    },
-    RuleDef {
-        rule: Rule::ClaimMetadata,
-        name: "claim-metadata",
-        path: "/validate/claim-metadata",
+    }),
+    row!(ClaimMetadata "claim-metadata" validate {
         failure_policy: FailurePolicy::Fail,
-        mutating: false,
         warnable: true,
         webhooks: &["claim-metadata.volguard.io"],
         on: &[On::PvcUpdate, On::PvcStatusUpdate, On::PvcCreate],
-    },
-    RuleDef {
-        rule: Rule::ForceDelete,
-        name: "force-delete",
-        path: "/validate/force-delete",
+    }),
+    row!(ForceDelete "force-delete" validate {
         failure_policy: FailurePolicy::Fail,
-        mutating: false,
         warnable: true,
         webhooks: &["force-delete.volguard.io", "eviction.volguard.io"],
         on: &[On::PodDelete, On::PodEviction],
-    },
-    RuleDef {
-        rule: Rule::RwoSingleNode,
-        name: "rwo-single-node",
-        path: "/validate/rwo-single-node",
+    }),
+    row!(RwoSingleNode "rwo-single-node" validate {
         failure_policy: FailurePolicy::Ignore,
-        mutating: false,
         warnable: true,
         webhooks: &["rwo-single-node.volguard.io"],
         on: &[On::PodCreate, On::PodBinding],
-    },
-    RuleDef {
-        rule: Rule::RwoPlacementHint,
-        name: "rwo-placement-hint",
-        path: "/mutate/rwo-placement-hint",
+    }),
+    row!(RwoPlacementHint "rwo-placement-hint" mutate {
         failure_policy: FailurePolicy::Ignore,
-        mutating: true,
         warnable: false,
         webhooks: &["rwo-placement-hint.volguard.io"],
         on: &[On::PodCreate],
-    },
-    RuleDef {
-        rule: Rule::PodStatus,
-        name: "pod-status",
-        path: "/validate/pod-status",
+    }),
+    row!(PodStatus "pod-status" validate {
         failure_policy: FailurePolicy::Ignore,
-        mutating: false,
         warnable: true,
         webhooks: &["pod-status.volguard.io"],
         on: &[On::PodStatusUpdate],
-    },
-    RuleDef {
-        rule: Rule::ConfirmationStamp,
-        name: "confirmation-stamp",
-        path: "/mutate/confirmation-stamp",
+    }),
+    row!(ConfirmationStamp "confirmation-stamp" mutate {
         failure_policy: FailurePolicy::Ignore,
-        mutating: true,
         warnable: false,
         webhooks: &["confirmation-stamp.volguard.io"],
         on: PROOF_PATHS,
-    },
-    RuleDef {
-        rule: Rule::NodeDelete,
-        name: "node-delete",
-        path: "/validate/node-delete",
+    }),
+    row!(NodeDelete "node-delete" validate {
         failure_policy: FailurePolicy::Ignore,
-        mutating: false,
         warnable: true,
         webhooks: &["node-delete.volguard.io"],
         on: &[On::NodeDelete],
-    },
-    RuleDef {
-        rule: Rule::DeleteProtection,
-        name: "delete-protection",
-        path: "/validate/delete-protection",
+    }),
+    row!(DeleteProtection "delete-protection" validate {
         failure_policy: FailurePolicy::Fail,
-        mutating: false,
         warnable: false,
         webhooks: &[
             "delete-protection.volguard.io",
@@ -255,27 +221,19 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
             On::NamespaceStatusUpdate,
             On::NamespaceFinalize,
         ],
-    },
-    RuleDef {
-        rule: Rule::OutOfServiceTaint,
-        name: "out-of-service-taint",
-        path: "/validate/out-of-service-taint",
+    }),
+    row!(OutOfServiceTaint "out-of-service-taint" validate {
         failure_policy: FailurePolicy::Ignore,
-        mutating: false,
         warnable: true,
         webhooks: &["out-of-service-taint.volguard.io"],
         on: &[On::NodeUpdate, On::NodeCreate, On::NodeStatusUpdate],
-    },
-    RuleDef {
-        rule: Rule::Proof,
-        name: "proof",
-        path: "/validate/proof",
+    }),
+    row!(Proof "proof" validate {
         failure_policy: FailurePolicy::Fail,
-        mutating: false,
         warnable: false,
         webhooks: &["proof.volguard.io", "fence-record.volguard.io"],
         on: PROOF_PATHS,
-    },
+    }),
 ];
 
 /// Every write that can store a proof (a confirmation, its stamp, a NodeFence record): CREATE,

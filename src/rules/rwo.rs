@@ -57,6 +57,25 @@ pub fn holders<'a>(pod: &Pod, node: &str, facts: &'a ClaimFacts<'a>) -> Vec<Hold
         .collect()
 }
 
+/// The holder a message names, of `(pod, node)` candidates: the pod the claim's lock names when
+/// it is one of them, else the first by node and name. The refusal, `explain` and the lock then
+/// name the same pod (each took the first in its own order, and they disagreed).
+pub fn named_holder<'p>(
+    candidates: impl IntoIterator<Item = (&'p str, &'p str)>,
+    lock: Option<&super::rwo_lock::RwoLock>,
+) -> Option<(&'p str, &'p str)> {
+    let mut first: Option<(&str, &str)> = None;
+    for (pod, node) in candidates {
+        if lock.is_some_and(|l| l.pod == pod && l.node == node) {
+            return Some((pod, node));
+        }
+        if first.is_none_or(|(p, n)| (node, pod) < (n, p)) {
+            first = Some((pod, node));
+        }
+    }
+    first
+}
+
 /// What unblocks a placement refused for `h`: its end, or — when its node is gone without a
 /// record — a proof that the machine is down, which nobody else will bring.
 fn next_step(pod: &Pod, h: &Holder<'_>) -> String {
@@ -110,7 +129,13 @@ pub fn place(pod: &Pod, node: &str, claims: &[ClaimFacts<'_>]) -> Decision {
                 continue;
             }
         };
-        if let Some(h) = holders(pod, node, facts).first() {
+        let all = holders(pod, node, facts);
+        let lock = match &facts.pvc {
+            Fact::Found(pvc) => super::rwo_lock::RwoLock::of(pvc),
+            _ => None,
+        };
+        let named = named_holder(all.iter().map(|h| (h.pod, h.node)), lock.as_ref());
+        if let Some(h) = named.and_then(|(p, n)| all.iter().find(|h| h.pod == p && h.node == n)) {
             let mode = if unknown_mode {
                 "does not exist yet (its access mode is unknown, so it is treated as ReadWriteOnce)"
             } else {

@@ -255,3 +255,52 @@ fn a_holder_on_a_node_gone_without_record_names_the_proof_as_the_next_step() {
     assert!(m.contains("kubectl volguard fence confirm n1"), "{m}");
     assert!(!m.contains("has ended"), "never ends by itself: {m}");
 }
+
+#[test]
+fn the_refusal_names_the_holder_the_lock_names_else_the_first_by_node_and_name() {
+    let n = node(false);
+    let (a, b) = (
+        pod("web-a", Some("n1"), "Running"),
+        pod("web-b", Some("n1"), "Running"),
+    );
+    let named = |pvc: &Pvc, others: Vec<(&Pod, Fact<&Node>)>| {
+        let d = place_with(Fact::Found(pvc), others);
+        assert_eq!(d.row, "rwo-held-on-other-node");
+        let m = d.message.unwrap_or_default();
+        ["web-a", "web-b"]
+            .into_iter()
+            .find(|p| m.contains(&format!("and pod {p:?} uses it")))
+            .map(str::to_string)
+    };
+    // No lock: the first by node and name, whatever order the index gave.
+    let unlocked = pvc(&["ReadWriteOnce"]);
+    for others in [
+        vec![(&a, Fact::Found(&n)), (&b, Fact::Found(&n))],
+        vec![(&b, Fact::Found(&n)), (&a, Fact::Found(&n))],
+    ] {
+        assert_eq!(named(&unlocked, others).as_deref(), Some("web-a"));
+    }
+    // The lock names web-b on n1: the refusal names web-b too, as the lock and `explain` do.
+    let lock = crate::rules::rwo_lock::RwoLock::new(
+        &b,
+        "n1",
+        crate::rules::rwo_lock::Via::Bind,
+        jiff::Timestamp::UNIX_EPOCH,
+    );
+    let mut locked = unlocked.clone();
+    locked.metadata = testing::annotated(&[(crate::rules::rwo_lock::RWO_LOCK, &lock.encode())]);
+    locked.metadata.name = "data".into();
+    locked.metadata.namespace = "ns".into();
+    let others = vec![(&a, Fact::Found(&n)), (&b, Fact::Found(&n))];
+    assert_eq!(named(&locked, others).as_deref(), Some("web-b"));
+    // named_holder itself: a lock naming a pod that is no candidate changes nothing.
+    let other_lock = crate::rules::rwo_lock::RwoLock {
+        pod: "gone".into(),
+        ..lock
+    };
+    assert_eq!(
+        named_holder([("web-b", "n1"), ("web-a", "n1")], Some(&other_lock)),
+        Some(("web-a", "n1"))
+    );
+    assert_eq!(named_holder([], None), None);
+}

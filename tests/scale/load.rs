@@ -197,6 +197,8 @@ pub struct Window {
     pub admission_calls: f64,
     pub serve_requests: f64,
     pub lock_writes: f64,
+    /// volguard only: its requests by kind (audit log), steady and during the churn.
+    pub requests: [Vec<String>; 2],
 }
 
 pub const STEADY: std::time::Duration = std::time::Duration::from_secs(60);

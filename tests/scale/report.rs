@@ -62,6 +62,8 @@ pub struct Apiserver {
     pub churn_seconds: [f64; 3],
     pub cpu_per_1000_churn: f64,
     pub reads_per_admission: f64,
+    /// volguard's requests by kind from the audit log, steady and during the churn (top few).
+    pub volguard_requests: [Vec<String>; 2],
 }
 
 /// Figures taken at the largest size only.
@@ -263,6 +265,12 @@ pub fn print(rows: &[Row], e: &Envelope) {
         a.cpu_per_1000_churn,
         a.reads_per_admission
     );
+    for (when, lines) in ["steady", "churn"].iter().zip(&a.volguard_requests) {
+        println!("  volguard's requests {when} (audit log):");
+        for l in lines {
+            println!("    {l}");
+        }
+    }
     let (k, v) = e.release;
     println!(
         "release of {} unused claims each: kcm's pvc-protection {:.1} claims/s ({:.1} requests per claim), volguard's controller {:.1} claims/s ({:.1} requests per claim), × {:.2}",
@@ -343,6 +351,7 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
             "churn": {"pods": a.churned_pods, "volguard": load_json(&a.churn[0]), "kcm": load_json(&a.churn[1]),
                       "seconds": a.churn_seconds, "volguard_cpu_seconds_per_1000_pods": a.cpu_per_1000_churn},
             "serve_reads_per_admission_call": a.reads_per_admission,
+            "volguard_requests": {"steady": a.volguard_requests[0], "churn": a.volguard_requests[1]},
         },
         "webhook": {
             "p50_ratio_vs_noop": pod_create.map(|w| w.modes[2].0 / w.modes[0].0.max(1e-9)),

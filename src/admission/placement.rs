@@ -418,7 +418,9 @@ impl Admission {
             Some(p) => Fact::Found(vec![p]),
             None => {
                 self.cluster
-                    .pods_consistent(ns, |p| rwo_lock::uses_on(p, ns, claim, &lock.node))
+                    .pods_on_node_consistent(ns, &lock.node, |p| {
+                        rwo_lock::uses_on(p, ns, claim, &lock.node)
+                    })
                     .await
             }
         };

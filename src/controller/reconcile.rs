@@ -8,7 +8,7 @@ use crate::rules::Fact;
 use crate::rules::release::{self, Blocker, PvPlan, PvcPlan, UnusedSince};
 use crate::rules::rwo_lock::{self, RWO_LOCK, RwoLock};
 use crate::state::Store;
-use crate::state::live::{Change, list_pods_consistent};
+use crate::state::live::{Change, list_pods_consistent, list_pods_on_node_in};
 use crate::state::writer::Writer;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as k8s;

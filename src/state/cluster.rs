@@ -174,6 +174,27 @@ impl Cluster {
         }
     }
 
+    /// The pods of a namespace on `node` that `keep` accepts, read consistently (a live LIST
+    /// the apiserver filters by node).
+    pub async fn pods_on_node_consistent(
+        &self,
+        namespace: &str,
+        node: &str,
+        keep: impl Fn(&Pod) -> bool + Send + Sync,
+    ) -> Fact<Vec<Pod>> {
+        match self {
+            Cluster::Offline(s) => Fact::Found(
+                s.pods
+                    .in_namespace(namespace)
+                    .into_iter()
+                    .filter(|p| p.node_name() == Some(node) && keep(p))
+                    .map(|p| (*p).clone())
+                    .collect(),
+            ),
+            Cluster::Live(l) => l.pods_on_node_consistent(namespace, node, keep).await,
+        }
+    }
+
     /// Caches synced (always true offline).
     pub fn synced(&self) -> bool {
         match self {

@@ -301,6 +301,15 @@ impl LiveCluster {
     ) -> Fact<Vec<Pod>> {
         list_pods_consistent(&self.client, namespace, keep).await
     }
+
+    pub async fn pods_on_node_consistent(
+        &self,
+        namespace: &str,
+        node: &str,
+        keep: impl Fn(&Pod) -> bool + Send + Sync,
+    ) -> Fact<Vec<Pod>> {
+        list_pods_on_node_in(&self.client, namespace, node, keep).await
+    }
 }
 
 /// Live reads in flight in this process, all callers together: a burst of requests that each
@@ -330,6 +339,28 @@ pub fn list_pods_consistent<'a>(
         api,
         ListParams::default(),
         format!("listing pods of {namespace:?}"),
+        keep,
+    )
+}
+
+/// The pods of `namespace` scheduled on `node` that `keep` accepts, read as
+/// `list_pods_consistent` reads, with the node as a field selector: whether a lock's node still
+/// runs a user of its claim. The apiserver filters (it indexes `spec.nodeName`), so the answer is
+/// the few pods of one node, not the whole namespace: in `make bench-scale`, the stale locks a
+/// churn left while volguard was stopped were cleared at ~30 MB/s of LIST bytes with one
+/// namespace-wide LIST each.
+pub fn list_pods_on_node_in<'a>(
+    client: &'a kube::Client,
+    namespace: &'a str,
+    node: &'a str,
+    keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
+) -> BoxFuture<'a, Fact<Vec<Pod>>> {
+    let api = Api::<Decoded<Pod>>::namespaced(client.clone(), namespace);
+    let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    list_pods(
+        api,
+        params,
+        format!("listing the pods of {namespace:?} on node {node:?}"),
         keep,
     )
 }

@@ -1,10 +1,15 @@
 //! Which requests volguard makes, from the apiserver's own audit log: the FlowSchema counts say
 //! how many, the audit log says which (verb, resource, who). Only volguard's two identities are
-//! logged, at `Metadata`, so the log stays small at any size.
+//! logged, at `Metadata`, so the log stays small at any size. The harness runs them as their
+//! service accounts by impersonation: the audit policy sees the impersonator (the audit filter
+//! runs before impersonation), the event names the service account as `impersonatedUser`.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// Who the harness authenticates as when it acts as a service account.
+const IMPERSONATOR: &str = "e2e-impersonator";
 
 const USERS: [&str; 2] = [
     "system:serviceaccount:volguard-system:volguard-webhook",
@@ -22,7 +27,9 @@ impl Audit {
     pub fn new() -> Audit {
         let dir = tempfile::tempdir().expect("audit dir");
         let policy = dir.path().join("audit-policy.yaml");
-        let users = USERS.map(|u| format!("\"{u}\"")).join(", ");
+        let users = [IMPERSONATOR, USERS[0], USERS[1]]
+            .map(|u| format!("\"{u}\""))
+            .join(", ");
         std::fs::write(
             &policy,
             format!(
@@ -81,7 +88,13 @@ pub fn breakdown(log: &Path, from: jiff::Timestamp, to: jiff::Timestamp) -> Vec<
         if !seen.insert(e["auditID"].as_str().unwrap_or_default().to_string()) {
             continue;
         }
-        let user = e["user"]["username"].as_str().unwrap_or_default();
+        let user = e["impersonatedUser"]["username"]
+            .as_str()
+            .or(e["user"]["username"].as_str())
+            .unwrap_or_default();
+        if !USERS.contains(&user) {
+            continue;
+        }
         let who = user.rsplit(':').next().unwrap_or(user).to_string();
         let o = &e["objectRef"];
         let resource = match (o["resource"].as_str(), o["subresource"].as_str()) {

@@ -199,6 +199,19 @@ pub struct Window {
     pub lock_writes: f64,
     /// volguard only: its requests by kind (audit log), steady and during the churn.
     pub requests: [Vec<String>; 2],
+    /// volguard only: the controller's catch-up before the steady state.
+    pub catch_up: Option<CatchUp>,
+}
+
+/// What a controller started after the baseline's churn (which ran with volguard stopped, as an
+/// outage would) did before it settled: the locks it cleared, its requests, and the bytes the
+/// apiserver served for the cached collections meanwhile (everyone's: the cluster is idle).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct CatchUp {
+    pub seconds: f64,
+    pub locks_cleared: f64,
+    pub requests: f64,
+    pub bytes: f64,
 }
 
 pub const STEADY: std::time::Duration = std::time::Duration::from_secs(60);

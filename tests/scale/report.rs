@@ -64,6 +64,8 @@ pub struct Apiserver {
     pub reads_per_admission: f64,
     /// volguard's requests by kind from the audit log, steady and during the churn (top few).
     pub volguard_requests: [Vec<String>; 2],
+    /// The controller's catch-up after the baseline's churn without volguard.
+    pub catch_up: crate::load::CatchUp,
 }
 
 /// Figures taken at the largest size only.
@@ -265,6 +267,15 @@ pub fn print(rows: &[Row], e: &Envelope) {
         a.cpu_per_1000_churn,
         a.reads_per_admission
     );
+    let cu = a.catch_up;
+    println!(
+        "  catch-up after the baseline's churn with volguard stopped: {:.0} stale locks cleared in {:.0} s, {:.0} requests ({:.1} per lock), {:.1} MB served",
+        cu.locks_cleared,
+        cu.seconds,
+        cu.requests,
+        cu.requests / cu.locks_cleared.max(1.0),
+        cu.bytes / 1e6
+    );
     for (when, lines) in ["steady", "churn"].iter().zip(&a.volguard_requests) {
         println!("  volguard's requests {when} (audit log):");
         for l in lines {
@@ -352,6 +363,8 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
                       "seconds": a.churn_seconds, "volguard_cpu_seconds_per_1000_pods": a.cpu_per_1000_churn},
             "serve_reads_per_admission_call": a.reads_per_admission,
             "volguard_requests": {"steady": a.volguard_requests[0], "churn": a.volguard_requests[1]},
+            "catch_up": {"seconds": a.catch_up.seconds, "locks_cleared": a.catch_up.locks_cleared,
+                         "requests": a.catch_up.requests, "bytes": a.catch_up.bytes},
         },
         "webhook": {
             "p50_ratio_vs_noop": pod_create.map(|w| w.modes[2].0 / w.modes[0].0.max(1e-9)),

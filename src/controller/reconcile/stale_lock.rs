@@ -95,7 +95,7 @@ impl Reconciler {
             None => Fact::Missing,
         };
         self.limiter.acquire().await;
-        let users = list_pods_consistent(&self.client, ns, |p| {
+        let users = list_pods_on_node_in(&self.client, ns, &lock.node, |p| {
             rwo_lock::uses_on(p, ns, name, &lock.node)
         })
         .await;

@@ -310,7 +310,7 @@ bench-scale: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) $(KWOK_DIR)/.buil
 	VOLGUARD_SCALE_NODES=$(SCALE_NODES) VOLGUARD_SERVE_LOG=info VOLGUARD_PLOT_FONT=$(PLOT_FONT) VOLGUARD_BENCH_FLOOR=$(CURDIR)/target/release/examples/floor \
 	  VOLGUARD_BENCH_KUBE_RS_CACHE=$(CURDIR)/target/release/examples/kube_rs_cache VOLGUARD_BENCH_CONTROLLER_RUNTIME=$(CR_WEBHOOK) \
 	  VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
-	  $(CARGO) test --locked --release --test scale -- --ignored --nocapture
+	  $(CARGO) bench --locked --bench scale
 
 $(PLOT_FONT):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-dejavu-core >/dev/null

@@ -504,39 +504,51 @@ fn refusals_and_warnings_are_events() {
             }
             // Each warnable rule a first rollout meets, with volguard stopped: what its entry
             // (Ignore) or its policy (bound [Audit]) would refuse in deny passes.
-            let claims = Api::<PersistentVolumeClaim>::namespaced(c.clone(), "audit");
-            let lock = volguard::rules::rwo_lock::RWO_LOCK.replace('/', "~1");
-            claims
-                .patch(
-                    "db-2-data",
-                    &kube::api::PatchParams::default(),
-                    &kube::api::Patch::<()>::Json(
-                        serde_json::from_value(json!([
-                            {"op": "remove", "path": format!("/metadata/annotations/{lock}")}
-                        ]))
-                        .expect("patch"),
-                    ),
-                )
-                .await
-                .expect("warn, volguard down: removing the RWO lock of a claim in use is not refused (claim-metadata)");
-            claims
-                .patch(
-                    "db-2-data",
-                    &kube::api::PatchParams::default(),
-                    &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
-                )
-                .await
-                .expect("warn, volguard down: stripping the finalizer of a claim in use is not refused (finalizer-removal)");
             pod(&c, "audit", "late-2", None, &["held"])
                 .await
                 .expect("warn, volguard down: a pod on a terminating claim is not refused (pod-on-terminating-claim)");
             pods.delete("db-2", &force())
                 .await
                 .expect("warn, volguard down: the force delete is not refused (force-delete)");
+            // A claim update meets delete-protection's entry too, which cannot warn and stays
+            // Fail: its matchConditions keep it to updates of the protection annotation, unless
+            // cert-manager's cainjector (before 1.12) erased them. Judged on what is registered.
+            let live = configs
+                .get("volguard-validating")
+                .await
+                .expect("configuration");
+            let narrowed = live.webhooks.unwrap_or_default().iter().all(|w| {
+                w.failure_policy.as_deref() != Some("Fail")
+                    || w.match_conditions.as_ref().is_some_and(|m| !m.is_empty())
+            });
+            let claim_updates = if narrowed {
+                let claims = Api::<PersistentVolumeClaim>::namespaced(c.clone(), "audit");
+                let lock = volguard::rules::rwo_lock::RWO_LOCK.replace('/', "~1");
+                let remove_lock: json_patch::Patch = serde_json::from_value(json!([
+                    {"op": "remove", "path": format!("/metadata/annotations/{lock}")}
+                ]))
+                .expect("patch");
+                claims
+                    .patch("db-2-data", &kube::api::PatchParams::default(), &kube::api::Patch::<()>::Json(remove_lock))
+                    .await
+                    .expect("warn, volguard down: removing the RWO lock of a claim is not refused (claim-metadata)");
+                claims
+                    .patch(
+                        "db-2-data",
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                    )
+                    .await
+                    .expect("warn, volguard down: stripping a claim's finalizer is not refused (finalizer-removal)");
+                "the RWO lock removed and the finalizer stripped from a claim"
+            } else {
+                "claim updates not tried: cert-manager's cainjector erased the Fail entries' matchConditions, so a \
+                 claim update meets delete-protection's Fail entry (cert-manager 1.12 or later keeps them)"
+            };
             println!(
                 "warn mode (enforcement=warn), drift repair on: {warned} warnable entries Ignore and kept so; with \
-                 volguard stopped, none refused: the RWO lock removed and the finalizer stripped from a claim in \
-                 use, a pod on a terminating claim, a force delete of a running pod"
+                 volguard stopped, none refused: a pod on a terminating claim, a force delete of a running pod; \
+                 {claim_updates}"
             );
             s.upgrade("enforcement=deny").await;
             s.upgrade("registration.repair=false").await;

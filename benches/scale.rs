@@ -29,6 +29,8 @@ mod procs;
 mod release;
 #[path = "scale/report.rs"]
 mod report;
+// The tests' harness: the same control plane, kwok and volguard processes as the e2e.
+#[path = "../tests/support/mod.rs"]
 mod support;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -563,9 +565,8 @@ async fn run() {
     );
 }
 
-#[test]
-#[ignore = "a cluster of up to 5,000 kwok nodes and 150,000 pods for about an hour: make bench-scale"]
-fn bench_scale() {
+/// A cluster of up to 5,000 kwok nodes and 150,000 pods for about an hour: `make bench-scale`.
+fn main() {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -154,6 +154,23 @@ impl Cluster {
         }
     }
 
+    /// The pods that name `claim` as the watch cache holds them, if pods are watched (no read).
+    pub fn pods_naming_cached(&self, namespace: &str, claim: &str) -> Option<Vec<Arc<Pod>>> {
+        let store = match self {
+            Cluster::Offline(s) => s,
+            Cluster::Live(l) if l.watches_pods() => &l.store,
+            Cluster::Live(_) => return None,
+        };
+        Some(
+            store
+                .claims
+                .pods_naming(namespace, claim)
+                .into_iter()
+                .filter_map(|n| store.pods.get(namespace, &n))
+                .collect(),
+        )
+    }
+
     /// The pods of a namespace that `keep` accepts, read consistently (a live paged LIST, never
     /// a cache).
     pub async fn pods_consistent(

@@ -206,6 +206,11 @@ impl LiveCluster {
         }
     }
 
+    /// Whether pods are watched (else `pods_naming` reads live).
+    pub fn watches_pods(&self) -> bool {
+        self.watch_pods
+    }
+
     pub fn synced(&self) -> bool {
         self.synced.iter().all(|s| s.load(Ordering::Acquire))
     }

@@ -200,14 +200,10 @@ impl Cluster {
         keep: impl Fn(&Pod) -> bool + Send + Sync,
     ) -> Fact<Vec<Pod>> {
         match self {
-            Cluster::Offline(s) => Fact::Found(
-                s.pods
-                    .in_namespace(namespace)
-                    .into_iter()
-                    .filter(|p| p.node_name() == Some(node) && keep(p))
-                    .map(|p| (*p).clone())
-                    .collect(),
-            ),
+            Cluster::Offline(_) => {
+                self.pods_consistent(namespace, |p| p.node_name() == Some(node) && keep(p))
+                    .await
+            }
             Cluster::Live(l) => l.pods_on_node_consistent(namespace, node, keep).await,
         }
     }

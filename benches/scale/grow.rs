@@ -160,25 +160,37 @@ pub async fn create_one(
 /// Pod creates refused with "create the pod again in a moment" and made again.
 pub static RETRIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// How a growth ended: every pod created, or stopped early because memory ran out.
+/// Why a growth stopped before its last pod.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Stop {
+    /// `MemAvailable` fell under `MEMORY_FLOOR`: the machine is full.
+    Memory,
+    /// The growth's time budget ran out: the cluster's creates had slowed to where the size
+    /// would take longer than the run may (on 2 cores, kube-apiserver's CPU).
+    Time,
+}
+
+/// How a growth ended: every pod created (`stopped` empty), or stopped early.
 pub struct Grown {
     pub created: usize,
     pub seconds: f64,
-    pub out_of_memory: bool,
+    pub stopped: Option<Stop>,
 }
 
 /// Create pods `from..to` (with their claims and volumes unless `pod_only`), `IN_FLIGHT` at a
-/// time, stopping early once `MemAvailable` falls under `MEMORY_FLOOR`.
+/// time, stopping early once `MemAvailable` falls under `MEMORY_FLOOR` or at `deadline`.
 pub async fn create_pods(
     c: &kube::Client,
     from: usize,
     to: usize,
     per_node: usize,
     pod_only: bool,
+    deadline: Option<Instant>,
 ) -> Grown {
     let started = Instant::now();
     let mut said = Instant::now();
-    // Set once memory runs out: no new pod is started, and those in flight finish, so the pods
+    let mut why = None;
+    // Set once memory or time runs out: no new pod is started, and those in flight finish, so the pods
     // made are exactly `from..from + created`, none half done.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stopped = stop.clone();
@@ -199,8 +211,15 @@ pub async fn create_pods(
             panic!("growing the cluster: {e}");
         }
         created += 1;
-        if created % 500 == 0 && mem_available() < MEMORY_FLOOR {
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if why.is_none() && created % 500 == 0 {
+            if mem_available() < MEMORY_FLOOR {
+                why = Some(Stop::Memory);
+            } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                why = Some(Stop::Time);
+            }
+            if why.is_some() {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
         }
         if said.elapsed() > Duration::from_secs(30) {
             let s = started.elapsed().as_secs_f64();
@@ -213,11 +232,10 @@ pub async fn create_pods(
             said = Instant::now();
         }
     }
-    let out_of_memory = stop.load(std::sync::atomic::Ordering::Relaxed);
     Grown {
         created,
         seconds: started.elapsed().as_secs_f64(),
-        out_of_memory,
+        stopped: why,
     }
 }
 
@@ -310,9 +328,9 @@ pub async fn churn(
     let started = Instant::now();
     let total = pod_total(c).await;
     delete_pods(cp, c, from, to, total - (to - from)).await;
-    let g = create_pods(c, from, to, per_node, true).await;
+    let g = create_pods(c, from, to, per_node, true, None).await;
     assert!(
-        !g.out_of_memory,
+        g.stopped.is_none(),
         "the machine ran out of memory during the churn"
     );
     // kwok, playing the kubelets, ends a deleted pod with a DELETE by name and no UID

@@ -21,50 +21,53 @@ pub(super) async fn install_policies_where(
     params: Option<serde_json::Value>,
 ) -> Vec<String> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base");
-    let bindings = match (only, &params) {
-        (None, None) => dir.join("policy-bindings.yaml"),
-        _ => {
-            let text = std::fs::read_to_string(dir.join("policy-bindings.yaml")).expect("bindings");
-            let mut docs = Vec::new();
-            for doc in serde_yaml::Deserializer::from_str(&text) {
-                let mut v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("yaml");
-                if let Some((label, value)) = only
-                    && v["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))
-                {
-                    v["spec"]["matchResources"]["namespaceSelector"] =
-                        json!({"matchLabels": {label: value}});
-                }
-                if let Some(p) = &params
-                    && v["kind"] == "ConfigMap"
-                {
-                    for (k, val) in p.as_object().into_iter().flatten() {
-                        v["data"][k] = val.clone();
-                    }
-                }
-                docs.push(serde_yaml::to_string(&v).expect("yaml"));
-            }
-            let file = cp.dir.path().join("bindings-scoped.yaml");
-            std::fs::write(&file, docs.join("---\n")).expect("write bindings");
-            file
-        }
+    let write = |file: &str, docs: Vec<serde_json::Value>| {
+        let text: Vec<String> = docs
+            .iter()
+            .map(|d| serde_yaml::to_string(d).expect("yaml"))
+            .collect();
+        let path = cp.dir.path().join(file);
+        std::fs::write(&path, text.join("---\n")).expect("write policies");
+        path
     };
+    let mut bindings = probe_last(&dir.join("policy-bindings.yaml"));
+    for v in &mut bindings {
+        if let Some((label, value)) = only
+            && v["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))
+        {
+            v["spec"]["matchResources"]["namespaceSelector"] =
+                json!({"matchLabels": {label: value}});
+        }
+        if let Some(p) = &params
+            && v["kind"] == "ConfigMap"
+        {
+            for (k, val) in p.as_object().into_iter().flatten() {
+                v["data"][k] = val.clone();
+            }
+        }
+    }
+    let bindings = write("bindings-installed.yaml", bindings);
+    let policies = write(
+        "policies-installed.yaml",
+        probe_last(&dir.join("policies.yaml")),
+    );
     // With parameters, they (and the bindings) go in before the policies, so the policies are
     // created against the parameters they are to read.
-    let applied = match params {
-        Some(_) => {
-            let mut a = harness::apply_file(c, &bindings, false).await;
-            a.extend(harness::apply_file(c, &dir.join("policies.yaml"), false).await);
-            a
-        }
-        None => {
-            let mut a = harness::apply_file(c, &dir.join("policies.yaml"), false).await;
-            a.extend(harness::apply_file(c, &bindings, false).await);
-            a
-        }
+    let order = match params {
+        Some(_) => [&bindings, &policies],
+        None => [&policies, &bindings],
     };
+    let mut applied = Vec::new();
+    for file in order {
+        applied.extend(harness::apply_file(c, file, false).await);
+    }
     // Enforced once the apiserver's informers have the policies, the bindings and the
     // parameters (until then a binding without its parameters is skipped): a dry-run force
     // delete of a placed pod, by a person without confirmation, is refused by the policy itself.
+    // The probe's policy and binding were applied last of their kinds, and each informer sees
+    // its kind's writes in order, so once the probe is refused every other policy and binding
+    // is in force too (with the probe in the middle, the door matrix once met the proof policy
+    // a few seconds before its binding had arrived).
     // A probe of its own per install: a pod on a node that does not exist stays terminating
     // after its graceful delete, so a name used twice would collide (`make bench` installs them
     // once per round).
@@ -103,6 +106,18 @@ pub(super) async fn install_policies_where(
         .await
         .expect("delete probe");
     applied
+}
+
+/// The documents of a manifest file with the probe's (`volguard-force-delete`) moved to the end.
+fn probe_last(path: &std::path::Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut docs: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("yaml"))
+        .filter(|v: &serde_json::Value| !v.is_null())
+        .collect();
+    // A stable sort: every other document keeps its order.
+    docs.sort_by_key(|v| v["metadata"]["name"] == "volguard-force-delete");
+    docs
 }
 
 /// Before a scenario: no volguard policy left by one that stopped half-way (the webhooks judge).

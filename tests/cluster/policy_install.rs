@@ -65,8 +65,8 @@ pub(super) async fn install_policies_where(
     // parameters (until then a binding without its parameters is skipped): a dry-run force
     // delete of a placed pod, by a person without confirmation, is refused by the policy itself.
     // The probe's policy and binding were applied last of their kinds, and each informer sees
-    // its kind's writes in order, so once the probe is refused every other policy and binding
-    // is in force too (with the probe in the middle, the door matrix once met the proof policy
+    // its kind's writes in order, so once the probe is refused every other validating policy
+    // and binding is in force too (with the probe in the middle, the door matrix once met the proof policy
     // a few seconds before its binding had arrived).
     // A probe of its own per install: a pod on a node that does not exist stays terminating
     // after its graceful delete, so a name used twice would collide (`make bench` installs them
@@ -105,10 +105,38 @@ pub(super) async fn install_policies_where(
     pods.delete(&probe_name, &DeleteParams::default())
         .await
         .expect("delete probe");
+    // The mutating policies have informers of their own: a dry-run claim carrying an old
+    // unused-since mark comes back without it once the claim's policy (applied last of them) is
+    // in force.
+    let claims = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let marked: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": format!("{probe_name}-claim"),
+            "annotations": {"volguard.io/unused-since": "2020-01-01T00:00:00Z"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("pvc");
+    let dry_create = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    cp.eventually("the mutating policies in force", WAIT, || {
+        let (claims, marked, dry_create) = (claims.clone(), marked.clone(), dry_create.clone());
+        async move {
+            let made = claims.create(&dry_create, &marked).await.ok()?;
+            (!made
+                .metadata
+                .annotations
+                .unwrap_or_default()
+                .contains_key("volguard.io/unused-since"))
+            .then_some(())
+        }
+    })
+    .await;
     applied
 }
 
-/// The documents of a manifest file with the probe's (`volguard-force-delete`) moved to the end.
+/// The documents of a manifest file with the probes' (`volguard-force-delete`,
+/// `volguard-pvc-finalizer`) moved to the end: each is then the last of its kind.
 fn probe_last(path: &std::path::Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut docs: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(&text)
@@ -116,7 +144,10 @@ fn probe_last(path: &std::path::Path) -> Vec<serde_json::Value> {
         .filter(|v: &serde_json::Value| !v.is_null())
         .collect();
     // A stable sort: every other document keeps its order.
-    docs.sort_by_key(|v| v["metadata"]["name"] == "volguard-force-delete");
+    docs.sort_by_key(|v| {
+        ["volguard-force-delete", "volguard-pvc-finalizer"]
+            .contains(&v["metadata"]["name"].as_str().unwrap_or_default())
+    });
     docs
 }
 

@@ -131,7 +131,7 @@ pub async fn affected(view: &LiveCluster, node: &str) -> Result<Affected, Error>
             if !pvc.is_rwo() {
                 continue;
             }
-            let class = match pvc.spec.storage_class_name.as_deref() {
+            let class = match pvc.class_name() {
                 Some(name) => known(view.class(name).await)?,
                 None => None,
             };

@@ -299,6 +299,15 @@ impl Pvc {
         let has = |m: &str| self.spec.access_modes.has(m);
         (has("ReadWriteOnce") || has("ReadWriteOncePod")) && !has("ReadWriteMany")
     }
+    /// The StorageClass the claim names. `storageClassName: ""` asks for no class (a volume bound
+    /// statically), so it names none: reading a class called "" failed every fencing look at a
+    /// node running such a claim (`make bench-scale`'s claims are all bound that way).
+    pub fn class_name(&self) -> Option<&str> {
+        self.spec
+            .storage_class_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+    }
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.status.conditions.iter().find(|c| c.type_ == type_)
     }

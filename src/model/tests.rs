@@ -481,3 +481,15 @@ fn the_apiservers_time_form_reads_as_jiff_reads_it() {
         assert_eq!(wire::parse_time(text), text.parse().ok(), "{text}");
     }
 }
+
+#[test]
+fn an_empty_storage_class_name_names_no_class() {
+    let with = |class: Option<&str>| {
+        let mut p = crate::model::testing::pvc("ns", "c");
+        p.spec.storage_class_name = class.map(Into::into);
+        p
+    };
+    assert_eq!(with(None).class_name(), None);
+    assert_eq!(with(Some("")).class_name(), None);
+    assert_eq!(with(Some("fast")).class_name(), Some("fast"));
+}

@@ -209,9 +209,7 @@ fn row(
         requested: pvc.requested_storage().map(str::to_string),
         requested_bytes: pvc.requested_storage().and_then(parse_bytes),
         storage_class: pvc
-            .spec
-            .storage_class_name
-            .as_deref()
+            .class_name()
             .or_else(|| pv.and_then(|v| v.spec.storage_class_name.as_deref()))
             .unwrap_or_default()
             .to_string(),

@@ -555,11 +555,14 @@ async fn run() {
         println!("writing no-op not run: its caches would not fit in the memory left");
     }
     let (webhooks, client) = admission::compare(&mut cp, ports).await;
+    report::print_admission(&webhooks, client);
     if let Some(mut p) = writer {
         p.kill();
     }
     let guard = if have_pods >= grow::PODS_PER_NS {
-        Some(admission::guard_big_namespace(&cp, &c, grow::PODS_PER_NS).await)
+        let g = admission::guard_big_namespace(&cp, &c, grow::PODS_PER_NS).await;
+        report::print_guard(&g);
+        Some(g)
     } else {
         None
     };
@@ -572,7 +575,9 @@ async fn run() {
         &audit.log,
     )
     .await;
+    report::print_load(&apiserver);
     let release = release::release_tenth(&mut cp, have_pods - tenth, have_pods).await;
+    report::print_release(release);
     let e = Envelope {
         webhooks,
         client,

@@ -191,6 +191,17 @@ pub fn print(rows: &[Row], e: &Envelope) {
             (f.0 + f.1 * ENVELOPE_OBJECTS) / ENVELOPE_OBJECTS
         );
     }
+    print_admission(&e.webhooks, e.client);
+    if let Some(g) = &e.guard {
+        print_guard(g);
+    }
+    print_load(&e.apiserver);
+    print_release(e.release);
+}
+
+/// Each webhook against the no-op and the writing no-op; printed as soon as the phase ends too, so
+/// a run stopped later keeps it.
+pub fn print_admission(webhooks: &[Compared], client: [(f64, f64); 3]) {
     println!(
         "\n{:<34} {:>6} {:>15} {:>15} {:>15} {:>8} {:>8}",
         "webhook (apiserver's p50 / p99 ms)",
@@ -201,7 +212,7 @@ pub fn print(rows: &[Row], e: &Envelope) {
         "×noop",
         "×writing"
     );
-    for w in &e.webhooks {
+    for w in webhooks {
         let [n, wr, v] = w.modes;
         println!(
             "{:<34} {:>6.0} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>3.2}/{:<4.2} {:>3.2}/{:<4.2}",
@@ -219,7 +230,7 @@ pub fn print(rows: &[Row], e: &Envelope) {
             v.1 / wr.1.max(1e-9)
         );
     }
-    let [n, wr, v] = e.client;
+    let [n, wr, v] = client;
     println!(
         "pod create as the client times it (p50 / p99 ms): no-op {:.1} / {:.1}, writing no-op {:.1} / {:.1}, volguard {:.1} / {:.1} (× {:.2} / {:.2} the no-op)",
         n.0,
@@ -231,18 +242,23 @@ pub fn print(rows: &[Row], e: &Envelope) {
         v.0 / n.0.max(1e-9),
         v.1 / n.1.max(1e-9)
     );
-    if let Some(g) = &e.guard {
-        println!(
-            "finalizer guard in a namespace of {} pods: refused naming the pod: {}; p50 {:.0} ms, max {:.0} ms; serve's peak RSS {:.1} → {:.1} MiB",
-            g.pods,
-            g.refused,
-            g.p50_ms,
-            g.max_ms,
-            mib(g.peak_before),
-            mib(g.peak_after)
-        );
-    }
-    let a = &e.apiserver;
+}
+
+/// The finalizer guard in the namespace of 20,000 pods.
+pub fn print_guard(g: &Guarded) {
+    println!(
+        "finalizer guard in a namespace of {} pods: refused naming the pod: {}; p50 {:.0} ms, max {:.0} ms; serve's peak RSS {:.1} → {:.1} MiB",
+        g.pods,
+        g.refused,
+        g.p50_ms,
+        g.max_ms,
+        mib(g.peak_before),
+        mib(g.peak_after)
+    );
+}
+
+/// What volguard and kcm's protection controllers cost the apiserver.
+pub fn print_load(a: &Apiserver) {
     println!(
         "\napiserver load for the collections volguard caches (requests/s from each client's FlowSchema; bytes/s over a baseline without it):"
     );
@@ -282,7 +298,10 @@ pub fn print(rows: &[Row], e: &Envelope) {
             println!("    {l}");
         }
     }
-    let (k, v) = e.release;
+}
+
+/// Claims released per second, kcm's pvc-protection against volguard's controller.
+pub fn print_release((k, v): (Released, Released)) {
     println!(
         "release of {} unused claims each: kcm's pvc-protection {:.1} claims/s ({:.1} requests per claim), volguard's controller {:.1} claims/s ({:.1} requests per claim), × {:.2}",
         k.claims,

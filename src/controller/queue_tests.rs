@@ -65,3 +65,27 @@ async fn empty_queue_waits_without_spinning() {
     q.shut_down();
     assert_eq!(q.next().await, None);
 }
+
+#[tokio::test]
+async fn a_drained_queue_gives_back_a_relists_capacity() {
+    let q: Arc<Queue<u32>> = Queue::new(Backoff::default());
+    for k in 0..100_000 {
+        q.add(k);
+    }
+    assert!(q.lock().ready.capacity() >= 100_000);
+    while !q.is_empty() {
+        let k = q.next().await.expect("a key");
+        q.done(&k);
+    }
+    let inner = q.lock();
+    assert!(
+        inner.ready.capacity() <= 2 * KEEP_CAPACITY,
+        "{}",
+        inner.ready.capacity()
+    );
+    assert!(
+        inner.queued.capacity() <= 2 * KEEP_CAPACITY,
+        "{}",
+        inner.queued.capacity()
+    );
+}

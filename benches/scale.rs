@@ -435,7 +435,7 @@ async fn run() {
             admission::prepare(&c).await;
         }
         let deadline = Instant::now() + budget;
-        let g = grow::create_pods(&c, have_pods, want, per_node, false, Some(deadline)).await;
+        let g = grow::create_pods(&c, have_pods, want, per_node, false, Some(deadline), 0).await;
         budget = budget.saturating_sub(Duration::from_secs_f64(g.seconds));
         have_pods += g.created;
         have_nodes = nodes;

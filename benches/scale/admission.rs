@@ -38,7 +38,7 @@ const MODES: [Hooks; 3] = [Hooks::Noop, Hooks::WritingNoop, Hooks::Volguard];
 /// claim's first placement, not a wait on its predecessor's lock. Created once, bound.
 pub async fn prepare(c: &kube::Client) {
     for i in 0..DIRECT * ROUNDS * MODES.len() {
-        grow::create_one(c, DIRECT_NS, i, None, grow::Parts::Claim)
+        grow::create_one(c, DIRECT_NS, i, None, grow::Parts::Claim, 0)
             .await
             .expect("direct claim");
     }
@@ -52,7 +52,7 @@ async fn direct_creates(cp: &ControlPlane, c: &kube::Client, from: usize) -> Vec
     for i in from..from + DIRECT {
         let node = format!("fleet-{:05}", i % DIRECT);
         let started = Instant::now();
-        grow::create_one(c, DIRECT_NS, i, Some(&node), grow::Parts::Pod)
+        grow::create_one(c, DIRECT_NS, i, Some(&node), grow::Parts::Pod, 0)
             .await
             .expect("direct pod");
         ms.push(started.elapsed().as_secs_f64() * 1000.0);

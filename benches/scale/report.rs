@@ -199,6 +199,16 @@ pub fn print(rows: &[Row], e: &Envelope) {
     print_release(e.release);
 }
 
+/// `a / b` as the table prints it; "—" where `b`'s mode did not run (its figures are zeros: the
+/// writing no-op where its caches would not fit).
+fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 {
+        format!("{:.2}", a / b)
+    } else {
+        "—".to_string()
+    }
+}
+
 /// Each webhook against the no-op and the writing no-op; printed as soon as the phase ends too, so
 /// a run stopped later keeps it.
 pub fn print_admission(webhooks: &[Compared], client: [(f64, f64); 3]) {
@@ -215,7 +225,7 @@ pub fn print_admission(webhooks: &[Compared], client: [(f64, f64); 3]) {
     for w in webhooks {
         let [n, wr, v] = w.modes;
         println!(
-            "{:<34} {:>6.0} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>3.2}/{:<4.2} {:>3.2}/{:<4.2}",
+            "{:<34} {:>6.0} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>4}/{:<5} {:>4}/{:<5}",
             w.webhook,
             w.calls,
             n.0,
@@ -224,10 +234,10 @@ pub fn print_admission(webhooks: &[Compared], client: [(f64, f64); 3]) {
             wr.1,
             v.0,
             v.1,
-            v.0 / n.0.max(1e-9),
-            v.1 / n.1.max(1e-9),
-            v.0 / wr.0.max(1e-9),
-            v.1 / wr.1.max(1e-9)
+            ratio(v.0, n.0),
+            ratio(v.1, n.1),
+            ratio(v.0, wr.0),
+            ratio(v.1, wr.1)
         );
     }
     let [n, wr, v] = client;
@@ -363,7 +373,8 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
             let [n, wr, v] = w.modes;
             (w.webhook.clone(), json!({"calls": w.calls, "noop_ms": [n.0, n.1], "writing_noop_ms": [wr.0, wr.1],
                 "volguard_ms": [v.0, v.1], "p50_ratio_vs_noop": v.0 / n.0.max(1e-9), "p99_ratio_vs_noop": v.1 / n.1.max(1e-9),
-                "p50_ratio_vs_writing_noop": v.0 / wr.0.max(1e-9), "p99_ratio_vs_writing_noop": v.1 / wr.1.max(1e-9)}))
+                "p50_ratio_vs_writing_noop": (wr.0 > 0.0).then(|| v.0 / wr.0),
+                "p99_ratio_vs_writing_noop": (wr.1 > 0.0).then(|| v.1 / wr.1)}))
         })
         .collect();
     let pod_create = e

@@ -134,6 +134,7 @@ async fn start_cluster() -> Shared {
         "p-reboot",
         "p-far",
         "p-capi",
+        "p-static",
     ] {
         namespace(&c, ns).await;
     }
@@ -232,4 +233,5 @@ crate::scenarios! { scenario:
     remediator_taint => |s| remediators::remediator_taint(s);
     remediator_node_delete => |s| remediators::remediator_node_delete(s);
     partition_partial_fence => |s| scope::partition_partial_fence(s);
+    partition_static_claim => |s| fencing::partition_static_claim(s);
 }

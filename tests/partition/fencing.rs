@@ -2,6 +2,7 @@
 //! partition that heals, a zombie node, maintenance, and a return that needs a reboot.
 
 use super::*;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim};
 
 pub(crate) async fn partition_fenced(s: &mut Shared) {
     let (ns, node) = ("p-fenced", "pf");
@@ -520,6 +521,60 @@ pub(crate) async fn partition_needs_reboot(s: &mut Shared) {
     check.finish();
     println!(
         "partition-needs-reboot: back with bootID boot-1 and {volume} still in use: Recovering ({why}); bootID boot-2: Done"
+    );
+    print_record(&f);
+    forget_node(&mut s.cp, node).await;
+}
+
+/// A claim bound statically (`storageClassName: ""`) names no class: its namespace opts it in,
+/// and its node is fenced and released like any other (fencing once read a class called "" for
+/// it, failed, and retried without end).
+pub(crate) async fn partition_static_claim(s: &mut Shared) {
+    let (ns, node) = ("p-static", "static");
+    let c = s.cp.admin().await;
+    Api::<Namespace>::all(c.clone())
+        .patch(
+            ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"volguard.io/fencing": "auto"}}})),
+        )
+        .await
+        .expect("opt the namespace in");
+    // The volume the claim binds to: no class, reserved for the StatefulSet's claim.
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": "p-static-data"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "storageClassName": "", "persistentVolumeReclaimPolicy": "Retain",
+                 "hostPath": {"path": "/tmp/volguard-e2e-p-static"},
+                 "claimRef": {"namespace": ns, "name": "data-db-0"}}
+    }))
+    .expect("volume");
+    Api::<PersistentVolume>::all(c.clone())
+        .create(&PostParams::default(), &pv)
+        .await
+        .expect("create volume");
+    workload(&mut s.cp, ns, "db", "", node).await;
+    let claim = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns)
+        .get("data-db-0")
+        .await
+        .expect("claim");
+    let spec = claim.spec.unwrap_or_default();
+    assert_eq!(spec.storage_class_name.as_deref(), Some(""), "no class");
+    assert_eq!(spec.volume_name.as_deref(), Some("p-static-data"));
+    behave(s, node, "touch \"$FENCED\"", None);
+    s.cp.stop_kwok(node);
+    let f = incident_in(&s.cp, node, Phase::Released, LONG).await;
+    assert_eq!(
+        steps(&f),
+        ["detected", "fence-requested", "fenced", "released"],
+        "incident steps"
+    );
+    assert!(
+        tainted(&c, node).await,
+        "out-of-service taint after release"
+    );
+    println!(
+        "partition-static-claim: a claim of no class, opted in by its namespace: fenced and released"
     );
     print_record(&f);
     forget_node(&mut s.cp, node).await;

@@ -36,15 +36,7 @@ pub(crate) async fn partition_fenced(s: &mut Shared) {
         "the taint came before the fence was proven"
     );
     let fenced_in = t0.elapsed();
-    assert_eq!(
-        steps(&f),
-        ["detected", "fence-requested", "fenced", "released"],
-        "incident steps"
-    );
-    assert!(
-        tainted(&c, node).await,
-        "out-of-service taint after release"
-    );
+    assert_released(&c, node, &f).await;
     let n = Api::<Node>::all(c.clone()).get(node).await.expect("node");
     assert_eq!(
         n.metadata
@@ -564,18 +556,20 @@ pub(crate) async fn partition_static_claim(s: &mut Shared) {
     behave(s, node, "touch \"$FENCED\"", None);
     s.cp.stop_kwok(node);
     let f = incident_in(&s.cp, node, Phase::Released, LONG).await;
-    assert_eq!(
-        steps(&f),
-        ["detected", "fence-requested", "fenced", "released"],
-        "incident steps"
-    );
-    assert!(
-        tainted(&c, node).await,
-        "out-of-service taint after release"
-    );
+    assert_released(&c, node, &f).await;
     println!(
         "partition-static-claim: a claim of no class, opted in by its namespace: fenced and released"
     );
     print_record(&f);
     forget_node(&mut s.cp, node).await;
+}
+
+/// A released incident took every step, and its node carries the out-of-service taint.
+async fn assert_released(c: &kube::Client, node: &str, f: &NodeFence) {
+    assert_eq!(
+        steps(f),
+        ["detected", "fence-requested", "fenced", "released"],
+        "incident steps"
+    );
+    assert!(tainted(c, node).await, "out-of-service taint after release");
 }

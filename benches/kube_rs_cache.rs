@@ -24,10 +24,11 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|i| args.get(i + 1))
         .ok_or_else(|| anyhow::anyhow!("missing --kubeconfig"))?;
     let client = volguard::runtime::kube::client(Some(std::path::Path::new(kubeconfig))).await?;
-    let pods = reflect(Api::<Pod>::all(client.clone()));
-    let pvcs = reflect(Api::<PersistentVolumeClaim>::all(client.clone()));
-    let pvs = reflect(Api::<PersistentVolume>::all(client.clone()));
-    let nodes = reflect(Api::<Node>::all(client.clone()));
+    // Whole objects: the peer as its documentation's reflector runs it.
+    let pods = reflect(Api::<Pod>::all(client.clone()), |_| {});
+    let pvcs = reflect(Api::<PersistentVolumeClaim>::all(client.clone()), |_| {});
+    let pvs = reflect(Api::<PersistentVolume>::all(client.clone()), |_| {});
+    let nodes = reflect(Api::<Node>::all(client.clone()), |_| {});
     pods.wait_until_ready().await?;
     pvcs.wait_until_ready().await?;
     pvs.wait_until_ready().await?;

@@ -7,7 +7,9 @@ use kube::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
-pub fn reflect<K>(api: Api<K>) -> Store<K>
+/// `prune` cuts each object down before it is stored (kube-rs's `WatchStreamExt::modify`, the way
+/// its documentation keeps a cache small); `|_| {}` keeps whole objects.
+pub fn reflect<K, F>(api: Api<K>, prune: F) -> Store<K>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -16,10 +18,12 @@ where
         + Send
         + Sync
         + 'static,
+    F: FnMut(&mut K) + Send + 'static,
 {
     let (store, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
+        .modify(prune)
         .reflect(writer)
         .applied_objects();
     tokio::spawn(async move {

@@ -346,6 +346,18 @@ async fn apiserver_load(
     }
 }
 
+/// The writing no-op's RSS after its reflectors listed every pod and claim (90 s), or `None`
+/// once the machine's available memory fell under the growth's floor meanwhile.
+async fn settle_writer(p: &support::harness::Proc) -> Option<u64> {
+    for _ in 0..90 {
+        if grow::mem_available() < grow::MEMORY_FLOOR {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Some(proc_stat(p.child.id()).rss_bytes)
+}
+
 /// Bytes per object of the machine's used memory at the last size: the next size's need.
 fn fits(rows: &[Row], next_objects: usize, per_object: impl Fn(&Row) -> Option<f64>) -> bool {
     match rows.last().and_then(per_object) {
@@ -542,17 +554,23 @@ async fn run() {
             break;
         }
     }
-    // The writing no-op's reflectors need ~20 KiB per pod and claim; where that does not fit, its
-    // mode is left out (zeros in the table, said here).
-    let floor_need = 20_000 * (have_pods * 2) as u64 + grow::MEMORY_FLOOR;
+    // The writing no-op keeps only what a bind reads (`floor_writer.rs` prunes its reflectors);
+    // it is watched while they list, and stopped should the machine reach its floor, its mode
+    // then left out (zeros in the table, said here).
+    let (mut p, writing) = cp.spawn_writing_floor();
     let mut writer = None;
-    if grow::mem_available() > floor_need {
-        let (p, writing) = cp.spawn_writing_floor();
-        // Its reflectors list every pod and claim before its facts are whole.
-        tokio::time::sleep(Duration::from_secs(90)).await;
-        (writer, ports[1]) = (Some(p), writing);
-    } else {
-        println!("writing no-op not run: its caches would not fit in the memory left");
+    match settle_writer(&p).await {
+        Some(rss) => {
+            println!(
+                "writing no-op: {:.0} MiB once its caches filled",
+                rss as f64 / 1048576.0
+            );
+            (writer, ports[1]) = (Some(p), writing);
+        }
+        None => {
+            p.kill();
+            println!("writing no-op stopped: its caches did not fit in the memory left");
+        }
     }
     let (webhooks, client) = admission::compare(&mut cp, ports).await;
     report::print_admission(&webhooks, client);

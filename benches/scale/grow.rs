@@ -359,6 +359,7 @@ pub async fn churn(
     let total = pod_total(c).await;
     let generation = CHURNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     delete_pods(cp, c, (from, to), generation, total - (to - from)).await;
+    let deleted = started.elapsed().as_secs_f64();
     let generation = generation + 1;
     let g = create_pods(c, from, to, per_node, true, None, generation).await;
     assert!(
@@ -394,7 +395,16 @@ pub async fn churn(
         );
         tokio::time::sleep(Duration::from_secs(10)).await;
     }
-    started.elapsed().as_secs_f64()
+    // Where a slow window's time went: the deletes (kwok's final DELETE, the force-delete rule),
+    // the creates (the pod webhooks), or the wait until they run (the scheduler's binds).
+    let all = started.elapsed().as_secs_f64();
+    println!(
+        "  churn of {} pods: gone in {deleted:.0} s, created in {:.0} s, all running {:.0} s later",
+        to - from,
+        g.seconds,
+        all - deleted - g.seconds
+    );
+    all
 }
 
 /// Churned pods made again after kwok's late final DELETE removed them.

@@ -28,3 +28,34 @@ fn a_new_lock_is_young_a_state_files_is_old_and_a_changed_lock_or_a_use_starts_a
         "a use"
     );
 }
+
+/// A lock watched while thousands of others come and go keeps its age: pruning went by first
+/// sight, dropped every lock a grace old whenever more than 4,096 were watched, and so restarted
+/// the very ones about to be judged (at 5,000 nodes, binds refused for minutes).
+#[test]
+fn a_lock_still_asked_about_keeps_its_age_while_thousands_of_others_are_watched() {
+    let clock = LockClock::offline([("ns", "held", "a")]);
+    for i in 0..PRUNE_ABOVE + 100 {
+        clock.quiet_for("ns", &format!("c{i}"), "x", false);
+    }
+    assert!(
+        clock.quiet_for("ns", "held", "a", false) >= BIND_GRACE,
+        "the lock asked about a moment ago was dropped and counts as new"
+    );
+}
+
+/// What nobody asked about for a grace is dropped once the table is large, and counts as new when
+/// seen again (holds longer, never less).
+#[test]
+fn locks_nobody_asked_about_for_a_grace_are_dropped_and_young_when_seen_again() {
+    let clock = LockClock::offline([("ns", "old", "a")]);
+    clock.unlooked_for(BIND_GRACE);
+    for i in 0..PRUNE_ABOVE {
+        clock.quiet_for("ns", &format!("c{i}"), "x", false);
+    }
+    let seen = clock.seen.lock().unwrap_or_else(|p| p.into_inner());
+    assert!(!seen.locks.contains_key(&("ns".into(), "old".into())));
+    assert_eq!(seen.locks.len(), PRUNE_ABOVE, "the young ones stay");
+    drop(seen);
+    assert!(clock.quiet_for("ns", "old", "a", false) < BIND_GRACE);
+}

@@ -550,7 +550,55 @@ fn refusals_and_warnings_are_events() {
                  volguard stopped, none refused: a pod on a terminating claim, a force delete of a running pod; \
                  {claim_updates}"
             );
-            s.upgrade("enforcement=deny").await;
+            // The rollout back to deny, the old (warn) controller still leading for two check
+            // periods: it leaves the configuration rendered for deny alone and says so (drift
+            // failureMode), where it used to put its Ignore back and take the field from Helm,
+            // whose next upgrade then failed on a server-side apply conflict.
+            s.helm_upgrade("enforcement=deny");
+            tokio::time::sleep(Duration::from_secs(21)).await;
+            let live = configs
+                .get("volguard-validating")
+                .await
+                .expect("configuration");
+            let weakened: Vec<String> = live
+                .webhooks
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|w| {
+                    volguard::registration::webhooks::entries().any(|e| {
+                        e.name == w.name
+                            && e.rule.def().warnable
+                            && w.failure_policy.as_deref() == Some("Ignore")
+                            && e.failure_policy(
+                                &volguard::registration::webhooks::FailureMode::policies(true),
+                            ) == "Fail"
+                    })
+                })
+                .map(|w| w.name)
+                .collect();
+            assert!(
+                weakened.is_empty(),
+                "the old controller put warn back on {weakened:?}"
+            );
+            let metrics = metrics_text(s.controller_probe).await;
+            assert!(
+                metrics
+                    .lines()
+                    .any(|l| l.starts_with("volguard_registration_drift{")
+                        && l.contains("field=\"failureMode\"")
+                        && l.contains("volguard-validating")
+                        && l.ends_with(" 1")),
+                "the old controller reports the configuration rendered for another mode:\n{}",
+                metrics
+                    .lines()
+                    .filter(|l| l.starts_with("volguard_registration_drift"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+            println!(
+                "rollout warn -> deny with the warn controller still leading: the deny configuration left alone, drift failureMode reported"
+            );
+            s.restart().await;
             s.upgrade("registration.repair=false").await;
         })
     });

@@ -382,7 +382,7 @@ fn chart_with_a_provided_secret_needs_its_ca_and_skips_cert_manager() {
     );
     let v = &o["ValidatingWebhookConfiguration//volguard-validating"];
     assert!(
-        v["metadata"]["annotations"].is_null(),
+        v["metadata"]["annotations"]["cert-manager.io/inject-ca-from"].is_null(),
         "no cainjector annotation"
     );
     assert_eq!(
@@ -436,6 +436,72 @@ fn chart_can_serve_only_the_apiserver() {
             .iter()
             .any(|a| a.starts_with("--client-ca"))
     );
+}
+
+/// The failure mode a controller Deployment's args give its drift check.
+fn controller_mode(
+    objects: &BTreeMap<String, Value>,
+) -> volguard::registration::webhooks::FailureMode {
+    let args = arg_lists(objects, "volguard-controller");
+    volguard::registration::webhooks::FailureMode {
+        policies: args.iter().any(|a| a == "--policies-installed"),
+        enforcement: args
+            .iter()
+            .find_map(|a| a.strip_prefix("--enforcement="))
+            .unwrap_or("deny")
+            .parse()
+            .expect("the chart's --enforcement"),
+        force_ignore: args.iter().any(|a| a == "--force-failure-policy-ignore"),
+    }
+}
+
+#[test]
+#[ignore = "needs helm: make chart"]
+fn chart_configurations_name_the_mode_their_controller_runs() {
+    // Each configuration says the failure mode it was rendered for: it gives every entry the
+    // failure policy rendered, and it is the mode the controller's flags give (so the new
+    // controller checks it and the old one, during a rollout, leaves it alone).
+    use volguard::registration::webhooks::{CONFIGURATIONS, FAILURE_MODE_ANNOTATION, FailureMode};
+    for values in [
+        &[][..],
+        &["policies.enabled=true"],
+        &["policies.enabled=false", "enforcement=warn"],
+        &["enforcement=force-delete=warn"],
+        &[
+            "enforcement.finalizer-removal=warn",
+            "enforcement.claim-metadata=deny",
+        ],
+        &["forceFailurePolicyIgnore=true"],
+        &[
+            "tls.certManager=false",
+            "tls.secretName=s",
+            "tls.caBundle=CA",
+        ],
+    ] {
+        let objects = by_id(docs(&helm("ns", values).expect("helm template")));
+        let controller = controller_mode(&objects);
+        for (kind, name, entries) in CONFIGURATIONS {
+            let c = &objects[&format!("{kind}//{name}")];
+            let a = c["metadata"]["annotations"][FAILURE_MODE_ANNOTATION]
+                .as_str()
+                .unwrap_or_else(|| panic!("{values:?} {name}: no failure mode"));
+            let mode = FailureMode::from_annotation(a)
+                .unwrap_or_else(|e| panic!("{values:?} {name}: {a:?}: {e}"));
+            assert!(
+                mode.same_policies(&controller, entries),
+                "{values:?} {name}: {a:?}"
+            );
+            for w in c["webhooks"].as_array().expect("webhooks") {
+                let e = entries.iter().find(|e| w["name"] == e.name).expect("entry");
+                assert_eq!(
+                    w["failurePolicy"],
+                    e.failure_policy(&mode),
+                    "{values:?} {a:?} {}",
+                    e.name
+                );
+            }
+        }
+    }
 }
 
 #[test]
@@ -722,8 +788,9 @@ fn kustomize_warn_overlay_never_blocks_and_warns_once() {
             "{d}: {args}"
         );
     }
-    // Warn never blocks: each entry as volguard registers it in warn, beside the policies.
-    use volguard::registration::webhooks::{FailureMode, entries};
+    // Warn never blocks: each entry as volguard registers it in warn, beside the policies; each
+    // configuration says so (the controller's drift check compares it with its flags).
+    use volguard::registration::webhooks::{FAILURE_MODE_ANNOTATION, FailureMode, entries};
     let mode = FailureMode {
         policies: true,
         enforcement: "warn".parse().expect("warn"),
@@ -734,6 +801,14 @@ fn kustomize_warn_overlay_never_blocks_and_warns_once() {
         "MutatingWebhookConfiguration//volguard-mutating",
         "ValidatingWebhookConfiguration//volguard-validating",
     ] {
+        let a = objects[kind]["metadata"]["annotations"][FAILURE_MODE_ANNOTATION]
+            .as_str()
+            .expect("failure mode");
+        let rendered = FailureMode::from_annotation(a).expect("readable");
+        assert!(
+            rendered.policies && rendered.enforcement == mode.enforcement && !rendered.force_ignore,
+            "{kind}: {a}"
+        );
         for w in objects[kind]["webhooks"].as_array().expect("webhooks") {
             let e = entries()
                 .find(|e| w["name"] == e.name)

@@ -108,7 +108,7 @@ impl Watch {
             interval: args.registration_check_interval,
             drift: metrics.add(
                 "volguard_registration_drift",
-                "1 while a live webhook entry differs from volguard's registration in field (missing, matchConditions, failurePolicy, rules, caBundle, path)",
+                "1 while a live webhook entry differs from volguard's registration in field (missing, matchConditions, failurePolicy, rules, caBundle, path; failureMode: the configuration, in label webhook, was rendered for another failure mode than the controller's flags)",
                 Family::default(),
             ),
             repairs: metrics.add(
@@ -143,22 +143,41 @@ impl Watch {
 
     /// One comparison (and repair, when asked) of both configurations.
     pub async fn check(&self) -> Result<Vec<Drift>, kube::Error> {
-        let expected = webhooks::expected(&self.namespace, &self.mode, true);
+        let mut expected = webhooks::expected(&self.namespace, &self.mode, true);
         let optional: Vec<&str> = webhooks::entries()
             .filter(|e| e.rwo_guard)
             .map(|e| e.name)
             .collect();
         let mut objects = Vec::new();
         let mut live = Vec::new();
-        for (kind, name, _) in CONFIGURATIONS {
-            let o = crate::state::registrations::get_live(&self.client, kind, name).await?;
+        let mut noted = Vec::new();
+        for (kind, name, entries) in CONFIGURATIONS {
+            let mut o = crate::state::registrations::get_live(&self.client, kind, name).await?;
+            if let Some(obj) = &o {
+                let rendered = obj
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(webhooks::FAILURE_MODE_ANNOTATION));
+                match drift::rendered_for(name, rendered.map(String::as_str), &self.mode, entries) {
+                    Ok(note) => noted.extend(note),
+                    Err(other) => {
+                        // Neither compared nor repaired: its entries leave `expected` and it
+                        // leaves `objects`; the difference itself is the drift reported.
+                        noted.push(other);
+                        expected.retain(|(n, _)| !entries.iter().any(|e| e.name == *n));
+                        o = None;
+                    }
+                }
+            }
             if let Some(o) = &o {
                 let v = serde_json::to_value(o).unwrap_or_default();
                 live.extend(v["webhooks"].as_array().cloned().unwrap_or_default());
             }
             objects.push((*kind, *name, o));
         }
-        let drifts = drift::compare(&live, &expected, &optional);
+        let mut drifts = drift::compare(&live, &expected, &optional);
+        drifts.extend(noted);
         self.checks.inc();
         self.publish(&drifts, &objects).await;
         if self.repair && drifts.iter().any(Drift::repairable) {
@@ -222,7 +241,8 @@ impl Watch {
             let mine: Vec<Drift> = new
                 .iter()
                 .filter(|d| {
-                    entries.contains(&d.webhook)
+                    d.webhook == *name
+                        || entries.contains(&d.webhook)
                         || (d.field == "missing"
                             && CONFIGURATIONS.iter().any(|(k, _, es)| {
                                 k == kind && es.iter().any(|e| e.name == d.webhook)

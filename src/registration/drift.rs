@@ -4,6 +4,7 @@
 //! configurations without their matchConditions: a Fail entry then sends every pod DELETE to
 //! volguard, and every delete in the cluster fails while volguard is not serving.
 
+use super::webhooks::{Entry, FailureMode};
 use serde_json::{Value, json};
 
 /// The fields compared, as the metric's `field` label names them.
@@ -14,6 +15,7 @@ pub const FIELDS: &[&str] = &[
     "rules",
     "caBundle",
     "path",
+    "failureMode",
 ];
 
 /// One difference: `webhook` (entry name), `field` (one of `FIELDS`), what was found.
@@ -141,6 +143,39 @@ pub fn compare(live: &[Value], expected: &[(&str, Value)], optional: &[&str]) ->
         }
     }
     out
+}
+
+/// Whether configuration `name` (its entries `entries`) is to be checked against `mine`, by its
+/// `FAILURE_MODE_ANNOTATION` (`rendered`). `Ok(None)`: check it (no annotation, or one giving
+/// every entry the failure policy `mine` gives). `Ok(Some(_))`: check it, the annotation is
+/// unreadable. `Err(_)`: leave it alone, it was rendered for another mode: a rollout in progress
+/// (the old controller must not undo the new chart), or this controller's flags are not the chart's.
+pub fn rendered_for(
+    name: &str,
+    rendered: Option<&str>,
+    mine: &FailureMode,
+    entries: &[Entry],
+) -> Result<Option<Drift>, Drift> {
+    let Some(rendered) = rendered else {
+        return Ok(None);
+    };
+    let drift = |detail: String| Drift {
+        webhook: name.to_string(),
+        field: "failureMode",
+        detail,
+    };
+    match FailureMode::from_annotation(rendered) {
+        Err(e) => Ok(Some(drift(format!(
+            "annotation {:?} unreadable ({e}): checked against this controller's flags",
+            super::webhooks::FAILURE_MODE_ANNOTATION
+        )))),
+        Ok(theirs) if theirs.same_policies(mine, entries) => Ok(None),
+        Ok(_) => Err(drift(format!(
+            "rendered for {rendered:?}, which gives its entries other failure policies than this \
+             controller's --enforcement, --policies-installed and --force-failure-policy-ignore: \
+             left alone (a rollout in progress, or the controller's flags differ from the chart's)"
+        ))),
+    }
 }
 
 /// `live` with every repairable drift of `drifts` put back from `expected`, entry by entry;

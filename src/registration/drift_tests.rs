@@ -148,3 +148,76 @@ fn the_rwo_entries_may_be_left_out_together_only() {
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].field, "missing");
 }
+
+/// The validating configuration's entries (where the warnable rules' Fail entries are).
+fn validating() -> &'static [webhooks::Entry] {
+    webhooks::CONFIGURATIONS
+        .iter()
+        .find(|(kind, _, _)| *kind == "ValidatingWebhookConfiguration")
+        .map(|(_, _, e)| *e)
+        .expect("validating")
+}
+
+#[test]
+fn a_configuration_rendered_for_another_mode_is_left_alone() {
+    let deny = FailureMode::policies(true);
+    let warn = FailureMode {
+        enforcement: crate::rules::enforcement::Enforcement::parse("warn").expect("warn"),
+        ..deny
+    };
+    let v = validating();
+    let name = "volguard-validating";
+    let base = "enforcement=deny; policies=true; forceIgnore=false";
+    // No annotation (a registration older than it) or the controller's own mode: checked.
+    assert_eq!(rendered_for(name, None, &deny, v), Ok(None));
+    assert_eq!(rendered_for(name, Some(base), &deny, v), Ok(None));
+    // A new chart rendered deny while the old controller still runs warn, and the reverse:
+    // the old controller leaves it, and says so.
+    let left = rendered_for(name, Some(base), &warn, v).expect_err("left alone");
+    assert_eq!((left.webhook.as_str(), left.field), (name, "failureMode"));
+    assert!(left.detail.contains(base), "{}", left.detail);
+    assert!(!left.repairable());
+    let warned = "enforcement=warn; policies=true; forceIgnore=false";
+    assert!(rendered_for(name, Some(warned), &deny, v).is_err());
+    assert_eq!(rendered_for(name, Some(warned), &warn, v), Ok(None));
+    // Another spelling of the same failure policies is the same mode: a rule in warn whose
+    // entries the policies already make Ignore changes nothing registered.
+    let same = "enforcement=; policies=true; forceIgnore=false";
+    assert_eq!(rendered_for(name, Some(same), &deny, v), Ok(None));
+    // Unreadable: checked against the controller's flags, and the annotation reported.
+    for bad in [
+        "enforcement=deny; policies=true",
+        "enforcement=sometimes; policies=true; forceIgnore=false",
+        "enforcement=deny; policies=yes; forceIgnore=false",
+        "enforcement=deny; policies=true; forceIgnore=false; color=blue",
+        "garbage",
+    ] {
+        let note = rendered_for(name, Some(bad), &deny, v)
+            .expect("checked")
+            .expect("reported");
+        assert_eq!(note.field, "failureMode", "{bad}");
+        assert!(note.detail.contains("unreadable"), "{bad}: {}", note.detail);
+    }
+}
+
+#[test]
+fn the_generated_registrations_carry_the_mode_they_were_rendered_for() {
+    let yaml = webhooks::render(Flavour::Kustomize);
+    let mut n = 0;
+    for doc in serde_yaml::Deserializer::from_str(&yaml) {
+        let v: Value = serde::Deserialize::deserialize(doc).expect("yaml");
+        let a = v["metadata"]["annotations"][webhooks::FAILURE_MODE_ANNOTATION]
+            .as_str()
+            .expect("annotated");
+        // The base: what its controller's flags say (--policies-installed, deny).
+        let mode = FailureMode::from_annotation(a).expect("readable");
+        assert!(mode.policies && !mode.force_ignore && !mode.enforcement.any_warn());
+        n += 1;
+    }
+    assert_eq!(n, 2);
+    let chart = webhooks::render(Flavour::Chart);
+    assert_eq!(
+        chart.matches("volguard.configurationAnnotations").count(),
+        2
+    );
+}

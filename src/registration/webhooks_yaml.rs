@@ -3,7 +3,7 @@
 //! `make manifests` and checked against the table by a unit test.
 
 use super::conditions::NAMESPACE_TOKEN;
-use super::webhooks::{CONFIGURATIONS, Entry, FailureMode};
+use super::webhooks::{CONFIGURATIONS, Entry, FAILURE_MODE_ANNOTATION, FailureMode};
 use crate::rules::enforcement::Enforcement;
 
 /// Which rendering.
@@ -64,12 +64,15 @@ fn render_configuration(out: &mut String, kind: &str, name: &str, entries: &[Ent
     out.push_str("apiVersion: admissionregistration.k8s.io/v1\n");
     out.push_str(&format!("kind: {kind}\nmetadata:\n  name: {name}\n"));
     match f {
+        // The base installs the policies and denies (overlays that change the controller's
+        // flags change this annotation with them).
         Flavour::Kustomize => out.push_str(&format!(
-            "  annotations:\n    cert-manager.io/inject-ca-from: {namespace}/volguard-webhook\n"
+            "  annotations:\n    cert-manager.io/inject-ca-from: {namespace}/volguard-webhook\n    \
+             {FAILURE_MODE_ANNOTATION}: \"enforcement=deny; policies=true; forceIgnore=false\"\n"
         )),
         Flavour::Chart => out.push_str(
             "  labels: {{- include \"volguard.labels\" . | nindent 4 }}\n  \
-             {{- include \"volguard.certManagerAnnotations\" . | nindent 2 }}\n",
+             {{- include \"volguard.configurationAnnotations\" . | nindent 2 }}\n",
         ),
     }
     out.push_str("webhooks:\n");

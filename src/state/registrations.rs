@@ -27,6 +27,14 @@ pub async fn replace(
     fixed: &DynamicObject,
 ) -> Result<DynamicObject, kube::Error> {
     api(client, kind)
-        .replace(name, &PostParams::default(), fixed)
+        .replace(
+            name,
+            &PostParams {
+                // Named, so a conflict Helm reports says who wrote (not "unknown").
+                field_manager: Some("volguard-controller".into()),
+                ..PostParams::default()
+            },
+            fixed,
+        )
         .await
 }

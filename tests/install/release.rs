@@ -88,6 +88,13 @@ impl Shared {
     /// `helm upgrade --reuse-values --set VALUE`, then the webhook and the controller restarted
     /// with the Deployments' new args, as their rollouts would.
     pub(super) async fn upgrade(&mut self, value: &str) {
+        self.helm_upgrade(value);
+        self.restart().await;
+    }
+
+    /// `helm upgrade --reuse-values --set VALUE` alone: the running processes keep their args,
+    /// as the old pods of a rollout do until they are replaced.
+    pub(super) fn helm_upgrade(&self, value: &str) {
         let mut args = vec![
             "upgrade".to_string(),
             RELEASE.into(),
@@ -97,6 +104,10 @@ impl Shared {
         args.extend(["--reuse-values".to_string(), "--set".into(), value.into()]);
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         self.helm(&refs);
+    }
+
+    /// The webhook and the controller restarted with the Deployments' args.
+    pub(super) async fn restart(&mut self) {
         self.start_serve().await;
         if let Some(mut p) = self.controller.take() {
             p.kill();

@@ -69,11 +69,21 @@ clientConfig:
   {{- end }}
 {{- end }}
 
-{{- define "volguard.certManagerAnnotations" -}}
-{{- if .Values.tls.certManager }}
+{{/* The webhook configurations' annotations: cert-manager's CA injection, and the failure mode
+they were rendered for, in the controller's terms (its drift check leaves a configuration
+rendered for another mode alone: during a rollout the old controller must not undo the new chart). */}}
+{{- define "volguard.configurationAnnotations" -}}
 annotations:
+  {{- if .Values.tls.certManager }}
   cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/volguard-webhook
+  {{- end }}
+  volguard.io/failure-mode: {{ include "volguard.failureMode" . | quote }}
 {{- end }}
+
+{{/* `enforcement=E; policies=BOOL; forceIgnore=BOOL`, as the controller's flags say it. */}}
+{{- define "volguard.failureMode" -}}
+{{- $e := nospace (include "volguard.enforcement" .) | default "deny" -}}
+enforcement={{ $e }}; policies={{ eq (include "volguard.policies" .) "true" }}; forceIgnore={{ .Values.forceFailurePolicyIgnore | default false }}
 {{- end }}
 
 {{/*

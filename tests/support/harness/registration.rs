@@ -243,6 +243,14 @@ impl ControlPlane {
                     a.remove("cert-manager.io/inject-ca-from");
                 }
             }
+            // Registered without the policies (below), and so annotated: the controller's drift
+            // check compares the annotation with its flags.
+            if let Some(a) = v["metadata"]["annotations"].as_object_mut() {
+                a.insert(
+                    volguard::registration::webhooks::FAILURE_MODE_ANNOTATION.into(),
+                    "enforcement=deny; policies=false; forceIgnore=false".into(),
+                );
+            }
             // Same rewrite for both kinds: service reference -> loopback URL.
             for h in v["webhooks"].as_array_mut().into_iter().flatten() {
                 if let Some(e) =

@@ -1,11 +1,14 @@
-//! What a client costs the apiserver, read from the apiserver's own metrics: requests per client
-//! from priority-and-fairness (one FlowSchema per client, `apiserver_flowcontrol_dispatched_
-//! requests_total`), bytes of LIST and GET responses (`apiserver_response_sizes`) and of watch
-//! events sent (`apiserver_watch_events_sizes`, per event per watcher) for the collections
-//! volguard caches. Bytes carry no client label, so a client's bytes are the difference between a
-//! window with it and a baseline window without it, with the same workload in both.
+//! What a client costs the apiserver: requests per client from the apiserver's own metrics
+//! (priority and fairness, one FlowSchema per client, `apiserver_flowcontrol_dispatched_requests_
+//! total`), and bytes the apiserver sent it counted on the wire by a relay of its own
+//! (`harness::meter`): the apiserver's response-size metrics carry no client label, and their
+//! difference between a window with a client and a baseline without it was swamped by everyone
+//! else's traffic (negative at 5,000 nodes). What the apiserver served for the collections volguard
+//! caches, everyone together (`Served`), is still read from its metrics.
 
 use crate::support::apiserver::apiserver_metrics;
+use crate::support::harness::ControlPlane;
+use crate::support::harness::meter::Meter;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use std::time::Instant;
@@ -70,16 +73,54 @@ pub async fn install(c: &kube::Client) {
         .expect("create crb");
 }
 
-/// The apiserver's metrics at one moment.
+/// Each measured client's relay, by client name (`SERVE`, `CONTROLLER`, `KCM_PROTECTION`).
+static METERS: std::sync::OnceLock<Vec<(&'static str, Meter)>> = std::sync::OnceLock::new();
+
+/// Put each measured client behind a relay that counts what the apiserver sends it; before any
+/// of them starts (their kubeconfigs are written as they start).
+pub fn meter(cp: &mut ControlPlane) {
+    let meters = [
+        (
+            SERVE,
+            "system:serviceaccount:volguard-system:volguard-webhook",
+        ),
+        (
+            CONTROLLER,
+            "system:serviceaccount:volguard-system:volguard-controller",
+        ),
+        (KCM_PROTECTION, "kcm-protection"),
+    ]
+    .map(|(name, identity)| (name, cp.meter(identity)))
+    .to_vec();
+    let _ = METERS.set(meters);
+}
+
+/// The apiserver's metrics, and the bytes each measured client was sent, at one moment.
 pub struct Sample {
     text: String,
+    sent: Vec<(&'static str, u64)>,
     at: Instant,
 }
 
 pub async fn sample(c: &kube::Client) -> Sample {
     Sample {
         text: apiserver_metrics(c).await,
+        sent: METERS
+            .get()
+            .into_iter()
+            .flatten()
+            .map(|(name, m)| (*name, m.sent()))
+            .collect(),
         at: Instant::now(),
+    }
+}
+
+/// Bytes the apiserver sent client `who` between two samples (`NaN` if it was not metered).
+pub fn sent(a: &Sample, b: &Sample, who: &str) -> f64 {
+    let at = |s: &Sample| s.sent.iter().find(|(n, _)| *n == who).map(|(_, v)| *v);
+    match (at(a), at(b)) {
+        (Some(x), Some(y)) => y.saturating_sub(x) as f64,
+        _ => f64::NAN,
     }
 }
 
@@ -111,7 +152,6 @@ pub struct Served {
     pub seconds: f64,
     pub lists: f64,
     pub list_bytes: f64,
-    pub get_bytes: f64,
     pub watch_bytes: f64,
 }
 
@@ -125,14 +165,8 @@ impl Served {
             seconds: b.at.duration_since(a.at).as_secs_f64(),
             lists: d("apiserver_request_total", &verb("LIST")),
             list_bytes: d("apiserver_response_sizes_sum", &verb("LIST")),
-            get_bytes: d("apiserver_response_sizes_sum", &verb("GET")),
             watch_bytes: d("apiserver_watch_events_sizes_sum", &cached),
         }
-    }
-
-    /// Bytes of LIST, GET and watch events together.
-    pub fn bytes(&self) -> f64 {
-        self.list_bytes + self.get_bytes + self.watch_bytes
     }
 }
 
@@ -152,24 +186,17 @@ pub fn admission_calls(a: &Sample, b: &Sample) -> f64 {
 }
 
 /// A client's cost in one window: requests per second (its own FlowSchema) and bytes per second
-/// (the window's bytes less the baseline's for the same workload, over the window's seconds).
+/// the apiserver sent it (its relay).
 #[derive(Clone, Copy, Default, Debug)]
 pub struct Cost {
     pub requests_per_second: f64,
     pub bytes_per_second: f64,
 }
 
-/// `steady`: the baseline ran as long, so its bytes are scaled to the window's seconds; otherwise
-/// both windows ran the same churn, and the baseline's bytes are subtracted whole.
-pub fn cost(requests: f64, window: &Served, baseline: &Served, steady: bool) -> Cost {
-    let scale = if steady {
-        window.seconds / baseline.seconds.max(1e-9)
-    } else {
-        1.0
-    };
+pub fn cost(requests: f64, bytes: f64, seconds: f64) -> Cost {
     Cost {
-        requests_per_second: requests / window.seconds.max(1e-9),
-        bytes_per_second: (window.bytes() - baseline.bytes() * scale) / window.seconds.max(1e-9),
+        requests_per_second: requests / seconds.max(1e-9),
+        bytes_per_second: bytes / seconds.max(1e-9),
     }
 }
 
@@ -191,6 +218,9 @@ pub struct Window {
     pub churn: Served,
     pub steady_requests: f64,
     pub churn_requests: f64,
+    /// Bytes the apiserver sent the window's clients, steady and during the churn.
+    pub steady_bytes: f64,
+    pub churn_bytes: f64,
     /// volguard only: CPU seconds of serve and controller during the churn, the admission calls
     /// the churn made, and serve's requests and lock writes during it.
     pub churn_cpu_seconds: f64,
@@ -222,5 +252,14 @@ pub fn window_requests(who: Who, a: &Sample, b: &Sample) -> f64 {
         Who::Baseline => 0.0,
         Who::Volguard => requests(a, b, SERVE) + requests(a, b, CONTROLLER),
         Who::KcmProtection => requests(a, b, KCM_PROTECTION),
+    }
+}
+
+/// The bytes the apiserver sent a window's clients.
+pub fn window_bytes(who: Who, a: &Sample, b: &Sample) -> f64 {
+    match who {
+        Who::Baseline => 0.0,
+        Who::Volguard => sent(a, b, SERVE) + sent(a, b, CONTROLLER),
+        Who::KcmProtection => sent(a, b, KCM_PROTECTION),
     }
 }

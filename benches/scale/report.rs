@@ -270,7 +270,7 @@ pub fn print_guard(g: &Guarded) {
 /// What volguard and kcm's protection controllers cost the apiserver.
 pub fn print_load(a: &Apiserver) {
     println!(
-        "\napiserver load for the collections volguard caches (requests/s from each client's FlowSchema; bytes/s over a baseline without it):"
+        "\napiserver load for the collections volguard caches (requests/s from each client's FlowSchema; bytes/s the apiserver sent it, counted on the wire):"
     );
     for (i, who) in ["volguard (serve + controller)", "kcm pvc-/pv-protection"]
         .iter()
@@ -295,7 +295,7 @@ pub fn print_load(a: &Apiserver) {
     );
     let cu = a.catch_up;
     println!(
-        "  catch-up after the baseline's churn with volguard stopped: {:.0} stale locks cleared in {:.0} s, {:.0} requests ({:.1} per lock), {:.1} MB served",
+        "  catch-up after the baseline's churn with volguard stopped: {:.0} stale locks cleared in {:.0} s, {:.0} requests ({:.1} per lock), {:.1} MB sent to volguard",
         cu.locks_cleared,
         cu.seconds,
         cu.requests,

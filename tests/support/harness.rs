@@ -26,6 +26,8 @@ mod clients;
 mod install;
 #[path = "harness/kwok.rs"]
 mod kwok;
+#[path = "harness/meter.rs"]
+pub mod meter;
 #[path = "harness/procs.rs"]
 mod procs;
 #[path = "harness/registration.rs"]
@@ -84,6 +86,9 @@ pub struct ControlPlane {
     pub controller_probes: Vec<u16>,
     /// Extra flags for every `volguard controller` this cluster starts (fencing settings).
     pub controller_extra: Vec<String>,
+    /// Clients whose bytes are counted on the wire (`meter`), by identity: their kubeconfigs name
+    /// the relay instead of the apiserver.
+    pub metered: std::collections::BTreeMap<String, meter::Meter>,
     /// Extra `volguard serve` flags of the webhook `start_webhook` runs.
     pub serve_extra: Vec<String>,
     /// Where the registered webhooks send calls (the harness's serve, or a scenario's forwarder).
@@ -145,6 +150,7 @@ impl ControlPlane {
             controllers: Vec::new(),
             controller_probes: Vec::new(),
             controller_extra: Vec::new(),
+            metered: Default::default(),
             serve_extra: Vec::new(),
             webhook_port: free_port(),
             serve_port: 0,

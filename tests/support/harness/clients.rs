@@ -23,13 +23,31 @@ impl ControlPlane {
             ),
             None => String::new(),
         };
+        let identity = match sa {
+            Some((ns, name)) => format!("system:serviceaccount:{ns}:{name}"),
+            None => user.to_string(),
+        };
+        let server = self
+            .metered
+            .get(&identity)
+            .map_or(self.api_url.as_str(), |m| m.url.as_str());
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {}\n    certificate-authority-data: {}\nusers:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n{imp}contexts:\n- name: c\n  context: {{cluster: e2e, user: u}}\ncurrent-context: c\n",
-            self.api_url,
+            server,
             b64(&self.pki.ca_pem),
             b64(&pair.cert_pem),
             b64(&pair.key_pem)
         )
+    }
+
+    /// Count what the apiserver sends `identity` (a user, or `system:serviceaccount:NS:NAME`)
+    /// from now on: the kubeconfigs written for it afterwards name a relay that counts.
+    pub fn meter(&mut self, identity: &str) -> meter::Meter {
+        let apiserver = self.api_url.trim_start_matches("https://").to_string();
+        self.metered
+            .entry(identity.to_string())
+            .or_insert_with(|| meter::Meter::start(apiserver))
+            .clone()
     }
 
     pub fn sa_kubeconfig_file(&self, sa: &str) -> PathBuf {

@@ -80,13 +80,16 @@ impl ControlPlane {
         let d = self.dir.path().to_path_buf();
         let kc = self.sa_kubeconfig_file("volguard-controller");
         let probe = free_port();
-        // Leader failover within seconds for the scenarios, and claims marked unused 2 s after
-        // they are seen so (the default waits 2 minutes), unless `controller_extra` sets its own.
+        // Leader failover within seconds for the scenarios, claims marked unused 2 s after they
+        // are seen so (the default waits 2 minutes) and retries within 2 s (the default backs off
+        // to 2 minutes), unless `controller_extra` sets its own.
         let quick_leases = [
             "--lease-duration=6s",
             "--lease-renew=1s",
             "--lease-renew-deadline=4s",
             "--unused-grace=2s",
+            "--backoff-base=100ms",
+            "--backoff-max=2s",
         ];
         let overridden = |d: &&str| {
             let flag = d.split('=').next();
@@ -103,7 +106,6 @@ impl ControlPlane {
                 .args(["--leader-elect", "--lease-namespace=volguard-system"])
                 .args(quick_leases.iter().filter(|d| !overridden(d)))
                 .arg(format!("--identity={identity}"))
-                .args(["--backoff-base=100ms", "--backoff-max=2s"])
                 .args(&self.controller_extra),
             &d,
         );

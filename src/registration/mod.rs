@@ -5,6 +5,7 @@ pub mod admission_dir;
 pub mod args;
 pub mod conditions;
 pub mod drift;
+pub mod failure_mode;
 pub mod policies;
 pub mod policies_static;
 pub mod webhooks;

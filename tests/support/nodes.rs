@@ -81,23 +81,7 @@ fn hierarchies() -> Vec<PathBuf> {
 /// and runtime (a test may block its own), so the nodes reach the apiserver as a real node would.
 fn relay(listen: std::net::SocketAddr, to: u16) {
     let l = std::net::TcpListener::bind(listen).expect("relay bind");
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("relay runtime");
-        rt.block_on(async move {
-            l.set_nonblocking(true).expect("nonblocking");
-            let l = tokio::net::TcpListener::from_std(l).expect("relay listener");
-            while let Ok((mut a, _)) = l.accept().await {
-                tokio::spawn(async move {
-                    if let Ok(mut b) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await {
-                        let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
-                    }
-                });
-            }
-        });
-    });
+    crate::support::harness::meter::serve(l, format!("127.0.0.1:{to}"), Default::default());
 }
 
 pub struct RealNode {

@@ -24,36 +24,41 @@ impl Meter {
         self.sent.load(Ordering::Relaxed)
     }
 
-    /// A relay to `apiserver` (`host:port`) on a thread of its own: the bench's runtime blocks
-    /// now and then (audit logs read whole), and a stalled relay would stall the client measured.
+    /// A relay to `apiserver` (`host:port`) on loopback, counting.
     pub fn start(apiserver: String) -> Meter {
         let sent = Arc::new(AtomicU64::new(0));
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the relay");
-        std_listener.set_nonblocking(true).expect("nonblocking");
-        let port = std_listener.local_addr().expect("relay address").port();
-        let counter = sent.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("relay runtime");
-            rt.block_on(async move {
-                let listener = TcpListener::from_std(std_listener).expect("relay listener");
-                while let Ok((inbound, _)) = listener.accept().await {
-                    let (apiserver, counter) = (apiserver.clone(), counter.clone());
-                    tokio::spawn(async move {
-                        if let Ok(outbound) = TcpStream::connect(&apiserver).await {
-                            relay(inbound, outbound, &counter).await;
-                        }
-                    });
-                }
-            });
-        });
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the relay");
+        let port = listener.local_addr().expect("relay address").port();
+        serve(listener, apiserver, sent.clone());
         Meter {
             url: format!("https://127.0.0.1:{port}"),
             sent,
         }
     }
+}
+
+/// Relay every connection `listener` accepts to `target` (`host:port`), adding what `target`
+/// sends to `sent`, on a thread and runtime of its own: a test (or the bench) may block its
+/// own runtime, and a stalled relay would stall the client behind it.
+pub fn serve(listener: std::net::TcpListener, target: String, sent: Arc<AtomicU64>) {
+    listener.set_nonblocking(true).expect("nonblocking");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("relay runtime");
+        rt.block_on(async move {
+            let listener = TcpListener::from_std(listener).expect("relay listener");
+            while let Ok((inbound, _)) = listener.accept().await {
+                let (target, sent) = (target.clone(), sent.clone());
+                tokio::spawn(async move {
+                    if let Ok(outbound) = TcpStream::connect(&target).await {
+                        relay(inbound, outbound, &sent).await;
+                    }
+                });
+            }
+        });
+    });
 }
 
 /// Both directions until either side closes; what comes from the apiserver is counted as it

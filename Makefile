@@ -300,13 +300,13 @@ bench-compare:
 	  $(MAKE) bench
 	git worktree remove --force target/base/src
 
-# volguard at Kubernetes' scalability envelope (not in `make test`: about 90 minutes): one kwok plays
+# volguard at Kubernetes' scalability envelope (not in `make test`: about 2.5 hours): one kwok plays
 # 500, then 1,500, then 5,000 nodes with 30 pods each, every pod with its own bound claim and volume,
 # until memory runs out or the growth has spent SCALE_GROW_SECONDS creating (on 2 cores
 # kube-apiserver's creates slow to ~26 pods/s; raise it on a larger machine).
 # Table on stdout, target/bench/scale.json and target/bench/scale.png (text in DejaVu Sans).
 SCALE_NODES ?= 500,1500,5000
-SCALE_GROW_SECONDS ?= 2400
+SCALE_GROW_SECONDS ?= 1800
 PLOT_FONT := /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
 bench-scale: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) $(KWOK_DIR)/.built $(CM_DIR)/.built $(PLOT_FONT) $(CR_WEBHOOK)
 	$(CARGO) build --locked --release --example floor --example kube_rs_cache

@@ -14,7 +14,7 @@
 //! Prints a table; writes target/bench/scale.json and target/bench/scale.png. It measures and
 //! prints; only a broken run fails. Sizes: `VOLGUARD_SCALE_NODES` (default `500,1500,5000`),
 //! `VOLGUARD_SCALE_PODS_PER_NODE` (30). Growth also stops, naming the busiest process, once it
-//! has spent `VOLGUARD_SCALE_GROW_SECONDS` (2,400) creating: on 2 cores kube-apiserver's
+//! has spent `VOLGUARD_SCALE_GROW_SECONDS` (1,800 from the Makefile) creating: on 2 cores kube-apiserver's
 //! creates slow to ~26 pods/s past 70,000 pods, and 150,000 would take hours more.
 
 #[path = "scale/admission.rs"]

@@ -14,7 +14,7 @@
 //! Prints a table; writes target/bench/scale.json and target/bench/scale.png. It measures and
 //! prints; only a broken run fails. Sizes: `VOLGUARD_SCALE_NODES` (default `500,1500,5000`),
 //! `VOLGUARD_SCALE_PODS_PER_NODE` (30). Growth also stops, naming the busiest process, once it
-//! has spent `VOLGUARD_SCALE_GROW_SECONDS` (1,800 from the Makefile) creating: on 2 cores kube-apiserver's
+//! has spent `VOLGUARD_SCALE_GROW_SECONDS` (1,800) creating: on 2 cores kube-apiserver's
 //! creates slow to ~26 pods/s past 70,000 pods, and 150,000 would take hours more.
 
 #[path = "scale/admission.rs"]
@@ -377,7 +377,7 @@ fn fits(rows: &[Row], next_objects: usize, per_object: impl Fn(&Row) -> Option<f
 async fn run() {
     let sizes = env_list("VOLGUARD_SCALE_NODES", "500,1500,5000");
     let per_node = env_list("VOLGUARD_SCALE_PODS_PER_NODE", "30")[0];
-    let grow_budget = env_list("VOLGUARD_SCALE_GROW_SECONDS", "2400")[0] as u64;
+    let grow_budget = env_list("VOLGUARD_SCALE_GROW_SECONDS", "1800")[0] as u64;
     let started = Instant::now();
     // Priority and fairness on (as in production): each measured client gets its own FlowSchema.
     // volguard's requests by kind: an audit log of its two identities only.

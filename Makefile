@@ -280,6 +280,8 @@ bench: controlplane nodes $(CR_WEBHOOK)
 	$(CARGO) build --locked --release --example floor --example kube_rs
 	VOLGUARD_BENCH_CONTROLLER_RUNTIME=$(CR_WEBHOOK) VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
 	  $(CARGO) bench --locked --bench bench
+	@echo "== cache bytes per object as mimalloc holds them (size classes), 100,000 of each kind =="
+	$(CARGO) run --locked --release --quiet --example cache_bytes
 	@echo "== as kube-apiserver $(K8S_VERSION) measures it: no webhook / a no-op webhook registered like volguard / volguard (release build) =="
 	VOLGUARD_BENCH_FLOOR=$(CURDIR)/target/release/examples/floor VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
 	  $(CARGO) test --locked --release --test cluster -- --ignored --exact apiserver_side_by_side --nocapture 2>&1 | \

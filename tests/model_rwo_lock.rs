@@ -154,7 +154,7 @@ fn pod_of(p: &P) -> Pod {
     let mut pod = Pod::default();
     pod.metadata.name = format!("p{}", p.name);
     pod.metadata.namespace = NS.into();
-    pod.metadata.uid = format!("u{}", p.uid);
+    pod.metadata.uid = format!("u{}", p.uid).into();
     pod.spec.node_name = p.node.map(|n| NODES[n as usize].into());
     pod.status.phase = Some(if p.ended { "Succeeded" } else { "Running" }.into());
     pod.spec.volumes.push(Volume {

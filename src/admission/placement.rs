@@ -310,7 +310,8 @@ impl Admission {
             });
         let named = match &current {
             Some(l)
-                if l.node == node && (l.pod != pod.metadata.name || l.uid != pod.metadata.uid) =>
+                if l.node == node
+                    && (l.pod != pod.metadata.name || *l.uid != *pod.metadata.uid) =>
             {
                 tokio::time::timeout_at(until, self.named_placement(ns, pvc, l))
                     .await
@@ -462,7 +463,7 @@ impl Admission {
             .quiet_for(ns, &pvc.metadata.name, raw, false);
         let cached = match self.cluster.pod(ns, &lock.pod).await {
             Fact::Found(p)
-                if p.metadata.uid == lock.uid && (p.node_name().is_some() || p.is_terminal()) =>
+                if *p.metadata.uid == *lock.uid && (p.node_name().is_some() || p.is_terminal()) =>
             {
                 Some(p)
             }

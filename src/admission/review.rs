@@ -158,11 +158,11 @@ impl Request<'_> {
             let uid = match e {
                 Embedded::Absent | Embedded::Eviction(_) => return None,
                 Embedded::Raw(raw) => serde_json::from_str::<Object>(raw.get()).ok()?.metadata.uid,
-                Embedded::Pod(o) => o.metadata.uid.clone(),
-                Embedded::Pvc(o) => o.metadata.uid.clone(),
-                Embedded::Pv(o) => o.metadata.uid.clone(),
-                Embedded::Binding(o) => o.metadata.uid.clone(),
-                Embedded::Node(o) => o.metadata.uid.clone(),
+                Embedded::Pod(o) => o.metadata.uid.to_string(),
+                Embedded::Pvc(o) => o.metadata.uid.to_string(),
+                Embedded::Pv(o) => o.metadata.uid.to_string(),
+                Embedded::Binding(o) => o.metadata.uid.to_string(),
+                Embedded::Node(o) => o.metadata.uid.to_string(),
             };
             (!uid.is_empty()).then_some(uid)
         }
@@ -196,20 +196,36 @@ impl Request<'_> {
                 (m.uid, m.resource_version)
             }
             Embedded::Pod(o) => (
-                o.metadata.uid.clone(),
-                o.metadata.resource_version.clone().unwrap_or_default(),
+                o.metadata.uid.to_string(),
+                o.metadata
+                    .resource_version
+                    .as_deref()
+                    .unwrap_or_default()
+                    .to_string(),
             ),
             Embedded::Pvc(o) => (
-                o.metadata.uid.clone(),
-                o.metadata.resource_version.clone().unwrap_or_default(),
+                o.metadata.uid.to_string(),
+                o.metadata
+                    .resource_version
+                    .as_deref()
+                    .unwrap_or_default()
+                    .to_string(),
             ),
             Embedded::Pv(o) => (
-                o.metadata.uid.clone(),
-                o.metadata.resource_version.clone().unwrap_or_default(),
+                o.metadata.uid.to_string(),
+                o.metadata
+                    .resource_version
+                    .as_deref()
+                    .unwrap_or_default()
+                    .to_string(),
             ),
             Embedded::Node(o) => (
-                o.metadata.uid.clone(),
-                o.metadata.resource_version.clone().unwrap_or_default(),
+                o.metadata.uid.to_string(),
+                o.metadata
+                    .resource_version
+                    .as_deref()
+                    .unwrap_or_default()
+                    .to_string(),
             ),
             _ => return None,
         };

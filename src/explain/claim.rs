@@ -190,7 +190,7 @@ pub fn build_pvc(
         namespace: m.namespace.clone(),
         name: m.name.clone(),
         phase: pvc.status.phase.as_deref().unwrap_or("Unknown").into(),
-        deleting_since: m.deletion_timestamp.clone(),
+        deleting_since: m.deletion_timestamp.as_deref().map(str::to_string),
         finalizers: finalizers(m.finalizers.as_ref()),
         bound_to: pvc.volume_name().map(|v| BoundTo {
             name: v.to_string(),
@@ -318,7 +318,7 @@ pub fn build_pv(pv: &Pv, claim: Option<&Pvc>, vas: &[Attachment]) -> Explanation
         namespace: String::new(),
         name: m.name.clone(),
         phase: pv.status.phase.as_deref().unwrap_or("Unknown").into(),
-        deleting_since: m.deletion_timestamp.clone(),
+        deleting_since: m.deletion_timestamp.as_deref().map(str::to_string),
         finalizers: finalizers(m.finalizers.as_ref()),
         bound_to: claim_ref.map(|name| BoundTo {
             name,

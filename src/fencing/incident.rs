@@ -95,7 +95,7 @@ impl Records {
             api_version: Some(format!("{GROUP}/{VERSION}")),
             kind: Some(KIND.into()),
             name: Some(f.metadata.name.clone()),
-            uid: Some(f.metadata.uid.clone()).filter(|u| !u.is_empty()),
+            uid: Some(f.metadata.uid.to_string()).filter(|u| !u.is_empty()),
             ..Default::default()
         };
         for on in [&fence_ref, &node_ref] {

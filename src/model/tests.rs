@@ -493,3 +493,51 @@ fn an_empty_storage_class_name_names_no_class() {
     assert_eq!(with(Some("")).class_name(), None);
     assert_eq!(with(Some("fast")).class_name(), Some("fast"));
 }
+
+/// Each cached object is one `Arc` block; mimalloc rounds it up to a size class (…, 320, 384,
+/// 448, …). A field added or widened that crosses a class costs 64 bytes on every cached object of
+/// the kind (`benches/cache_bytes.rs` shows the held bytes).
+#[test]
+fn cached_objects_stay_within_their_size_classes() {
+    let arc = |size: usize| size + 2 * std::mem::size_of::<usize>();
+    assert!(
+        arc(std::mem::size_of::<Pod>()) <= 384,
+        "Arc<Pod> past 384 bytes"
+    );
+    assert!(
+        arc(std::mem::size_of::<Pvc>()) <= 320,
+        "Arc<Pvc> past 320 bytes"
+    );
+    assert!(
+        arc(std::mem::size_of::<Pv>()) <= 384,
+        "Arc<Pv> past 384 bytes"
+    );
+    assert!(
+        arc(std::mem::size_of::<Node>()) <= 384,
+        "Arc<Node> past 384 bytes"
+    );
+}
+
+#[test]
+fn a_claims_storage_request_survives_null_and_round_trips() {
+    let decode = |spec: &str| -> Pvc {
+        from_json(&format!(r#"{{"metadata":{{"name":"c"}},"spec":{spec}}}"#)).expect("decodes")
+    };
+    for absent in [
+        r#"{}"#,
+        r#"{"resources":null}"#,
+        r#"{"resources":{"requests":null}}"#,
+        r#"{"resources":{"requests":{"cpu":"1"}}}"#,
+    ] {
+        let c = decode(absent);
+        assert_eq!(c.requested_storage(), None, "{absent}");
+        assert!(
+            !serde_json::to_string(&c).unwrap().contains("resources"),
+            "{absent}"
+        );
+    }
+    let c = decode(r#"{"resources":{"requests":{"storage":"10Gi"}}}"#);
+    assert_eq!(c.requested_storage(), Some("10Gi"));
+    let again: Pvc = from_json(&serde_json::to_string(&c).unwrap()).expect("round trip");
+    assert_eq!(again, c);
+}

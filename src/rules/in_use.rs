@@ -84,7 +84,7 @@ pub fn pv_claimed(pv: &Pv, claim: Fact<&Pvc>) -> bool {
         Fact::Found(c) => {
             c.volume_name() == Some(pv.metadata.name.as_str())
                 && r.uid.as_deref().is_none_or(|u| {
-                    u.is_empty() || c.metadata.uid.is_empty() || u == c.metadata.uid
+                    u.is_empty() || c.metadata.uid.is_empty() || u == &*c.metadata.uid
                 })
         }
     }
@@ -96,7 +96,7 @@ pub fn pv_claimed(pv: &Pv, claim: Fact<&Pvc>) -> bool {
 /// the same name) is not this pod's.
 fn claimed_by(pod: &Pod, pvc: &Pvc) -> bool {
     match pvc.metadata.controller_uid() {
-        Some(uid) => !pod.metadata.uid.is_empty() && uid == pod.metadata.uid,
+        Some(uid) => !pod.metadata.uid.is_empty() && uid == &*pod.metadata.uid,
         None => true,
     }
 }

@@ -14,7 +14,7 @@ pub fn pod_create(pod: &Pod, claims: &[(Claim, Fact<&Pvc>)]) -> Decision {
                 // left over from an earlier pod of the same name must not be reused.
                 let own = claim.ephemeral
                     && !pod.metadata.uid.is_empty()
-                    && pvc.metadata.controller_uid() == Some(pod.metadata.uid.as_str());
+                    && pvc.metadata.controller_uid() == Some(&*pod.metadata.uid);
                 if !own {
                     return Decision::deny(
                         "pod-uses-terminating-pvc",

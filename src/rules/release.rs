@@ -216,7 +216,7 @@ pub fn finalizer_removal_patch(meta: &Meta, finalizer: &str) -> Option<Patch> {
     if !meta.uid.is_empty() {
         ops.push(PatchOperation::Test(TestOperation {
             path: PointerBuf::from_tokens(["metadata", "uid"]),
-            value: Value::String(meta.uid.clone()),
+            value: Value::String(meta.uid.to_string()),
         }));
     }
     ops.push(PatchOperation::Test(TestOperation {
@@ -236,7 +236,7 @@ pub fn finalizer_add_patch(meta: &Meta, finalizer: &str) -> Option<Patch> {
     if let Some(rv) = &meta.resource_version {
         ops.push(PatchOperation::Test(TestOperation {
             path: PointerBuf::from_tokens(["metadata", "resourceVersion"]),
-            value: Value::String(rv.clone()),
+            value: Value::String(rv.to_string()),
         }));
     }
     ops.extend(super::protect::finalizer_patch(meta, finalizer)?.0);

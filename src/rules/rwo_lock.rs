@@ -52,7 +52,7 @@ impl RwoLock {
         RwoLock {
             node: node.to_string(),
             pod: pod.metadata.name.clone(),
-            uid: pod.metadata.uid.clone(),
+            uid: pod.metadata.uid.to_string(),
             via: Some(via),
             at: now,
         }
@@ -134,7 +134,7 @@ pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
     // shows only in the second. Its pod on the lock's node, naming the claim, not ended, is a
     // user (found by the e2e race: taken over as "its pod does not use the claim").
     if let Fact::Found(w) = hold.writer
-        && (lock.uid.is_empty() || w.metadata.uid == lock.uid)
+        && (lock.uid.is_empty() || *w.metadata.uid == *lock.uid)
         && uses_on(w, &w.metadata.namespace, hold.claim, &lock.node)
     {
         return Standing::Holds("in use on its node");
@@ -154,7 +154,7 @@ fn placement_gone(lock: &RwoLock, writer: &Fact<&Pod>) -> Option<&'static str> {
     match writer {
         Fact::Unknown(_) => None,
         Fact::Missing => (lock.via == Some(Via::Bind)).then_some("its pod was deleted"),
-        Fact::Found(p) if !lock.uid.is_empty() && p.metadata.uid != lock.uid => {
+        Fact::Found(p) if !lock.uid.is_empty() && *p.metadata.uid != *lock.uid => {
             Some("its pod was replaced")
         }
         Fact::Found(p) if p.is_terminal() => Some("its pod ended"),
@@ -181,7 +181,7 @@ pub struct Named<'a> {
 /// older than any request the apiserver still waits on. Unsure means in flight.
 fn placement_settled(lock: &RwoLock, named: &Named<'_>) -> bool {
     if let Fact::Found(p) = named.writer
-        && (lock.uid.is_empty() || p.metadata.uid == lock.uid)
+        && (lock.uid.is_empty() || *p.metadata.uid == *lock.uid)
         && p.node_name().is_some()
     {
         return true;
@@ -228,7 +228,7 @@ pub fn step(
         };
     };
     if lock.node == node {
-        if lock.pod == pod.metadata.name && lock.uid == pod.metadata.uid {
+        if lock.pod == pod.metadata.name && *lock.uid == *pod.metadata.uid {
             // This very placement again: its first attempt was lost after admission (a stored
             // pod is never placed twice). Written afresh, so that every process watching the
             // lock sees a new one: a take-over judged on an unchanged lock's age would race

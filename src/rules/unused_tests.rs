@@ -16,12 +16,13 @@ fn since_is_the_later_of_true_condition_and_annotation() {
     p.metadata.annotations =
         Some([(UNUSED_SINCE.to_string(), "2026-01-01T00:00:00Z".to_string())].into());
     assert_eq!(unused_since(&p).1, SinceSource::Annotation);
-    p.status.conditions.push(Condition {
+    p.status.conditions = [Condition {
         type_: "Unused".into(),
         status: "False".into(),
         reason: Some("PodUsingPVC".into()),
         last_transition_time: Some("2026-02-01T00:00:00Z".into()),
-    });
+    }]
+    .into();
     assert_eq!(
         unused_since(&p).1,
         SinceSource::Annotation,

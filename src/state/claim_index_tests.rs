@@ -30,3 +30,29 @@ fn a_namespace_goes_with_its_last_claim() {
     idx.remove(&b);
     assert!(idx.lock().is_empty(), "empty namespaces are dropped");
 }
+
+#[test]
+fn a_claim_named_by_several_pods_keeps_each_until_it_goes() {
+    let pod = |name: &str| testing::pod("ns", name).mounting("shared");
+    let (a, b, c) = (pod("a"), pod("b"), pod("c"));
+    let idx = ClaimIndex::default();
+    for p in [&a, &b, &c, &b] {
+        idx.add(p);
+    }
+    let mut names = idx.pods_naming("ns", "shared");
+    names.sort();
+    assert_eq!(names, ["a", "b", "c"], "each pod once, whatever the adds");
+    idx.remove(&b);
+    idx.remove(&a);
+    assert_eq!(idx.pods_naming("ns", "shared"), ["c"]);
+    idx.remove(&a); // gone already: nothing changes
+    assert_eq!(idx.pods_naming("ns", "shared"), ["c"]);
+    idx.add(&a);
+    idx.remove(&c);
+    assert_eq!(idx.pods_naming("ns", "shared"), ["a"]);
+    idx.remove(&a);
+    assert!(
+        idx.lock().is_empty(),
+        "the claim and its namespace go with the last pod"
+    );
+}

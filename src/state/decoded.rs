@@ -64,7 +64,7 @@ impl<'de, T: Wire + Deserialize<'de>> Deserialize<'de> for Decoded<T> {
             meta: ObjectMeta {
                 name: some(&m.name),
                 namespace: some(&m.namespace),
-                resource_version: m.resource_version.clone(),
+                resource_version: m.resource_version.as_deref().map(str::to_string),
                 ..ObjectMeta::default()
             },
             object,

@@ -36,7 +36,7 @@ impl Object for Pv {
     fn prune(&mut self) {
         self.metadata.prune(false);
         // No rule reads a PV's uid or owners, nor its claim's uid.
-        self.metadata.uid = String::new();
+        self.metadata.uid = Box::default();
         self.metadata.owner_references = None;
         if let Some(c) = &mut self.spec.claim_ref {
             c.uid = None;
@@ -53,7 +53,7 @@ impl Object for Node {
     }
     fn prune(&mut self) {
         Node::prune(self);
-        self.metadata.uid = String::new();
+        self.metadata.uid = Box::default();
         self.metadata.resource_version = None;
         self.metadata.owner_references = None;
     }
@@ -62,7 +62,7 @@ impl Object for Node {
 /// renewTime) are all anyone reads.
 fn prune_to_annotations(m: &mut Meta) {
     m.prune(false);
-    m.uid = String::new();
+    m.uid = Box::default();
     m.resource_version = None;
     m.owner_references = None;
     m.finalizers = None;

@@ -78,7 +78,7 @@ pub(super) fn pvc_reference(pvc: &Pvc) -> k8s::ObjectReference {
         kind: Some("PersistentVolumeClaim".into()),
         name: Some(pvc.metadata.name.clone()),
         namespace: Some(pvc.metadata.namespace.clone()),
-        uid: Some(pvc.metadata.uid.clone()).filter(|u| !u.is_empty()),
+        uid: Some(pvc.metadata.uid.to_string()).filter(|u| !u.is_empty()),
         ..Default::default()
     }
 }

@@ -258,7 +258,11 @@ async fn window(
         }
     }
     // Past the cold start's LISTs: the steady state is what is measured.
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    let settled = load::quiet(who, Duration::from_secs(20)).await;
+    println!(
+        "  {who:?}: initial lists read within {:.0} s",
+        settled.as_secs_f64()
+    );
     // volguard's controller first catches up with what changed while it was stopped (the
     // baseline's churn left locks naming pods that are gone): its own figure, not the steady state.
     let catch_up = match who {

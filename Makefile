@@ -302,7 +302,7 @@ bench-compare:
 	  $(MAKE) bench
 	git worktree remove --force target/base/src
 
-# volguard at Kubernetes' scalability envelope (not in `make test`: about 2.5 hours): one kwok plays
+# volguard at Kubernetes' scalability envelope (not in `make test`: about two hours): one kwok plays
 # 500, then 1,500, then 5,000 nodes with 30 pods each, every pod with its own bound claim and volume,
 # until memory runs out or the growth has spent SCALE_GROW_SECONDS creating (on 2 cores
 # kube-apiserver's creates slow to ~26 pods/s; raise it on a larger machine).

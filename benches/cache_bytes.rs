@@ -19,6 +19,16 @@ static BLOCKS: AtomicIsize = AtomicIsize::new(0);
 
 struct Held;
 
+/// Count a fresh block (if the allocation succeeded).
+fn counted(p: *mut u8, l: Layout) -> *mut u8 {
+    if !p.is_null() {
+        HELD.fetch_add(usable(p), Ordering::Relaxed);
+        ASKED.fetch_add(l.size() as isize, Ordering::Relaxed);
+        BLOCKS.fetch_add(1, Ordering::Relaxed);
+    }
+    p
+}
+
 fn usable(p: *mut u8) -> isize {
     // SAFETY: `p` is a live block of this allocator.
     unsafe { libmimalloc_sys::mi_usable_size(p as *const _) as isize }
@@ -27,22 +37,10 @@ fn usable(p: *mut u8) -> isize {
 // SAFETY: forwards to volguard's allocator under GlobalAlloc's contract; only counts around it.
 unsafe impl GlobalAlloc for Held {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { Allocator.alloc(l) };
-        if !p.is_null() {
-            HELD.fetch_add(usable(p), Ordering::Relaxed);
-            ASKED.fetch_add(l.size() as isize, Ordering::Relaxed);
-            BLOCKS.fetch_add(1, Ordering::Relaxed);
-        }
-        p
+        counted(unsafe { Allocator.alloc(l) }, l)
     }
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { Allocator.alloc_zeroed(l) };
-        if !p.is_null() {
-            HELD.fetch_add(usable(p), Ordering::Relaxed);
-            ASKED.fetch_add(l.size() as isize, Ordering::Relaxed);
-            BLOCKS.fetch_add(1, Ordering::Relaxed);
-        }
-        p
+        counted(unsafe { Allocator.alloc_zeroed(l) }, l)
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         HELD.fetch_sub(usable(p), Ordering::Relaxed);

@@ -190,43 +190,19 @@ impl Request<'_> {
         if self.operation != "DELETE" {
             return None;
         }
+        let uid_rv = |m: &crate::model::Meta| {
+            let rv = m.resource_version.as_deref().unwrap_or_default();
+            (m.uid.to_string(), rv.to_string())
+        };
         let (uid, rv) = match &self.old_object {
             Embedded::Raw(raw) => {
                 let m = serde_json::from_str::<Object>(raw.get()).ok()?.metadata;
                 (m.uid, m.resource_version)
             }
-            Embedded::Pod(o) => (
-                o.metadata.uid.to_string(),
-                o.metadata
-                    .resource_version
-                    .as_deref()
-                    .unwrap_or_default()
-                    .to_string(),
-            ),
-            Embedded::Pvc(o) => (
-                o.metadata.uid.to_string(),
-                o.metadata
-                    .resource_version
-                    .as_deref()
-                    .unwrap_or_default()
-                    .to_string(),
-            ),
-            Embedded::Pv(o) => (
-                o.metadata.uid.to_string(),
-                o.metadata
-                    .resource_version
-                    .as_deref()
-                    .unwrap_or_default()
-                    .to_string(),
-            ),
-            Embedded::Node(o) => (
-                o.metadata.uid.to_string(),
-                o.metadata
-                    .resource_version
-                    .as_deref()
-                    .unwrap_or_default()
-                    .to_string(),
-            ),
+            Embedded::Pod(o) => uid_rv(&o.metadata),
+            Embedded::Pvc(o) => uid_rv(&o.metadata),
+            Embedded::Pv(o) => uid_rv(&o.metadata),
+            Embedded::Node(o) => uid_rv(&o.metadata),
             _ => return None,
         };
         (!uid.is_empty() && !rv.is_empty()).then_some((uid, rv))

@@ -214,7 +214,7 @@ async fn run_fixture(
 
 /// The flags of the server a fixture names: the default (overrides that do not expire: the
 /// fixtures' stamps carry no time), `--enforcement warn`, `--rwo-guard off`, overrides that
-/// expire after an hour (volguard's default).
+/// expire after an hour (volguard's default), `--break-glass off`.
 fn server_flags(kind: Option<&str>) -> Result<&'static [&'static str], String> {
     match kind {
         None => Ok(&["--break-glass-expiry", "0s"]),
@@ -227,6 +227,7 @@ fn server_flags(kind: Option<&str>) -> Result<&'static [&'static str], String> {
         ]),
         Some("warn") => Ok(&["--enforcement", "warn", "--break-glass-expiry", "0s"]),
         Some("rwo-off") => Ok(&["--rwo-guard", "off", "--break-glass-expiry", "0s"]),
+        Some("break-glass-off") => Ok(&["--break-glass", "off", "--break-glass-expiry", "0s"]),
         Some(other) => Err(format!("unknown fixture server {other:?}")),
     }
 }

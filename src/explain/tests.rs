@@ -365,11 +365,13 @@ mod node {
         t.metadata.annotations = Some(
             [
                 (
-                    crate::model::fence::CONFIRM_NODE_DOWN.to_string(),
+                    crate::rules::proof::Key::ConfirmNodeDown
+                        .annotation()
+                        .to_string(),
                     "true".to_string(),
                 ),
                 (
-                    crate::model::fence::CONFIRMED_BY.to_string(),
+                    crate::rules::proof::CONFIRMED_BY.to_string(),
                     "alice".to_string(),
                 ),
             ]

@@ -91,7 +91,10 @@ fn only_volguard_annotations_are_decoded() {
         serde_json::json!({"kubectl.kubernetes.io/last-applied-configuration": "{}",
         "volguard.io/confirm-force-delete": "true", "other": 7}),
     );
-    assert!(p.metadata.annotation_true(CONFIRM_FORCE_DELETE));
+    assert!(
+        p.metadata
+            .annotation_true("volguard.io/confirm-force-delete")
+    );
     assert_eq!(p.metadata.annotations.as_ref().map(SmallMap::len), Some(1));
     assert_eq!(
         pod(serde_json::json!({"a": "b"})).metadata.annotations,

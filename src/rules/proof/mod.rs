@@ -137,12 +137,21 @@ pub fn judge(
     let before = old.and_then(|m| m.annotation(CONFIRMED_BY));
     let stamp = new.annotation(CONFIRMED_BY);
     if set.is_empty() {
-        return match stamp {
+        let at_before = old.and_then(|m| m.annotation(CONFIRMED_AT));
+        return match (stamp, new.annotation(CONFIRMED_AT)) {
             // Dropping the stamp only makes the confirmations beside it count for nothing.
-            Some(s) if Some(s) != before => Decision::deny(
+            (Some(s), _) if Some(s) != before => Decision::deny(
                 "proof-stamp-forged",
                 format!(
                     "writing {CONFIRMED_BY}={s:?} refused: volguard writes it with the name of the person who sets a \
+                     confirmation, in the same request; nobody writes it by hand"
+                ),
+            ),
+            // Nor its time: moved by hand, an expired proof would count again.
+            (_, Some(t)) if Some(t) != at_before => Decision::deny(
+                "proof-stamp-forged",
+                format!(
+                    "writing {CONFIRMED_AT}={t:?} refused: volguard writes it with the time a person sets a \
                      confirmation, in the same request; nobody writes it by hand"
                 ),
             ),

@@ -297,3 +297,43 @@ fn dashboard_queries_name_exported_series() {
         .collect();
     assert_eq!(vars, ["datasource", "cluster", "job"]);
 }
+
+/// The AuditReport's readers: whoever holds view, edit or admin on a namespace reads its report
+/// (the built-in roles aggregate this ClusterRole), and nobody gets more than read from it.
+fn assert_auditreport_viewer(role: &Value) {
+    for to in ["view", "edit", "admin"] {
+        assert_eq!(
+            role["metadata"]["labels"][format!("rbac.authorization.k8s.io/aggregate-to-{to}")],
+            "true",
+            "aggregated into {to}"
+        );
+    }
+    let rules = role["rules"].as_array().expect("rules");
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(rules[0]["apiGroups"], serde_json::json!(["volguard.io"]));
+    assert_eq!(rules[0]["resources"], serde_json::json!(["auditreports"]));
+    assert_eq!(
+        rules[0]["verbs"],
+        serde_json::json!(["get", "list", "watch"])
+    );
+}
+
+#[test]
+fn namespace_users_read_their_auditreport_through_view_edit_and_admin() {
+    let docs = yaml_docs("manifests/base/rbac.yaml");
+    let role = docs
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "volguard-auditreport-viewer")
+        .expect("ClusterRole volguard-auditreport-viewer in manifests/base/rbac.yaml");
+    assert_auditreport_viewer(role);
+    // The chart ships the same role (tests/render.rs compares the rendered objects whole).
+    let chart = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/volguard/templates/rbac.yaml"),
+    )
+    .expect("chart rbac");
+    assert!(chart.contains("name: volguard-auditreport-viewer"));
+    // The plural the role names is the CRD's.
+    let crd = &yaml_docs("manifests/base/auditreport-crd.yaml")[0];
+    assert_eq!(crd["spec"]["names"]["plural"], "auditreports");
+    assert_eq!(crd["spec"]["group"], "volguard.io");
+}

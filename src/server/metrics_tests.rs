@@ -87,8 +87,11 @@ fn the_duration_is_per_endpoint_and_every_endpoint_is_there_from_the_start() {
     );
 }
 
-/// The selectors of `volguard_*` metrics in the alert rules: (name, [(label, op, value)]).
-fn alert_selectors() -> Vec<(String, Vec<(String, String, String)>)> {
+/// One label matcher of a selector: label, operator (`=`, `=~`), value.
+type Matcher = (String, String, String);
+
+/// The selectors of `volguard_*` metrics in the alert rules: (name, its matchers).
+fn alert_selectors() -> Vec<(String, Vec<Matcher>)> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("manifests/monitoring/alerts.rules.yaml");
     let rules: serde_yaml::Value =

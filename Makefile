@@ -135,10 +135,13 @@ test: lint unit model fuzz-check alerts chart image-check release-check e2e
 prometheus:
 	command -v promtool >/dev/null && command -v prometheus >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
-# Alert rules and their unit tests (promtool, from Debian's prometheus package).
+# Alert rules and their unit tests (promtool, from Debian's prometheus package); the runbook's
+# audit-log query for the CEL policies' refusals (jq).
 alerts: prometheus
 	cd manifests/monitoring && promtool check rules alerts.rules.yaml && promtool test rules alerts.test.yaml
 	$(CARGO) test --locked --test server -- --ignored --exact metrics_in_both_formats_pass_promtool
+	command -v jq >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends jq >/dev/null; }
+	$(CARGO) test --locked --test manifests -- --ignored --exact the_runbook_query_finds_policy_refusals_in_the_apiservers_audit_log
 
 # The Helm chart: helm lint, and tests/render.rs (the chart renders what kustomize renders; both
 # install into any namespace; values do what they say).

@@ -168,7 +168,27 @@ fn judge(
         && (policy.human == HumanForceDelete::Warn
             || confirmed.is_some_and(|p| p.is(CONFIRM_FORCE_DELETE)))
     {
-        return Decision::allow("force-delete-confirmed").with_warning(KUBECTL_WARNING);
+        // volguard's own account first: the break-glass Event carries the first warning, and
+        // kubectl's generic text says neither who accepted the risk nor how.
+        let how = if pod.metadata.annotation_true(CONFIRM_FORCE_DELETE) {
+            format!(
+                "on {:?}'s confirmation ({CONFIRM_FORCE_DELETE}=true)",
+                user.username
+            )
+        } else {
+            format!(
+                "by {:?} without a confirmation (--human-force-delete=warn)",
+                user.username
+            )
+        };
+        return Decision::allow("force-delete-confirmed")
+            .with_warning(format!(
+                "pod {:?} force-deleted {how} while it is {} on node {node_name:?}: the risk accepted is that its \
+                 containers keep running there, writing to its volumes, after a replacement mounts them",
+                pod.metadata.name,
+                pod.phase()
+            ))
+            .with_warning(KUBECTL_WARNING);
     }
     // 9: deny, and say how to proceed.
     refuse(pod, node_name, node, via)

@@ -191,7 +191,16 @@ fn row8_humans_confirm_or_warn_mode() {
     );
     let d = decide(&alice, &p, Some(0), Fact::Found(&n));
     assert!(d.allowed);
-    assert_eq!(d.warnings, vec![KUBECTL_WARNING.to_string()]);
+    // volguard's account first (the break-glass Event's message), kubectl's generic text after.
+    assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+    assert!(
+        d.warnings[0].contains("on \"alice\"'s confirmation")
+            && d.warnings[0].contains(CONFIRM_FORCE_DELETE)
+            && d.warnings[0].contains("the risk accepted"),
+        "{}",
+        d.warnings[0]
+    );
+    assert_eq!(d.warnings[1], KUBECTL_WARNING);
     // Controllers cannot use the human confirmation.
     let sa = user(
         "system:serviceaccount:kube-system:statefulset-controller",

@@ -170,10 +170,11 @@ fn judge(
     {
         // volguard's own account first: the break-glass Event carries the first warning, and
         // kubectl's generic text says neither who accepted the risk nor how.
-        let how = if pod.metadata.annotation_true(CONFIRM_FORCE_DELETE) {
+        let how = if let Some(p) = confirmed.filter(|p| p.is(CONFIRM_FORCE_DELETE)) {
             format!(
-                "on {:?}'s confirmation ({CONFIRM_FORCE_DELETE}=true)",
-                user.username
+                "by {:?} on {:?}'s confirmation ({CONFIRM_FORCE_DELETE}=true)",
+                user.username,
+                p.by()
             )
         } else {
             format!(

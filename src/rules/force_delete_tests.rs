@@ -183,10 +183,13 @@ fn row8_humans_confirm_or_warn_mode() {
     assert!(msg.contains(OUT_OF_SERVICE_TAINT) && msg.contains(CONFIRM_FORCE_DELETE.annotation()));
     let mut p = pod();
     p.metadata.annotations = Some(
-        [(
-            CONFIRM_FORCE_DELETE.annotation().to_string(),
-            "true".to_string(),
-        )]
+        [
+            (
+                CONFIRM_FORCE_DELETE.annotation().to_string(),
+                "true".to_string(),
+            ),
+            (proof::CONFIRMED_BY.to_string(), "alice".to_string()),
+        ]
         .into(),
     );
     let d = decide(&alice, &p, Some(0), Fact::Found(&n));
@@ -195,7 +198,7 @@ fn row8_humans_confirm_or_warn_mode() {
     assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
     assert!(
         d.warnings[0].contains("on \"alice\"'s confirmation")
-            && d.warnings[0].contains(CONFIRM_FORCE_DELETE)
+            && d.warnings[0].contains(CONFIRM_FORCE_DELETE.annotation())
             && d.warnings[0].contains("the risk accepted"),
         "{}",
         d.warnings[0]

@@ -1,10 +1,10 @@
 //! Unit tests of `src/server/admission_http.rs`.
 
 use super::*;
-use crate::model::CONFIRM_FORCE_DELETE;
 use crate::model::testing::{self, user};
 use crate::rules::Fact;
 use crate::rules::force_delete::{ForceDeletePolicy, KUBECTL_WARNING, pod_delete};
+use crate::rules::proof::{self, Key};
 
 /// A force delete allowed on a person's confirmation: the break-glass Event says volguard's
 /// reason (rule, row, who, the risk accepted), not kubectl's generic force-delete warning.
@@ -13,8 +13,16 @@ fn the_break_glass_event_of_a_confirmed_force_delete_says_volguard_s_reason() {
     let mut pod = testing::pod("team", "db-0")
         .on(Some("n1"))
         .in_phase("Running");
-    pod.metadata.annotations =
-        Some([(CONFIRM_FORCE_DELETE.to_string(), "true".to_string())].into());
+    pod.metadata.annotations = Some(
+        [
+            (
+                Key::ConfirmForceDelete.annotation().to_string(),
+                "true".to_string(),
+            ),
+            (proof::CONFIRMED_BY.to_string(), "alice".to_string()),
+        ]
+        .into(),
+    );
     let node = testing::node("n1");
     let alice = user("alice", &["system:authenticated"]);
     let d = pod_delete(
@@ -24,6 +32,7 @@ fn the_break_glass_event_of_a_confirmed_force_delete_says_volguard_s_reason() {
         Fact::Found(&node),
         None,
         &ForceDeletePolicy::default(),
+        proof::assumed(&pod.metadata, Key::ConfirmForceDelete).as_ref(),
     );
     assert!(d.allowed && d.row == "force-delete-confirmed");
     let kind = crate::rules::recorded(d.row).expect("recorded");
@@ -41,7 +50,7 @@ fn the_break_glass_event_of_a_confirmed_force_delete_says_volguard_s_reason() {
         "rule force-delete",
         "row force-delete-confirmed",
         "on \"alice\"'s confirmation",
-        CONFIRM_FORCE_DELETE,
+        Key::ConfirmForceDelete.annotation(),
         "node \"n1\"",
         "the risk accepted",
     ] {

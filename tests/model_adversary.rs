@@ -26,8 +26,8 @@
 
 use serde_json::{Value, json};
 use stateright::Model;
-use std::collections::HashSet;
 use std::collections::BTreeMap;
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,7 +86,9 @@ impl Who {
             Who::PvcProtection => {
                 "system:serviceaccount:kube-system:pvc-protection-controller".into()
             }
-            Who::PvProtection => "system:serviceaccount:kube-system:pv-protection-controller".into(),
+            Who::PvProtection => {
+                "system:serviceaccount:kube-system:pv-protection-controller".into()
+            }
             Who::NsController => "system:serviceaccount:kube-system:namespace-controller".into(),
             Who::AttachDetach => "system:serviceaccount:kube-system:attachdetach-controller".into(),
         }
@@ -347,12 +349,17 @@ fn annotations(ann: &Ann, key: &str, extra: &[(&str, String)]) -> Value {
 /// The confirmation and stamp an object carries after the write (and the mutating patch).
 fn ann_of(obj: &Value, key: &str, before: &Ann) -> Ann {
     let a = &obj["metadata"]["annotations"];
-    let at = a[CONFIRMED_AT].as_str().map(|t| match t.parse::<jiff::Timestamp>() {
-        Ok(t) if jiff::Timestamp::now().duration_since(t) < jiff::SignedDuration::from_hours(1) => {
-            At::Fresh
-        }
-        _ => At::Old,
-    });
+    let at = a[CONFIRMED_AT]
+        .as_str()
+        .map(|t| match t.parse::<jiff::Timestamp>() {
+            Ok(t)
+                if jiff::Timestamp::now().duration_since(t)
+                    < jiff::SignedDuration::from_hours(1) =>
+            {
+                At::Fresh
+            }
+            _ => At::Old,
+        });
     Ann {
         confirm: a[key].as_str() == Some("true"),
         by: a[CONFIRMED_BY].as_str().and_then(Who::from_username),
@@ -410,7 +417,9 @@ fn pod_json(i: usize, p: &PodS) -> Value {
 
 fn node_json(i: usize, n: &NodeS) -> Value {
     let taints = match n.oos {
-        true => json!([{"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}]),
+        true => {
+            json!([{"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}])
+        }
         false => json!([]),
     };
     let ready = match n.machine {
@@ -648,18 +657,25 @@ fn admit(s: &S, req: &Req, skip: Option<Rule>) -> Option<Admitted> {
                     .decision
                     .allowed
             }
-            Some(skip) => validating_rules().into_iter().filter(|x| *x != skip).all(|x| {
-                rt.block_on(admission.decide(Endpoint::Rule(x), &r, budget))
-                    .decision
-                    .allowed
-            }),
+            Some(skip) => validating_rules()
+                .into_iter()
+                .filter(|x| *x != skip)
+                .all(|x| {
+                    rt.block_on(admission.decide(Endpoint::Rule(x), &r, budget))
+                        .decision
+                        .allowed
+                }),
         };
         allowed.then_some(())
     })?;
     let lock = store
         .pvcs
         .get(NS, CLAIM)
-        .and_then(|p| p.metadata.annotation("volguard.io/rwo-lock").map(str::to_string))
+        .and_then(|p| {
+            p.metadata
+                .annotation("volguard.io/rwo-lock")
+                .map(str::to_string)
+        })
         .and_then(|raw| {
             let l: Value = serde_json::from_str(&raw).ok()?;
             let n = NODES.iter().position(|n| l["node"] == *n)? as u8;
@@ -673,10 +689,7 @@ fn admit(s: &S, req: &Req, skip: Option<Rule>) -> Option<Admitted> {
         .filter_map(|f| {
             let r = f.spec.release.as_ref()?;
             let n = NODES.iter().position(|n| f.spec.node == *n)? as u8;
-            Some((
-                n,
-                r.action == volguard::model::fence::ReleaseAction::Taint,
-            ))
+            Some((n, r.action == volguard::model::fence::ReleaseAction::Taint))
         })
         .collect();
     records.sort();
@@ -894,10 +907,7 @@ impl S {
         let p = self.pods[i];
         let Some(n) = p.node else { return };
         let node = self.nodes[n as usize];
-        if p.phase == Phase::Failed
-            || who == Who::Kubelet(n)
-            || node.machine == Machine::Off
-        {
+        if p.phase == Phase::Failed || who == Who::Kubelet(n) || node.machine == Machine::Off {
             return;
         }
         let proven = (node.exists && node.oos && node.oos_proven)
@@ -912,7 +922,11 @@ impl S {
         if !self.pv.data {
             return;
         }
-        if in_use(self) || self.pv.mark || (self.pvc.exists && self.pvc.mark) || self.pvc.deleted_marked {
+        if in_use(self)
+            || self.pv.mark
+            || (self.pvc.exists && self.pvc.mark)
+            || self.pvc.deleted_marked
+        {
             self.destroyed_bad = true;
         }
         self.pv.data = false;
@@ -928,8 +942,7 @@ impl S {
 /// `pkg/volume/util/util.go: IsPodTerminated` (with `notRunning` over init, app and ephemeral
 /// container statuses).
 fn is_pod_terminated(p: &PodS) -> bool {
-    p.phase == Phase::Failed
-        || (p.deleting && p.main != C::Run && p.init != C::Run)
+    p.phase == Phase::Failed || (p.deleting && p.main != C::Run && p.init != C::Run)
 }
 
 fn terminal(p: &PodS) -> bool {
@@ -942,7 +955,9 @@ fn terminal(p: &PodS) -> bool {
 enum AnnOp {
     /// Set the confirmation; the mutating stamp runs (or, when it did not, the caller types
     /// its own name, as `proof-unstamped` asks).
-    Set { mutated: bool },
+    Set {
+        mutated: bool,
+    },
     /// Set it with a stamp typed as Alice's (the mutating stamp did not run).
     SetAsAlice,
     Remove,
@@ -964,15 +979,35 @@ enum StatusForge {
 
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 enum Door {
-    DeletePod { p: u8, force: bool },
-    EvictPod { p: u8 },
-    PodStatus { p: u8, to: StatusForge },
-    AnnotatePod { p: u8, op: AnnOp },
+    DeletePod {
+        p: u8,
+        force: bool,
+    },
+    EvictPod {
+        p: u8,
+    },
+    PodStatus {
+        p: u8,
+        to: StatusForge,
+    },
+    AnnotatePod {
+        p: u8,
+        op: AnnOp,
+    },
     /// `pods/binding` (or the legacy `bindings`), carrying a confirmation and a stamp typed as
     /// Alice's in its metadata (the apiserver copies a Binding's annotations onto the pod).
-    Bind { p: u8, node: u8, legacy: bool, carry: bool },
-    PvcStripFinalizer { status: bool },
-    PvcAnnotate { op: AnnOp },
+    Bind {
+        p: u8,
+        node: u8,
+        legacy: bool,
+        carry: bool,
+    },
+    PvcStripFinalizer {
+        status: bool,
+    },
+    PvcAnnotate {
+        op: AnnOp,
+    },
     PvcLiftMark,
     PvcDelete,
     PvPolicy(Policy),
@@ -980,13 +1015,24 @@ enum Door {
     PvStripFinalizer,
     PvLiftMark,
     PvDelete,
-    PvAnnotate { op: AnnOp },
-    NodeTaint { n: u8 },
-    NodeAnnotate { n: u8, op: AnnOp },
-    NodeDelete { n: u8 },
+    PvAnnotate {
+        op: AnnOp,
+    },
+    NodeTaint {
+        n: u8,
+    },
+    NodeAnnotate {
+        n: u8,
+        op: AnnOp,
+    },
+    NodeDelete {
+        n: u8,
+    },
     NamespaceDelete,
     /// A NodeFence carrying a release record, created by someone else than volguard.
-    FenceRecord { n: u8 },
+    FenceRecord {
+        n: u8,
+    },
 }
 
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -1110,12 +1156,12 @@ fn describe(a: &A) -> String {
 fn ann_desc(op: AnnOp, key: &str) -> String {
     match op {
         AnnOp::Set { mutated: true } => format!("{key}=true (volguard's mutating stamp runs)"),
-        AnnOp::Set { mutated: false } => format!(
-            "{key}=true, {CONFIRMED_BY}=<own name> typed (the mutating stamp did not run)"
-        ),
-        AnnOp::SetAsAlice => format!(
-            "{key}=true, {CONFIRMED_BY}=alice typed (the mutating stamp did not run)"
-        ),
+        AnnOp::Set { mutated: false } => {
+            format!("{key}=true, {CONFIRMED_BY}=<own name> typed (the mutating stamp did not run)")
+        }
+        AnnOp::SetAsAlice => {
+            format!("{key}=true, {CONFIRMED_BY}=alice typed (the mutating stamp did not run)")
+        }
         AnnOp::Remove => format!("{key} removed"),
     }
 }
@@ -1213,7 +1259,8 @@ impl Adversary {
             Door::AnnotatePod { p, op } if sets(op) => {
                 let p = s.pods[*p as usize];
                 p.proc_on.is_none()
-                    || p.node.is_some_and(|n| s.nodes[n as usize].machine == Machine::Off)
+                    || p.node
+                        .is_some_and(|n| s.nodes[n as usize].machine == Machine::Off)
             }
             Door::PvcAnnotate { op } | Door::PvAnnotate { op } if sets(op) => !in_use(s),
             _ => true,
@@ -1389,7 +1436,14 @@ impl Adversary {
                 let old = pvc_json(&s.pvc);
                 self.admit(
                     s,
-                    &delete_req(who, "PersistentVolumeClaim", "persistentvolumeclaims", CLAIM, Some(NS), old),
+                    &delete_req(
+                        who,
+                        "PersistentVolumeClaim",
+                        "persistentvolumeclaims",
+                        CLAIM,
+                        Some(NS),
+                        old,
+                    ),
                 )?;
                 t.pvc_deleted(who);
             }
@@ -1439,7 +1493,14 @@ impl Adversary {
                 let old = pv_json(&s.pv);
                 self.admit(
                     s,
-                    &delete_req(who, "PersistentVolume", "persistentvolumes", VOLUME, None, old),
+                    &delete_req(
+                        who,
+                        "PersistentVolume",
+                        "persistentvolumes",
+                        VOLUME,
+                        None,
+                        old,
+                    ),
                 )?;
                 t.pv.deleting = true;
                 if !t.pv.fin {
@@ -1593,9 +1654,10 @@ impl Adversary {
     /// the RWO multi-attach check (`isMultiAttachAllowed`).
     fn attach_detach(&self, s: &mut S) {
         for n in 0..2u8 {
-            let active = s.pods.iter().any(|p| {
-                p.exists && p.node == Some(n) && !is_pod_terminated(p)
-            });
+            let active = s
+                .pods
+                .iter()
+                .any(|p| p.exists && p.node == Some(n) && !is_pod_terminated(p));
             if s.attached[n as usize] && !active {
                 for i in 0..2 {
                     let p = s.pods[i];
@@ -1624,8 +1686,8 @@ impl Adversary {
             let node = p.node.map(|n| s.nodes[n as usize]);
             let orphaned = node.is_some_and(|n| !n.exists);
             let unscheduled_terminating = p.deleting && p.node.is_none();
-            let terminating_oos = p.deleting
-                && node.is_some_and(|n| n.exists && n.oos && n.machine != Machine::Up);
+            let terminating_oos =
+                p.deleting && node.is_some_and(|n| n.exists && n.oos && n.machine != Machine::Up);
             if !(terminal(&p) || orphaned || unscheduled_terminating || terminating_oos) {
                 continue;
             }
@@ -1703,8 +1765,14 @@ impl Adversary {
                 Policy::Delete => {
                     s.destroy();
                     let old = pv_json(&s.pv);
-                    let req =
-                        delete_req(Who::PvBinder, "PersistentVolume", "persistentvolumes", VOLUME, None, old);
+                    let req = delete_req(
+                        Who::PvBinder,
+                        "PersistentVolume",
+                        "persistentvolumes",
+                        VOLUME,
+                        None,
+                        old,
+                    );
                     if self.admit(s, &req).is_some() {
                         s.pv.deleting = true;
                     }
@@ -1921,7 +1989,13 @@ impl Model for Adversary {
     }
 
     fn actions(&self, s: &S, out: &mut Vec<A>) {
-        for e in [Env::Partition, Env::Crash, Env::Heal, Env::CrashLoop, Env::Tick] {
+        for e in [
+            Env::Partition,
+            Env::Crash,
+            Env::Heal,
+            Env::CrashLoop,
+            Env::Tick,
+        ] {
             out.push(A::Env(e));
         }
         self.doors(s, out);
@@ -1996,7 +2070,9 @@ impl Found {
     fn add(&mut self, name: &'static str, last: A, path: impl FnOnce() -> String) {
         // The door, whoever used it.
         let key = describe(&last);
-        let key = key.split_once(": ").map_or(key.clone(), |(_, d)| d.to_string());
+        let key = key
+            .split_once(": ")
+            .map_or(key.clone(), |(_, d)| d.to_string());
         let v = self.0.entry(name).or_default();
         if v.len() < MAX_PATHS && !v.iter().any(|(k, _)| *k == key) {
             v.push((key, path()));
@@ -2101,13 +2177,7 @@ fn bfs(model: &Adversary, depth: usize, one: Option<&str>) -> (usize, Found) {
 
 /// A seeded random walk of `steps` moves in walks of at most `len`: per invariant, the first
 /// counterexample met.
-fn walk(
-    model: &Adversary,
-    steps: usize,
-    len: usize,
-    seed: u64,
-    one: Option<&str>,
-) -> Found {
+fn walk(model: &Adversary, steps: usize, len: usize, seed: u64, one: Option<&str>) -> Found {
     let mut rng = seed | 1;
     let mut next = move || {
         rng ^= rng << 13;
@@ -2173,7 +2243,11 @@ fn model_adversary() {
             .1
             .get(name)
             .cloned()
-            .or_else(|| walk(&broken, steps, 12, 0xbad, Some(name)).get(name).cloned());
+            .or_else(|| {
+                walk(&broken, steps, 12, 0xbad, Some(name))
+                    .get(name)
+                    .cloned()
+            });
         match &caught {
             Some(p) => println!(
                 "model adversary, broken admission ({} never asked): {text} fails\n{}",
@@ -2213,6 +2287,3 @@ fn model_adversary() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
-
-
-

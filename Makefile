@@ -116,10 +116,12 @@ lint:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 
 unit:
-	$(CARGO) test --locked --lib --bins --tests -- --skip model_rwo_lock
+	$(CARGO) test --locked --lib --bins --tests -- --skip model_rwo_lock --skip model_adversary
 
 # The RWO lock's protocol, model-checked (tests/model_rwo_lock.rs): exhaustive to MODEL_DEPTH, and
-# a deliberately broken rule must yield a counterexample.
+# a deliberately broken rule must yield a counterexample. tests/model_adversary.rs (the whole
+# admission surface against every actor; VOLGUARD_ADVERSARY_DEPTH, _STEPS, _INVARIANT) runs here,
+# not in `unit`: it prints its counterexamples and writes target/model/adversary.json.
 MODEL_DEPTH ?= 10
 model:
 	VOLGUARD_MODEL_DEPTH=$(MODEL_DEPTH) $(CARGO) test --locked --test model_rwo_lock -- --nocapture --test-threads=1 2>&1 | \
@@ -128,6 +130,8 @@ model:
 	  grep -oE 'model fencing.*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
 	$(CARGO) test --locked --test model_proof -- --nocapture --test-threads=1 2>&1 | \
 	  grep -oE 'model proof.*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
+	$(CARGO) test --locked --test model_adversary -- --nocapture --test-threads=1 2>&1 | \
+	  grep -oE '^model adversary: .*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
 
 test: lint unit model fuzz-check alerts chart image-check release-check e2e
 

@@ -32,12 +32,12 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 use volguard::admission::{Admission, Endpoint};
-use volguard::model::fence::{CONFIRM_NODE_DOWN, CONFIRMED_AT, CONFIRMED_BY};
-use volguard::model::{
-    ALLOW_FINALIZER_REMOVAL, CONFIRM_FORCE_DELETE, DELETE_PROTECTION, Meta, OUT_OF_SERVICE_TAINT,
-    PV_FINALIZER, PVC_FINALIZER,
-};
-use volguard::rules::proof::{BreakGlass, Expiry};
+use volguard::model::{DELETE_PROTECTION, Meta, OUT_OF_SERVICE_TAINT, PV_FINALIZER, PVC_FINALIZER};
+use volguard::rules::proof::{BreakGlass, CONFIRMED_AT, CONFIRMED_BY, Expiry, Key, Reader};
+
+const CONFIRM_NODE_DOWN: &str = Key::ConfirmNodeDown.annotation();
+const CONFIRM_FORCE_DELETE: &str = Key::ConfirmForceDelete.annotation();
+const ALLOW_FINALIZER_REMOVAL: &str = Key::AllowFinalizerRemoval.annotation();
 use volguard::rules::rule::Rule;
 use volguard::state::{Cluster, Store};
 
@@ -823,15 +823,18 @@ fn counts(ann: &Ann, key: &str) -> bool {
     let meta: Meta = serde_json::from_value(json!({"name": "x",
         "annotations": annotations(ann, key, &[])}))
     .expect("meta");
-    volguard::rules::proof::counts(
-        &meta,
-        key,
-        BreakGlass::Rbac,
-        Some(Expiry {
+    let key = Key::ALL
+        .into_iter()
+        .find(|k| k.annotation() == key)
+        .expect("a proof key");
+    let reader = Reader {
+        mode: BreakGlass::Rbac,
+        expiry: Some(Expiry {
             after: jiff::SignedDuration::try_from(EXPIRY).expect("expiry"),
             now: jiff::Timestamp::now(),
         }),
-    ) == Ok(true)
+    };
+    reader.valid(&meta, key).is_some()
 }
 
 /// A person with break glass set it, and it has not expired: what invariant 3 accepts.

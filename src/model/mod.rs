@@ -39,6 +39,16 @@ pub const DELETE_PROTECTION: &str = "volguard.io/delete-protection";
 
 pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
 
+/// On a PV the in-tree plugin handed to CSI (`storagehelpers.AnnMigratedTo`): the PV controller
+/// leaves its reclaim to the external provisioner. The one annotation of another tool kept when
+/// decoding and in caches: it decides whether the PV controller reclaims (`rules::upstream`).
+pub const MIGRATED_TO: &str = "pv.kubernetes.io/migrated-to";
+
+/// Whether an annotation is kept when decoding and in caches.
+pub(crate) fn kept_annotation(key: &str) -> bool {
+    key.starts_with(ANNOTATION_PREFIX) || key == MIGRATED_TO
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
@@ -134,7 +144,7 @@ impl Meta {
     /// Drop what no rule reads (annotations of other tools, labels when not wanted), for caches.
     pub fn prune(&mut self, keep_labels: bool) {
         if let Some(a) = &mut self.annotations {
-            a.retain(|k, _| k.starts_with(ANNOTATION_PREFIX));
+            a.retain(|k, _| kept_annotation(k));
             if a.is_empty() {
                 self.annotations = None;
             }

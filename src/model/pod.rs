@@ -316,8 +316,20 @@ pub struct ContainerStates {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 struct ContainerStatesStatus {
+    #[serde(default, rename = "initContainerStatuses")]
+    init_container_statuses: Option<Vec<ContainerStateOf>>,
     #[serde(default, rename = "containerStatuses")]
     container_statuses: Option<Vec<ContainerStateOf>>,
+    #[serde(default, rename = "ephemeralContainerStatuses")]
+    ephemeral_container_statuses: Option<Vec<ContainerStateOf>>,
+}
+
+/// One of a pod's three container status lists (upstream's `IsPodTerminated` reads all three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerList {
+    Init,
+    Regular,
+    Ephemeral,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -338,15 +350,21 @@ impl ContainerStates {
     /// Some container runs: its state is neither `terminated` nor `waiting` (upstream's
     /// `notRunning`, inverted). No statuses: none runs.
     pub fn any_running(&self) -> bool {
-        self.status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_deref())
-            .unwrap_or_default()
-            .iter()
-            .any(|c| {
-                c.state
-                    .as_ref()
-                    .is_none_or(|s| s.waiting.is_none() && s.terminated.is_none())
-            })
+        self.any_running_in(ContainerList::Regular)
+    }
+
+    /// `any_running` over one list: `status.initContainerStatuses`, `status.containerStatuses`
+    /// or `status.ephemeralContainerStatuses`.
+    pub fn any_running_in(&self, list: ContainerList) -> bool {
+        let statuses = self.status.as_ref().and_then(|s| match list {
+            ContainerList::Init => s.init_container_statuses.as_deref(),
+            ContainerList::Regular => s.container_statuses.as_deref(),
+            ContainerList::Ephemeral => s.ephemeral_container_statuses.as_deref(),
+        });
+        statuses.unwrap_or_default().iter().any(|c| {
+            c.state
+                .as_ref()
+                .is_none_or(|s| s.waiting.is_none() && s.terminated.is_none())
+        })
     }
 }

@@ -2,7 +2,6 @@
 //! seeds, and object keys borrowed from the input. They keep decoding of 100k objects and of
 //! every admission review cheap (see docs/performance.md).
 
-use super::ANNOTATION_PREFIX;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -118,14 +117,15 @@ impl<'de> serde::de::DeserializeSeed<'de> for SmallMapVisitor {
     }
 }
 
-/// `metadata.annotations` keeping only volguard's own (`volguard.io/...`): no rule reads any
-/// other, and a pod carries many (kubectl's last-applied configuration can be kilobytes).
+/// `metadata.annotations` keeping only volguard's own (`volguard.io/...`) and `MIGRATED_TO`: no
+/// rule reads any other, and a pod carries many (kubectl's last-applied configuration can be
+/// kilobytes).
 pub(super) fn volguard_annotations<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<SmallMap>, D::Error> {
     use serde::de::DeserializeSeed;
     let keep = SmallMapVisitor {
-        keep: |k| k.starts_with(ANNOTATION_PREFIX),
+        keep: super::kept_annotation,
     };
     Ok(Optional(keep).deserialize(d)?.filter(|m| !m.is_empty()))
 }

@@ -24,6 +24,7 @@
 //! | 3 in use | `in_use.rs` |
 //! | 4 controller decisions | `release.rs` |
 //! | 4-5 unused claims, since when (report, gauges, explain) | `unused.rs` |
+//! | upstream's own decisions that destroy data or free a volume, ported (Kubernetes v1.37.2) | `upstream/` |
 
 pub mod binding;
 pub mod claim_metadata;
@@ -51,6 +52,7 @@ pub mod rwo;
 pub mod rwo_lock;
 pub mod stamp;
 pub mod unused;
+pub mod upstream;
 
 pub use decision::{Decision, Fact};
 

@@ -250,11 +250,25 @@ impl Admission {
             // which the apiserver never writes): the states are unknown.
             _ => Ok(None),
         };
+        // Judged by outcome (rules.md §2h, §10): does the attach/detach controller's own "pod
+        // terminated" (upstream's `IsPodTerminated`, over init, regular and ephemeral containers)
+        // turn true with this write? Asked of the pod as deleted, since anyone may start a
+        // graceful delete, after which the containers' states alone decide.
         let stops = match (
             states(&req.old_object, "oldObject")?,
             states(&req.object, "object")?,
         ) {
-            (Some(old), Some(new)) => old.any_running() && !new.any_running(),
+            (Some(before), Some(after)) => {
+                let ended = |pod: &Pod, states| {
+                    let mut deleted = pod.clone();
+                    deleted
+                        .metadata
+                        .deletion_timestamp
+                        .get_or_insert_with(|| "assumed".into());
+                    crate::rules::upstream::is_pod_terminated(&deleted, states)
+                };
+                !ended(&old, &before) && ended(&new, &after)
+            }
             // Unsure is an end (rules.md: when unsure, in use): judged by the rows below.
             _ => true,
         };

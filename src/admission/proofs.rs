@@ -7,6 +7,7 @@ use super::review::{Embedded, Request};
 use crate::model::{Meta, Pv, Pvc};
 use crate::rules::{Decision, Fact};
 use std::borrow::Cow;
+use std::sync::Arc;
 
 impl Admission {
     /// rules.md §8: a proof is judged when it is written. The setter of a confirmation is
@@ -87,6 +88,11 @@ impl Admission {
             }
         };
         if let Some(new) = new {
+            if kind == Kind::Volume
+                && let Some(d) = Box::pin(self.volume_outcome(req)).await?
+            {
+                return Ok(d);
+            }
             return Ok(dp::update(&req.user_info, kind, &old, &new));
         }
         // A claim's volume and namespace, read only when the claim itself is not protected (its
@@ -102,6 +108,63 @@ impl Admission {
             Kind::Claim | Kind::Volume => Fact::Missing,
         };
         Ok(dp::delete(kind, &old, claims.as_ref().map(Vec::as_slice)))
+    }
+
+    /// rules.md §2i "judged by outcome": a volume update after which the PV controller would
+    /// delete or recycle data someone relies on. Its facts are read only when the update changes
+    /// the policy or the claimRef: the claims named before and after (live), the pods using the
+    /// one bound to it (a consistent read) and its namespace.
+    async fn volume_outcome(&self, req: &Request<'_>) -> Result<Option<Decision>, Decision> {
+        use crate::rules::delete_protection as dp;
+        let old = object::<Pv>(&req.old_object, "oldObject")?;
+        let new = object::<Pv>(&req.object, "object")?;
+        if !dp::touches_release(&old, &new) || !reclaims_on_release(&new) {
+            return Ok(None);
+        }
+        let read = |r: Option<&crate::model::ClaimRef>| {
+            let r = r.filter(|r| !r.name.is_empty()).cloned();
+            async move {
+                match r {
+                    Some(r) => self.cluster.pvc_fresh(&r.namespace, &r.name).await,
+                    None => Fact::Missing,
+                }
+            }
+        };
+        let claim_before = read(old.spec.claim_ref.as_ref()).await;
+        let claim_after = match old.spec.claim_ref == new.spec.claim_ref {
+            true => claim_before.clone(),
+            false => read(new.spec.claim_ref.as_ref()).await,
+        };
+        // The claim bound to this volume is the one whose data it holds.
+        let bound = match &claim_before {
+            Fact::Found(c) if c.spec.volume_name.as_deref() == Some(&*old.metadata.name) => {
+                Some(c.clone())
+            }
+            _ => None,
+        };
+        let (users, namespace) = match &bound {
+            Some(c) => {
+                let users = self
+                    .cluster
+                    .pods_consistent(&c.metadata.namespace, |p| {
+                        crate::rules::in_use::pod_blocks_deletion(p, c)
+                    })
+                    .await;
+                (users, self.cluster.namespace(&c.metadata.namespace).await)
+            }
+            None => (Fact::Missing, Fact::Missing),
+        };
+        let stake = dp::Stake {
+            claim_before: deref(&claim_before),
+            claim_after: deref(&claim_after),
+            users: users.as_ref().map(Vec::as_slice),
+            namespace: match &namespace {
+                Fact::Found(n) => Fact::Found(&n.metadata),
+                Fact::Missing => Fact::Missing,
+                Fact::Unknown(e) => Fact::Unknown(e.clone()),
+            },
+        };
+        Ok(dp::volume_update(&old, &new, &stake))
     }
 
     /// rules.md §2i: a claim's DELETE refused for its protected volume or namespace. Boxed: two
@@ -122,7 +185,10 @@ impl Admission {
         let (volume, namespace) = Box::pin(async {
             let volume = match volume_name.as_deref().filter(|v| !v.is_empty()) {
                 Some(v) => self.cluster.pv(v).await,
-                None => Fact::Missing,
+                // Bound from the volume's side only (its claimRef names this claim, the claim's
+                // volumeName not yet set): the PV controller releases that volume when the claim
+                // goes, as it would a fully bound one (rules.md §2i).
+                None => self.volume_claiming(old),
             };
             (volume, self.cluster.namespace(&old.namespace).await)
         })
@@ -136,6 +202,23 @@ impl Admission {
             },
         };
         Ok(dp::claim_behind(old, &behind))
+    }
+
+    /// The cached volume whose claimRef names the claim `claim` (by namespace, name and UID).
+    fn volume_claiming(&self, claim: &Meta) -> Fact<Arc<Pv>> {
+        self.cluster
+            .store()
+            .pvs
+            .all()
+            .into_iter()
+            .find(|pv| {
+                pv.spec.claim_ref.as_ref().is_some_and(|r| {
+                    r.namespace == claim.namespace
+                        && r.name == claim.name
+                        && r.uid.as_deref() == Some(&*claim.uid)
+                })
+            })
+            .map_or(Fact::Missing, Fact::Found)
     }
 
     /// A namespace's protected claims, from the cache: the watch sees an annotation added before
@@ -218,4 +301,12 @@ fn kind_of(raw: &serde_json::value::RawValue) -> Option<&str> {
         kind: Option<&'a str>,
     }
     serde_json::from_str::<Kind<'_>>(raw.get()).ok()?.kind
+}
+
+/// A volume whose policy destroys its data once released: only then are its claims read.
+fn reclaims_on_release(pv: &Pv) -> bool {
+    matches!(
+        pv.spec.persistent_volume_reclaim_policy.as_deref(),
+        Some("Delete" | "Recycle")
+    )
 }

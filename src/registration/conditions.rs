@@ -265,6 +265,21 @@ pub const DELETES_OR_LIFTS_A_PROTECTION: Condition = Condition {
     ],
 };
 
+pub const MAY_RELEASE_A_VOLUME: Condition = Condition {
+    name: "may-release-a-volume",
+    comment: "rules.md §2i judged by outcome: after the update the volume's policy deletes or wipes its data once\n\
+              released, and the update changed that policy or the claimRef the PV controller's release reads. The\n\
+              PV controller's own binding writes are its decisions, not guarded here.",
+    lines: &[
+        "(has(object.spec.persistentVolumeReclaimPolicy) && object.spec.persistentVolumeReclaimPolicy in ['Delete', 'Recycle']) &&",
+        "((has(oldObject.spec.persistentVolumeReclaimPolicy) ? oldObject.spec.persistentVolumeReclaimPolicy : '') !=",
+        "object.spec.persistentVolumeReclaimPolicy ||",
+        "(has(oldObject.spec.claimRef) ? [oldObject.spec.claimRef] : []) != (has(object.spec.claimRef) ? [object.spec.claimRef] : [])) &&",
+        "!(request.userInfo.username in ['system:kube-controller-manager',",
+        "'system:serviceaccount:kube-system:persistent-volume-binder'])",
+    ],
+};
+
 pub const NOT_ITSELF_PROTECTED: Condition = Condition {
     name: "not-itself-protected",
     comment: "An object protected itself is delete-protection.volguard.io's (Fail).",

@@ -368,6 +368,20 @@ pub const VALIDATING: &[Entry] = &[
         conditions: &[&DELETES_OR_LIFTS_A_PROTECTION],
     },
     Entry {
+        name: "volume-reclaim.volguard.io",
+        rule: Rule::DeleteProtection,
+        comment: "rules.md §2i judged by outcome: a volume update after which the PV controller would delete or wipe\n\
+                  its data (a reclaim policy flipped to Delete/Recycle on a Released volume, a rewritten claimRef)\n\
+                  while the volume, its claim or their namespace is marked, or a pod uses it. Fail: such an update\n\
+                  is the DELETE it amounts to; the conditions let only policy and claimRef changes reach volguard.",
+        rules: &[core(&["UPDATE"], &["persistentvolumes"], "Cluster")],
+        namespaced: false,
+        rwo_guard: false,
+        ignore_with_policies: false,
+        always_ignore: false,
+        conditions: &[&MAY_RELEASE_A_VOLUME],
+    },
+    Entry {
         name: "claim-delete.volguard.io",
         rule: Rule::DeleteProtection,
         comment: "rules.md §2i: a claim bound to a protected volume whose reclaim policy is Delete (the provisioner\n\

@@ -7,7 +7,7 @@
 
 use super::force_delete::is_human;
 use super::{Decision, Fact};
-use crate::model::{DELETE_PROTECTION, Meta, UserInfo};
+use crate::model::{DELETE_PROTECTION, Meta, Pod, Pv, Pvc, UserInfo};
 
 /// What carries the protection: the kind as messages name it, and kubectl's noun.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,17 +72,24 @@ pub fn claim_behind(old: &Meta, behind: &Behind<'_>) -> Option<Decision> {
     match &behind.volume {
         Fact::Found(pv)
             if protected(&pv.metadata)
-                && pv.spec.persistent_volume_reclaim_policy.as_deref() == Some("Delete") =>
+                && matches!(
+                    pv.spec.persistent_volume_reclaim_policy.as_deref(),
+                    Some("Delete" | "Recycle")
+                ) =>
         {
             return Some(Decision::deny(
                 "delete-protection-volume-behind",
                 format!(
                     "deleting PersistentVolumeClaim {claim:?} refused: it is bound to PersistentVolume {:?}, which \
-                     carries {DELETE_PROTECTION}=true and whose reclaim policy is Delete, so deleting the claim would \
-                     make the provisioner delete the protected data. Set the volume's reclaim policy to Retain \
+                     carries {DELETE_PROTECTION}=true and whose reclaim policy is {}, so deleting the claim would \
+                     make the provisioner delete (or the recycler wipe) the protected data. Set the volume's reclaim policy to Retain \
                      (kubectl patch pv {} -p '{{\"spec\":{{\"persistentVolumeReclaimPolicy\":\"Retain\"}}}}'), or, if \
                      its data may really go, a person lifts its protection first ({})",
                     pv.metadata.name,
+                    pv.spec
+                        .persistent_volume_reclaim_policy
+                        .as_deref()
+                        .unwrap_or_default(),
                     pv.metadata.name,
                     Kind::Volume.lift(&pv.metadata)
                 ),
@@ -174,6 +181,139 @@ pub fn delete(kind: Kind, old: &Meta, claims: Fact<&[String]>) -> Decision {
             ),
         ),
     }
+}
+
+/// rules.md §2i "judged by outcome": whether the volume's data goes once the PV controller (or
+/// the external provisioner, which deletes a Released volume of policy `Delete` the same way)
+/// acts on `pv`: its own predicate says released (`upstream::is_volume_released`, with the
+/// claim its `claimRef` names) and the policy is `Delete`, or `Recycle` (the recycler wipes the
+/// volume: it counts as a delete).
+pub fn destroys(pv: &Pv, claim: Option<&Pvc>) -> bool {
+    matches!(
+        pv.spec.persistent_volume_reclaim_policy.as_deref(),
+        Some("Delete" | "Recycle")
+    ) && super::upstream::is_volume_released(pv, claim)
+}
+
+/// Whether an update of a volume touches what `destroys` reads of it (its policy or claimRef).
+pub fn touches_release(old: &Pv, new: &Pv) -> bool {
+    old.spec.persistent_volume_reclaim_policy != new.spec.persistent_volume_reclaim_policy
+        || old.spec.claim_ref != new.spec.claim_ref
+}
+
+/// What a volume's data means to someone, read for an update that would destroy it: the claims
+/// its `claimRef` names before and after (live), the pods that use the one bound to it, and that
+/// claim's namespace.
+pub struct Stake<'a> {
+    pub claim_before: Fact<&'a Pvc>,
+    pub claim_after: Fact<&'a Pvc>,
+    /// The pods that use the claim bound to this volume (`in_use::pod_blocks_deletion`, a
+    /// consistent read); `Missing` when no claim is bound to it.
+    pub users: Fact<&'a [Pod]>,
+    pub namespace: Fact<&'a Meta>,
+}
+
+/// A volume UPDATE judged by what the PV controller will do after it (rules.md §2i): a write
+/// after which `destroys` turns true — a reclaim policy flipped to `Delete`/`Recycle` on a
+/// Released volume, a `claimRef` rewritten to another UID or a missing claim — is refused like
+/// the DELETE it amounts to when the volume, its claim or the claim's namespace is marked, or a
+/// pod uses it. Unsure is at stake (retry). `None`: this write destroys nothing new.
+pub fn volume_update(old: &Pv, new: &Pv, stake: &Stake<'_>) -> Option<Decision> {
+    let name = &new.metadata.name;
+    // A marked volume whose policy turns to Delete/Recycle is released some day (its claim
+    // deleted once unused, its namespace deleted): the mark refuses the flip itself.
+    let reclaims = |pv: &Pv| {
+        matches!(
+            pv.spec.persistent_volume_reclaim_policy.as_deref(),
+            Some("Delete" | "Recycle")
+        )
+    };
+    if reclaims(new) && !reclaims(old) && (protected(&old.metadata) || protected(&new.metadata)) {
+        return Some(Decision::deny(
+            "delete-protection-volume-policy",
+            format!(
+                "setting the reclaim policy of PersistentVolume {name:?} to {} refused: it carries \
+                 {DELETE_PROTECTION}=true, and with that policy the PV controller deletes (or wipes) its data as soon \
+                 as its claim goes. If its data may really go, a person lifts the protection first ({})",
+                new.spec
+                    .persistent_volume_reclaim_policy
+                    .as_deref()
+                    .unwrap_or_default(),
+                Kind::Volume.lift(&new.metadata)
+            ),
+        ));
+    }
+    let before = match &stake.claim_before {
+        Fact::Found(c) => destroys(old, Some(c)),
+        Fact::Missing => destroys(old, None),
+        Fact::Unknown(_) => false,
+    };
+    let after = match &stake.claim_after {
+        Fact::Found(c) => destroys(new, Some(c)),
+        Fact::Missing => destroys(new, None),
+        Fact::Unknown(e) => {
+            return Some(Decision::unavailable(
+                "delete-protection-unknown",
+                format!(
+                    "updating PersistentVolume {name:?} refused: volguard could not read the claim its claimRef names \
+                     ({e}), so it cannot tell whether the PV controller would then delete or recycle its data; retry"
+                ),
+            ));
+        }
+    };
+    if before || !after {
+        return None;
+    }
+    let claim = match &stake.claim_before {
+        Fact::Found(c) => Some(format!("{}/{}", c.metadata.namespace, c.metadata.name)),
+        _ => None,
+    };
+    let why = if protected(&new.metadata) || protected(&old.metadata) {
+        format!("it carries {DELETE_PROTECTION}=true")
+    } else if let (Fact::Found(c), Some(claim)) = (&stake.claim_before, &claim)
+        && protected(&c.metadata)
+    {
+        format!("its claim {claim} carries {DELETE_PROTECTION}=true")
+    } else if let Fact::Found(ns) = &stake.namespace
+        && protected(ns)
+    {
+        format!(
+            "its claim's namespace {:?} carries {DELETE_PROTECTION}=true",
+            ns.name
+        )
+    } else {
+        match &stake.users {
+            Fact::Found([]) | Fact::Missing => return None,
+            Fact::Found(pods) => format!(
+                "pods still use it ({})",
+                pods.iter()
+                    .take(5)
+                    .map(|p| format!("{}/{}", p.metadata.namespace, p.metadata.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Fact::Unknown(e) => format!("volguard could not tell whether pods use it ({e})"),
+        }
+    };
+    let policy = new
+        .spec
+        .persistent_volume_reclaim_policy
+        .as_deref()
+        .unwrap_or_default();
+    Some(Decision::deny(
+        "delete-protection-volume-released",
+        format!(
+            "updating PersistentVolume {name:?} refused: after this write the PV controller would see it released (its \
+             claim gone, or claimRef naming another claim) with reclaim policy {policy}, and {} its data, while {why}. \
+             Keep persistentVolumeReclaimPolicy Retain and claimRef as they are; if the data may really go, a person \
+             lifts the protection first and the pods stop using it",
+            if policy == "Recycle" {
+                "wipe"
+            } else {
+                "delete"
+            }
+        ),
+    ))
 }
 
 /// An UPDATE from `old` to `new`: does it lift the protection, and may this caller?

@@ -206,6 +206,7 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         warnable: false,
         webhooks: &[
             "delete-protection.volguard.io",
+            "volume-reclaim.volguard.io",
             "claim-delete.volguard.io",
             "namespace-delete.volguard.io",
         ],

@@ -496,6 +496,15 @@ struct Row {
 fn ports_agree_with_upstream() {
     let program = std::env::var("VOLGUARD_DIFFERENTIAL")
         .expect("VOLGUARD_DIFFERENTIAL: the e2e/differential binary (make differential builds it)");
+    // The Makefile names the Kubernetes version the program links: the one the ports follow.
+    if let Ok(linked) = std::env::var("VOLGUARD_DIFFERENTIAL_K8S_VERSION") {
+        assert_eq!(
+            linked,
+            upstream::KUBERNETES_VERSION,
+            "the ports follow {}, the program links {linked}: port the new version",
+            upstream::KUBERNETES_VERSION
+        );
+    }
     let mut rng = Rng(SEED);
     let cases: Vec<(&str, &str, Value)> = UPSTREAM
         .iter()

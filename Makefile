@@ -117,10 +117,12 @@ lint:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 
 unit:
-	$(CARGO) test --locked --lib --bins --tests -- --skip model_rwo_lock
+	$(CARGO) test --locked --lib --bins --tests -- --skip model_rwo_lock --skip model_adversary
 
 # The RWO lock's protocol, model-checked (tests/model_rwo_lock.rs): exhaustive to MODEL_DEPTH, and
-# a deliberately broken rule must yield a counterexample.
+# a deliberately broken rule must yield a counterexample. tests/model_adversary.rs (the whole
+# admission surface against every actor; VOLGUARD_ADVERSARY_DEPTH, _STEPS, _INVARIANT) runs here,
+# not in `unit`: it prints its counterexamples and writes target/model/adversary.json.
 MODEL_DEPTH ?= 10
 model:
 	VOLGUARD_MODEL_DEPTH=$(MODEL_DEPTH) $(CARGO) test --locked --test model_rwo_lock -- --nocapture --test-threads=1 2>&1 | \
@@ -129,6 +131,8 @@ model:
 	  grep -oE 'model fencing.*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
 	$(CARGO) test --locked --test model_proof -- --nocapture --test-threads=1 2>&1 | \
 	  grep -oE 'model proof.*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
+	$(CARGO) test --locked --test model_adversary -- --nocapture --test-threads=1 2>&1 | \
+	  grep -oE '^model adversary: .*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
 
 test: lint unit model fuzz-check alerts chart image-check release-check differential e2e
 
@@ -151,10 +155,13 @@ differential: $(DIFFERENTIAL)
 prometheus:
 	command -v promtool >/dev/null && command -v prometheus >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
-# Alert rules and their unit tests (promtool, from Debian's prometheus package).
+# Alert rules and their unit tests (promtool, from Debian's prometheus package); the runbook's
+# audit-log query for the CEL policies' refusals (jq).
 alerts: prometheus
 	cd manifests/monitoring && promtool check rules alerts.rules.yaml && promtool test rules alerts.test.yaml
 	$(CARGO) test --locked --test server -- --ignored --exact metrics_in_both_formats_pass_promtool
+	command -v jq >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends jq >/dev/null; }
+	$(CARGO) test --locked --test manifests -- --ignored --exact the_runbook_query_finds_policy_refusals_in_the_apiservers_audit_log
 
 # The Helm chart: helm lint, and tests/render.rs (the chart renders what kustomize renders; both
 # install into any namespace; values do what they say).

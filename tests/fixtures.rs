@@ -39,6 +39,8 @@ async fn run_fixture(
         }
     } else if let Some(raw) = fx["raw_body"].as_str() {
         req = req.body(raw.to_string());
+    } else if let Some(raw) = fx[RAW_BODY].as_str() {
+        req = req.body(raw.to_string());
     } else if !fx["body"].is_null() {
         req = req.body(serde_json::to_vec(&fx["body"]).expect("body"));
     }
@@ -214,7 +216,7 @@ async fn run_fixture(
 
 /// The flags of the server a fixture names: the default (overrides that do not expire: the
 /// fixtures' stamps carry no time), `--enforcement warn`, `--rwo-guard off`, overrides that
-/// expire after an hour (volguard's default).
+/// expire after an hour (volguard's default), `--break-glass off`.
 fn server_flags(kind: Option<&str>) -> Result<&'static [&'static str], String> {
     match kind {
         None => Ok(&["--break-glass-expiry", "0s"]),
@@ -227,6 +229,7 @@ fn server_flags(kind: Option<&str>) -> Result<&'static [&'static str], String> {
         ]),
         Some("warn") => Ok(&["--enforcement", "warn", "--break-glass-expiry", "0s"]),
         Some("rwo-off") => Ok(&["--rwo-guard", "off", "--break-glass-expiry", "0s"]),
+        Some("break-glass-off") => Ok(&["--break-glass", "off", "--break-glass-expiry", "0s"]),
         Some(other) => Err(format!("unknown fixture server {other:?}")),
     }
 }
@@ -323,6 +326,34 @@ fn metrics_count_bad_inputs(certs: &Certs, fixtures: &[(String, Value)]) -> Resu
     Ok(())
 }
 
+/// Where a fixture keeps its body's text as written.
+const RAW_BODY: &str = "__raw_body";
+
+/// Each request body as the file writes it, keys in their order: the apiserver sends
+/// `subResource` before the objects (Go's field order) and volguard's one-pass decoder relies on
+/// it, while `serde_json::Value` sorts keys, which put `oldObject` first and left a pod's container
+/// states unread (every `pods/status` fixture was then decided on "unknown").
+fn keep_body_order(text: &str, fx: &mut Value) {
+    #[derive(serde::Deserialize)]
+    struct Raw<'a> {
+        #[serde(borrow, default)]
+        body: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow, default)]
+        steps: Option<Vec<Raw<'a>>>,
+    }
+    let Ok(raw) = serde_json::from_str::<Raw<'_>>(text) else {
+        return;
+    };
+    if let Some(b) = raw.body {
+        fx[RAW_BODY] = Value::String(b.get().to_string());
+    }
+    for (i, step) in raw.steps.iter().flatten().enumerate() {
+        if let (Some(b), Some(s)) = (step.body, fx["steps"].get_mut(i)) {
+            s[RAW_BODY] = Value::String(b.get().to_string());
+        }
+    }
+}
+
 fn main() {
     let args = Arguments::from_args();
     let certs = Arc::new(Certs::new());
@@ -342,8 +373,10 @@ fn main() {
                 .and_then(|s| s.to_str())
                 .unwrap_or_default()
                 .to_string();
-            let fx: Value = serde_json::from_slice(&std::fs::read(f).expect("read"))
-                .unwrap_or_else(|e| panic!("{name}: fixture JSON: {e}"));
+            let text = std::fs::read_to_string(f).expect("read");
+            let mut fx: Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: fixture JSON: {e}"));
+            keep_body_order(&text, &mut fx);
             (name, fx)
         })
         .collect();

@@ -55,6 +55,25 @@ fn helm_bin() -> PathBuf {
         .expect("VOLGUARD_HELM is not set: run the e2e tests with `make e2e`")
 }
 
+/// Upgrades here run as the README's (which warns against `--reuse-values`). Needs no cluster.
+#[test]
+fn upgrades_use_the_values_flag_the_readme_recommends() {
+    let args = release::upgrade_args(Vec::new(), "enforcement=deny");
+    assert!(!args.iter().any(|a| a == "--reuse-values"), "{args:?}");
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let recommended: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("helm upgrade "))
+        .flat_map(|l| l.split_whitespace())
+        .filter(|w| w.ends_with("-values"))
+        .collect();
+    assert!(!recommended.is_empty(), "the README shows an upgrade");
+    for flag in recommended {
+        assert!(args.iter().any(|a| a == flag), "{flag} not in {args:?}");
+    }
+}
+
 fn chart() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/volguard")
 }

@@ -297,3 +297,116 @@ fn dashboard_queries_name_exported_series() {
         .collect();
     assert_eq!(vars, ["datasource", "cluster", "job"]);
 }
+
+/// The AuditReport's readers: whoever holds view, edit or admin on a namespace reads its report
+/// (the built-in roles aggregate this ClusterRole), and nobody gets more than read from it.
+fn assert_auditreport_viewer(role: &Value) {
+    for to in ["view", "edit", "admin"] {
+        assert_eq!(
+            role["metadata"]["labels"][format!("rbac.authorization.k8s.io/aggregate-to-{to}")],
+            "true",
+            "aggregated into {to}"
+        );
+    }
+    let rules = role["rules"].as_array().expect("rules");
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(rules[0]["apiGroups"], serde_json::json!(["volguard.io"]));
+    assert_eq!(rules[0]["resources"], serde_json::json!(["auditreports"]));
+    assert_eq!(
+        rules[0]["verbs"],
+        serde_json::json!(["get", "list", "watch"])
+    );
+}
+
+#[test]
+fn namespace_users_read_their_auditreport_through_view_edit_and_admin() {
+    let docs = yaml_docs("manifests/base/rbac.yaml");
+    let role = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "ClusterRole" && d["metadata"]["name"] == "volguard-auditreport-viewer"
+        })
+        .expect("ClusterRole volguard-auditreport-viewer in manifests/base/rbac.yaml");
+    assert_auditreport_viewer(role);
+    // The chart ships the same role (tests/render.rs compares the rendered objects whole).
+    let chart = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("charts/volguard/templates/rbac.yaml"),
+    )
+    .expect("chart rbac");
+    assert!(chart.contains("name: volguard-auditreport-viewer"));
+    // The plural the role names is the CRD's.
+    let crd = &yaml_docs("manifests/base/auditreport-crd.yaml")[0];
+    assert_eq!(crd["spec"]["names"]["plural"], "auditreports");
+    assert_eq!(crd["spec"]["group"], "volguard.io");
+}
+
+/// docs/runbooks.md's query for the CEL policies' refusals (which leave no volguard record), run
+/// as printed over an audit log: volguard's refusals and warn-mode would-be refusals, nothing of
+/// another policy's, nothing allowed, each request once.
+#[test]
+#[ignore = "needs jq: make alerts"]
+fn the_runbook_query_finds_policy_refusals_in_the_apiservers_audit_log() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let runbook = std::fs::read_to_string(root.join("docs/runbooks.md")).expect("runbooks");
+    let log = "/var/log/kubernetes/audit.log";
+    let start = runbook
+        .find("    jq -c '")
+        .expect("the jq query in docs/runbooks.md");
+    let end = start + runbook[start..].find(log).expect("over the audit log") + log.len();
+    let fixture = root.join("tests/fixtures/audit/policy-refusals.jsonl");
+    let query = runbook[start..end].replace(log, &fixture.display().to_string());
+    let out = std::process::Command::new("bash")
+        .args(["-c", &query])
+        .output()
+        .expect("bash");
+    assert!(
+        out.status.success(),
+        "{query}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert_eq!(rows[0]["user"], "alice");
+    assert_eq!(rows[0]["refused"], true);
+    assert_eq!(
+        rows[0]["policy"],
+        serde_json::json!(["volguard-force-delete"])
+    );
+    assert!(
+        rows[0]["message"][0]
+            .as_str()
+            .is_some_and(|m| m.contains("db-0"))
+    );
+    assert_eq!(rows[1]["user"], "bob");
+    assert_eq!(rows[1]["refused"], false, "warn mode: Audit only");
+    assert_eq!(rows[1]["subresource"], "status");
+    // The annotation the runbook names is the one the query reads.
+    assert!(runbook.contains("`validation.policy.admission.k8s.io/validation_failure`"));
+}
+
+/// Where a refusal is recorded depends on who refused: the README and the reference say so and
+/// point at the runbook's section, and none promises an Event for every refusal.
+#[test]
+fn docs_say_policy_refusals_are_in_the_audit_log_not_events() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).expect(p);
+    let runbook = read("docs/runbooks.md");
+    assert!(runbook.contains("\n### Refusals by the CEL policies\n"));
+    for doc in ["README.md", "docs/reference.md"] {
+        let text = read(doc).split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            text.contains("runbooks.md#refusals-by-the-cel-policies"),
+            "{doc} links the section"
+        );
+        assert!(
+            !text
+                .to_lowercase()
+                .contains("every refused request is an event"),
+            "{doc} promises an Event for a policy's refusal too"
+        );
+    }
+}

@@ -10,9 +10,10 @@
 //! so the model checks something.
 
 use stateright::{Checker, Model, Property};
-use volguard::model::fence::CONFIRMED_BY;
-use volguard::model::{CONFIRM_FORCE_DELETE, Meta, UserInfo};
-use volguard::rules::proof::{self, Authority, BreakGlass};
+use volguard::model::{Meta, UserInfo};
+use volguard::rules::proof::{self, Authority, BreakGlass, CONFIRMED_BY, Key, Reader};
+
+const CONFIRM_FORCE_DELETE: &str = Key::ConfirmForceDelete.annotation();
 
 /// Who writes: a person granted volguard-break-glass, a person without it, a service account, a
 /// kubelet.
@@ -181,8 +182,9 @@ impl Model for ProofModel {
         vec![Property::always(
             "a proof counts only from a person with the verb",
             |_, s: &S| {
-                let counts = proof::counts(&s.meta(), CONFIRM_FORCE_DELETE, BreakGlass::Rbac, None)
-                    == Ok(true);
+                let counts = Reader::new(BreakGlass::Rbac)
+                    .valid(&s.meta(), Key::ConfirmForceDelete)
+                    .is_some();
                 !counts
                     || (s.setter.is_some_and(Who::may_break_glass)
                         && s.stamp.as_deref() == Some("alice"))

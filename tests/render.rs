@@ -840,6 +840,32 @@ fn chart_keeps_the_crd_and_upgrades_it_from_templates() {
     );
 }
 
+/// Namespace users read their AuditReport: the chart's aggregated ClusterRole, in whatever
+/// namespace it installs, carries the aggregation labels and read verbs only (kustomize's is the
+/// same object: `chart_defaults_render_what_kustomize_renders`).
+#[test]
+#[ignore = "needs helm and kubectl: make chart"]
+fn chart_aggregates_auditreport_reading_into_view_edit_and_admin() {
+    let on = by_id(docs(&helm("ns", &[]).expect("helm template")));
+    let role = &on["ClusterRole//volguard-auditreport-viewer"];
+    for to in ["view", "edit", "admin"] {
+        assert_eq!(
+            role["metadata"]["labels"][format!("rbac.authorization.k8s.io/aggregate-to-{to}")],
+            "true",
+            "{role}"
+        );
+    }
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([{"apiGroups": ["volguard.io"], "resources": ["auditreports"], "verbs": ["get", "list", "watch"]}])
+    );
+    let kustomized = by_id(docs(&kustomize(&repo().join("manifests/base"))));
+    assert_eq!(
+        by_id(vec![role.clone()]).values().next(),
+        kustomized.get("ClusterRole//volguard-auditreport-viewer")
+    );
+}
+
 fn json_audit() -> Value {
     serde_json::json!(["Audit"])
 }

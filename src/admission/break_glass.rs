@@ -5,11 +5,11 @@
 //! `breakglass` in group `volguard.io`, verb `use`, named after the rule, in the object's namespace
 //! (the chart's ClusterRole `volguard-break-glass` grants it; bind it to the people you name). A
 //! stored override then counts when its stamp names a person: no question at use time, so a later
-//! caller cannot lend it authority. The rules never see an override that did not count.
+//! caller cannot lend it authority. The rules receive a proof only as `rules::proof::Reader`
+//! read it.
 
 use super::context::Admission;
 use super::review::Request;
-use crate::model::Meta;
 use std::time::Duration;
 
 pub use crate::rules::proof::BreakGlass;
@@ -20,30 +20,18 @@ pub const VERB: &str = "use";
 /// How long one authorization may take; past it the override does not count.
 const SAR_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Whether an override on the object counts for this request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Override {
-    /// No override on the object.
-    Absent,
-    Honoured,
-    /// Present but not this caller's to use: the warning says why.
-    Ignored(String),
-}
-
 impl Admission {
-    /// Whether the override `key` on the stored object counts (rules.md §8: stamped by a person
-    /// when it was set, `rules::proof::counts`).
-    pub(super) fn override_counts(&self, key: &str, stored: &Meta) -> Override {
-        let expiry = self
-            .break_glass_expiry
-            .map(|after| crate::rules::proof::Expiry {
-                after,
-                now: jiff::Timestamp::now(),
-            });
-        match crate::rules::proof::counts(stored, key, self.break_glass, expiry) {
-            Ok(false) => Override::Absent,
-            Ok(true) => Override::Honoured,
-            Err(why) => Override::Ignored(why),
+    /// How this request reads stored proofs (rules.md §8): the break-glass mode, and with
+    /// `--break-glass-expiry` how long a proof counts, on this process's clock now.
+    pub(super) fn proofs(&self) -> crate::rules::proof::Reader {
+        crate::rules::proof::Reader {
+            mode: self.break_glass,
+            expiry: self
+                .break_glass_expiry
+                .map(|after| crate::rules::proof::Expiry {
+                    after,
+                    now: jiff::Timestamp::now(),
+                }),
         }
     }
 
@@ -71,15 +59,5 @@ impl Admission {
             namespace: req.namespace.as_deref(),
         };
         Box::pin(self.cluster.may(ask, SAR_TIMEOUT)).await
-    }
-}
-
-/// Drop `key` from `meta` (an override that does not count).
-pub fn strip(meta: &mut Meta, key: &str) {
-    if let Some(a) = &mut meta.annotations {
-        a.retain(|k, _| k != key);
-        if a.is_empty() {
-            meta.annotations = None;
-        }
     }
 }

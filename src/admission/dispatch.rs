@@ -128,7 +128,7 @@ pub const MAX_UNKNOWN_KINDS: usize = 32;
 
 impl Admission {
     /// Decide within `budget`: every applicable rule in order; the first denial wins, warnings
-    /// and the patch of the mutating rule are collected.
+    /// and the patches of the mutating rules are collected (one patch, in table order).
     pub async fn decide(&self, endpoint: Endpoint, req: &Request<'_>, budget: Duration) -> Verdict {
         let deadline = Instant::now() + budget;
         let target = Target::of(req);
@@ -201,8 +201,26 @@ impl Admission {
             .position(|(_, d)| d.warned)
             .or_else(|| allowed.iter().position(|(_, d)| d.patch.is_some()))
             .unwrap_or(0);
+        // rules.md §1: every mutating rule that applies contributes, in one patch (a finalizer and
+        // a confirmation's stamp on one CREATE, a placement hint and a stamp on one pod). Each
+        // rule's operations touch its own fields, so they apply in table order one after another.
+        let mut patches = allowed.iter().filter_map(|(_, d)| d.patch.as_ref());
+        let combined = match (patches.next(), patches.next()) {
+            (Some(first), Some(second)) => {
+                let mut ops = first.ops().into_owned();
+                ops.0.extend(second.ops().0.iter().cloned());
+                for more in patches {
+                    ops.0.extend(more.ops().0.iter().cloned());
+                }
+                Some(crate::rules::decision::Patch::Ops(ops))
+            }
+            _ => None,
+        };
         let (rule, mut d) = allowed.swap_remove(pick);
         d.warnings = warnings;
+        if combined.is_some() {
+            d.patch = combined;
+        }
         Verdict {
             decision: d,
             rule: Some(rule),

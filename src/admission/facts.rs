@@ -3,16 +3,15 @@
 //! column). Reads go to the caches first; a miss is read live, and a fact that cannot be read is
 //! `Fact::Unknown`, which the rules treat as in use.
 
-use super::break_glass::{Override, strip};
 use super::context::Admission;
 use super::objects::{deref, fill_namespace, name_of, object};
 use super::review::{Embedded, Request};
 use crate::model::{
-    ALLOW_FINALIZER_REMOVAL, Binding, CONFIRM_FORCE_DELETE, DeleteOptions, Eviction, Meta, Node,
-    PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc,
+    Binding, DeleteOptions, Eviction, Meta, Node, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc,
 };
 use crate::rules::claims::claims_of;
 use crate::rules::force_delete::is_force;
+use crate::rules::proof::{Key, Proof, Read};
 use crate::rules::rule::{On, Rule};
 use crate::rules::rwo_lock::{self, RwoLock, Via};
 use crate::rules::{
@@ -221,29 +220,27 @@ impl Admission {
             _ => None,
         };
         let gone = gone.as_deref();
-        // rules.md §8: the pod's confirmation counts only when a person set it.
-        if is_force(grace)
-            && let Override::Ignored(w) = self.override_counts(CONFIRM_FORCE_DELETE, &pod.metadata)
-        {
-            let mut pod = pod.clone();
-            strip(&mut pod.metadata, CONFIRM_FORCE_DELETE);
-            return judge(
-                &req.user_info,
-                &pod,
-                grace,
-                deref(&node),
-                gone,
-                &self.policy,
-            )
-            .with_warning(w);
-        }
-        judge(&req.user_info, pod, grace, deref(&node), gone, &self.policy)
+        // rules.md §8: the pod's confirmation counts only as the proof reader finds it.
+        let confirmed = match is_force(grace) {
+            true => self.proofs().read(&pod.metadata, Key::ConfirmForceDelete),
+            false => Read::Absent,
+        };
+        let d = judge(
+            &req.user_info,
+            pod,
+            grace,
+            deref(&node),
+            gone,
+            &self.policy,
+            confirmed.proof(),
+        );
+        with_warning(d, confirmed.ignored().map(str::to_string))
     }
 
     /// rules.md §2h: the node is read as the apiserver has it now (its out-of-service taint lets
     /// the new phase through, as in §2d rows 4-5).
     async fn pod_status(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let mut old = object::<Pod>(&req.old_object, "oldObject")?;
+        let old = object::<Pod>(&req.old_object, "oldObject")?;
         let new = object::<Pod>(&req.object, "object")?;
         let states = |e: &Embedded<'_>, field| match e {
             Embedded::Raw(raw) => serde_json::from_str::<crate::model::ContainerStates>(raw.get())
@@ -253,22 +250,33 @@ impl Admission {
             // which the apiserver never writes): the states are unknown.
             _ => Ok(None),
         };
+        // Judged by outcome (rules.md §2h, §10): does the attach/detach controller's own "pod
+        // terminated" (upstream's `IsPodTerminated`, over init, regular and ephemeral containers)
+        // turn true with this write? Asked of the pod as deleted, since anyone may start a
+        // graceful delete, after which the containers' states alone decide.
         let stops = match (
             states(&req.old_object, "oldObject")?,
             states(&req.object, "object")?,
         ) {
-            (Some(old), Some(new)) => old.any_running() && !new.any_running(),
+            (Some(before), Some(after)) => {
+                let ended = |pod: &Pod, states| {
+                    let mut deleted = pod.clone();
+                    deleted
+                        .metadata
+                        .deletion_timestamp
+                        .get_or_insert_with(|| "assumed".into());
+                    crate::rules::upstream::is_pod_terminated(&deleted, states)
+                };
+                !ended(&old, &before) && ended(&new, &after)
+            }
             // Unsure is an end (rules.md: when unsure, in use): judged by the rows below.
             _ => true,
         };
         let ends = (new.is_terminal() || stops) && !old.is_terminal();
-        let mut ignored = None;
-        if ends
-            && let Override::Ignored(w) = self.override_counts(CONFIRM_FORCE_DELETE, &old.metadata)
-        {
-            strip(&mut old.to_mut().metadata, CONFIRM_FORCE_DELETE);
-            ignored = Some(w);
-        }
+        let confirmed = match ends {
+            true => self.proofs().read(&old.metadata, Key::ConfirmForceDelete),
+            false => Read::Absent,
+        };
         let (node, gone) = match old.node_name() {
             Some(n) if ends => {
                 // Boxed: both reads in one future, kept out of every review's future.
@@ -291,23 +299,27 @@ impl Admission {
                 deref(&node),
                 gone.as_deref(),
                 stops,
+                confirmed.proof(),
             ),
-            ignored,
+            confirmed.ignored().map(str::to_string),
         ))
     }
 
     /// rules.md §2c, judged on the stored object (`oldObject`): a patch that nulls `finalizers` and
     /// `ownerReferences` together must not make an owned ephemeral claim look unowned.
     async fn pvc_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let mut new = object::<Pvc>(&req.object, "object")?;
+        let new = object::<Pvc>(&req.object, "object")?;
         let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
         fill_namespace(&mut old, req);
-        let ignored = self.finalizer_override(
-            &mut old.to_mut().metadata,
-            &mut new.to_mut().metadata,
+        let confirmed = self.finalizer_override(&old.metadata, &new.metadata, PVC_FINALIZER);
+        let ignored = confirmed.ignored().map(str::to_string);
+        if let Some(d) = self.needs_no_use_check(
+            req,
+            &old.metadata,
+            &new.metadata,
             PVC_FINALIZER,
-        );
-        if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PVC_FINALIZER) {
+            confirmed.proof(),
+        ) {
             return Ok(with_warning(d, ignored));
         }
         let pvc: &Pvc = &old;
@@ -345,7 +357,7 @@ impl Admission {
 
     /// rules.md §2f / §3: who changed the lock annotation or a mounted ephemeral claim's owner.
     async fn claim_metadata(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let mut new = object::<Pvc>(&req.object, "object")?;
+        let new = object::<Pvc>(&req.object, "object")?;
         // At CREATE nothing was stored: a lock the claim carries is being written.
         let mut old = match &*req.operation {
             "CREATE" => Cow::Owned(Pvc {
@@ -358,16 +370,12 @@ impl Admission {
             _ => object::<Pvc>(&req.old_object, "oldObject")?,
         };
         fill_namespace(&mut old, req);
-        use crate::rules::claim_metadata::ALLOW_LOCK_REMOVAL;
-        let mut ignored = None;
-        if old.metadata.annotation(rwo_lock::RWO_LOCK)
+        let confirmed = match old.metadata.annotation(rwo_lock::RWO_LOCK)
             != new.metadata.annotation(rwo_lock::RWO_LOCK)
-            && let Override::Ignored(w) = self.override_counts(ALLOW_LOCK_REMOVAL, &old.metadata)
         {
-            strip(&mut old.to_mut().metadata, ALLOW_LOCK_REMOVAL);
-            strip(&mut new.to_mut().metadata, ALLOW_LOCK_REMOVAL);
-            ignored = Some(w);
-        }
+            true => self.proofs().read(&old.metadata, Key::AllowLockRemoval),
+            false => Read::Absent,
+        };
         let pod = match crate::rules::claim_metadata::owner_changed(&old, &new) {
             Some(owner) => self.cluster.pod(&old.metadata.namespace, &owner.name).await,
             None => Fact::Missing,
@@ -379,20 +387,24 @@ impl Admission {
                 &old,
                 &new,
                 deref(&pod),
+                confirmed.proof(),
             ),
-            ignored,
+            confirmed.ignored().map(str::to_string),
         ))
     }
 
     async fn pv_finalizer(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let mut new = object::<Pv>(&req.object, "object")?;
-        let mut old = object::<Pv>(&req.old_object, "oldObject")?;
-        let ignored = self.finalizer_override(
-            &mut old.to_mut().metadata,
-            &mut new.to_mut().metadata,
+        let new = object::<Pv>(&req.object, "object")?;
+        let old = object::<Pv>(&req.old_object, "oldObject")?;
+        let confirmed = self.finalizer_override(&old.metadata, &new.metadata, PV_FINALIZER);
+        let ignored = confirmed.ignored().map(str::to_string);
+        if let Some(d) = self.needs_no_use_check(
+            req,
+            &old.metadata,
+            &new.metadata,
             PV_FINALIZER,
-        );
-        if let Some(d) = self.needs_no_use_check(req, &old.metadata, &new.metadata, PV_FINALIZER) {
+            confirmed.proof(),
+        ) {
             return Ok(with_warning(d, ignored));
         }
         // The claim its claimRef names, read live: a forged phase must not decide (rules.md §2c).
@@ -406,25 +418,12 @@ impl Admission {
         ))
     }
 
-    /// rules.md §8: the finalizer guard's break glass counts only when a person set it (looked
-    /// at only when this update strips `finalizer`). An override that does not count is dropped
-    /// from both objects; the warning says why.
-    fn finalizer_override(
-        &self,
-        old: &mut Meta,
-        new: &mut Meta,
-        finalizer: &str,
-    ) -> Option<String> {
-        if !finalizer_guard::strips(old, new, finalizer) {
-            return None;
-        }
-        match self.override_counts(ALLOW_FINALIZER_REMOVAL, old) {
-            Override::Ignored(w) => {
-                strip(old, ALLOW_FINALIZER_REMOVAL);
-                strip(new, ALLOW_FINALIZER_REMOVAL);
-                Some(w)
-            }
-            Override::Absent | Override::Honoured => None,
+    /// rules.md §8: the finalizer guard's break glass as the proof reader finds it on the stored
+    /// object (read only when this update strips `finalizer`).
+    fn finalizer_override(&self, old: &Meta, new: &Meta, finalizer: &str) -> Read {
+        match finalizer_guard::strips(old, new, finalizer) {
+            true => self.proofs().read(old, Key::AllowFinalizerRemoval),
+            false => Read::Absent,
         }
     }
 
@@ -436,6 +435,7 @@ impl Admission {
         old: &Meta,
         new: &Meta,
         finalizer: &str,
+        break_glass: Option<&Proof>,
     ) -> Option<Decision> {
         if !finalizer_guard::strips(old, new, finalizer) {
             return Some(Decision::allow(if finalizer == PVC_FINALIZER {
@@ -444,7 +444,7 @@ impl Admission {
                 "keeps-pv-finalizer"
             }));
         }
-        let why = finalizer_guard::exempt(&req.user_info, &self.own_controllers, old)?;
+        let why = finalizer_guard::exempt(&req.user_info, &self.own_controllers, break_glass)?;
         tracing::info!(exemption = %why, "protection finalizer removal allowed");
         Some(Decision::allow(why.rule()))
     }
@@ -542,4 +542,5 @@ type ForceJudge = fn(
     Fact<&Node>,
     Option<&str>,
     &force_delete::ForceDeletePolicy,
+    Option<&Proof>,
 ) -> Decision;

@@ -11,7 +11,7 @@ mod placement;
 mod proofs;
 pub mod review;
 
-pub use context::Admission;
+pub use context::{Admission, LockLabels, lock_write_histogram};
 pub use dispatch::Endpoint;
 pub use encode::encode;
 pub use review::{Request, decode};

@@ -2,13 +2,13 @@
 //! node's heartbeat, a Node's deletion against its pods and records, a release recorded before
 //! it is allowed, and "node gone" read from the records that prove it.
 
-use super::break_glass::{Override, strip};
 use super::context::Admission;
 use super::facts::with_warning;
 use super::objects::{deref, object};
 use super::review::Request;
 use crate::model::Node;
-use crate::model::fence::{CONFIRM_NODE_DOWN, FENCE_INCIDENT, Release, ReleaseAction};
+use crate::model::fence::{FENCE_INCIDENT, Release, ReleaseAction};
+use crate::rules::proof::{self, Key, Read};
 use crate::rules::{Decision, Fact, node_taint};
 use std::sync::Arc;
 
@@ -17,9 +17,9 @@ impl Admission {
     /// confirmation or a taint is judged against the node's heartbeat (a live read of its Lease,
     /// its stored Ready condition); a trusted remediator's taint is recorded as a release.
     pub(super) async fn out_of_service(&self, req: &Request<'_>) -> Result<Decision, Decision> {
-        let mut new = object::<Node>(&req.object, "object")?;
+        let new = object::<Node>(&req.object, "object")?;
         // At CREATE there is nothing before: a taint or confirmation present is being added.
-        let mut old = match &*req.operation {
+        let old = match &*req.operation {
             "CREATE" => std::borrow::Cow::Owned(Node {
                 metadata: crate::model::Meta {
                     name: new.metadata.name.clone(),
@@ -30,19 +30,14 @@ impl Admission {
             _ => object::<Node>(&req.old_object, "oldObject")?,
         };
         let adds_taint = new.is_out_of_service() && !old.is_out_of_service();
-        let confirms = new.metadata.annotation_true(CONFIRM_NODE_DOWN)
-            && !old.metadata.annotation_true(CONFIRM_NODE_DOWN);
+        let confirms = proof::sets(Some(&old.metadata), &new.metadata, Key::ConfirmNodeDown);
         if !adds_taint && !confirms {
             return Ok(Decision::allow("out-of-service-not-added"));
         }
-        let mut ignored = None;
-        if adds_taint
-            && let Override::Ignored(w) = self.override_counts(CONFIRM_NODE_DOWN, &old.metadata)
-        {
-            strip(&mut old.to_mut().metadata, CONFIRM_NODE_DOWN);
-            strip(&mut new.to_mut().metadata, CONFIRM_NODE_DOWN);
-            ignored = Some(w);
-        }
+        let confirmed = match adds_taint {
+            true => self.proofs().read(&old.metadata, Key::ConfirmNodeDown),
+            false => Read::Absent,
+        };
         let name = old.metadata.name.clone();
         // Boxed: live reads taken once per confirmation or taint, not per review.
         let (incident, alive) = Box::pin(async {
@@ -62,6 +57,7 @@ impl Admission {
             &new,
             deref(&incident),
             alive.as_ref().map(String::as_str),
+            &confirmed,
         );
         let d = match d.row {
             "out-of-service-remediator" => {
@@ -75,7 +71,7 @@ impl Admission {
             }
             _ => d,
         };
-        Ok(with_warning(d, ignored))
+        Ok(with_warning(d, confirmed.ignored().map(str::to_string)))
     }
 
     /// rules.md §7 "Node deletion is a release": the pods on it by a consistent read, its records
@@ -103,6 +99,7 @@ impl Admission {
             fences.as_ref().map(Vec::as_slice),
             &self.policy.remediators,
             alive.as_ref().map(String::as_str),
+            &self.proofs().read(&node.metadata, Key::ConfirmNodeDown),
         );
         Ok(match d.record {
             Some((proof, pods)) => {

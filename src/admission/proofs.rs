@@ -195,10 +195,27 @@ fn metadata<'r>(e: &'r Embedded<'_>, field: &'static str) -> Result<Cow<'r, Meta
         Embedded::Pvc(o) => Cow::Borrowed(&o.metadata),
         Embedded::Pv(o) => Cow::Borrowed(&o.metadata),
         Embedded::Node(o) => Cow::Borrowed(&o.metadata),
+        // A Binding's annotations are what the apiserver copies onto the pod.
+        Embedded::Binding(o) => Cow::Borrowed(&o.metadata),
+        Embedded::Raw(raw) if kind_of(raw) == Some("Binding") => Cow::Owned(
+            object::<crate::model::Binding>(e, field)?
+                .into_owned()
+                .metadata,
+        ),
         _ => Cow::Owned(
             object::<crate::model::Namespace>(e, field)?
                 .into_owned()
                 .metadata,
         ),
     })
+}
+
+/// The `kind` an embedded raw object names (cheap: only that field is read).
+fn kind_of(raw: &serde_json::value::RawValue) -> Option<&str> {
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(borrow)]
+        kind: Option<&'a str>,
+    }
+    serde_json::from_str::<Kind<'_>>(raw.get()).ok()?.kind
 }

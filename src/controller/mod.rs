@@ -60,13 +60,20 @@ fn enqueue_all(r: &Reconciler) {
     }
 }
 
-/// Run the controller: warm caches in every replica, act only as the leader (rules.md §4, §7, §9).
-pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
-    let client = crate::runtime::kube::client(args.kubeconfig.as_deref()).await?;
+/// The controller's registry as it starts, each known series at 0 (the fencing families join it
+/// with `--fencing`, the registration watch's on leadership).
+pub fn registry() -> (Arc<MetricsRegistry>, Arc<metrics::ControllerMetrics>) {
     let metrics = Arc::new(MetricsRegistry::default());
     crate::runtime::build::register(&metrics);
     crate::runtime::process::register(&metrics);
     let cmetrics = Arc::new(metrics::ControllerMetrics::register(&metrics));
+    (metrics, cmetrics)
+}
+
+/// Run the controller: warm caches in every replica, act only as the leader (rules.md §4, §7, §9).
+pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
+    let client = crate::runtime::kube::client(args.kubeconfig.as_deref()).await?;
+    let (metrics, cmetrics) = registry();
     // Followers keep warm caches too, so a takeover starts from synced state.
     let view = match state::open(
         state::Source::Live(client.clone()),

@@ -13,7 +13,7 @@ pub(super) async fn gather_pod(
     args: &ExplainArgs,
     file: Option<String>,
 ) -> anyhow::Result<pod::PodExplanation> {
-    let p = found(view.pod(ns, &args.name).await)?.ok_or_else(|| NotFound {
+    let p = found(view.pod_whole(ns, &args.name).await)?.ok_or_else(|| NotFound {
         resource: "pods",
         name: args.name.clone(),
         namespace: Some(ns.to_string()),
@@ -56,6 +56,7 @@ pub(super) async fn gather_pod(
         Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),
     };
     let fences = all_fences(view, client, &mut not_read).await?;
+    let nodes = holder_nodes(view, &p, &pvcs, &others).await;
     let facts: Vec<pod::ClaimFacts<'_>> = names
         .iter()
         .enumerate()
@@ -66,7 +67,39 @@ pub(super) async fn gather_pod(
             attachments: vas[i].clone(),
         })
         .collect();
-    Ok(pod::build(&p, &facts, &others, &fences))
+    Ok(pod::build_with_nodes(&p, &facts, &others, &fences, &nodes))
+}
+
+/// The nodes that hold the pod's claims (the other pods' and the RWO locks'), read only when the
+/// pod constrains its nodes: the advice must not send it where it cannot run. A node that cannot
+/// be read (a namespace's user may not read Nodes) is left out, and the advice says so.
+async fn holder_nodes(
+    view: &state::Cluster,
+    pod: &Pod,
+    pvcs: &[Option<std::sync::Arc<Pvc>>],
+    others: &[Pod],
+) -> Vec<crate::model::Node> {
+    if !pod.has_node_constraints() {
+        return Vec::new();
+    }
+    let mut names: Vec<String> = others
+        .iter()
+        .filter_map(|o| o.node_name().map(str::to_string))
+        .chain(
+            pvcs.iter()
+                .flatten()
+                .filter_map(|c| crate::rules::rwo_lock::RwoLock::of(c).map(|l| l.node)),
+        )
+        .collect();
+    names.sort();
+    names.dedup();
+    let mut nodes = Vec::new();
+    for n in names {
+        if let Fact::Found(node) = view.node_whole(&n).await {
+            nodes.push((*node).clone());
+        }
+    }
+    nodes
 }
 
 /// The facts of `explain node`: the Node, its Lease (live), its NodeFence incidents and records,

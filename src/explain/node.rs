@@ -1,9 +1,10 @@
 //! `volguard explain node NAME`: why is this node fenced, tainted, or not released (rules.md §7),
 //! and what to do. `build` is pure over what was read; `table` prints it.
 
-use crate::model::fence::{CONFIRM_NODE_DOWN, CONFIRMED_BY, FENCE_INCIDENT, NodeFence, Phase};
+use crate::model::fence::{FENCE_INCIDENT, NodeFence, Phase};
 use crate::model::{Node, Pod};
 use crate::rules::claims::claims_of;
+use crate::rules::proof::{BreakGlass, Key, Read, Reader};
 use serde::Serialize;
 
 /// One NodeFence of the node: an incident volguard drives, or a release record.
@@ -114,12 +115,13 @@ pub fn build(f: &Facts<'_>) -> NodeExplanation {
             .and_then(|n| n.metadata.annotation(k))
             .map(str::to_string)
     };
-    let confirmed = f
-        .node
-        .is_some_and(|n| n.metadata.annotation_true(CONFIRM_NODE_DOWN));
-    let confirmed_down_by = confirmed.then(|| {
-        annotation(CONFIRMED_BY)
-            .unwrap_or_else(|| format!("{CONFIRM_NODE_DOWN} (setter not stamped)"))
+    // As the guards read it (without the expiry, which only the webhook's flags know).
+    let confirmed_down_by = f.node.and_then(|n| {
+        match Reader::new(BreakGlass::Anyone).read(&n.metadata, Key::ConfirmNodeDown) {
+            Read::Absent => None,
+            Read::Valid(p) => Some(p.by().to_string()),
+            Read::Ignored(why) => Some(format!("nobody that counts: {why}")),
+        }
     });
     let tainted_on = match (out_of_service, annotation(FENCE_INCIDENT)) {
         (false, _) => None,

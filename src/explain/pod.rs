@@ -5,7 +5,7 @@
 
 use super::Attachment;
 use crate::model::fence::NodeFence;
-use crate::model::{Pod, Pv, Pvc};
+use crate::model::{Node, Pod, Pv, Pvc};
 use crate::rules::claims::claims_of;
 use crate::rules::rwo_lock::RwoLock;
 use serde::Serialize;
@@ -63,11 +63,26 @@ pub fn build(
     others: &[Pod],
     fences: &[NodeFence],
 ) -> PodExplanation {
+    build_with_nodes(pod, claims, others, fences, &[])
+}
+
+/// `build`, with the nodes read that hold the pod's claims: the advice names a node only where
+/// the pod's nodeSelector and required node affinity let it run.
+pub fn build_with_nodes(
+    pod: &Pod,
+    claims: &[ClaimFacts<'_>],
+    others: &[Pod],
+    fences: &[NodeFence],
+    nodes: &[Node],
+) -> PodExplanation {
     let mut found = Findings::default();
-    let out = claims
-        .iter()
-        .map(|c| claim(pod, c, others, fences, &mut found))
-        .collect();
+    let ctx = Ctx {
+        pod,
+        others,
+        fences,
+        nodes,
+    };
+    let out = claims.iter().map(|c| claim(&ctx, c, &mut found)).collect();
     let Findings { blocked, mut steps } = found;
     steps.dedup();
     let next = match (claims.is_empty(), steps.is_empty()) {
@@ -90,14 +105,40 @@ pub fn build(
     }
 }
 
+/// What every claim is judged against.
+struct Ctx<'a> {
+    pod: &'a Pod,
+    others: &'a [Pod],
+    fences: &'a [NodeFence],
+    nodes: &'a [Node],
+}
+
+/// Whether the pod may run on a node, as far as its labels were read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fits {
+    Yes,
+    No,
+    /// The pod constrains its nodes and this one's labels were not read (a namespace's user
+    /// may not read Nodes; a `--state` file keeps no labels).
+    Unread,
+}
+
+impl Ctx<'_> {
+    fn fits(&self, node: &str) -> Fits {
+        if !self.pod.has_node_constraints() {
+            return Fits::Yes;
+        }
+        match self.nodes.iter().find(|n| n.metadata.name == node) {
+            Some(n) if self.pod.may_run_on(node, n.metadata.labels.as_ref()) => Fits::Yes,
+            Some(_) => Fits::No,
+            None => Fits::Unread,
+        }
+    }
+}
+
 /// One claim of the pod: its state, and what of it blocks the pod.
-fn claim(
-    pod: &Pod,
-    c: &ClaimFacts<'_>,
-    others: &[Pod],
-    fences: &[NodeFence],
-    found: &mut Findings,
-) -> ClaimState {
+fn claim(ctx: &Ctx<'_>, c: &ClaimFacts<'_>, found: &mut Findings) -> ClaimState {
+    let (pod, others) = (ctx.pod, ctx.others);
     let users: Vec<&Pod> = others
         .iter()
         .filter(|o| o.metadata.name != pod.metadata.name && !o.is_terminal())
@@ -113,7 +154,7 @@ fn claim(
     let lock = c.pvc.and_then(RwoLock::of);
     claim_state(pod, &c.name, state, found);
     if rwo {
-        held_elsewhere(pod, &c.name, &users, lock.as_ref(), fences, found);
+        held_elsewhere(ctx, &c.name, &users, lock.as_ref(), found);
         attached_elsewhere(pod, c, volume, found);
     }
     ClaimState {
@@ -173,13 +214,13 @@ fn claim_state(pod: &Pod, name: &str, state: &str, found: &mut Findings) {
 
 /// Another node holds the ReadWriteOnce claim: a pod running there, or volguard's lock.
 fn held_elsewhere(
-    pod: &Pod,
+    ctx: &Ctx<'_>,
     name: &str,
     users: &[&Pod],
     lock: Option<&RwoLock>,
-    fences: &[NodeFence],
     found: &mut Findings,
 ) {
+    let (pod, fences) = (ctx.pod, ctx.fences);
     let elsewhere = |n: &str| pod.node_name() != Some(n);
     let on_other_nodes = users.iter().filter_map(|u| {
         let n = u.node_name().filter(|n| elsewhere(n))?;
@@ -192,24 +233,41 @@ fn held_elsewhere(
                 .map(|l| (l.pod.clone(), l.node.clone()))
         });
     let Some((holder, on)) = holder else { return };
-    found.blocked.push(format!(
-        "claim {name} is ReadWriteOnce and pod {holder} holds it on node {on}: this pod can run only on {on} \
-         until {holder} ends"
-    ));
+    let fits = ctx.fits(&on);
+    found.blocked.push(match fits {
+        Fits::No => format!(
+            "claim {name} is ReadWriteOnce and pod {holder} holds it on node {on}, where this pod's nodeSelector \
+             or required node affinity does not let it run: it waits until {holder} ends"
+        ),
+        Fits::Yes | Fits::Unread => format!(
+            "claim {name} is ReadWriteOnce and pod {holder} holds it on node {on}: this pod can run only on {on} \
+             until {holder} ends"
+        ),
+    });
     let incident = fences
         .iter()
         .find(|f| f.spec.node == on && !f.status.phase.is_final() && !f.is_release_record());
-    found.steps.push(match incident {
-        Some(f) => format!(
+    found.steps.push(match (incident, fits) {
+        (Some(f), _) => format!(
             "node {on} is partitioned: fencing incident {} ({}) releases the claim once the fence is \
              proven (`kubectl volguard explain node {on}`)",
             f.metadata.name,
             f.status.phase.as_str()
         ),
-        None => format!(
+        (None, Fits::No) => format!(
+            "it waits until {holder} ends and the volume leaves node {on} (for a Deployment use `strategy: \
+             Recreate`), or allow node {on} in the pod's nodeSelector or node affinity; if node {on} is down, \
+             see `kubectl volguard explain node {on}`"
+        ),
+        (None, Fits::Yes) => format!(
             "it runs on {on} if it fits there (volguard's placement hint prefers it), else it waits until \
              {holder} ends (for a Deployment use `strategy: Recreate`); if node {on} is down, see \
              `kubectl volguard explain node {on}`"
+        ),
+        (None, Fits::Unread) => format!(
+            "it runs on {on} if its nodeSelector and node affinity allow that node (its labels were not read) \
+             and it fits there, else it waits until {holder} ends (for a Deployment use `strategy: Recreate`); \
+             if node {on} is down, see `kubectl volguard explain node {on}`"
         ),
     });
 }

@@ -365,11 +365,13 @@ mod node {
         t.metadata.annotations = Some(
             [
                 (
-                    crate::model::fence::CONFIRM_NODE_DOWN.to_string(),
+                    crate::rules::proof::Key::ConfirmNodeDown
+                        .annotation()
+                        .to_string(),
                     "true".to_string(),
                 ),
                 (
-                    crate::model::fence::CONFIRMED_BY.to_string(),
+                    crate::rules::proof::CONFIRMED_BY.to_string(),
                     "alice".to_string(),
                 ),
             ]
@@ -386,7 +388,7 @@ mod node {
 
 mod pod {
     use crate::explain::Attachment;
-    use crate::explain::pod::{ClaimFacts, build, table};
+    use crate::explain::pod::{ClaimFacts, build, build_with_nodes, table};
     use crate::model::fence::{NodeFence, NodeFenceSpec, Phase};
     use crate::model::testing;
 
@@ -522,5 +524,97 @@ mod pod {
             let all = e.blocked.join("\n");
             assert!(all.contains("pod db-a holds it on node n1"), "{all}");
         }
+    }
+
+    /// A pod whose nodeSelector or required node affinity excludes the holder's node is never
+    /// told it "runs on" that node: it waits for the holder, or its constraints must change.
+    #[test]
+    fn the_advice_never_names_a_node_the_pod_cannot_land_on() {
+        let c = claim(true);
+        let holder = testing::pod("shop", "db-0")
+            .on(Some("n1"))
+            .in_phase("Running")
+            .mounting("data");
+        let pending = || {
+            testing::pod("shop", "db-1")
+                .in_phase("Pending")
+                .mounting("data")
+        };
+        let mut n1 = testing::node("n1");
+        n1.metadata.labels = Some(
+            [
+                ("disk".to_string(), "hdd".to_string()),
+                ("zone".to_string(), "a".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let nodes = std::slice::from_ref(&n1);
+        let by_selector = {
+            let mut p = pending();
+            p.spec.node_selector = Some(Box::new(
+                [("disk".to_string(), "ssd".to_string())]
+                    .into_iter()
+                    .collect(),
+            ));
+            p
+        };
+        let by_affinity: crate::model::Pod = {
+            let mut p = pending();
+            let spec: crate::model::AffinityShape = serde_json::from_value(serde_json::json!({
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}
+                ]}}
+            }))
+            .expect("affinity");
+            p.spec.affinity = Some(Box::new(spec));
+            p
+        };
+        for p in [&by_selector, &by_affinity] {
+            let e = build_with_nodes(
+                p,
+                &facts(Some(&c), vec![]),
+                std::slice::from_ref(&holder),
+                &[],
+                nodes,
+            );
+            let all = e.blocked.join("\n");
+            assert!(all.contains("does not let it run"), "{all}");
+            assert!(!e.next.contains("runs on n1"), "{}", e.next);
+            assert!(e.next.contains("waits until db-0 ends"), "{}", e.next);
+        }
+        // Constraints the node meets: the old advice.
+        let mut fits = pending();
+        fits.spec.node_selector = Some(Box::new(
+            [("disk".to_string(), "hdd".to_string())]
+                .into_iter()
+                .collect(),
+        ));
+        let e = build_with_nodes(
+            &fits,
+            &facts(Some(&c), vec![]),
+            std::slice::from_ref(&holder),
+            &[],
+            nodes,
+        );
+        assert!(
+            e.next.contains("it runs on n1 if it fits there"),
+            "{}",
+            e.next
+        );
+        // The node's labels not read: the advice is conditional on them.
+        let e = build_with_nodes(
+            &by_selector,
+            &facts(Some(&c), vec![]),
+            std::slice::from_ref(&holder),
+            &[],
+            &[],
+        );
+        assert!(
+            e.next
+                .contains("if its nodeSelector and node affinity allow that node"),
+            "{}",
+            e.next
+        );
     }
 }

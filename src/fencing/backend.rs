@@ -2,7 +2,7 @@
 //! incident, and can undo its fence. Every call is idempotent by incident: a controller that
 //! restarts asks again and the backend fences once.
 
-use crate::model::fence::{BackendKind, CONFIRMED_BY, NodeFence};
+use crate::model::fence::{BackendKind, NodeFence};
 use crate::state::network_fences;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -239,7 +239,7 @@ impl Backends {
 
 /// The manual backend: fenced once a person ran `kubectl volguard fence confirm`.
 fn manual(incident: &NodeFence) -> Answer {
-    match incident.metadata.annotation(CONFIRMED_BY) {
+    match crate::rules::proof::fence_confirmed_by(incident) {
         Some(who) => Answer::Done(format!("confirmed down by {who}")),
         None => Answer::Pending(format!(
             "waiting for a person: kubectl volguard fence confirm {}",

@@ -4,7 +4,10 @@
 
 use crate::fencing::args::FenceConfirmArgs;
 use crate::model::OUT_OF_SERVICE_TAINT;
-use crate::model::fence::{CONFIRM_NODE_DOWN, NodeFence};
+use crate::model::fence::NodeFence;
+use crate::rules::proof::Key;
+
+const CONFIRM_NODE_DOWN: Key = Key::ConfirmNodeDown;
 use crate::state::fences;
 use crate::state::live::LiveCluster;
 use crate::state::writer::Writer;

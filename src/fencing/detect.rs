@@ -228,14 +228,11 @@ impl Fencer {
             released_volumes: n.volumes(),
             released_at: Some(now()),
             // The username volguard's webhook stamped beside the confirmation (rules.md §8).
-            confirmed_by: Some(
-                n.metadata
-                    .annotation(crate::model::fence::CONFIRMED_BY)
-                    .map_or_else(
-                        || format!("node annotation {CONFIRM_NODE_DOWN} (setter not stamped)"),
-                        str::to_string,
-                    ),
-            ),
+            confirmed_by: Some(match confirmation(&n) {
+                Read::Valid(p) => p.by().to_string(),
+                Read::Ignored(why) => format!("node annotation {CONFIRM_NODE_DOWN}: {why}"),
+                Read::Absent => format!("node annotation {CONFIRM_NODE_DOWN} (absent)"),
+            }),
             message: Some(
                 "a person confirmed the node down and added the out-of-service taint".into(),
             ),

@@ -47,11 +47,7 @@ impl Fencer {
         // Lease silent, the setter a person (the stamp, judged when written). Only then does the
         // controller write the release.
         if f.status.phase == Phase::Detected && seen.node.is_none() {
-            let who = f
-                .metadata
-                .annotation(crate::model::fence::CONFIRMED_BY)
-                .filter(|w| crate::rules::proof::stamp_is_person(w))
-                .map(str::to_string);
+            let who = crate::rules::proof::fence_confirmed_by(&f).map(str::to_string);
             let silent = seen.lease.as_deref().is_none_or(|t| {
                 t.parse::<jiff::Timestamp>().is_ok_and(|t| {
                     jiff::Timestamp::now().duration_since(t) > self.cfg.limits.partition_after
@@ -189,10 +185,8 @@ impl Fencer {
         if e.fenced {
             f.status.fenced_at = Some(now());
             if self.current(f) == BackendKind::Manual {
-                f.status.confirmed_by = f
-                    .metadata
-                    .annotation(crate::model::fence::CONFIRMED_BY)
-                    .map(str::to_string);
+                f.status.confirmed_by =
+                    crate::rules::proof::fence_confirmed_by(f).map(str::to_string);
             }
             if let Some(s) = seconds_since_ts(f.metadata.creation_timestamp) {
                 self.metrics.time_to_fence.observe(s);

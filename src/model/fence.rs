@@ -14,17 +14,10 @@ pub const FENCING: &str = "volguard.io/fencing";
 /// StorageClass annotation: this class's incidents use these backends, in order (comma list of
 /// `webhook`, `networkfence`, `manual`), instead of `--fence-backends`.
 pub const FENCE_BACKENDS: &str = "volguard.io/fence-backends";
-/// Node annotation a person sets before adding the out-of-service taint by hand.
-pub const CONFIRM_NODE_DOWN: &str = "volguard.io/confirm-node-down";
 /// Node annotation volguard's controller writes with the taint: the incident that proved it.
 pub const FENCE_INCIDENT: &str = "volguard.io/fence-incident";
 /// NodeFence label: the node (incidents are listed by node).
 pub const NODE_LABEL: &str = "volguard.io/node";
-/// NodeFence annotation `kubectl volguard fence confirm` writes: who confirmed, and when.
-pub const CONFIRMED_BY: &str = "volguard.io/confirmed-by";
-/// When the confirmation beside `confirmed-by` was set (RFC 3339, volguard's clock): with
-/// `--break-glass-expiry` an override counts for that long after it.
-pub const CONFIRMED_AT: &str = "volguard.io/confirmed-at";
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Phase {

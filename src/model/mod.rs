@@ -32,8 +32,6 @@ pub const PV_FINALIZER: &str = "kubernetes.io/pv-protection";
 
 /// Annotations volguard reads; every other annotation is dropped from cached objects.
 pub const ANNOTATION_PREFIX: &str = "volguard.io/";
-pub const ALLOW_FINALIZER_REMOVAL: &str = "volguard.io/allow-finalizer-removal";
-pub const CONFIRM_FORCE_DELETE: &str = "volguard.io/confirm-force-delete";
 pub const UNUSED_SINCE: &str = "volguard.io/unused-since";
 pub const IGNORE_UNUSED: &str = "volguard.io/ignore-unused";
 /// rules.md §2i: `"true"` on a PVC, PV or Namespace refuses its DELETE.
@@ -536,6 +534,9 @@ wire::object_only!(
     AffinityShape,
     NodeAffinityShape,
     PreferredTerm,
+    RequiredNodeSelector,
+    NodeSelectorTerm,
+    NodeSelectorRequirement,
     Volume,
     ClaimSource,
     Present,

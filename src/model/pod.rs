@@ -29,6 +29,10 @@ pub struct PodSpec {
     /// Boxed and dropped from caches: admission of a pod CREATE is its only reader.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Box<AffinityShape>>,
+    /// Where the pod may run, read by `explain pod` (it must not advise a node the pod cannot
+    /// land on). Boxed and dropped from caches, as `affinity`: no rule reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<Box<SmallMap>>,
     /// Only how long the pod tolerates `node.kubernetes.io/unreachable` (fencing's forgiveness,
     /// rules.md §7): the list is folded while it decodes, never kept.
     #[serde(
@@ -75,6 +79,79 @@ pub struct AffinityShape {
 pub struct NodeAffinityShape {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preferred_during_scheduling_ignored_during_execution: Option<Vec<PreferredTerm>>,
+    /// Read by `explain pod` only; the placement hint adds preferred terms by JSON patch and never
+    /// writes this back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_during_scheduling_ignored_during_execution: Option<RequiredNodeSelector>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct RequiredNodeSelector {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector_terms: Option<Vec<NodeSelectorTerm>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelectorTerm {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_expressions: Option<Vec<NodeSelectorRequirement>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_fields: Option<Vec<NodeSelectorRequirement>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelectorRequirement {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub operator: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<String>>,
+}
+
+impl NodeSelectorRequirement {
+    /// As the scheduler's NodeAffinity filter reads one requirement against `value` (the label's,
+    /// or the field's), `None` when the node has none.
+    fn matches(&self, value: Option<&str>) -> bool {
+        let values = self.values.as_deref().unwrap_or_default();
+        let int = |v: &str| v.parse::<i64>().ok();
+        let bound = values.first().and_then(|b| int(b));
+        match (self.operator.as_str(), value) {
+            ("In", Some(v)) => values.iter().any(|x| x == v),
+            ("NotIn", Some(v)) => !values.iter().any(|x| x == v),
+            ("NotIn" | "DoesNotExist", None) => true,
+            ("Exists", Some(_)) => true,
+            ("Gt", Some(v)) => matches!((int(v), bound), (Some(v), Some(b)) if v > b),
+            ("Lt", Some(v)) => matches!((int(v), bound), (Some(v), Some(b)) if v < b),
+            _ => false,
+        }
+    }
+}
+
+impl NodeSelectorTerm {
+    /// Every requirement holds; an empty term matches no node (as the scheduler has it).
+    fn matches(&self, name: &str, labels: Option<&SmallMap>) -> bool {
+        let exprs = self.match_expressions.as_deref().unwrap_or_default();
+        let fields = self.match_fields.as_deref().unwrap_or_default();
+        if exprs.is_empty() && fields.is_empty() {
+            return false;
+        }
+        exprs
+            .iter()
+            .all(|r| r.matches(labels.and_then(|l| l.get(&r.key))))
+            && fields.iter().all(|r| {
+                r.matches(match r.key.as_str() {
+                    "metadata.name" => Some(name),
+                    _ => None,
+                })
+            })
+    }
 }
 
 /// A preferred scheduling term, as far as the hint needs it: which hostnames it names.
@@ -172,9 +249,53 @@ impl Pod {
         let parse = |t: &Option<String>| t.as_deref().and_then(|t| t.parse().ok());
         parse(&self.status.finished_at).or_else(|| parse(&self.status.last_transition))
     }
+    /// Whether the pod's nodeSelector and required node affinity allow the node `name` with
+    /// `labels` (the scheduler's NodeAffinity filter; taints and resources aside).
+    pub fn may_run_on(&self, name: &str, labels: Option<&SmallMap>) -> bool {
+        let selected = self.spec.node_selector.as_deref().is_none_or(|sel| {
+            sel.iter()
+                .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        });
+        let required = self
+            .spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|n| {
+                n.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            });
+        selected
+            && required.is_none_or(|r| {
+                r.node_selector_terms
+                    .as_deref()
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|t| t.matches(name, labels))
+            })
+    }
+
+    /// Whether the pod constrains its nodes at all (`may_run_on` needs the node's labels).
+    pub fn has_node_constraints(&self) -> bool {
+        self.spec
+            .node_selector
+            .as_ref()
+            .is_some_and(|s| !s.is_empty())
+            || self
+                .spec
+                .affinity
+                .as_ref()
+                .and_then(|a| a.node_affinity.as_ref())
+                .is_some_and(|n| {
+                    n.required_during_scheduling_ignored_during_execution
+                        .is_some()
+                })
+    }
+
     /// For caches: only a terminal pod's end time is ever read.
     pub fn prune_status(&mut self) {
         self.spec.affinity = None;
+        self.spec.node_selector = None;
         if !self.is_terminal() {
             self.status.finished_at = None;
             self.status.last_transition = None;

@@ -91,7 +91,10 @@ fn only_volguard_annotations_are_decoded() {
         serde_json::json!({"kubectl.kubernetes.io/last-applied-configuration": "{}",
         "volguard.io/confirm-force-delete": "true", "other": 7}),
     );
-    assert!(p.metadata.annotation_true(CONFIRM_FORCE_DELETE));
+    assert!(
+        p.metadata
+            .annotation_true("volguard.io/confirm-force-delete")
+    );
     assert_eq!(p.metadata.annotations.as_ref().map(SmallMap::len), Some(1));
     assert_eq!(
         pod(serde_json::json!({"a": "b"})).metadata.annotations,
@@ -540,4 +543,51 @@ fn a_claims_storage_request_survives_null_and_round_trips() {
     assert_eq!(c.requested_storage(), Some("10Gi"));
     let again: Pvc = from_json(&serde_json::to_string(&c).unwrap()).expect("round trip");
     assert_eq!(again, c);
+}
+
+/// `spec.nodeSelector` and required node affinity decode and are read as the scheduler's
+/// NodeAffinity filter reads them; caches drop both.
+#[test]
+fn a_pod_s_node_constraints_decode_and_match_as_the_scheduler_s() {
+    let mut pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {
+            "nodeSelector": {"disk": "ssd"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]},
+                                      {"key": "gen", "operator": "Gt", "values": ["3"]}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["special"]}]}
+            ]}}}
+        }
+    }))
+    .expect("pod");
+    let labels = |pairs: &[(&str, &str)]| -> SmallMap {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert!(pod.has_node_constraints());
+    let good = labels(&[("disk", "ssd"), ("zone", "b"), ("gen", "4")]);
+    assert!(pod.may_run_on("n1", Some(&good)));
+    assert!(!pod.may_run_on(
+        "n1",
+        Some(&labels(&[("disk", "hdd"), ("zone", "b"), ("gen", "4")]))
+    ));
+    assert!(!pod.may_run_on(
+        "n1",
+        Some(&labels(&[("disk", "ssd"), ("zone", "c"), ("gen", "4")]))
+    ));
+    assert!(!pod.may_run_on(
+        "n1",
+        Some(&labels(&[("disk", "ssd"), ("zone", "a"), ("gen", "3")]))
+    ));
+    assert!(!pod.may_run_on("n1", None));
+    // The second term (ORed) by the node's name, with the nodeSelector still applying.
+    assert!(pod.may_run_on("special", Some(&labels(&[("disk", "ssd")]))));
+    assert!(!pod.may_run_on("special", None));
+    let bare: Pod = serde_json::from_value(serde_json::json!({"spec": {}})).expect("bare");
+    assert!(!bare.has_node_constraints() && bare.may_run_on("any", None));
+    pod.prune_status();
+    assert!(pod.spec.node_selector.is_none() && pod.spec.affinity.is_none());
 }

@@ -2,6 +2,8 @@
 //! webhook entries (`webhooks`) and the policies (`policies`) import them from here, so a row
 //! that holds in both layers is narrowed by the same expression in both.
 
+use crate::rules::proof::proof_key;
+
 /// Where volguard's namespace goes in an expression (its service accounts' names).
 pub const NAMESPACE_TOKEN: &str = "${NAMESPACE}";
 
@@ -64,8 +66,24 @@ pub const CHANGES_A_CONFIRMATION: Condition = Condition {
     comment: "A confirmation set, changed or written at CREATE, or its stamp touched: who did it is judged\n\
               and stamped (rules.md §8). Every override of `rules::proof::OVERRIDES` and the stamp.",
     lines: &[
-        "['volguard.io/allow-finalizer-removal', 'volguard.io/confirm-force-delete', 'volguard.io/allow-lock-removal',",
-        "'volguard.io/confirm-node-down', 'volguard.io/confirmed-by', 'volguard.io/confirmed-at'].exists(k,",
+        concat!(
+            "['",
+            proof_key!(allow_finalizer_removal),
+            "', '",
+            proof_key!(confirm_force_delete),
+            "', '",
+            proof_key!(allow_lock_removal),
+            "',"
+        ),
+        concat!(
+            "'",
+            proof_key!(confirm_node_down),
+            "', '",
+            proof_key!(confirmed_by),
+            "', '",
+            proof_key!(confirmed_at),
+            "'].exists(k,"
+        ),
         "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations ?",
         "'=' + oldObject.metadata.annotations[k] : '') !=",
         "(has(object.metadata.annotations) && k in object.metadata.annotations ? '=' + object.metadata.annotations[k] : ''))",
@@ -263,11 +281,27 @@ pub const ADDS_OUT_OF_SERVICE: Condition = Condition {
         "(has(object.spec.taints) && object.spec.taints.exists(t, t.key == 'node.kubernetes.io/out-of-service') &&",
         "!(request.operation == 'UPDATE' && has(oldObject.spec.taints) &&",
         "oldObject.spec.taints.exists(t, t.key == 'node.kubernetes.io/out-of-service'))) ||",
-        "(has(object.metadata.annotations) && 'volguard.io/confirm-node-down' in object.metadata.annotations &&",
-        "object.metadata.annotations['volguard.io/confirm-node-down'] == 'true' &&",
+        concat!(
+            "(has(object.metadata.annotations) && '",
+            proof_key!(confirm_node_down),
+            "' in object.metadata.annotations &&"
+        ),
+        concat!(
+            "object.metadata.annotations['",
+            proof_key!(confirm_node_down),
+            "'] == 'true' &&"
+        ),
         "!(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) &&",
-        "'volguard.io/confirm-node-down' in oldObject.metadata.annotations &&",
-        "oldObject.metadata.annotations['volguard.io/confirm-node-down'] == 'true'))",
+        concat!(
+            "'",
+            proof_key!(confirm_node_down),
+            "' in oldObject.metadata.annotations &&"
+        ),
+        concat!(
+            "oldObject.metadata.annotations['",
+            proof_key!(confirm_node_down),
+            "'] == 'true'))"
+        ),
     ],
 };
 
@@ -285,15 +319,21 @@ macro_rules! person {
 /// `anyone`), and the override's stamp names a person. Who may set one was judged when it was
 /// written (`volguard-proof`), so nothing is asked of the authorizer at use time.
 macro_rules! stored_override_counts {
-    ($key:literal) => {
+    ($key:ident) => {
         concat!(
             "(has(params.data) && params.data[?'break-glass'].orValue('rbac') == 'anyone' || \
 (!has(params.data) || params.data[?'break-glass'].orValue('rbac') == 'rbac')) && \
 has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?'",
-            $key,
-            "'].orValue('') == 'true' && \
-!oldObject.metadata.annotations[?'volguard.io/confirmed-by'].orValue('system:').startsWith('system:') && \
-oldObject.metadata.annotations[?'volguard.io/confirmed-by'].orValue('') != ''"
+            proof_key!($key),
+            concat!(
+                "'].orValue('') == 'true' && \
+!oldObject.metadata.annotations[?'",
+                proof_key!(confirmed_by),
+                "'].orValue('system:').startsWith('system:') && \
+oldObject.metadata.annotations[?'",
+                proof_key!(confirmed_by),
+                "'].orValue('') != ''"
+            )
         )
     };
 }
@@ -302,32 +342,48 @@ oldObject.metadata.annotations[?'volguard.io/confirmed-by'].orValue('') != ''"
 /// as `rules::proof::newly_set`.
 macro_rules! newly_set {
     () => {
-        "['volguard.io/allow-finalizer-removal', 'volguard.io/confirm-force-delete', \
-'volguard.io/allow-lock-removal', 'volguard.io/confirm-node-down'].filter(k, has(object.metadata.annotations) && \
+        concat!("['", proof_key!(allow_finalizer_removal), "', '", proof_key!(confirm_force_delete), "', \
+'", proof_key!(allow_lock_removal), "', '", proof_key!(confirm_node_down), "'].filter(k, has(object.metadata.annotations) && \
 object.metadata.annotations[?k].orValue('') == 'true' && !(request.operation == 'UPDATE' && \
-has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?k].orValue('') == 'true'))"
+has(oldObject.metadata.annotations) && oldObject.metadata.annotations[?k].orValue('') == 'true'))")
     };
 }
 
 /// CEL: the stamp after and before this write ('' when absent).
 macro_rules! stamp {
     (new) => {
-        "(has(object.metadata.annotations) ? object.metadata.annotations[?'volguard.io/confirmed-by'].orValue('') : '')"
+        concat!(
+            "(has(object.metadata.annotations) ? object.metadata.annotations[?'",
+            proof_key!(confirmed_by),
+            "'].orValue('') : '')"
+        )
     };
     (old) => {
-        "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) ? \
-oldObject.metadata.annotations[?'volguard.io/confirmed-by'].orValue('') : '')"
+        concat!(
+            "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) ? \
+oldObject.metadata.annotations[?'",
+            proof_key!(confirmed_by),
+            "'].orValue('') : '')"
+        )
     };
 }
 
 /// CEL: the stamp's time after and before this write ('' when absent).
 macro_rules! stamp_at {
     (new) => {
-        "(has(object.metadata.annotations) ? object.metadata.annotations[?'volguard.io/confirmed-at'].orValue('') : '')"
+        concat!(
+            "(has(object.metadata.annotations) ? object.metadata.annotations[?'",
+            proof_key!(confirmed_at),
+            "'].orValue('') : '')"
+        )
     };
     (old) => {
-        "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) ? \
-oldObject.metadata.annotations[?'volguard.io/confirmed-at'].orValue('') : '')"
+        concat!(
+            "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) ? \
+oldObject.metadata.annotations[?'",
+            proof_key!(confirmed_at),
+            "'].orValue('') : '')"
+        )
     };
 }
 

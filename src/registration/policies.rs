@@ -19,6 +19,7 @@ use super::conditions::{
     self, Condition, newly_set, param_list, person, stamp, stamp_at, stored_override_counts,
 };
 use super::webhooks;
+use crate::rules::proof::proof_key;
 use crate::rules::rule::{FailurePolicy, Rule};
 use serde_json::{Value, json};
 
@@ -116,13 +117,17 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
                 " || (!(has(object.metadata.annotations) && 'volguard.io/rwo-lock' in object.metadata.annotations) && ",
                 person!(),
                 " && ",
-                stored_override_counts!("volguard.io/allow-lock-removal"),
+                stored_override_counts!(allow_lock_removal),
                 ")"
             ),
-            message: "'changing the ReadWriteOnce lock (volguard.io/rwo-lock) of PersistentVolumeClaim \"' + \
+            message: concat!(
+                "'changing the ReadWriteOnce lock (volguard.io/rwo-lock) of PersistentVolumeClaim \"' + \
 oldObject.metadata.name + '\" refused: only volguard writes it (the placement guard trusts it to keep the volume on \
 one node). If the lock is stale and volguard has not cleared it, a person may annotate the claim \
-volguard.io/allow-lock-removal=true and remove it'",
+",
+                proof_key!(allow_lock_removal),
+                "=true and remove it'"
+            ),
         },
     },
     Policy {
@@ -150,16 +155,22 @@ request.userInfo.username in ",
                 ") || (",
                 person!(),
                 " && ((has(params.data) && params.data[?'human-force-delete'].orValue('confirm') == 'warn') || (",
-                stored_override_counts!("volguard.io/confirm-force-delete"),
+                stored_override_counts!(confirm_force_delete),
                 ")))"
             ),
-            message: "'force delete of pod \"' + oldObject.metadata.name + '\" refused: it is ' + \
+            message: concat!(
+                "'force delete of pod \"' + oldObject.metadata.name + '\" refused: it is ' + \
 (has(oldObject.status.phase) ? oldObject.status.phase : 'Pending') + ' on node \"' + oldObject.spec.nodeName + \
 '\" and may keep running there, writing to its volumes, after it is removed from the API. Delete it without --force \
 and let the kubelet stop it. If the node is really down, in this order: confirm it (`kubectl volguard fence confirm ' + \
-oldObject.spec.nodeName + '`, or annotate the node volguard.io/confirm-node-down=true), then taint it \
+oldObject.spec.nodeName + '`, or annotate the node ",
+                proof_key!(confirm_node_down),
+                "=true), then taint it \
 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (PodGC then removes its pods). A person granted volguard\\'s break-glass role (ClusterRole volguard-break-glass) who \
-accepts the risk can annotate the pod volguard.io/confirm-force-delete=true and retry'",
+accepts the risk can annotate the pod ",
+                proof_key!(confirm_force_delete),
+                "=true and retry'"
+            ),
         },
     },
     Policy {
@@ -180,17 +191,21 @@ accepts the risk can annotate the pod volguard.io/confirm-force-delete=true and 
                 "request.userInfo.username == 'system:serviceaccount:kube-system:pod-garbage-collector' || (",
                 person!(),
                 " && ",
-                stored_override_counts!("volguard.io/confirm-force-delete"),
+                stored_override_counts!(confirm_force_delete),
                 ")"
             ),
-            message: "'setting pod \"' + oldObject.metadata.name + '\" ' + \
+            message: concat!(
+                "'setting pod \"' + oldObject.metadata.name + '\" ' + \
 (has(object.status.phase) && object.status.phase in ['Succeeded', 'Failed'] ? 'to phase ' + object.status.phase : \
 'containers to terminated or waiting (none running)') + ' refused: it is ' + (has(oldObject.status.phase) ? oldObject.status.phase : 'Pending') + ' on node \"' + \
 oldObject.spec.nodeName + '\", and only its kubelet may end it there. A terminal phase lets PodGC delete the pod and the \
 attach/detach controller detach its volumes while its containers may still write to them. Delete the pod gracefully \
 instead; if the node is really down, taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, or, as a person \
 granted volguard\\'s break-glass role (ClusterRole volguard-break-glass), annotate the pod \
-volguard.io/confirm-force-delete=true to accept the risk'",
+",
+                proof_key!(confirm_force_delete),
+                "=true to accept the risk'"
+            ),
         },
     },
     Policy {
@@ -231,24 +246,44 @@ for the setter), stamped with their name; nobody else writes the stamp",
                 " == request.userInfo.username && (has(params.data) && params.data[?'break-glass'].orValue('rbac') == 'anyone' || \
 (!has(params.data) || params.data[?'break-glass'].orValue('rbac') == 'rbac') && ",
                 newly_set!(),
-                ".all(k, (request.namespace != '' ? authorizer.group('volguard.io').resource('breakglass')\
+                concat!(
+                    ".all(k, (request.namespace != '' ? authorizer.group('volguard.io').resource('breakglass')\
 .namespace(request.namespace) : authorizer.group('volguard.io').resource('breakglass')).name(\
-{'volguard.io/allow-finalizer-removal': 'finalizer-removal', 'volguard.io/confirm-force-delete': 'force-delete', \
-'volguard.io/allow-lock-removal': 'claim-metadata', 'volguard.io/confirm-node-down': 'out-of-service-taint'}[k])\
+{'",
+                    proof_key!(allow_finalizer_removal),
+                    "': 'finalizer-removal', '",
+                    proof_key!(confirm_force_delete),
+                    "': 'force-delete', \
+'",
+                    proof_key!(allow_lock_removal),
+                    "': 'claim-metadata', '",
+                    proof_key!(confirm_node_down),
+                    "': 'out-of-service-taint'}[k])\
 .check('use').allowed()))))"
+                )
             ),
-            message: "'writing a volguard.io confirmation or its stamp (volguard.io/confirmed-by) on ' + request.kind.kind + \
+            message: concat!(
+                "'writing a volguard.io confirmation or its stamp (",
+                proof_key!(confirmed_by),
+                ") on ' + request.kind.kind + \
 ' \"' + (has(object.metadata.name) ? object.metadata.name : '') + '\" refused: a confirmation is set only by a person \
 (not a service account, node or system identity) granted volguard\\'s break-glass role (ClusterRole volguard-break-glass), \
-with volguard.io/confirmed-by naming that person in the same request; nobody else writes the stamp'",
+with ",
+                proof_key!(confirmed_by),
+                " naming that person in the same request; nobody else writes the stamp'"
+            ),
         },
     },
     Policy {
         name: Some("volguard-fence-record"),
         group: (crate::model::fence::GROUP, "*"),
         rule: Rule::Proof,
-        rows: "§8 records: a NodeFence's release record (spec.release) and its status are written by volguard alone; \
-its confirmation (volguard.io/confirmed-by) is set only by a person allowed to break glass, naming themselves",
+        rows: concat!(
+            "§8 records: a NodeFence's release record (spec.release) and its status are written by volguard alone; \
+its confirmation (",
+            proof_key!(confirmed_by),
+            ") is set only by a person allowed to break glass, naming themselves"
+        ),
         resources: &["nodefences", "nodefences/status"],
         operations: &["CREATE", "UPDATE"],
         namespaced: false,
@@ -276,10 +311,14 @@ its confirmation (volguard.io/confirmed-by) is set only by a person allowed to b
 (!has(params.data) || params.data[?'break-glass'].orValue('rbac') == 'rbac') && \
 authorizer.group('volguard.io').resource('breakglass').name('fence-confirm').check('use').allowed()))"
             ),
-            message: "'writing the release record (spec.release), the status or the confirmation (volguard.io/confirmed-by) \
+            message: concat!(
+                "'writing the release record (spec.release), the status or the confirmation (",
+                proof_key!(confirmed_by),
+                ") \
 of NodeFence \"' + object.metadata.name + '\" refused: ' + request.userInfo.username + ' is not volguard. A NodeFence\\'s \
 record is written by volguard alone, from what it verified; a person\\'s word goes in through `kubectl volguard fence confirm \
-NODE` (a person granted volguard\\'s break-glass role, naming themselves), which volguard checks before it counts'",
+NODE` (a person granted volguard\\'s break-glass role, naming themselves), which volguard checks before it counts'"
+            ),
         },
     },
     Policy {

@@ -82,7 +82,8 @@ impl Entry {
 /// and each subresource that stores metadata.
 pub const PROOF_RESOURCES: Resources = Resources {
     comment: "Every path that stores metadata: the objects, their status subresources (their strategies reset\n\
-              only spec) and a namespace's finalize. The door-matrix scenario reads the apiserver's discovery\n\
+              only spec), a namespace's finalize and a pod's bindings (the apiserver copies a Binding's\n\
+              annotations onto the pod). The door-matrix scenario reads the apiserver's discovery\n\
               and fails on any path that persists a confirmation unjudged.",
     api_group: "",
     api_versions: "v1",
@@ -92,6 +93,8 @@ pub const PROOF_RESOURCES: Resources = Resources {
         "pods/status",
         "pods/ephemeralcontainers",
         "pods/resize",
+        "pods/binding",
+        "bindings",
         "nodes",
         "nodes/status",
         "persistentvolumeclaims",

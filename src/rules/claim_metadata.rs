@@ -9,12 +9,13 @@
 
 use super::claims::ephemeral_claim_name;
 use super::force_delete::is_human;
+use super::proof::{Key, Proof};
 use super::rwo_lock::RWO_LOCK;
 use super::{Decision, Fact};
 use crate::model::{Meta, OwnerReference, Pod, Pvc, UserInfo};
 
 /// The break glass that lets a person clear a lock (a stale lock volguard cannot see as stale).
-pub const ALLOW_LOCK_REMOVAL: &str = "volguard.io/allow-lock-removal";
+const ALLOW_LOCK_REMOVAL: Key = Key::AllowLockRemoval;
 
 /// The garbage collector's identities: it removes ownerReferences when an owner is deleted with
 /// `--cascade=orphan` (its own ServiceAccount, or the controller manager's when it runs without
@@ -45,12 +46,14 @@ pub fn owner_changed<'a>(old: &'a Pvc, new: &Pvc) -> Option<&'a OwnerReference> 
 /// Decide a PVC UPDATE (or `/status` UPDATE) from `old` (stored) to `new`. `own`: volguard's
 /// identities (its webhook, which writes locks, and its controller, which clears them).
 /// `owner_pod`: the pod `owner_changed` names, as read (`Missing` when the owner is unchanged).
+/// `break_glass`: the stored claim's proof, when one counts (`proof::Reader::read`).
 pub fn claim_update(
     user: &UserInfo,
     own: &[String],
     old: &Pvc,
     new: &Pvc,
     owner_pod: Fact<&Pod>,
+    break_glass: Option<&Proof>,
 ) -> Decision {
     let name = &old.metadata.name;
     // 1: the lock, which only volguard writes.
@@ -60,7 +63,7 @@ pub fn claim_update(
     );
     if before != after && !own.contains(&user.username) {
         // Read from the stored claim: set by a person in an earlier request (rules.md §8).
-        let break_glass = old.metadata.annotation_true(ALLOW_LOCK_REMOVAL);
+        let break_glass = break_glass.is_some_and(|p| p.is(ALLOW_LOCK_REMOVAL));
         if after.is_none() && break_glass && is_human(user) {
             return Decision::allow("rwo-lock-break-glass").with_warning(format!(
                 "ReadWriteOnce lock removed from PersistentVolumeClaim {name:?} by {:?} with {ALLOW_LOCK_REMOVAL}=true: \

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::testing;
+use crate::rules::proof;
 
 const OWN: &str = "system:serviceaccount:volguard-system:volguard-webhook";
 
@@ -16,7 +17,7 @@ fn with_lock(value: Option<&str>, break_glass: bool) -> Pvc {
         a.push((RWO_LOCK.into(), v.into()));
     }
     if break_glass {
-        a.push((ALLOW_LOCK_REMOVAL.into(), "true".into()));
+        a.push((ALLOW_LOCK_REMOVAL.annotation().into(), "true".into()));
     }
     if !a.is_empty() {
         p.metadata.annotations = Some(a.into_iter().collect());
@@ -53,7 +54,14 @@ fn row1_only_volguard_writes_the_lock() {
         ),
     ] {
         for user in [person(), editor.clone()] {
-            let d = claim_update(&user, &own(), &old, &new, Fact::Missing);
+            let d = claim_update(
+                &user,
+                &own(),
+                &old,
+                &new,
+                Fact::Missing,
+                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref(),
+            );
             assert_eq!(
                 (d.allowed, d.row),
                 (false, "rwo-lock-foreign-write"),
@@ -62,7 +70,17 @@ fn row1_only_volguard_writes_the_lock() {
             assert!(d.message.unwrap_or_default().starts_with(what));
         }
         let me = testing::user(OWN, &["system:serviceaccounts"]);
-        assert!(claim_update(&me, &own(), &old, &new, Fact::Missing).allowed);
+        assert!(
+            claim_update(
+                &me,
+                &own(),
+                &old,
+                &new,
+                Fact::Missing,
+                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref()
+            )
+            .allowed
+        );
     }
 }
 
@@ -75,6 +93,7 @@ fn row1_a_person_with_the_break_glass_may_clear_it_never_forge_it() {
         &with_lock(Some(lock), true),
         &with_lock(None, true),
         Fact::Missing,
+        proof::assumed(&with_lock(Some(lock), true).metadata, ALLOW_LOCK_REMOVAL).as_ref(),
     );
     assert_eq!((d.allowed, d.row), (true, "rwo-lock-break-glass"));
     assert!(d.warnings[0].contains("allow-lock-removal"));
@@ -84,6 +103,7 @@ fn row1_a_person_with_the_break_glass_may_clear_it_never_forge_it() {
         &with_lock(None, true),
         &with_lock(Some(lock), true),
         Fact::Missing,
+        proof::assumed(&with_lock(None, true).metadata, ALLOW_LOCK_REMOVAL).as_ref(),
     );
     assert!(!forged.allowed);
     let sa = testing::user(
@@ -96,7 +116,8 @@ fn row1_a_person_with_the_break_glass_may_clear_it_never_forge_it() {
             &own(),
             &with_lock(Some(lock), true),
             &with_lock(None, true),
-            Fact::Missing
+            Fact::Missing,
+            proof::assumed(&with_lock(Some(lock), true).metadata, ALLOW_LOCK_REMOVAL).as_ref()
         )
         .allowed
     );
@@ -133,27 +154,91 @@ fn row2_the_owner_of_a_mounted_ephemeral_claim_stays() {
     let old = ephemeral_claim(Some("u-cache"));
     let running = cache_pod(Some("n1"));
     for new in [ephemeral_claim(None), ephemeral_claim(Some("u-other"))] {
-        let d = claim_update(&person(), &own(), &old, &new, Fact::Found(&running));
+        let d = claim_update(
+            &person(),
+            &own(),
+            &old,
+            &new,
+            Fact::Found(&running),
+            proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref(),
+        );
         assert_eq!((d.allowed, d.row), (false, "ephemeral-owner-changed"));
         assert!(d.message.unwrap_or_default().contains("--cascade=orphan"));
         // Unsure means in use.
         let late = Fact::Unknown(crate::rules::decision::ReadError::Timeout {
             what: "the fact".into(),
         });
-        assert!(!claim_update(&person(), &own(), &old, &new, late).allowed);
+        assert!(
+            !claim_update(
+                &person(),
+                &own(),
+                &old,
+                &new,
+                late,
+                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref()
+            )
+            .allowed
+        );
         // The garbage collector orphaning it (`--cascade=orphan`) passes.
         let gc = testing::user(GARBAGE_COLLECTORS[0], &["system:serviceaccounts"]);
-        assert!(claim_update(&gc, &own(), &old, &new, Fact::Found(&running)).allowed);
+        assert!(
+            claim_update(
+                &gc,
+                &own(),
+                &old,
+                &new,
+                Fact::Found(&running),
+                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref()
+            )
+            .allowed
+        );
         // No pod, an unscheduled one, or one that does not declare the volume: nothing mounts it.
-        assert!(claim_update(&person(), &own(), &old, &new, Fact::Missing).allowed);
+        assert!(
+            claim_update(
+                &person(),
+                &own(),
+                &old,
+                &new,
+                Fact::Missing,
+                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref()
+            )
+            .allowed
+        );
         let pending = cache_pod(None);
-        assert!(claim_update(&person(), &own(), &old, &new, Fact::Found(&pending)).allowed);
+        assert!(
+            claim_update(
+                &person(),
+                &own(),
+                &old,
+                &new,
+                Fact::Found(&pending),
+                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref()
+            )
+            .allowed
+        );
         let other = testing::pod("ns", "cache-0")
             .on(Some("n1"))
             .in_phase("Running");
-        assert!(claim_update(&person(), &own(), &old, &new, Fact::Found(&other)).allowed);
+        assert!(
+            claim_update(
+                &person(),
+                &own(),
+                &old,
+                &new,
+                Fact::Found(&other),
+                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref()
+            )
+            .allowed
+        );
     }
     // An update that keeps the owner is not this row's.
-    let d = claim_update(&person(), &own(), &old, &old.clone(), Fact::Found(&running));
+    let d = claim_update(
+        &person(),
+        &own(),
+        &old,
+        &old.clone(),
+        Fact::Found(&running),
+        proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref(),
+    );
     assert_eq!((d.allowed, d.row), (true, "claim-metadata-kept"));
 }

@@ -5,10 +5,11 @@
 //! list of the namespace's pods (never a cache), handed in by the caller.
 
 use super::in_use::{blocking_pods, describe_pods, pv_claimed, pv_in_use};
+use super::proof::{Key, Proof};
 use super::{Decision, Fact};
-use crate::model::{
-    ALLOW_FINALIZER_REMOVAL, Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UserInfo,
-};
+use crate::model::{Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UserInfo};
+
+const ALLOW_FINALIZER_REMOVAL: Key = Key::AllowFinalizerRemoval;
 
 /// Controller identities that remove protection finalizers as their job.
 pub const UPSTREAM_CONTROLLERS: [&str; 3] = [
@@ -52,14 +53,18 @@ impl std::fmt::Display for Exemption {
 }
 
 /// Who may always remove the finalizer: volguard's controller, the upstream controllers, and
-/// anyone when the stored object carries the break-glass annotation, set by a person in an
-/// earlier request (rules.md §8; the caller drops one that does not count).
-pub fn exempt(user: &UserInfo, own_controllers: &[String], old: &Meta) -> Option<Exemption> {
+/// anyone when the stored object carries the break-glass proof, set by a person in an earlier
+/// request (rules.md §8: `break_glass` as `proof::Reader::read` found it).
+pub fn exempt(
+    user: &UserInfo,
+    own_controllers: &[String],
+    break_glass: Option<&Proof>,
+) -> Option<Exemption> {
     if own_controllers.contains(&user.username) {
         Some(Exemption::VolguardController)
     } else if UPSTREAM_CONTROLLERS.contains(&user.username.as_str()) {
         Some(Exemption::UpstreamController)
-    } else if old.annotation_true(ALLOW_FINALIZER_REMOVAL) {
+    } else if break_glass.is_some_and(|p| p.is(ALLOW_FINALIZER_REMOVAL)) {
         Some(Exemption::BreakGlass)
     } else {
         None

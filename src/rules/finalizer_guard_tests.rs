@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::testing;
+use crate::rules::proof;
 
 fn meta(fins: Option<Vec<&str>>) -> Meta {
     Meta {
@@ -32,21 +33,49 @@ fn exemptions() {
         username: n.into(),
         ..Default::default()
     };
-    assert!(exempt(&user(&own[0]), &own, &m).is_some());
+    assert!(exempt(&user(&own[0]), &own, None).is_some());
     for u in UPSTREAM_CONTROLLERS {
-        assert!(exempt(&user(u), &own, &m).is_some(), "{u}");
+        assert!(exempt(&user(u), &own, None).is_some(), "{u}");
     }
-    assert!(exempt(&user("alice"), &own, &m).is_none());
+    assert!(exempt(&user("alice"), &own, None).is_none());
+    let _ = m;
     let mut glass = meta(None);
-    glass.annotations = Some([(ALLOW_FINALIZER_REMOVAL.to_string(), "true".to_string())].into());
+    glass.annotations = Some(
+        [(
+            ALLOW_FINALIZER_REMOVAL.annotation().to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
     // Only the stored object's (set in an earlier request, judged then): one set in the
     // same update is not yet a proof.
-    assert!(exempt(&user("alice"), &own, &glass).is_some());
-    glass.annotations = Some([(ALLOW_FINALIZER_REMOVAL.to_string(), "yes".to_string())].into());
     assert!(
-        exempt(&user("alice"), &own, &glass).is_none(),
+        exempt(
+            &user("alice"),
+            &own,
+            proof::assumed(&glass, ALLOW_FINALIZER_REMOVAL).as_ref(),
+        )
+        .is_some()
+    );
+    glass.annotations = Some(
+        [(
+            ALLOW_FINALIZER_REMOVAL.annotation().to_string(),
+            "yes".to_string(),
+        )]
+        .into(),
+    );
+    assert!(
+        exempt(
+            &user("alice"),
+            &own,
+            proof::assumed(&glass, ALLOW_FINALIZER_REMOVAL).as_ref(),
+        )
+        .is_none(),
         "only \"true\""
     );
+    // A proof of another kind is not this rule's break glass.
+    let other = proof::Proof::for_test(proof::Key::ConfirmForceDelete, "alice");
+    assert!(exempt(&user("alice"), &own, Some(&other)).is_none());
 }
 
 fn using_pod(node: Option<&str>) -> Pod {

@@ -4,13 +4,17 @@
 //! keep running on the node, writing to volumes that a replacement pod is about to mount. The
 //! rows below are evaluated in order; the first that matches decides.
 
+use super::proof::{Key, Proof};
 use super::{Decision, Fact};
-use crate::model::{CONFIRM_FORCE_DELETE, Node, OUT_OF_SERVICE_TAINT, Pod, UserInfo};
+use crate::model::{Node, OUT_OF_SERVICE_TAINT, Pod, UserInfo};
+
+const CONFIRM_FORCE_DELETE: Key = Key::ConfirmForceDelete;
+const CONFIRM_NODE_DOWN: Key = Key::ConfirmNodeDown;
 
 /// `--human-force-delete`: what row 8 does for humans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum HumanForceDelete {
-    /// Humans must annotate the pod `volguard.io/confirm-force-delete=true` first.
+    /// Humans must confirm on the pod first (its force-delete confirmation, rules.md §8).
     #[default]
     Confirm,
     /// Humans are always allowed, with a warning.
@@ -53,6 +57,7 @@ pub fn is_own_kubelet(user: &UserInfo, pod: &Pod) -> bool {
 /// Decide a pod DELETE. `node` is the pod's node as read from the cluster (only consulted when
 /// the earlier rows did not decide); `gone_record`, when the node is gone, the NodeFence that
 /// records its deletion on proof (a node gone without one proves nothing: rules.md §7).
+/// `confirmed`: the stored pod's proof, when one counts (`proof::Reader::read`).
 pub fn pod_delete(
     user: &UserInfo,
     pod: &Pod,
@@ -60,14 +65,15 @@ pub fn pod_delete(
     node: Fact<&Node>,
     gone_record: Option<&str>,
     policy: &ForceDeletePolicy,
+    confirmed: Option<&Proof>,
 ) -> Decision {
     judge(
         user,
         pod,
         grace_period_seconds,
-        node,
-        gone_record,
+        (node, gone_record),
         policy,
+        confirmed,
         Via::Delete,
     )
 }
@@ -81,14 +87,15 @@ pub fn pod_eviction(
     node: Fact<&Node>,
     gone_record: Option<&str>,
     policy: &ForceDeletePolicy,
+    confirmed: Option<&Proof>,
 ) -> Decision {
     judge(
         user,
         pod,
         grace_period_seconds,
-        node,
-        gone_record,
+        (node, gone_record),
         policy,
+        confirmed,
         Via::Eviction,
     )
 }
@@ -103,9 +110,9 @@ fn judge(
     user: &UserInfo,
     pod: &Pod,
     grace_period_seconds: Option<i64>,
-    node: Fact<&Node>,
-    gone_record: Option<&str>,
+    (node, gone_record): (Fact<&Node>, Option<&str>),
     policy: &ForceDeletePolicy,
+    confirmed: Option<&Proof>,
     via: Via,
 ) -> Decision {
     // 1: graceful deletion; the kubelet stops the containers first.
@@ -159,9 +166,30 @@ fn judge(
     // 8: a human who confirmed (or any human in `warn` mode).
     if is_human(user)
         && (policy.human == HumanForceDelete::Warn
-            || pod.metadata.annotation_true(CONFIRM_FORCE_DELETE))
+            || confirmed.is_some_and(|p| p.is(CONFIRM_FORCE_DELETE)))
     {
-        return Decision::allow("force-delete-confirmed").with_warning(KUBECTL_WARNING);
+        // volguard's own account first: the break-glass Event carries the first warning, and
+        // kubectl's generic text says neither who accepted the risk nor how.
+        let how = if let Some(p) = confirmed.filter(|p| p.is(CONFIRM_FORCE_DELETE)) {
+            format!(
+                "by {:?} on {:?}'s confirmation ({CONFIRM_FORCE_DELETE}=true)",
+                user.username,
+                p.by()
+            )
+        } else {
+            format!(
+                "by {:?} without a confirmation (--human-force-delete=warn)",
+                user.username
+            )
+        };
+        return Decision::allow("force-delete-confirmed")
+            .with_warning(format!(
+                "pod {:?} force-deleted {how} while it is {} on node {node_name:?}: the risk accepted is that its \
+                 containers keep running there, writing to its volumes, after a replacement mounts them",
+                pod.metadata.name,
+                pod.phase()
+            ))
+            .with_warning(KUBECTL_WARNING);
     }
     // 9: deny, and say how to proceed.
     refuse(pod, node_name, node, via)
@@ -191,7 +219,7 @@ fn refuse(pod: &Pod, node_name: &str, node: Fact<&Node>, via: Via) -> Decision {
             "{what} of pod {:?} refused: it is {} on node {node_name:?}{unknown} and may keep running there, \
              writing to its volumes, after it is removed from the API. {graceful}. If the node is really down, in this \
              order: confirm it (`kubectl volguard fence confirm {node_name}`, or annotate the node \
-             volguard.io/confirm-node-down=true), then taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute (PodGC \
+             {CONFIRM_NODE_DOWN}=true), then taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute (PodGC \
              then removes its pods). A person granted volguard's break-glass role (ClusterRole \
              volguard-break-glass) who accepts the risk can annotate the pod {CONFIRM_FORCE_DELETE}=true and retry",
             pod.metadata.name,

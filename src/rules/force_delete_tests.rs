@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::testing::{self, user};
+use crate::rules::proof;
 
 fn pod() -> Pod {
     testing::pod("ns", "db-0")
@@ -12,7 +13,16 @@ fn node() -> Node {
     testing::node("n1")
 }
 fn decide(u: &UserInfo, p: &Pod, grace: Option<i64>, n: Fact<&Node>) -> Decision {
-    pod_delete(u, p, grace, n, None, &ForceDeletePolicy::default())
+    let confirmed = proof::assumed(&p.metadata, CONFIRM_FORCE_DELETE);
+    pod_delete(
+        u,
+        p,
+        grace,
+        n,
+        None,
+        &ForceDeletePolicy::default(),
+        confirmed.as_ref(),
+    )
 }
 
 #[test]
@@ -80,6 +90,7 @@ fn row4_and_5_node_gone_or_out_of_service() {
             Fact::Missing,
             record,
             &ForceDeletePolicy::default(),
+            None,
         )
     };
     assert_eq!(gone(Some("n1-deleted-1")).row, "force-delete-node-gone");
@@ -99,6 +110,7 @@ fn row4_and_5_node_gone_or_out_of_service() {
         Fact::Missing,
         None,
         &ForceDeletePolicy::default(),
+        None,
     );
     assert_eq!(stateless.row, "force-delete-node-gone");
     let n = node().out_of_service();
@@ -151,6 +163,7 @@ fn row7_allow_list() {
             Fact::Found(&n),
             None,
             &policy,
+            None,
         );
         assert_eq!(d.allowed, allowed, "{name} {groups:?}");
         if allowed {
@@ -167,12 +180,30 @@ fn row8_humans_confirm_or_warn_mode() {
     assert!(!d.allowed);
     let msg = d.message.unwrap_or_default();
     assert!(msg.contains("may keep running"));
-    assert!(msg.contains(OUT_OF_SERVICE_TAINT) && msg.contains(CONFIRM_FORCE_DELETE));
+    assert!(msg.contains(OUT_OF_SERVICE_TAINT) && msg.contains(CONFIRM_FORCE_DELETE.annotation()));
     let mut p = pod();
-    p.metadata.annotations = Some([(CONFIRM_FORCE_DELETE.to_string(), "true".to_string())].into());
+    p.metadata.annotations = Some(
+        [
+            (
+                CONFIRM_FORCE_DELETE.annotation().to_string(),
+                "true".to_string(),
+            ),
+            (proof::CONFIRMED_BY.to_string(), "alice".to_string()),
+        ]
+        .into(),
+    );
     let d = decide(&alice, &p, Some(0), Fact::Found(&n));
     assert!(d.allowed);
-    assert_eq!(d.warnings, vec![KUBECTL_WARNING.to_string()]);
+    // volguard's account first (the break-glass Event's message), kubectl's generic text after.
+    assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+    assert!(
+        d.warnings[0].contains("on \"alice\"'s confirmation")
+            && d.warnings[0].contains(CONFIRM_FORCE_DELETE.annotation())
+            && d.warnings[0].contains("the risk accepted"),
+        "{}",
+        d.warnings[0]
+    );
+    assert_eq!(d.warnings[1], KUBECTL_WARNING);
     // Controllers cannot use the human confirmation.
     let sa = user(
         "system:serviceaccount:kube-system:statefulset-controller",
@@ -185,6 +216,6 @@ fn row8_humans_confirm_or_warn_mode() {
         human: HumanForceDelete::Warn,
         ..Default::default()
     };
-    assert!(pod_delete(&alice, &pod(), Some(0), Fact::Found(&n), None, &warn).allowed);
-    assert!(!pod_delete(&sa, &pod(), Some(0), Fact::Found(&n), None, &warn).allowed);
+    assert!(pod_delete(&alice, &pod(), Some(0), Fact::Found(&n), None, &warn, None).allowed);
+    assert!(!pod_delete(&sa, &pod(), Some(0), Fact::Found(&n), None, &warn, None).allowed);
 }

@@ -5,9 +5,10 @@
 //! NodeFence that outlives the Node), which is what "node gone" is later read from.
 
 use super::force_delete::is_human;
+use super::proof::{Key, Read};
 use super::remediators::{Action, Remediators};
 use super::{Decision, Fact};
-use crate::model::fence::{CONFIRM_NODE_DOWN, NodeFence, proof_of_down};
+use crate::model::fence::{NodeFence, proof_of_down};
 use crate::model::{Node, Pod, UserInfo};
 use std::sync::Arc;
 
@@ -22,7 +23,10 @@ pub struct NodeDelete {
 
 /// Decide the DELETE of `node` (the stored object). `users`: its non-terminal pods that use
 /// claims (a consistent read); `fences`: its NodeFence incidents and records; `alive`: why a live
-/// read shows it alive, if it does (as for the taint: a heartbeating node is not down).
+/// read shows it alive, if it does (as for the taint: a heartbeating node is not down; and no
+/// record proves a node down once it heartbeats again, rules.md §8). `confirmed`: the stored
+/// Node's confirmation as `proof::Reader::read` found it (expired, unstamped or with break glass
+/// off, it counts for nothing, as for the taint and a force delete).
 pub fn node_delete(
     user: &UserInfo,
     node: &Node,
@@ -30,6 +34,7 @@ pub fn node_delete(
     fences: Fact<&[Arc<NodeFence>]>,
     remediators: &Remediators,
     alive: Fact<&str>,
+    confirmed: &Read,
 ) -> NodeDelete {
     let name = &node.metadata.name;
     let decided = |decision| NodeDelete {
@@ -58,8 +63,15 @@ pub fn node_delete(
         .iter()
         .filter_map(|p| p.metadata.creation_timestamp)
         .max();
-    // 2: a fence that held, or a release already recorded: the incident is the record.
+    let alive_why = match &alive {
+        Fact::Found(why) => Some(why.to_string()),
+        Fact::Unknown(e) => Some(format!("volguard could not read its heartbeat ({e})")),
+        Fact::Missing => None,
+    };
+    // 2: a fence that held, or a release already recorded: the incident is the record, while
+    // the node stays silent (a node that heartbeats again is not down on an old incident).
     if let Fact::Found(all) = fences
+        && alive_why.is_none()
         && let Some(f) = proof_of_down(all, name, newest, crate::model::fence::DELETE_NODE)
     {
         return decided(Decision::allow("node-delete-fenced").with_warning(format!(
@@ -67,16 +79,15 @@ pub fn node_delete(
             f.metadata.name
         )));
     }
-    let alive_why = match &alive {
-        Fact::Found(why) => Some(why.to_string()),
-        Fact::Unknown(e) => Some(format!("volguard could not read its heartbeat ({e})")),
-        Fact::Missing => None,
-    };
     // 3: a person's confirmation, stored on the Node by an earlier request (rules.md §8), or
     // 4: a trusted remediator named for Node deletion, unless the node evidently runs.
-    let proof = if old_confirmed(node) && is_human(user) {
+    let proof = if let Some(p) = confirmed.proof().filter(|p| p.is(Key::ConfirmNodeDown))
+        && is_human(user)
+    {
         Some(format!(
-            "node {name:?} carried {CONFIRM_NODE_DOWN}=true; deleted by {:?}",
+            "node {name:?} carried {}=true, set by {:?}; deleted by {:?}",
+            Key::ConfirmNodeDown,
+            p.by(),
             user.username
         ))
     } else {
@@ -93,7 +104,13 @@ pub fn node_delete(
             )),
             record: Some((proof, names)),
         },
-        (proof, alive) => decided(unproven(name, &shown, proof.is_some(), alive)),
+        (proof, alive) => {
+            let d = unproven(name, &shown, proof.is_some(), alive);
+            decided(match confirmed.ignored() {
+                Some(w) => d.with_warning(w.to_string()),
+                None => d,
+            })
+        }
     }
 }
 
@@ -125,10 +142,6 @@ fn unproven(name: &str, shown: &str, proven: bool, alive: Option<String>) -> Dec
              node controller) can be trusted with --trusted-remediator IDENTITY=delete-node"
         ),
     )
-}
-
-fn old_confirmed(node: &Node) -> bool {
-    node.metadata.annotation_true(CONFIRM_NODE_DOWN)
 }
 
 #[cfg(test)]

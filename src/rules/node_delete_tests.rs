@@ -4,11 +4,18 @@ use super::*;
 use crate::model::fence::{NodeFenceSpec, Phase, Release};
 use crate::model::testing::{self, user};
 use crate::rules::decision::ReadError;
+use crate::rules::proof;
 
 fn node(confirmed: bool) -> Node {
     let mut n = testing::node("n1");
     if confirmed {
-        n.metadata.annotations = Some([(CONFIRM_NODE_DOWN.to_string(), "true".to_string())].into());
+        n.metadata.annotations = Some(
+            [(
+                Key::ConfirmNodeDown.annotation().to_string(),
+                "true".to_string(),
+            )]
+            .into(),
+        );
     }
     n
 }
@@ -51,7 +58,15 @@ fn decide(
     fences: &[Arc<NodeFence>],
     alive: Fact<&str>,
 ) -> NodeDelete {
-    node_delete(u, n, Fact::Found(pods), Fact::Found(fences), &capi(), alive)
+    node_delete(
+        u,
+        n,
+        Fact::Found(pods),
+        Fact::Found(fences),
+        &capi(),
+        alive,
+        &proof::assumed_read(&n.metadata, Key::ConfirmNodeDown),
+    )
 }
 
 #[test]
@@ -76,6 +91,7 @@ fn row1_a_drained_node_deletes_freely() {
         Fact::Found(&[]),
         &capi(),
         Fact::Missing,
+        &proof::assumed_read(&node(false).metadata, Key::ConfirmNodeDown),
     );
     assert_eq!(
         (d.decision.allowed, d.decision.row),
@@ -94,12 +110,24 @@ fn row2_a_fence_that_held_or_a_record_is_proof_and_needs_no_new_record() {
             &user("bob", &[]),
             &node(false),
             &users(),
-            &[f],
+            std::slice::from_ref(&f),
             Fact::Missing,
         );
         assert_eq!(
             (d.decision.allowed, d.decision.row, d.record),
             (true, "node-delete-fenced", None::<(String, Vec<String>)>)
+        );
+        // rules.md §8: no record proves a node down once it heartbeats again.
+        let healed = decide(
+            &user("bob", &[]),
+            &node(false),
+            &users(),
+            &[f],
+            Fact::Found("it reports Ready"),
+        );
+        assert_eq!(
+            (healed.decision.allowed, healed.decision.row),
+            (false, "node-delete-unproven")
         );
     }
     // A fence that failed, aborted or recovered proves nothing.
@@ -130,7 +158,7 @@ fn row3_a_persons_stored_confirmation_is_proof_and_is_recorded() {
     );
     let (proof, pods) = d.record.expect("recorded");
     assert!(
-        proof.contains("alice") && proof.contains(CONFIRM_NODE_DOWN),
+        proof.contains("alice") && proof.contains(Key::ConfirmNodeDown.annotation()),
         "{proof}"
     );
     assert_eq!(pods, vec!["shop/db-0".to_string()]);
@@ -162,6 +190,7 @@ fn row4_a_trusted_remediator_only_for_what_it_is_named() {
         Fact::Found(&[]),
         &Remediators::default(),
         Fact::Missing,
+        &proof::assumed_read(&node(false).metadata, Key::ConfirmNodeDown),
     );
     assert_eq!(none.decision.row, "node-delete-unproven");
 }

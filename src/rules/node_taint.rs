@@ -4,16 +4,21 @@
 //! person (who then owns the claim; volguard records it as a manual incident).
 
 use super::force_delete::is_human;
+use super::proof::{self, Key, Read};
 use super::remediators::{Action, Remediators};
 use super::{Decision, Fact};
-use crate::model::fence::{CONFIRM_NODE_DOWN, FENCE_INCIDENT, NodeFence, Phase};
+use crate::model::fence::{FENCE_INCIDENT, NodeFence, Phase};
 use crate::model::{Node, OUT_OF_SERVICE_TAINT, UserInfo};
+
+const CONFIRM_NODE_DOWN: Key = Key::ConfirmNodeDown;
 
 /// Decide a Node UPDATE from `old` to `new` (rules.md §7 "Guards"): the confirmation and the
 /// taint. `alive`: why a live read shows the node alive (Ready, or its Lease renewed within
 /// `--partition-after`) — `Found(why)` — or `Missing` when it does not; a node that heartbeats is
 /// not down, whoever says so. A trusted remediator's taint counts as its own proof (the caller
-/// records it). The rest is `out_of_service_taint`.
+/// records it). `confirmed`: the stored Node's confirmation as `proof::Reader::read` found it.
+/// The rest is `out_of_service_taint`.
+#[allow(clippy::too_many_arguments)]
 pub fn node_update(
     user: &UserInfo,
     own_controllers: &[String],
@@ -22,11 +27,11 @@ pub fn node_update(
     new: &Node,
     incident: Fact<&NodeFence>,
     alive: Fact<&str>,
+    confirmed: &Read,
 ) -> Decision {
     let node = &new.metadata.name;
     let adds_taint = !old.is_out_of_service() && new.is_out_of_service();
-    let confirms = new.metadata.annotation_true(CONFIRM_NODE_DOWN)
-        && !old.metadata.annotation_true(CONFIRM_NODE_DOWN);
+    let confirms = proof::sets(Some(&old.metadata), &new.metadata, CONFIRM_NODE_DOWN);
     if !adds_taint && !confirms {
         return Decision::allow("out-of-service-not-added");
     }
@@ -64,17 +69,19 @@ pub fn node_update(
             r.identity
         ));
     }
-    out_of_service_taint(user, own_controllers, old, new, incident)
+    out_of_service_taint(user, own_controllers, old, new, incident, confirmed)
 }
 
 /// Decide a Node UPDATE from `old` to `new`. `incident` is the NodeFence the new object's
-/// `volguard.io/fence-incident` annotation names (only read for volguard's own controller).
+/// `volguard.io/fence-incident` annotation names (only read for volguard's own controller);
+/// `confirmed`, the stored Node's confirmation as read.
 pub fn out_of_service_taint(
     user: &UserInfo,
     own_controllers: &[String],
     old: &Node,
     new: &Node,
     incident: Fact<&NodeFence>,
+    confirmed: &Read,
 ) -> Decision {
     // 1: only adding the taint concerns this rule (keeping or removing it does not).
     if old.is_out_of_service() || !new.is_out_of_service() {
@@ -84,7 +91,7 @@ pub fn out_of_service_taint(
     // 2: a person confirmed the machine is down, in an earlier request: the confirmation is read
     // from the stored Node, never from this update (which would let any caller confirm its own
     // taint), and the caller adding the taint is a person (rules.md §8).
-    if old.metadata.annotation_true(CONFIRM_NODE_DOWN) && is_human(user) {
+    if confirmed.proof().is_some_and(|p| p.is(CONFIRM_NODE_DOWN)) && is_human(user) {
         return Decision::allow("out-of-service-confirmed").with_warning(format!(
             "node {node:?} taken out of service on your confirmation ({CONFIRM_NODE_DOWN}): its pods will be \
              force-deleted and its volumes detached; volguard records this as a manual fencing incident"
@@ -108,14 +115,15 @@ pub fn out_of_service_taint(
     };
     // 4: deny, and say how to proceed (and why a confirmation present did not count).
     let why = match (
-        new.metadata.annotation_true(CONFIRM_NODE_DOWN),
-        old.metadata.annotation_true(CONFIRM_NODE_DOWN),
+        proof::sets(Some(&old.metadata), &new.metadata, CONFIRM_NODE_DOWN),
+        confirmed,
     ) {
-        (_, true) if !own => format!(
+        (_, Read::Valid(_)) if !own => format!(
             "{why} ({CONFIRM_NODE_DOWN} counts for a person; {:?} is a service account or system identity)",
             user.username
         ),
-        (true, false) => format!(
+        (_, Read::Ignored(w)) => format!("{why} ({w})"),
+        (true, Read::Absent) => format!(
             "{why} ({CONFIRM_NODE_DOWN} set in the same request does not count: set it first, then add the taint)"
         ),
         _ => why,

@@ -3,6 +3,7 @@
 use super::*;
 use crate::model::fence::NodeFenceSpec;
 use crate::model::testing;
+use crate::rules::proof;
 
 fn node(tainted: bool, confirmed: bool) -> Node {
     let mut n = testing::node("n1");
@@ -10,7 +11,13 @@ fn node(tainted: bool, confirmed: bool) -> Node {
         n = n.out_of_service();
     }
     if confirmed {
-        n.metadata.annotations = Some([(CONFIRM_NODE_DOWN.to_string(), "true".to_string())].into());
+        n.metadata.annotations = Some(
+            [(
+                CONFIRM_NODE_DOWN.annotation().to_string(),
+                "true".to_string(),
+            )]
+            .into(),
+        );
     }
     n
 }
@@ -42,6 +49,7 @@ fn row1_keeping_or_removing_passes() {
         &node(true, false),
         &node(true, false),
         Fact::Missing,
+        &proof::assumed_read(&node(true, false).metadata, CONFIRM_NODE_DOWN),
     );
     assert_eq!(d.row, "out-of-service-not-added");
     let d = out_of_service_taint(
@@ -50,6 +58,7 @@ fn row1_keeping_or_removing_passes() {
         &node(true, false),
         &node(false, false),
         Fact::Missing,
+        &proof::assumed_read(&node(true, false).metadata, CONFIRM_NODE_DOWN),
     );
     assert_eq!(d.row, "out-of-service-not-added");
 }
@@ -62,6 +71,7 @@ fn row2_person_with_a_stored_confirmation_passes_with_warning() {
         &node(false, true),
         &node(true, true),
         Fact::Missing,
+        &proof::assumed_read(&node(false, true).metadata, CONFIRM_NODE_DOWN),
     );
     assert_eq!(d.row, "out-of-service-confirmed");
     assert!(d.warnings[0].contains("manual fencing incident"));
@@ -77,6 +87,7 @@ fn row2_a_confirmation_in_the_same_request_or_by_a_service_account_does_not_coun
         &node(false, false),
         &node(true, true),
         Fact::Missing,
+        &proof::assumed_read(&node(false, false).metadata, CONFIRM_NODE_DOWN),
     );
     assert_eq!((d.allowed, d.row), (false, "out-of-service-unproven"));
     let m = d.message.unwrap_or_default();
@@ -91,6 +102,7 @@ fn row2_a_confirmation_in_the_same_request_or_by_a_service_account_does_not_coun
         &node(false, true),
         &node(true, true),
         Fact::Missing,
+        &proof::assumed_read(&node(false, true).metadata, CONFIRM_NODE_DOWN),
     );
     assert_eq!((d.allowed, d.row), (false, "out-of-service-unproven"));
     let m = d.message.unwrap_or_default();
@@ -101,18 +113,46 @@ fn row2_a_confirmation_in_the_same_request_or_by_a_service_account_does_not_coun
 fn row3_controller_needs_a_fenced_incident_for_this_node() {
     let (old, new) = (node(false, false), node(true, false));
     let fenced = incident("n1", Phase::Fenced);
-    let d = out_of_service_taint(&user(CTL), &own(), &old, &new, Fact::Found(&fenced));
+    let d = out_of_service_taint(
+        &user(CTL),
+        &own(),
+        &old,
+        &new,
+        Fact::Found(&fenced),
+        &proof::assumed_read(&old.metadata, CONFIRM_NODE_DOWN),
+    );
     assert_eq!(d.row, "out-of-service-fenced");
     let other = incident("n2", Phase::Fenced);
-    let d = out_of_service_taint(&user(CTL), &own(), &old, &new, Fact::Found(&other));
+    let d = out_of_service_taint(
+        &user(CTL),
+        &own(),
+        &old,
+        &new,
+        Fact::Found(&other),
+        &proof::assumed_read(&old.metadata, CONFIRM_NODE_DOWN),
+    );
     assert!(!d.allowed);
     assert!(d.message.unwrap_or_default().contains("is for node \"n2\""));
     let fencing = incident("n1", Phase::Fencing);
-    let d = out_of_service_taint(&user(CTL), &own(), &old, &new, Fact::Found(&fencing));
+    let d = out_of_service_taint(
+        &user(CTL),
+        &own(),
+        &old,
+        &new,
+        Fact::Found(&fencing),
+        &proof::assumed_read(&old.metadata, CONFIRM_NODE_DOWN),
+    );
     assert!(!d.allowed);
     assert!(d.message.unwrap_or_default().contains("phase Fencing"));
     // Anyone else naming a fenced incident is still a person without confirmation.
-    let d = out_of_service_taint(&user("admin"), &own(), &old, &new, Fact::Found(&fenced));
+    let d = out_of_service_taint(
+        &user("admin"),
+        &own(),
+        &old,
+        &new,
+        Fact::Found(&fenced),
+        &proof::assumed_read(&old.metadata, CONFIRM_NODE_DOWN),
+    );
     assert!(!d.allowed);
 }
 
@@ -124,8 +164,13 @@ fn row4_unproven_refused_with_what_to_do() {
         &node(false, false),
         &node(true, false),
         Fact::Missing,
+        &proof::assumed_read(&node(false, false).metadata, CONFIRM_NODE_DOWN),
     );
     assert!(!d.allowed);
     assert_eq!(d.row, "out-of-service-unproven");
-    assert!(d.message.unwrap_or_default().contains(CONFIRM_NODE_DOWN));
+    assert!(
+        d.message
+            .unwrap_or_default()
+            .contains(CONFIRM_NODE_DOWN.annotation())
+    );
 }

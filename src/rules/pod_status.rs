@@ -9,13 +9,17 @@
 //! rows below are evaluated in order.
 
 use super::force_delete::{is_human, is_own_kubelet};
+use super::proof::{Key, Proof};
 use super::{Decision, Fact};
-use crate::model::{CONFIRM_FORCE_DELETE, Node, OUT_OF_SERVICE_TAINT, Pod, UserInfo};
+use crate::model::{Node, OUT_OF_SERVICE_TAINT, Pod, UserInfo};
+
+const CONFIRM_FORCE_DELETE: Key = Key::ConfirmForceDelete;
 
 /// Decide an `UPDATE pods/status` from `old` to `new`. `node` is the pod's node as the apiserver
 /// has it now (only read when the earlier rows did not decide); `gone_record`, when it is gone,
 /// the NodeFence that records its deletion on proof. `stops_containers`: a container ran before
-/// this write and none runs after it (`ContainerStates::any_running`).
+/// this write and none runs after it (`ContainerStates::any_running`). `confirmed`: the stored
+/// pod's proof, when one counts (`proof::Reader::read`).
 pub fn pod_status_update(
     user: &UserInfo,
     old: &Pod,
@@ -23,6 +27,7 @@ pub fn pod_status_update(
     node: Fact<&Node>,
     gone_record: Option<&str>,
     stops_containers: bool,
+    confirmed: Option<&Proof>,
 ) -> Decision {
     // 1: only a running pod turned terminal, or its running containers all ended, concerns
     // this rule.
@@ -52,7 +57,7 @@ pub fn pod_status_update(
     }
     // 6: a person accepted the risk on the stored pod (a service account's confirmation does not
     // count: rules.md §8).
-    if old.metadata.annotation_true(CONFIRM_FORCE_DELETE) && is_human(user) {
+    if confirmed.is_some_and(|p| p.is(CONFIRM_FORCE_DELETE)) && is_human(user) {
         return Decision::allow("pod-status-confirmed").with_warning(format!(
             "pod {:?} marked {} while it may still run on node {node_name:?}: its volumes can be detached under it",
             old.metadata.name,

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::testing::{self, user};
+use crate::rules::proof;
 
 fn pod(phase: &str) -> Pod {
     testing::pod("ns", "db-0").on(Some("n1")).in_phase(phase)
@@ -28,6 +29,7 @@ fn row1_not_an_ending_passes() {
         Fact::Found(&n),
         None,
         false,
+        proof::assumed(&pod("Pending").metadata, CONFIRM_FORCE_DELETE).as_ref(),
     );
     assert_eq!(d.row, "pod-status-not-ending");
     let d = pod_status_update(
@@ -37,6 +39,7 @@ fn row1_not_an_ending_passes() {
         Fact::Found(&n),
         None,
         false,
+        proof::assumed(&pod("Failed").metadata, CONFIRM_FORCE_DELETE).as_ref(),
     );
     assert_eq!(d.row, "pod-status-not-ending");
 }
@@ -52,6 +55,7 @@ fn row2_unscheduled_passes() {
         Fact::Found(&node(false)),
         None,
         false,
+        proof::assumed(&old.metadata, CONFIRM_FORCE_DELETE).as_ref(),
     );
     assert_eq!(d.row, "pod-status-not-scheduled");
 }
@@ -67,6 +71,7 @@ fn row3_own_kubelet_only() {
         Fact::Found(&n),
         None,
         false,
+        proof::assumed(&pod("Running").metadata, CONFIRM_FORCE_DELETE).as_ref(),
     );
     assert_eq!(d.row, "pod-status-own-kubelet");
     let other = user("system:node:n2", &["system:nodes"]);
@@ -77,6 +82,7 @@ fn row3_own_kubelet_only() {
         Fact::Found(&n),
         None,
         false,
+        proof::assumed(&pod("Running").metadata, CONFIRM_FORCE_DELETE).as_ref(),
     );
     assert!(!d.allowed);
 }
@@ -94,12 +100,21 @@ fn rows4_5_podgc_cases_pass() {
         Fact::Missing,
         Some("n1-deleted-1"),
         false,
+        proof::assumed(&pod("Running").metadata, CONFIRM_FORCE_DELETE).as_ref(),
     );
     assert_eq!(d.row, "pod-status-node-gone");
     // Issue 40 point 6: gone without a record of proof, PodGC's marking of a pod that uses a
     // claim waits for one; a pod without claims has nothing to protect.
     let claimed = pod("Running").mounting("data");
-    let d = pod_status_update(&podgc, &claimed, &pod("Failed"), Fact::Missing, None, false);
+    let d = pod_status_update(
+        &podgc,
+        &claimed,
+        &pod("Failed"),
+        Fact::Missing,
+        None,
+        false,
+        proof::assumed(&claimed.metadata, CONFIRM_FORCE_DELETE).as_ref(),
+    );
     assert_eq!((d.allowed, d.row), (false, "pod-status-forged-end"));
     assert!(d.message.unwrap_or_default().contains("fence confirm n1"));
     let d = pod_status_update(
@@ -109,6 +124,7 @@ fn rows4_5_podgc_cases_pass() {
         Fact::Missing,
         None,
         false,
+        proof::assumed(&pod("Running").metadata, CONFIRM_FORCE_DELETE).as_ref(),
     );
     assert_eq!(d.row, "pod-status-node-gone");
     let n = node(true);
@@ -119,6 +135,7 @@ fn rows4_5_podgc_cases_pass() {
         Fact::Found(&n),
         None,
         false,
+        proof::assumed(&pod("Running").metadata, CONFIRM_FORCE_DELETE).as_ref(),
     );
     assert_eq!(d.row, "pod-status-node-out-of-service");
 }
@@ -126,8 +143,13 @@ fn rows4_5_podgc_cases_pass() {
 #[test]
 fn row6_confirmed_passes_with_warning() {
     let mut old = pod("Running");
-    old.metadata.annotations =
-        Some([(CONFIRM_FORCE_DELETE.to_string(), "true".to_string())].into());
+    old.metadata.annotations = Some(
+        [(
+            CONFIRM_FORCE_DELETE.annotation().to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
     let d = pod_status_update(
         &admin(),
         &old,
@@ -135,6 +157,7 @@ fn row6_confirmed_passes_with_warning() {
         Fact::Found(&node(false)),
         None,
         false,
+        proof::assumed(&old.metadata, CONFIRM_FORCE_DELETE).as_ref(),
     );
     assert_eq!(d.row, "pod-status-confirmed");
     assert_eq!(d.warnings.len(), 1);
@@ -151,6 +174,7 @@ fn row6_confirmed_passes_with_warning() {
         Fact::Found(&node(false)),
         None,
         false,
+        proof::assumed(&old.metadata, CONFIRM_FORCE_DELETE).as_ref(),
     );
     assert_eq!((d.allowed, d.row), (false, "pod-status-forged-end"));
 }
@@ -165,6 +189,7 @@ fn row7_forged_end_refused_even_when_the_node_is_unknown() {
         Fact::Found(&n),
         None,
         false,
+        proof::assumed(&pod("Running").metadata, CONFIRM_FORCE_DELETE).as_ref(),
     );
     assert!(!d.allowed);
     assert_eq!(d.row, "pod-status-forged-end");
@@ -182,6 +207,7 @@ fn row7_forged_end_refused_even_when_the_node_is_unknown() {
         }),
         None,
         false,
+        proof::assumed(&pod("Running").metadata, CONFIRM_FORCE_DELETE).as_ref(),
     );
     assert!(!d.allowed);
     assert!(d.message.unwrap_or_default().contains("could not be read"));
@@ -201,6 +227,7 @@ fn row1_container_states_ended_by_someone_else_are_a_forged_end() {
             Fact::Found(&node(false)),
             None,
             stops,
+            proof::assumed(&running.metadata, CONFIRM_FORCE_DELETE).as_ref(),
         )
     };
     let d = by(

@@ -238,8 +238,12 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
 
 /// Every write that can store a proof (a confirmation, its stamp, a NodeFence record): CREATE,
 /// UPDATE and each subresource that stores metadata (rules.md §8 "every path").
+/// A Binding (`pods/binding`, the legacy `bindings`) is one: the apiserver copies its
+/// `metadata.annotations` onto the pod (`setPodNodeAndMetadata`), so it is judged as the CREATE
+/// of what it carries.
 const PROOF_PATHS: &[On] = &[
     On::PodCreate,
+    On::PodBinding,
     On::PodUpdate,
     On::PodStatusUpdate,
     On::NodeCreate,

@@ -7,7 +7,7 @@
 
 use super::Decision;
 use super::proof::newly_set;
-use crate::model::fence::{CONFIRMED_AT, CONFIRMED_BY};
+use super::proof::{CONFIRMED_AT, CONFIRMED_BY};
 use crate::model::{Meta, UserInfo};
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};

@@ -1,8 +1,10 @@
 //! Unit tests of `src/rules/stamp.rs`.
 
 use super::*;
-use crate::model::CONFIRM_FORCE_DELETE;
-use crate::model::fence::CONFIRM_NODE_DOWN;
+use crate::rules::proof::Key;
+
+const CONFIRM_FORCE_DELETE: &str = Key::ConfirmForceDelete.annotation();
+const CONFIRM_NODE_DOWN: &str = Key::ConfirmNodeDown.annotation();
 use crate::model::testing;
 
 fn meta(pairs: &[(&str, &str)]) -> Meta {

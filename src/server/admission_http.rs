@@ -516,13 +516,6 @@ fn record_event(
             }
         }
     };
-    // An allowed row may carry no text: the row then says what happened (an Event must not end
-    // in an empty "):").
-    let message = decision
-        .message
-        .as_deref()
-        .or(decision.warnings.first().map(String::as_str))
-        .unwrap_or(decision.row);
     let target = match req.target() {
         t if t.is_empty() => req.namespace.as_deref().unwrap_or_default().to_string(),
         t => t,
@@ -534,11 +527,40 @@ fn record_event(
         action,
         row: decision.row,
         rule: rule.to_string(),
-        note: format!(
-            "volguard {verb} {} {} {target} by {} (rule {rule}, row {}): {message}",
-            req.operation, req.kind.kind, req.user_info.username, decision.row
+        note: event_note(
+            verb,
+            &format!("{} {} {target}", req.operation, req.kind.kind),
+            &req.user_info.username,
+            rule,
+            decision,
         ),
     });
+}
+
+/// An Event's note: what volguard did, to what, for whom, by which rule and row, and why. The
+/// why is the refusal's message, else volguard's own first warning (never kubectl's generic
+/// force-delete text, which names neither the rule nor the risk accepted), else the row (an
+/// Event must not end in an empty "):").
+fn event_note(
+    verb: &str,
+    what: &str,
+    user: &str,
+    rule: &str,
+    decision: &crate::rules::Decision,
+) -> String {
+    let message = decision
+        .message
+        .as_deref()
+        .or(decision
+            .warnings
+            .iter()
+            .map(String::as_str)
+            .find(|w| *w != crate::rules::force_delete::KUBECTL_WARNING))
+        .unwrap_or(decision.row);
+    format!(
+        "volguard {verb} {what} by {user} (rule {rule}, row {}): {message}",
+        decision.row
+    )
 }
 
 /// Refusals are logged, but at most `PER_SECOND` lines a second: a storm of denied requests (a
@@ -594,3 +616,7 @@ impl IntoResponse for ReviewError {
         (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
     }
 }
+
+#[cfg(test)]
+#[path = "admission_http_tests.rs"]
+mod tests;

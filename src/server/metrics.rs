@@ -84,6 +84,18 @@ pub struct CodeLabels {
     pub code: u16,
 }
 
+/// `volguard_rwo_locks_total{result}`: every result the lock counts (`Admission::lock_count`),
+/// created at 0 when serve starts.
+pub const RWO_LOCK_RESULTS: [&str; 7] = [
+    "taken",
+    "taken_over",
+    "conflict_retried",
+    "waited",
+    "refused",
+    "unconfirmed",
+    "write_failed",
+];
+
 /// `volguard_break_glass_total{rule}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
 pub struct RuleLabels {

@@ -20,12 +20,11 @@ use tokio::net::TcpListener;
 
 /// Serve admission over TLS until a signal, then drain (not ready first, serving on meanwhile).
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let registry = Arc::new(MetricsRegistry::default());
-    runtime::build::register(&registry);
-    runtime::process::register(&registry);
-    let metrics = Arc::new(Metrics::register(registry.clone()));
+    let families = ServeMetrics::register();
+    let registry = families.registry.clone();
+    let metrics = families.admission.clone();
     let tls_config = serving_tls(&args, &metrics)?;
-    let (cluster, admission, audit) = open_admission(&args, &registry).await?;
+    let (cluster, admission, audit) = open_admission(&args, &families).await?;
     let app = admission_http::router(admission_http::AppState {
         admission,
         metrics: metrics.clone(),
@@ -103,10 +102,54 @@ fn serving_tls(args: &ServeArgs, metrics: &Arc<Metrics>) -> anyhow::Result<tls::
     Ok(tls_config)
 }
 
+/// Every family `volguard serve` exports but its connections', registered before anything
+/// happens, whatever the source (`--state` or a cluster), each series an alert reads at 0: an
+/// `increase()` alert then sees the first failure, not a series that appears already at 1.
+pub struct ServeMetrics {
+    pub registry: Arc<MetricsRegistry>,
+    pub admission: Arc<Metrics>,
+    pub audit: state::audit::AuditMetrics,
+    pub locks: prometheus_client::metrics::family::Family<
+        crate::admission::LockLabels,
+        prometheus_client::metrics::counter::Counter,
+    >,
+    pub lock_writes: prometheus_client::metrics::histogram::Histogram,
+}
+
+impl ServeMetrics {
+    pub fn register() -> Self {
+        let registry = Arc::new(MetricsRegistry::default());
+        runtime::build::register(&registry);
+        runtime::process::register(&registry);
+        let admission = Arc::new(Metrics::register(registry.clone()));
+        let audit = state::audit::AuditMetrics::register(&registry);
+        let locks = registry.add(
+            "volguard_rwo_locks",
+            "ReadWriteOnce lock operations by result (taken, taken_over, conflict_retried, waited, refused, unconfirmed, write_failed)",
+            prometheus_client::metrics::family::Family::default(),
+        );
+        for result in metrics::RWO_LOCK_RESULTS {
+            let _ = locks.get_or_create(&crate::admission::LockLabels { result });
+        }
+        let lock_writes = registry.add(
+            "volguard_rwo_lock_write_duration_seconds",
+            "The RWO lock's compare-and-swap write, sent to answered (whatever the answer)",
+            crate::admission::lock_write_histogram(),
+        );
+        ServeMetrics {
+            registry,
+            admission,
+            audit,
+            locks,
+            lock_writes,
+        }
+    }
+}
+
 /// The view (a `--state` file, or the cluster with its audit trail) and the rules over it.
 async fn open_admission(
     args: &ServeArgs,
-    registry: &MetricsRegistry,
+    families: &ServeMetrics,
 ) -> anyhow::Result<(
     state::Cluster,
     Arc<Admission>,
@@ -120,7 +163,7 @@ async fn open_admission(
             let audit = state::audit::start(
                 client.clone(),
                 crate::runtime::identity::process_identity(),
-                registry,
+                families.audit.clone(),
                 state::audit::Reports {
                     retention: jiff::SignedDuration::try_from(args.audit_retention)
                         .unwrap_or(jiff::SignedDuration::MAX),
@@ -131,30 +174,21 @@ async fn open_admission(
         }
     };
     let cluster = state::open(source, state::Needs::admission(rwo_guard))?;
-    let admission = Arc::new(
-        Admission::new(
-            cluster.clone(),
-            args.force_delete_policy(),
-            crate::runtime::identity::controller_users(&args.controller_users),
-        )
-        .with_enforcement(args.enforcement)
-        .with_exemptions(crate::rules::exemptions::Exemptions(args.exempt.clone()))
-        .with_rwo_guard(rwo_guard)
-        .with_break_glass(args.break_glass)
-        .with_break_glass_expiry(args.break_glass_expiry)
-        .with_partition_after(args.partition_after),
-    );
-    registry.register(
-        "volguard_rwo_locks",
-        "ReadWriteOnce lock operations by result (taken, taken_over, conflict_retried, waited, refused, unconfirmed, write_failed)",
-        admission.locks.clone(),
-    );
-    registry.register(
-        "volguard_rwo_lock_write_duration_seconds",
-        "The RWO lock's compare-and-swap write, sent to answered (whatever the answer)",
-        admission.lock_writes.clone(),
-    );
-    Ok((cluster, admission, audit))
+    let mut admission = Admission::new(
+        cluster.clone(),
+        args.force_delete_policy(),
+        crate::runtime::identity::controller_users(&args.controller_users),
+    )
+    .with_enforcement(args.enforcement)
+    .with_exemptions(crate::rules::exemptions::Exemptions(args.exempt.clone()))
+    .with_rwo_guard(rwo_guard)
+    .with_break_glass(args.break_glass)
+    .with_break_glass_expiry(args.break_glass_expiry)
+    .with_partition_after(args.partition_after);
+    // The registered families (already at 0), not the ones the rules were built with.
+    admission.locks = families.locks.clone();
+    admission.lock_writes = families.lock_writes.clone();
+    Ok((cluster, Arc::new(admission), audit))
 }
 
 /// What `/readyz` reads: ready while the listener serves, the caches are synced and no drain

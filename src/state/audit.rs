@@ -315,22 +315,73 @@ fn event_namespace(r: &Regarding) -> String {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
+    record: &'static str,
     result: &'static str,
+}
+
+/// The two records the trail writes (label `record`).
+const EVENT: &str = "event";
+const REPORT: &str = "report";
+/// What becomes of each record: every pair exists from the start at 0, and a loss of either
+/// record is `dropped` or `failed`, the two results the VolguardAuditRecordsDropped alert reads.
+const EVENT_RESULTS: [&str; 5] = ["created", "updated", "aggregated", "dropped", "failed"];
+const REPORT_RESULTS: [&str; 3] = ["written", "dropped", "failed"];
+
+/// `volguard_audit_events_total{record, result}`, registered by `volguard serve` at start
+/// whatever its source, so `increase()` sees the first failure.
+#[derive(Clone, Default)]
+pub struct AuditMetrics(Family<ResultLabels, Counter>);
+
+impl AuditMetrics {
+    pub fn register(registry: &crate::runtime::MetricsRegistry) -> Self {
+        let m = AuditMetrics(registry.add(
+            "volguard_audit_events",
+            "Audit trail writes by record (event: the Event of a refused, warned or exempted request or a break \
+             glass; report: the namespace's AuditReport) and result (event: created, updated, aggregated, dropped, \
+             failed; report: written, dropped, failed)",
+            Family::default(),
+        ));
+        for (record, results) in [(EVENT, &EVENT_RESULTS[..]), (REPORT, &REPORT_RESULTS[..])] {
+            for &result in results {
+                let _ = m.0.get_or_create(&ResultLabels { record, result });
+            }
+        }
+        m
+    }
+
+    fn count(&self, record: &'static str, result: &'static str) {
+        self.0.get_or_create(&ResultLabels { record, result }).inc();
+    }
+
+    /// The count of one series (tests).
+    pub fn get(&self, record: &str, result: &str) -> u64 {
+        let record = [EVENT, REPORT].into_iter().find(|r| *r == record);
+        let result = EVENT_RESULTS
+            .iter()
+            .chain(&REPORT_RESULTS)
+            .find(|r| **r == result);
+        match (record, result) {
+            (Some(record), Some(&result)) => {
+                self.0.get_or_create(&ResultLabels { record, result }).get()
+            }
+            _ => 0,
+        }
+    }
 }
 
 /// The request path's handle: never blocks, never fails the request.
 #[derive(Clone)]
 pub struct AuditSink {
     tx: mpsc::Sender<Refusal>,
-    results: Family<ResultLabels, Counter>,
+    metrics: AuditMetrics,
 }
 
 impl AuditSink {
     pub fn record(&self, r: Refusal) {
+        // Full: the writer is behind (the apiserver is slow or refusing it), and its failures
+        // are logged there; a line per request here would turn a refusal storm into a log storm.
         if self.tx.try_send(r).is_err() {
-            self.results
-                .get_or_create(&ResultLabels { result: "dropped" })
-                .inc();
+            self.metrics.count(EVENT, "dropped");
         }
     }
 }
@@ -351,17 +402,12 @@ const REPORT_PENDING: usize = 4096;
 pub fn start(
     client: kube::Client,
     identity: String,
-    registry: &crate::runtime::MetricsRegistry,
+    metrics: AuditMetrics,
     reports: Reports,
 ) -> AuditSink {
-    let results = registry.add(
-        "volguard_audit_events",
-        "Audit Events and AuditReport writes for refused, warned and exempted requests and break glass, by result (created, updated, aggregated, dropped, failed, reported, report_failed, report_dropped)",
-        Family::<ResultLabels, Counter>::default(),
-    );
     let (tx, rx) = mpsc::channel(CHANNEL);
-    tokio::spawn(run(client, identity, rx, results.clone(), reports));
-    AuditSink { tx, results }
+    tokio::spawn(run(client, identity, rx, metrics.clone(), reports));
+    AuditSink { tx, metrics }
 }
 
 /// The report line of one record.
@@ -388,16 +434,15 @@ async fn run(
     client: kube::Client,
     identity: String,
     mut rx: mpsc::Receiver<Refusal>,
-    results: Family<ResultLabels, Counter>,
+    metrics: AuditMetrics,
     reports: Reports,
 ) {
     let mut agg = Aggregator::new(Instant::now());
     let mut pending: Pending = HashMap::new();
     let mut next_report = Instant::now() + FLUSH;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let count = |r: &'static str| {
-        results.get_or_create(&ResultLabels { result: r }).inc();
-    };
+    // Drops since the last report write: one warn line per `FLUSH`, not one per request.
+    let mut dropped = Dropped::default();
     loop {
         tokio::select! {
             got = rx.recv() => {
@@ -409,25 +454,50 @@ async fn run(
                             .or_default()
                             .push(line(&r, jiff::Timestamp::now()));
                     } else {
-                        count("report_dropped");
+                        metrics.count(REPORT, "dropped");
+                        dropped.lines += 1;
                     }
                 }
                 match agg.observe(r, Instant::now(), jiff::Timestamp::now()) {
                     Observed::New => {}
-                    Observed::Repeat => { count("aggregated"); }
-                    Observed::Dropped => { count("dropped"); }
+                    Observed::Repeat => metrics.count(EVENT, "aggregated"),
+                    Observed::Dropped => {
+                        metrics.count(EVENT, "dropped");
+                        dropped.events += 1;
+                    }
                 }
             }
             _ = tick.tick() => {}
         }
         if Instant::now() >= next_report {
             next_report = Instant::now() + FLUSH;
-            fold_reports(&client, &mut pending, &reports, &count).await;
+            std::mem::take(&mut dropped).log();
+            fold_reports(&client, &mut pending, &reports, &metrics).await;
         }
         for w in agg.due(Instant::now()) {
-            if let Some(created) = write_event(&client, &identity, w, &count).await {
+            if let Some(created) = write_event(&client, &identity, w, &metrics).await {
                 agg.created(created.0, created.1);
             }
+        }
+    }
+}
+
+/// Records dropped for want of room since the last report write.
+#[derive(Debug, Default)]
+struct Dropped {
+    events: u64,
+    lines: u64,
+}
+
+impl Dropped {
+    fn log(self) {
+        if self.events > 0 || self.lines > 0 {
+            tracing::warn!(
+                events = self.events,
+                report_lines = self.lines,
+                "audit records dropped: too many distinct refusals pending (Events), or AuditReport \
+                 writes failing for long (report lines)"
+            );
         }
     }
 }
@@ -440,8 +510,9 @@ async fn fold_reports(
     client: &kube::Client,
     pending: &mut Pending,
     reports: &Reports,
-    count: &impl Fn(&'static str),
+    metrics: &AuditMetrics,
 ) {
+    use crate::model::audit_report::NAME;
     for (ns, lines) in std::mem::take(pending) {
         match super::writer::fold_audit_report(
             client,
@@ -452,12 +523,15 @@ async fn fold_reports(
         )
         .await
         {
-            Ok(()) => count("reported"),
+            Ok(()) => metrics.count(REPORT, "written"),
             Err(e) => {
                 // A conflict (another replica wrote it) or a refusal: the lines wait for the
-                // next write, within the bound.
-                tracing::debug!(namespace = %ns, error = %crate::error::chain(&e), "could not write the audit report");
-                count("report_failed");
+                // next write, within the bound. Warned every time: a conflict is rare (one
+                // writer per namespace most of the time), a refusal (RBAC, a missing CRD) is
+                // what an operator must see.
+                tracing::warn!(namespace = %ns, auditreport = %NAME, lines = lines.len(),
+                    error = %crate::error::chain(&e), "could not write the AuditReport");
+                metrics.count(REPORT, "failed");
                 pending.entry(ns).or_default().extend(lines);
             }
         }
@@ -469,7 +543,7 @@ async fn write_event(
     client: &kube::Client,
     identity: &str,
     w: Write,
-    count: &impl Fn(&'static str),
+    metrics: &AuditMetrics,
 ) -> Option<(usize, String)> {
     match w {
         Write::Create {
@@ -479,12 +553,15 @@ async fn write_event(
         } => match create(client, identity, &refusal, n).await {
             Ok(name) => {
                 tracing::debug!(event = %name, "audit Event created");
-                count("created");
+                metrics.count(EVENT, "created");
                 Some((key, name))
             }
             Err(e) => {
-                tracing::warn!(error = %crate::error::chain(&e), "could not record an audit Event");
-                count("failed");
+                let r = &refusal.regarding;
+                tracing::warn!(namespace = %event_namespace(r), regarding = %format!("{} {}", r.kind, r.name),
+                    reason = refusal.reason, user = %refusal.user, error = %crate::error::chain(&e),
+                    "could not record an audit Event");
+                metrics.count(EVENT, "failed");
                 None
             }
         },
@@ -496,10 +573,11 @@ async fn write_event(
             ..
         } => {
             match series(client, &namespace, &event, n, last).await {
-                Ok(()) => count("updated"),
+                Ok(()) => metrics.count(EVENT, "updated"),
                 Err(e) => {
-                    tracing::warn!(error = %crate::error::chain(&e), "could not update an audit Event");
-                    count("failed");
+                    tracing::warn!(namespace = %namespace, event = %event, count = n,
+                        error = %crate::error::chain(&e), "could not update an audit Event");
+                    metrics.count(EVENT, "failed");
                 }
             }
             None

@@ -178,3 +178,163 @@ fn one_namespace_cannot_take_every_other_namespaces_room() {
         "another namespace still has room"
     );
 }
+
+/// A client whose every request fails (the connection is closed unanswered), as an apiserver
+/// that cannot be reached does.
+fn failing_client() -> kube::Client {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+        }
+    });
+    let cfg = kube::Config::new(format!("http://{addr}").parse().expect("uri"));
+    kube::Client::try_from(cfg).expect("client")
+}
+
+/// The log lines written while `f` runs (this thread's subscriber, WARN and up).
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("logs").extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let logs = self.clone();
+        tracing::subscriber::set_default(
+            tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::WARN)
+                .with_ansi(false)
+                .with_writer(move || logs.clone())
+                .finish(),
+        )
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("logs")).into_owned()
+    }
+}
+
+/// The results the VolguardAuditRecordsDropped alert matches, read from the alert rules.
+fn alert_results() -> Vec<String> {
+    let rules = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("manifests/monitoring/alerts.rules.yaml"),
+    )
+    .expect("alerts.rules.yaml");
+    let expr = rules
+        .split("- alert: VolguardAuditRecordsDropped")
+        .nth(1)
+        .and_then(|a| a.lines().find(|l| l.trim_start().starts_with("expr:")))
+        .expect("the alert's expr")
+        .to_string();
+    let (_, rest) = expr.split_once("result=~\"").expect("a result matcher");
+    let (alternatives, _) = rest.split_once('"').expect("closing quote");
+    alternatives.split('|').map(str::to_string).collect()
+}
+
+#[tokio::test]
+async fn a_failed_report_write_is_warned_with_its_object_and_counted_where_the_alert_looks() {
+    let logs = Logs::default();
+    let _guard = logs.capture();
+    let metrics = AuditMetrics::register(&crate::runtime::MetricsRegistry::default());
+    let mut pending: Pending = HashMap::new();
+    pending
+        .entry("team".to_string())
+        .or_default()
+        .push(line(&refusal("db-0", "row-1"), jiff::Timestamp::UNIX_EPOCH));
+    let reports = Reports {
+        retention: jiff::SignedDuration::from_hours(1),
+        max: 10,
+    };
+    fold_reports(&failing_client(), &mut pending, &reports, &metrics).await;
+    assert_eq!(metrics.get("report", "failed"), 1);
+    assert!(
+        alert_results().iter().any(|r| r == "failed"),
+        "the alert reads result=\"failed\": {:?}",
+        alert_results()
+    );
+    assert_eq!(
+        pending["team"].len(),
+        1,
+        "the line waits for the next write"
+    );
+    let text = logs.text();
+    assert!(
+        text.contains("WARN")
+            && text.contains("could not write the AuditReport")
+            && text.contains("namespace=team")
+            && text.contains("auditreport=volguard")
+            && text.contains("error="),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_event_write_is_warned_with_its_object_and_counted_where_the_alert_looks() {
+    let logs = Logs::default();
+    let _guard = logs.capture();
+    let metrics = AuditMetrics::register(&crate::runtime::MetricsRegistry::default());
+    let w = Write::Create {
+        key: 0,
+        refusal: refusal("db-0", "row-1"),
+        count: 1,
+    };
+    assert_eq!(
+        write_event(&failing_client(), "w-0", w, &metrics).await,
+        None
+    );
+    let w = Write::Series {
+        key: 0,
+        event: "db-0.abc".into(),
+        namespace: "team".into(),
+        count: 3,
+        last: jiff::Timestamp::UNIX_EPOCH,
+    };
+    assert_eq!(
+        write_event(&failing_client(), "w-0", w, &metrics).await,
+        None
+    );
+    assert_eq!(metrics.get("event", "failed"), 2);
+    let text = logs.text();
+    assert!(
+        text.contains("could not record an audit Event")
+            && text.contains("regarding=Pod db-0")
+            && text.contains("namespace=team"),
+        "{text}"
+    );
+    assert!(
+        text.contains("could not update an audit Event") && text.contains("event=db-0.abc"),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_loss_of_either_record_is_a_result_the_alert_reads_and_starts_at_zero() {
+    let alert = alert_results();
+    for lost in ["dropped", "failed"] {
+        assert!(alert.iter().any(|r| r == lost), "{alert:?}");
+        assert!(EVENT_RESULTS.contains(&lost) && REPORT_RESULTS.contains(&lost));
+    }
+    let registry = crate::runtime::MetricsRegistry::default();
+    let _ = AuditMetrics::register(&registry);
+    let text = registry.render_prometheus();
+    for record in ["event", "report"] {
+        for lost in ["dropped", "failed"] {
+            let series =
+                format!("volguard_audit_events_total{{record=\"{record}\",result=\"{lost}\"}} 0\n");
+            assert!(text.contains(&series), "{series} in\n{text}");
+        }
+    }
+}

@@ -131,6 +131,23 @@ impl Cluster {
         }
     }
 
+    /// The pod with what caches prune (nodeSelector, affinity): `explain pod`. A `--state` file's
+    /// pods are pruned as they load.
+    pub async fn pod_whole(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
+        match self {
+            Cluster::Offline(s) => from_cache(s.pods.get(namespace, name)),
+            Cluster::Live(l) => l.pod_whole(namespace, name).await,
+        }
+    }
+
+    /// The node with its labels (caches keep only the control-plane ones): `explain pod`.
+    pub async fn node_whole(&self, name: &str) -> Fact<Arc<Node>> {
+        match self {
+            Cluster::Offline(s) => from_cache(s.nodes.get("", name)),
+            Cluster::Live(l) => l.node_whole(name).await,
+        }
+    }
+
     /// The pod as the apiserver has it now, never a cache (a bind whose pod UID differs from the
     /// cached pod's).
     pub async fn pod_live(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {

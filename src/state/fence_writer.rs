@@ -7,9 +7,9 @@ use super::fences;
 use super::writer::Writer;
 use crate::model::OUT_OF_SERVICE_TAINT;
 use crate::model::fence::{
-    CONFIRM_NODE_DOWN, CONFIRMED_BY, FENCE_INCIDENT, GROUP, KIND, NODE_LABEL, NodeFence,
-    NodeFenceSpec, NodeFenceStatus, VERSION,
+    FENCE_INCIDENT, GROUP, KIND, NODE_LABEL, NodeFence, NodeFenceSpec, NodeFenceStatus, VERSION,
 };
+use crate::rules::proof::{CONFIRMED_BY, Key};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 
@@ -114,7 +114,7 @@ impl Writer {
         {
             ops.push(serde_json::json!({"op": "remove", "path": format!("/spec/taints/{i}")}));
         }
-        for key in [FENCE_INCIDENT, CONFIRM_NODE_DOWN] {
+        for key in [FENCE_INCIDENT, Key::ConfirmNodeDown.annotation()] {
             if node
                 .metadata
                 .annotations

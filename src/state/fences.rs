@@ -133,7 +133,7 @@ pub async fn confirm_gone(
     o.metadata.labels = Some([(NODE_LABEL.to_string(), label_value(node))].into());
     o.metadata.annotations = Some(
         [(
-            crate::model::fence::CONFIRMED_BY.to_string(),
+            crate::rules::proof::CONFIRMED_BY.to_string(),
             by.to_string(),
         )]
         .into(),

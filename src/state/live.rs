@@ -255,6 +255,16 @@ impl LiveCluster {
         get_live(Api::<Decoded<Node>>::all(self.client.clone()), name).await
     }
 
+    /// The pod whole as the apiserver has it now (its nodeSelector and affinity included, which
+    /// caches drop): what `explain pod` reads.
+    pub async fn pod_whole(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
+        get_whole(
+            Api::<Decoded<Pod>>::namespaced(self.client.clone(), namespace),
+            name,
+        )
+        .await
+    }
+
     /// The node whole as the apiserver has it now (the kubelet's volume lists included, which
     /// caches drop): what a fence's proof and release read.
     pub async fn node_whole(&self, name: &str) -> Fact<Arc<Node>> {

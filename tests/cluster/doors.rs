@@ -349,7 +349,7 @@ fn field(
 /// fields a person or a script could write through a door. `owner`: the running pod's controller
 /// ownerReference, which the owner field's undo puts back.
 fn fields(owner: &Value) -> Vec<Field> {
-    use volguard::model::fence::{CONFIRMED_AT, CONFIRMED_BY};
+    use volguard::rules::proof::{CONFIRMED_AT, CONFIRMED_BY};
     let mut out: Vec<Field> = volguard::rules::proof::OVERRIDES
         .iter()
         .map(|o| o.key)

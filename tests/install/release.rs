@@ -85,23 +85,17 @@ impl Shared {
         );
     }
 
-    /// `helm upgrade --reuse-values --set VALUE`, then the webhook and the controller restarted
-    /// with the Deployments' new args, as their rollouts would.
+    /// `helm upgrade` as the README says (`upgrade_args`), then the webhook and the controller
+    /// restarted with the Deployments' new args, as their rollouts would.
     pub(super) async fn upgrade(&mut self, value: &str) {
         self.helm_upgrade(value);
         self.restart().await;
     }
 
-    /// `helm upgrade --reuse-values --set VALUE` alone: the running processes keep their args,
-    /// as the old pods of a rollout do until they are replaced.
+    /// `helm upgrade` alone (`upgrade_args`): the running processes keep their args, as the old
+    /// pods of a rollout do until they are replaced.
     pub(super) fn helm_upgrade(&self, value: &str) {
-        let mut args = vec![
-            "upgrade".to_string(),
-            RELEASE.into(),
-            chart().display().to_string(),
-        ];
-        args.extend(self.install_args());
-        args.extend(["--reuse-values".to_string(), "--set".into(), value.into()]);
+        let args = upgrade_args(self.install_args(), value);
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         self.helm(&refs);
     }
@@ -219,4 +213,22 @@ impl Shared {
         )
         .await;
     }
+}
+
+/// An upgrade as the README tells operators to run one: the install's values given again,
+/// `--reset-then-reuse-values` (the new chart's defaults, then this release's earlier values: a
+/// value a new chart version adds is not left empty, as `--reuse-values` leaves it), then VALUE.
+pub(super) fn upgrade_args(install: Vec<String>, value: &str) -> Vec<String> {
+    let mut args = vec![
+        "upgrade".to_string(),
+        RELEASE.into(),
+        chart().display().to_string(),
+    ];
+    args.extend(install);
+    args.extend([
+        "--reset-then-reuse-values".to_string(),
+        "--set".into(),
+        value.into(),
+    ]);
+    args
 }

@@ -6,16 +6,25 @@
 //! person's own groups, may set one, and the write must carry the setter's username in
 //! `volguard.io/confirmed-by` (volguard's mutating stamp writes it; a person may type their own
 //! name while it is down). Nobody else writes the stamp. A stored override then counts when its
-//! stamp names a person ([`counts`]), with no second question at use time: whoever uses it later
+//! stamp names a person ([`Reader::read`]), with no second question at use time: whoever uses it later
 //! (a force delete by a script, a taint by a remediator) cannot lend it authority it lacked.
 //!
 //! A NodeFence's `confirmed-by` annotation is itself a confirmation (`kubectl volguard fence
 //! confirm`): setting or changing it is judged the same way.
 
+mod keys;
+mod read;
+
+pub(crate) use keys::proof_key;
+pub use keys::{CONFIRMED_AT, CONFIRMED_BY, Key};
+pub use read::{Expiry, Proof, Read, Reader};
+#[cfg(test)]
+pub use read::{assumed, assumed_read};
+
 use super::Decision;
 use super::force_delete::is_human;
-use crate::model::fence::{CONFIRM_NODE_DOWN, CONFIRMED_AT, CONFIRMED_BY, NodeFence};
-use crate::model::{ALLOW_FINALIZER_REMOVAL, CONFIRM_FORCE_DELETE, Meta, UserInfo};
+use crate::model::fence::NodeFence;
+use crate::model::{Meta, UserInfo};
 
 /// Who may set an override (`--break-glass`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -41,24 +50,18 @@ pub struct Override {
 
 /// Every override, on whatever kind it is written (an override on the wrong kind is judged like
 /// any other: nobody learns which kinds go unwatched).
-pub const OVERRIDES: [Override; 4] = [
-    Override {
-        key: ALLOW_FINALIZER_REMOVAL,
-        rule: "finalizer-removal",
-    },
-    Override {
-        key: CONFIRM_FORCE_DELETE,
-        rule: "force-delete",
-    },
-    Override {
-        key: super::claim_metadata::ALLOW_LOCK_REMOVAL,
-        rule: "claim-metadata",
-    },
-    Override {
-        key: CONFIRM_NODE_DOWN,
-        rule: "out-of-service-taint",
-    },
-];
+pub const OVERRIDES: [Override; Key::ALL.len()] = {
+    let mut out = [Override { key: "", rule: "" }; Key::ALL.len()];
+    let mut i = 0;
+    while i < Key::ALL.len() {
+        out[i] = Override {
+            key: Key::ALL[i].annotation(),
+            rule: Key::ALL[i].rule(),
+        };
+        i += 1;
+    }
+    out
+};
 
 /// The break glass of a NodeFence confirmation (its `confirmed-by`, set by `fence confirm`).
 pub const FENCE_CONFIRMATION: Override = Override {
@@ -70,71 +73,6 @@ pub const FENCE_CONFIRMATION: Override = Override {
 /// plane) and not empty.
 pub fn stamp_is_person(stamp: &str) -> bool {
     !stamp.is_empty() && !stamp.starts_with("system:")
-}
-
-/// How long a stored override counts after it was set (`--break-glass-expiry`), and the clock.
-#[derive(Debug, Clone, Copy)]
-pub struct Expiry {
-    pub after: jiff::SignedDuration,
-    pub now: jiff::Timestamp,
-}
-
-/// A `confirmed-at` this far ahead of volguard's clock is a hand-written one, not clock skew.
-const SKEW: jiff::SignedDuration = jiff::SignedDuration::from_secs(300);
-
-/// Whether the stored override `key` counts: set to `"true"`, stamped by a person and, with an
-/// `expiry`, set less than that long ago. `Err` says why it does not (for the warning), `Ok(false)`
-/// that it is not there at all.
-pub fn counts(
-    stored: &Meta,
-    key: &str,
-    mode: BreakGlass,
-    expiry: Option<Expiry>,
-) -> Result<bool, String> {
-    if !stored.annotation_true(key) {
-        return Ok(false);
-    }
-    if mode == BreakGlass::Off {
-        return Err(format!(
-            "{key}=true ignored: break glass is off (--break-glass=off)"
-        ));
-    }
-    match stored.annotation(CONFIRMED_BY) {
-        Some(who) if stamp_is_person(who) => {}
-        Some(who) => {
-            return Err(format!(
-                "{key}=true ignored: it was set by {who:?}, a service account or system identity, whose word \
-                 proves nothing; a person sets it"
-            ));
-        }
-        None => {
-            return Err(format!(
-                "{key}=true ignored: it carries no {CONFIRMED_BY} stamp (set before volguard judged it, or while \
-                 volguard was down); a person sets it again"
-            ));
-        }
-    }
-    let Some(Expiry { after, now }) = expiry else {
-        return Ok(true);
-    };
-    let set = stored
-        .annotation(CONFIRMED_AT)
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
-    match set {
-        Some(set) if set > now + SKEW => Err(format!(
-            "{key}=true ignored: its {CONFIRMED_AT} ({set}) is in the future, so it was not volguard's \
-             clock that wrote it; a person sets it again"
-        )),
-        Some(set) if now.duration_since(set) >= after => Err(format!(
-            "{key}=true ignored: it expired (set at {set}, break glass counts for {after:#} after it is set: \
-             --break-glass-expiry); if the risk is still accepted, a person sets it again"
-        )),
-        Some(_) => Ok(true),
-        None => Err(format!(
-            "{key}=true ignored: it carries no valid {CONFIRMED_AT} time, so it cannot expire; a person sets \
-             it again (volguard stamps the time)"
-        )),
-    }
 }
 
 /// The confirmations this write sets: `"true"` now and not before (`old` is `None` on CREATE).
@@ -151,6 +89,23 @@ pub fn newly_set(old: Option<&Meta>, new: &Meta, fence: bool) -> Vec<Override> {
         .into_iter()
         .filter(|o| new.annotation_true(o.key) && !old.is_some_and(|m| m.annotation_true(o.key)))
         .collect()
+}
+
+/// Who confirmed a NodeFence (`kubectl volguard fence confirm`): its stamp, when it names a
+/// person (judged when written, like every confirmation: `judge` with `fence`).
+pub fn fence_confirmed_by(incident: &NodeFence) -> Option<&str> {
+    incident
+        .metadata
+        .annotation(CONFIRMED_BY)
+        .filter(|w| stamp_is_person(w))
+}
+
+/// Whether this write sets the proof `key` (`"true"` now and not before; `old` is `None` on
+/// CREATE): how a guard that judges the act of confirming (not its use) asks.
+pub fn sets(old: Option<&Meta>, new: &Meta, key: Key) -> bool {
+    newly_set(old, new, false)
+        .iter()
+        .any(|o| o.key == key.annotation())
 }
 
 /// What the authorizer said of the setter for one override's rule.
@@ -182,12 +137,21 @@ pub fn judge(
     let before = old.and_then(|m| m.annotation(CONFIRMED_BY));
     let stamp = new.annotation(CONFIRMED_BY);
     if set.is_empty() {
-        return match stamp {
+        let at_before = old.and_then(|m| m.annotation(CONFIRMED_AT));
+        return match (stamp, new.annotation(CONFIRMED_AT)) {
             // Dropping the stamp only makes the confirmations beside it count for nothing.
-            Some(s) if Some(s) != before => Decision::deny(
+            (Some(s), _) if Some(s) != before => Decision::deny(
                 "proof-stamp-forged",
                 format!(
                     "writing {CONFIRMED_BY}={s:?} refused: volguard writes it with the name of the person who sets a \
+                     confirmation, in the same request; nobody writes it by hand"
+                ),
+            ),
+            // Nor its time: moved by hand, an expired proof would count again.
+            (_, Some(t)) if Some(t) != at_before => Decision::deny(
+                "proof-stamp-forged",
+                format!(
+                    "writing {CONFIRMED_AT}={t:?} refused: volguard writes it with the time a person sets a \
                      confirmation, in the same request; nobody writes it by hand"
                 ),
             ),
@@ -285,5 +249,5 @@ pub fn fence_record(user: &UserInfo, old: Option<&NodeFence>, new: &NodeFence) -
 }
 
 #[cfg(test)]
-#[path = "proof_tests.rs"]
+#[path = "tests.rs"]
 mod tests;

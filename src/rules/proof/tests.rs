@@ -1,7 +1,12 @@
 //! Unit tests of `src/rules/proof.rs`: one per way a proof is (not) made.
 
+use super::read::counts;
 use super::*;
 use crate::model::testing;
+
+const CONFIRM_FORCE_DELETE: &str = Key::ConfirmForceDelete.annotation();
+const CONFIRM_NODE_DOWN: &str = Key::ConfirmNodeDown.annotation();
+const ALLOW_FINALIZER_REMOVAL: &str = Key::AllowFinalizerRemoval.annotation();
 
 const OWN: &str = "system:serviceaccount:volguard-system:volguard-controller";
 
@@ -227,7 +232,6 @@ fn nobody_but_volguard_writes_a_fence_record_or_status() {
 
 #[test]
 fn with_an_expiry_an_override_counts_for_that_long_after_it_was_set() {
-    use crate::model::fence::CONFIRMED_AT;
     let now: jiff::Timestamp = "2026-11-27T10:00:00Z".parse().expect("time");
     let hour = jiff::SignedDuration::from_hours(1);
     let expiry = Some(Expiry { after: hour, now });

@@ -45,13 +45,14 @@ NODE_PARTS = $(NODES_DIR)/kubelet $(CACHE)/containerd/$(CONTAINERD_VERSION)/cont
 E2E_ENV = VOLGUARD_NODES_DIR=$(NODES_DIR) VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: manifests model encode-cmp all build release release-check release-build certs run try image image-check image-tools docker-image alerts chart prometheus install nodes node-packages fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
+.PHONY: manifests model differential encode-cmp all build release release-check release-build certs run try image image-check image-tools docker-image alerts chart prometheus install nodes node-packages fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
 help:
 	@echo "make run      start volguard serve (dev certs, example state, no cluster) on :8443 / :8080"
 	@echo "make test     lint, unit + fixture tests, end-to-end tests on a real control plane"
+	@echo "make differential  volguard's ports of upstream's decisions against upstream's own Go code"
 	@echo "make e2e      end-to-end tests only (builds kube-apiserver/etcd/kcm once into .cache/)"
 	@echo "make bench    benchmarks (table + target/bench/report.json)"
 	@echo "make bench-compare BASE=REV  make bench, each admission row also against volguard as of REV"
@@ -133,7 +134,22 @@ model:
 	$(CARGO) test --locked --test model_adversary -- --nocapture --test-threads=1 2>&1 | \
 	  grep -oE '^model adversary: .*|^test result.*|panicked.*' ; test $${PIPESTATUS[0]} -eq 0
 
-test: lint unit model fuzz-check alerts chart image-check release-check e2e
+test: lint unit model fuzz-check alerts chart image-check release-check differential e2e
+
+# The differential test (tests/differential.rs): each port in src/rules/upstream against the
+# Kubernetes code it ports, linked into one Go program (e2e/differential) from the k8s.io/kubernetes
+# the e2e runs; the counts go to target/e2e/differential.json. A cold build takes minutes (about
+# 1,600 packages: the controllers and the pod registry pull in client-go and the apiserver).
+DIFFERENTIAL := $(CACHE)/differential/$(K8S_VERSION)/differential
+$(DIFFERENTIAL): e2e/differential/main.go e2e/differential/go.mod e2e/differential/go.sum
+	mkdir -p $(@D)
+	cd e2e/differential && test "$$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" = "$(K8S_VERSION)"
+	cd e2e/differential && CGO_ENABLED=0 go build -trimpath -o $@ -ldflags "-s -w" .
+
+differential: $(DIFFERENTIAL)
+	VOLGUARD_DIFFERENTIAL=$(DIFFERENTIAL) VOLGUARD_DIFFERENTIAL_K8S_VERSION=$(K8S_VERSION) \
+	  $(CARGO) test --locked --test differential -- --ignored --nocapture 2>&1 | \
+	  sed -n '/^differential,/,/^test result/p; /panicked/,/^$$/p'; test $${PIPESTATUS[0]} -eq 0
 
 # Debian's prometheus package: promtool for the alert tests, the server for tests/install.rs.
 prometheus:

@@ -1,11 +1,12 @@
-// The differential test's upstream side: links k8s.io/kubernetes' own packages. Its staging modules are
-// replaced with local paths upstream,
-// so each one is pinned here to the matching published version.
+// The differential test's upstream side (main.go): links k8s.io/kubernetes' own packages. Their
+// staging modules are replaced with local paths upstream, so each one is pinned here to the
+// matching published version, as in e2e/kubernetes/v1.37.
 module volguard.dev/e2e/differential
 
 go 1.26.0
 
 require (
+	github.com/go-logr/logr v1.4.3
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/apiserver v0.37.2
@@ -38,7 +39,6 @@ require (
 	github.com/felixge/httpsnoop v1.0.4 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
-	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/go-openapi/jsonreference v1.0.0 // indirect

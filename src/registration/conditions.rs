@@ -232,17 +232,22 @@ pub const FORCE_EVICTION: Condition = Condition {
 
 pub const ENDS_A_SCHEDULED_POD: Condition = Condition {
     name: "ends-a-scheduled-pod",
-    comment: "A terminal phase, or container states of which none runs any more (each terminated or waiting:\n\
-              the attach/detach controller then treats a terminating pod as stopped), written onto a\n\
-              scheduled pod that was not terminal.",
+    comment: "A terminal phase, or container states of which none runs any more (each terminated or waiting,\n\
+              in every list upstream's IsPodTerminated reads: init, regular and ephemeral; the attach/detach\n\
+              controller then treats a terminating pod as stopped), written onto a scheduled pod that was\n\
+              not terminal.",
     lines: &[
         "!(has(oldObject.status.phase) && oldObject.status.phase in ['Succeeded', 'Failed']) &&",
         "has(oldObject.spec.nodeName) && oldObject.spec.nodeName != '' &&",
         "((has(object.status.phase) && object.status.phase in ['Succeeded', 'Failed']) ||",
-        "(has(oldObject.status.containerStatuses) && oldObject.status.containerStatuses.exists(c,",
-        "!has(c.state) || (!has(c.state.terminated) && !has(c.state.waiting))) &&",
-        "!(has(object.status.containerStatuses) && object.status.containerStatuses.exists(c,",
-        "!has(c.state) || (!has(c.state.terminated) && !has(c.state.waiting))))))",
+        "(has(oldObject.status) && [oldObject.status].exists(s,",
+        "(has(s.initContainerStatuses) && s.initContainerStatuses.exists(c, !has(c.state) || (!has(c.state.terminated) && !has(c.state.waiting)))) ||",
+        "(has(s.containerStatuses) && s.containerStatuses.exists(c, !has(c.state) || (!has(c.state.terminated) && !has(c.state.waiting)))) ||",
+        "(has(s.ephemeralContainerStatuses) && s.ephemeralContainerStatuses.exists(c, !has(c.state) || (!has(c.state.terminated) && !has(c.state.waiting))))) &&",
+        "!(has(object.status) && [object.status].exists(s,",
+        "(has(s.initContainerStatuses) && s.initContainerStatuses.exists(c, !has(c.state) || (!has(c.state.terminated) && !has(c.state.waiting)))) ||",
+        "(has(s.containerStatuses) && s.containerStatuses.exists(c, !has(c.state) || (!has(c.state.terminated) && !has(c.state.waiting)))) ||",
+        "(has(s.ephemeralContainerStatuses) && s.ephemeralContainerStatuses.exists(c, !has(c.state) || (!has(c.state.terminated) && !has(c.state.waiting))))))))",
     ],
 };
 

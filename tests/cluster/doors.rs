@@ -26,6 +26,8 @@ const KINDS: &[(&str, &str, &str, &str)] = &[
 
 /// The other kinds whose paths the issue names: create-only (a binding, an eviction) or storing no
 /// guarded field (a VolumeAttachment). Discovered and printed, so a new write verb on one shows.
+/// The two binding paths are tried like every door (`BINDING_PATHS`): the apiserver copies a
+/// Binding's annotations onto the pod, so "create-only" is not "holds no guarded field".
 const OTHER_PATHS: &[&str] = &[
     "bindings",
     "pods/binding",
@@ -33,6 +35,11 @@ const OTHER_PATHS: &[&str] = &[
     "volumeattachments",
     "volumeattachments/status",
 ];
+
+/// The create-only paths that write a pod's metadata: a Binding's annotations are merged into
+/// the pod it binds (`setPodNodeAndMetadata`). Each is tried with the field in the Binding's
+/// metadata, and "persists" is read from the pod afterwards.
+const BINDING_PATHS: [&str; 2] = ["pods/binding", "bindings"];
 
 /// One path: the kind's plural and the subresource (`None`: the object itself).
 #[derive(Debug, Clone)]
@@ -674,13 +681,68 @@ async fn try_create(
     outcome(field, result)
 }
 
+/// A Binding carrying `field`'s annotations, through `path`, of a fresh pending pod; the pod as
+/// stored afterwards is what the field is read from (the bind answers with a Status, not the pod).
+async fn try_bind(
+    path: &str,
+    field: &Field,
+    actor: &kube::Client,
+    admin: &kube::Client,
+    ns: &str,
+    n: usize,
+) -> Outcome {
+    let name = format!("door-bind-{n}");
+    let pods = Door::of("pods");
+    let pod: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"nodeSelector": {"door": "nowhere"}, "containers": [{"name": "c", "image": "busybox"}]}}))
+    .expect("pod");
+    if let Err(e) = pods
+        .api(admin, ns)
+        .create(&PostParams::default(), &pod)
+        .await
+    {
+        return Outcome {
+            persisted: false,
+            refused_by: None,
+            error: Some(format!("the pod to bind: {e}")),
+        };
+    }
+    let binding = json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name, "namespace": ns, "annotations": field.write["metadata"]["annotations"]},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "door-node"}});
+    let url = match path {
+        "pods/binding" => format!("/api/v1/namespaces/{ns}/pods/{name}/binding"),
+        _ => format!("/api/v1/namespaces/{ns}/bindings"),
+    };
+    let req = http::Request::post(url)
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&binding).expect("binding"))
+        .expect("request");
+    let result = match actor.request::<Value>(req).await {
+        Ok(_) => pods.api(admin, ns).get(&name).await,
+        Err(e) => Err(e),
+    };
+    let _ = pods
+        .api(admin, ns)
+        .delete(
+            &name,
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+        )
+        .await;
+    outcome(field, result)
+}
+
 /// RBAC for both actors: every discovered path, create/update/patch (what an editor may do).
 async fn grant(c: &kube::Client, doors: &[Door]) {
     let mut by_group: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for d in doors {
         by_group.entry(d.group).or_default().push(d.path());
     }
-    let rules: Vec<Value> = by_group
+    let mut rules: Vec<Value> = by_group
         .into_iter()
         .map(|(group, mut resources)| {
             resources.sort();
@@ -689,6 +751,8 @@ async fn grant(c: &kube::Client, doors: &[Door]) {
                 "verbs": ["get", "list", "create", "update", "patch"]})
         })
         .collect();
+    // What a scheduler-like identity may do: bind.
+    rules.push(json!({"apiGroups": [""], "resources": BINDING_PATHS, "verbs": ["create"]}));
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": "door-writer"}, "rules": rules});
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
@@ -795,6 +859,17 @@ pub(super) async fn proof_door_matrix(cp: &mut ControlPlane, ns: &str) {
                     let o = try_create(plural, field, actor, &admin, ns, n).await;
                     tries.push((plural.to_string(), "CREATE", o));
                 }
+                let annotations = &field.write["metadata"]["annotations"];
+                if field.seed.is_none()
+                    && field.plurals.contains(&"pods")
+                    && annotations.is_object()
+                {
+                    for path in BINDING_PATHS {
+                        n += 1;
+                        let o = try_bind(path, field, actor, &admin, ns, n).await;
+                        tries.push((path.to_string(), "CREATE", o));
+                    }
+                }
                 for (path, verb, o) in tries {
                     let key = (field.name.clone(), path, verb.to_string(), who.to_string());
                     match p {
@@ -844,6 +919,14 @@ pub(super) async fn proof_door_matrix(cp: &mut ControlPlane, ns: &str) {
             "refused_by_policy": refused(policy),
             "errors": errors,
         }));
+    }
+    // The binding paths are doors: each persisted a proof onto the pod without volguard, and the
+    // matrix has their rows (issue 68: once assumed to hold no guarded field).
+    for path in BINDING_PATHS {
+        assert!(
+            unguarded.iter().any(|(_, p, _, _)| p == path),
+            "no field persisted through {path} without volguard: the try does not reach the pod"
+        );
     }
     // The doors nobody listed are doors: some subresource besides the object itself persists a
     // field without volguard (otherwise this scenario would be checking nothing).

@@ -275,6 +275,27 @@ with ",
         },
     },
     Policy {
+        name: Some("volguard-volume-policy"),
+        group: ("", "v1"),
+        rule: Rule::DeleteProtection,
+        rows: "§2i row delete-protection-volume-policy: a marked volume's reclaim policy is not turned to Delete or \
+Recycle (row delete-protection-volume-released reads the claim and its pods: the webhook's)",
+        resources: &["persistentvolumes"],
+        operations: &["UPDATE"],
+        namespaced: false,
+        all_scopes: false,
+        match_conditions: &[&conditions::MAY_RELEASE_A_VOLUME],
+        body: Body::Validate {
+            allowed: "!(has(oldObject.metadata.annotations) && \
+oldObject.metadata.annotations[?'volguard.io/delete-protection'].orValue('') == 'true') || \
+(has(oldObject.spec.persistentVolumeReclaimPolicy) && oldObject.spec.persistentVolumeReclaimPolicy in ['Delete', 'Recycle'])",
+            message: "'setting the reclaim policy of PersistentVolume \"' + oldObject.metadata.name + '\" to ' + \
+object.spec.persistentVolumeReclaimPolicy + ' refused: it carries volguard.io/delete-protection=true, and with that \
+policy the PV controller deletes (or wipes) its data as soon as its claim goes. If its data may really go, a person \
+lifts the protection first (kubectl annotate pv ' + oldObject.metadata.name + ' volguard.io/delete-protection-)'",
+        },
+    },
+    Policy {
         name: Some("volguard-fence-record"),
         group: (crate::model::fence::GROUP, "*"),
         rule: Rule::Proof,

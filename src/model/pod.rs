@@ -175,6 +175,35 @@ pub struct Volume {
     /// Only presence matters: the claim is `<pod>-<volume>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ephemeral: Option<Present>,
+    /// The sources whose data ends with the pod (rules.md §2d row 4): any other source — a claim,
+    /// NFS, iSCSI, FC, CSI, hostPath, a kind newer than this list — is storage that outlives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_dir: Option<Present>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<Present>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<Present>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projected: Option<Present>,
+    #[serde(
+        default,
+        rename = "downwardAPI",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub downward_api: Option<Present>,
+}
+
+impl Volume {
+    /// Its data ends with the pod: emptyDir, configMap, secret, projected or downwardAPI.
+    pub fn ends_with_pod(&self) -> bool {
+        self.persistent_volume_claim.is_none()
+            && self.ephemeral.is_none()
+            && (self.empty_dir.is_some()
+                || self.config_map.is_some()
+                || self.secret.is_some()
+                || self.projected.is_some()
+                || self.downward_api.is_some())
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -20,6 +20,13 @@ pub fn uses_claims(pod: &Pod) -> bool {
         .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
 }
 
+/// Whether any of the pod's volumes outlives it (rules.md §2d row 4): a claim, or an inline
+/// NFS, iSCSI, FC, CSI, hostPath... volume — everything but the sources that end with the pod.
+/// A pod that has one needs a recorded proof that its node is down before it is released.
+pub fn has_lasting_volumes(pod: &Pod) -> bool {
+    pod.spec.volumes.iter().any(|v| !v.ends_with_pod())
+}
+
 /// Every claim the pod's volumes name. Claim names are namespace-scoped: they always refer to the
 /// pod's own namespace.
 pub fn claims_of(pod: &Pod) -> impl Iterator<Item = Claim> + '_ {

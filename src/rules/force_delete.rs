@@ -130,8 +130,9 @@ fn judge(
     let node_name = pod.node_name().unwrap_or_default();
     match node {
         // 4: the node's deletion, allowed on proof and recorded, confirms the machine is down.
-        // A pod that uses no claim has no volume to protect: its node's deletion needed no proof.
-        Fact::Missing if gone_record.is_some() || !super::claims::uses_claims(pod) => {
+        // A pod whose volumes all end with it (emptyDir, configMap, secret, projected, downwardAPI)
+        // has nothing to protect; any other volume — a claim, inline NFS, iSCSI, CSI — needs the record.
+        Fact::Missing if gone_record.is_some() || !super::claims::has_lasting_volumes(pod) => {
             return Decision::allow("force-delete-node-gone");
         }
         // 5: non-graceful node shutdown (KEP-2268).

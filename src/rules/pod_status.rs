@@ -45,8 +45,8 @@ pub fn pod_status_update(
     let node_name = old.node_name().unwrap_or_default();
     match node {
         // 4: PodGC's orphaned pods: the node is gone, its deletion recorded on proof (a pod
-        // that uses no claim has no volume to protect: its node's deletion needed no proof).
-        Fact::Missing if gone_record.is_some() || !super::claims::uses_claims(old) => {
+        // whose volumes all end with it has nothing to protect; rules.md §2d row 4).
+        Fact::Missing if gone_record.is_some() || !super::claims::has_lasting_volumes(old) => {
             return Decision::allow("pod-status-node-gone");
         }
         // 5: PodGC's terminating pods on an out-of-service node (KEP-2268).

@@ -125,10 +125,9 @@ impl Object for Pod {
         self.metadata.owner_references = None;
         // Pods are never patched by volguard: no resourceVersion needed.
         self.metadata.resource_version = None;
-        // Only claim-bearing volumes matter to the rules (projected tokens, configMaps... do not).
-        self.spec
-            .volumes
-            .retain(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some());
+        // Only volumes that outlive the pod matter to the rules (claims, inline NFS, CSI...;
+        // projected tokens, configMaps... do not).
+        self.spec.volumes.retain(|v| !v.ends_with_pod());
         self.spec.volumes.shrink_to_fit();
         self.prune_status();
     }

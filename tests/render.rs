@@ -569,6 +569,7 @@ fn chart_policies_render_what_manifests_policies_renders() {
         ("proof", json_deny()),
         ("fence-record", json_deny()),
         ("delete-protection", json_deny()),
+        ("volume-policy", json_deny()),
     ] {
         let got = &all_warn[&format!("ValidatingAdmissionPolicyBinding//volguard-{policy}")]["spec"]
             ["validationActions"];
@@ -631,6 +632,14 @@ fn chart_policies_render_what_manifests_policies_renders() {
         helm("ns", &["exemptions.proof[0]=system:serviceaccount:x:y"]).is_err(),
         "the schema refuses an exemption from proof"
     );
+    // rules.md §2g: nor one for everyone of a kind.
+    for everyone in [
+        "exemptions.force-delete[0]=group:system:authenticated",
+        "exemptions.force-delete[0]=group:system:serviceaccounts:velero",
+    ] {
+        let e = helm("ns", &[everyone]).expect_err(everyone);
+        assert!(e.contains("schema"), "{everyone}: {e}");
+    }
     // forceFailurePolicyIgnore: every entry, and the controller's repair told so.
     let forced = by_id(docs(
         &helm("ns", &["forceFailurePolicyIgnore=true"]).expect("helm template"),

@@ -16,6 +16,21 @@ pub enum ExemptionError {
     Entry(String),
     #[error("rule {0:?} cannot be exempted from; rules that can: {rules}", rules = super::enforcement::warnable_names())]
     NotExemptable(String),
+    #[error(
+        "--exempt {0:?} names everyone of a kind (system:authenticated, system:unauthenticated, \
+         system:serviceaccounts, system:serviceaccounts:NAMESPACE): that is no exemption but the rule switched \
+         off; name the service account or user, or put the rule in warn (--enforcement RULE=warn)"
+    )]
+    Everyone(String),
+}
+
+/// The groups that name everyone of a kind (rules.md §2g): an exemption for one of them is the
+/// rule switched off for a whole population, never a named tool.
+pub fn names_everyone(group: &str) -> bool {
+    matches!(
+        group,
+        "system:authenticated" | "system:unauthenticated" | "system:serviceaccounts"
+    ) || group.starts_with("system:serviceaccounts:")
 }
 
 /// One exemption: a rule and who is exempted from it.
@@ -36,9 +51,13 @@ impl std::str::FromStr for Exemption {
         let rule = Rule::from_name(rule.trim())
             .filter(|r| r.def().warnable)
             .ok_or_else(|| ExemptionError::NotExemptable(rule.trim().to_string()))?;
+        let identity = identity.trim();
+        if identity.strip_prefix("group:").is_some_and(names_everyone) {
+            return Err(ExemptionError::Everyone(s.to_string()));
+        }
         Ok(Exemption {
             rule,
-            identity: identity.trim().to_string(),
+            identity: identity.to_string(),
         })
     }
 }

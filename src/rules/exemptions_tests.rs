@@ -60,3 +60,31 @@ fn bad_entries_and_rules_that_cannot_be_exempted_are_named() {
         Err(ExemptionError::NotExemptable("nope".into()))
     );
 }
+
+/// rules.md §2g: a group that names everyone of a kind is refused as an exemption, with a clear
+/// error (the chart's schema refuses the same).
+#[test]
+fn an_exemption_for_everyone_of_a_kind_is_refused() {
+    for everyone in [
+        "group:system:authenticated",
+        "group:system:unauthenticated",
+        "group:system:serviceaccounts",
+        "group:system:serviceaccounts:velero",
+    ] {
+        let e = format!("force-delete={everyone}")
+            .parse::<Exemption>()
+            .expect_err(everyone);
+        assert!(matches!(e, ExemptionError::Everyone(_)), "{everyone}: {e}");
+        assert!(e.to_string().contains("name the service account"), "{e}");
+    }
+    for named in [
+        "group:backup",
+        "system:serviceaccount:velero:velero",
+        "group:system:masters",
+    ] {
+        assert!(
+            format!("force-delete={named}").parse::<Exemption>().is_ok(),
+            "{named}"
+        );
+    }
+}

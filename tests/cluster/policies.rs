@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// A pod's container status lists, as upstream's `IsPodTerminated` reads them.
+const STATUS_LISTS: [&str; 3] = [
+    "initContainerStatuses",
+    "containerStatuses",
+    "ephemeralContainerStatuses",
+];
+
 /// The policies issue (rules.md §9) on the real apiserver: with volguard's webhooks unregistered
 /// and its server stopped, the CEL policies generated from the rule table (the file the chart
 /// ships) refuse in the apiserver itself a force delete of a running pod, a forged `Failed` and a
@@ -258,13 +265,28 @@ pub(super) async fn policy_agrees(cp: &mut ControlPlane, ns: &str) {
             if old["spec"]["nodeName"].is_null() {
                 old["spec"]["schedulerName"] = json!("none");
             }
+            // Ephemeral containers are added through their subresource, never at CREATE.
+            let ephemeral = old["spec"]["ephemeralContainers"].take();
             let p: Pod = serde_json::from_value(old).expect("pod");
             pods.create(&PostParams::default(), &p).await.expect("pod");
+            if !ephemeral.is_null() {
+                pods.patch_subresource(
+                    "ephemeralcontainers",
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Strategic(json!({"spec": {"ephemeralContainers": ephemeral}})),
+                )
+                .await
+                .expect("ephemeral containers");
+            }
             if let Some(phase) = status["phase"].as_str().filter(|p| *p != "Pending") {
                 // The phase and, where the fixture has them, its containers' states (rules.md §2h).
                 let mut st = json!({"phase": phase});
-                if !status["containerStatuses"].is_null() {
-                    st["containerStatuses"] = status["containerStatuses"].clone();
+                // Every list upstream's IsPodTerminated reads (rules.md §2h).
+                for list in STATUS_LISTS {
+                    if !status[list].is_null() {
+                        st[list] = status[list].clone();
+                    }
                 }
                 pods.patch_status(
                     &name,
@@ -343,9 +365,10 @@ pub(super) async fn policy_agrees(cp: &mut ControlPlane, ns: &str) {
                 }
                 (Some("Pod"), _) => {
                     let mut st = json!({"phase": r["object"]["status"]["phase"].clone()});
-                    if !r["object"]["status"]["containerStatuses"].is_null() {
-                        st["containerStatuses"] =
-                            r["object"]["status"]["containerStatuses"].clone();
+                    for list in STATUS_LISTS {
+                        if !r["object"]["status"][list].is_null() {
+                            st[list] = r["object"]["status"][list].clone();
+                        }
                     }
                     Api::<Pod>::namespaced(as_user, ns)
                         .patch_status(

@@ -263,10 +263,10 @@ async fn start_cluster() -> Shared {
     cp.start_cert_manager().await;
     cp.start_webhook().await;
     println!(
-        "cert-manager v1.11.5 issued the serving certificate; cainjector wrote both caBundles (and dropped matchConditions: {})",
+        "cert-manager v1.11.5 issued the serving certificate (cainjector running; no configuration asks it to inject: dropped matchConditions: {})",
         cp.cainjector_dropped_match_conditions
     );
-    // Re-applied with the bundle in place, the conditions must stay: cainjector has nothing to do.
+    // The CA in place and no inject-ca-from annotation: the conditions stay, cainjector has nothing to do.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
         cp.match_conditions().await > 0,

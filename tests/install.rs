@@ -243,7 +243,19 @@ fn helm_install_into_another_namespace() {
                 manifest.matches("\nkind: ").count() + 1
             );
             let c = s.cp.admin().await;
-            // cainjector found the certificate in the release namespace.
+            // volguard's controller filled the CA from the serving Secret's ca.crt (no cainjector
+            // annotation: cainjector before 1.12 erased the matchConditions at each injection).
+            let ca = Api::<Secret>::namespaced(c.clone(), NS)
+                .get("volguard-webhook-tls")
+                .await
+                .expect("serving Secret")
+                .data
+                .and_then(|mut d| d.remove("ca.crt"))
+                .expect("cert-manager wrote ca.crt");
+            let ca = {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.encode(&ca.0)
+            };
             let configs: Vec<Value> = [
                 "mutatingwebhookconfigurations/volguard-mutating",
                 "validatingwebhookconfigurations/volguard-validating",
@@ -267,8 +279,20 @@ fn helm_install_into_another_namespace() {
                         "{}: no caBundle injected",
                         w["name"]
                     );
+                    assert_eq!(
+                        w["clientConfig"]["caBundle"], ca,
+                        "{}: caBundle is not the serving Secret's ca.crt",
+                        w["name"]
+                    );
                     assert_eq!(w["clientConfig"]["service"]["namespace"], NS);
                 }
+                assert!(
+                    cfg["metadata"]["annotations"]
+                        .get("cert-manager.io/inject-ca-from")
+                        .is_none(),
+                    "{}: cainjector is asked to inject",
+                    cfg["metadata"]["name"]
+                );
             }
             assert!(!webhook_configs_text(&configs).contains("volguard-system"));
             let conditions: usize = configs
@@ -276,8 +300,53 @@ fn helm_install_into_another_namespace() {
                 .flat_map(|c| c["webhooks"].as_array().cloned().unwrap_or_default())
                 .map(|w| w["matchConditions"].as_array().map_or(0, Vec::len))
                 .sum();
+            // What volguard registers for the entries present (the RWO entries may be left out).
+            let want: usize = configs
+                .iter()
+                .flat_map(|c| c["webhooks"].as_array().cloned().unwrap_or_default())
+                .filter_map(|w| {
+                    volguard::registration::webhooks::entries().find(|e| w["name"] == e.name)
+                })
+                .map(|e| e.conditions.len())
+                .sum();
+            assert_eq!(conditions, want, "matchConditions after the CA was filled");
+            assert!(want > 0);
+            // cert-manager 1.11.5's cainjector runs all along (it erased them at each injection
+            // when the configurations carried its annotation, every few seconds): 30 s of
+            // watching, the conditions stay and nobody rewrites the configurations.
+            let validating = Api::<ValidatingWebhookConfiguration>::all(c.clone());
+            let before = validating
+                .get("volguard-validating")
+                .await
+                .expect("configuration")
+                .metadata
+                .resource_version;
+            for _ in 0..15 {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let live = validating
+                    .get("volguard-validating")
+                    .await
+                    .expect("configuration");
+                let erased: Vec<String> = live
+                    .webhooks
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|w| {
+                        volguard::registration::webhooks::entries()
+                            .any(|e| e.name == w.name && !e.conditions.is_empty())
+                            && w.match_conditions.as_ref().is_none_or(Vec::is_empty)
+                    })
+                    .map(|w| w.name)
+                    .collect();
+                assert!(erased.is_empty(), "matchConditions erased on {erased:?}");
+                assert_eq!(
+                    live.metadata.resource_version, before,
+                    "volguard-validating rewritten while nothing changed"
+                );
+            }
             println!(
-                "matchConditions after cainjector injected the CA: {conditions} (cainjector before 1.12 erases them; docs/reference.md: cert-manager)"
+                "caBundle filled by the controller from volguard-webhook-tls's ca.crt; {conditions} matchConditions \
+                 intact over 30 s with cert-manager 1.11.5's cainjector running"
             );
             // The chart's pod is where the apiserver sends requests: its IP is this machine's.
             let pods = Api::<Pod>::namespaced(c.clone(), NS)
@@ -477,10 +546,9 @@ fn refusals_and_warnings_are_events() {
             // Warn never blocks: every rule that can warn in warn, then volguard stopped (an
             // outage during the first rollout). The warned entries are Ignore and the policies
             // Warn, so a force delete of a running pod is not refused. With drift repair on, the
-            // controller (given the same --enforcement) keeps them Ignore: cert-manager 1.11's
-            // cainjector rewrites the configuration every few seconds (it erases matchConditions,
-            // so here a claim update would meet the Fail entries of the rules that cannot warn;
-            // with 1.12 or later they never see it), and each repair writes it back.
+            // controller (given the same --enforcement) keeps them Ignore. cert-manager 1.11's
+            // cainjector runs, but the configurations carry no annotation of its: it no longer
+            // erases their matchConditions, so a claim update meets no Fail entry it is not for.
             s.upgrade("registration.repair=true").await;
             s.upgrade("enforcement=warn").await;
             let configs = Api::<ValidatingWebhookConfiguration>::all(c.clone());
@@ -530,17 +598,31 @@ fn refusals_and_warnings_are_events() {
                 .await
                 .expect("warn, volguard down: the force delete is not refused (force-delete)");
             // A claim update meets delete-protection's entry too, which cannot warn and stays
-            // Fail: its matchConditions keep it to updates of the protection annotation, unless
-            // cert-manager's cainjector (before 1.12) erased them. Judged on what is registered.
+            // Fail: its matchConditions keep it to updates of the protection annotation, and
+            // nothing erases them any more (cainjector is not asked to inject).
             let live = configs
                 .get("volguard-validating")
                 .await
                 .expect("configuration");
-            let narrowed = live.webhooks.unwrap_or_default().iter().all(|w| {
-                w.failure_policy.as_deref() != Some("Fail")
-                    || w.match_conditions.as_ref().is_some_and(|m| !m.is_empty())
-            });
-            let claim_updates = if narrowed {
+            // Each Fail entry holds the conditions volguard registers for it (fence-record has
+            // none: it meets only NodeFences).
+            let erased: Vec<String> = live
+                .webhooks
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|w| {
+                    w.failure_policy.as_deref() == Some("Fail")
+                        && volguard::registration::webhooks::entries()
+                            .any(|e| e.name == w.name && !e.conditions.is_empty())
+                        && w.match_conditions.as_ref().is_none_or(Vec::is_empty)
+                })
+                .map(|w| w.name)
+                .collect();
+            assert!(
+                erased.is_empty(),
+                "Fail entries lost their matchConditions with cainjector running: {erased:?}"
+            );
+            let claim_updates = {
                 let claims = Api::<PersistentVolumeClaim>::namespaced(c.clone(), "audit");
                 let lock = volguard::rules::rwo_lock::RWO_LOCK.replace('/', "~1");
                 let remove_lock: json_patch::Patch = serde_json::from_value(json!([
@@ -560,9 +642,6 @@ fn refusals_and_warnings_are_events() {
                     .await
                     .expect("warn, volguard down: stripping a claim's finalizer is not refused (finalizer-removal)");
                 "the RWO lock removed and the finalizer stripped from a claim"
-            } else {
-                "claim updates not tried: cert-manager's cainjector erased the Fail entries' matchConditions, so a \
-                 claim update meets delete-protection's Fail entry (cert-manager 1.12 or later keeps them)"
             };
             println!(
                 "warn mode (enforcement=warn), drift repair on: {warned} warnable entries Ignore and kept so; with \

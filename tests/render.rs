@@ -187,9 +187,12 @@ fn kustomize_overlay_with_only_a_namespace_moves_every_name() {
         ])
     );
     let v = &objects["ValidatingWebhookConfiguration//volguard-validating"];
-    assert_eq!(
-        v["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
-        "platform-storage/volguard-webhook"
+    // No cainjector annotation (before cert-manager 1.12 it erased the matchConditions): the
+    // controller fills caBundle from the Secret its --ca-secret names, in its own namespace.
+    assert!(v["metadata"]["annotations"]["cert-manager.io/inject-ca-from"].is_null());
+    assert!(
+        objects.contains_key("Role/platform-storage/volguard-controller-ca"),
+        "the controller reads the serving Secret in volguard's namespace"
     );
     let guard = v["webhooks"]
         .as_array()
@@ -230,7 +233,8 @@ fn chart_in_another_namespace_moves_every_name() {
     no_volguard_system(&text, "helm template -n platform-storage");
     assert!(text.contains("volguard-webhook.platform-storage.svc"));
     assert!(text.contains("'system:serviceaccount:platform-storage:volguard-controller'"));
-    assert!(text.contains("cert-manager.io/inject-ca-from: platform-storage/volguard-webhook"));
+    assert!(!text.contains("cert-manager.io/inject-ca-from"));
+    assert!(text.contains("--ca-secret=volguard-webhook-tls"));
 }
 
 fn arg_lists(objects: &BTreeMap<String, Value>, deployment: &str) -> Vec<String> {
@@ -384,6 +388,11 @@ fn chart_with_a_provided_secret_needs_its_ca_and_skips_cert_manager() {
     assert!(
         v["metadata"]["annotations"]["cert-manager.io/inject-ca-from"].is_null(),
         "no cainjector annotation"
+    );
+    // The chart owns the caBundle: the controller is not told to fill it, nor given the Secret.
+    assert!(
+        !o.keys()
+            .any(|k| k.starts_with("Role/") && k.ends_with("/volguard-controller-ca"))
     );
     assert_eq!(
         v["webhooks"][0]["clientConfig"]["caBundle"],

@@ -106,6 +106,14 @@ pub struct RegistrationArgs {
     /// warned rule never blocks, not even while volguard is down), and drift repair keeps them so.
     #[arg(long, default_value = "deny", env = "VOLGUARD_ENFORCEMENT")]
     pub enforcement: crate::rules::enforcement::Enforcement,
+    /// The Secret, in volguard's namespace, whose `ca.crt` is the CA of the webhook's serving
+    /// certificate (cert-manager's `volguard-webhook-tls`). Every check then keeps each entry's
+    /// `caBundle` equal to it, with or without --repair-registration: volguard's configurations
+    /// carry no cainjector annotation (cainjector before cert-manager 1.12 erased their
+    /// matchConditions at each injection). Unset: the caBundle is the chart's (`tls.caBundle`),
+    /// only reported when empty.
+    #[arg(long, env = "VOLGUARD_CA_SECRET")]
+    pub ca_secret: Option<String>,
     /// Every entry registered `Ignore` (the chart's `forceFailurePolicyIgnore`): nothing waits on
     /// volguard, and nothing is refused while it is down.
     #[arg(long, env = "VOLGUARD_FORCE_FAILURE_POLICY_IGNORE")]

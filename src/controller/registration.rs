@@ -3,7 +3,11 @@
 //! (`registration::drift`), and reports each difference as `volguard_registration_drift`, a
 //! Warning Event on the configuration, a log line and a line of `/readyz`'s detail; with
 //! `--repair-registration` it also writes back what drifted (resourceVersion-guarded replace,
-//! so a concurrent writer such as cainjector is never overwritten blind).
+//! so a concurrent writer is never overwritten blind). With `--ca-secret` it keeps every entry's
+//! `caBundle` equal to the serving certificate's CA on each check, with or without
+//! `--repair-registration`: the CA is what makes the webhook reachable at all, and with it in
+//! volguard's hands cert-manager's cainjector (which before 1.12 erased the matchConditions at
+//! each injection) has no reason to touch the configurations.
 
 use crate::controller::args::RegistrationArgs;
 use crate::registration::drift::{self, Drift};
@@ -43,6 +47,8 @@ pub struct Watch {
     /// The failure policies volguard's registration must hold (policies, warn, forced Ignore).
     mode: webhooks::FailureMode,
     repair: bool,
+    /// The Secret (in `namespace`) whose `ca.crt` the entries' caBundle is kept equal to.
+    ca_secret: Option<String>,
     interval: Duration,
     drift: Family<DriftLabels, Gauge>,
     repairs: prometheus_client::metrics::counter::Counter,
@@ -105,6 +111,7 @@ impl Watch {
                 force_ignore: args.force_failure_policy_ignore,
             },
             repair: args.repair_registration,
+            ca_secret: args.ca_secret.clone().filter(|s| !s.is_empty()),
             interval: args.registration_check_interval,
             drift: metrics.add(
                 "volguard_registration_drift",
@@ -144,6 +151,20 @@ impl Watch {
     /// One comparison (and repair, when asked) of both configurations.
     pub async fn check(&self) -> Result<Vec<Drift>, kube::Error> {
         let mut expected = webhooks::expected(&self.namespace, &self.mode, true);
+        if let Some(secret) = &self.ca_secret {
+            // Unknown CA (not issued yet, or not readable): nothing filled, an empty caBundle
+            // still reported; the configurations are still compared.
+            match crate::state::registrations::serving_ca(&self.client, &self.namespace, secret)
+                .await
+            {
+                Ok(Some(ca)) => drift::with_ca(&mut expected, &ca),
+                Ok(None) => tracing::info!(secret = %secret,
+                    "no ca.crt in the serving certificate's Secret yet: caBundle not filled"),
+                Err(e) => tracing::warn!(secret = %secret, error = %e,
+                    "could not read the serving certificate's CA: volguard's controller needs `get` on that \
+                     Secret (Role volguard-controller-ca)"),
+            }
+        }
         let optional: Vec<&str> = webhooks::entries()
             .filter(|e| e.rwo_guard)
             .map(|e| e.name)
@@ -180,43 +201,41 @@ impl Watch {
         drifts.extend(noted);
         self.checks.inc();
         self.publish(&drifts, &objects).await;
-        if self.repair && drifts.iter().any(Drift::repairable) {
-            for (kind, name, o) in &objects {
-                let Some(o) = o else { continue };
-                let v = serde_json::to_value(o).unwrap_or_default();
-                let Some(fixed) = drift::repaired(&v, &expected, &drifts) else {
-                    continue;
-                };
-                let Ok(fixed) = serde_json::from_value::<DynamicObject>(fixed) else {
-                    continue;
-                };
-                // The resourceVersion read above goes with it: a concurrent write wins, and
-                // the next check looks again.
-                // A refused write is not a failed read: say what failed and go on checking.
-                if let Err(e) =
-                    crate::state::registrations::replace(&self.client, kind, name, &fixed).await
-                {
-                    tracing::warn!(configuration = %name, error = %e,
+        for (kind, name, o) in &objects {
+            let Some(o) = o else { continue };
+            let v = serde_json::to_value(o).unwrap_or_default();
+            let Some(fixed) = drift::repaired(&v, &expected, &drifts, self.repair) else {
+                continue;
+            };
+            let Ok(fixed) = serde_json::from_value::<DynamicObject>(fixed) else {
+                continue;
+            };
+            // The resourceVersion read above goes with it: a concurrent write wins, and
+            // the next check looks again.
+            // A refused write is not a failed read: say what failed and go on checking.
+            if let Err(e) =
+                crate::state::registrations::replace(&self.client, kind, name, &fixed).await
+            {
+                tracing::warn!(configuration = %name, error = %e,
                         "could not repair the webhook registration: volguard's controller needs `update` on \
-                         its webhook configurations (the chart's registration.repair grants it; with kustomize \
-                         add the verb to ClusterRole volguard-controller)");
-                    continue;
-                }
-                self.repairs.inc();
-                tracing::warn!(configuration = %name, "repaired the webhook registration");
-                let ev = Event {
-                    type_: EventType::Normal,
-                    reason: "RegistrationRepaired".into(),
-                    note: Some(format!(
-                        "volguard put back its webhook registration ({})",
-                        drift::summary(&drifts)
-                    )),
-                    action: "Repair".into(),
-                    secondary: None,
-                };
-                if let Err(e) = self.recorder.publish(&ev, &reference(kind, name)).await {
-                    tracing::warn!(error = %e, "could not publish RegistrationRepaired event");
-                }
+                         its webhook configurations (the chart grants it with tls.certManager or \
+                         registration.repair; the kustomize base grants it)");
+                continue;
+            }
+            self.repairs.inc();
+            tracing::warn!(configuration = %name, "repaired the webhook registration");
+            let ev = Event {
+                type_: EventType::Normal,
+                reason: "RegistrationRepaired".into(),
+                note: Some(format!(
+                    "volguard put back its webhook registration ({})",
+                    drift::summary(&drifts)
+                )),
+                action: "Repair".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&ev, &reference(kind, name)).await {
+                tracing::warn!(error = %e, "could not publish RegistrationRepaired event");
             }
         }
         Ok(drifts)

@@ -2,7 +2,9 @@
 //! apiserver holds with `webhooks::expected` and names each difference (rules.md §9
 //! "The registration, watched"). cert-manager's cainjector before 1.12 rewrote both
 //! configurations without their matchConditions: a Fail entry then sends every pod DELETE to
-//! volguard, and every delete in the cluster fails while volguard is not serving.
+//! volguard, and every delete in the cluster fails while volguard is not serving. So volguard's
+//! configurations no longer carry cainjector's annotation: the controller keeps their `caBundle`
+//! from the serving certificate's CA itself (`with_ca`, `repaired`), whatever cert-manager's version.
 
 use super::webhooks::{Entry, FailureMode};
 use serde_json::{Value, json};
@@ -27,8 +29,10 @@ pub struct Drift {
 }
 
 impl Drift {
-    /// Whether `--repair-registration` puts this field back (an absent entry or CA is not
-    /// volguard's to invent: the chart, and cert-manager, own those).
+    /// Whether `--repair-registration` puts this field back (an absent entry is not volguard's
+    /// to invent: the chart owns it). `caBundle` is not among them: it is kept whatever the flag
+    /// says, when the serving certificate's CA is known (`repaired`), because without it the
+    /// apiserver cannot call volguard at all.
     pub fn repairable(&self) -> bool {
         matches!(self.field, "matchConditions" | "failurePolicy" | "rules")
     }
@@ -118,10 +122,18 @@ pub fn compare(live: &[Value], expected: &[(&str, Value)], optional: &[&str]) ->
             out.push(drift("rules", "the resources or operations differ".into()));
         }
         let cc = &have["clientConfig"];
-        if cc["caBundle"].as_str().is_none_or(str::is_empty) {
+        let have_ca = cc["caBundle"].as_str().unwrap_or_default();
+        if have_ca.is_empty() {
             out.push(drift(
                 "caBundle",
                 "empty: the apiserver cannot verify volguard's certificate".into(),
+            ));
+        } else if want["caBundle"].as_str().is_some_and(|ca| ca != have_ca) {
+            // A CA the serving certificate was not signed by: every call fails TLS (a stale
+            // copy after the CA was reissued, or someone else's injection).
+            out.push(drift(
+                "caBundle",
+                "not the CA of volguard's serving certificate (its Secret's ca.crt)".into(),
             ));
         }
         // A URL registration (out-of-cluster) names its own path.
@@ -178,9 +190,26 @@ pub fn rendered_for(
     }
 }
 
-/// `live` with every repairable drift of `drifts` put back from `expected`, entry by entry;
-/// `None` when there is nothing to repair.
-pub fn repaired(live: &Value, expected: &[(&str, Value)], drifts: &[Drift]) -> Option<Value> {
+/// `expected` with each entry's `caBundle`: `ca_pem`, the serving certificate's CA, as the
+/// apiserver stores it (base64 of the PEM). `compare` then reports a different CA as drift and
+/// `repaired` fills it.
+pub fn with_ca(expected: &mut [(&str, Value)], ca_pem: &[u8]) {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    for (_, want) in expected {
+        want["caBundle"] = json!(ca);
+    }
+}
+
+/// `live` with its drift put back from `expected`, entry by entry: the `caBundle` whenever
+/// `expected` knows the CA (`with_ca`), and with `repair` (`--repair-registration`) every
+/// `repairable` field too; `None` when there is nothing to write.
+pub fn repaired(
+    live: &Value,
+    expected: &[(&str, Value)],
+    drifts: &[Drift],
+    repair: bool,
+) -> Option<Value> {
     let mut out = live.clone();
     let mut changed = false;
     for w in out["webhooks"].as_array_mut().into_iter().flatten() {
@@ -190,12 +219,16 @@ pub fn repaired(live: &Value, expected: &[(&str, Value)], drifts: &[Drift]) -> O
         let Some((_, want)) = expected.iter().find(|(n, _)| *n == name) else {
             continue;
         };
-        for d in drifts
-            .iter()
-            .filter(|d| d.webhook == name && d.repairable())
-        {
-            w[d.field] = want[d.field].clone();
-            changed = true;
+        for d in drifts.iter().filter(|d| d.webhook == name) {
+            if d.field == "caBundle" {
+                if let Some(ca) = want.get("caBundle").filter(|c| c.is_string()) {
+                    w["clientConfig"]["caBundle"] = ca.clone();
+                    changed = true;
+                }
+            } else if repair && d.repairable() {
+                w[d.field] = want[d.field].clone();
+                changed = true;
+            }
         }
     }
     changed.then_some(out)

@@ -75,10 +75,10 @@ fn erased_conditions_are_drift_and_are_repaired() {
     );
     assert!(line.len() <= 1024);
     let config = json!({"webhooks": l});
-    let fixed = repaired(&config, &expected(false), &d).expect("something to repair");
+    let fixed = repaired(&config, &expected(false), &d, true).expect("something to repair");
     let after: Vec<Value> = fixed["webhooks"].as_array().cloned().unwrap_or_default();
     assert_eq!(compare(&after, &expected(false), RWO), vec![]);
-    assert_eq!(repaired(&fixed, &expected(false), &[]), None);
+    assert_eq!(repaired(&fixed, &expected(false), &[], true), None);
 }
 
 #[test]
@@ -131,10 +131,144 @@ fn missing_entries_ca_paths_and_rules() {
             ("pod-status.volguard.io", "caBundle"),
         ]
     );
-    // Only the rules are put back; a missing entry or CA is reported, not invented.
-    let fixed = repaired(&json!({"webhooks": l}), &expected(false), &d).expect("repair");
+    // Only the rules are put back; a missing entry, or a CA volguard was not told, is reported,
+    // not invented.
+    let fixed = repaired(&json!({"webhooks": l}), &expected(false), &d, true).expect("repair");
     let after: Vec<Value> = fixed["webhooks"].as_array().cloned().unwrap_or_default();
     assert_eq!(compare(&after, &expected(false), RWO).len(), 3);
+}
+
+#[test]
+fn erased_conditions_are_put_back_only_with_repair() {
+    let mut l = live();
+    for w in &mut l {
+        w.as_object_mut().expect("entry").remove("matchConditions");
+    }
+    let d = compare(&l, &expected(false), RWO);
+    assert!(!d.is_empty());
+    assert_eq!(
+        repaired(&json!({"webhooks": l}), &expected(false), &d, false),
+        None
+    );
+}
+
+/// The serving certificate's CA as cert-manager writes it into the Secret's `ca.crt`.
+const CA_PEM: &[u8] = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+#[test]
+fn the_ca_is_filled_and_kept_without_repair() {
+    let mut want = expected(false);
+    with_ca(&mut want, CA_PEM);
+    let ca = want[0].1["caBundle"]
+        .as_str()
+        .expect("caBundle")
+        .to_string();
+    use base64::Engine;
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(&ca)
+            .expect("base64"),
+        CA_PEM,
+        "the apiserver stores caBundle as base64 of the PEM"
+    );
+    // A fresh install: no annotation, nothing injected, every entry empty.
+    let mut l = live();
+    for w in &mut l {
+        w["clientConfig"]["caBundle"] = json!("");
+    }
+    let d = compare(&l, &want, RWO);
+    assert!(
+        !d.is_empty() && d.iter().all(|d| d.field == "caBundle"),
+        "{d:?}"
+    );
+    // Filled with --repair-registration off: the CA is what makes volguard reachable at all.
+    let fixed = repaired(&json!({"webhooks": l}), &want, &d, false).expect("filled");
+    let after: Vec<Value> = fixed["webhooks"].as_array().cloned().unwrap_or_default();
+    assert!(
+        after
+            .iter()
+            .all(|w| w["clientConfig"]["caBundle"] == ca.as_str())
+    );
+    assert_eq!(compare(&after, &want, RWO), vec![]);
+    assert_eq!(repaired(&fixed, &want, &[], false), None);
+    // A stale or foreign CA (the CA reissued, someone else's injection) is drift and replaced;
+    // the rest of the entry (service, path) is left as it was.
+    let mut stale = after.clone();
+    stale[0]["clientConfig"]["caBundle"] = json!("b3RoZXI=");
+    let d = compare(&stale, &want, RWO);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0].detail.contains("not the CA"), "{}", d[0].detail);
+    assert!(!d[0].repairable(), "not --repair-registration's field");
+    let fixed = repaired(&json!({"webhooks": stale}), &want, &d, false).expect("replaced");
+    assert_eq!(fixed["webhooks"], json!(after));
+}
+
+#[test]
+fn an_unknown_ca_is_reported_not_invented() {
+    // Without --ca-secret (the chart's tls.caBundle owns it), or before cert-manager issued:
+    // an empty caBundle is drift, any non-empty one is left alone, and nothing is written.
+    let mut l = live();
+    l[0]["clientConfig"]["caBundle"] = json!("");
+    l[1]["clientConfig"]["caBundle"] = json!("b3RoZXI=");
+    let d = compare(&l, &expected(false), RWO);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].field, "caBundle");
+    assert_eq!(
+        repaired(&json!({"webhooks": l}), &expected(false), &d, true),
+        None
+    );
+}
+
+#[test]
+fn the_generated_registrations_leave_cainjector_nothing_to_do() {
+    // cainjector before cert-manager 1.12 rewrote an annotated configuration without its
+    // matchConditions at each injection: neither rendering may ask it to.
+    for f in [Flavour::Kustomize, Flavour::Chart] {
+        let yaml = webhooks::render(f);
+        assert!(!yaml.contains("cert-manager.io/inject-ca-from"), "{f:?}");
+    }
+    for p in [
+        "manifests/base/webhooks.yaml",
+        "charts/volguard/templates/webhooks.yaml",
+        "charts/volguard/templates/_helpers.tpl",
+    ] {
+        let text =
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(p))
+                .expect(p);
+        assert!(!text.contains("cert-manager.io/inject-ca-from:"), "{p}");
+    }
+}
+
+#[test]
+fn in_warn_only_the_rules_that_cannot_warn_keep_fail_entries() {
+    // A rule in warn never blocks, not even with its conditions erased and volguard down: every
+    // entry of a warnable rule is Ignore. What stays Fail is delete-protection's and proof's
+    // entries (they cannot warn: a miss loses data or forges a proof), narrowed by conditions.
+    let warn = FailureMode {
+        enforcement: crate::rules::enforcement::Enforcement::parse("warn").expect("warn"),
+        ..FailureMode::policies(false)
+    };
+    let mut fail: Vec<&str> = webhooks::entries()
+        .filter(|e| e.failure_policy(&warn) == "Fail")
+        .map(|e| e.rule.name())
+        .collect();
+    fail.sort_unstable();
+    fail.dedup();
+    assert_eq!(fail, vec!["delete-protection", "proof"]);
+    for e in webhooks::entries() {
+        if e.rule.def().warnable {
+            assert_eq!(e.failure_policy(&warn), "Ignore", "{}", e.name);
+        }
+        // A Fail entry is narrowed by conditions, or meets only volguard's own objects
+        // (fence-record: NodeFences), so nobody else's writes wait on volguard.
+        if e.failure_policy(&warn) == "Fail" {
+            assert!(
+                !e.conditions.is_empty() || e.rules.iter().all(|r| r.api_group == "volguard.io"),
+                "{}: Fail with no condition",
+                e.name
+            );
+        }
+    }
 }
 
 #[test]

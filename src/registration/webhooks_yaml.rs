@@ -9,7 +9,7 @@ use crate::rules::enforcement::Enforcement;
 /// Which rendering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Flavour {
-    /// `manifests/base/webhooks.yaml`: namespace volguard-system, cert-manager's CA injection.
+    /// `manifests/base/webhooks.yaml`: namespace volguard-system; the controller fills caBundle.
     Kustomize,
     /// `charts/volguard/templates/webhooks.yaml`: the chart's values and helpers.
     Chart,
@@ -65,9 +65,11 @@ fn render_configuration(out: &mut String, kind: &str, name: &str, entries: &[Ent
     out.push_str(&format!("kind: {kind}\nmetadata:\n  name: {name}\n"));
     match f {
         // The base installs the policies and denies (overlays that change the controller's
-        // flags change this annotation with them).
+        // flags change this annotation with them). No cert-manager.io/inject-ca-from: cainjector
+        // before 1.12 erased the matchConditions at each injection; the controller fills
+        // caBundle from the serving certificate's CA (--ca-secret) instead.
         Flavour::Kustomize => out.push_str(&format!(
-            "  annotations:\n    cert-manager.io/inject-ca-from: {namespace}/volguard-webhook\n    \
+            "  annotations:\n    \
              {FAILURE_MODE_ANNOTATION}: \"enforcement=deny; policies=true; forceIgnore=false\"\n"
         )),
         Flavour::Chart => out.push_str(
@@ -198,7 +200,10 @@ pub fn render(f: Flavour) -> String {
     );
     comment(&mut out, "", HEADER);
     if f == Flavour::Kustomize {
-        out.push_str("# cert-manager's cainjector fills caBundle (see certificates.yaml).\n");
+        out.push_str(
+            "# volguard's controller fills caBundle from the serving certificate's CA (--ca-secret,\n\
+             # the ca.crt of certificates.yaml's Secret), not cainjector: no inject-ca-from annotation.\n",
+        );
     }
     for (i, (kind, name, entries)) in CONFIGURATIONS.iter().enumerate() {
         if i > 0 {

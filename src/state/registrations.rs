@@ -1,6 +1,7 @@
 //! volguard's own webhook configurations as the apiserver stores them: read live for the drift
 //! check, and replaced (resourceVersion-guarded, so a concurrent writer such as cainjector is
-//! never overwritten blind) when the drift is repaired.
+//! never overwritten blind) when the drift is repaired; and the serving certificate's CA, which
+//! the controller keeps in their `caBundle`.
 
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
@@ -37,4 +38,23 @@ pub async fn replace(
             fixed,
         )
         .await
+}
+
+/// The PEM of the CA that signed volguard's serving certificate: `ca.crt` of Secret `name` in
+/// `namespace` (cert-manager writes it beside `tls.crt`). `None` while the Secret or its
+/// `ca.crt` does not exist yet (cert-manager has not issued): nothing to fill then.
+pub async fn serving_ca(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Vec<u8>>, kube::Error> {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), namespace);
+    Ok(secrets
+        .get_opt(name)
+        .await?
+        .and_then(|s| s.data)
+        .and_then(|mut d| d.remove("ca.crt"))
+        .map(|b| b.0)
+        .filter(|b| !b.is_empty()))
 }

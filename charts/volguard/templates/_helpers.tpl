@@ -69,14 +69,13 @@ clientConfig:
   {{- end }}
 {{- end }}
 
-{{/* The webhook configurations' annotations: cert-manager's CA injection, and the failure mode
-they were rendered for, in the controller's terms (its drift check leaves a configuration
-rendered for another mode alone: during a rollout the old controller must not undo the new chart). */}}
+{{/* The webhook configurations' annotations: the failure mode they were rendered for, in the
+controller's terms (its drift check leaves a configuration rendered for another mode alone: during
+a rollout the old controller must not undo the new chart). No cainjector annotation (inject-ca-from):
+cainjector before 1.12 erased the matchConditions at each injection; with tls.certManager the
+controller fills caBundle from the serving Secret's ca.crt (--ca-secret). */}}
 {{- define "volguard.configurationAnnotations" -}}
 annotations:
-  {{- if .Values.tls.certManager }}
-  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/volguard-webhook
-  {{- end }}
   volguard.io/failure-mode: {{ include "volguard.failureMode" . | quote }}
 {{- end }}
 

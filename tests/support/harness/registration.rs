@@ -229,8 +229,9 @@ impl ControlPlane {
     pub(super) async fn register_webhooks(&mut self) {
         let (text, ca) = self.webhooks_manifest();
         let client = self.admin().await;
-        // With cert-manager, the issued certificate names `localhost` and cainjector fills in the
-        // caBundle; otherwise the dev CA is written here.
+        // With cert-manager, the issued certificate names `localhost` and its CA (the Secret's
+        // ca.crt, read by `start_cert_manager`) is written here, as volguard's controller does
+        // with --ca-secret: the configurations carry no cainjector annotation. Otherwise the dev CA.
         let by_cert_manager = self.secret_sync.is_some();
         // Re-registered after a restart: keep the bundle cainjector wrote (same CA) so that no
         // call meets an empty one.
@@ -271,9 +272,7 @@ impl ControlPlane {
                     "127.0.0.1"
                 };
                 *cc = serde_json::json!({"url": format!("https://{host}:{}{path}", self.webhook_port)});
-                if !by_cert_manager || keep_bundle {
-                    cc["caBundle"] = ca.clone().into();
-                }
+                cc["caBundle"] = ca.clone().into();
             }
             match v["kind"].as_str() {
                 Some("MutatingWebhookConfiguration") => {
@@ -285,21 +284,6 @@ impl ControlPlane {
                     replace_or_create(Api::all(client.clone()), w).await;
                 }
                 _ => {}
-            }
-        }
-        if by_cert_manager && !keep_bundle {
-            self.wait_ca_injected().await;
-            let kept = self.match_conditions().await;
-            if kept == 0 {
-                // cainjector v1.11 rewrites the whole configuration with client-go 0.26 types,
-                // which predate `matchConditions`: injecting the CA erases them, on every sync
-                // (docs/reference.md: "cert-manager"). Re-applied with the injected bundle and without the
-                // injection annotation, as an operator stuck on 1.11 must.
-                println!(
-                    "cert-manager cainjector dropped every matchConditions entry while injecting the CA; re-applied with its bundle, without the injection annotation"
-                );
-                self.cainjector_dropped_match_conditions = true;
-                return Box::pin(self.register_webhooks()).await;
             }
         }
         // The apiserver picks up webhook configurations through an informer: wait until it calls us.
@@ -416,47 +400,5 @@ impl ControlPlane {
             .map(|w| w.match_conditions.as_ref().map_or(0, Vec::len))
             .sum();
         mutating + validating
-    }
-
-    /// Wait until cainjector has written the issuing CA into every webhook of both configurations.
-    pub(super) async fn wait_ca_injected(&self) {
-        let ca = base64::engine::general_purpose::STANDARD.encode(&self.webhook_ca);
-        let client = self.admin().await;
-        self.eventually(
-            "cainjector writes the caBundle of every webhook",
-            Duration::from_secs(60),
-            || {
-                let client = client.clone();
-                let ca = ca.clone();
-                async move {
-                    let m = Api::<MutatingWebhookConfiguration>::all(client.clone())
-                        .get("volguard-mutating")
-                        .await
-                        .ok()?;
-                    let v = Api::<ValidatingWebhookConfiguration>::all(client)
-                        .get("volguard-validating")
-                        .await
-                        .ok()?;
-                    let bundles: Vec<String> = m
-                        .webhooks
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|w| w.client_config.ca_bundle)
-                        .chain(
-                            v.webhooks
-                                .unwrap_or_default()
-                                .into_iter()
-                                .map(|w| w.client_config.ca_bundle),
-                        )
-                        .map(|b| {
-                            b.map(|b| base64::engine::general_purpose::STANDARD.encode(b.0))
-                                .unwrap_or_default()
-                        })
-                        .collect();
-                    (!bundles.is_empty() && bundles.iter().all(|b| *b == ca)).then_some(())
-                }
-            },
-        )
-        .await;
     }
 }

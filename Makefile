@@ -45,7 +45,7 @@ NODE_PARTS = $(NODES_DIR)/kubelet $(CACHE)/containerd/$(CONTAINERD_VERSION)/cont
 E2E_ENV = VOLGUARD_NODES_DIR=$(NODES_DIR) VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: manifests model differential encode-cmp all build release release-check release-build certs run try image image-check image-tools docker-image alerts chart prometheus install nodes node-packages fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
+.PHONY: manifests model differential encode-cmp all build release release-check verify release-build certs run try image image-check image-tools docker-image alerts chart prometheus install nodes node-packages fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -59,6 +59,7 @@ help:
 	@echo "make bench-scale  volguard up to 5,000 kwok nodes and 150,000 pods (table, scale.json, scale.png)"
 	@echo "make profile  instructions per admission request, volguard vs floor (callgrind)"
 	@echo "make release  target/dist: binary archive (kubectl plugin), chart, image, manifests, krew manifest, SHA256SUMS"
+	@echo "make verify [DIST=DIR]  a release's signatures and SHA256SUMS against the committed key (keys/)"
 	@echo "make manifests  regenerate the webhook registration and policies from the rule table (a unit test checks it)"
 
 build:
@@ -74,15 +75,27 @@ $(CYCLONEDX):
 # What a release page carries, in target/dist/ (.ci/release.sh says what each file is): the
 # static binary archive (also the kubectl plugin), the chart and the image by tag and digest, the
 # rendered manifests, a krew manifest, SBOMs, provenance, SHA256SUMS and signatures.
-# SIGNING_KEY: the release manager's ECDSA P-256 private key (PEM; never in the repository).
+# SIGNING_KEY: the release manager's ECDSA P-256 private key (PEM; never in the repository), whose
+# public half is keys/volguard-release.pub. Readers verify with .ci/verify-release.sh (make verify).
+# RELEASE_URL: where the files will be published, one directory (the krew manifest's uri is
+# RELEASE_URL/ARCHIVE); set it when publishing anywhere but the project's GitHub release.
 SIGNING_KEY ?=
+RELEASE_URL ?= https://github.com/volguard/volguard/releases/download/v$(VERSION)
 release: image $(HELM) $(call k8s_dir,$(K8S_VERSION))/.built $(CYCLONEDX)
-	.ci/release.sh $(VERSION) $(STATIC_BIN) $(HELM) $(KUBECTL) $(CYCLONEDX) $(SIGNING_KEY)
+	RELEASE_URL=$(RELEASE_URL) .ci/release.sh $(VERSION) $(STATIC_BIN) $(HELM) $(KUBECTL) $(CYCLONEDX) $(SIGNING_KEY)
 
-# What `make test` checks of a release: signed with a throwaway key (made here, deleted after).
+# What `make test` checks of a release: signed with a throwaway key (made here, deleted after), it
+# verifies against that key only; the committed release key and tampered copies are refused.
 release-check:
-	key=$$(mktemp) && openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $$key && \
-	  { $(MAKE) --no-print-directory release SIGNING_KEY=$$key; rc=$$?; rm -f $$key; exit $$rc; }
+	key=$$(mktemp -d) && openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $$key/key.pem && \
+	  openssl pkey -in $$key/key.pem -pubout -out $$key/key.pub && \
+	  { $(MAKE) --no-print-directory release SIGNING_KEY=$$key/key.pem && .ci/release-check.sh target/dist $$key/key.pub \
+	    && rc=0 || rc=$$?; rm -rf $$key; exit $$rc; }
+
+# A release's files (DIST, default target/dist) against the committed release key.
+DIST ?= target/dist
+verify:
+	.ci/verify-release.sh $(DIST)
 
 release-build:
 	$(CARGO) build --locked --release
@@ -400,9 +413,10 @@ image-tools:
 image: image-tools $(STATIC_BIN)
 	.ci/image.sh $(STATIC_BIN) $(VERSION)
 
-# What CI checks of the image: non-root user, entrypoint, labels, a static binary that runs.
+# What CI checks of the image: non-root user, entrypoint, labels, a static binary that runs, and
+# a second build giving the same digest and archive.
 image-check: image
-	.ci/image-check.sh $(VERSION)
+	.ci/image-check.sh $(VERSION) $(STATIC_BIN)
 
 # With a Docker engine (same user, entrypoint and static binary as `make image`).
 docker-image:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Check the OCI archive as a runtime would see it: the config runs /volguard as 65532:65532 with
-# the OCI labels, and the binary unpacked from the layer runs on its own (static).
+# the OCI labels, and the binary unpacked from the layer runs on its own (static); a second build
+# of the same binary gives the same digest and the same archive.
 set -euo pipefail
-tar=target/image/volguard.oci.tar version=$1
+tar=target/image/volguard.oci.tar version=$1 bin=$2
 cfg=$(skopeo inspect --config "oci-archive:$tar")
 python3 - "$cfg" "$version" <<'PY'
 import json, sys
@@ -50,3 +51,14 @@ got=$(env -i "$tmp/bundle/rootfs/volguard" --version)
 echo "unpacked binary: $got"
 # "volguard VERSION (commit C)": the version, and the commit it was built from.
 case "$got" in "volguard $version (commit "*) ;; *) echo "unexpected --version: $got" >&2; exit 1 ;; esac
+
+# Reproducible: the same binary built into an image again, a clock second later (a time taken from
+# the clock would differ), gives the same manifest digest and the same archive, byte for byte.
+sleep 1.1
+.ci/image.sh "$bin" "$version" "$tmp/again" >/dev/null
+first=$(skopeo inspect --format '{{.Digest}}' "oci-archive:$tar")
+second=$(skopeo inspect --format '{{.Digest}}' "oci-archive:$tmp/again/volguard.oci.tar")
+echo "image digest, built twice: $first $second"
+[[ $first == sha256:* && $first == "$second" ]] || { echo "two builds of one binary gave two image digests" >&2; exit 1; }
+cmp "$tar" "$tmp/again/volguard.oci.tar" || { echo "two builds of one binary gave two image archives" >&2; exit 1; }
+echo "image archive, built twice: $(sha256sum < "$tar" | cut -d' ' -f1) (identical)"

@@ -1769,7 +1769,9 @@ impl Adversary {
                 continue;
             }
             let mut cur = s.clone();
-            if !terminal(&p) && p.node.is_some() {
+            // `markFailedAndDeletePodWithCondition` patches any pod not yet Succeeded or Failed,
+            // scheduled or not, and deletes nothing when the patch fails.
+            if !terminal(&p) {
                 let mut failed = p;
                 failed.phase = Phase::Failed;
                 if self

@@ -26,19 +26,26 @@
 
 use serde_json::{Value, json};
 use stateright::Model;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
+use std::hash::Hash;
 use std::sync::Arc;
+use std::thread::LocalKey;
 use std::time::Duration;
 use volguard::admission::{Admission, Endpoint};
-use volguard::model::{DELETE_PROTECTION, Meta, OUT_OF_SERVICE_TAINT, PV_FINALIZER, PVC_FINALIZER};
+use volguard::model::{
+    Binding, ContainerStates, DELETE_PROTECTION, Meta, Node, OUT_OF_SERVICE_TAINT, PV_FINALIZER,
+    PVC_FINALIZER, Pod, Pv, Pvc, from_json,
+};
 use volguard::rules::proof::{BreakGlass, CONFIRMED_AT, CONFIRMED_BY, Expiry, Key, Reader};
 
 const CONFIRM_NODE_DOWN: &str = Key::ConfirmNodeDown.annotation();
 const CONFIRM_FORCE_DELETE: &str = Key::ConfirmForceDelete.annotation();
 const ALLOW_FINALIZER_REMOVAL: &str = Key::AllowFinalizerRemoval.annotation();
 use volguard::rules::rule::Rule;
+use volguard::rules::upstream::{self, Reclaim};
 use volguard::state::{Cluster, Store};
 
 const NS: &str = "ns";
@@ -942,10 +949,73 @@ impl S {
     }
 }
 
-/// `pkg/volume/util/util.go: IsPodTerminated` (with `notRunning` over init, app and ephemeral
-/// container statuses).
-fn is_pod_terminated(p: &PodS) -> bool {
-    p.phase == Phase::Failed || (p.deleting && p.main != C::Run && p.init != C::Run)
+/// A model object as a controller's informer would hold it: decoded by the crate's own decoder
+/// from the JSON the offline `Cluster` loads, so the upstream ports read what volguard reads.
+fn decode<T: for<'de> serde::Deserialize<'de>>(v: &Value) -> T {
+    from_json(&v.to_string()).expect("model object decodes")
+}
+
+fn pod_obj(i: usize, p: &PodS) -> Pod {
+    decode(&pod_json(i, p))
+}
+
+type Cache<K, V> = RefCell<HashMap<K, V>>;
+
+thread_local! {
+    static TERMINATED: Cache<(usize, PodS), bool> = Default::default();
+    static PODGC: Cache<(usize, PodS, Option<NodeS>), bool> = Default::default();
+    static VOLUME_FATE: Cache<(PvS, Option<PvcS>), (bool, Reclaim)> = Default::default();
+}
+
+/// The ports are pure, and decoding their objects on every settle round cost ~95k decodes, a
+/// quarter of the default run: each answer is computed once per model value (~2k decodes). The
+/// values are the keys whole, so a cached answer is the port's answer on the same object.
+fn memo<K: Hash + Eq, V: Copy>(
+    cache: &'static LocalKey<Cache<K, V>>,
+    key: K,
+    f: impl FnOnce() -> V,
+) -> V {
+    if let Some(v) = cache.with(|c| c.borrow().get(&key).copied()) {
+        return v;
+    }
+    let v = f();
+    cache.with(|c| c.borrow_mut().insert(key, v));
+    v
+}
+
+/// The attach/detach controller's view: `upstream::is_pod_terminated` on pod `i`.
+fn is_pod_terminated(i: usize, p: &PodS) -> bool {
+    memo(&TERMINATED, (i, *p), || {
+        let v = pod_json(i, p);
+        upstream::is_pod_terminated(&decode(&v), &decode::<ContainerStates>(&v))
+    })
+}
+
+/// PodGC deletes pod `i`: `gcTerminated` (its threshold taken as reached), or one of the passes
+/// of `upstream::podgc_deletes`.
+fn podgc_deletes(s: &S, i: usize) -> bool {
+    let p = s.pods[i];
+    let node = p.node.filter(|n| s.nodes[*n as usize].exists);
+    memo(&PODGC, (i, p, node.map(|n| s.nodes[n as usize])), || {
+        let pod = pod_obj(i, &p);
+        let node: Option<Node> = node.map(|n| decode(&node_json(n as usize, &s.nodes[n as usize])));
+        upstream::podgc_is_pod_terminated(&pod)
+            || upstream::podgc_deletes(&pod, node.as_ref()).is_some()
+    })
+}
+
+/// The PV controller's view of the volume and the claim its `claimRef` names:
+/// (`upstream::is_volume_released`, `upstream::reclaim`).
+fn volume_fate(s: &S) -> (bool, Reclaim) {
+    let claim = s.pvc.exists.then_some(s.pvc);
+    memo(&VOLUME_FATE, (s.pv, claim), || {
+        let pv: Pv = decode(&pv_json(&s.pv));
+        let claim: Option<Pvc> = claim.map(|c| decode(&pvc_json(&c)));
+        (
+            upstream::is_volume_released(&pv, claim.as_ref()),
+            upstream::reclaim(&pv, claim.as_ref()),
+        )
+    })
 }
 
 fn terminal(p: &PodS) -> bool {
@@ -1357,9 +1427,7 @@ impl Adversary {
                 carry,
             } => {
                 let i = p as usize;
-                let pod = s.pods[i];
-                // The apiserver binds only an existing, unscheduled, live pod.
-                if !pod.exists || pod.node.is_some() || pod.deleting {
+                if !s.pods[i].exists {
                     return None;
                 }
                 let mut meta = json!({"name": PODS[i], "namespace": NS,
@@ -1388,17 +1456,20 @@ impl Adversary {
                     mutated: true,
                 };
                 let a = self.admit(s, &req)?;
+                // Then storage, with the Binding as admitted (after the mutating patch): it
+                // refuses a deleted or assigned pod or a conflict, else merges the Binding's
+                // metadata over the pod's.
+                let pod = pod_obj(i, &s.pods[i]);
+                let binding: Binding = decode(&a.object);
+                if upstream::bind_refused(&pod, &binding).is_some() {
+                    return None;
+                }
                 t.pvc.lock = a.lock;
                 t.pods[i].node = Some(node);
-                if carry {
-                    // `pkg/registry/core/pod/storage: setPodNodeAndMetadata` copies the
-                    // Binding's annotations onto the pod.
-                    let mut ann = t.pods[i].ann;
-                    ann.confirm = true;
-                    ann.by = Some(Who::Alice);
-                    ann.at = Some(At::Fresh);
-                    t.pods[i].ann = set_by(&s.pods[i].ann, ann, who);
-                }
+                let merged = upstream::merge_binding(&pod.metadata, &binding);
+                let stored = json!({"metadata": serde_json::to_value(&merged).expect("meta")});
+                let ann = ann_of(&stored, CONFIRM_FORCE_DELETE, &s.pods[i].ann);
+                t.pods[i].ann = set_by(&s.pods[i].ann, ann, who);
             }
             Door::PvcStripFinalizer { status } => {
                 if !s.pvc.exists || !s.pvc.fin {
@@ -1647,9 +1718,16 @@ impl S {
 
 // ------------------------------------------------------------------ the upstream reactions
 //
-// Each mirrors the Go function named above it (kubernetes/kubernetes unless said otherwise);
-// the writes go through admission like any other. To be swapped for `volguard::rules::upstream`
-// once it lands.
+// Each names the Go function it follows (kubernetes/kubernetes); the writes go through admission
+// like any other. Their decisions are upstream's own, ported in `volguard::rules::upstream` and
+// held to the Go code by `tests/differential.rs`: which pods the attach/detach controller still
+// counts (`is_pod_terminated`), which pods PodGC deletes (`podgc_deletes`,
+// `podgc_is_pod_terminated`), when the PV controller releases and reclaims a volume
+// (`is_volume_released`, `reclaim`), and the Binding's refusal and metadata merge
+// (`bind_refused`, `merge_binding`, in the Bind door). Local, for want of a port: the kubelets,
+// the namespace controller's sweep, pvc-protection's in-use check (`podUsesPVC`), pv-protection's
+// (`isPVUsed`), the pod strategy's immediate deletes and the scheduler (an adversary here: it
+// binds p2 to either node).
 
 impl Adversary {
     /// `pkg/controller/volume/attachdetach/reconciler/reconciler.go: reconcile`, with
@@ -1660,7 +1738,8 @@ impl Adversary {
             let active = s
                 .pods
                 .iter()
-                .any(|p| p.exists && p.node == Some(n) && !is_pod_terminated(p));
+                .enumerate()
+                .any(|(i, p)| p.exists && p.node == Some(n) && !is_pod_terminated(i, p));
             if s.attached[n as usize] && !active {
                 for i in 0..2 {
                     let p = s.pods[i];
@@ -1677,25 +1756,22 @@ impl Adversary {
         }
     }
 
-    /// `pkg/controller/podgc/gc_controller.go`: `gcTerminated`, `gcOrphaned`,
-    /// `gcUnscheduledTerminating`, `gcTerminating` (each through `markFailedAndDeletePod`: the
-    /// status patched to Failed, then a DELETE with grace 0).
+    /// `pkg/controller/podgc/gc_controller.go`: `gcTerminated` (its threshold taken as
+    /// reached), `gcTerminating`, `gcOrphaned`, `gcUnscheduledTerminating` (each through
+    /// `markFailedAndDeletePod`: the status patched to Failed, then a DELETE with grace 0).
     fn podgc(&self, s: &mut S) {
         for i in 0..2 {
             let p = s.pods[i];
             if !p.exists {
                 continue;
             }
-            let node = p.node.map(|n| s.nodes[n as usize]);
-            let orphaned = node.is_some_and(|n| !n.exists);
-            let unscheduled_terminating = p.deleting && p.node.is_none();
-            let terminating_oos =
-                p.deleting && node.is_some_and(|n| n.exists && n.oos && n.machine != Machine::Up);
-            if !(terminal(&p) || orphaned || unscheduled_terminating || terminating_oos) {
+            if !podgc_deletes(s, i) {
                 continue;
             }
             let mut cur = s.clone();
-            if !terminal(&p) && p.node.is_some() {
+            // `markFailedAndDeletePodWithCondition` patches any pod not yet Succeeded or Failed,
+            // scheduled or not, and deletes nothing when the patch fails.
+            if !terminal(&p) {
                 let mut failed = p;
                 failed.phase = Phase::Failed;
                 if self
@@ -1742,15 +1818,16 @@ impl Adversary {
     }
 
     /// `pkg/controller/volume/persistentvolume/pv_controller.go`: `syncVolume` with
-    /// `isVolumeReleased` (the claim gone, or its UID not the claimRef's), then `reclaimVolume`
-    /// (`deleteVolumeOperation` deletes the storage, then the PV object; `recycleVolumeOperation`
-    /// scrubs it). And `pkg/controller/volume/pvprotection/pv_protection_controller.go:
-    /// processPV` (`isPVUsed`: phase Bound).
+    /// `isVolumeReleased`, then `reclaimVolume` (`deleteVolumeOperation` deletes the storage,
+    /// then the PV object; `recycleVolumeOperation` scrubs it). And
+    /// `pkg/controller/volume/pvprotection/pv_protection_controller.go: processPV` (`isPVUsed`:
+    /// phase Bound).
     fn pv_controller(&self, s: &mut S) {
         if !s.pv.exists {
             return;
         }
-        if !s.pv.released && (!s.pvc.exists || !s.pv.ref_ok) {
+        let (released, reclaim) = volume_fate(s);
+        if !s.pv.released && released {
             let mut new = s.pv;
             new.released = true;
             if self
@@ -1761,11 +1838,13 @@ impl Adversary {
             }
             s.pv.released = true;
         }
-        if s.pv.released && s.pv.data {
-            match s.pv.policy {
-                Policy::Retain => {}
-                Policy::Recycle => s.destroy(),
-                Policy::Delete => {
+        // The status update goes first (refused: no reclaim); `reclaim` asks `isVolumeReleased`
+        // again, as the delete and recycle operations do.
+        if s.pv.data {
+            match reclaim {
+                Reclaim::Keep => {}
+                Reclaim::Recycle => s.destroy(),
+                Reclaim::Delete => {
                     s.destroy();
                     let old = pv_json(&s.pv);
                     let req = delete_req(

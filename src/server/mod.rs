@@ -7,6 +7,7 @@ pub mod args;
 pub mod listener;
 pub mod metrics;
 pub mod tls;
+mod trail;
 
 use crate::admission::Admission;
 use crate::runtime::{self, MetricsRegistry, probes, shutdown_signal};

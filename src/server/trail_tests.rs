@@ -1,4 +1,4 @@
-//! Unit tests of `src/server/admission_http.rs`.
+//! Unit tests of `src/server/trail.rs`.
 
 use super::*;
 use crate::model::testing::{self, user};

@@ -51,6 +51,10 @@ fuzz_target!(|data: &[u8]| {
             what: "the fact".into(),
         }),
     ] {
+        // The pod's confirmation as the one proof reader finds it (any annotations the input
+        // carries: stamped, expired, forged).
+        let confirmed = volguard::rules::proof::Reader::new(Default::default())
+            .valid(&pod.metadata, volguard::rules::proof::Key::ConfirmForceDelete);
         for record in [None, Some("rec")] {
             let d = force_delete::pod_delete(
                 &user,
@@ -59,6 +63,7 @@ fuzz_target!(|data: &[u8]| {
                 n.clone(),
                 record,
                 &Default::default(),
+                confirmed.as_ref(),
             );
             // A graceful delete is never refused.
             if !force_delete::is_force(grace) {

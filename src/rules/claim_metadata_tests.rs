@@ -4,6 +4,12 @@ use super::*;
 use crate::model::testing;
 use crate::rules::proof;
 
+/// `claim_update` with the stored claim's break glass as the reader would find it (assumed valid).
+fn judge(user: &UserInfo, own: &[String], old: &Pvc, new: &Pvc, pod: Fact<&Pod>) -> Decision {
+    let confirmed = proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL);
+    claim_update(user, own, old, new, pod, confirmed.as_ref())
+}
+
 const OWN: &str = "system:serviceaccount:volguard-system:volguard-webhook";
 
 fn own() -> Vec<String> {
@@ -54,14 +60,7 @@ fn row1_only_volguard_writes_the_lock() {
         ),
     ] {
         for user in [person(), editor.clone()] {
-            let d = claim_update(
-                &user,
-                &own(),
-                &old,
-                &new,
-                Fact::Missing,
-                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref(),
-            );
+            let d = judge(&user, &own(), &old, &new, Fact::Missing);
             assert_eq!(
                 (d.allowed, d.row),
                 (false, "rwo-lock-foreign-write"),
@@ -70,40 +69,28 @@ fn row1_only_volguard_writes_the_lock() {
             assert!(d.message.unwrap_or_default().starts_with(what));
         }
         let me = testing::user(OWN, &["system:serviceaccounts"]);
-        assert!(
-            claim_update(
-                &me,
-                &own(),
-                &old,
-                &new,
-                Fact::Missing,
-                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref()
-            )
-            .allowed
-        );
+        assert!(judge(&me, &own(), &old, &new, Fact::Missing).allowed);
     }
 }
 
 #[test]
 fn row1_a_person_with_the_break_glass_may_clear_it_never_forge_it() {
     let lock = r#"{"node":"n1","pod":"a","at":"2026-11-25T00:00:00Z"}"#;
-    let d = claim_update(
+    let d = judge(
         &person(),
         &own(),
         &with_lock(Some(lock), true),
         &with_lock(None, true),
         Fact::Missing,
-        proof::assumed(&with_lock(Some(lock), true).metadata, ALLOW_LOCK_REMOVAL).as_ref(),
     );
     assert_eq!((d.allowed, d.row), (true, "rwo-lock-break-glass"));
     assert!(d.warnings[0].contains("allow-lock-removal"));
-    let forged = claim_update(
+    let forged = judge(
         &person(),
         &own(),
         &with_lock(None, true),
         &with_lock(Some(lock), true),
         Fact::Missing,
-        proof::assumed(&with_lock(None, true).metadata, ALLOW_LOCK_REMOVAL).as_ref(),
     );
     assert!(!forged.allowed);
     let sa = testing::user(
@@ -111,13 +98,12 @@ fn row1_a_person_with_the_break_glass_may_clear_it_never_forge_it() {
         &["system:serviceaccounts"],
     );
     assert!(
-        !claim_update(
+        !judge(
             &sa,
             &own(),
             &with_lock(Some(lock), true),
             &with_lock(None, true),
-            Fact::Missing,
-            proof::assumed(&with_lock(Some(lock), true).metadata, ALLOW_LOCK_REMOVAL).as_ref()
+            Fact::Missing
         )
         .allowed
     );
@@ -154,91 +140,27 @@ fn row2_the_owner_of_a_mounted_ephemeral_claim_stays() {
     let old = ephemeral_claim(Some("u-cache"));
     let running = cache_pod(Some("n1"));
     for new in [ephemeral_claim(None), ephemeral_claim(Some("u-other"))] {
-        let d = claim_update(
-            &person(),
-            &own(),
-            &old,
-            &new,
-            Fact::Found(&running),
-            proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref(),
-        );
+        let d = judge(&person(), &own(), &old, &new, Fact::Found(&running));
         assert_eq!((d.allowed, d.row), (false, "ephemeral-owner-changed"));
         assert!(d.message.unwrap_or_default().contains("--cascade=orphan"));
         // Unsure means in use.
         let late = Fact::Unknown(crate::rules::decision::ReadError::Timeout {
             what: "the fact".into(),
         });
-        assert!(
-            !claim_update(
-                &person(),
-                &own(),
-                &old,
-                &new,
-                late,
-                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref()
-            )
-            .allowed
-        );
+        assert!(!judge(&person(), &own(), &old, &new, late).allowed);
         // The garbage collector orphaning it (`--cascade=orphan`) passes.
         let gc = testing::user(GARBAGE_COLLECTORS[0], &["system:serviceaccounts"]);
-        assert!(
-            claim_update(
-                &gc,
-                &own(),
-                &old,
-                &new,
-                Fact::Found(&running),
-                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref()
-            )
-            .allowed
-        );
+        assert!(judge(&gc, &own(), &old, &new, Fact::Found(&running)).allowed);
         // No pod, an unscheduled one, or one that does not declare the volume: nothing mounts it.
-        assert!(
-            claim_update(
-                &person(),
-                &own(),
-                &old,
-                &new,
-                Fact::Missing,
-                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref()
-            )
-            .allowed
-        );
+        assert!(judge(&person(), &own(), &old, &new, Fact::Missing).allowed);
         let pending = cache_pod(None);
-        assert!(
-            claim_update(
-                &person(),
-                &own(),
-                &old,
-                &new,
-                Fact::Found(&pending),
-                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref()
-            )
-            .allowed
-        );
+        assert!(judge(&person(), &own(), &old, &new, Fact::Found(&pending)).allowed);
         let other = testing::pod("ns", "cache-0")
             .on(Some("n1"))
             .in_phase("Running");
-        assert!(
-            claim_update(
-                &person(),
-                &own(),
-                &old,
-                &new,
-                Fact::Found(&other),
-                proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref()
-            )
-            .allowed
-        );
+        assert!(judge(&person(), &own(), &old, &new, Fact::Found(&other)).allowed);
     }
     // An update that keeps the owner is not this row's.
-    let d = claim_update(
-        &person(),
-        &own(),
-        &old,
-        &old.clone(),
-        Fact::Found(&running),
-        proof::assumed(&old.metadata, ALLOW_LOCK_REMOVAL).as_ref(),
-    );
+    let d = judge(&person(), &own(), &old, &old.clone(), Fact::Found(&running));
     assert_eq!((d.allowed, d.row), (true, "claim-metadata-kept"));
 }

@@ -57,22 +57,6 @@ fn exemptions() {
         )
         .is_some()
     );
-    glass.annotations = Some(
-        [(
-            ALLOW_FINALIZER_REMOVAL.annotation().to_string(),
-            "yes".to_string(),
-        )]
-        .into(),
-    );
-    assert!(
-        exempt(
-            &user("alice"),
-            &own,
-            proof::assumed(&glass, ALLOW_FINALIZER_REMOVAL).as_ref(),
-        )
-        .is_none(),
-        "only \"true\""
-    );
     // A proof of another kind is not this rule's break glass.
     let other = proof::Proof::for_test(proof::Key::ConfirmForceDelete, "alice");
     assert!(exempt(&user("alice"), &own, Some(&other)).is_none());

@@ -649,10 +649,7 @@ async fn try_create(
 ) -> Outcome {
     let name = format!("door-new-{n}");
     let mut body = match plural {
-        "pods" => {
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
-            "spec": {"nodeSelector": {"door": "nowhere"}, "containers": [{"name": "c", "image": "busybox"}]}})
-        }
+        "pods" => pending_pod(&name, ns),
         "nodes" => json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}),
         "nodefences" => json!({"apiVersion": "volguard.io/v1alpha1", "kind": "NodeFence",
             "metadata": {"name": name}, "spec": {"node": "door-ghost"}}),
@@ -670,6 +667,12 @@ async fn try_create(
         .await;
     remove(&door, admin, ns, &name).await;
     outcome(field, result)
+}
+
+/// A pod no node may take (nothing runs it): what a CREATE or a bind is tried on.
+fn pending_pod(name: &str, ns: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+        "spec": {"nodeSelector": {"door": "nowhere"}, "containers": [{"name": "c", "image": "busybox"}]}})
 }
 
 /// The admin's cleanup of an object a try made (at once: no kubelet runs these pods).
@@ -693,10 +696,7 @@ async fn try_bind(
 ) -> Outcome {
     let name = format!("door-bind-{n}");
     let pods = Door::of("pods");
-    let pod: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"nodeSelector": {"door": "nowhere"}, "containers": [{"name": "c", "image": "busybox"}]}}))
-    .expect("pod");
+    let pod: DynamicObject = serde_json::from_value(pending_pod(&name, ns)).expect("pod");
     // A pod that cannot be made would leave the door untried and read as "held".
     pods.api(admin, ns)
         .create(&PostParams::default(), &pod)

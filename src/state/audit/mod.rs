@@ -19,6 +19,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
+mod reports;
+pub use reports::Reports;
+use reports::{Pending, REPORT_PENDING, fold_reports, line};
+
 /// How often the counts of repeated refusals are written.
 pub const FLUSH: Duration = Duration::from_secs(10);
 /// An entry not seen for this long is forgotten; its next occurrence starts a new Event.
@@ -386,18 +390,6 @@ impl AuditSink {
     }
 }
 
-/// The durable half of the trail (`AuditReport`, one per namespace): how long a line stays and
-/// how many a namespace keeps (`--audit-retention`, `--audit-report-entries`; 0: no reports).
-#[derive(Debug, Clone, Copy)]
-pub struct Reports {
-    pub retention: jiff::SignedDuration,
-    pub max: usize,
-}
-
-/// Lines waiting for their report's next write, over every namespace: beyond it they are
-/// dropped (and counted) rather than held in memory while the apiserver refuses them.
-const REPORT_PENDING: usize = 4096;
-
 /// Start the writer task; `identity` names this replica in `reportingInstance`.
 pub fn start(
     client: kube::Client,
@@ -408,24 +400,6 @@ pub fn start(
     let (tx, rx) = mpsc::channel(CHANNEL);
     tokio::spawn(run(client, identity, rx, metrics.clone(), reports));
     AuditSink { tx, metrics }
-}
-
-/// The report line of one record.
-fn line(r: &Refusal, wall: jiff::Timestamp) -> crate::model::audit_report::AuditResult {
-    let time = wall.round(jiff::Unit::Second).unwrap_or(wall).to_string();
-    crate::model::audit_report::AuditResult {
-        first_time: time.clone(),
-        time,
-        count: 1,
-        rule: r.rule.clone(),
-        row: r.row.to_string(),
-        reason: r.reason.to_string(),
-        user: r.user.clone(),
-        kind: r.regarding.kind.to_string(),
-        name: r.regarding.name.clone(),
-        action: r.action.clone(),
-        message: r.note.clone(),
-    }
 }
 
 /// The sink's task: aggregate refusals into Events, fold lines into each namespace's AuditReport
@@ -498,42 +472,6 @@ impl Dropped {
                 "audit records dropped: too many distinct refusals pending (Events), or AuditReport \
                  writes failing for long (report lines)"
             );
-        }
-    }
-}
-
-type Pending = HashMap<String, Vec<crate::model::audit_report::AuditResult>>;
-
-/// Each namespace's pending lines into its AuditReport; lines that could not be written wait
-/// for the next fold (within the bound).
-async fn fold_reports(
-    client: &kube::Client,
-    pending: &mut Pending,
-    reports: &Reports,
-    metrics: &AuditMetrics,
-) {
-    use crate::model::audit_report::NAME;
-    for (ns, lines) in std::mem::take(pending) {
-        match super::writer::fold_audit_report(
-            client,
-            &ns,
-            lines.clone(),
-            reports.retention,
-            reports.max,
-        )
-        .await
-        {
-            Ok(()) => metrics.count(REPORT, "written"),
-            Err(e) => {
-                // A conflict (another replica wrote it) or a refusal: the lines wait for the
-                // next write, within the bound. Warned every time: a conflict is rare (one
-                // writer per namespace most of the time), a refusal (RBAC, a missing CRD) is
-                // what an operator must see.
-                tracing::warn!(namespace = %ns, auditreport = %NAME, lines = lines.len(),
-                    error = %crate::error::chain(&e), "could not write the AuditReport");
-                metrics.count(REPORT, "failed");
-                pending.entry(ns).or_default().extend(lines);
-            }
         }
     }
 }
@@ -651,5 +589,5 @@ async fn series(
 }
 
 #[cfg(test)]
-#[path = "audit_tests.rs"]
+#[path = "tests.rs"]
 mod tests;

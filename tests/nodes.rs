@@ -101,14 +101,19 @@ fn fence_agent(cp: &ControlPlane, nodes: &RealNodes) -> (PathBuf, harness::Proc,
     let d = cp.dir.path().to_path_buf();
     let agent_dir = d.join("agent");
     std::fs::create_dir_all(agent_dir.join("behaviour")).expect("agent dir");
+    // The machine's processes, in every cgroup hierarchy. A hung machine's are frozen, and a
+    // frozen process cannot die: every freezer cgroup of the machine is thawed before each kill.
+    let procs = format!(
+        "procs() {{ find /sys/fs/cgroup/*/{prefix}-$NODE -name cgroup.procs -exec cat {{}} + 2>/dev/null | sort -u; }}\n",
+        prefix = nodes.cgroup_prefix()
+    );
+    let lie = "d=$(dirname \"$0\"); [ \"$(cat \"$d/behaviour/$NODE\" 2>/dev/null)\" = lie ] && { echo \"fenced (not really)\"; exit 0; }\n";
     std::fs::write(
         agent_dir.join("fence.sh"),
         format!(
-            r#"d=$(dirname "$0"); cg="{prefix}-$NODE"
-if [ "$(cat "$d/behaviour/$NODE" 2>/dev/null)" = lie ]; then echo "fenced (not really)"; exit 0; fi
-for f in /sys/fs/cgroup/freezer/"$cg"/freezer.state; do [ -f "$f" ] && echo THAWED > "$f"; done
-for i in $(seq 1 100); do
-  pids=$(find /sys/fs/cgroup/*/"$cg" -name cgroup.procs -exec cat {{}} + 2>/dev/null | sort -u)
+            r#"{lie}{procs}for i in $(seq 1 100); do
+  find /sys/fs/cgroup/freezer/{prefix}-$NODE -name freezer.state 2>/dev/null | while read -r f; do echo THAWED > "$f"; done
+  pids=$(procs)
   [ -z "$pids" ] && {{ echo "powered off $NODE"; exit 0; }}
   kill -KILL $pids 2>/dev/null; sleep 0.1
 done
@@ -118,6 +123,17 @@ echo "processes of $NODE survived" >&2; exit 1
         ),
     )
     .expect("fence.sh");
+    // The proof, read back from the machine: none of its processes is left.
+    std::fs::write(
+        agent_dir.join("verify.sh"),
+        format!(
+            r#"{lie}{procs}pids=$(procs)
+[ -z "$pids" ] && {{ echo "no process of $NODE's machine is left"; exit 0; }}
+echo "$(echo $pids | wc -w) processes of $NODE's machine are alive" >&2; exit 1
+"#
+        ),
+    )
+    .expect("verify.sh");
     // A power fence has nothing to undo: the machine is back because it rebooted.
     std::fs::write(agent_dir.join("unfence.sh"), "exit 0\n").expect("unfence.sh");
     let port = harness::free_port();

@@ -34,6 +34,9 @@ struct Agent {
     ledger: Mutex<Ledger>,
     path: PathBuf,
     fence: String,
+    /// Proves a fence before the agent answers `Done` (`prove`).
+    verify: String,
+    verify_timeout: std::time::Duration,
     unfence: String,
 }
 
@@ -110,29 +113,72 @@ async fn handle(State(a): State<Arc<Agent>>, Json(req): Json<FenceRequest>) -> J
     }
 }
 
-async fn run_command(a: Arc<Agent>, command: String, req: FenceRequest) -> FenceResponse {
-    let out = tokio::process::Command::new("sh")
+/// Run one of the operator's commands with the request in its environment.
+async fn sh(command: &str, req: &FenceRequest) -> std::io::Result<std::process::Output> {
+    tokio::process::Command::new("sh")
         .arg("-c")
-        .arg(&command)
+        .arg(command)
         .env("NODE", &req.node)
         .env("INCIDENT", &req.incident)
         .env("ADDRESSES", req.addresses.join(","))
+        .kill_on_drop(true)
         .output()
-        .await;
+        .await
+}
+
+fn stderr_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr)
+        .chars()
+        .take(300)
+        .collect()
+}
+
+/// A fence is only as good as its proof: after the fence command, the verify command runs until
+/// it exits 0 (the machine reads off, its processes are gone) or the time runs out. A power
+/// fence that leaves a frozen machine's processes alive is `Failed`, never `Done`.
+async fn prove(a: &Agent, req: &FenceRequest) -> Result<String, String> {
+    let deadline = tokio::time::Instant::now() + a.verify_timeout;
+    loop {
+        let last = match sh(&a.verify, req).await {
+            Ok(o) if o.status.success() => {
+                return Ok(String::from_utf8_lossy(&o.stdout)
+                    .trim()
+                    .chars()
+                    .take(300)
+                    .collect());
+            }
+            Ok(o) => format!("exited with {}: {}", o.status, stderr_of(&o)),
+            Err(e) => return Err(format!("the verify command could not start: {e}")),
+        };
+        if tokio::time::Instant::now() + VERIFY_EVERY > deadline {
+            return Err(format!(
+                "the fence of node {} is not proven within {}s (verify command {last})",
+                req.node,
+                a.verify_timeout.as_secs()
+            ));
+        }
+        tokio::time::sleep(VERIFY_EVERY).await;
+    }
+}
+
+const VERIFY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+async fn run_command(a: Arc<Agent>, command: String, req: FenceRequest) -> FenceResponse {
+    let out = sh(&command, &req).await;
     let (state, message) = match out {
+        Ok(o) if o.status.success() && req.action == "fence" => match prove(&a, &req).await {
+            Ok(proof) => (
+                "Done",
+                format!("fence of node {} done and proven: {proof}", req.node),
+            ),
+            Err(why) => ("Failed", why),
+        },
         Ok(o) if o.status.success() => {
             ("Done", format!("{} of node {} done", req.action, req.node))
         }
         Ok(o) => (
             "Failed",
-            format!(
-                "command exited with {}: {}",
-                o.status,
-                String::from_utf8_lossy(&o.stderr)
-                    .chars()
-                    .take(300)
-                    .collect::<String>()
-            ),
+            format!("command exited with {}: {}", o.status, stderr_of(&o)),
         ),
         Err(e) => ("Failed", format!("command could not start: {e}")),
     };
@@ -152,6 +198,8 @@ pub fn router(ledger: Ledger, args: &FenceAgentArgs) -> Router {
         ledger: Mutex::new(ledger),
         path: args.state.clone(),
         fence: args.fence_command.clone(),
+        verify: args.verify_command.clone(),
+        verify_timeout: args.verify_timeout.unsigned_abs(),
         unfence: args.unfence_command.clone(),
     });
     Router::new().route("/", post(handle)).with_state(agent)
@@ -183,3 +231,7 @@ pub async fn run(args: FenceAgentArgs) -> anyhow::Result<()> {
     .await;
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "agent_tests.rs"]
+mod tests;

@@ -54,6 +54,18 @@ pub struct FencingArgs {
     /// How often incidents are looked at.
     #[arg(long, default_value = "2s", env = "VOLGUARD_FENCING_INTERVAL")]
     pub fencing_interval: jiff::SignedDuration,
+    /// Who deletes a released node's terminating pods: `now`, volguard as soon as it has tainted
+    /// the node (the pods PodGC's gcTerminating selects, and only those), or `podgc`, PodGC at its
+    /// next pass (up to 20 s later, the replacement waiting meanwhile).
+    #[arg(long, value_enum, default_value = "now", env = "VOLGUARD_RELEASE_PODS")]
+    pub release_pods: ReleasePods,
+}
+
+/// Who deletes the pods of a released node (`--release-pods`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReleasePods {
+    Now,
+    Podgc,
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,7 +79,7 @@ pub enum FenceCommand {
     /// A reference fence agent: an HTTPS endpoint for the `webhook` backend that runs a command
     /// per node (IPMI, a cloud API...), idempotent by incident.
     #[command(
-        after_help = "Example:\n  volguard fence agent --tls-cert tls.crt --tls-key tls.key --fence-command='ipmitool -H $NODE-bmc power off' --unfence-command='ipmitool -H $NODE-bmc power on' --state /var/lib/fence-agent/ledger.json"
+        after_help = "Example:\n  volguard fence agent --tls-cert tls.crt --tls-key tls.key --fence-command='ipmitool -H $NODE-bmc power off' --verify-command='ipmitool -H $NODE-bmc power status | grep -q off' --unfence-command='ipmitool -H $NODE-bmc power on' --state /var/lib/fence-agent/ledger.json"
     )]
     Agent(FenceAgentArgs),
 }
@@ -97,6 +109,14 @@ pub struct FenceAgentArgs {
     /// exit 0 means fenced.
     #[arg(long)]
     pub fence_command: String,
+    /// Proves the fence (the machine reads powered off, none of its processes is left): run as
+    /// --fence-command, after it exits 0, every second until it exits 0 itself. Only then does
+    /// the agent answer `Done`; a fence it cannot prove within --verify-timeout is `Failed`.
+    #[arg(long)]
+    pub verify_command: String,
+    /// How long --verify-command may take to prove the fence.
+    #[arg(long, default_value = "30s")]
+    pub verify_timeout: jiff::SignedDuration,
     /// As --fence-command, to undo the fence.
     #[arg(long)]
     pub unfence_command: String,

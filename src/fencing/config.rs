@@ -13,6 +13,7 @@ pub struct FencingConfig {
     /// The backends an `auto` incident tries, in order.
     pub chain: Vec<BackendKind>,
     pub backends: Backends,
+    pub release_pods: crate::fencing::args::ReleasePods,
 }
 
 impl FencingConfig {
@@ -60,6 +61,7 @@ impl FencingConfig {
                 },
                 dur(a.manual_fence_timeout),
             )?,
+            release_pods: a.release_pods,
         })
     }
 }

@@ -66,6 +66,12 @@ impl Fencer {
                 return Ok(false);
             }
         }
+        if f.status.phase == Phase::Released
+            && self.cfg.release_pods == crate::fencing::args::ReleasePods::Now
+            && let Some(n) = seen.node.as_deref()
+        {
+            self.release_pods(&f, n).await?;
+        }
         let next = rules::step(&record_of(&f, &backends), &seen.now());
         let next = match next {
             Do::AskFence => {
@@ -97,6 +103,18 @@ impl Fencer {
             self.apply(&mut f, t, seen.node.as_deref()).await?;
         }
         Ok(f.status.phase.is_final())
+    }
+
+    /// Delete the released node's pods that PodGC would delete at its next pass (the same
+    /// predicate, `rules::upstream::podgc`, on a live read of the node and a consistent list of
+    /// its pods): the proof is held, so the replacement need not wait for PodGC's period.
+    async fn release_pods(&self, f: &NodeFence, node: &Node) -> Result<(), Error> {
+        for p in observe::pods_podgc_deletes(self.view(), node).await? {
+            self.records.delete_pod_now(&p).await?;
+            self.metrics.pods_released.inc();
+            tracing::info!(incident = %f.metadata.name, node = %f.spec.node, pod = %format!("{}/{}", p.metadata.namespace, p.metadata.name), "fencing: deleted a terminating pod of the released node, as PodGC would");
+        }
+        Ok(())
     }
 
     /// The backends of an incident, each with its timeout (what `rules::fencing::request` names).

@@ -78,6 +78,11 @@ impl Records {
             .await?)
     }
 
+    /// Delete a terminating pod of a released node at once (`Fencer::release_pods`).
+    pub async fn delete_pod_now(&self, pod: &crate::model::Pod) -> Result<(), Error> {
+        Ok(self.writer.delete_pod_now(pod).await?)
+    }
+
     /// Remove the out-of-service taint (and the annotations that went with it).
     pub async fn untaint(&self, node: &str) -> Result<(), Error> {
         Ok(self.writer.untaint_out_of_service(node).await?)

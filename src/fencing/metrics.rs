@@ -34,6 +34,8 @@ pub struct FencingMetrics {
     pub scope_held: Gauge,
     /// Incidents waiting for a person's `fence confirm` (the `manual` backend asked).
     pub awaiting_person: Gauge,
+    /// Terminating pods of released nodes deleted by volguard (`--release-pods=now`).
+    pub pods_released: Counter,
 }
 
 fn buckets() -> impl Iterator<Item = f64> {
@@ -70,6 +72,11 @@ impl FencingMetrics {
                 "volguard_fencing_unhealthy_nodes",
                 "Nodes whose Lease is silent and which are not Ready",
                 Gauge::default(),
+            ),
+            pods_released: r.add(
+                "volguard_fencing_pods_released",
+                "Terminating pods of released nodes that volguard deleted (the pods PodGC would delete at its next pass)",
+                Counter::default(),
             ),
             storm: r.add(
                 "volguard_fencing_storm",

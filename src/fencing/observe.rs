@@ -96,6 +96,20 @@ pub async fn lease(view: &LiveCluster, node: &str) -> Result<Option<String>, Err
     Ok(known(view.lease_renew_time(node).await)?.flatten())
 }
 
+/// The pods PodGC would force-delete from `node` now (its `gcTerminating` pass: terminating, on
+/// a node that is not Ready and carries the out-of-service taint), read consistently.
+pub async fn pods_podgc_deletes(view: &LiveCluster, node: &Node) -> Result<Vec<Pod>, Error> {
+    use crate::rules::upstream::podgc::{PodGcReason, podgc_deletes};
+    let name = node.metadata.name.as_str();
+    Ok(known(
+        view.pods_on_node(name, |p| {
+            podgc_deletes(p, Some(node)) == Some(PodGcReason::TerminatingOutOfService)
+        })
+        .await,
+    )?
+    .unwrap_or_default())
+}
+
 /// The node's non-terminal pods that use claims, read consistently (`rules::claims`' and the
 /// model's definitions), each with the claims it uses.
 async fn claim_users(view: &LiveCluster, node: &str) -> Result<Vec<(Pod, Vec<String>)>, Error> {

@@ -134,7 +134,7 @@ one node). If the lock is stale and volguard has not cleared it, a person may an
         name: None,
         group: ("", "v1"),
         rule: Rule::ForceDelete,
-        rows: "§2d rows 2, 3, 6, 7, 8 (rows 4-5 read the Node: the webhook's; PodGC passes here by identity)",
+        rows: "§2d rows 2, 3, 6, 7, 8 (rows 4-5 read the Node: the webhook's; PodGC and volguard's controller, which deletes what PodGC would on a node it released, pass here by identity)",
         resources: &["pods"],
         operations: &["DELETE"],
         namespaced: true,
@@ -149,6 +149,8 @@ one node). If the lock is stale and volguard has not cleared it, a person may an
             allowed: concat!(
                 "request.userInfo.username == 'system:serviceaccount:kube-system:pod-garbage-collector' || \
 request.userInfo.username in ",
+                param_list!("volguard-identities"),
+                " || request.userInfo.username in ",
                 param_list!("force-delete-users"),
                 " || request.userInfo.groups.exists(g, g in ",
                 param_list!("force-delete-groups"),

@@ -68,6 +68,31 @@ impl Writer {
             .map(|_| ())
     }
 
+    /// Delete a pod at once (grace period 0), only the pod that was read (its UID and
+    /// resourceVersion as preconditions): what PodGC does to a released node's terminating pods.
+    /// Gone already is done.
+    pub async fn delete_pod_now(&self, pod: &crate::model::Pod) -> Result<(), kube::Error> {
+        let params = kube::api::DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(kube::api::Preconditions {
+                uid: Some(pod.metadata.uid.to_string()),
+                resource_version: pod.metadata.resource_version.as_deref().map(str::to_string),
+            }),
+            ..Default::default()
+        };
+        match Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+            self.client.clone(),
+            &pod.metadata.namespace,
+        )
+        .delete(&pod.metadata.name, &params)
+        .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Add the out-of-service taint, naming the incident (the webhook checks that it is
     /// `Fenced`).
     pub async fn taint_out_of_service(

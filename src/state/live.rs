@@ -296,6 +296,18 @@ impl LiveCluster {
         .await
     }
 
+    /// The pods scheduled on `node` that `keep` accepts, read consistently.
+    pub async fn pods_on_node(
+        &self,
+        node: &str,
+        keep: impl Fn(&Pod) -> bool + Send + Sync,
+    ) -> Fact<Vec<Pod>> {
+        list_pods_on_node(&self.client, node, move |p: &Pod| {
+            p.node_name() == Some(node) && keep(p)
+        })
+        .await
+    }
+
     /// A namespace, read live (its fencing opt-in).
     pub async fn namespace(&self, name: &str) -> Fact<Arc<Namespace>> {
         get_live(Api::<Decoded<Namespace>>::all(self.client.clone()), name).await

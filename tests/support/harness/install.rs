@@ -65,6 +65,10 @@ impl ControlPlane {
                     agent_dir.join("fence.sh").display()
                 ))
                 .arg(format!(
+                    "--verify-command=sh {}",
+                    agent_dir.join("verify.sh").display()
+                ))
+                .arg(format!(
                     "--unfence-command=sh {}",
                     agent_dir.join("unfence.sh").display()
                 ))

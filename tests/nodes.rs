@@ -51,7 +51,7 @@ async fn start_cluster() -> Shared {
     cp.serve_extra = vec!["--partition-after=10s".into()];
     cp.start_webhook().await;
     let mut nodes = RealNodes::start(&cp).await;
-    let (agent_dir, agent, port) = fence_agent(&cp, &nodes);
+    let (agent_dir, agent, port) = support::nodes::power_fence_agent(&cp, &nodes);
     let d = cp.dir.path().to_path_buf();
     cp.controller_extra = vec![
         "--partition-after=10s".into(),
@@ -92,53 +92,6 @@ async fn start_cluster() -> Shared {
         agent_dir,
         _agent: agent,
     }
-}
-
-/// volguard's reference fence agent (`volguard fence agent`, the HTTPS fence-agent contract)
-/// running a power fence: every process of the node's machine killed through its cgroups. A
-/// node's behaviour file `lie` makes it answer "fenced" and do nothing (a lying backend).
-fn fence_agent(cp: &ControlPlane, nodes: &RealNodes) -> (PathBuf, harness::Proc, u16) {
-    let d = cp.dir.path().to_path_buf();
-    let agent_dir = d.join("agent");
-    std::fs::create_dir_all(agent_dir.join("behaviour")).expect("agent dir");
-    // The machine's processes, in every cgroup hierarchy. A hung machine's are frozen, and a
-    // frozen process cannot die: every freezer cgroup of the machine is thawed before each kill.
-    let procs = format!(
-        "procs() {{ find /sys/fs/cgroup/*/{prefix}-$NODE -name cgroup.procs -exec cat {{}} + 2>/dev/null | sort -u; }}\n",
-        prefix = nodes.cgroup_prefix()
-    );
-    let lie = "d=$(dirname \"$0\"); [ \"$(cat \"$d/behaviour/$NODE\" 2>/dev/null)\" = lie ] && { echo \"fenced (not really)\"; exit 0; }\n";
-    std::fs::write(
-        agent_dir.join("fence.sh"),
-        format!(
-            r#"{lie}{procs}for i in $(seq 1 100); do
-  find /sys/fs/cgroup/freezer/{prefix}-$NODE -name freezer.state 2>/dev/null | while read -r f; do echo THAWED > "$f"; done
-  pids=$(procs)
-  [ -z "$pids" ] && {{ echo "powered off $NODE"; exit 0; }}
-  kill -KILL $pids 2>/dev/null; sleep 0.1
-done
-echo "processes of $NODE survived" >&2; exit 1
-"#,
-            prefix = nodes.cgroup_prefix()
-        ),
-    )
-    .expect("fence.sh");
-    // The proof, read back from the machine: none of its processes is left.
-    std::fs::write(
-        agent_dir.join("verify.sh"),
-        format!(
-            r#"{lie}{procs}pids=$(procs)
-[ -z "$pids" ] && {{ echo "no process of $NODE's machine is left"; exit 0; }}
-echo "$(echo $pids | wc -w) processes of $NODE's machine are alive" >&2; exit 1
-"#
-        ),
-    )
-    .expect("verify.sh");
-    // A power fence has nothing to undo: the machine is back because it rebooted.
-    std::fs::write(agent_dir.join("unfence.sh"), "exit 0\n").expect("unfence.sh");
-    let port = harness::free_port();
-    let agent = cp.spawn_fence_agent(&agent_dir, port);
-    (agent_dir, agent, port)
 }
 
 async fn prepare(s: &mut Shared) {

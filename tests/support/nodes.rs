@@ -434,31 +434,13 @@ volumePluginDir: {plugins}
             "/proc/sys/kernel/random/boot_id",
         ]);
         let _ = std::fs::remove_dir_all(dir.join("containerd/state"));
-        let ctrd = dir.join("containerd");
-        let sock = ctrd.join("containerd.sock");
-        let _ = std::fs::remove_file(&sock);
         if !self.nodes[i].mntns.as_os_str().is_empty() {
             let _ = Command::new("umount").arg(&self.nodes[i].mntns).status();
         }
         self.nodes[i].mntns = mntns;
         self.nodes[i].boots = boots;
-        let containerd = self.spawn_in(
-            i,
-            "containerd",
-            &[
-                bins().join("containerd").display().to_string(),
-                format!("--config={}", ctrd.join("config.toml").display()),
-            ],
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !sock.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "containerd of {name} did not start:\n{}",
-                containerd.tail()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let containerd = self.start_containerd(i);
+        let sock = dir.join("containerd/containerd.sock");
         if boots == 1 {
             let mut tars: Vec<PathBuf> = std::fs::read_dir(bins().join("images"))
                 .expect("the node images (make nodes)")
@@ -482,20 +464,7 @@ volumePluginDir: {plugins}
             }
         }
         let kubelet_dir = dir.join("kubelet");
-        let kubelet = self.spawn_in(
-            i,
-            "kubelet",
-            &[
-                bins().join("kubelet").display().to_string(),
-                format!("--config={}", dir.join("kubelet.yaml").display()),
-                format!("--kubeconfig={}", dir.join("kubeconfig").display()),
-                format!("--root-dir={}", kubelet_dir.display()),
-                format!("--cert-dir={}", dir.join("certs").display()),
-                format!("--hostname-override={name}"),
-                format!("--node-ip={}", self.nodes[i].ip),
-                "--v=2".into(),
-            ],
-        );
+        let kubelet = self.spawn_kubelet(i);
         let mut csi = Vec::new();
         for d in DRIVERS {
             csi.push(self.spawn_in(
@@ -524,6 +493,76 @@ volumePluginDir: {plugins}
         n.containerd = Some(containerd);
         n.kubelet = Some(kubelet);
         n.csi = csi;
+    }
+
+    /// containerd of node `i`, once its socket answers.
+    fn start_containerd(&self, i: usize) -> Proc {
+        let n = &self.nodes[i];
+        let ctrd = n.dir.join("containerd");
+        let sock = ctrd.join("containerd.sock");
+        let _ = std::fs::remove_file(&sock);
+        let containerd = self.spawn_in(
+            i,
+            "containerd",
+            &[
+                bins().join("containerd").display().to_string(),
+                format!("--config={}", ctrd.join("config.toml").display()),
+            ],
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !sock.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "containerd of {} did not start:\n{}",
+                n.name,
+                containerd.tail()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        containerd
+    }
+
+    fn spawn_kubelet(&self, i: usize) -> Proc {
+        let n = &self.nodes[i];
+        let dir = &n.dir;
+        self.spawn_in(
+            i,
+            "kubelet",
+            &[
+                bins().join("kubelet").display().to_string(),
+                format!("--config={}", dir.join("kubelet.yaml").display()),
+                format!("--kubeconfig={}", dir.join("kubeconfig").display()),
+                format!("--root-dir={}", dir.join("kubelet").display()),
+                format!("--cert-dir={}", dir.join("certs").display()),
+                format!("--hostname-override={}", n.name),
+                format!("--node-ip={}", n.ip),
+                "--v=2".into(),
+            ],
+        )
+    }
+
+    /// The kubelet of a running machine killed and started again (containers keep running).
+    pub fn restart_kubelet(&mut self, name: &str) {
+        let i = self.index(name);
+        if let Some(mut k) = self.nodes[i].kubelet.take() {
+            k.kill();
+        }
+        self.nodes[i].kubelet = Some(self.spawn_kubelet(i));
+    }
+
+    /// containerd of a running machine killed and started again (its shims, and so the
+    /// containers, keep running).
+    pub fn restart_containerd(&mut self, name: &str) {
+        let i = self.index(name);
+        if let Some(mut c) = self.nodes[i].containerd.take() {
+            c.kill();
+        }
+        self.nodes[i].containerd = Some(self.start_containerd(i));
+    }
+
+    /// Whether the machine runs (a fence or a power-off leaves none of its processes).
+    pub fn running(&self, name: &str) -> bool {
+        !procs_under_all(&self.node(name).cgroup).is_empty()
     }
 
     /// A process of node `i`'s machine: in its cgroup, network and mount namespaces; its log
@@ -688,6 +727,53 @@ volumePluginDir: {plugins}
     }
 }
 
+/// volguard's reference fence agent (`volguard fence agent`, the HTTPS fence-agent contract)
+/// running a power fence: every process of the node's machine killed through its cgroups. A
+/// node's behaviour file `lie` makes it answer "fenced" and do nothing (a lying backend).
+pub fn power_fence_agent(cp: &ControlPlane, nodes: &RealNodes) -> (PathBuf, Proc, u16) {
+    let d = cp.dir.path().to_path_buf();
+    let agent_dir = d.join("agent");
+    std::fs::create_dir_all(agent_dir.join("behaviour")).expect("agent dir");
+    // The machine's processes, in every cgroup hierarchy. A hung machine's are frozen, and a
+    // frozen process cannot die: every freezer cgroup of the machine is thawed before each kill.
+    let procs = format!(
+        "procs() {{ find /sys/fs/cgroup/*/{prefix}-$NODE -name cgroup.procs -exec cat {{}} + 2>/dev/null | sort -u; }}\n",
+        prefix = nodes.cgroup_prefix()
+    );
+    let lie = "d=$(dirname \"$0\"); [ \"$(cat \"$d/behaviour/$NODE\" 2>/dev/null)\" = lie ] && { echo \"fenced (not really)\"; exit 0; }\n";
+    std::fs::write(
+        agent_dir.join("fence.sh"),
+        format!(
+            r#"{lie}{procs}for i in $(seq 1 100); do
+  find /sys/fs/cgroup/freezer/{prefix}-$NODE -name freezer.state 2>/dev/null | while read -r f; do echo THAWED > "$f"; done
+  pids=$(procs)
+  [ -z "$pids" ] && {{ echo "powered off $NODE"; exit 0; }}
+  kill -KILL $pids 2>/dev/null; sleep 0.1
+done
+echo "processes of $NODE survived" >&2; exit 1
+"#,
+            prefix = nodes.cgroup_prefix()
+        ),
+    )
+    .expect("fence.sh");
+    // The proof, read back from the machine: none of its processes is left.
+    std::fs::write(
+        agent_dir.join("verify.sh"),
+        format!(
+            r#"{lie}{procs}pids=$(procs)
+[ -z "$pids" ] && {{ echo "no process of $NODE's machine is left"; exit 0; }}
+echo "$(echo $pids | wc -w) processes of $NODE's machine are alive" >&2; exit 1
+"#
+        ),
+    )
+    .expect("verify.sh");
+    // A power fence has nothing to undo: the machine is back because it rebooted.
+    std::fs::write(agent_dir.join("unfence.sh"), "exit 0\n").expect("unfence.sh");
+    let port = free_port();
+    let agent = cp.spawn_fence_agent(&agent_dir, port);
+    (agent_dir, agent, port)
+}
+
 /// Power a machine off: every process killed, its mount namespace released.
 fn halt(n: &mut RealNode) {
     kill_cgroup(&n.cgroup);
@@ -723,6 +809,13 @@ fn kill_cgroup(cgroup: &str) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+fn procs_under_all(cgroup: &str) -> Vec<String> {
+    hierarchies()
+        .iter()
+        .flat_map(|h| procs_under(&h.join(cgroup)))
+        .collect()
 }
 
 fn procs_under(dir: &Path) -> Vec<String> {

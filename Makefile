@@ -45,7 +45,7 @@ NODE_PARTS = $(NODES_DIR)/kubelet $(CACHE)/containerd/$(CONTAINERD_VERSION)/cont
 E2E_ENV = VOLGUARD_NODES_DIR=$(NODES_DIR) VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: manifests model differential encode-cmp all build release release-check verify release-build certs run try image image-check image-tools docker-image alerts chart prometheus install nodes node-packages fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
+.PHONY: robustness manifests model differential encode-cmp all build release release-check verify release-build certs run try image image-check image-tools docker-image alerts chart prometheus install nodes node-packages fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -54,6 +54,7 @@ help:
 	@echo "make test     lint, unit + fixture tests, end-to-end tests on a real control plane"
 	@echo "make differential  volguard's ports of upstream's decisions against upstream's own Go code"
 	@echo "make e2e      end-to-end tests only (builds kube-apiserver/etcd/kcm once into .cache/)"
+	@echo "make robustness SEED=N MINUTES=M  a seeded nemesis on real nodes, with and without volguard (target/robustness/)"
 	@echo "make bench    benchmarks (table + target/bench/report.json)"
 	@echo "make bench-compare BASE=REV  make bench, each admission row also against volguard as of REV"
 	@echo "make bench-scale  volguard up to 5,000 kwok nodes and 150,000 pods (table, scale.json, scale.png)"
@@ -297,13 +298,24 @@ $(CR_WEBHOOK): benches/controller-runtime/go.mod benches/controller-runtime/go.s
 	cd benches/controller-runtime && test "$$(go list -m -f '{{.Version}}' sigs.k8s.io/controller-runtime)" = "$(CR_VERSION)"
 	cd benches/controller-runtime && CGO_ENABLED=0 go build -trimpath -o $@ -ldflags "-s -w" .
 
+# The nemesis on the real nodes (tests/robustness.rs): the same seed with volguard and without, the
+# checker's verdicts and the schedule in target/robustness/SEED/, every seed's sum in
+# target/robustness/summary.json. `make test` runs one short seed (in `make e2e`, beside tests/nodes.rs).
+SEED ?= $(shell date +%s)
+MINUTES ?= 10
+robustness: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) nodes
+	VOLGUARD_ROBUSTNESS_SEED=$(SEED) VOLGUARD_ROBUSTNESS_MINUTES=$(MINUTES) \
+	  VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
+	  $(CARGO) test --locked --test robustness -- --ignored --nocapture
+
 # The short chaos run in `make test` uses a fixed seed; `make chaos` picks a new one each run.
 # Every e2e suite in three streams side by side (.ci/cluster-e2e.sh): tests/cluster.rs and
 # tests/partition.rs on the first version; tests/nodes.rs (real nodes) on the first version;
 # tests/e2e.rs, the chaos run and tests/install.rs (helm install, Prometheus) on the first version,
 # then on the other versions the cluster scenarios whose behaviour differs by version.
 e2e: controlplane prometheus nodes
-	VOLGUARD_CHAOS_SEED=$${VOLGUARD_CHAOS_SEED:-20261121} $(E2E_ENV) .ci/cluster-e2e.sh $(CACHE) $(K8S_VERSIONS)
+	VOLGUARD_CHAOS_SEED=$${VOLGUARD_CHAOS_SEED:-20261121} VOLGUARD_ROBUSTNESS_SEED=$${VOLGUARD_ROBUSTNESS_SEED:-20261129} \
+	  $(E2E_ENV) .ci/cluster-e2e.sh $(CACHE) $(K8S_VERSIONS)
 
 # Chaos on the real control plane; `make test` runs a short form (20 s), this a longer one.
 CHAOS_SECONDS ?= 120

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every e2e suite, each against its own cluster, in three streams at once:
 #   1. tests/cluster.rs and tests/partition.rs, every scenario, on the first version;
-#   2. tests/nodes.rs (real kubelets, containerd, the CSI sidecars, upstream's e2e) on the first version;
+#   2. tests/nodes.rs (real kubelets, containerd, the CSI sidecars, upstream's e2e), then one short seed
+#      of tests/robustness.rs (the nemesis, with and without volguard) on the first version;
 #   3. tests/e2e.rs, tests/chaos.rs and tests/install.rs on the first version, then tests/cluster.rs and
 #      tests/partition.rs on the other versions, only the scenarios whose behaviour differs by version.
 # The scenarios mostly wait on the control loops' own timers (PodGC's 20 s period, TTLs, lease expiry,
@@ -20,7 +21,7 @@ shift
 # pod status doors of partition healing.
 differs=(unused_condition policy_webhook_down policy_agrees proof_door_matrix delete_protection
   registration_drift kubectl_ux partition_fenced partition_guards)
-cargo test --locked --test cluster --test partition --test nodes --test e2e --test chaos --test install --no-run
+cargo test --locked --test cluster --test partition --test nodes --test robustness --test e2e --test chaos --test install --no-run
 mkdir -p target/e2e
 run() { # VERSION TESTS... -- FILTERS...
   local v=$1
@@ -31,7 +32,7 @@ logs=(target/e2e/cluster-$first.log target/e2e/nodes-$first.log target/e2e/e2e-$
 run "$first" --test cluster --test partition -- --ignored --test-threads=1 --nocapture \
   --skip apiserver_side_by_side >"${logs[0]}" 2>&1 &
 pids=("$!")
-run "$first" --test nodes -- --ignored --test-threads=1 --nocapture >"${logs[1]}" 2>&1 &
+run "$first" --test nodes --test robustness -- --ignored --test-threads=1 --nocapture >"${logs[1]}" 2>&1 &
 pids+=("$!")
 (
   status=0
@@ -54,7 +55,7 @@ for l in "${logs[@]}"; do
 done
 for l in "${logs[@]}"; do
   want=2
-  case $l in *nodes-*) want=1 ;; *e2e-*) want=3 ;; esac
+  case $l in *nodes-*) want=2 ;; *e2e-*) want=3 ;; esac
   if [ "$(grep -c "^test result: ok" "$l")" = "$want" ]; then
     echo "$l: ok ($(grep -c '^scenario .*: ok' "$l") scenarios)"
   else

@@ -320,6 +320,7 @@ crate::scenarios! { scenario:
     force_delete_partitioned => |s| s_force_delete_partitioned(s);
     partition_heals => |s| s_partition_heals(s);
     partition_lying_agent => |s| s_lying_agent(s);
+    frozen_machine_fenced => |s| s_frozen_machine(s);
     upstream_protection_and_statefulset => |s| s_upstream(s);
 }
 

@@ -48,15 +48,16 @@ struct Rig {
     /// The webhook replicas (process, port), `None` while killed.
     replicas: Vec<Option<(Proc, u16)>>,
     forwarder: Option<Forwarder>,
-    _agent: Proc,
+    _agent: Option<Proc>,
     /// The node-holding faults in force: node → kind.
     held: BTreeMap<String, Kind>,
+    /// Targets resolved at injection (`@db` → a node).
+    aliases: BTreeMap<String, String>,
 }
 
 /// One writer workload: what it is called, its claim, and where its log lives.
 struct Writer {
     name: &'static str,
-    claim: String,
     rwo: bool,
     log: PathBuf,
     start_seconds: f64,
@@ -117,7 +118,7 @@ fn robustness_seeded() {
         );
         verdicts.push((with, verdict));
     }
-    let summary = summarize(&dir.parent().expect("target/robustness").to_path_buf());
+    let summary = summarize(dir.parent().expect("target/robustness"));
     println!("summary: {summary}");
     for (with, v) in &verdicts {
         if *with {
@@ -183,6 +184,9 @@ async fn run(seed: u64, seconds: f64, plan: &[Fault], with: bool) -> (History, V
         if begin {
             runs[i].start = uptime();
             runs[i].outcome = inject(&mut rig, f).await;
+            if let Some(n) = rig.aliases.get(&f.target) {
+                runs[i].target = n.clone();
+            }
             if f.lasts == 0.0 {
                 runs[i].end = runs[i].start;
             }
@@ -250,7 +254,6 @@ async fn run(seed: u64, seconds: f64, plan: &[Fault], with: bool) -> (History, V
         releases: recorded.releases,
         incidents,
     };
-    let _ = &writers.iter().map(|w| &w.claim).count();
     let verdict = checker::check(&history);
     if !verdict.violations.is_empty() && with {
         let logs = format!("{}\n{}", rig.cp.logs(), rig.nodes.logs());
@@ -269,17 +272,23 @@ async fn run(seed: u64, seconds: f64, plan: &[Fault], with: bool) -> (History, V
 // ---------------------------------------------------------------- the cluster, as installed
 
 async fn start(with: bool) -> Rig {
+    // No watch cache and no compaction: the recorder's watches resume from their last
+    // resourceVersion across apiserver restarts and miss nothing.
     let mut cp = ControlPlane::start_with(
         Profile::Cluster,
-        &["--kubelet-preferred-address-types=InternalIP"],
+        &[
+            "--kubelet-preferred-address-types=InternalIP",
+            "--watch-cache=false",
+            "--etcd-compaction-interval=0",
+        ],
     )
     .await;
     cp.install_manifests().await;
     let mut nodes = RealNodes::start(&cp).await;
-    let (_, agent, port) = support::nodes::power_fence_agent(&cp, &nodes);
     let mut replicas = Vec::new();
     let mut forwarder = None;
-    if with {
+    // The serving certificate (made with the first replica) is the fence agent's too.
+    let (agent, port) = if with {
         cp.serve_extra = vec!["--partition-after=10s".into()];
         let extra: Vec<String> = cp.serve_extra.clone();
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
@@ -293,6 +302,7 @@ async fn start(with: bool) -> Rig {
         let f = Forwarder::start_many(replicas.iter().flatten().map(|r| r.1).collect()).await;
         cp.route_webhooks_to(f.port).await;
         forwarder = Some(f);
+        let (_, agent, port) = support::nodes::power_fence_agent(&cp, &nodes);
         let d = cp.dir.path().to_path_buf();
         cp.controller_extra = vec![
             "--partition-after=10s".into(),
@@ -308,7 +318,11 @@ async fn start(with: bool) -> Rig {
         ];
         cp.start_controller("replica-a").await;
         cp.start_controller("replica-b").await;
-    }
+        (Some(agent), port)
+    } else {
+        (None, 0)
+    };
+    let _ = port;
     let sc: k8s_openapi::api::storage::v1::StorageClass = serde_json::from_value(json!({
         "metadata": {"name": FENCED_CLASS, "annotations": {"volguard.io/fencing": "auto"}},
         "provisioner": ATTACHED.name, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"
@@ -329,6 +343,7 @@ async fn start(with: bool) -> Rig {
         forwarder,
         _agent: agent,
         held: BTreeMap::new(),
+        aliases: BTreeMap::new(),
     }
 }
 
@@ -447,7 +462,6 @@ async fn workloads(rig: &Rig) -> Vec<Writer> {
             .await;
         out.push(Writer {
             name,
-            claim: claim.into(),
             rwo,
             log,
             start_seconds: t.elapsed().as_secs_f64(),
@@ -481,8 +495,28 @@ async fn log_path(rig: &Rig, c: &kube::Client, claim: &str) -> PathBuf {
 
 // ---------------------------------------------------------------- faults
 
+/// The node a fault's target names (`@db`: the node db-0 ran on when the first such fault came).
+async fn resolve(rig: &mut Rig, target: &str) -> String {
+    if target != nemesis::FENCED_WRITER_NODE {
+        return target.into();
+    }
+    if let Some(n) = rig.aliases.get(target) {
+        return n.clone();
+    }
+    let pods = Api::<Pod>::namespaced(rig.cp.admin().await, NS);
+    let node = pods
+        .get("db-0")
+        .await
+        .ok()
+        .and_then(|p| p.spec?.node_name)
+        .unwrap_or_else(|| NODES[0].into());
+    rig.aliases.insert(target.into(), node.clone());
+    node
+}
+
 async fn inject(rig: &mut Rig, f: &Fault) -> String {
-    let n = f.target.as_str();
+    let n = &resolve(rig, &f.target).await;
+    let n = n.as_str();
     match f.kind {
         Kind::Partition => {
             rig.nodes.partition(n, true);
@@ -620,7 +654,8 @@ async fn inject(rig: &mut Rig, f: &Fault) -> String {
 }
 
 async fn heal(rig: &mut Rig, f: &Fault) {
-    let n = f.target.as_str();
+    let n = &resolve(rig, &f.target).await;
+    let n = n.as_str();
     match f.kind {
         Kind::Partition => {
             rig.nodes.partition(n, false);

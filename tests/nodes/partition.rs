@@ -295,6 +295,94 @@ pub(super) async fn s_partition_heals(s: &mut Shared) {
     }
 }
 
+/// A hung machine is a dead node: node-a's every process is frozen (the writer holds its volume
+/// and would write again the moment it resumed), nothing answers, and its Lease goes silent while
+/// the machine stays frozen. With volguard it is fenced like a powered-off one: the power fence
+/// thaws and kills it, the agent's verify command proves no process is left before it says
+/// "fenced", and the replacement writes on node-b. Without volguard nothing moves the pod. Either
+/// way the machine is then thawed (and, fenced, powered on): the old writer never writes again
+/// after the replacement began.
+pub(super) async fn s_frozen_machine(s: &mut Shared) {
+    for on in [false, true] {
+        volguard(s, on).await;
+        let _ = std::fs::remove_file(s.agent_dir.join("behaviour/node-a"));
+        let ns = format!("dl-frozen-{}", mode(on));
+        let c = s.cp.admin().await;
+        let (old, path, _) = placed_writer(s, &ns, FENCED_CLASS, 2).await;
+        s.nodes.freeze("node-a", true);
+        let replaced = replacement(
+            s,
+            &ns,
+            &old,
+            &path,
+            Duration::from_secs(if on { 150 } else { 40 }),
+        )
+        .await;
+        let f = incident(&c, "node-a").await;
+        let outcome = if on {
+            let Some(new) = &replaced else {
+                panic!(
+                    "a frozen machine was not recovered; incident: {:?}\n{}",
+                    f.map(|f| f.status),
+                    s.nodes.logs()
+                );
+            };
+            // The proof the agent gave for this incident (its ledger), and no process is left.
+            let name = f
+                .as_ref()
+                .map(|f| f.metadata.name.clone())
+                .unwrap_or_default();
+            let ledger: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(s.agent_dir.join("ledger.json")).unwrap_or_default(),
+            )
+            .unwrap_or_default();
+            let answer = &ledger[&name]["fence"];
+            assert!(
+                answer["state"] == "Done"
+                    && answer["message"].as_str().is_some_and(
+                        |m| m.contains("proven: no process of node-a's machine is left")
+                    ),
+                "the agent said fenced without its proof for {name}: {answer}"
+            );
+            assert!(!s.nodes.running("node-a"), "the fenced machine still runs");
+            format!(
+                "frozen machine fenced (proven), released; replacement on {}",
+                node_of(new)
+            )
+        } else {
+            match &replaced {
+                Some(p) => format!("replacement ran on {}", node_of(p)),
+                None => "no replacement in 40 s (the pod waits on the hung node)".into(),
+            }
+        };
+        // The machine resumes: thawed (a frozen one writes again), or powered on after its fence.
+        s.nodes.freeze("node-a", false);
+        if !s.nodes.running("node-a") {
+            s.nodes.power_on(&s.cp, "node-a").await;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let seen = records::snapshot(&read(&path).unwrap_or_default());
+        let r = record(s, "frozen-machine", on, &path, &seen, &outcome).await;
+        remove_writer(s, &ns).await;
+        assert_eq!((r.lost, r.overlaps), (0, 0), "{} volguard: {r:?}", mode(on));
+        if on {
+            assert_eq!(r.writers.len(), 2, "{r:?}");
+            s.cp.eventually(
+                "node-a's incident is Done after the reboot proof",
+                Duration::from_secs(120),
+                || async {
+                    incident(&c, "node-a")
+                        .await
+                        .filter(|f| f.status.phase == volguard::model::fence::Phase::Done)
+                },
+            )
+            .await;
+        } else {
+            assert!(replaced.is_none(), "{r:?}");
+        }
+    }
+}
+
 /// The same partition with a fence agent that answers "fenced" and fences nothing. While the
 /// partition lasts, the node's Lease is silent either way, so nothing volguard can read tells
 /// the lie from the truth: it releases, and the old container (still running behind the cut)

@@ -97,6 +97,9 @@ pub struct Recovery {
     pub workload: String,
     pub total_seconds: f64,
     pub limit_seconds: f64,
+    /// Where the seconds went: heartbeat → incident (kcm's grace, its monitor period, the pods'
+    /// forgiveness), incident → fenced, fenced → released, released → the first record elsewhere.
+    pub phases: BTreeMap<String, f64>,
 }
 
 /// kube-controller-manager's node-monitor grace in the real-node cluster.
@@ -233,11 +236,22 @@ fn recovery(i: &Incident, w: &Workload, recs: &[records::Record]) -> Option<Reco
         (Some(a), Some(b)) => (b - a).max(0.0),
         _ => 0.0,
     };
+    let span = |a: Option<f64>, b: Option<f64>| Some(b? - a?);
+    let phases = [
+        ("detection", span(Some(heartbeat), i.detected)),
+        ("fence", span(i.detected, i.fenced)),
+        ("release", span(i.fenced, Some(released))),
+        ("start", span(Some(released), Some(first.at))),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k.to_string(), v?)))
+    .collect();
     Some(Recovery {
         incident: i.name.clone(),
         workload: w.name.clone(),
         total_seconds: first.at - heartbeat,
         limit_seconds: NODE_MONITOR_GRACE + agent + w.start_seconds,
+        phases,
     })
 }
 

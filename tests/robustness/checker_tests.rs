@@ -144,6 +144,7 @@ fn recovery_runs_from_the_heartbeat_to_the_first_record_elsewhere() {
         name: "node-a-1".into(),
         node: "node-a".into(),
         heartbeat: Some(20.0),
+        detected: Some(35.5),
         fence_requested: Some(36.0),
         fenced: Some(37.0),
         released: Some(38.0),
@@ -154,6 +155,11 @@ fn recovery_runs_from_the_heartbeat_to_the_first_record_elsewhere() {
     let r = &v.recovery[0];
     assert!((r.total_seconds - 24.0).abs() < 0.01, "{r:?}");
     assert!((r.limit_seconds - 21.0).abs() < 0.01, "{r:?}");
+    let phase = |k: &str| r.phases.get(k).copied().unwrap_or(f64::NAN);
+    assert!((phase("detection") - 15.5).abs() < 0.01, "{r:?}");
+    assert!((phase("fence") - 1.5).abs() < 0.01, "{r:?}");
+    assert!((phase("release") - 1.0).abs() < 0.01, "{r:?}");
+    assert!((phase("start") - 6.0).abs() < 0.01, "{r:?}");
 }
 
 #[test]

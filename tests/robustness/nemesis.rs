@@ -76,6 +76,9 @@ const KINDS: [Kind; 11] = [
     Kind::OperatorTaint,
 ];
 
+/// A target resolved when the fault is injected: the node running `db-0`.
+pub const FENCED_WRITER_NODE: &str = "@db";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fault {
     /// Seconds from the run's start.
@@ -119,7 +122,9 @@ pub fn schedule(seed: u64, seconds: f64, tail: f64, nodes: &[&str]) -> Vec<Fault
     let mut rng = Rng::new(seed);
     let end = seconds - tail;
     let mut out = Vec::new();
-    let first = nodes[rng.below(nodes.len())].to_string();
+    // The node the fenced StatefulSet's writer runs on when the run starts (the scheduler
+    // places it): the partition every run begins with is the one fencing exists for.
+    let first = FENCED_WRITER_NODE.to_string();
     let lasts = rng.between(40.0, 60.0);
     out.push(Fault {
         at: 15.0,
@@ -133,7 +138,11 @@ pub fn schedule(seed: u64, seconds: f64, tail: f64, nodes: &[&str]) -> Vec<Fault
         target: first,
         lasts: 0.0,
     });
-    let mut held_until: Vec<(String, f64)> = vec![(out[0].target.clone(), 15.0 + lasts)];
+    // Until it heals, no other fault holds a node (whichever `@db` turns out to be).
+    let mut held_until: Vec<(String, f64)> = nodes
+        .iter()
+        .map(|n| (n.to_string(), 15.0 + lasts))
+        .collect();
     let mut t = 15.0 + rng.between(10.0, 25.0);
     while t < end - 10.0 {
         t = (t * 10.0).round() / 10.0;

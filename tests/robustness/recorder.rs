@@ -5,9 +5,7 @@
 use super::checker::Release;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::Api;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -48,6 +46,22 @@ fn still_running(p: &Pod) -> bool {
         })
 }
 
+fn release_of(p: &Pod) -> Release {
+    Release {
+        at: uptime(),
+        node: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default(),
+        what: format!(
+            "pod {}/{}",
+            p.metadata.namespace.as_deref().unwrap_or_default(),
+            p.metadata.name.as_deref().unwrap_or_default()
+        ),
+    }
+}
+
 fn out_of_service(n: &Node) -> bool {
     n.spec
         .as_ref()
@@ -58,59 +72,76 @@ fn out_of_service(n: &Node) -> bool {
         })
 }
 
+/// Every event of `api` from now on, resumed from the last resourceVersion seen whenever the
+/// stream breaks (the apiserver restarting): the apiserver runs without its watch cache and without
+/// compaction, so a watch from an old resourceVersion replays what happened meanwhile and nothing is
+/// missed (a relist would show a pod gone without its last state).
+async fn every_event<K>(api: Api<K>, mut on: impl FnMut(WatchEvent<K>) + Send)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let mut rv = loop {
+        match api.list(&ListParams::default()).await {
+            Ok(l) => {
+                for o in l.items {
+                    on(WatchEvent::Added(o));
+                }
+                break l.metadata.resource_version.unwrap_or_default();
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    };
+    loop {
+        if let Ok(s) = api.watch(&WatchParams::default().timeout(60), &rv).await {
+            let mut s = s.boxed();
+            while let Some(Ok(e)) = s.next().await {
+                match &e {
+                    WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                        if let Some(v) = o.meta().resource_version.clone() {
+                            rv = v;
+                        }
+                    }
+                    WatchEvent::Bookmark(b) => rv = b.metadata.resource_version.clone(),
+                    WatchEvent::Error(e) => {
+                        panic!("the history's watch failed: {e:?} (compacted?)")
+                    }
+                }
+                on(e);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
 impl Recorder {
     pub fn start(client: kube::Client, ns: &str, logs: Vec<PathBuf>) -> Recorder {
         let out = Arc::new(Mutex::new(Recorded::default()));
         let mut tasks = Vec::new();
-        // Pods: the last state of each; a Delete whose object still ran is a release.
+        // Pods: the last state of each; a deletion whose object still ran is a release.
         let (o, pods) = (out.clone(), Api::<Pod>::namespaced(client.clone(), ns));
         tasks.push(tokio::spawn(async move {
             let mut last: BTreeMap<String, Pod> = BTreeMap::new();
-            let mut s = watcher::watcher(pods, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(e) = s.next().await {
-                let Ok(e) = e else { continue };
-                match e {
-                    Event::Apply(p) | Event::InitApply(p) => {
-                        let uid = p.metadata.uid.clone().unwrap_or_default();
-                        last.insert(uid, p);
-                    }
-                    Event::Delete(p) => {
-                        let uid = p.metadata.uid.clone().unwrap_or_default();
-                        let before = last.remove(&uid);
-                        let ran = before.as_ref().is_some_and(still_running) || still_running(&p);
-                        if ran {
-                            let node = p
-                                .spec
-                                .as_ref()
-                                .and_then(|s| s.node_name.clone())
-                                .unwrap_or_default();
-                            lock(&o).releases.push(Release {
-                                at: uptime(),
-                                node,
-                                what: format!(
-                                    "pod {}/{}",
-                                    p.metadata.namespace.unwrap_or_default(),
-                                    p.metadata.name.unwrap_or_default()
-                                ),
-                            });
-                        }
-                    }
-                    Event::Init | Event::InitDone => {}
+            every_event(pods, move |e| match e {
+                WatchEvent::Added(p) | WatchEvent::Modified(p) => {
+                    last.insert(p.metadata.uid.clone().unwrap_or_default(), p);
                 }
-            }
+                WatchEvent::Deleted(p) => {
+                    let before = last.remove(p.metadata.uid.as_deref().unwrap_or_default());
+                    if before.as_ref().is_some_and(still_running) || still_running(&p) {
+                        lock(&o).releases.push(release_of(&p));
+                    }
+                }
+                _ => {}
+            })
+            .await;
         }));
         // Nodes: the out-of-service taint appearing is a release of every volume on the node.
         let (o, nodes) = (out.clone(), Api::<Node>::all(client));
         tasks.push(tokio::spawn(async move {
             let mut tainted: BTreeSet<String> = BTreeSet::new();
-            let mut s = watcher::watcher(nodes, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(e) = s.next().await {
-                let Ok(Event::Apply(n) | Event::InitApply(n)) = e else {
-                    continue;
+            every_event(nodes, move |e| {
+                let (WatchEvent::Added(n) | WatchEvent::Modified(n)) = e else {
+                    return;
                 };
                 let name = n.metadata.name.clone().unwrap_or_default();
                 if out_of_service(&n) {
@@ -124,7 +155,8 @@ impl Recorder {
                 } else {
                     tainted.remove(&name);
                 }
-            }
+            })
+            .await;
         }));
         // The logs, read every half second.
         let o = out.clone();

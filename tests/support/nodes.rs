@@ -735,7 +735,9 @@ pub fn power_fence_agent(cp: &ControlPlane, nodes: &RealNodes) -> (PathBuf, Proc
     let agent_dir = d.join("agent");
     std::fs::create_dir_all(agent_dir.join("behaviour")).expect("agent dir");
     // The machine's processes, in every cgroup hierarchy. A hung machine's are frozen, and a
-    // frozen process cannot die: every freezer cgroup of the machine is thawed before each kill.
+    // frozen process dies only once thawed: each round kills first and thaws after, so a process
+    // with a pending SIGKILL never runs another instruction (thawed first, the kubelet renewed
+    // its Lease before it died, and volguard rightly refused the fence as not holding).
     let procs = format!(
         "procs() {{ find /sys/fs/cgroup/*/{prefix}-$NODE -name cgroup.procs -exec cat {{}} + 2>/dev/null | sort -u; }}\n",
         prefix = nodes.cgroup_prefix()
@@ -745,10 +747,11 @@ pub fn power_fence_agent(cp: &ControlPlane, nodes: &RealNodes) -> (PathBuf, Proc
         agent_dir.join("fence.sh"),
         format!(
             r#"{lie}{procs}for i in $(seq 1 100); do
-  find /sys/fs/cgroup/freezer/{prefix}-$NODE -name freezer.state 2>/dev/null | while read -r f; do echo THAWED > "$f"; done
   pids=$(procs)
   [ -z "$pids" ] && {{ echo "powered off $NODE"; exit 0; }}
-  kill -KILL $pids 2>/dev/null; sleep 0.1
+  kill -KILL $pids 2>/dev/null
+  find /sys/fs/cgroup/freezer/{prefix}-$NODE -name freezer.state 2>/dev/null | while read -r f; do echo THAWED > "$f"; done
+  sleep 0.1
 done
 echo "processes of $NODE survived" >&2; exit 1
 "#,
@@ -794,15 +797,14 @@ fn kill_cgroup(cgroup: &str) {
     for _ in 0..50 {
         let mut any = false;
         for h in hierarchies() {
-            let c = h.join(cgroup);
-            // Thaw first: a frozen process cannot die.
-            if h.ends_with("freezer") {
-                let _ = std::fs::write(c.join("freezer.state"), "THAWED");
-            }
-            for pid in procs_under(&c) {
+            for pid in procs_under(&h.join(cgroup)) {
                 any = true;
                 let _ = Command::new("kill").args(["-KILL", &pid]).status();
             }
+        }
+        // A frozen process dies once thawed; killed first, it never runs again.
+        for h in hierarchies().iter().filter(|h| h.ends_with("freezer")) {
+            let _ = std::fs::write(h.join(cgroup).join("freezer.state"), "THAWED");
         }
         if !any {
             return;

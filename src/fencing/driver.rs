@@ -4,6 +4,19 @@
 
 use super::*;
 
+/// What one step did to an incident.
+enum Progress {
+    /// Done, failed or aborted: its driver ends.
+    Final,
+    /// A transition was written: the next step may follow at once.
+    Moved,
+    /// Nothing to do until the world changes.
+    Waiting,
+}
+
+/// Steps taken back to back before the driver pauses for `--fencing-interval` anyway.
+const MOVES_WITHOUT_PAUSE: usize = 4;
+
 impl Fencer {
     pub(super) fn ensure_driver(self: Arc<Self>, name: &str) {
         let mut drivers = lock(&self.drivers);
@@ -17,28 +30,35 @@ impl Fencer {
             name.to_string(),
             tokio::spawn(async move {
                 use tracing::Instrument;
+                // A step that moved the incident is followed by the next at once (the fence
+                // proven is released in the same breath, not a tick later), a few in a row at most.
+                let mut moved_in_a_row = 0;
                 loop {
                     let span = tracing::info_span!("incident", incident = %n);
                     match me.advance(&n).instrument(span).await {
-                        Ok(true) => return,
-                        Ok(false) => {}
+                        Ok(Progress::Final) => return,
+                        Ok(Progress::Moved) if moved_in_a_row < MOVES_WITHOUT_PAUSE => {
+                            moved_in_a_row += 1;
+                            continue;
+                        }
+                        Ok(_) => {}
                         Err(e) => tracing::warn!(incident = %n, error = %e, "fencing: step failed; retrying"),
                     }
+                    moved_in_a_row = 0;
                     tokio::time::sleep(me.cfg.interval).await;
                 }
             }),
         );
     }
 
-    /// One step of one incident; `Ok(true)` once it is final. What to do is
-    /// `rules::fencing::step`'s; this reads what it needs, asks a backend when told to, and
-    /// writes the transition (`apply`).
-    async fn advance(&self, name: &str) -> Result<bool, Error> {
+    /// One step of one incident. What to do is `rules::fencing::step`'s; this reads what it
+    /// needs, asks a backend when told to, and writes the transition (`apply`).
+    async fn advance(&self, name: &str) -> Result<Progress, Error> {
         let Some(mut f) = self.records.get(name).await? else {
-            return Ok(true);
+            return Ok(Progress::Final);
         };
         if f.status.phase.is_final() || f.is_release_record() {
-            return Ok(true);
+            return Ok(Progress::Final);
         }
         let backends = self.backends_of(&f);
         let seen = self.read(&f, true).await?;
@@ -63,7 +83,7 @@ impl Fencer {
                 self.records
                     .step(&mut f, Phase::Released, "confirmed-gone", msg)
                     .await?;
-                return Ok(false);
+                return Ok(Progress::Moved);
             }
         }
         if f.status.phase == Phase::Released
@@ -99,10 +119,17 @@ impl Fencer {
             }
             other => other,
         };
+        let moved = matches!(next, Do::Write(_));
         if let Do::Write(t) = next {
             self.apply(&mut f, t, seen.node.as_deref()).await?;
         }
-        Ok(f.status.phase.is_final())
+        Ok(if f.status.phase.is_final() {
+            Progress::Final
+        } else if moved {
+            Progress::Moved
+        } else {
+            Progress::Waiting
+        })
     }
 
     /// Delete the released node's pods that PodGC would delete at its next pass (the same

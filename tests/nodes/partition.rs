@@ -233,6 +233,18 @@ pub(super) async fn s_partition_heals(s: &mut Shared) {
             let f = incident(&c, "node-a")
                 .await
                 .expect("an incident for node-a");
+            // When kcm marked node-a NotReady (its Ready condition's transition, whole seconds).
+            let not_ready = Api::<Node>::all(c.clone())
+                .get("node-a")
+                .await
+                .ok()
+                .and_then(|n| n.status?.conditions)
+                .and_then(|cs| {
+                    cs.into_iter()
+                        .find(|c| c.type_ == "Ready" && c.status != "True")
+                })
+                .and_then(|c| c.last_transition_time)
+                .map(|t| t.0);
             let Some(new) = replaced else {
                 panic!(
                     "no replacement ran; incident: {:?}\n{}",
@@ -266,7 +278,7 @@ pub(super) async fn s_partition_heals(s: &mut Shared) {
                 untainted,
                 "node-a keeps the out-of-service taint after Done"
             );
-            recovery_split(&done, &new, &path, pod_start);
+            recovery_split(&done, &new, &path, pod_start, not_ready);
             (
                 format!(
                     "fenced (power), released; replacement on {}; node-a back after reboot proof",
@@ -438,7 +450,13 @@ pub(super) async fn s_lying_agent(s: &mut Shared) {
 /// From the node's last heartbeat to the replacement's first record, phase by phase, beside the
 /// physical limit (kcm's node-monitor grace + the fence agent's own time + a pod start on a
 /// healthy node, measured on this run).
-fn recovery_split(f: &NodeFence, new: &Pod, path: &std::path::Path, pod_start: f64) {
+fn recovery_split(
+    f: &NodeFence,
+    new: &Pod,
+    path: &std::path::Path,
+    pod_start: f64,
+    not_ready: Option<jiff::Timestamp>,
+) {
     let st = &f.status;
     let heartbeat = ts(st.lease_renew_time.as_deref());
     let detected = f.metadata.creation_timestamp;
@@ -465,6 +483,10 @@ fn recovery_split(f: &NodeFence, new: &Pod, path: &std::path::Path, pod_start: f
     let total = secs(heartbeat, first);
     let agent = secs(fence_asked, fenced).unwrap_or(0.0);
     let limit = 16.0 + agent + pod_start;
+    // The same limit with kcm's detection as it happened (its grace, sampled every
+    // node-monitor-period) and the pod's forgiveness (2 s), both waited out by rule.
+    let kcm = secs(heartbeat, not_ready);
+    let cluster_limit = kcm.map(|k| k + 2.0 + agent + pod_start);
     let mut out =
         String::from("\nrecovery on real nodes (node-a partitioned, power-fenced), seconds:\n");
     for (name, v) in &phases {
@@ -479,6 +501,12 @@ fn recovery_split(f: &NodeFence, new: &Pod, path: &std::path::Path, pod_start: f
         total.map_or("-".into(), |v| format!("{v:.1}")),
         "limit"
     );
+    if let (Some(k), Some(l)) = (kcm, cluster_limit) {
+        out += &format!(
+            "  {:<20} {l:.1}  (kcm marked the node NotReady {k:.0} s after its last heartbeat + forgiveness 2 s + fence agent + pod start)\n",
+            "cluster limit"
+        );
+    }
     println!("{out}");
     let mut json = serde_json::Map::new();
     for (name, v) in phases {
@@ -486,6 +514,8 @@ fn recovery_split(f: &NodeFence, new: &Pod, path: &std::path::Path, pod_start: f
     }
     json.insert("total_seconds".into(), json!(total));
     json.insert("limit_seconds".into(), json!(limit));
+    json.insert("cluster_limit_seconds".into(), json!(cluster_limit));
+    json.insert("kcm_not_ready_seconds".into(), json!(kcm));
     json.insert("node_monitor_grace_seconds".into(), json!(16.0));
     json.insert("fence_agent_seconds".into(), json!(agent));
     json.insert("pod_start_seconds".into(), json!(pod_start));

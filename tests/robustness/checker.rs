@@ -23,6 +23,15 @@ pub struct History {
     pub releases: Vec<Release>,
     /// Every NodeFence incident at the end of the run.
     pub incidents: Vec<Incident>,
+    /// Each time a node was seen turning NotReady (kcm's detection).
+    #[serde(default)]
+    pub not_ready: Vec<NotReady>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NotReady {
+    pub at: f64,
+    pub node: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -49,6 +58,9 @@ pub struct Workload {
     pub limit_seconds: f64,
     /// From its creation to its first record, on healthy nodes (part of a recovery's limit).
     pub start_seconds: f64,
+    /// Its pods' toleration of an unreachable node, which volguard waits out before it fences.
+    #[serde(default)]
+    pub forgive_seconds: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -96,7 +108,11 @@ pub struct Recovery {
     pub incident: String,
     pub workload: String,
     pub total_seconds: f64,
+    /// kcm's node-monitor grace + the fence agent's time + a pod start.
     pub limit_seconds: f64,
+    /// The same with kcm's detection as it happened (its grace sampled every node-monitor
+    /// period) and the pods' forgiveness, both waited out by rule.
+    pub cluster_limit_seconds: Option<f64>,
     /// Where the seconds went: heartbeat → incident (kcm's grace, its monitor period, the pods'
     /// forgiveness), incident → fenced, fenced → released, released → the first record elsewhere.
     pub phases: BTreeMap<String, f64>,
@@ -157,7 +173,7 @@ pub fn check(h: &History) -> Verdict {
             ));
         }
         for i in &h.incidents {
-            if let Some(r) = recovery(i, w, &recs) {
+            if let Some(r) = recovery(i, w, &recs, &h.not_ready) {
                 v.recovery.push(r);
             }
         }
@@ -222,7 +238,12 @@ fn recorded(r: &Release, incidents: &[Incident]) -> bool {
 
 /// The incident's recovery for workload `w`: the first record of a writer on another node after
 /// the release, when `w` was writing on the incident's node before it.
-fn recovery(i: &Incident, w: &Workload, recs: &[records::Record]) -> Option<Recovery> {
+fn recovery(
+    i: &Incident,
+    w: &Workload,
+    recs: &[records::Record],
+    not_ready: &[NotReady],
+) -> Option<Recovery> {
     let released = i.released?;
     let heartbeat = i.heartbeat?;
     let before = recs
@@ -246,11 +267,17 @@ fn recovery(i: &Incident, w: &Workload, recs: &[records::Record]) -> Option<Reco
     .into_iter()
     .filter_map(|(k, v)| Some((k.to_string(), v?)))
     .collect();
+    let kcm = not_ready
+        .iter()
+        .filter(|n| n.node == i.node && n.at >= heartbeat && n.at <= released)
+        .map(|n| n.at - heartbeat)
+        .next_back();
     Some(Recovery {
         incident: i.name.clone(),
         workload: w.name.clone(),
         total_seconds: first.at - heartbeat,
         limit_seconds: NODE_MONITOR_GRACE + agent + w.start_seconds,
+        cluster_limit_seconds: kcm.map(|k| k + w.forgive_seconds + agent + w.start_seconds),
         phases,
     })
 }

@@ -38,6 +38,7 @@ fn history(log: String) -> History {
             log: Some(log),
             limit_seconds: 30.0,
             start_seconds: 4.0,
+            forgive_seconds: 2.0,
             ..Default::default()
         }],
         ..Default::default()
@@ -150,11 +151,27 @@ fn recovery_runs_from_the_heartbeat_to_the_first_record_elsewhere() {
         released: Some(38.0),
         ..Default::default()
     }];
+    h.not_ready = vec![
+        NotReady {
+            at: 39.0,
+            node: "node-a".into(),
+        },
+        NotReady {
+            at: 33.0,
+            node: "node-a".into(),
+        },
+    ];
     let v = check(&h);
     assert_eq!(v.recovery.len(), 1, "{v:?}");
     let r = &v.recovery[0];
     assert!((r.total_seconds - 24.0).abs() < 0.01, "{r:?}");
     assert!((r.limit_seconds - 21.0).abs() < 0.01, "{r:?}");
+    // kcm's NotReady 13 s after the heartbeat (the one after the release is another story).
+    assert_eq!(
+        r.cluster_limit_seconds.map(|l| (l * 100.0).round() / 100.0),
+        Some(20.0),
+        "{r:?}"
+    );
     let phase = |k: &str| r.phases.get(k).copied().unwrap_or(f64::NAN);
     assert!((phase("detection") - 15.5).abs() < 0.01, "{r:?}");
     assert!((phase("fence") - 1.5).abs() < 0.01, "{r:?}");

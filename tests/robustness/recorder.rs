@@ -2,7 +2,7 @@
 //! while a container of it still ran is a release; so is a Node given the out-of-service taint),
 //! and every record each volume's log held at any read (a record seen once and gone later is lost).
 
-use super::checker::Release;
+use super::checker::{NotReady, Release};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
@@ -24,6 +24,7 @@ pub struct Recorded {
     /// Per volume log, every (writer, seq) any read found.
     pub seen: BTreeMap<PathBuf, BTreeSet<(String, u64)>>,
     pub releases: Vec<Release>,
+    pub not_ready: Vec<NotReady>,
 }
 
 pub struct Recorder {
@@ -60,6 +61,13 @@ fn release_of(p: &Pod) -> Release {
             p.metadata.name.as_deref().unwrap_or_default()
         ),
     }
+}
+
+fn ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 fn out_of_service(n: &Node) -> bool {
@@ -139,11 +147,22 @@ impl Recorder {
         let (o, nodes) = (out.clone(), Api::<Node>::all(client));
         tasks.push(tokio::spawn(async move {
             let mut tainted: BTreeSet<String> = BTreeSet::new();
+            let mut not_ready: BTreeSet<String> = BTreeSet::new();
             every_event(nodes, move |e| {
                 let (WatchEvent::Added(n) | WatchEvent::Modified(n)) = e else {
                     return;
                 };
                 let name = n.metadata.name.clone().unwrap_or_default();
+                if !ready(&n) {
+                    if not_ready.insert(name.clone()) {
+                        lock(&o).not_ready.push(NotReady {
+                            at: uptime(),
+                            node: name.clone(),
+                        });
+                    }
+                } else {
+                    not_ready.remove(&name);
+                }
                 if out_of_service(&n) {
                     if tainted.insert(name.clone()) {
                         lock(&o).releases.push(Release {

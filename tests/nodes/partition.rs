@@ -279,6 +279,20 @@ pub(super) async fn s_partition_heals(s: &mut Shared) {
                 "node-a keeps the out-of-service taint after Done"
             );
             recovery_split(&done, &new, &path, pod_start, not_ready);
+            // The old pod went by volguard's hand (PodGC's predicate, at once), not PodGC's pass.
+            let mut released = 0.0;
+            for p in s.cp.controller_probes.clone() {
+                let text = support::objects::metrics_text(p).await;
+                released += text
+                    .lines()
+                    .filter(|l| l.starts_with("volguard_fencing_pods_released"))
+                    .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+                    .sum::<f64>();
+            }
+            assert!(
+                released >= 1.0,
+                "volguard deleted none of the released node's pods (volguard_fencing_pods_released {released})"
+            );
             (
                 format!(
                     "fenced (power), released; replacement on {}; node-a back after reboot proof",

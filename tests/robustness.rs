@@ -592,6 +592,10 @@ async fn inject(rig: &mut Rig, f: &Fault) -> String {
             rig.cp.kill_apiserver();
             "killed".into()
         }
+        Kind::EtcdRestart => {
+            rig.cp.kill_etcd();
+            "killed".into()
+        }
         Kind::Drain => {
             let _ = rig.cp.cordon(n, true).await;
             rig.held.insert(n.into(), f.kind);
@@ -690,6 +694,7 @@ async fn heal(rig: &mut Rig, f: &Fault) {
             }
         }
         Kind::ApiserverRestart => rig.cp.start_apiserver().await,
+        Kind::EtcdRestart => rig.cp.start_etcd(),
         Kind::OperatorTaint => {
             let nodes = Api::<Node>::all(rig.cp.admin().await);
             if let Ok(node) = nodes.get(n).await {

@@ -19,6 +19,8 @@ pub enum Kind {
     /// The controller replica holding the Lease killed and started again as a follower.
     LeaderKill,
     ApiserverRestart,
+    /// etcd killed, started again on its data at the fault's end.
+    EtcdRestart,
     /// Cordon and evict the node's pods (graceful), uncordon at the end.
     Drain,
     /// An impatient person force-deletes a writer's pod (on the node in trouble when there is one).
@@ -39,6 +41,7 @@ impl Kind {
             Kind::WebhookKill => "webhook-kill",
             Kind::LeaderKill => "leader-kill",
             Kind::ApiserverRestart => "apiserver-restart",
+            Kind::EtcdRestart => "etcd-restart",
             Kind::Drain => "drain",
             Kind::OperatorForceDelete => "operator-force-delete",
             Kind::OperatorTaint => "operator-taint",
@@ -53,6 +56,11 @@ impl Kind {
         )
     }
 
+    /// kube-apiserver or etcd down: the API answers nothing until it heals.
+    pub fn is_control_plane(self) -> bool {
+        matches!(self, Kind::ApiserverRestart | Kind::EtcdRestart)
+    }
+
     fn on_node(self) -> bool {
         self.holds_node()
             || matches!(
@@ -62,7 +70,7 @@ impl Kind {
     }
 }
 
-const KINDS: [Kind; 11] = [
+const KINDS: [Kind; 12] = [
     Kind::Partition,
     Kind::PowerCycle,
     Kind::Freeze,
@@ -71,6 +79,7 @@ const KINDS: [Kind; 11] = [
     Kind::WebhookKill,
     Kind::LeaderKill,
     Kind::ApiserverRestart,
+    Kind::EtcdRestart,
     Kind::Drain,
     Kind::OperatorForceDelete,
     Kind::OperatorTaint,
@@ -143,6 +152,7 @@ pub fn schedule(seed: u64, seconds: f64, tail: f64, nodes: &[&str]) -> Vec<Fault
         .iter()
         .map(|n| (n.to_string(), 15.0 + lasts))
         .collect();
+    let mut cp_windows: Vec<(f64, f64)> = Vec::new();
     let mut t = 15.0 + rng.between(10.0, 25.0);
     while t < end - 10.0 {
         t = (t * 10.0).round() / 10.0;
@@ -152,11 +162,25 @@ pub fn schedule(seed: u64, seconds: f64, tail: f64, nodes: &[&str]) -> Vec<Fault
             Kind::PowerCycle => rng.between(15.0, 40.0),
             Kind::Drain => rng.between(20.0, 40.0),
             Kind::WebhookKill => rng.between(5.0, 30.0),
-            Kind::ApiserverRestart => rng.between(2.0, 8.0),
+            Kind::ApiserverRestart | Kind::EtcdRestart => rng.between(2.0, 8.0),
             Kind::OperatorTaint => rng.between(10.0, 30.0),
             _ => 0.0,
         }
         .min(end - t);
+        // While the control plane is down nothing else may start or heal (a heal that waits for
+        // the API, as powering a node on does, would wait for ever), and two outages do not overlap.
+        let inside = |x: f64| cp_windows.iter().any(|(a, b)| x >= *a && x <= *b);
+        let ends_inside = |a: f64, b: f64| {
+            out.iter().any(|f: &Fault| {
+                let e = f.at + f.lasts;
+                e >= a && e <= b
+            })
+        };
+        if inside(t) || inside(t + lasts) || (kind.is_control_plane() && ends_inside(t, t + lasts))
+        {
+            t += rng.between(3.0, 8.0);
+            continue;
+        }
         let target = if kind.on_node() {
             let free: Vec<&str> = nodes
                 .iter()
@@ -176,6 +200,9 @@ pub fn schedule(seed: u64, seconds: f64, tail: f64, nodes: &[&str]) -> Vec<Fault
         };
         if kind.holds_node() {
             held_until.push((target.clone(), t + lasts));
+        }
+        if kind.is_control_plane() {
+            cp_windows.push((t, t + lasts));
         }
         out.push(Fault {
             at: t,
@@ -219,6 +246,16 @@ mod tests {
                 for b in &held[i + 1..] {
                     let both = a.at < b.at + b.lasts && b.at < a.at + a.lasts;
                     assert!(!both, "seed {seed}: {a:?} and {b:?} hold nodes at once");
+                }
+            }
+            for c in s.iter().filter(|f| f.kind.is_control_plane()) {
+                let (a, b) = (c.at, c.at + c.lasts);
+                for f in s.iter().filter(|f| !std::ptr::eq(*f, c)) {
+                    let e = f.at + f.lasts;
+                    assert!(
+                        !(f.at >= a && f.at <= b) && !(e >= a && e <= b),
+                        "seed {seed}: {f:?} starts or heals while {c:?} holds the control plane"
+                    );
                 }
             }
             // Another fault starts while a node is held (a partition, a freeze, ...).

@@ -106,6 +106,7 @@ pub struct ControlPlane {
     /// Whether cainjector erased the webhooks' matchConditions when it injected the CA.
     pub cainjector_dropped_match_conditions: bool,
     etcd_url: String,
+    etcd_args: Vec<String>,
     apiserver_args: Vec<String>,
 }
 
@@ -161,39 +162,33 @@ impl ControlPlane {
             registered: false,
             cainjector_dropped_match_conditions: false,
             etcd_url: etcd_url.clone(),
+            etcd_args: Vec::new(),
             apiserver_args: Vec::new(),
             pki,
             dir,
         };
-        cp.etcd = Some(Proc::spawn(
-            "etcd",
-            Command::new(made("VOLGUARD_ETCD"))
-                .arg("--data-dir")
-                .arg(d.join("etcd-data"))
-                .args([
-                    "--listen-client-urls",
-                    &etcd_url,
-                    "--advertise-client-urls",
-                    &etcd_url,
-                ])
-                .args([
-                    "--listen-peer-urls",
-                    &format!("http://127.0.0.1:{peer_port}"),
-                ])
-                .args([
-                    "--initial-advertise-peer-urls",
-                    &format!("http://127.0.0.1:{peer_port}"),
-                ])
-                .args([
-                    "--initial-cluster",
-                    &format!("default=http://127.0.0.1:{peer_port}"),
-                ])
-                .args(["--unsafe-no-fsync", "--log-level", "warn"])
-                // 150,000 pods with a claim and a volume each outgrow etcd's default 2 GiB
-                // quota (`make bench-scale`); a test cluster's disk is the limit, not a quota.
-                .args(["--quota-backend-bytes", "8589934592"]),
-            &d,
-        ));
+        cp.etcd_args = vec![
+            "--data-dir".into(),
+            d.join("etcd-data").display().to_string(),
+            "--listen-client-urls".into(),
+            etcd_url.clone(),
+            "--advertise-client-urls".into(),
+            etcd_url.clone(),
+            "--listen-peer-urls".into(),
+            format!("http://127.0.0.1:{peer_port}"),
+            "--initial-advertise-peer-urls".into(),
+            format!("http://127.0.0.1:{peer_port}"),
+            "--initial-cluster".into(),
+            format!("default=http://127.0.0.1:{peer_port}"),
+            "--unsafe-no-fsync".into(),
+            "--log-level".into(),
+            "warn".into(),
+            // 150,000 pods with a claim and a volume each outgrow etcd's default 2 GiB
+            // quota (`make bench-scale`); a test cluster's disk is the limit, not a quota.
+            "--quota-backend-bytes".into(),
+            "8589934592".into(),
+        ];
+        cp.etcd = Some(cp.spawn_etcd());
         let port = free_port();
         cp.api_url = format!("https://127.0.0.1:{port}");
         let mut args: Vec<String> = vec![
@@ -284,6 +279,27 @@ impl ControlPlane {
                 );
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    fn spawn_etcd(&self) -> Proc {
+        Proc::spawn(
+            "etcd",
+            Command::new(made("VOLGUARD_ETCD")).args(&self.etcd_args),
+            self.dir.path(),
+        )
+    }
+
+    pub fn kill_etcd(&mut self) {
+        if let Some(mut p) = self.etcd.take() {
+            p.kill();
+        }
+    }
+
+    /// etcd started again on its data (the apiserver reconnects by itself).
+    pub fn start_etcd(&mut self) {
+        if self.etcd.is_none() {
+            self.etcd = Some(self.spawn_etcd());
         }
     }
 

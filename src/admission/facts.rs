@@ -446,7 +446,7 @@ impl Admission {
         }
         let why = finalizer_guard::exempt(&req.user_info, &self.own_controllers, break_glass)?;
         tracing::info!(exemption = %why, "protection finalizer removal allowed");
-        Some(Decision::allow(why.rule()))
+        Some(why.decision())
     }
 
     async fn pvc_binding(&self, req: &Request<'_>) -> Result<Decision, Decision> {
@@ -489,7 +489,7 @@ impl Admission {
             Fact::Found(p) => p,
             Fact::Missing => return Ok(Decision::allow("binding-pod-missing")),
             Fact::Unknown(e) => {
-                return Ok(Decision::allow("rwo-unknown").with_warning(format!(
+                return Ok(crate::rules::rwo::unknown(format!(
                     "volguard could not read pod {name:?} to check its ReadWriteOnce claims ({e})"
                 )));
             }

@@ -59,8 +59,8 @@ impl Admission {
             alive.as_ref().map(String::as_str),
             &confirmed,
         );
-        let d = match d.row {
-            "out-of-service-remediator" => {
+        let d = match d.effect {
+            Some(crate::rules::Effect::RecordRelease) => {
                 let release = Release {
                     action: ReleaseAction::Taint,
                     by: req.user_info.username.clone(),

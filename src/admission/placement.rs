@@ -124,7 +124,7 @@ impl Admission {
         until: tokio::time::Instant,
     ) -> Locked {
         let d = self.rwo_holders(pod, node, claims).await;
-        if !d.allowed || d.row == "rwo-unknown" {
+        if !d.allowed || d.effect == Some(crate::rules::Effect::Unjudged) {
             if !d.allowed {
                 self.lock_count("refused");
             }
@@ -171,7 +171,7 @@ impl Admission {
                     Fact::Found(pods) => pods,
                     Fact::Missing => Vec::new(),
                     Fact::Unknown(e) => {
-                        return Decision::allow("rwo-unknown").with_warning(format!(
+                        return crate::rules::rwo::unknown(format!(
                             "volguard could not find the pods using ReadWriteOnce claim {:?} ({e})",
                             claim.name
                         ));
@@ -374,7 +374,7 @@ impl Admission {
                 }
                 Swap::Failed(e) => {
                     self.lock_count("write_failed");
-                    return Locked::Decided(Decision::allow("rwo-unknown").with_warning(format!(
+                    return Locked::Decided(crate::rules::rwo::unknown(format!(
                         "volguard could not record the ReadWriteOnce lock on claim {:?} ({e}); \
                          allowed as if volguard were unavailable",
                         pvc.metadata.name

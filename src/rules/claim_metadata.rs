@@ -11,7 +11,7 @@ use super::claims::ephemeral_claim_name;
 use super::force_delete::is_human;
 use super::proof::{Key, Proof};
 use super::rwo_lock::RWO_LOCK;
-use super::{Decision, Fact};
+use super::{Decision, Effect, Fact, Recorded};
 use crate::model::{Meta, OwnerReference, Pod, Pvc, UserInfo};
 
 /// The break glass that lets a person clear a lock (a stale lock volguard cannot see as stale).
@@ -65,7 +65,9 @@ pub fn claim_update(
         // Read from the stored claim: set by a person in an earlier request (rules.md §8).
         let break_glass = break_glass.is_some_and(|p| p.is(ALLOW_LOCK_REMOVAL));
         if after.is_none() && break_glass && is_human(user) {
-            return Decision::allow("rwo-lock-break-glass").with_warning(format!(
+            return Decision::allow("rwo-lock-break-glass")
+                .with_effect(Effect::Record(Recorded::BreakGlass))
+                .with_warning(format!(
                 "ReadWriteOnce lock removed from PersistentVolumeClaim {name:?} by {:?} with {ALLOW_LOCK_REMOVAL}=true: \
                  the next placement on any node takes the claim; make sure no pod on the old node still writes to it",
                 user.username

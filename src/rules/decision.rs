@@ -17,6 +17,23 @@ pub struct Decision {
     pub warned: bool,
     /// A denial let through because the caller is exempted from the rule (`--exempt`).
     pub exempted: bool,
+    /// What the decision leaves behind beyond its answer, decided by the rule with the row: the
+    /// serving and admission layers act on it and never on the row's name.
+    pub effect: Option<Effect>,
+}
+
+/// What an allowed decision asks of the layers around the rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// An Event and an audit line of this kind (a person's override, a lifted protection, a
+    /// confirmation set).
+    Record(super::Recorded),
+    /// A release on a trusted remediator's word: written as a NodeFence record before the answer
+    /// (rules.md §7 "Trusted remediators").
+    RecordRelease,
+    /// Allowed without a judgement, a fact being unknown (a rule whose failurePolicy is Ignore):
+    /// nothing that follows in the same request may build on it (the RWO lock is not taken).
+    Unjudged,
 }
 
 impl Decision {
@@ -30,6 +47,7 @@ impl Decision {
             patch: None,
             warned: false,
             exempted: false,
+            effect: None,
         }
     }
 
@@ -43,6 +61,7 @@ impl Decision {
             patch: None,
             warned: false,
             exempted: false,
+            effect: None,
         }
     }
 
@@ -76,7 +95,14 @@ impl Decision {
             patch: None,
             warned: true,
             exempted,
+            effect: None,
         }
+    }
+
+    /// The same decision, leaving `effect` behind.
+    pub fn with_effect(mut self, effect: Effect) -> Self {
+        self.effect = Some(effect);
+        self
     }
 
     pub fn with_warning(mut self, warning: impl Into<String>) -> Self {

@@ -6,7 +6,7 @@
 //! lift it. The rows below are evaluated in order.
 
 use super::force_delete::is_human;
-use super::{Decision, Fact};
+use super::{Decision, Effect, Fact, Recorded};
 use crate::model::{DELETE_PROTECTION, Meta, Pod, Pv, Pvc, UserInfo};
 
 /// What carries the protection: the kind as messages name it, and kubectl's noun.
@@ -324,7 +324,9 @@ pub fn update(user: &UserInfo, kind: Kind, old: &Meta, new: &Meta) -> Decision {
     }
     // 5: a person lifts it: allowed, recorded (an Event names who).
     if is_human(user) {
-        return Decision::allow("delete-protection-lifted").with_warning(format!(
+        return Decision::allow("delete-protection-lifted")
+            .with_effect(Effect::Record(Recorded::DeleteProtectionLifted))
+            .with_warning(format!(
             "{} {:?} is no longer protected from deletion ({DELETE_PROTECTION} lifted by {}; recorded)",
             kind.name(),
             kind.target(old),

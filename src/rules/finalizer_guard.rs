@@ -6,7 +6,7 @@
 
 use super::in_use::{blocking_pods, describe_pods, pv_claimed, pv_in_use};
 use super::proof::{Key, Proof};
-use super::{Decision, Fact};
+use super::{Decision, Effect, Fact, Recorded};
 use crate::model::{Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UserInfo};
 
 const ALLOW_FINALIZER_REMOVAL: Key = Key::AllowFinalizerRemoval;
@@ -38,6 +38,15 @@ impl Exemption {
             Exemption::VolguardController => "finalizer-removal-volguard-controller",
             Exemption::UpstreamController => "finalizer-removal-upstream-controller",
             Exemption::BreakGlass => "finalizer-removal-break-glass",
+        }
+    }
+
+    /// The removal allowed, recorded when a person's override allowed it.
+    pub fn decision(self) -> Decision {
+        let d = Decision::allow(self.rule());
+        match self {
+            Exemption::BreakGlass => d.with_effect(Effect::Record(Recorded::BreakGlass)),
+            Exemption::VolguardController | Exemption::UpstreamController => d,
         }
     }
 }

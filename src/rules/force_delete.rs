@@ -5,7 +5,7 @@
 //! rows below are evaluated in order; the first that matches decides.
 
 use super::proof::{Key, Proof};
-use super::{Decision, Fact};
+use super::{Decision, Effect, Fact, Recorded};
 use crate::model::{Node, OUT_OF_SERVICE_TAINT, Pod, UserInfo};
 
 const CONFIRM_FORCE_DELETE: Key = Key::ConfirmForceDelete;
@@ -184,6 +184,7 @@ fn judge(
             )
         };
         return Decision::allow("force-delete-confirmed")
+            .with_effect(Effect::Record(Recorded::BreakGlass))
             .with_warning(format!(
                 "pod {:?} force-deleted {how} while it is {} on node {node_name:?}: the risk accepted is that its \
                  containers keep running there, writing to its volumes, after a replacement mounts them",

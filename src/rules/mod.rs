@@ -54,7 +54,7 @@ pub mod stamp;
 pub mod unused;
 pub mod upstream;
 
-pub use decision::{Decision, Fact};
+pub use decision::{Decision, Effect, Fact};
 
 /// Why an allowed request leaves a record all the same (the audit trail).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,24 +85,6 @@ impl Recorded {
             Recorded::DeleteProtectionLifted | Recorded::ConfirmationSet => "allowed and recorded",
         }
     }
-}
-
-/// The allowed rows that leave a record, each with its kind: one table, so a row named here and
-/// in its rule cannot drift into an unrecorded use (a test checks every row is one a rule
-/// returns).
-pub const RECORDED: [(&str, Recorded); 7] = [
-    ("finalizer-removal-break-glass", Recorded::BreakGlass),
-    ("force-delete-confirmed", Recorded::BreakGlass),
-    ("pod-status-confirmed", Recorded::BreakGlass),
-    ("out-of-service-confirmed", Recorded::BreakGlass),
-    ("rwo-lock-break-glass", Recorded::BreakGlass),
-    ("delete-protection-lifted", Recorded::DeleteProtectionLifted),
-    ("proof-set", Recorded::ConfirmationSet),
-];
-
-/// What an allowed decision of `row` leaves on record, if anything.
-pub fn recorded(row: &str) -> Option<Recorded> {
-    RECORDED.iter().find(|(r, _)| *r == row).map(|(_, k)| *k)
 }
 
 #[cfg(test)]

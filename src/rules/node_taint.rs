@@ -6,7 +6,7 @@
 use super::force_delete::is_human;
 use super::proof::{self, Key, Read};
 use super::remediators::{Action, Remediators};
-use super::{Decision, Fact};
+use super::{Decision, Effect, Fact, Recorded};
 use crate::model::fence::{FENCE_INCIDENT, NodeFence, Phase};
 use crate::model::{Node, OUT_OF_SERVICE_TAINT, UserInfo};
 
@@ -63,7 +63,9 @@ pub fn node_update(
         return Decision::allow("confirm-node-down-recorded");
     }
     if let Some(r) = remediators.may(user, Action::Taint) {
-        return Decision::allow("out-of-service-remediator").with_warning(format!(
+        return Decision::allow("out-of-service-remediator")
+            .with_effect(Effect::RecordRelease)
+            .with_warning(format!(
             "node {node:?} taken out of service by trusted remediator {:?} (--trusted-remediator): volguard records \
              it as a release incident",
             r.identity
@@ -92,7 +94,9 @@ pub fn out_of_service_taint(
     // from the stored Node, never from this update (which would let any caller confirm its own
     // taint), and the caller adding the taint is a person (rules.md §8).
     if confirmed.proof().is_some_and(|p| p.is(CONFIRM_NODE_DOWN)) && is_human(user) {
-        return Decision::allow("out-of-service-confirmed").with_warning(format!(
+        return Decision::allow("out-of-service-confirmed")
+            .with_effect(Effect::Record(Recorded::BreakGlass))
+            .with_warning(format!(
             "node {node:?} taken out of service on your confirmation ({CONFIRM_NODE_DOWN}): its pods will be \
              force-deleted and its volumes detached; volguard records this as a manual fencing incident"
         ));

@@ -10,7 +10,7 @@
 
 use super::force_delete::{is_human, is_own_kubelet};
 use super::proof::{Key, Proof};
-use super::{Decision, Fact};
+use super::{Decision, Effect, Fact, Recorded};
 use crate::model::{Node, OUT_OF_SERVICE_TAINT, Pod, UserInfo};
 
 const CONFIRM_FORCE_DELETE: Key = Key::ConfirmForceDelete;
@@ -58,7 +58,9 @@ pub fn pod_status_update(
     // 6: a person accepted the risk on the stored pod (a service account's confirmation does not
     // count: rules.md §8).
     if confirmed.is_some_and(|p| p.is(CONFIRM_FORCE_DELETE)) && is_human(user) {
-        return Decision::allow("pod-status-confirmed").with_warning(format!(
+        return Decision::allow("pod-status-confirmed")
+            .with_effect(Effect::Record(Recorded::BreakGlass))
+            .with_warning(format!(
             "pod {:?} marked {} while it may still run on node {node_name:?}: its volumes can be detached under it",
             old.metadata.name,
             new.phase()

@@ -163,6 +163,15 @@ pub fn place(pod: &Pod, node: &str, claims: &[ClaimFacts<'_>]) -> Decision {
     }
 }
 
+/// Allowed without a judgement: a claim or the pods holding it could not be read (the RWO
+/// guard's failurePolicy is Ignore); `warning` says what was not known. Nothing that follows in
+/// the same request builds on it (the lock is not taken).
+pub fn unknown(warning: String) -> Decision {
+    Decision::allow("rwo-unknown")
+        .with_effect(super::Effect::Unjudged)
+        .with_warning(warning)
+}
+
 /// The controller's detection (the first step of the seed's fencing pattern): the nodes on which
 /// non-terminal pods use an RWO claim. Two or more means the lock was bypassed (volguard was
 /// down, or `--rwo-guard=off`). Sorted and distinct; empty for claims that are not RWO.

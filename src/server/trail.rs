@@ -107,7 +107,7 @@ fn record(s: &Trail, req: &admission::Request<'_>, verdict: &Verdict) {
     let Some(r) = verdict.rule else { return };
     if decision.allowed
         && !decision.warned
-        && let Some(kind) = crate::rules::recorded(decision.row)
+        && let Some(crate::rules::Effect::Record(kind)) = decision.effect
     {
         if kind == crate::rules::Recorded::BreakGlass {
             s.metrics

@@ -35,7 +35,9 @@ fn the_break_glass_event_of_a_confirmed_force_delete_says_volguard_s_reason() {
         proof::assumed(&pod.metadata, Key::ConfirmForceDelete).as_ref(),
     );
     assert!(d.allowed && d.row == "force-delete-confirmed");
-    let kind = crate::rules::recorded(d.row).expect("recorded");
+    let Some(crate::rules::Effect::Record(kind)) = d.effect else {
+        panic!("{:?} leaves no record", d.row)
+    };
     assert_eq!(kind, crate::rules::Recorded::BreakGlass);
     let note = event_note(
         kind.verb(),

@@ -253,7 +253,7 @@ mod tests {
                 for f in s.iter().filter(|f| !std::ptr::eq(*f, c)) {
                     let e = f.at + f.lasts;
                     assert!(
-                        !(f.at >= a && f.at <= b) && !(e >= a && e <= b),
+                        !((a..=b).contains(&f.at) || (a..=b).contains(&e)),
                         "seed {seed}: {f:?} starts or heals while {c:?} holds the control plane"
                     );
                 }

@@ -21,8 +21,8 @@ pub use read::{Expiry, Proof, Read, Reader};
 #[cfg(test)]
 pub use read::{assumed, assumed_read};
 
-use super::Decision;
 use super::force_delete::is_human;
+use super::{Decision, Effect, Recorded};
 use crate::model::fence::NodeFence;
 use crate::model::{Meta, UserInfo};
 
@@ -190,7 +190,7 @@ pub fn judge(
             ),
         );
     }
-    Decision::allow("proof-set")
+    Decision::allow("proof-set").with_effect(Effect::Record(Recorded::ConfirmationSet))
 }
 
 /// In `BreakGlass::Rbac`: the refusal of the first override `who` may not use (or whose

@@ -96,6 +96,11 @@ sbom=$(mktemp -d)
 trap 'rm -rf "$pkg" "$chart" "$sbom"' EXIT
 "$cyclonedx" cyclonedx --quiet --format json --spec-version 1.5 --describe binaries \
   --target x86_64-unknown-linux-gnu
+# cargo-cyclonedx names the workspace's own crate by its path on the build machine
+# (`path+file:///…/volguard#volguard@0.1.0`): the reference keeps only `volguard@0.1.0`, so the SBOM
+# carries no build path and is the same wherever it is built.
+jq 'walk(if type == "string" then sub("^path\\+file://[^#]*#"; "") else . end)' volguard_bin.cdx.json \
+  > "$sbom/bin.cdx.json" && mv "$sbom/bin.cdx.json" volguard_bin.cdx.json
 # cargo-cyclonedx sees crates only; the static binary also holds the C runtime the linker took from
 # the build host (glibc's libc.a under crt-static, libgcc's unwinder), named with the version and
 # the distribution package each came from. glibc's version is read from the binary itself (libc.a
@@ -219,6 +224,9 @@ krew_uri=$(sed -n 's/^    uri: //p' "$out/volguard.krew.yaml")
 [[ $krew_sha == "$(sha256sum < "$out/$archive" | cut -d' ' -f1)" ]] ||
   { echo "krew manifest sha256 $krew_sha is not the archive's" >&2; exit 1; }
 [[ $krew_uri == "$release_url/$archive" ]] || { echo "krew manifest uri $krew_uri (want $release_url/$archive)" >&2; exit 1; }
+# No SBOM names the machine it was built on.
+! grep -l -e "$PWD" -e 'path+file://' "$out/volguard-$version.cdx.json" "$out/volguard-$version.image.cdx.json" ||
+  { echo "an SBOM names a build path" >&2; exit 1; }
 # The SBOM lists every crate the binary links, each at its Cargo.lock version and nothing else.
 jq -r '.components[] | select(.purl | startswith("pkg:cargo/")) | "\(.name)@\(.version)"' \
   "$out/volguard-$version.cdx.json" | sort -u > "$check/sbom"

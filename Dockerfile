@@ -2,7 +2,8 @@
 # Same binary: release, stripped, fully static through glibc's crt-static; same empty base, user, entrypoint.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
+COPY crates ./crates
 COPY src ./src
 COPY benches ./benches
 RUN RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols cargo build --locked --release --bin volguard \

@@ -128,10 +128,10 @@ try:
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
 unit:
-	$(CARGO) test --locked --lib --bins --tests -- --skip model_rwo_lock --skip model_adversary
+	$(CARGO) test --locked --workspace --lib --bins --tests -- --skip model_rwo_lock --skip model_adversary
 
 # The RWO lock's protocol, model-checked (tests/model_rwo_lock.rs): exhaustive to MODEL_DEPTH, and
 # a deliberately broken rule must yield a counterexample. tests/model_adversary.rs (the whole
@@ -150,7 +150,7 @@ model:
 
 test: lint unit model fuzz-check alerts chart image-check release-check differential e2e
 
-# The differential test (tests/differential.rs): each port in src/rules/upstream against the
+# The differential test (tests/differential.rs): each port in crates/volguard-core/src/rules/upstream against the
 # Kubernetes code it ports, linked into one Go program (e2e/differential) from the k8s.io/kubernetes
 # the e2e runs; the counts go to target/e2e/differential.json. A cold build takes minutes (about
 # 1,600 packages: the controllers and the pod registry pull in client-go and the apiserver).

@@ -17,6 +17,8 @@
 //! - `cli`: the command line, assembled from each job's own `args` (nothing below it imports it);
 //!   `devcerts`: the dev CA for `make run`; `error`: typed errors; `alloc`: the global allocator.
 
+pub use volguard_core::{model, rules};
+
 pub mod admission;
 pub mod alloc;
 pub mod cli;
@@ -25,10 +27,8 @@ pub mod devcerts;
 pub mod error;
 pub mod explain;
 pub mod fencing;
-pub mod model;
 pub mod registration;
 pub mod report;
-pub mod rules;
 pub mod runtime;
 pub mod server;
 pub mod state;

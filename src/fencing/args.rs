@@ -23,7 +23,7 @@ pub struct FencingArgs {
     /// The backends an `auto` incident tries, in order (a `manual` one uses `manual` only).
     #[arg(
         long,
-        value_enum,
+        value_parser = crate::runtime::flags::choice::<crate::model::fence::BackendKind>(),
         value_delimiter = ',',
         default_value = "manual",
         env = "VOLGUARD_FENCE_BACKENDS"

@@ -18,6 +18,23 @@ pub fn either(
     old.map_or(new, unit)
 }
 
+/// The value parser of a core setting (`rules::Choices`): its words, each with what it means, in
+/// `--help`; the word given parsed back to its value. (The core crate has no command line: clap's
+/// `ValueEnum` cannot be derived there.)
+pub fn choice<T: crate::rules::Choices>() -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    let values = T::CHOICES
+        .iter()
+        .map(|(_, word, help)| PossibleValue::new(*word).help(*help));
+    PossibleValuesParser::new(values).try_map(|word: String| {
+        T::CHOICES
+            .iter()
+            .find(|(_, w, _)| *w == word)
+            .map(|(v, _, _)| *v)
+            .ok_or_else(|| format!("{word:?} is not one of the listed values"))
+    })
+}
+
 /// `-o`: how `report` and `explain` print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {

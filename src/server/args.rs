@@ -46,7 +46,7 @@ pub struct ServeArgs {
     /// Who may use a volguard.io/* override (allow-finalizer-removal, confirm-force-delete,
     /// allow-lock-removal, confirm-node-down): `rbac` (whom RBAC allows `use` on
     /// breakglass.volguard.io: the ClusterRole volguard-break-glass), `anyone`, or `off`.
-    #[arg(long, value_enum, default_value_t = crate::admission::break_glass::BreakGlass::Rbac, env = "VOLGUARD_BREAK_GLASS")]
+    #[arg(long, value_parser = crate::runtime::flags::choice::<crate::admission::break_glass::BreakGlass>(), default_value = "rbac", env = "VOLGUARD_BREAK_GLASS")]
     pub break_glass: crate::admission::break_glass::BreakGlass,
     /// How long an AuditReport line (a refusal, warning, exemption or break glass, kept per
     /// namespace after its Event expires) is kept after it last happened.
@@ -132,7 +132,7 @@ pub struct ForceDeleteArgs {
     /// volguard.io/confirm-force-delete=true; `warn` always lets humans through with a warning.
     #[arg(
         long,
-        value_enum,
+        value_parser = crate::runtime::flags::choice::<HumanForceDelete>(),
         default_value = "confirm",
         env = "VOLGUARD_HUMAN_FORCE_DELETE"
     )]

@@ -83,9 +83,10 @@ fn warn_turns_a_denial_into_a_counted_warning() {
 #[test]
 fn the_warnable_rules_are_one_list_in_the_binary_the_chart_schema_and_the_docs() {
     let want: Vec<&str> = Rule::WARNABLE.iter().map(|r| r.name()).collect();
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../../charts/volguard/values.schema.json"))
-            .expect("schema");
+    let schema: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../../charts/volguard/values.schema.json"
+    ))
+    .expect("schema");
     let e = &schema["properties"]["enforcement"]["oneOf"];
     let names: Vec<&str> = e[1]["propertyNames"]["enum"]
         .as_array()
@@ -106,7 +107,7 @@ fn the_warnable_rules_are_one_list_in_the_binary_the_chart_schema_and_the_docs()
         pattern.contains(&format!("({})", want.join("|"))),
         "chart schema's enforcement pattern: {pattern}"
     );
-    let docs = include_str!("../../docs/rules.md");
+    let docs = include_str!("../../../../docs/rules.md");
     let line = docs
         .lines()
         .skip_while(|l| !l.starts_with("Rules that can warn:"))

@@ -56,6 +56,23 @@ pub mod upstream;
 
 pub use decision::{Decision, Effect, Fact};
 
+/// A setting named by one word on the command line: every value with its word and what it means.
+/// The command line lists them in `--help` and parses the word back (the core knows no parser).
+pub trait Choices: Sized + Copy + Send + Sync + 'static {
+    const CHOICES: &'static [(Self, &'static str, &'static str)];
+
+    /// The word for this value.
+    fn word(self) -> &'static str
+    where
+        Self: PartialEq,
+    {
+        Self::CHOICES
+            .iter()
+            .find(|(v, _, _)| *v == self)
+            .map_or("", |(_, w, _)| w)
+    }
+}
+
 /// Why an allowed request leaves a record all the same (the audit trail).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recorded {

@@ -12,13 +12,28 @@ const CONFIRM_FORCE_DELETE: Key = Key::ConfirmForceDelete;
 const CONFIRM_NODE_DOWN: Key = Key::ConfirmNodeDown;
 
 /// `--human-force-delete`: what row 8 does for humans.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HumanForceDelete {
     /// Humans must confirm on the pod first (its force-delete confirmation, rules.md §8).
     #[default]
     Confirm,
     /// Humans are always allowed, with a warning.
     Warn,
+}
+
+impl super::Choices for HumanForceDelete {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            HumanForceDelete::Confirm,
+            "confirm",
+            "humans must confirm on the pod first (its force-delete confirmation)",
+        ),
+        (
+            HumanForceDelete::Warn,
+            "warn",
+            "humans are always allowed, with a warning",
+        ),
+    ];
 }
 
 #[derive(Debug, Clone, Default)]

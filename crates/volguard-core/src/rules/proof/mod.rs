@@ -15,10 +15,10 @@
 mod keys;
 mod read;
 
-pub(crate) use keys::proof_key;
+pub use keys::proof_key;
 pub use keys::{CONFIRMED_AT, CONFIRMED_BY, Key};
 pub use read::{Expiry, Proof, Read, Reader};
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub use read::{assumed, assumed_read};
 
 use super::force_delete::is_human;
@@ -27,7 +27,7 @@ use crate::model::fence::NodeFence;
 use crate::model::{Meta, UserInfo};
 
 /// Who may set an override (`--break-glass`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BreakGlass {
     /// A person whom RBAC allows `use` on `breakglass.volguard.io`, named after the override's
     /// rule (offline: `system:masters` only, the one group every RBAC authorizer allows).
@@ -38,6 +38,26 @@ pub enum BreakGlass {
     Anyone,
     /// Nobody: overrides count for nothing and setting one is refused.
     Off,
+}
+
+impl super::Choices for BreakGlass {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            BreakGlass::Rbac,
+            "rbac",
+            "a person whom RBAC allows `use` on `breakglass.volguard.io`, named after the override's rule",
+        ),
+        (
+            BreakGlass::Anyone,
+            "anyone",
+            "any person who may write the annotation (never a service account, node or system identity)",
+        ),
+        (
+            BreakGlass::Off,
+            "off",
+            "nobody: overrides count for nothing and setting one is refused",
+        ),
+    ];
 }
 
 /// One override annotation and the rule whose break glass it is (the SubjectAccessReview's

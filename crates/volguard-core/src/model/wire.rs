@@ -131,7 +131,7 @@ pub(super) fn volguard_annotations<'de, D: serde::Deserializer<'de>>(
 }
 
 /// `null` or a value decoded by the inner seed.
-pub(crate) struct Optional<S>(pub S);
+pub struct Optional<S>(pub S);
 
 impl<'de, S: serde::de::DeserializeSeed<'de>> serde::de::DeserializeSeed<'de> for Optional<S> {
     type Value = Option<S::Value>;
@@ -157,7 +157,7 @@ impl<'de, S: serde::de::DeserializeSeed<'de>> serde::de::Visitor<'de> for Option
 }
 
 /// A JSON object key, borrowed from the input when it has no escapes.
-pub(crate) struct FieldKey<'de>(pub Cow<'de, str>);
+pub struct FieldKey<'de>(pub Cow<'de, str>);
 
 impl<'de> Deserialize<'de> for FieldKey<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -370,7 +370,7 @@ pub(crate) fn parse_time(text: &str) -> Option<jiff::Timestamp> {
 }
 
 /// `parse_time` for a field that must be a time (a lock's `at`): an error names the text.
-pub(crate) fn time<'de, D: serde::Deserializer<'de>>(d: D) -> Result<jiff::Timestamp, D::Error> {
+pub fn time<'de, D: serde::Deserializer<'de>>(d: D) -> Result<jiff::Timestamp, D::Error> {
     #[derive(Deserialize)]
     struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
     let t = Text::deserialize(d)?;

@@ -163,7 +163,7 @@ pub(super) fn counts(
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 impl Proof {
     /// A proof as if read from a stored object: for the rules' own tests.
     pub fn for_test(key: Key, by: &str) -> Proof {
@@ -176,14 +176,14 @@ impl Proof {
 
 /// For the rules' own tests, whose subject is the rule and not the reader: the proof `key`
 /// whenever `meta` says `"true"`, stamp and time unchecked.
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub fn assumed(meta: &Meta, key: Key) -> Option<Proof> {
     meta.annotation_true(key.annotation())
         .then(|| Proof::for_test(key, meta.annotation(CONFIRMED_BY).unwrap_or("a-person")))
 }
 
 /// [`assumed`], as a [`Read`].
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub fn assumed_read(meta: &Meta, key: Key) -> Read {
     assumed(meta, key).map_or(Read::Absent, Read::Valid)
 }

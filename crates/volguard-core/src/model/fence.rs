@@ -69,7 +69,7 @@ impl Phase {
 }
 
 /// How a backend fences: by policy, in order (rules.md §7 "Fence").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// POST to a fence agent's HTTPS URL.
@@ -78,6 +78,26 @@ pub enum BackendKind {
     Networkfence,
     /// A person runs `kubectl volguard fence confirm NODE`.
     Manual,
+}
+
+impl crate::rules::Choices for BackendKind {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            BackendKind::Webhook,
+            "webhook",
+            "POST to a fence agent's HTTPS URL",
+        ),
+        (
+            BackendKind::Networkfence,
+            "networkfence",
+            "a csi-addons NetworkFence for the node's addresses",
+        ),
+        (
+            BackendKind::Manual,
+            "manual",
+            "a person runs `kubectl volguard fence confirm NODE`",
+        ),
+    ];
 }
 
 impl BackendKind {

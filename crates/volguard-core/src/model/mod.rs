@@ -19,12 +19,12 @@ mod object;
 mod pod;
 pub mod quantity;
 pub mod selector;
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod wire;
 pub use node::*;
 pub use pod::*;
-pub(crate) use wire::{FieldKey, Optional, time};
+pub use wire::{FieldKey, Optional, time};
 pub use wire::{SmallMap, from_json};
 
 pub const PVC_FINALIZER: &str = "kubernetes.io/pvc-protection";

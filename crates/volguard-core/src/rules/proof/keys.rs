@@ -8,6 +8,7 @@ use std::fmt;
 
 /// Each key as a literal, for `concat!` in the generated CEL (registration's matchConditions and
 /// policies): the text exists here once.
+#[macro_export]
 macro_rules! proof_key {
     (allow_finalizer_removal) => {
         "volguard.io/allow-finalizer-removal"
@@ -28,7 +29,7 @@ macro_rules! proof_key {
         "volguard.io/confirmed-at"
     };
 }
-pub(crate) use proof_key;
+pub use crate::proof_key;
 
 /// Who set the confirmations beside it: the apiserver's username, written by volguard's
 /// mutating stamp in the same request (never by hand).

@@ -1,0 +1,73 @@
+//! The house's shape as facts the build can check: the core crate (the rules and the objects they
+//! read) reaches no Kubernetes client, no async runtime, no command line and no HTTP, whatever its
+//! dependencies pull in (read from Cargo.lock, transitively).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Every package of Cargo.lock with the names of its dependencies.
+fn lock() -> BTreeMap<String, Vec<String>> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.lock"))
+        .expect("Cargo.lock");
+    let mut out = BTreeMap::new();
+    for block in text.split("[[package]]").skip(1) {
+        let mut name = String::new();
+        let mut deps = Vec::new();
+        let mut in_deps = false;
+        for line in block.lines() {
+            let line = line.trim();
+            if let Some(n) = line.strip_prefix("name = ") {
+                name = n.trim_matches('"').to_string();
+            } else if line.starts_with("dependencies = [") {
+                in_deps = true;
+            } else if in_deps && line == "]" {
+                in_deps = false;
+            } else if in_deps {
+                // `"name"` or `"name version"`.
+                let d = line.trim_matches(|c| c == '"' || c == ',');
+                deps.push(d.split(' ').next().unwrap_or(d).to_string());
+            }
+        }
+        out.entry(name).or_insert_with(Vec::new).extend(deps);
+    }
+    out
+}
+
+#[test]
+fn the_core_crate_reaches_no_client_runtime_cli_or_http() {
+    let lock = lock();
+    assert!(
+        lock.contains_key("volguard-core"),
+        "no volguard-core in Cargo.lock"
+    );
+    let mut seen = BTreeSet::new();
+    let mut todo = vec!["volguard-core".to_string()];
+    while let Some(p) = todo.pop() {
+        if seen.insert(p.clone()) {
+            todo.extend(lock.get(&p).cloned().unwrap_or_default());
+        }
+    }
+    let forbidden = [
+        "kube",
+        "kube-client",
+        "kube-core",
+        "k8s-openapi",
+        "tokio",
+        "clap",
+        "hyper",
+        "axum",
+        "reqwest",
+        "rustls",
+        "tracing",
+    ];
+    let found: Vec<&&str> = forbidden.iter().filter(|f| seen.contains(**f)).collect();
+    assert!(found.is_empty(), "volguard-core reaches {found:?}");
+    // And the main crate does reach them (the check reads the right graph).
+    let mut main = BTreeSet::new();
+    let mut todo = vec!["volguard".to_string()];
+    while let Some(p) = todo.pop() {
+        if main.insert(p.clone()) {
+            todo.extend(lock.get(&p).cloned().unwrap_or_default());
+        }
+    }
+    assert!(main.contains("kube") && main.contains("volguard-core"));
+}

@@ -17,7 +17,7 @@ mod floor_writer;
 mod reflect;
 
 use std::sync::Arc;
-use volguard::server::{listener, metrics::Metrics, tls::CertReloader};
+use volguard::server::{listener, tls::CertReloader};
 
 /// The same allocator as `volguard` (src/main.rs): the floor is the same stack.
 #[global_allocator]
@@ -36,7 +36,7 @@ async fn main() -> anyhow::Result<()> {
     let reloader = CertReloader::new(
         arg("--tls-cert")?.into(),
         arg("--tls-key")?.into(),
-        Arc::new(Metrics::new()),
+        Arc::new(volguard::server::tls::TlsMetrics::default()),
     )?;
     let tls = reloader.server_config()?;
     let l = tokio::net::TcpListener::bind(arg("--listen")?).await?;

@@ -12,7 +12,7 @@ use json_patch::{AddOperation, Patch, PatchOperation};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use std::sync::Arc;
-use volguard::server::{listener, metrics::Metrics, tls::CertReloader};
+use volguard::server::{listener, tls::CertReloader};
 
 /// The same allocator as `volguard` and the floor.
 #[global_allocator]
@@ -66,7 +66,7 @@ async fn main() -> anyhow::Result<()> {
     let reloader = CertReloader::new(
         arg("--tls-cert")?.into(),
         arg("--tls-key")?.into(),
-        Arc::new(Metrics::new()),
+        Arc::new(volguard::server::tls::TlsMetrics::default()),
     )?;
     let tls = reloader.server_config()?;
     let l = tokio::net::TcpListener::bind(arg("--listen")?).await?;

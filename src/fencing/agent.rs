@@ -212,8 +212,9 @@ pub async fn run(args: FenceAgentArgs) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ledger::new(),
         Err(e) => return Err(e).with_context(|| format!("reading {}", args.state.display())),
     };
-    let registry = Arc::new(crate::runtime::MetricsRegistry::default());
-    let metrics = Arc::new(crate::server::metrics::Metrics::register(registry));
+    // The agent serves TLS, nothing of admission: the certificate's metrics only.
+    let registry = crate::runtime::MetricsRegistry::default();
+    let metrics = Arc::new(crate::server::tls::TlsMetrics::register(&registry));
     let reloader =
         crate::server::tls::CertReloader::new(args.tls_cert.clone(), args.tls_key.clone(), metrics)
             .context("loading the agent's serving certificate")?;

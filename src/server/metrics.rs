@@ -114,8 +114,8 @@ pub struct Metrics {
     duration_series: Box<[Histogram]>,
     pub rejected_bodies: Family<CodeLabels, Counter>,
     pub unknown_kinds: Family<KindLabels, Counter>,
-    pub tls_reloads: Family<ResultLabels, Counter>,
-    pub tls_cert_not_after: Gauge,
+    /// The serving certificate's (shared with any TLS server: `tls::TlsMetrics`).
+    pub tls: Arc<super::tls::TlsMetrics>,
     pub in_flight: Gauge,
     /// Overrides used (rules.md §8), by rule.
     pub break_glass: Family<RuleLabels, Counter>,
@@ -133,7 +133,8 @@ impl Metrics {
         Self::register(Arc::new(MetricsRegistry::default()))
     }
 
-    /// Register the admission metrics (`volguard_admission_*`, `volguard_tls_*`) in `registry`.
+    /// Register the admission metrics (`volguard_admission_*`, and the serving certificate's
+    /// `volguard_tls_*`) in `registry`.
     pub fn register(registry: Arc<MetricsRegistry>) -> Self {
         let r = &registry;
         let mut m = Metrics {
@@ -159,16 +160,7 @@ impl Metrics {
                 "Requests for kinds volguard has no rule for (a webhook configuration mistake)",
                 Family::default(),
             ),
-            tls_reloads: r.add(
-                "volguard_tls_reloads",
-                "Serving certificate reloads by result",
-                Family::default(),
-            ),
-            tls_cert_not_after: r.add(
-                "volguard_tls_certificate_not_after_seconds",
-                "Expiry (unix time) of the serving certificate in use",
-                Gauge::default(),
-            ),
+            tls: Arc::new(super::tls::TlsMetrics::register(r)),
             in_flight: r.add(
                 "volguard_admission_in_flight_requests",
                 "Admission requests holding a concurrency slot (body being read or decision being made)",
@@ -254,9 +246,6 @@ impl Metrics {
             if !d.mutating {
                 let _ = self.break_glass.get_or_create(&RuleLabels { rule: d.name });
             }
-        }
-        for result in ["success", "failure"] {
-            let _ = self.tls_reloads.get_or_create(&ResultLabels { result });
         }
     }
 

@@ -87,9 +87,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
 /// The serving certificate, reloaded in the background as it rotates.
 fn serving_tls(args: &ServeArgs, metrics: &Arc<Metrics>) -> anyhow::Result<tls::TlsConfig> {
-    let reloader =
-        tls::CertReloader::new(args.tls_cert.clone(), args.tls_key.clone(), metrics.clone())
-            .context("loading the serving certificate")?;
+    let reloader = tls::CertReloader::new(
+        args.tls_cert.clone(),
+        args.tls_key.clone(),
+        metrics.tls.clone(),
+    )
+    .context("loading the serving certificate")?;
     let tls_config = reloader
         .serving_config(args.client_ca.as_deref())
         .context("building the TLS configuration")?;

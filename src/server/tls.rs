@@ -8,9 +8,13 @@
 //! handshakes without a restart (a restart would drop every connection and, with `Fail` rules,
 //! refuse requests while it lasts).
 
-use super::metrics::{Metrics, ResultLabels};
+use super::metrics::ResultLabels;
 use crate::error::TlsError;
+use crate::runtime::MetricsRegistry;
 use arc_swap::ArcSwap;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -85,15 +89,44 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
+/// The serving certificate's metrics, for any of volguard's TLS servers (the webhook, the fence
+/// agent): nothing of admission.
+#[derive(Debug, Default)]
+pub struct TlsMetrics {
+    pub reloads: Family<ResultLabels, Counter>,
+    pub not_after: Gauge,
+}
+
+impl TlsMetrics {
+    /// `volguard_tls_reloads_total` (both results present from the start: an alert's
+    /// `increase()` sees the first failure) and `volguard_tls_certificate_not_after_seconds`.
+    pub fn register(r: &MetricsRegistry) -> TlsMetrics {
+        let m = TlsMetrics {
+            reloads: r.add(
+                "volguard_tls_reloads",
+                "Serving certificate reloads by result",
+                Family::default(),
+            ),
+            not_after: r.add(
+                "volguard_tls_certificate_not_after_seconds",
+                "Expiry (unix time) of the serving certificate in use",
+                Gauge::default(),
+            ),
+        };
+        for result in ["success", "failure"] {
+            let _ = m.reloads.get_or_create(&ResultLabels { result });
+        }
+        m
+    }
+}
+
 /// `volguard_tls_certificate_not_after_seconds` from the leaf certificate being served, so an
 /// alert fires before it expires (a stuck cert-manager renewal).
-fn set_not_after(metrics: &Metrics, ck: &CertifiedKey) {
+fn set_not_after(metrics: &TlsMetrics, ck: &CertifiedKey) {
     let Some(leaf) = ck.cert.first() else { return };
     match x509_parser::parse_x509_certificate(leaf.as_ref()) {
         Ok((_, cert)) => {
-            metrics
-                .tls_cert_not_after
-                .set(cert.validity().not_after.timestamp());
+            metrics.not_after.set(cert.validity().not_after.timestamp());
         }
         Err(e) => tracing::warn!(error = %e, "cannot read the serving certificate's expiry"),
     }
@@ -128,7 +161,7 @@ pub struct CertReloader {
     resolver: Arc<CertResolver>,
     seen: std::sync::Mutex<(Vec<u8>, Vec<u8>)>,
     client_ca: std::sync::OnceLock<ClientCa>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<TlsMetrics>,
 }
 
 impl CertReloader {
@@ -136,7 +169,7 @@ impl CertReloader {
     pub fn new(
         cert_path: PathBuf,
         key_path: PathBuf,
-        metrics: Arc<Metrics>,
+        metrics: Arc<TlsMetrics>,
     ) -> Result<Arc<Self>, TlsError> {
         let (c, k) = (read(&cert_path)?, read(&key_path)?);
         let ck = load_pair(&c, &k, &cert_path, &key_path)?;
@@ -233,7 +266,7 @@ impl CertReloader {
 
     fn count_reload(&self, result: &'static str) {
         self.metrics
-            .tls_reloads
+            .reloads
             .get_or_create(&ResultLabels { result })
             .inc();
     }

@@ -96,10 +96,14 @@ sbom=$(mktemp -d)
 trap 'rm -rf "$pkg" "$chart" "$sbom"' EXIT
 "$cyclonedx" cyclonedx --quiet --format json --spec-version 1.5 --describe binaries \
   --target x86_64-unknown-linux-gnu
-# cargo-cyclonedx names the workspace's own crate by its path on the build machine
-# (`path+file:///…/volguard#volguard@0.1.0`): the reference keeps only `volguard@0.1.0`, so the SBOM
-# carries no build path and is the same wherever it is built.
-jq 'walk(if type == "string" then sub("^path\\+file://[^#]*#"; "") else . end)' volguard_bin.cdx.json \
+# cargo-cyclonedx names the workspace's own crates by their path on the build machine
+# (`path+file:///…/volguard#volguard@0.1.0`, or `…/volguard-core#0.1.0` when the directory is the
+# crate's name): each reference becomes NAME@VERSION, so the SBOM carries no build path and is the
+# same wherever it is built.
+jq 'walk(if type == "string" and test("^path\\+file://") then
+      (capture("^path\\+file://(?<dir>[^#]*)#(?<frag>.*)$") as $c
+       | if ($c.frag | contains("@")) then $c.frag else ($c.dir | split("/") | last) + "@" + $c.frag end)
+    else . end)' volguard_bin.cdx.json \
   > "$sbom/bin.cdx.json" && mv "$sbom/bin.cdx.json" volguard_bin.cdx.json
 # cargo-cyclonedx sees crates only; the static binary also holds the C runtime the linker took from
 # the build host (glibc's libc.a under crt-static, libgcc's unwinder), named with the version and
@@ -227,6 +231,8 @@ krew_uri=$(sed -n 's/^    uri: //p' "$out/volguard.krew.yaml")
 # No SBOM names the machine it was built on.
 ! grep -l -e "$PWD" -e 'path+file://' "$out/volguard-$version.cdx.json" "$out/volguard-$version.image.cdx.json" ||
   { echo "an SBOM names a build path" >&2; exit 1; }
+jq -e '[.components[]."bom-ref"] | (all(contains("@"))) and (length == (unique | length))' \
+  "$out/volguard-$version.cdx.json" >/dev/null || { echo "SBOM references are not unique NAME@VERSION" >&2; exit 1; }
 # The SBOM lists every crate the binary links, each at its Cargo.lock version and nothing else.
 jq -r '.components[] | select(.purl | startswith("pkg:cargo/")) | "\(.name)@\(.version)"' \
   "$out/volguard-$version.cdx.json" | sort -u > "$check/sbom"

@@ -74,12 +74,26 @@ pub(crate) async fn least_privilege(cp: &ControlPlane) {
         matches!(secrets, Err(kube::Error::Api(s)) if s.code == 403),
         "the controller must not read secrets"
     );
+    // The controller deletes a released node's terminating pods (--release-pods=now, as PodGC
+    // would: each force delete still judged by the webhook and the force-delete policy), and
+    // writes pods no other way.
     let del = Api::<Pod>::namespaced(controller.clone(), "rbac")
         .delete("nope", &DeleteParams::default())
         .await;
     assert!(
-        matches!(del, Err(kube::Error::Api(s)) if s.code == 403),
-        "the controller must not delete pods"
+        matches!(&del, Err(kube::Error::Api(s)) if s.code == 404),
+        "the controller may delete pods (it met no pod): {del:?}"
+    );
+    let pod_patch = Api::<Pod>::namespaced(controller.clone(), "rbac")
+        .patch(
+            "nope",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await;
+    assert!(
+        matches!(&pod_patch, Err(kube::Error::Api(s)) if s.code == 403),
+        "the controller must not write pods: {pod_patch:?}"
     );
     let other_lease =
         Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(controller, "volguard-system")
@@ -90,7 +104,7 @@ pub(crate) async fn least_privilege(cp: &ControlPlane) {
         "only its own Lease"
     );
     println!(
-        "least privilege: webhook cannot write PVCs or get pods; controller cannot read secrets, delete pods, or read other Leases"
+        "least privilege: webhook cannot write PVCs or delete pods; controller cannot read secrets, write pods (only delete, as PodGC), or read other Leases"
     );
 }
 

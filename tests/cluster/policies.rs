@@ -421,11 +421,12 @@ pub(super) async fn policy_agrees(cp: &mut ControlPlane, ns: &str) {
         };
         // A webhook-only row (the Node gone or out of service) may be allowed by the policy
         // and refused by the webhook, never the other way round.
-        // PodGC passes the policies by identity: whether its node is gone on record or out of
-        // service is the webhook's to read.
+        // PodGC and volguard's controller pass the policies by identity: whether the node is gone
+        // on record or out of service is the webhook's to read.
         let webhook_only = row.contains("node-gone")
             || row.contains("node-out-of-service")
-            || user == "system:serviceaccount:kube-system:pod-garbage-collector";
+            || user == "system:serviceaccount:kube-system:pod-garbage-collector"
+            || user == "system:serviceaccount:volguard-system:volguard-controller";
         let ok = if webhook_only {
             got || !want
         } else {

@@ -52,29 +52,9 @@ async fn start_cluster() -> Shared {
     cp.start_webhook().await;
     let mut nodes = RealNodes::start(&cp).await;
     let (agent_dir, agent, port) = support::nodes::power_fence_agent(&cp, &nodes);
-    let d = cp.dir.path().to_path_buf();
-    cp.controller_extra = vec![
-        "--partition-after=10s".into(),
-        "--max-unhealthy-nodes=1".into(),
-        "--fence-backends=webhook".into(),
-        format!("--fence-webhook-url=https://127.0.0.1:{port}/"),
-        format!(
-            "--fence-webhook-ca={}",
-            d.join("webhook-certs/ca.crt").display()
-        ),
-        "--fence-webhook-timeout=20s".into(),
-        "--fencing-interval=1s".into(),
-    ];
+    cp.controller_extra = support::nodes::fencing_flags(&cp, port, "20s");
     cp.start_controller("replica-a").await;
-    let sc: k8s_openapi::api::storage::v1::StorageClass = serde_json::from_value(json!({
-        "metadata": {"name": FENCED_CLASS, "annotations": {"volguard.io/fencing": "auto"}},
-        "provisioner": ATTACHED.name, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"
-    }))
-    .expect("storage class");
-    Api::<k8s_openapi::api::storage::v1::StorageClass>::all(cp.admin().await)
-        .create(&PostParams::default(), &sc)
-        .await
-        .expect("create storage class");
+    support::nodes::create_fenced_class(&cp, FENCED_CLASS).await;
     let t = Instant::now();
     for n in NODES {
         nodes.add(&cp, n).await;

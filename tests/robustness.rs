@@ -292,7 +292,7 @@ async fn start(with: bool) -> Rig {
     let mut replicas = Vec::new();
     let mut forwarder = None;
     // The serving certificate (made with the first replica) is the fence agent's too.
-    let (agent, port) = if with {
+    let agent = if with {
         cp.serve_extra = vec!["--partition-after=10s".into()];
         let extra: Vec<String> = cp.serve_extra.clone();
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
@@ -307,35 +307,14 @@ async fn start(with: bool) -> Rig {
         cp.route_webhooks_to(f.port).await;
         forwarder = Some(f);
         let (_, agent, port) = support::nodes::power_fence_agent(&cp, &nodes);
-        let d = cp.dir.path().to_path_buf();
-        cp.controller_extra = vec![
-            "--partition-after=10s".into(),
-            "--max-unhealthy-nodes=1".into(),
-            "--fence-backends=webhook".into(),
-            format!("--fence-webhook-url=https://127.0.0.1:{port}/"),
-            format!(
-                "--fence-webhook-ca={}",
-                d.join("webhook-certs/ca.crt").display()
-            ),
-            "--fence-webhook-timeout=40s".into(),
-            "--fencing-interval=1s".into(),
-        ];
+        cp.controller_extra = support::nodes::fencing_flags(&cp, port, "40s");
         cp.start_controller("replica-a").await;
         cp.start_controller("replica-b").await;
-        (Some(agent), port)
+        Some(agent)
     } else {
-        (None, 0)
+        None
     };
-    let _ = port;
-    let sc: k8s_openapi::api::storage::v1::StorageClass = serde_json::from_value(json!({
-        "metadata": {"name": FENCED_CLASS, "annotations": {"volguard.io/fencing": "auto"}},
-        "provisioner": ATTACHED.name, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"
-    }))
-    .expect("storage class");
-    Api::<k8s_openapi::api::storage::v1::StorageClass>::all(cp.admin().await)
-        .create(&PostParams::default(), &sc)
-        .await
-        .expect("create storage class");
+    support::nodes::create_fenced_class(&cp, FENCED_CLASS).await;
     for n in NODES {
         nodes.add(&cp, n).await;
     }

@@ -102,6 +102,20 @@ async fn incident(c: &kube::Client, node: &str) -> Option<NodeFence> {
         .max_by_key(|f| f.metadata.creation_timestamp)
 }
 
+/// node-a's incident, once `Done` after its reboot proof.
+async fn done_after_reboot(s: &Shared, c: &kube::Client) -> NodeFence {
+    s.cp.eventually(
+        "node-a's incident is Done after the reboot proof",
+        Duration::from_secs(120),
+        || async {
+            incident(c, "node-a")
+                .await
+                .filter(|f| f.status.phase == volguard::model::fence::Phase::Done)
+        },
+    )
+    .await
+}
+
 fn ts(s: Option<&str>) -> Option<jiff::Timestamp> {
     s?.parse().ok()
 }
@@ -254,17 +268,7 @@ pub(super) async fn s_partition_heals(s: &mut Shared) {
             };
             s.nodes.partition("node-a", false);
             s.nodes.power_on(&s.cp, "node-a").await;
-            let done =
-                s.cp.eventually(
-                    "the incident is Done after the reboot proof",
-                    Duration::from_secs(120),
-                    || async {
-                        incident(&c, "node-a")
-                            .await
-                            .filter(|f| f.status.phase == volguard::model::fence::Phase::Done)
-                    },
-                )
-                .await;
+            let done = done_after_reboot(s, &c).await;
             let untainted = Api::<Node>::all(c.clone())
                 .get("node-a")
                 .await
@@ -393,16 +397,7 @@ pub(super) async fn s_frozen_machine(s: &mut Shared) {
         assert_eq!((r.lost, r.overlaps), (0, 0), "{} volguard: {r:?}", mode(on));
         if on {
             assert_eq!(r.writers.len(), 2, "{r:?}");
-            s.cp.eventually(
-                "node-a's incident is Done after the reboot proof",
-                Duration::from_secs(120),
-                || async {
-                    incident(&c, "node-a")
-                        .await
-                        .filter(|f| f.status.phase == volguard::model::fence::Phase::Done)
-                },
-            )
-            .await;
+            done_after_reboot(s, &c).await;
         } else {
             assert!(replaced.is_none(), "{r:?}");
         }

@@ -777,6 +777,36 @@ echo "$(echo $pids | wc -w) processes of $NODE's machine are alive" >&2; exit 1
     (agent_dir, agent, port)
 }
 
+/// The controller's fencing flags on the real-node cluster: the fence agent on `agent_port` (the
+/// webhook backend, trusting the dev CA) answering within `timeout`, a 10 s partition window, one
+/// unhealthy node at a time, a step a second.
+pub fn fencing_flags(cp: &ControlPlane, agent_port: u16, timeout: &str) -> Vec<String> {
+    let ca = cp.dir.path().join("webhook-certs/ca.crt");
+    vec![
+        "--partition-after=10s".into(),
+        "--max-unhealthy-nodes=1".into(),
+        "--fence-backends=webhook".into(),
+        format!("--fence-webhook-url=https://127.0.0.1:{agent_port}/"),
+        format!("--fence-webhook-ca={}", ca.display()),
+        format!("--fence-webhook-timeout={timeout}"),
+        "--fencing-interval=1s".into(),
+    ]
+}
+
+/// The StorageClass `name` on the attachable driver whose volumes volguard may fence for
+/// (`volguard.io/fencing: auto`).
+pub async fn create_fenced_class(cp: &ControlPlane, name: &str) {
+    let sc: k8s_openapi::api::storage::v1::StorageClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "annotations": {"volguard.io/fencing": "auto"}},
+        "provisioner": ATTACHED.name, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"
+    }))
+    .expect("storage class");
+    Api::<k8s_openapi::api::storage::v1::StorageClass>::all(cp.admin().await)
+        .create(&PostParams::default(), &sc)
+        .await
+        .expect("create storage class");
+}
+
 /// Power a machine off: every process killed, its mount namespace released.
 fn halt(n: &mut RealNode) {
     kill_cgroup(&n.cgroup);

@@ -127,6 +127,11 @@ fn writer_spec(claim: &str) -> serde_json::Value {
     })
 }
 
+/// The file the writer appends to, on the shared storage root, for claim `ns/name`.
+async fn log_path(s: &Shared, ns: &str, name: &str) -> PathBuf {
+    s.nodes.log_of(&s.cp, ns, name).await
+}
+
 async fn claim(c: &kube::Client, ns: &str, name: &str, driver: &Driver) {
     let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
         "metadata": {"name": name},
@@ -138,30 +143,6 @@ async fn claim(c: &kube::Client, ns: &str, name: &str, driver: &Driver) {
         .create(&PostParams::default(), &pvc)
         .await
         .expect("create claim");
-}
-
-/// The file the writer appends to, on the shared storage root, for claim `ns/name`.
-async fn log_path(s: &Shared, ns: &str, name: &str) -> PathBuf {
-    let c = s.cp.admin().await;
-    let pv =
-        s.cp.eventually("the claim is bound", Duration::from_secs(60), || async {
-            Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns)
-                .get(name)
-                .await
-                .ok()
-                .and_then(|p| p.spec?.volume_name)
-        })
-        .await;
-    let pv = Api::<PersistentVolume>::all(c)
-        .get(&pv)
-        .await
-        .expect("volume");
-    let handle = pv
-        .spec
-        .and_then(|s| s.csi)
-        .map(|c| c.volume_handle)
-        .expect("a CSI volume");
-    s.nodes.volumes.join(handle).join("data/log")
 }
 
 fn read(path: &std::path::Path) -> Option<String> {

@@ -21,7 +21,7 @@ mod recorder;
 
 use checker::{FaultRun, History, Incident, Verdict, Workload};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use nemesis::{Fault, Kind};
 use recorder::uptime;
@@ -428,7 +428,7 @@ async fn workloads(rig: &Rig) -> Vec<Writer> {
         ("fs", "data-fs-0", true),
         ("app", "app-data", true),
     ] {
-        let log = log_path(rig, &c, claim).await;
+        let log = rig.nodes.log_of(&rig.cp, NS, claim).await;
         rig.cp
             .eventually(&format!("{name} writes"), Duration::from_secs(120), || {
                 let log = log.clone();
@@ -451,29 +451,6 @@ async fn workloads(rig: &Rig) -> Vec<Writer> {
         });
     }
     out
-}
-
-async fn log_path(rig: &Rig, c: &kube::Client, claim: &str) -> PathBuf {
-    let pv = rig
-        .cp
-        .eventually("the claim is bound", Duration::from_secs(60), || async {
-            Api::<PersistentVolumeClaim>::namespaced(c.clone(), NS)
-                .get(claim)
-                .await
-                .ok()
-                .and_then(|p| p.spec?.volume_name)
-        })
-        .await;
-    let pv = Api::<PersistentVolume>::all(c.clone())
-        .get(&pv)
-        .await
-        .expect("volume");
-    let handle = pv
-        .spec
-        .and_then(|s| s.csi)
-        .map(|c| c.volume_handle)
-        .expect("a CSI volume");
-    rig.nodes.volumes.join(handle).join("data/log")
 }
 
 // ---------------------------------------------------------------- faults

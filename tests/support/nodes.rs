@@ -643,6 +643,31 @@ volumePluginDir: {plugins}
         }
     }
 
+    /// The file a writer appends to (`support::records`), on the shared storage root, for the
+    /// claim `ns/name` once it is bound.
+    pub async fn log_of(&self, cp: &ControlPlane, ns: &str, name: &str) -> PathBuf {
+        let c = cp.admin().await;
+        let pv = cp
+            .eventually("the claim is bound", Duration::from_secs(60), || async {
+                Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(c.clone(), ns)
+                    .get(name)
+                    .await
+                    .ok()
+                    .and_then(|p| p.spec?.volume_name)
+            })
+            .await;
+        let pv = Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(c)
+            .get(&pv)
+            .await
+            .expect("volume");
+        let handle = pv
+            .spec
+            .and_then(|s| s.csi)
+            .map(|c| c.volume_handle)
+            .expect("a CSI volume");
+        self.volumes.join(handle).join("data/log")
+    }
+
     /// Node NAME's cgroup is `PREFIX-NAME` in every hierarchy.
     pub fn cgroup_prefix(&self) -> String {
         format!("volguard-e2e-{}", self.id)

@@ -411,7 +411,7 @@ STATIC_TARGET := x86_64-unknown-linux-gnu
 STATIC_BIN := target/static/$(STATIC_TARGET)/release/volguard
 # SOURCE_DATE_EPOCH (the commit's time): mimalloc's C code embeds __TIME__, the one thing that made
 # two builds of one commit differ (measured: 25 bytes, that time and the ELF build-id hashed over it).
-$(STATIC_BIN): Cargo.toml Cargo.lock $(shell find src -name '*.rs')
+$(STATIC_BIN): Cargo.toml Cargo.lock $(shell find src crates -name '*.rs') crates/volguard-core/Cargo.toml
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) \
 	RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols \
 	  $(CARGO) build --locked --release --bin volguard \

@@ -38,13 +38,10 @@ pub(crate) async fn least_privilege(cp: &ControlPlane) {
         matches!(&pvc_delete, Err(kube::Error::Api(s)) if s.code == 403),
         "the webhook must not delete PVCs: {pvc_delete:?}"
     );
-    let pv_patch = Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(webhook.clone())
-        .patch(
-            "nope",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
-        )
-        .await;
+    let pv_patch = label_write(Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(
+        webhook.clone(),
+    ))
+    .await;
     assert!(
         matches!(&pv_patch, Err(kube::Error::Api(s)) if s.code == 403),
         "the webhook must not write PVs: {pv_patch:?}"
@@ -84,13 +81,7 @@ pub(crate) async fn least_privilege(cp: &ControlPlane) {
         matches!(&del, Err(kube::Error::Api(s)) if s.code == 404),
         "the controller may delete pods (it met no pod): {del:?}"
     );
-    let pod_patch = Api::<Pod>::namespaced(controller.clone(), "rbac")
-        .patch(
-            "nope",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
-        )
-        .await;
+    let pod_patch = label_write(Api::<Pod>::namespaced(controller.clone(), "rbac")).await;
     assert!(
         matches!(&pod_patch, Err(kube::Error::Api(s)) if s.code == 403),
         "the controller must not write pods: {pod_patch:?}"
@@ -106,6 +97,19 @@ pub(crate) async fn least_privilege(cp: &ControlPlane) {
     println!(
         "least privilege: webhook cannot write PVCs or delete pods; controller cannot read secrets, write pods (only delete, as PodGC), or read other Leases"
     );
+}
+
+/// A label patched onto object `nope`: whether the caller may write that kind at all.
+async fn label_write<K>(api: Api<K>) -> Result<K, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        "nope",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+    )
+    .await
 }
 
 /// 9. Webhook stopped: PVC and pod creation still work; the controller backfills the finalizer.

@@ -21,6 +21,7 @@ mod recorder;
 
 use checker::{FaultRun, History, Incident, Verdict, Workload};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use nemesis::{Fault, Kind};
@@ -55,6 +56,8 @@ struct Rig {
     held: BTreeMap<String, Kind>,
     /// Targets resolved at injection (`@db` → a node).
     aliases: BTreeMap<String, String>,
+    /// Controller replicas started again after a kill (each under a new identity).
+    restarts: u32,
 }
 
 /// One writer workload: what it is called, its claim, and where its log lives.
@@ -156,6 +159,8 @@ async fn run(seed: u64, seconds: f64, plan: &[Fault], with: bool) -> (History, V
         NS,
         writers.iter().map(|w| w.log.clone()).collect(),
     );
+    let stop_jobs = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let jobs = tokio::spawn(cycle_jobs(c.clone(), stop_jobs.clone()));
     let started_at = uptime();
     let t0 = Instant::now();
     // Every action in time order: a fault's start, and its heal `lasts` later.
@@ -227,6 +232,8 @@ async fn run(seed: u64, seconds: f64, plan: &[Fault], with: bool) -> (History, V
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    stop_jobs.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = jobs.await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let recorded = rec.stop();
     let ended_at = uptime();
@@ -327,6 +334,7 @@ async fn start(with: bool) -> Rig {
         _agent: agent,
         held: BTreeMap::new(),
         aliases: BTreeMap::new(),
+        restarts: 0,
     }
 }
 
@@ -358,6 +366,15 @@ async fn install_policies(cp: &ControlPlane, c: &kube::Client) {
 }
 
 fn writer_pod(claim: Option<&str>) -> serde_json::Value {
+    writer_pod_running(claim, records::WRITER)
+}
+
+/// A Job's writer: the same records, 200 of them (about 20 s), then done.
+fn batch_writer() -> String {
+    records::WRITER.replace("while true", "while [ $i -lt 200 ]")
+}
+
+fn writer_pod_running(claim: Option<&str>, script: &str) -> serde_json::Value {
     let volumes = match claim {
         Some(c) => json!([{"name": "data", "persistentVolumeClaim": {"claimName": c}}]),
         None => json!([]),
@@ -365,7 +382,7 @@ fn writer_pod(claim: Option<&str>) -> serde_json::Value {
     json!({
         "terminationGracePeriodSeconds": 2,
         "containers": [{"name": "writer", "image": IMAGE, "imagePullPolicy": "Never",
-                        "command": ["sh", "-c", records::WRITER], "env": records::writer_env(),
+                        "command": ["sh", "-c", script], "env": records::writer_env(),
                         "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
         "volumes": volumes,
         // The forgiveness volguard waits out before it fences (rules.md §7 "Detect").
@@ -375,12 +392,66 @@ fn writer_pod(claim: Option<&str>) -> serde_json::Value {
     })
 }
 
+/// Jobs that come and go: one after another on one fenced ReadWriteOnce claim, each writing
+/// about 20 s and done (`Jobs::cycle` runs them through the faults).
+const BATCH_CLAIM: &str = "batch-data";
+
+fn batch_job(k: u32) -> Job {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("batch-{k}")},
+        "spec": {"backoffLimit": 6,
+                 "template": {"metadata": {"labels": {"app": "batch"}},
+                              "spec": writer_pod_running(Some(BATCH_CLAIM), &batch_writer())
+                                  .as_object().cloned().map(|mut o| {
+                                      o.insert("restartPolicy".into(), json!("Never"));
+                                      o
+                                  })}}
+    }))
+    .expect("job")
+}
+
+/// Create the next Job once the last one is done (or has run 2 minutes: stuck behind a fault,
+/// it is deleted, as an operator gives up on it), until told to stop.
+async fn cycle_jobs(c: kube::Client, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let jobs = Api::<Job>::namespaced(c, NS);
+    let (mut k, mut created, mut since) = (0, true, Instant::now());
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if !created {
+            created = jobs
+                .create(&PostParams::default(), &batch_job(k))
+                .await
+                .is_ok();
+            since = Instant::now();
+            continue;
+        }
+        let done = jobs
+            .get(&format!("batch-{k}"))
+            .await
+            .ok()
+            .and_then(|j| j.status)
+            .is_some_and(|s| s.succeeded.unwrap_or(0) > 0 || s.failed.unwrap_or(0) > 6);
+        if done || since.elapsed() > Duration::from_secs(120) {
+            let _ = jobs
+                .delete(&format!("batch-{k}"), &DeleteParams::background())
+                .await;
+            (k, created) = (k + 1, false);
+        }
+    }
+}
+
+/// The writers' claims are delete-protected, as an operator protects a database's: an
+/// impatient person's DELETE of a stuck claim is refused (inert without volguard).
+fn protected() -> serde_json::Value {
+    json!({"volguard.io/delete-protection": "true"})
+}
+
 fn sts(name: &str, class: &str) -> StatefulSet {
     serde_json::from_value(json!({
         "metadata": {"name": name},
         "spec": {"replicas": 1, "serviceName": name, "selector": {"matchLabels": {"app": name}},
                  "template": {"metadata": {"labels": {"app": name}}, "spec": writer_pod(None)},
-                 "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                 "volumeClaimTemplates": [{"metadata": {"name": "data", "annotations": protected()},
                     "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class,
                              "resources": {"requests": {"storage": "1Mi"}}}}]}
     }))
@@ -402,7 +473,7 @@ async fn workloads(rig: &Rig) -> Vec<Writer> {
         .await
         .expect("fs");
     let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "app-data"},
+        "metadata": {"name": "app-data", "annotations": protected()},
         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": ATTACHED.class,
                  "resources": {"requests": {"storage": "1Mi"}}}
     }))
@@ -411,6 +482,20 @@ async fn workloads(rig: &Rig) -> Vec<Writer> {
         .create(&PostParams::default(), &pvc)
         .await
         .expect("app claim");
+    let batch: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": BATCH_CLAIM, "annotations": protected()},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": FENCED_CLASS,
+                 "resources": {"requests": {"storage": "1Mi"}}}
+    }))
+    .expect("claim");
+    Api::<PersistentVolumeClaim>::namespaced(c.clone(), NS)
+        .create(&PostParams::default(), &batch)
+        .await
+        .expect("batch claim");
+    let jobs = Api::<Job>::namespaced(c.clone(), NS);
+    jobs.create(&PostParams::default(), &batch_job(0))
+        .await
+        .expect("batch-0");
     let deploy: Deployment = serde_json::from_value(json!({
         "metadata": {"name": "app"},
         "spec": {"replicas": 1, "strategy": {"type": "Recreate"},
@@ -427,6 +512,7 @@ async fn workloads(rig: &Rig) -> Vec<Writer> {
         ("db", "data-db-0", true),
         ("fs", "data-fs-0", true),
         ("app", "app-data", true),
+        ("batch", BATCH_CLAIM, true),
     ] {
         let log = rig.nodes.log_of(&rig.cp, NS, claim).await;
         rig.cp
@@ -483,6 +569,11 @@ async fn inject(rig: &mut Rig, f: &Fault) -> String {
             rig.held.insert(n.into(), f.kind);
             "cut".into()
         }
+        Kind::ApiserverPartition => {
+            rig.nodes.cut_from_apiserver(n, true);
+            rig.held.insert(n.into(), f.kind);
+            "cut from the apiserver".into()
+        }
         Kind::PowerCycle => {
             rig.nodes.power_off(n);
             rig.held.insert(n.into(), f.kind);
@@ -523,6 +614,17 @@ async fn inject(rig: &mut Rig, f: &Fault) -> String {
                 return "no volguard".into();
             }
             let c = rig.cp.admin().await;
+            let during = if f.target == nemesis::MID_FENCE {
+                match being_fenced(&c).await {
+                    Some(i) => format!("mid-fence of {i}: "),
+                    None => format!(
+                        "no incident was being fenced within {:.0} s: ",
+                        nemesis::MID_FENCE_WAIT
+                    ),
+                }
+            } else {
+                String::new()
+            };
             let holder =
                 Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(c, "volguard-system")
                     .get_opt("volguard-controller")
@@ -532,17 +634,24 @@ async fn inject(rig: &mut Rig, f: &Fault) -> String {
                     .and_then(|l| l.spec?.holder_identity)
                     .unwrap_or_default();
             let target = format!("volguard-controller-{holder}");
+            let mut killed = 0;
             for p in rig.cp.controllers.iter_mut().filter(|p| p.name == target) {
                 p.kill();
+                killed += 1;
             }
             rig.cp
                 .controllers
                 .retain_mut(|p| p.child.try_wait().ok().flatten().is_none());
-            if holder.is_empty() {
-                return "no leader".into();
+            if holder.is_empty() || killed == 0 {
+                // The Lease still names a leader killed before: a follower is taking over.
+                return format!("{during}no live leader ({holder:?} already gone)");
             }
-            rig.cp.start_controller(&holder).await;
-            format!("{holder} killed and restarted")
+            // Started again as a new process is: a new identity, so the follower waits out the
+            // dead leader's Lease (a restart under the same one would resume it at once).
+            rig.restarts += 1;
+            let again = format!("replica-{}", rig.restarts);
+            rig.cp.start_controller(&again).await;
+            format!("{during}{holder} killed, restarted as {again}")
         }
         Kind::ApiserverRestart => {
             rig.cp.kill_apiserver();
@@ -589,6 +698,21 @@ async fn inject(rig: &mut Rig, f: &Fault) -> String {
                 .await;
             format!("{name}: {}", outcome(r))
         }
+        Kind::OperatorDeleteClaim => {
+            let c = rig.cp.admin().await;
+            let pods = Api::<Pod>::namespaced(c.clone(), NS);
+            let claim = on_node(&pods, n)
+                .await
+                .into_iter()
+                .flat_map(|p| p.spec.map(|s| s.volumes.unwrap_or_default()))
+                .flatten()
+                .find_map(|v| v.persistent_volume_claim.map(|c| c.claim_name))
+                .unwrap_or_else(|| "data-db-0".into());
+            let r = Api::<PersistentVolumeClaim>::namespaced(c, NS)
+                .delete(&claim, &DeleteParams::default())
+                .await;
+            format!("{claim}: {}", outcome(r))
+        }
         Kind::OperatorTaint => {
             let nodes = Api::<Node>::all(rig.cp.admin().await);
             let patch = json!([{"op": "add", "path": "/spec/taints/-", "value":
@@ -623,6 +747,11 @@ async fn heal(rig: &mut Rig, f: &Fault) {
     match f.kind {
         Kind::Partition => {
             rig.nodes.partition(n, false);
+            rig.held.remove(n);
+            ensure_running(rig, n).await;
+        }
+        Kind::ApiserverPartition => {
+            rig.nodes.cut_from_apiserver(n, false);
             rig.held.remove(n);
             ensure_running(rig, n).await;
         }
@@ -713,6 +842,28 @@ fn outcome<T>(r: Result<T, kube::Error>) -> String {
 }
 
 // ---------------------------------------------------------------- the incidents, the summary
+
+/// The incident a backend is being asked to fence, once there is one (polled until
+/// `MID_FENCE_WAIT`): the moment a leader's death hurts most.
+async fn being_fenced(c: &kube::Client) -> Option<String> {
+    let api = volguard::state::fences::api(c.clone());
+    let until = Instant::now() + Duration::from_secs_f64(nemesis::MID_FENCE_WAIT);
+    while Instant::now() < until {
+        let fencing = api
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|o| volguard::state::fences::decode(o).ok())
+            .find(|f| f.status.phase == volguard::model::fence::Phase::Fencing);
+        if let Some(f) = fencing {
+            return Some(f.metadata.name);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
 
 async fn incidents(c: &kube::Client) -> Vec<Incident> {
     let list = volguard::state::fences::api(c.clone())

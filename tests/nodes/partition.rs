@@ -457,8 +457,8 @@ pub(super) async fn s_lying_agent(s: &mut Shared) {
 }
 
 /// From the node's last heartbeat to the replacement's first record, phase by phase, beside the
-/// physical limit (kcm's node-monitor grace + the fence agent's own time + a pod start on a
-/// healthy node, measured on this run).
+/// physical limit (kcm's node-monitor grace + the pod's forgiveness + the fence agent's own time
+/// + a pod start on a healthy node, measured on this run).
 fn recovery_split(
     f: &NodeFence,
     new: &Pod,
@@ -491,7 +491,7 @@ fn recovery_split(
     ];
     let total = secs(heartbeat, first);
     let agent = secs(fence_asked, fenced).unwrap_or(0.0);
-    let limit = 16.0 + agent + pod_start;
+    let limit = 16.0 + 2.0 + agent + pod_start;
     // The same limit with kcm's detection as it happened (its grace, sampled every
     // node-monitor-period) and the pod's forgiveness (2 s), both waited out by rule.
     let kcm = secs(heartbeat, not_ready);
@@ -505,7 +505,7 @@ fn recovery_split(
         );
     }
     out += &format!(
-        "  {:<20} {}\n  {:<20} {limit:.1}  (node-monitor grace 16 s + fence agent {agent:.1} s + pod start on a healthy node {pod_start:.1} s)\n",
+        "  {:<20} {}\n  {:<20} {limit:.1}  (node-monitor grace 16 s + forgiveness 2 s + fence agent {agent:.1} s + pod start on a healthy node {pod_start:.1} s)\n",
         "total",
         total.map_or("-".into(), |v| format!("{v:.1}")),
         "limit"
@@ -540,6 +540,28 @@ fn recovery_split(
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_else(|| json!({}));
+        // Beside this incident, the ratios over every incident the nemesis runs measured
+        // (`make robustness` / `make e2e`; this scenario's last run is among them).
+        let summary =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/robustness/summary.json");
+        let nemesis: serde_json::Value = std::fs::read_to_string(summary)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        let r = &nemesis["recovery"];
+        let ratio = total.map(|t| t / limit);
+        json.insert(
+            "p50_ratio".into(),
+            r.get("p50_ratio").cloned().unwrap_or(json!(ratio)),
+        );
+        json.insert(
+            "max_ratio".into(),
+            r.get("max_ratio").cloned().unwrap_or(json!(ratio)),
+        );
+        json.insert(
+            "incidents".into(),
+            r.get("incidents").cloned().unwrap_or_else(|| json!([])),
+        );
         if let Some(o) = all.as_object_mut() {
             o.insert("recovery".into(), serde_json::Value::Object(json));
         }

@@ -116,10 +116,17 @@ pub struct Recovery {
     /// Where the seconds went: heartbeat → incident (kcm's grace, its monitor period, the pods'
     /// forgiveness), incident → fenced, fenced → released, released → the first record elsewhere.
     pub phases: BTreeMap<String, f64>,
+    /// What the faults the incident met added to both limits, by fault: a leader killed before
+    /// the release (its Lease runs out before a follower takes over), the control plane down.
+    #[serde(default)]
+    pub waits: BTreeMap<String, f64>,
 }
 
 /// kube-controller-manager's node-monitor grace in the real-node cluster.
 pub const NODE_MONITOR_GRACE: f64 = 16.0;
+/// The rig's controller `--lease-duration`: a follower takes over at most this long after a
+/// killed leader's last renewal.
+pub const LEADER_LEASE: f64 = 6.0;
 /// A writer appends every 100 ms: no record for this long is "not writing".
 const WRITING_GAP: f64 = 2.0;
 
@@ -173,7 +180,7 @@ pub fn check(h: &History) -> Verdict {
             ));
         }
         for i in &h.incidents {
-            if let Some(r) = recovery(i, w, &recs, &h.not_ready) {
+            if let Some(r) = recovery(i, w, &recs, &h.not_ready, &h.faults) {
                 v.recovery.push(r);
             }
         }
@@ -243,6 +250,7 @@ fn recovery(
     w: &Workload,
     recs: &[records::Record],
     not_ready: &[NotReady],
+    faults: &[FaultRun],
 ) -> Option<Recovery> {
     let released = i.released?;
     let heartbeat = i.heartbeat?;
@@ -272,14 +280,49 @@ fn recovery(
         .filter(|n| n.node == i.node && n.at >= heartbeat && n.at <= released)
         .map(|n| n.at - heartbeat)
         .next_back();
+    let waits = waits(faults, heartbeat, released, (i.fence_requested, i.fenced));
+    let waited: f64 = waits.values().sum();
     Some(Recovery {
         incident: i.name.clone(),
         workload: w.name.clone(),
         total_seconds: first.at - heartbeat,
-        limit_seconds: NODE_MONITOR_GRACE + agent + w.start_seconds,
-        cluster_limit_seconds: kcm.map(|k| k + w.forgive_seconds + agent + w.start_seconds),
+        limit_seconds: NODE_MONITOR_GRACE + w.forgive_seconds + agent + w.start_seconds + waited,
+        cluster_limit_seconds: kcm
+            .map(|k| k + w.forgive_seconds + agent + w.start_seconds + waited),
         phases,
+        waits,
     })
+}
+
+/// What physics adds to an incident's limit for the faults it met between the node's last
+/// heartbeat and the release: a controller leader killed (the lease a follower waits out), and
+/// the control plane down (nothing moves). A leader killed while the backend was fencing is
+/// already in the limit: the fence's time is measured from its request to its proof.
+pub fn waits(
+    faults: &[FaultRun],
+    from: f64,
+    to: f64,
+    fencing: (Option<f64>, Option<f64>),
+) -> BTreeMap<String, f64> {
+    let in_fence = |t: f64| matches!(fencing, (Some(a), Some(b)) if a <= t && t <= b);
+    let mut out = BTreeMap::new();
+    for f in faults {
+        let w = match f.kind.as_str() {
+            "leader-kill"
+                if f.outcome.contains("killed")
+                    && (from..=to).contains(&f.start)
+                    && !in_fence(f.start) =>
+            {
+                LEADER_LEASE.min(to - f.start)
+            }
+            "apiserver-restart" | "etcd-restart" => (f.end.min(to) - f.start.max(from)).max(0.0),
+            _ => 0.0,
+        };
+        if w > 0.0 {
+            *out.entry(f.kind.clone()).or_default() += w;
+        }
+    }
+    out
 }
 
 /// The p-th quantile (0..=1) of `xs` (nearest rank).

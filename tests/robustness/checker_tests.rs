@@ -165,7 +165,8 @@ fn recovery_runs_from_the_heartbeat_to_the_first_record_elsewhere() {
     assert_eq!(v.recovery.len(), 1, "{v:?}");
     let r = &v.recovery[0];
     assert!((r.total_seconds - 24.0).abs() < 0.01, "{r:?}");
-    assert!((r.limit_seconds - 21.0).abs() < 0.01, "{r:?}");
+    // kcm's grace 16 + the pods' forgiveness 2 + the agent 1 + a start 4.
+    assert!((r.limit_seconds - 23.0).abs() < 0.01, "{r:?}");
     // kcm's NotReady 13 s after the heartbeat (the one after the release is another story).
     assert_eq!(
         r.cluster_limit_seconds.map(|l| (l * 100.0).round() / 100.0),
@@ -177,6 +178,64 @@ fn recovery_runs_from_the_heartbeat_to_the_first_record_elsewhere() {
     assert!((phase("fence") - 1.5).abs() < 0.01, "{r:?}");
     assert!((phase("release") - 1.0).abs() < 0.01, "{r:?}");
     assert!((phase("start") - 6.0).abs() < 0.01, "{r:?}");
+}
+
+#[test]
+fn faults_met_before_the_release_add_to_the_limit() {
+    let run = |kind: &str, start: f64, end: f64, outcome: &str| FaultRun {
+        kind: kind.into(),
+        target: String::new(),
+        start,
+        end,
+        outcome: outcome.into(),
+    };
+    let faults = [
+        // Killed mid-fence, 5 s before the release (under the lease's 6 s): the follower's wait
+        // is what is left of it.
+        run(
+            "leader-kill",
+            33.0,
+            33.0,
+            "mid-fence of node-a-1: replica-a killed, restarted as replica-1",
+        ),
+        // Killed before the heartbeat, and one without volguard: nothing.
+        run(
+            "leader-kill",
+            10.0,
+            10.0,
+            "replica-b killed, restarted as replica-2",
+        ),
+        run("leader-kill", 30.0, 30.0, "no volguard"),
+        // The apiserver down from 25 to 31, etcd from 37 to 45 (3 s before the release).
+        run("apiserver-restart", 25.0, 31.0, "killed"),
+        run("etcd-restart", 37.0, 45.0, "killed"),
+        run("partition", 21.0, 60.0, "cut"),
+    ];
+    let w = waits(&faults, 20.0, 38.0, (Some(36.0), Some(37.0)));
+    assert_eq!(w.get("leader-kill").copied(), Some(5.0), "{w:?}");
+    assert_eq!(w.get("apiserver-restart").copied(), Some(6.0), "{w:?}");
+    assert_eq!(w.get("etcd-restart").copied(), Some(1.0), "{w:?}");
+    assert_eq!(w.len(), 3, "{w:?}");
+
+    let mut h = history(log(&[
+        writer("old", "node-a", 0.0, 20.0),
+        writer("new", "node-b", 44.0, 100.0),
+    ]));
+    h.faults = faults.to_vec();
+    h.incidents = vec![Incident {
+        name: "node-a-1".into(),
+        node: "node-a".into(),
+        heartbeat: Some(20.0),
+        fence_requested: Some(36.0),
+        fenced: Some(37.0),
+        released: Some(38.0),
+        ..Default::default()
+    }];
+    let v = check(&h);
+    assert!((v.recovery[0].limit_seconds - 35.0).abs() < 0.01, "{v:?}");
+    // Killed while the backend was fencing: inside the fence's own time already.
+    let w = waits(&faults, 20.0, 38.0, (Some(32.0), Some(37.0)));
+    assert_eq!(w.get("leader-kill"), None, "{w:?}");
 }
 
 #[test]

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 pub enum Kind {
     /// The node's only link down: its kubelet and its containers cut off, still running.
     Partition,
+    /// Only the node's way to the apiserver cut (the network between nodes, and the node's
+    /// storage, still up): the kubelet goes silent while its containers keep writing.
+    ApiserverPartition,
     /// Every process of the machine killed, then booted again (a new boot ID).
     PowerCycle,
     /// Every process of the machine stopped (a hung machine), then resumed.
@@ -16,7 +19,8 @@ pub enum Kind {
     ContainerdRestart,
     /// One of the two `volguard serve` replicas killed, started again at the fault's end.
     WebhookKill,
-    /// The controller replica holding the Lease killed and started again as a follower.
+    /// The controller replica holding the Lease killed and started again as a follower; with
+    /// the target `@fencing`, at the moment an incident is being fenced.
     LeaderKill,
     ApiserverRestart,
     /// etcd killed, started again on its data at the fault's end.
@@ -28,12 +32,16 @@ pub enum Kind {
     /// An impatient person adds the out-of-service taint to a node, without any confirmation;
     /// removed at the end.
     OperatorTaint,
+    /// An impatient person deletes the claim of a writer stuck on the node in trouble (the
+    /// claims are delete-protected, as an operator protects a database's).
+    OperatorDeleteClaim,
 }
 
 impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Partition => "partition",
+            Kind::ApiserverPartition => "apiserver-partition",
             Kind::PowerCycle => "power-cycle",
             Kind::Freeze => "freeze",
             Kind::KubeletRestart => "kubelet-restart",
@@ -45,6 +53,7 @@ impl Kind {
             Kind::Drain => "drain",
             Kind::OperatorForceDelete => "operator-force-delete",
             Kind::OperatorTaint => "operator-taint",
+            Kind::OperatorDeleteClaim => "operator-delete-claim",
         }
     }
 
@@ -52,7 +61,11 @@ impl Kind {
     pub fn holds_node(self) -> bool {
         matches!(
             self,
-            Kind::Partition | Kind::PowerCycle | Kind::Freeze | Kind::Drain
+            Kind::Partition
+                | Kind::ApiserverPartition
+                | Kind::PowerCycle
+                | Kind::Freeze
+                | Kind::Drain
         )
     }
 
@@ -65,13 +78,17 @@ impl Kind {
         self.holds_node()
             || matches!(
                 self,
-                Kind::KubeletRestart | Kind::ContainerdRestart | Kind::OperatorTaint
+                Kind::KubeletRestart
+                    | Kind::ContainerdRestart
+                    | Kind::OperatorTaint
+                    | Kind::OperatorDeleteClaim
             )
     }
 }
 
-const KINDS: [Kind; 12] = [
+const KINDS: [Kind; 14] = [
     Kind::Partition,
+    Kind::ApiserverPartition,
     Kind::PowerCycle,
     Kind::Freeze,
     Kind::KubeletRestart,
@@ -83,10 +100,14 @@ const KINDS: [Kind; 12] = [
     Kind::Drain,
     Kind::OperatorForceDelete,
     Kind::OperatorTaint,
+    Kind::OperatorDeleteClaim,
 ];
 
 /// A target resolved when the fault is injected: the node running `db-0`.
 pub const FENCED_WRITER_NODE: &str = "@db";
+/// A leader kill's target: wait (up to `MID_FENCE_WAIT`) for an incident being fenced, then kill.
+pub const MID_FENCE: &str = "@fencing";
+pub const MID_FENCE_WAIT: f64 = 40.0;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fault {
@@ -123,8 +144,9 @@ impl Rng {
 }
 
 /// The faults of a run of `seconds`, overlapping in time, all healed by `seconds - tail` so that
-/// liveness can be judged. The first fault is always a partition with an impatient person's force
-/// delete inside it (the moment a storage guard exists for); the rest are drawn from the seed. No
+/// liveness can be judged. The first fault is always a partition with, inside it, the controller's
+/// leader killed mid-fence and an impatient person's force delete (the moments a storage guard
+/// exists for); the rest are drawn from the seed. No
 /// node is in two node-holding faults at once, and at most one node is held at a time beyond the
 /// first (two held nodes of two is a whole cluster down: nothing to recover to).
 pub fn schedule(seed: u64, seconds: f64, tail: f64, nodes: &[&str]) -> Vec<Fault> {
@@ -140,6 +162,12 @@ pub fn schedule(seed: u64, seconds: f64, tail: f64, nodes: &[&str]) -> Vec<Fault
         kind: Kind::Partition,
         target: first.clone(),
         lasts,
+    });
+    out.push(Fault {
+        at: 20.0,
+        kind: Kind::LeaderKill,
+        target: MID_FENCE.into(),
+        lasts: 0.0,
     });
     out.push(Fault {
         at: 15.0 + rng.between(20.0, 30.0),
@@ -158,7 +186,7 @@ pub fn schedule(seed: u64, seconds: f64, tail: f64, nodes: &[&str]) -> Vec<Fault
         t = (t * 10.0).round() / 10.0;
         let kind = KINDS[rng.below(KINDS.len())];
         let lasts = match kind {
-            Kind::Partition | Kind::Freeze => rng.between(20.0, 50.0),
+            Kind::Partition | Kind::ApiserverPartition | Kind::Freeze => rng.between(20.0, 50.0),
             Kind::PowerCycle => rng.between(15.0, 40.0),
             Kind::Drain => rng.between(20.0, 40.0),
             Kind::WebhookKill => rng.between(5.0, 30.0),
@@ -228,6 +256,15 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_is_drawn() {
+        let drawn: std::collections::BTreeSet<Kind> = (0..50)
+            .flat_map(|seed| schedule(seed, 480.0, 120.0, &["node-a", "node-b"]))
+            .map(|f| f.kind)
+            .collect();
+        assert_eq!(drawn.len(), KINDS.len(), "{drawn:?}");
+    }
+
+    #[test]
     fn faults_overlap_heal_before_the_tail_and_never_stack_on_a_node() {
         let mut overlapping = 0;
         for seed in 0..200 {
@@ -240,6 +277,9 @@ mod tests {
             assert_eq!(s[0].kind, Kind::Partition);
             assert!(s.iter().any(|f| f.kind == Kind::OperatorForceDelete
                 && f.target == s[0].target
+                && f.at < s[0].at + s[0].lasts));
+            assert!(s.iter().any(|f| f.kind == Kind::LeaderKill
+                && f.target == MID_FENCE
                 && f.at < s[0].at + s[0].lasts));
             let held: Vec<&Fault> = s.iter().filter(|f| f.kind.holds_node()).collect();
             for (i, a) in held.iter().enumerate() {

@@ -77,11 +77,67 @@ fn hierarchies() -> Vec<PathBuf> {
         .collect()
 }
 
+/// The source addresses whose way to the apiserver is cut (a partition between a node and the
+/// control plane only): the relay stops carrying their bytes, both ways, until restored.
+type Cuts = std::sync::Arc<std::sync::RwLock<std::collections::HashSet<std::net::IpAddr>>>;
+
 /// A TCP relay on the bridge's host address to the apiserver on loopback, on its own thread
 /// and runtime (a test may block its own), so the nodes reach the apiserver as a real node would.
-fn relay(listen: std::net::SocketAddr, to: u16) {
+/// Bytes from or to a cut address wait, unread, as packets a dead link drops would be resent
+/// once it is back: the kubelet's requests time out, its connections stay open.
+fn relay(listen: std::net::SocketAddr, to: u16, cuts: Cuts) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let l = std::net::TcpListener::bind(listen).expect("relay bind");
-    crate::support::harness::meter::serve(l, format!("127.0.0.1:{to}"), Default::default());
+    l.set_nonblocking(true).expect("nonblocking");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("relay runtime");
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(l).expect("relay listener");
+            while let Ok((inbound, peer)) = l.accept().await {
+                let cuts = cuts.clone();
+                tokio::spawn(async move {
+                    let cut = || cuts.read().is_ok_and(|c| c.contains(&peer.ip()));
+                    while cut() {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await
+                    else {
+                        return;
+                    };
+                    let _ = inbound.set_nodelay(true);
+                    let _ = outbound.set_nodelay(true);
+                    let (ri, wi) = inbound.into_split();
+                    let (ro, wo) = outbound.into_split();
+                    let pipe =
+                        |mut r: tokio::net::tcp::OwnedReadHalf,
+                         mut w: tokio::net::tcp::OwnedWriteHalf| {
+                            async move {
+                                let mut buf = vec![0u8; 64 * 1024];
+                                loop {
+                                    match r.read(&mut buf).await {
+                                        Ok(0) | Err(_) => break,
+                                        Ok(n) => {
+                                            while cut() {
+                                                tokio::time::sleep(Duration::from_millis(100))
+                                                    .await;
+                                            }
+                                            if w.write_all(&buf[..n]).await.is_err() {
+                                                break;
+                                            }
+                                        }
+                                    }
+                                }
+                                let _ = w.shutdown().await;
+                            }
+                        };
+                    tokio::join!(pipe(ri, wo), pipe(ro, wi));
+                });
+            }
+        });
+    });
 }
 
 pub struct RealNode {
@@ -112,6 +168,7 @@ pub struct RealNodes {
     pub volumes: PathBuf,
     pub nodes: Vec<RealNode>,
     relay_port: u16,
+    cuts: Cuts,
     ca_pem: String,
     controller: Vec<Proc>,
 }
@@ -144,9 +201,11 @@ impl RealNodes {
             .and_then(|p| p.parse().ok())
             .expect("api port");
         let relay_port = free_port();
+        let cuts = Cuts::default();
         relay(
             format!("{host_ip}:{relay_port}").parse().expect("addr"),
             api_port,
+            cuts.clone(),
         );
         let mut rn = RealNodes {
             id,
@@ -157,6 +216,7 @@ impl RealNodes {
             volumes,
             nodes: Vec::new(),
             relay_port,
+            cuts,
             ca_pem: cp.pki.ca_pem.clone(),
             controller: Vec::new(),
         };
@@ -691,6 +751,19 @@ volumePluginDir: {plugins}
             &n.link,
             if cut { "down" } else { "up" },
         ]);
+    }
+
+    /// Cut (or restore) only the node's way to the apiserver: the kubelet goes silent while the
+    /// node's link, its containers and their storage stay up.
+    pub fn cut_from_apiserver(&self, name: &str, cut: bool) {
+        let ip: std::net::IpAddr = self.node(name).ip.parse().expect("node ip");
+        if let Ok(mut c) = self.cuts.write() {
+            if cut {
+                c.insert(ip);
+            } else {
+                c.remove(&ip);
+            }
+        }
     }
 
     /// Every process of the node's machine (kubelet, containerd, shims, containers, CSI plugins)

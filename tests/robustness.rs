@@ -267,17 +267,31 @@ async fn run(seed: u64, seconds: f64, plan: &[Fault], with: bool) -> (History, V
     };
     let verdict = checker::check(&history);
     if !verdict.violations.is_empty() && with {
-        let logs = format!("{}\n{}", rig.cp.logs(), rig.nodes.logs());
-        let _ = std::fs::write(
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("target/robustness")
-                .join(seed.to_string())
-                .join("logs-with.txt"),
-            logs,
-        );
+        keep_logs(&rig, seed);
     }
     drop(rig);
     (history, verdict)
+}
+
+/// Every component's whole log (the control plane's, each volguard replica's, the fence agent's)
+/// and the nodes' tails into `target/robustness/SEED/logs-with/`: a violation is explained from them.
+fn keep_logs(rig: &Rig, seed: u64) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/robustness")
+        .join(seed.to_string())
+        .join("logs-with");
+    let _ = std::fs::create_dir_all(&dir);
+    for e in std::fs::read_dir(rig.cp.dir.path())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "log") {
+            let _ = std::fs::copy(&p, dir.join(e.file_name()));
+        }
+    }
+    let _ = std::fs::write(dir.join("nodes.txt"), rig.nodes.logs());
 }
 
 // ---------------------------------------------------------------- the cluster, as installed

@@ -347,6 +347,31 @@ NODE` (a person granted volguard\\'s break-glass role, naming themselves), which
     Policy {
         name: None,
         group: ("", "v1"),
+        rule: Rule::OutOfServiceTaint,
+        rows: "§7 row out-of-service-node-alive, as far as the Node itself shows it: the out-of-service taint is not added \
+to, nor a node confirmed down on, a Node whose stored Ready condition is True (its Lease, the proof and the record are \
+read by the webhook, whose entry is Ignore so that a person can heal a partition while volguard is down)",
+        resources: &["nodes", "nodes/status"],
+        operations: &["CREATE", "UPDATE"],
+        namespaced: false,
+        all_scopes: false,
+        match_conditions: &[&conditions::ADDS_OUT_OF_SERVICE],
+        // The stored Node's Ready, as the webhook reads it (at CREATE, the object's own).
+        body: Body::Validate {
+            allowed: "!(request.operation == 'UPDATE' ? \
+(has(oldObject.status) && has(oldObject.status.conditions) && \
+oldObject.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')) : \
+(has(object.status) && has(object.status.conditions) && \
+object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')))",
+            message: "'adding taint node.kubernetes.io/out-of-service to (or confirming down) node \"' + object.metadata.name + \
+'\" refused: the node is not down: it reports Ready. A node that heartbeats may run its pods and write to their volumes, \
+whoever says it is down. If the machine is really gone, stop its kubelet or power it off first; once it is NotReady \
+(kubectl get node ' + object.metadata.name + '), confirm again'",
+        },
+    },
+    Policy {
+        name: None,
+        group: ("", "v1"),
         rule: Rule::DeleteProtection,
         rows: "§2i rows 1, 4-6: a protected claim, volume or namespace is not deleted; only a person lifts the protection (row 2, a namespace holding protected claims, reads the claims: the webhook's)",
         resources: &[

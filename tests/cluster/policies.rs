@@ -129,10 +129,58 @@ pub(super) async fn policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
             .unwrap_or_default()
             .contains(&PVCF.to_string())
     );
+    // The out-of-service taint on a node that reports Ready: refused by the apiserver (its
+    // webhook entry is Ignore); on a node that reports no Ready, the way to heal a partition
+    // while volguard is down stays open.
+    let nodes = Api::<Node>::all(c.clone());
+    let taint = |has: bool| {
+        let t = json!({"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"});
+        Patch::Json::<()>(
+            serde_json::from_value(if has {
+                json!([{"op": "add", "path": "/spec/taints/-", "value": t}])
+            } else {
+                json!([{"op": "add", "path": "/spec/taints", "value": [t]}])
+            })
+            .expect("patch"),
+        )
+    };
+    let has_taints = |n: &Node| n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some();
+    let ready = nodes.get("kwok-1").await.expect("kwok-1");
+    let (code, msg) = denial(
+        nodes
+            .patch(
+                "kwok-1",
+                &PatchParams::default(),
+                &taint(has_taints(&ready)),
+            )
+            .await
+            .expect_err("the out-of-service taint on a Ready node"),
+    );
+    assert_eq!(code, 403, "{msg}");
+    assert!(
+        msg.contains("ValidatingAdmissionPolicy 'volguard-out-of-service-taint'")
+            && msg.contains("it reports Ready"),
+        "{msg}"
+    );
+    println!("policy-webhook-down: out-of-service taint on a Ready node refused: {msg}");
+    let gone: Node = serde_json::from_value(json!({"metadata": {"name": "gone-1"}})).expect("node");
+    nodes
+        .create(&PostParams::default(), &gone)
+        .await
+        .expect("a node that never reported");
+    nodes
+        .patch("gone-1", &PatchParams::default(), &taint(false))
+        .await
+        .expect("the taint on a node that reports no Ready passes while volguard is down");
+    nodes
+        .delete("gone-1", &DeleteParams::default())
+        .await
+        .expect("delete gone-1");
     println!(
-        "policy-webhook-down: {} applied; with volguard stopped and unregistered: force delete, forged Failed and \
-         forged lock refused by the apiserver; confirmed force delete and graceful delete passed; a restored \
-         claim's unused-since mark dropped",
+        "policy-webhook-down: {} applied; with volguard stopped and unregistered: force delete, forged Failed, \
+         forged lock and the out-of-service taint on a Ready node refused by the apiserver; confirmed force \
+         delete, graceful delete and the taint on a node not Ready passed; a restored claim's unused-since mark \
+         dropped",
         applied.len()
     );
     let graceful = pods.delete("victim", &DeleteParams::default()).await;

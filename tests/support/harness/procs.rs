@@ -34,7 +34,12 @@ impl Forwarder {
                 let port = {
                     let b = to2.lock().unwrap_or_else(|e| e.into_inner());
                     next = next.wrapping_add(1);
-                    b[next % b.len()]
+                    // A Service with no endpoints refuses the connection (and goes on serving).
+                    (!b.is_empty()).then(|| b[next % b.len()])
+                };
+                let Some(port) = port else {
+                    refused2.fetch_add(1, Ordering::SeqCst);
+                    continue;
                 };
                 let refused = refused2.clone();
                 tokio::spawn(async move {

@@ -45,7 +45,7 @@ NODE_PARTS = $(NODES_DIR)/kubelet $(CACHE)/containerd/$(CONTAINERD_VERSION)/cont
 E2E_ENV = VOLGUARD_NODES_DIR=$(NODES_DIR) VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
-.PHONY: robustness manifests model differential encode-cmp all build release release-check verify release-build certs run try image image-check image-tools docker-image alerts chart prometheus install nodes node-packages fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
+.PHONY: robustness upstream-storage manifests model differential encode-cmp all build release release-check verify release-build certs run try image image-check image-tools docker-image alerts chart prometheus install nodes node-packages fuzz fuzz-check bench bench-compare bench-scale profile chaos test unit lint e2e controlplane clean help
 
 all: build
 
@@ -55,6 +55,7 @@ help:
 	@echo "make differential  volguard's ports of upstream's decisions against upstream's own Go code"
 	@echo "make e2e      end-to-end tests only (builds kube-apiserver/etcd/kcm once into .cache/)"
 	@echo "make robustness SEED=N MINUTES=M  a seeded nemesis on real nodes, with and without volguard (target/robustness/)"
+	@echo "make upstream-storage  upstream's storage suites on the real nodes beside volguard (about an hour)"
 	@echo "make bench    benchmarks (table + target/bench/report.json)"
 	@echo "make bench-compare BASE=REV  make bench, each admission row also against volguard as of REV"
 	@echo "make bench-scale  volguard up to 5,000 kwok nodes and 150,000 pods (table, scale.json, scale.png)"
@@ -309,6 +310,14 @@ robustness: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) nodes
 	VOLGUARD_ROBUSTNESS_SEED=$(SEED) VOLGUARD_ROBUSTNESS_MINUTES=$(MINUTES) \
 	  VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
 	  $(CARGO) test --locked --test robustness -- --ignored --nocapture
+
+# Upstream's external-driver storage suites (provisioning, volumes, subPath, multiVolume, volume modes,
+# ephemeral, ...) against both test drivers on the real nodes, volguard installed in deny mode: about an
+# hour, by hand; `make test` runs a few of them (tests/nodes.rs upstream_protection_and_statefulset).
+# Counts in target/e2e/upstream-storage.json.
+upstream-storage: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) nodes
+	VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
+	  $(CARGO) test --locked --test nodes -- --ignored --nocapture --exact upstream_storage_suites
 
 # The short chaos run in `make test` uses a fixed seed; `make chaos` picks a new one each run.
 # Every e2e suite in three streams side by side (.ci/cluster-e2e.sh): tests/cluster.rs and

@@ -32,7 +32,8 @@ logs=(target/e2e/cluster-$first.log target/e2e/nodes-$first.log target/e2e/e2e-$
 run "$first" --test cluster --test partition -- --ignored --test-threads=1 --nocapture \
   --skip apiserver_side_by_side >"${logs[0]}" 2>&1 &
 pids=("$!")
-run "$first" --test nodes --test robustness -- --ignored --test-threads=1 --nocapture >"${logs[1]}" 2>&1 &
+run "$first" --test nodes --test robustness -- --ignored --test-threads=1 --nocapture \
+  --skip upstream_storage_suites >"${logs[1]}" 2>&1 &
 pids+=("$!")
 (
   status=0

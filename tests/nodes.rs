@@ -283,6 +283,8 @@ crate::scenarios! { scenario:
     partition_lying_agent => |s| s_lying_agent(s);
     frozen_machine_fenced => |s| s_frozen_machine(s);
     upstream_protection_and_statefulset => |s| s_upstream(s);
+    // By hand (`make upstream-storage`, about an hour); `make test` skips it.
+    upstream_storage_suites => |s| s_upstream_storage(s);
 }
 
 #[test]

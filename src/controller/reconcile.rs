@@ -85,9 +85,9 @@ pub struct Reconciler {
     limiter: RateLimiter,
     /// How long each RWO lock has been seen, on this process's clock (rules.md §2f "one clock").
     lock_clock: crate::state::lock_clock::LockClock,
-    /// When each unmarked Bound claim was first seen unused, by this process's monotonic clock
-    /// and the wall clock (the mark written); dropped once it is used, marked or deleted.
-    unused_seen: Mutex<HashMap<(String, String), (std::time::Instant, jiff::Timestamp)>>,
+    /// Since when each unmarked Bound claim has been seen unused (the mark written takes the
+    /// wall time); dropped once it is used, marked or deleted.
+    unused_seen: crate::runtime::seen::Seen<(String, String), ()>,
 }
 
 impl Reconciler {
@@ -107,7 +107,7 @@ impl Reconciler {
             metrics,
             announced: Mutex::new(HashMap::new()),
             lock_clock: crate::state::lock_clock::LockClock::live(),
-            unused_seen: Mutex::new(HashMap::new()),
+            unused_seen: crate::runtime::seen::Seen::default(),
             multi_node: Mutex::new(HashMap::new()),
             batch: config.list_batch,
             unused_grace: config.unused_grace,
@@ -138,10 +138,7 @@ impl Reconciler {
     pub fn forget_pvc(&self, namespace: &str, name: &str) {
         let key = (namespace.to_string(), name.to_string());
         self.lock_announced().remove(&key);
-        self.unused_seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
+        self.unused_seen.forget(&key);
         let mut m = self.multi_node.lock().unwrap_or_else(|e| e.into_inner());
         m.remove(&key);
         self.metrics.multi_node_rwo.set(m.len() as i64);
@@ -293,16 +290,13 @@ impl Reconciler {
     /// How long claim `ns/name` has been seen unused and unmarked (`unused`: what this look
     /// found; anything else forgets it), and since when by the wall clock.
     fn seen_unused(&self, ns: &str, name: &str, unused: bool) -> (Duration, jiff::Timestamp) {
-        let mut seen = self.unused_seen.lock().unwrap_or_else(|e| e.into_inner());
         let key = (ns.to_string(), name.to_string());
         if !unused {
-            seen.remove(&key);
+            self.unused_seen.forget(&key);
             return (Duration::ZERO, jiff::Timestamp::now());
         }
-        let (at, wall) = *seen
-            .entry(key)
-            .or_insert_with(|| (std::time::Instant::now(), jiff::Timestamp::now()));
-        (at.elapsed(), wall)
+        let s = self.unused_seen.observe(key, (), Duration::ZERO);
+        (s.held, s.wall)
     }
 
     /// Queue the claim again after `after`.

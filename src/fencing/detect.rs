@@ -122,16 +122,14 @@ impl Fencer {
     /// service (fenced, or confirmed down by a person) is handled: it does not make the next
     /// partition look like a storm.
     fn partitioned(&self, nodes: &[Arc<Node>]) -> Vec<(Arc<Node>, rules::NodeHealth)> {
-        let at = Instant::now();
-        let mut clock = lock(&self.clock);
         let names: Vec<String> = nodes.iter().map(|n| n.metadata.name.clone()).collect();
-        clock.forget_except(&names);
+        self.clock.retain(|n| names.contains(n));
         let mut unhealthy = Vec::new();
         for n in nodes {
             let name = &n.metadata.name;
             let silent = self
                 .renewed(name)
-                .map(|renew| clock.observe(name, renew, at));
+                .map(|renew| self.clock.observe(name.clone(), renew, Duration::ZERO).held);
             let h = observe::health(n, silent);
             if h.unhealthy(self.cfg.limits.partition_after) && !tainted(n) {
                 unhealthy.push((n.clone(), h));

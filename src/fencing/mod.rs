@@ -32,7 +32,7 @@ use incident::{Records, now};
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a backend gets when it is asked after its timeout already ran out (a takeover).
 const LAST_ASK: Duration = Duration::from_secs(5);
@@ -50,7 +50,7 @@ pub struct Fencer {
     cfg: FencingConfig,
     records: Records,
     metrics: Arc<metrics::FencingMetrics>,
-    clock: Mutex<observe::LeaseClock>,
+    clock: observe::LeaseClock,
     drivers: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     /// The last reason each node was held for (logged and announced once per change).
     held: Mutex<HashMap<String, String>>,
@@ -100,7 +100,7 @@ impl Fencer {
             cfg,
             records: Records::new(view, identity),
             metrics,
-            clock: Mutex::default(),
+            clock: observe::LeaseClock::default(),
             drivers: Mutex::default(),
             held: Mutex::default(),
             asked: Mutex::default(),

@@ -11,38 +11,13 @@ use crate::rules::Fact;
 use crate::rules::fencing::{self, Mode, NodeHealth, Storage, Tolerates};
 use crate::state::live::LiveCluster;
 use std::collections::{BTreeMap, HashMap};
-use std::time::Instant;
 
 pub use crate::model::LEASE_NAMESPACE;
 
 /// When each node's Lease renewTime last changed, by this process's clock (the kubelet's clock
 /// is never compared with ours, as kube-controller-manager does it). A process that just started
 /// has seen every Lease change "now": it waits a full `--partition-after` before it fences.
-#[derive(Default)]
-pub struct LeaseClock {
-    seen: HashMap<String, (Option<String>, Instant)>,
-}
-
-impl LeaseClock {
-    pub fn observe(
-        &mut self,
-        node: &str,
-        renew: Option<String>,
-        now: Instant,
-    ) -> std::time::Duration {
-        let entry = self
-            .seen
-            .entry(node.to_string())
-            .or_insert_with(|| (renew.clone(), now));
-        if entry.0 != renew {
-            *entry = (renew, now);
-        }
-        now.duration_since(entry.1)
-    }
-    pub fn forget_except(&mut self, nodes: &[String]) {
-        self.seen.retain(|n, _| nodes.contains(n));
-    }
-}
+pub type LeaseClock = crate::runtime::seen::Seen<String, Option<String>>;
 
 pub fn health(n: &Node, silent: Option<std::time::Duration>) -> NodeHealth {
     let (ready, ready_changed) = n.ready_since();

@@ -8,40 +8,21 @@
 //! lock's own age.
 
 use crate::rules::rwo_lock::BIND_GRACE;
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use crate::runtime::seen::Seen;
+use std::time::Duration;
 
-/// Past this many claims (and twice the count the last prune left), entries nobody looked at for a
-/// grace are dropped (a dropped lock seen again counts as new: it holds a grace longer, never less).
-const PRUNE_ABOVE: usize = 4096;
-
+/// Each claim's lock value, on the one "seen since" clock; keys nobody asked about for a grace
+/// may be dropped once many are watched (a dropped lock seen again counts as new: it holds a
+/// grace longer, never less).
 pub struct LockClock {
-    seen: Mutex<Seen>,
-}
-
-struct Seen {
-    locks: HashMap<(String, String), Entry>,
-    /// The size at which the next prune runs: doubling keeps an insert O(1) amortized.
-    prune_at: usize,
-}
-
-struct Entry {
-    value: String,
-    /// When this process first saw `value` unused (backdated by `observe`'s `first`).
-    since: Instant,
-    /// When anyone here last asked about it.
-    looked: Instant,
+    seen: Seen<(String, String), String>,
 }
 
 impl LockClock {
     /// A lock seen for the first time is young: the placement it was written for may be in flight.
     pub fn live() -> LockClock {
         LockClock {
-            seen: Mutex::new(Seen {
-                locks: HashMap::new(),
-                prune_at: PRUNE_ABOVE,
-            }),
+            seen: Seen::new(Some(BIND_GRACE)),
         }
     }
 
@@ -59,15 +40,10 @@ impl LockClock {
     /// what this look found; a use restarts the clock).
     pub fn quiet_for(&self, ns: &str, name: &str, raw: &str, in_use: bool) -> Duration {
         if in_use {
-            self.forget(ns, name);
+            self.seen.forget(&(ns.to_string(), name.to_string()));
             return Duration::ZERO;
         }
         self.observe(ns, name, raw, Duration::ZERO)
-    }
-
-    fn forget(&self, ns: &str, name: &str) {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        seen.locks.remove(&(ns.to_string(), name.to_string()));
     }
 
     /// This process wrote `raw` onto `ns/name` just now.
@@ -76,44 +52,9 @@ impl LockClock {
     }
 
     fn observe(&self, ns: &str, name: &str, raw: &str, first: Duration) -> Duration {
-        let now = Instant::now();
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (ns.to_string(), name.to_string());
-        if let Some(e) = seen.locks.get_mut(&key)
-            && e.value == raw
-        {
-            e.looked = now;
-            return now.duration_since(e.since);
-        }
-        // By last look, not by age: dropping the locks first seen a grace ago dropped exactly those
-        // about to be judged, so while more than 4,096 were watched (a churn of 7,606 pods at 5,000
-        // nodes, `make bench-scale`) none ever aged past the grace, and binds the scheduler retried
-        // on another node were refused for minutes. A lock that placements keep asking about stays.
-        if seen.locks.len() >= seen.prune_at {
-            seen.locks
-                .retain(|_, e| now.duration_since(e.looked) < BIND_GRACE);
-            seen.prune_at = PRUNE_ABOVE.max(2 * seen.locks.len());
-        }
-        // Backdated by `first` so that the next look measures from the same origin.
-        let since = now.checked_sub(first).unwrap_or(now);
-        seen.locks.insert(
-            key,
-            Entry {
-                value: raw.to_string(),
-                since,
-                looked: now,
-            },
-        );
-        now.duration_since(since)
-    }
-
-    /// Tests: as if nobody had asked about any lock for `by`.
-    #[cfg(test)]
-    fn unlooked_for(&self, by: Duration) {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        for e in seen.locks.values_mut() {
-            e.looked = e.looked.checked_sub(by).unwrap_or(e.looked);
-        }
+        self.seen
+            .observe((ns.to_string(), name.to_string()), raw.to_string(), first)
+            .held
     }
 }
 

@@ -1,6 +1,7 @@
 //! Unit tests of `src/state/lock_clock.rs`.
 
 use super::*;
+use crate::runtime::seen::PRUNE_ABOVE;
 
 #[test]
 fn a_new_lock_is_young_a_state_files_is_old_and_a_changed_lock_or_a_use_starts_again() {
@@ -49,13 +50,11 @@ fn a_lock_still_asked_about_keeps_its_age_while_thousands_of_others_are_watched(
 #[test]
 fn locks_nobody_asked_about_for_a_grace_are_dropped_and_young_when_seen_again() {
     let clock = LockClock::offline([("ns", "old", "a")]);
-    clock.unlooked_for(BIND_GRACE);
+    clock.seen.unlooked_for(BIND_GRACE);
     for i in 0..PRUNE_ABOVE {
         clock.quiet_for("ns", &format!("c{i}"), "x", false);
     }
-    let seen = clock.seen.lock().unwrap_or_else(|p| p.into_inner());
-    assert!(!seen.locks.contains_key(&("ns".into(), "old".into())));
-    assert_eq!(seen.locks.len(), PRUNE_ABOVE, "the young ones stay");
-    drop(seen);
+    assert!(!clock.seen.contains(&("ns".into(), "old".into())));
+    assert_eq!(clock.seen.len(), PRUNE_ABOVE, "the young ones stay");
     assert!(clock.quiet_for("ns", "old", "a", false) < BIND_GRACE);
 }

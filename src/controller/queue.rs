@@ -42,6 +42,8 @@ struct Inner<K> {
     processing: HashSet<K>,
     dirty: HashSet<K>,
     failures: HashMap<K, u32>,
+    /// Keys waiting to be added (`add_after`), with when.
+    waiting: HashMap<K, tokio::time::Instant>,
     shut_down: bool,
 }
 
@@ -75,6 +77,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
                 processing: HashSet::new(),
                 dirty: HashSet::new(),
                 failures: HashMap::new(),
+                waiting: HashMap::new(),
                 shut_down: false,
             }),
             notify: Notify::new(),
@@ -111,10 +114,40 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
             *f
         };
         let delay = self.backoff.delay(failures);
+        self.add_after(key, delay);
+    }
+
+    /// Add `key` once `delay` has passed (client-go's `AddAfter`, kube-runtime's
+    /// `Action::requeue`): the one place a key waits; a key already waiting for a deadline no
+    /// later than this one is not given a second timer.
+    pub fn add_after(self: &Arc<Self>, key: K, delay: Duration) {
+        let due = tokio::time::Instant::now() + delay;
+        {
+            let mut q = self.lock();
+            if q.shut_down {
+                return;
+            }
+            match q.waiting.get(&key) {
+                Some(at) if *at <= due => return,
+                _ => {
+                    q.waiting.insert(key.clone(), due);
+                }
+            }
+        }
         let me = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            me.add(key);
+            tokio::time::sleep_until(due).await;
+            let mine = {
+                let mut q = me.lock();
+                let mine = q.waiting.get(&key) == Some(&due);
+                if mine {
+                    q.waiting.remove(&key);
+                }
+                mine
+            };
+            if mine {
+                me.add(key);
+            }
         });
     }
 

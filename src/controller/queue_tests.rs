@@ -89,3 +89,21 @@ async fn a_drained_queue_gives_back_a_relists_capacity() {
         inner.queued.capacity()
     );
 }
+
+/// A key waits once, for the earliest deadline asked: a later one adds no timer, an earlier one
+/// takes over (the earlier timer's key is not added twice).
+#[tokio::test(start_paused = true)]
+async fn add_after_waits_once_for_the_earliest_deadline() {
+    let q = Queue::new(Backoff::default());
+    q.add_after("k", Duration::from_secs(10));
+    q.add_after("k", Duration::from_secs(20));
+    q.add_after("k", Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(q.len(), 0, "nothing before the earliest deadline");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(q.len(), 1, "added at 5 s");
+    assert_eq!(q.next().await, Some("k"));
+    q.done(&"k");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(q.len(), 0, "the 10 s and 20 s asks added nothing more");
+}

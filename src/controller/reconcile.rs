@@ -50,6 +50,8 @@ enum Retry {
 enum Outcome {
     Done,
     Retry(Retry),
+    /// Nothing to do yet: look again after this long (kube-runtime's `Action::requeue`).
+    RequeueAfter(Duration),
 }
 
 /// What the reconciler is told (built from the controller's flags by `controller::run`).
@@ -223,6 +225,14 @@ impl Reconciler {
                 tracing::warn!(?key, reason = %why, failures = self.queue.failures(key) + 1, "reconcile failed; retrying with backoff");
                 self.queue.add_rate_limited(key.clone());
             }
+            Outcome::RequeueAfter(after) => {
+                self.metrics
+                    .reconciles
+                    .get_or_create(&ResultLabel { result: "success" })
+                    .inc();
+                self.queue.forget(key);
+                self.queue.add_after(key.clone(), after);
+            }
         }
         self.queue.done(key);
     }
@@ -269,7 +279,7 @@ impl Reconciler {
         let value = match release::unused_since(pvc, pods, grace_left) {
             UnusedSince::Keep => return Outcome::Done,
             UnusedSince::Wait(left) => {
-                return self.look_again_after(ns, name, left + Duration::from_millis(100));
+                return Outcome::RequeueAfter(left + Duration::from_millis(100));
             }
             UnusedSince::Set { ended } => {
                 serde_json::Value::String(rfc3339(ended.map_or(first_seen, |e| e.max(first_seen))))
@@ -297,16 +307,6 @@ impl Reconciler {
         }
         let s = self.unused_seen.observe(key, (), Duration::ZERO);
         (s.held, s.wall)
-    }
-
-    /// Queue the claim again after `after`.
-    fn look_again_after(&self, ns: &str, name: &str, after: Duration) -> Outcome {
-        let (queue, key) = (self.queue.clone(), Key::pvc(ns, name));
-        tokio::spawn(async move {
-            tokio::time::sleep(after).await;
-            queue.add(key);
-        });
-        Outcome::Done
     }
 
     async fn reconcile_pv(&self, name: &str) -> Outcome {

@@ -40,7 +40,7 @@ impl Reconciler {
         // LIST and pod GET raced the very bind that wrote it (the bind took 1.19× a writing no-op
         // with them, on a 2-core machine).
         if observed < rwo_lock::BIND_GRACE && !node_released {
-            return self.look_again_after_grace(ns, name, observed);
+            return Self::look_again_after_grace(observed);
         }
         let live = match self.read_hold(ns, name, &lock).await {
             Ok(live) => live,
@@ -65,7 +65,7 @@ impl Reconciler {
             return Outcome::Done;
         }
         if observed < rwo_lock::BIND_GRACE && !released {
-            return self.look_again_after_grace(ns, name, observed);
+            return Self::look_again_after_grace(observed);
         }
         let hold = rwo_lock::NodeHold {
             claim: name,
@@ -157,11 +157,12 @@ impl Reconciler {
         Outcome::Done
     }
 
-    /// Queue the claim again once the lock has been seen quiet for the grace (at most
+    /// Look at the claim again once the lock has been seen quiet for the grace (at most
     /// `BIND_GRACE` away: no date written by anyone else sets that time).
-    fn look_again_after_grace(&self, ns: &str, name: &str, observed: Duration) -> Outcome {
-        let left = rwo_lock::BIND_GRACE.saturating_sub(observed) + Duration::from_secs(1);
-        self.look_again_after(ns, name, left)
+    fn look_again_after_grace(observed: Duration) -> Outcome {
+        Outcome::RequeueAfter(
+            rwo_lock::BIND_GRACE.saturating_sub(observed) + Duration::from_secs(1),
+        )
     }
 }
 

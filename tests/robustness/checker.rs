@@ -296,7 +296,7 @@ fn recovery(
 
 /// What physics adds to an incident's limit for the faults it met between the node's last
 /// heartbeat and the release: a controller leader killed (the lease a follower waits out), and
-/// the control plane down (nothing moves). A leader killed while the backend was fencing is
+/// the control plane down (nothing moves). What happened while the backend was fencing is
 /// already in the limit: the fence's time is measured from its request to its proof.
 pub fn waits(
     faults: &[FaultRun],
@@ -315,7 +315,15 @@ pub fn waits(
             {
                 LEADER_LEASE.min(to - f.start)
             }
-            "apiserver-restart" | "etcd-restart" => (f.end.min(to) - f.start.max(from)).max(0.0),
+            // The part inside the fence is already in the fence's own time.
+            "apiserver-restart" | "etcd-restart" => {
+                let overlap = |a: f64, b: f64| (f.end.min(b) - f.start.max(a)).max(0.0);
+                let fenced = match fencing {
+                    (Some(a), Some(b)) => overlap(a.max(from), b.min(to)),
+                    _ => 0.0,
+                };
+                overlap(from, to) - fenced
+            }
             _ => 0.0,
         };
         if w > 0.0 {

@@ -46,7 +46,12 @@ impl Admission {
                 Some(i) if own && adds_taint => self.cluster.node_fence(i).await,
                 _ => Fact::Missing,
             };
-            (incident, self.node_alive(&name, old.ready()).await)
+            // The stored Ready: at CREATE, the object's own (what is stored, as the policy reads it).
+            let stored = match &*req.operation {
+                "CREATE" => new.ready(),
+                _ => old.ready(),
+            };
+            (incident, self.node_alive(&name, stored).await)
         })
         .await;
         let d = node_taint::node_update(

@@ -358,6 +358,33 @@ oldObject.metadata.annotations[?'",
     };
 }
 
+/// CEL: `$o` (a Node: `object` or `oldObject`) reports Ready: its first Ready condition is True,
+/// as upstream's `IsNodeReady` and `Node::ready` read it.
+macro_rules! ready {
+    ($o:ident) => {
+        concat!(
+            "(has(",
+            stringify!($o),
+            ".status) && has(",
+            stringify!($o),
+            ".status.conditions) && ",
+            stringify!($o),
+            ".status.conditions.exists(c, c.type == 'Ready') && ",
+            stringify!($o),
+            ".status.conditions.filter(c, c.type == 'Ready')[0].status == 'True')"
+        )
+    };
+}
+
+/// CEL: this write adds the out-of-service taint to a Node (present at CREATE counts as added).
+macro_rules! adds_out_of_service {
+    () => {
+        "has(object.spec.taints) && object.spec.taints.exists(t, t.key == 'node.kubernetes.io/out-of-service') && \
+!(request.operation == 'UPDATE' && has(oldObject.spec.taints) && \
+oldObject.spec.taints.exists(t, t.key == 'node.kubernetes.io/out-of-service'))"
+    };
+}
+
 /// CEL: the overrides this write sets (`"true"` now, not before; at CREATE there is no before),
 /// as `rules::proof::newly_set`.
 macro_rules! newly_set {
@@ -422,4 +449,7 @@ macro_rules! param_list {
     };
 }
 
-pub(crate) use {newly_set, param_list, person, stamp, stamp_at, stored_override_counts};
+pub(crate) use {
+    adds_out_of_service, newly_set, param_list, person, ready, stamp, stamp_at,
+    stored_override_counts,
+};

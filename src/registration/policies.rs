@@ -16,7 +16,8 @@
 //! volguard's namespace, written by the chart from the same values as the flags.
 
 use super::conditions::{
-    self, Condition, newly_set, param_list, person, stamp, stamp_at, stored_override_counts,
+    self, Condition, adds_out_of_service, newly_set, param_list, person, ready, stamp, stamp_at,
+    stored_override_counts,
 };
 use super::webhooks;
 use crate::rules::proof::proof_key;
@@ -249,7 +250,7 @@ for the setter), stamped with their name; nobody else writes the stamp",
 (!has(params.data) || params.data[?'break-glass'].orValue('rbac') == 'rbac') && ",
                 newly_set!(),
                 concat!(
-                    ".all(k, (request.namespace != '' ? authorizer.group('volguard.io').resource('breakglass')\
+                    ".all(k, (has(request.namespace) && request.namespace != '' ? authorizer.group('volguard.io').resource('breakglass')\
 .namespace(request.namespace) : authorizer.group('volguard.io').resource('breakglass')).name(\
 {'",
                     proof_key!(allow_finalizer_removal),
@@ -348,25 +349,54 @@ NODE` (a person granted volguard\\'s break-glass role, naming themselves), which
         name: None,
         group: ("", "v1"),
         rule: Rule::OutOfServiceTaint,
-        rows: "§7 row out-of-service-node-alive, as far as the Node itself shows it: the out-of-service taint is not added \
-to, nor a node confirmed down on, a Node whose stored Ready condition is True (its Lease, the proof and the record are \
-read by the webhook, whose entry is Ignore so that a person can heal a partition while volguard is down)",
+        rows: "§7 the rows the Node itself shows: the out-of-service taint is not added to, nor a node confirmed down \
+on, a Node whose stored Ready condition is True (out-of-service-node-alive, confirm-node-alive); the taint is added \
+only by volguard (its incident is the webhook's to read), a trusted remediator, or a person on a stored confirmation \
+stamped by a person (out-of-service-confirmed; its expiry, the Lease and the record are read by the webhook, whose \
+entry is Ignore so that a person who confirmed can heal a partition while volguard is down)",
         resources: &["nodes", "nodes/status"],
         operations: &["CREATE", "UPDATE"],
         namespaced: false,
         all_scopes: false,
         match_conditions: &[&conditions::ADDS_OUT_OF_SERVICE],
-        // The stored Node's Ready, as the webhook reads it (at CREATE, the object's own).
+        // The stored Node's Ready, as the webhook reads it (at CREATE, the object's own); then,
+        // for the taint, whoever proves the node down.
         body: Body::Validate {
-            allowed: "!(request.operation == 'UPDATE' ? \
-(has(oldObject.status) && has(oldObject.status.conditions) && \
-oldObject.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')) : \
-(has(object.status) && has(object.status.conditions) && \
-object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')))",
-            message: "'adding taint node.kubernetes.io/out-of-service to (or confirming down) node \"' + object.metadata.name + \
+            allowed: concat!(
+                "!(request.operation == 'UPDATE' ? ",
+                ready!(oldObject),
+                " : ",
+                ready!(object),
+                ") && (!(",
+                adds_out_of_service!(),
+                ") || request.userInfo.username in ",
+                param_list!("volguard-identities"),
+                " || request.userInfo.username in ",
+                param_list!("taint-users"),
+                " || request.userInfo.groups.exists(g, g in ",
+                param_list!("taint-groups"),
+                ") || request.operation == 'UPDATE' && ",
+                person!(),
+                " && ",
+                stored_override_counts!(confirm_node_down),
+                ")"
+            ),
+            message: concat!(
+                "(request.operation == 'UPDATE' ? ",
+                ready!(oldObject),
+                " : ",
+                ready!(object),
+                ") ? 'adding taint node.kubernetes.io/out-of-service to (or confirming down) node \"' + object.metadata.name + \
 '\" refused: the node is not down: it reports Ready. A node that heartbeats may run its pods and write to their volumes, \
 whoever says it is down. If the machine is really gone, stop its kubelet or power it off first; once it is NotReady \
-(kubectl get node ' + object.metadata.name + '), confirm again'",
+(kubectl get node ' + object.metadata.name + '), confirm again' : 'adding taint node.kubernetes.io/out-of-service to node \"' + \
+object.metadata.name + '\" refused: nothing proves the node is down. The taint makes PodGC force-delete its pods and the \
+attach/detach controller detach its volumes while the machine may still write to them. Once you have confirmed the \
+machine is off (or cut from its storage), a person confirms it first (kubectl annotate node ' + object.metadata.name + \
+' ",
+                proof_key!(confirm_node_down),
+                "=true), then adds the taint'"
+            ),
         },
     },
     Policy {
@@ -559,6 +589,8 @@ pub fn params() -> Value {
             ),
             "force-delete-users": "",
             "force-delete-groups": "",
+            "taint-users": "",
+            "taint-groups": "",
             "human-force-delete": "confirm",
             "break-glass": "rbac",
         },

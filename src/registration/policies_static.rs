@@ -14,6 +14,9 @@ pub struct Inlined {
     pub identities: Vec<String>,
     pub force_delete_users: Vec<String>,
     pub force_delete_groups: Vec<String>,
+    /// Trusted remediators that add the out-of-service taint (`taint-users`, `taint-groups`).
+    pub taint_users: Vec<String>,
+    pub taint_groups: Vec<String>,
     /// `human-force-delete: warn`.
     pub human_warn: bool,
     /// `break-glass`: `rbac` (default), `anyone` or `off`.
@@ -32,6 +35,8 @@ impl Inlined {
             ],
             force_delete_users: Vec::new(),
             force_delete_groups: Vec::new(),
+            taint_users: Vec::new(),
+            taint_groups: Vec::new(),
             human_warn: false,
             break_glass: "rbac".into(),
             exempt: Vec::new(),
@@ -52,6 +57,8 @@ impl Inlined {
             .replace(param_list!("volguard-identities"), &list(&self.identities))
             .replace(param_list!("force-delete-users"), &list(&self.force_delete_users))
             .replace(param_list!("force-delete-groups"), &list(&self.force_delete_groups))
+            .replace(param_list!("taint-users"), &list(&self.taint_users))
+            .replace(param_list!("taint-groups"), &list(&self.taint_groups))
             .replace(
                 "(has(params.data) && params.data[?'human-force-delete'].orValue('confirm') == 'warn')",
                 if self.human_warn { "true" } else { "false" },

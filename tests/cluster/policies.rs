@@ -168,19 +168,41 @@ pub(super) async fn policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
         .create(&PostParams::default(), &gone)
         .await
         .expect("a node that never reported");
+    // Not Ready, but nobody proved it down: refused too (PodGC would delete its pods at once).
+    let (code, msg) = denial(
+        nodes
+            .patch("gone-1", &PatchParams::default(), &taint(false))
+            .await
+            .expect_err("an unconfirmed out-of-service taint"),
+    );
+    assert_eq!(code, 403, "{msg}");
+    assert!(msg.contains("nothing proves the node is down"), "{msg}");
+    // A person confirms first (volguard is down: naming themselves, as the proof policy asks),
+    // then the taint passes: the way to heal a partition while volguard is down.
+    nodes
+        .patch(
+            "gone-1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"volguard.io/confirm-node-down": "true",
+                "volguard.io/confirmed-by": "e2e-admin"}}}),
+            ),
+        )
+        .await
+        .expect("a person's confirmation of a node not Ready");
     nodes
         .patch("gone-1", &PatchParams::default(), &taint(false))
         .await
-        .expect("the taint on a node that reports no Ready passes while volguard is down");
+        .expect("the taint on a confirmed node not Ready passes while volguard is down");
     nodes
         .delete("gone-1", &DeleteParams::default())
         .await
         .expect("delete gone-1");
     println!(
         "policy-webhook-down: {} applied; with volguard stopped and unregistered: force delete, forged Failed, \
-         forged lock and the out-of-service taint on a Ready node refused by the apiserver; confirmed force \
-         delete, graceful delete and the taint on a node not Ready passed; a restored claim's unused-since mark \
-         dropped",
+         forged lock, the out-of-service taint on a Ready node and an unconfirmed one refused by the apiserver; \
+         confirmed force delete, graceful delete and the taint on a confirmed node not Ready passed; a restored \
+         claim's unused-since mark dropped",
         applied.len()
     );
     let graceful = pods.delete("victim", &DeleteParams::default()).await;

@@ -316,7 +316,7 @@ robustness: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) nodes
 # hour, by hand; `make test` runs a few of them (tests/nodes.rs upstream_protection_and_statefulset).
 # Counts in target/e2e/upstream-storage.json.
 upstream-storage: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) nodes
-	VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) $(E2E_ENV) \
+	VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) VOLGUARD_SCENARIO_STUCK_SECONDS=10800 $(E2E_ENV) \
 	  $(CARGO) test --locked --test nodes -- --ignored --nocapture --exact upstream_storage_suites
 
 # The short chaos run in `make test` uses a fixed seed; `make chaos` picks a new one each run.

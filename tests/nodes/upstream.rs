@@ -103,6 +103,8 @@ async fn upstream(s: &mut Shared, name: &str, focus: &str, timeout: &str) -> (us
         .args(["--ginkgo.no-color", "--allowed-not-ready-nodes=0"])
         .arg(format!("--report-dir={}", d.display()))
         .current_dir(&d)
+        // A scenario given up on takes its e2e.test with it.
+        .kill_on_drop(true)
         .output()
         .await
         .expect("run e2e.test");

@@ -48,6 +48,15 @@ macro_rules! scenarios {
 /// (each scenario's own waits are far shorter; `make bench`'s side by side is the longest).
 const STUCK: std::time::Duration = std::time::Duration::from_secs(900);
 
+/// How long a scenario may run before it counts as stuck: 900 s, or
+/// `VOLGUARD_SCENARIO_STUCK_SECONDS` for the long runs made by hand (`make upstream-storage`).
+fn stuck() -> std::time::Duration {
+    std::env::var("VOLGUARD_SCENARIO_STUCK_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(STUCK, std::time::Duration::from_secs)
+}
+
 /// Run scenario `name` on the cluster in `cell` (built by `start` on first use; `prepare` runs
 /// before each scenario), printing `scenario NAME: ok (..s)`; a stuck one fails with `logs`.
 pub fn scenario<T: Send + 'static>(
@@ -78,9 +87,10 @@ pub fn scenario<T: Send + 'static>(
         let shared = guard.as_mut().expect("cluster");
         prepare(shared).await;
         let t = Instant::now();
-        let finished = tokio::time::timeout(STUCK, f(shared)).await.is_ok();
+        let stuck = stuck();
+        let finished = tokio::time::timeout(stuck, f(shared)).await.is_ok();
         if !finished {
-            panic!("scenario {name} stuck for {STUCK:?}\n{}", logs(shared));
+            panic!("scenario {name} stuck for {stuck:?}\n{}", logs(shared));
         }
         println!("scenario {name}: ok ({:.1}s)", t.elapsed().as_secs_f64());
     });

@@ -7,7 +7,7 @@ use super::*;
 
 /// What `make test` runs: storage protection, the StatefulSet tests that use volumes, and a few of
 /// the external-driver storage suites on both test drivers (`make upstream-storage` runs them all).
-const FOCUS: &str = r"\[sig-storage\] (PVC|PV) Protection|\[sig-apps\] StatefulSet Basic StatefulSet functionality \[StatefulSetBasic\] should (provide basic identity|perform rolling updates and roll backs of template modifications with PVCs)|External Storage .*\[Testpattern: Dynamic PV \(default fs\)\] (volumes should store data|multiVolume \[Slow\] should access to two volumes with the same volume mode and retain data across pod recreation on different node)";
+const FOCUS: &str = r"\[sig-storage\] (PVC|PV) Protection|\[sig-apps\] StatefulSet Basic StatefulSet functionality \[StatefulSetBasic\] should (provide basic identity|perform rolling updates and roll backs of template modifications with PVCs)|External Storage .*\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|External Storage .*\[Testpattern: Dynamic PV \(filesystem volmode\)\] multiVolume should access to two volumes with the same volume mode and retain data across pod recreation on different node";
 /// `make upstream-storage`: every suite upstream runs against an installed CSI driver, on both
 /// test drivers, as the external-driver tests are configured (a driver file each).
 const STORAGE_FOCUS: &str = r"External Storage";

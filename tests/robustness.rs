@@ -860,16 +860,11 @@ fn outcome<T>(r: Result<T, kube::Error>) -> String {
 /// The incident a backend is being asked to fence, once there is one (polled until
 /// `MID_FENCE_WAIT`): the moment a leader's death hurts most.
 async fn being_fenced(c: &kube::Client) -> Option<String> {
-    let api = volguard::state::fences::api(c.clone());
     let until = Instant::now() + Duration::from_secs_f64(nemesis::MID_FENCE_WAIT);
     while Instant::now() < until {
-        let fencing = api
-            .list(&ListParams::default())
+        let fencing = support::objects::node_fences(c)
             .await
-            .map(|l| l.items)
-            .unwrap_or_default()
             .into_iter()
-            .filter_map(|o| volguard::state::fences::decode(o).ok())
             .find(|f| f.status.phase == volguard::model::fence::Phase::Fencing);
         if let Some(f) = fencing {
             return Some(f.metadata.name);
@@ -880,18 +875,13 @@ async fn being_fenced(c: &kube::Client) -> Option<String> {
 }
 
 async fn incidents(c: &kube::Client) -> Vec<Incident> {
-    let list = volguard::state::fences::api(c.clone())
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
+    let list = support::objects::node_fences(c).await;
     let (now_up, now_wall) = (uptime(), jiff::Timestamp::now());
     let at = |s: Option<&str>| -> Option<f64> {
         let t: jiff::Timestamp = s?.parse().ok()?;
         Some(now_up - now_wall.duration_since(t).as_secs_f64())
     };
     list.into_iter()
-        .filter_map(|o| volguard::state::fences::decode(o).ok())
         .map(|f| {
             let st = &f.status;
             Incident {

@@ -106,13 +106,9 @@ pub(crate) fn ledger(s: &Shared, incident: &str, action: &str) -> (u64, u64) {
 }
 
 pub(crate) async fn incidents(c: &kube::Client, node: &str) -> Vec<NodeFence> {
-    volguard::state::fences::api(c.clone())
-        .list(&ListParams::default())
+    crate::support::objects::node_fences(c)
         .await
-        .map(|l| l.items)
-        .unwrap_or_default()
         .into_iter()
-        .filter_map(|o| volguard::state::fences::decode(o).ok())
         .filter(|f| f.spec.node == node)
         .collect()
 }

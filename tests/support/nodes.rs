@@ -88,55 +88,40 @@ type Cuts = std::sync::Arc<std::sync::RwLock<std::collections::HashSet<std::net:
 fn relay(listen: std::net::SocketAddr, to: u16, cuts: Cuts) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let l = std::net::TcpListener::bind(listen).expect("relay bind");
-    l.set_nonblocking(true).expect("nonblocking");
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("relay runtime");
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(l).expect("relay listener");
-            while let Ok((inbound, peer)) = l.accept().await {
-                let cuts = cuts.clone();
-                tokio::spawn(async move {
-                    let cut = || cuts.read().is_ok_and(|c| c.contains(&peer.ip()));
-                    while cut() {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                    let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await
-                    else {
-                        return;
-                    };
-                    let _ = inbound.set_nodelay(true);
-                    let _ = outbound.set_nodelay(true);
-                    let (ri, wi) = inbound.into_split();
-                    let (ro, wo) = outbound.into_split();
-                    let pipe =
-                        |mut r: tokio::net::tcp::OwnedReadHalf,
-                         mut w: tokio::net::tcp::OwnedWriteHalf| {
-                            async move {
-                                let mut buf = vec![0u8; 64 * 1024];
-                                loop {
-                                    match r.read(&mut buf).await {
-                                        Ok(0) | Err(_) => break,
-                                        Ok(n) => {
-                                            while cut() {
-                                                tokio::time::sleep(Duration::from_millis(100))
-                                                    .await;
-                                            }
-                                            if w.write_all(&buf[..n]).await.is_err() {
-                                                break;
-                                            }
-                                        }
-                                    }
-                                }
-                                let _ = w.shutdown().await;
-                            }
-                        };
-                    tokio::join!(pipe(ri, wo), pipe(ro, wi));
-                });
+    crate::support::harness::meter::accept_apart(l, move |inbound, peer| {
+        let cuts = cuts.clone();
+        async move {
+            let cut = || cuts.read().is_ok_and(|c| c.contains(&peer.ip()));
+            while cut() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-        });
+            let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await else {
+                return;
+            };
+            let _ = inbound.set_nodelay(true);
+            let _ = outbound.set_nodelay(true);
+            let (ri, wi) = inbound.into_split();
+            let (ro, wo) = outbound.into_split();
+            let pipe = |mut r: tokio::net::tcp::OwnedReadHalf,
+                        mut w: tokio::net::tcp::OwnedWriteHalf| async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match r.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            while cut() {
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                            }
+                            if w.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                let _ = w.shutdown().await;
+            };
+            tokio::join!(pipe(ri, wo), pipe(ro, wi));
+        }
     });
 }
 

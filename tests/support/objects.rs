@@ -188,3 +188,15 @@ pub async fn run_or_dump<F: std::future::Future<Output = ()>>(cp: &ControlPlane,
         started.elapsed().as_secs_f64()
     );
 }
+
+/// Every NodeFence the apiserver holds, decoded (one that does not decode is left out).
+pub async fn node_fences(c: &kube::Client) -> Vec<volguard::model::fence::NodeFence> {
+    volguard::state::fences::api(c.clone())
+        .list(&kube::api::ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|o| volguard::state::fences::decode(o).ok())
+        .collect()
+}

@@ -37,10 +37,14 @@ impl Meter {
     }
 }
 
-/// Relay every connection `listener` accepts to `target` (`host:port`), adding what `target`
-/// sends to `sent`, on a thread and runtime of its own: a test (or the bench) may block its
-/// own runtime, and a stalled relay would stall the client behind it.
-pub fn serve(listener: std::net::TcpListener, target: String, sent: Arc<AtomicU64>) {
+/// Hand every connection `listener` accepts, with its peer, to `handle` on a task, on a thread
+/// and runtime of its own: a test (or the bench) may block its own runtime, and a stalled relay
+/// would stall the client behind it.
+pub fn accept_apart<F, Fut>(listener: std::net::TcpListener, handle: F)
+where
+    F: Fn(TcpStream, std::net::SocketAddr) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     listener.set_nonblocking(true).expect("nonblocking");
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -49,15 +53,23 @@ pub fn serve(listener: std::net::TcpListener, target: String, sent: Arc<AtomicU6
             .expect("relay runtime");
         rt.block_on(async move {
             let listener = TcpListener::from_std(listener).expect("relay listener");
-            while let Ok((inbound, _)) = listener.accept().await {
-                let (target, sent) = (target.clone(), sent.clone());
-                tokio::spawn(async move {
-                    if let Ok(outbound) = TcpStream::connect(&target).await {
-                        relay(inbound, outbound, &sent).await;
-                    }
-                });
+            while let Ok((inbound, peer)) = listener.accept().await {
+                tokio::spawn(handle(inbound, peer));
             }
         });
+    });
+}
+
+/// Relay every connection `listener` accepts to `target` (`host:port`), adding what `target`
+/// sends to `sent`.
+pub fn serve(listener: std::net::TcpListener, target: String, sent: Arc<AtomicU64>) {
+    accept_apart(listener, move |inbound, _| {
+        let (target, sent) = (target.clone(), sent.clone());
+        async move {
+            if let Ok(outbound) = TcpStream::connect(&target).await {
+                relay(inbound, outbound, &sent).await;
+            }
+        }
     });
 }
 

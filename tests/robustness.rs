@@ -543,14 +543,41 @@ async fn workloads(rig: &Rig) -> Vec<Writer> {
                 }
             })
             .await;
+        let start_seconds = pod_start(&c, &log)
+            .await
+            .unwrap_or_else(|| t.elapsed().as_secs_f64());
         out.push(Writer {
             name,
             rwo,
             log,
-            start_seconds: t.elapsed().as_secs_f64(),
+            start_seconds,
         });
     }
     out
+}
+
+/// A pod start on healthy nodes, for a recovery's limit: from the creation of the pod that wrote
+/// the log's first record to that record (its claim's attach and mount included).
+async fn pod_start(c: &kube::Client, log: &std::path::Path) -> Option<f64> {
+    let first = std::fs::read_to_string(log)
+        .ok()?
+        .lines()
+        .find_map(records::parse)?;
+    let pods = Api::<Pod>::namespaced(c.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .ok()?;
+    let created = pods
+        .items
+        .iter()
+        .find(|p| p.metadata.uid.as_deref() == Some(&*first.writer))?
+        .metadata
+        .creation_timestamp
+        .as_ref()?
+        .0;
+    let (now_up, now_wall) = (uptime(), jiff::Timestamp::now());
+    let created_up = now_up - now_wall.duration_since(created).as_secs_f64();
+    Some((first.at - created_up).max(0.0))
 }
 
 // ---------------------------------------------------------------- faults

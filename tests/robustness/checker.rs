@@ -56,7 +56,8 @@ pub struct Workload {
     pub seen: Vec<(String, u64)>,
     /// After the last fault heals, it must write again within this.
     pub limit_seconds: f64,
-    /// From its creation to its first record, on healthy nodes (part of a recovery's limit).
+    /// From the creation of its first pod to that pod's first record, on healthy nodes (part of a
+    /// recovery's limit).
     pub start_seconds: f64,
     /// Its pods' toleration of an unreachable node, which volguard waits out before it fences.
     #[serde(default)]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The images the real-node e2e runs, built without a registry or a daemon, one layer shared by all:
-# Debian's static busybox (the writer's shell and tools, every applet linked), kubernetes' own pause
+# Debian's static busybox (the writer's shell and tools, every applet linked; also as upstream's
+# glibc-dns-testing), kubernetes' own pause
 # (the pod sandbox, compiled statically from the module's build/pause/linux/pause.c) and, when given,
 # agnhost (upstream's e2e test server, built from the same module). Each image is one docker archive in
 # OUT_DIR, imported into each node's containerd with `ctr images import`; pods name them with
@@ -43,6 +44,8 @@ image() {
 image e2e.volguard.io/node:e2e /pause
 image e2e.volguard.io/pause:3.10.2 /pause
 image e2e.volguard.io/e2e-test-images/busybox:1.37.0-2 "" sh
+# What some storage suites' pods run (multiVolume): the same shell and tools.
+image e2e.volguard.io/e2e-test-images/glibc-dns-testing:2.1.1 "" sh
 if [ -n "$agnhost" ]; then
   image e2e.volguard.io/e2e-test-images/agnhost:2.55 /agnhost pause
   image e2e.volguard.io/e2e-test-images/agnhost:2.66.1 /agnhost pause

@@ -44,8 +44,10 @@ image() {
 image e2e.volguard.io/node:e2e /pause
 image e2e.volguard.io/pause:3.10.2 /pause
 image e2e.volguard.io/e2e-test-images/busybox:1.37.0-2 "" sh
-# What some storage suites' pods run (multiVolume): the same shell and tools.
+# What some storage suites' pods run (multiVolume; the volumes suite's exec test names nginx and
+# gives its own command): the same shell and tools.
 image e2e.volguard.io/e2e-test-images/glibc-dns-testing:2.1.1 "" sh
+image e2e.volguard.io/e2e-test-images/nginx:1.27.0-2 "" sh
 if [ -n "$agnhost" ]; then
   image e2e.volguard.io/e2e-test-images/agnhost:2.55 /agnhost pause
   image e2e.volguard.io/e2e-test-images/agnhost:2.66.1 /agnhost pause

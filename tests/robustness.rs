@@ -66,6 +66,7 @@ struct Writer {
     rwo: bool,
     log: PathBuf,
     start_seconds: f64,
+    recovers: bool,
 }
 
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
@@ -259,6 +260,7 @@ async fn run(seed: u64, seconds: f64, plan: &[Fault], with: bool) -> (History, V
                 limit_seconds: LIVENESS,
                 start_seconds: w.start_seconds,
                 forgive_seconds: FORGIVE as f64,
+                recovers: w.recovers,
             })
             .collect(),
         releases: recorded.releases,
@@ -522,11 +524,12 @@ async fn workloads(rig: &Rig) -> Vec<Writer> {
         .await
         .expect("app");
     let mut out = Vec::new();
-    for (name, claim, rwo) in [
+    // (name, claim, its owner replaces a released pod at once: not the Job controller)
+    for (name, claim, recovers) in [
         ("db", "data-db-0", true),
         ("fs", "data-fs-0", true),
         ("app", "app-data", true),
-        ("batch", BATCH_CLAIM, true),
+        ("batch", BATCH_CLAIM, false),
     ] {
         let log = rig.nodes.log_of(&rig.cp, NS, claim).await;
         rig.cp
@@ -548,9 +551,10 @@ async fn workloads(rig: &Rig) -> Vec<Writer> {
             .unwrap_or_else(|| t.elapsed().as_secs_f64());
         out.push(Writer {
             name,
-            rwo,
+            rwo: true,
             log,
             start_seconds,
+            recovers,
         });
     }
     out
@@ -957,7 +961,7 @@ fn summarize(root: &std::path::Path) -> serde_json::Value {
     for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
         for mode in ["with", "without"] {
             // Judged again by this checker (pure: a history is data), so that every seed's sums
-            // are by the same rules.
+            // are by the same rules; its verdict file is rewritten with it.
             let Some(h) = std::fs::read_to_string(e.path().join(format!("history-{mode}.json")))
                 .ok()
                 .and_then(|t| serde_json::from_str::<History>(&t).ok())
@@ -965,6 +969,7 @@ fn summarize(root: &std::path::Path) -> serde_json::Value {
                 continue;
             };
             let v = checker::check(&h);
+            write(&e.path().join(format!("verdict-{mode}.json")), &v);
             runs += 1;
             minutes += (h.ended_at - h.started_at) / 60.0;
             if mode == "with" {

@@ -62,6 +62,15 @@ pub struct Workload {
     /// Its pods' toleration of an unreachable node, which volguard waits out before it fences.
     #[serde(default)]
     pub forgive_seconds: f64,
+    /// Its owner replaces a released pod at once (StatefulSet, Deployment), so its recovery is
+    /// measured against the limit. A Job's controller backs off a failed pod's replacement (10 s,
+    /// doubling): upstream's policy, reported but not counted in the ratios.
+    #[serde(default = "yes")]
+    pub recovers: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -180,7 +189,7 @@ pub fn check(h: &History) -> Verdict {
                 w.name, w.limit_seconds
             ));
         }
-        for i in &h.incidents {
+        for i in h.incidents.iter().filter(|_| w.recovers) {
             if let Some(r) = recovery(i, w, &recs, &h.not_ready, &h.faults) {
                 v.recovery.push(r);
             }

@@ -39,6 +39,7 @@ fn history(log: String) -> History {
             limit_seconds: 30.0,
             start_seconds: 4.0,
             forgive_seconds: 2.0,
+            recovers: true,
             ..Default::default()
         }],
         ..Default::default()
@@ -239,6 +240,25 @@ fn faults_met_before_the_release_add_to_the_limit() {
     assert_eq!(w.get("leader-kill"), None, "{w:?}");
     assert_eq!(w.get("apiserver-restart").copied(), Some(6.0), "{w:?}");
     assert_eq!(w.get("etcd-restart").copied(), Some(0.5), "{w:?}");
+}
+
+/// A Job's replacement waits for its controller's backoff: no recovery ratio for it.
+#[test]
+fn a_workload_whose_owner_backs_off_has_no_recovery_ratio() {
+    let mut h = history(log(&[
+        writer("old", "node-a", 0.0, 20.0),
+        writer("new", "node-b", 44.0, 100.0),
+    ]));
+    h.incidents = vec![Incident {
+        name: "node-a-1".into(),
+        node: "node-a".into(),
+        heartbeat: Some(20.0),
+        released: Some(38.0),
+        ..Default::default()
+    }];
+    assert_eq!(check(&h).recovery.len(), 1);
+    h.workloads[0].recovers = false;
+    assert!(check(&h).recovery.is_empty());
 }
 
 #[test]

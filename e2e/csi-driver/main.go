@@ -132,6 +132,13 @@ func (d *driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (
 	if req.GetName() == "" {
 		return nil, status.Error(codes.InvalidArgument, "name required")
 	}
+	// A directory of the machine: a filesystem, never a raw block device (upstream's volumeMode
+	// suite expects a driver without block support to refuse it).
+	for _, c := range req.GetVolumeCapabilities() {
+		if c.GetBlock() != nil {
+			return nil, status.Error(codes.InvalidArgument, "block volumes are not supported")
+		}
+	}
 	dir, err := d.volDir(req.GetName())
 	if err != nil {
 		return nil, err

@@ -209,13 +209,14 @@ async fn upstream(s: &mut Shared, name: &str, focus: &str, timeout: &str) -> (us
 /// A test's suite: for the external-driver tests the suite after the driver and pattern
 /// (`volumes`, `provisioning`, …), else its outermost container.
 fn suite(texts: &[&str]) -> String {
-    match texts.iter().position(|t| t.starts_with("[Testpattern:")) {
-        Some(i) => texts
-            .get(i + 1)
-            .map_or("?", |t| t.split(' ').next().unwrap_or("?")),
-        None => texts.first().copied().unwrap_or("?"),
-    }
-    .to_string()
+    // "... [Testpattern: Dynamic PV (default fs)] volumes ...": the word after the pattern.
+    let all = texts.join(" ");
+    all.split_once("[Testpattern:")
+        .and_then(|(_, rest)| rest.split_once("] "))
+        .and_then(|(_, tail)| tail.split_whitespace().next())
+        .or_else(|| texts.first().copied())
+        .unwrap_or("?")
+        .to_string()
 }
 
 fn tail(s: &str, n: usize) -> String {

@@ -216,6 +216,8 @@ impl ControlPlane {
             format!("--cert-dir={}", d.join("apiserver-certs").display()),
             "--enable-priority-and-fairness=false".into(),
             "--event-ttl=1h".into(),
+            // As clusters run (kubeadm sets it): upstream's storage suites use privileged pods.
+            "--allow-privileged=true".into(),
         ];
         if profile == Profile::Standalone {
             args.push(

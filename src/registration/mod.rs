@@ -8,6 +8,7 @@ pub mod drift;
 pub mod failure_mode;
 pub mod policies;
 pub mod policies_static;
+pub mod policy_table;
 pub mod webhooks;
 pub mod webhooks_yaml;
 

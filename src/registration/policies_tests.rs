@@ -2,6 +2,7 @@
 //! committed manifest against the table.
 
 use super::*;
+use crate::registration::{conditions, webhooks};
 
 #[test]
 fn each_policy_has_its_own_name_and_its_rules_failure_policy() {

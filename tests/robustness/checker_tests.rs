@@ -218,20 +218,10 @@ fn faults_met_before_the_release_add_to_the_limit() {
     assert_eq!(w.get("etcd-restart").copied(), Some(1.0), "{w:?}");
     assert_eq!(w.len(), 3, "{w:?}");
 
-    let mut h = history(log(&[
-        writer("old", "node-a", 0.0, 20.0),
-        writer("new", "node-b", 44.0, 100.0),
-    ]));
+    let mut h = released_and_replaced();
     h.faults = faults.to_vec();
-    h.incidents = vec![Incident {
-        name: "node-a-1".into(),
-        node: "node-a".into(),
-        heartbeat: Some(20.0),
-        fence_requested: Some(36.0),
-        fenced: Some(37.0),
-        released: Some(38.0),
-        ..Default::default()
-    }];
+    h.incidents[0].fence_requested = Some(36.0);
+    h.incidents[0].fenced = Some(37.0);
     let v = check(&h);
     assert!((v.recovery[0].limit_seconds - 35.0).abs() < 0.01, "{v:?}");
     // Killed while the backend was fencing: inside the fence's own time already; so is the part
@@ -242,9 +232,8 @@ fn faults_met_before_the_release_add_to_the_limit() {
     assert_eq!(w.get("etcd-restart").copied(), Some(0.5), "{w:?}");
 }
 
-/// A Job's replacement waits for its controller's backoff: no recovery ratio for it.
-#[test]
-fn a_workload_whose_owner_backs_off_has_no_recovery_ratio() {
+/// A writer on node-a until 20, released at 38, its replacement on node-b from 44.
+fn released_and_replaced() -> History {
     let mut h = history(log(&[
         writer("old", "node-a", 0.0, 20.0),
         writer("new", "node-b", 44.0, 100.0),
@@ -256,6 +245,13 @@ fn a_workload_whose_owner_backs_off_has_no_recovery_ratio() {
         released: Some(38.0),
         ..Default::default()
     }];
+    h
+}
+
+/// A Job's replacement waits for its controller's backoff: no recovery ratio for it.
+#[test]
+fn a_workload_whose_owner_backs_off_has_no_recovery_ratio() {
+    let mut h = released_and_replaced();
     assert_eq!(check(&h).recovery.len(), 1);
     h.workloads[0].recovers = false;
     assert!(check(&h).recovery.is_empty());

@@ -219,17 +219,36 @@ fn kubeconfig_list_is_merged_and_an_error_is_printed_once() {
     );
 }
 
-/// README's `kubectl volguard` sample is volguard's real output: each command of the block is run
-/// against manifests/examples/state.yaml and must print exactly what the README shows.
+/// README's `kubectl volguard` sample and docs/reference.md's are volguard's real output: each
+/// command of the blocks is run against manifests/examples/state.yaml and must print exactly what
+/// the file shows.
 #[test]
 fn readme_sample_is_real_output() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README");
-    let start = readme
-        .find("```console\n$ make install PREFIX=$HOME/.local")
-        .expect("the explain sample block");
-    let block = &readme[start + "```console\n".len()..];
-    let block = &block[..block.find("```\n").expect("end of block")];
+    let mut checked = 0;
+    for (file, marker) in [
+        (
+            "README.md",
+            "```console\n$ make install PREFIX=$HOME/.local",
+        ),
+        (
+            "docs/reference.md",
+            "```console\n$ kubectl volguard explain pvc results",
+        ),
+    ] {
+        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
+            .expect("the sample's file");
+        let start = text
+            .find(marker)
+            .unwrap_or_else(|| panic!("the explain sample block of {file}"));
+        let block = &text[start + "```console\n".len()..];
+        let block = &block[..block.find("```\n").expect("end of block")];
+        checked += check_sample(file, block);
+    }
+    assert!(checked >= 5, "only {checked} commands checked");
+}
+
+/// Run each `$ kubectl volguard …` line of `block` and compare with the lines shown under it.
+fn check_sample(file: &str, block: &str) -> usize {
     let s = state();
     let s = s.to_str().expect("path");
     let mut checked = 0;
@@ -258,8 +277,8 @@ fn readme_sample_is_real_output() {
         }
         let (ok, out, err) = run(&volguard(), &args);
         assert!(ok, "{cmd}: {err}");
-        assert_eq!(out, shown, "README shows other output for `{cmd}`");
+        assert_eq!(out, shown, "{file} shows other output for `{cmd}`");
         checked += 1;
     }
-    assert!(checked >= 3, "only {checked} commands checked");
+    checked
 }

@@ -138,20 +138,10 @@ fn a_release_needs_a_fence_before_it() {
 
 #[test]
 fn recovery_runs_from_the_heartbeat_to_the_first_record_elsewhere() {
-    let mut h = history(log(&[
-        writer("old", "node-a", 0.0, 20.0),
-        writer("new", "node-b", 44.0, 100.0),
-    ]));
-    h.incidents = vec![Incident {
-        name: "node-a-1".into(),
-        node: "node-a".into(),
-        heartbeat: Some(20.0),
-        detected: Some(35.5),
-        fence_requested: Some(36.0),
-        fenced: Some(37.0),
-        released: Some(38.0),
-        ..Default::default()
-    }];
+    let mut h = released_and_replaced();
+    h.incidents[0].detected = Some(35.5);
+    h.incidents[0].fence_requested = Some(36.0);
+    h.incidents[0].fenced = Some(37.0);
     h.not_ready = vec![
         NotReady {
             at: 39.0,

@@ -41,7 +41,8 @@ STATE ?= manifests/examples/state.yaml
 NODES_DIR = $(CACHE)/nodes/$(K8S_VERSION)
 NODE_PARTS = $(NODES_DIR)/kubelet $(CACHE)/containerd/$(CONTAINERD_VERSION)/containerd \
   $(CACHE)/csi/provisioner-$(PROVISIONER_VERSION) $(CACHE)/csi/attacher-$(ATTACHER_VERSION) \
-  $(NODES_DIR)/volguard-test-csi $(NODES_DIR)/images/.built $(NODES_DIR)/e2e.test
+  $(NODES_DIR)/volguard-test-csi $(NODES_DIR)/images/.built $(NODES_DIR)/e2e.test \
+  $(NODES_DIR)/kube-proxy $(NODES_DIR)/registry
 E2E_ENV = VOLGUARD_NODES_DIR=$(NODES_DIR) VOLGUARD_ETCD=$(ETCD_BIN) VOLGUARD_KWOK_DIR=$(KWOK_DIR) VOLGUARD_CERT_MANAGER_DIR=$(CM_DIR) \
   VOLGUARD_CERT_MANAGER_CRDS=$(CM_DIR)/crds VOLGUARD_HELM=$(HELM)
 
@@ -216,6 +217,17 @@ $(NODES_DIR)/kubelet:
 	cd e2e/kubernetes/$(basename $(K8S_VERSION)) && CGO_ENABLED=0 go build -trimpath -o $@ \
 	  -ldflags "$(call k8s_ldflags,$(K8S_VERSION))" k8s.io/kubernetes/cmd/kubelet
 
+# kube-proxy (iptables mode), for the scenarios whose pods reach Services (tests/adoption.rs).
+$(NODES_DIR)/kube-proxy:
+	mkdir -p $(@D)
+	cd e2e/kubernetes/$(basename $(K8S_VERSION)) && CGO_ENABLED=0 go build -trimpath -o $@ \
+	  -ldflags "$(call k8s_ldflags,$(K8S_VERSION))" k8s.io/kubernetes/cmd/kube-proxy
+
+# The OCI registry on the test bridge (go-containerregistry's pkg/registry behind TLS).
+$(NODES_DIR)/registry: e2e/registry/main.go e2e/registry/go.mod e2e/registry/go.sum
+	mkdir -p $(@D)
+	cd e2e/registry && CGO_ENABLED=0 go build -trimpath -o $@ -ldflags "-s -w" .
+
 # containerd v2 from its module, CGO off (so without the btrfs, devmapper and zfs snapshotters).
 $(CACHE)/containerd/$(CONTAINERD_VERSION)/containerd:
 	mkdir -p $(@D)
@@ -324,7 +336,8 @@ upstream-storage: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) nodes
 # tests/partition.rs on the first version; tests/nodes.rs (real nodes) on the first version;
 # tests/e2e.rs, the chaos run and tests/install.rs (helm install, Prometheus) on the first version,
 # then on the other versions the cluster scenarios whose behaviour differs by version.
-e2e: controlplane prometheus nodes
+# tests/adoption.rs installs the bundle release-check builds (target/dist).
+e2e: controlplane prometheus nodes release-check
 	VOLGUARD_CHAOS_SEED=$${VOLGUARD_CHAOS_SEED:-20261121} VOLGUARD_ROBUSTNESS_SEED=$${VOLGUARD_ROBUSTNESS_SEED:-7004} VOLGUARD_ROBUSTNESS_MINUTES=$${VOLGUARD_ROBUSTNESS_MINUTES:-4} \
 	  $(E2E_ENV) .ci/cluster-e2e.sh $(CACHE) $(K8S_VERSIONS)
 

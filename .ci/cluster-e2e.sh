@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every e2e suite, each against its own cluster, in three streams at once:
 #   1. tests/cluster.rs and tests/partition.rs, every scenario, on the first version;
-#   2. tests/nodes.rs (real kubelets, containerd, the CSI sidecars, upstream's e2e), then one short seed
+#   2. tests/nodes.rs (real kubelets, containerd, the CSI sidecars, upstream's e2e), tests/adoption.rs (the
+#      release installed from a registry as pods), then one short seed
 #      of tests/robustness.rs (the nemesis, with and without volguard) on the first version;
 #   3. tests/e2e.rs, tests/chaos.rs and tests/install.rs on the first version, then tests/cluster.rs and
 #      tests/partition.rs on the other versions, only the scenarios whose behaviour differs by version.
@@ -21,7 +22,7 @@ shift
 # pod status doors of partition healing.
 differs=(unused_condition policy_webhook_down policy_agrees proof_door_matrix delete_protection
   registration_drift kubectl_ux partition_fenced partition_guards)
-cargo test --locked --test cluster --test partition --test nodes --test robustness --test e2e --test chaos --test install --no-run
+cargo test --locked --test cluster --test partition --test nodes --test adoption --test robustness --test e2e --test chaos --test install --no-run
 mkdir -p target/e2e
 run() { # VERSION TESTS... -- FILTERS...
   local v=$1
@@ -56,7 +57,7 @@ for l in "${logs[@]}"; do
 done
 for l in "${logs[@]}"; do
   want=2
-  case $l in *nodes-*) want=2 ;; *e2e-*) want=3 ;; esac
+  case $l in *nodes-*) want=3 ;; *e2e-*) want=3 ;; esac
   if [ "$(grep -c "^test result: ok" "$l")" = "$want" ]; then
     echo "$l: ok ($(grep -c '^scenario .*: ok' "$l") scenarios)"
   else

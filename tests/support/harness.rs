@@ -128,7 +128,12 @@ impl ControlPlane {
         let serving = pki.issue(
             "kube-apiserver",
             &[],
-            &["127.0.0.1", "localhost", "kubernetes.default.svc"],
+            &[
+                "127.0.0.1",
+                "localhost",
+                "kubernetes.default.svc",
+                "10.96.0.1",
+            ],
         );
         std::fs::write(d.join("apiserver.crt"), &serving.cert_pem).expect("write");
         std::fs::write(d.join("apiserver.key"), &serving.key_pem).expect("write");

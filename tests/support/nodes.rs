@@ -139,6 +139,8 @@ pub struct RealNode {
     pub boots: u32,
     containerd: Option<Proc>,
     kubelet: Option<Proc>,
+    /// kube-proxy, on a cluster that serves Services to pods (`RealNodes::serve_services`).
+    proxy: Option<Proc>,
     csi: Vec<Proc>,
 }
 
@@ -156,6 +158,11 @@ pub struct RealNodes {
     cuts: Cuts,
     ca_pem: String,
     controller: Vec<Proc>,
+    /// Whether pods reach Services (kube-proxy on every node, the `kubernetes` Service's
+    /// endpoints, the host's routes to the pod networks); off, nothing here needs them.
+    services: bool,
+    /// Registries (`host:port`) every node's containerd trusts, with the cluster's CA.
+    registries: Vec<String>,
 }
 
 impl RealNodes {
@@ -204,6 +211,8 @@ impl RealNodes {
             cuts,
             ca_pem: cp.pki.ca_pem.clone(),
             controller: Vec::new(),
+            services: false,
+            registries: Vec::new(),
         };
         rn.start_csi_controller(cp).await;
         rn
@@ -286,10 +295,54 @@ impl RealNodes {
         }
     }
 
+    /// Pods reach Services as on a cluster with a network: kube-proxy (iptables mode) on every
+    /// node added from now on, and the `kubernetes` Service's endpoints written by hand (the
+    /// apiserver listens on loopback, its reconciler is off): the relay on the bridge. The host
+    /// routes each node's pod network to the node, so the apiserver reaches webhook pods.
+    pub async fn serve_services(&mut self, cp: &ControlPlane) {
+        assert!(
+            self.nodes.is_empty(),
+            "serve_services before the first node"
+        );
+        self.services = true;
+        let c = cp.admin().await;
+        let ep = serde_json::json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                         "labels": {"kubernetes.io/service-name": "kubernetes",
+                                    "endpointslice.kubernetes.io/managed-by": "e2e.volguard.io"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [self.host_ip], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": self.relay_port, "protocol": "TCP"}]});
+        let slice: k8s_openapi::api::discovery::v1::EndpointSlice =
+            serde_json::from_value(ep).expect("endpointslice");
+        Api::<k8s_openapi::api::discovery::v1::EndpointSlice>::namespaced(c, "default")
+            .create(&PostParams::default(), &slice)
+            .await
+            .expect("the kubernetes Service's endpoints");
+    }
+
+    /// Every node added from now on pulls from `host` (`host:port`, HTTPS with a certificate the
+    /// cluster's CA issued), as a private registry's nodes are configured (containerd hosts.toml).
+    pub fn trust_registry(&mut self, host: &str) {
+        assert!(
+            self.nodes.is_empty(),
+            "trust_registry before the first node"
+        );
+        self.registries.push(host.to_string());
+    }
+
+    /// The bridge's host address: where the nodes reach this machine (a registry, an agent).
+    pub fn host_ip(&self) -> &str {
+        &self.host_ip
+    }
+
     fn kubeconfig(&self, cp: &ControlPlane, node: &str) -> String {
-        let pair = cp
-            .pki
-            .issue(&format!("system:node:{node}"), &["system:nodes"], &[]);
+        self.kubeconfig_of(cp, &format!("system:node:{node}"), &["system:nodes"])
+    }
+
+    fn kubeconfig_of(&self, cp: &ControlPlane, user: &str, groups: &[&str]) -> String {
+        let pair = cp.pki.issue(user, groups, &[]);
         use base64::Engine;
         let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
         format!(
@@ -362,6 +415,8 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "{IMAGE}"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "{registries}"
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
@@ -377,9 +432,47 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
                 opt = ctrd.join("opt").display(),
                 runc = ctrd.join("runc").display(),
                 cni = dir.join("cni").display(),
+                registries = ctrd.join("certs.d").display(),
             ),
         )
         .expect("containerd config");
+        for host in &self.registries {
+            let d = ctrd.join("certs.d").join(host);
+            std::fs::create_dir_all(&d).expect("certs.d");
+            std::fs::write(d.join("ca.crt"), &self.ca_pem).expect("registry ca");
+            std::fs::write(
+                d.join("hosts.toml"),
+                format!(
+                    "server = \"https://{host}\"\n[host.\"https://{host}\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = \"{}\"\n",
+                    d.join("ca.crt").display()
+                ),
+            )
+            .expect("hosts.toml");
+        }
+        if self.services {
+            // The apiserver (on this machine) reaches the node's pods through the node.
+            must(&[
+                "ip",
+                "route",
+                "replace",
+                &format!("10.244.{n}.0/24"),
+                "via",
+                &ip,
+            ]);
+            std::fs::write(
+                dir.join("kube-proxy.kubeconfig"),
+                self.kubeconfig_of(cp, "system:kube-proxy", &[]),
+            )
+            .expect("kube-proxy kubeconfig");
+            std::fs::write(
+                dir.join("kube-proxy.yaml"),
+                format!(
+                    "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nclientConnection: {{kubeconfig: {kc}}}\nhostnameOverride: {name}\nbindAddress: {ip}\nhealthzBindAddress: {ip}:10256\nmetricsBindAddress: {ip}:10249\nmode: iptables\nclusterCIDR: 10.244.0.0/16\nconntrack: {{maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}}\n",
+                    kc = dir.join("kube-proxy.kubeconfig").display()
+                ),
+            )
+            .expect("kube-proxy config");
+        }
         std::fs::write(
             dir.join("cni/10-e2e.conflist"),
             serde_json::json!({
@@ -387,6 +480,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
                 "plugins": [
                     {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
                      "ipam": {"type": "host-local", "ranges": [[{"subnet": format!("10.244.{n}.0/24")}]],
+                              "routes": [{"dst": "0.0.0.0/0"}],
                               "dataDir": dir.join("cni-ipam").display().to_string()}},
                     {"type": "loopback"}
                 ]
@@ -443,6 +537,7 @@ volumePluginDir: {plugins}
             boots: 0,
             containerd: None,
             kubelet: None,
+            proxy: None,
             csi: Vec::new(),
         });
         let i = self.nodes.len() - 1;
@@ -534,9 +629,21 @@ volumePluginDir: {plugins}
                 ],
             ));
         }
+        let proxy = self.services.then(|| {
+            self.spawn_in(
+                i,
+                "kube-proxy",
+                &[
+                    bins().join("kube-proxy").display().to_string(),
+                    format!("--config={}", dir.join("kube-proxy.yaml").display()),
+                    "--v=2".into(),
+                ],
+            )
+        });
         let n = &mut self.nodes[i];
         n.containerd = Some(containerd);
         n.kubelet = Some(kubelet);
+        n.proxy = proxy;
         n.csi = csi;
     }
 
@@ -893,7 +1000,7 @@ pub async fn create_fenced_class(cp: &ControlPlane, name: &str) {
 /// Power a machine off: every process killed, its mount namespace released.
 fn halt(n: &mut RealNode) {
     kill_cgroup(&n.cgroup);
-    for p in [&mut n.kubelet, &mut n.containerd]
+    for p in [&mut n.kubelet, &mut n.containerd, &mut n.proxy]
         .into_iter()
         .flatten()
         .chain(n.csi.iter_mut())

@@ -309,6 +309,7 @@ async fn start_cluster() -> Shared {
         "doors",
         "rwo-same-node",
         "exempt",
+        "renew",
         "audit-report",
     ] {
         namespace(&c, ns).await;
@@ -364,6 +365,7 @@ crate::scenarios! { scenario:
     // Named to run after the policy scenarios (see proof_door_matrix): it installs them with
     // parameters of its own.
     webhook_exemption_and_expiry => |s| exemptions::webhook_exemption_and_expiry(&mut s.cp, "exempt");
+    override_renewed_after_expiry => |s| exemptions::override_renewed_after_expiry(&mut s.cp, "renew");
     webhook_client_cert => |s| webhook::webhook_client_cert(&mut s.cp, "mtls");
     job_completion => |s| workloads::job_completion(&s.cp, "jobs");
     kubectl_ux => |s| operators::kubectl_ux(&s.cp, "ux");

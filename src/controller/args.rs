@@ -78,6 +78,15 @@ pub struct ControllerArgs {
     /// or between a StatefulSet's pod and its replacement, is then not written twice for nothing.
     #[arg(long, default_value = "2m", value_parser = duration, env = "VOLGUARD_UNUSED_GRACE")]
     pub unused_grace: std::time::Duration,
+    /// The webhook's --break-glass: with `off` no override counts, and none is lifted.
+    #[arg(long, value_parser = crate::runtime::flags::choice::<crate::rules::proof::BreakGlass>(), default_value = "rbac", env = "VOLGUARD_BREAK_GLASS")]
+    pub break_glass: crate::rules::proof::BreakGlass,
+    /// The webhook's --break-glass-expiry (keep them equal; the chart does): an override older
+    /// than this, or one that can never count (unstamped, stamped by no person), is lifted, so that
+    /// setting it again (`kubectl annotate --overwrite` included) stamps and judges it anew.
+    /// `0s`: overrides do not expire.
+    #[arg(long, default_value = "1h", value_parser = duration, env = "VOLGUARD_BREAK_GLASS_EXPIRY")]
+    pub break_glass_expiry: std::time::Duration,
     /// Export `volguard_pvc_unused_seconds` with one series per unused PVC (cardinality grows
     /// with the number of unused claims; off by default).
     #[arg(long, env = "VOLGUARD_PER_PVC_UNUSED_METRICS")]

@@ -44,6 +44,8 @@ pub struct ControllerMetrics {
     pub multi_node_rwo: Gauge,
     /// Stale RWO locks cleared (rules.md §2f "the controller cleans up").
     pub locks_cleared: Counter,
+    /// Overrides lifted because they count for nothing until set again (rules.md §8).
+    pub overrides_lifted: Family<ResourceLabel, Counter>,
 }
 
 impl ControllerMetrics {
@@ -104,11 +106,21 @@ impl ControllerMetrics {
                 "ReadWriteOnce locks removed because their pod is gone, ended, replaced or never bound (consistent read)",
                 Counter::default(),
             ),
+            overrides_lifted: r.add(
+                "volguard_controller_overrides_lifted",
+                "Overrides removed because they count for nothing until a person sets them again (expired, unstamped, or stamped by no person)",
+                Family::default(),
+            ),
             // Registered only behind `--per-pvc-unused-metrics` (`register_per_pvc`).
             unused_seconds: Family::default(),
         };
         // Every known series exists from the start, at 0: `rate()` then reads 0, not "no data",
         // and an absent series means a scrape problem, not a quiet controller.
+        for resource in ["pvc", "pv", "node"] {
+            let _ = c
+                .overrides_lifted
+                .get_or_create(&ResourceLabel { resource });
+        }
         for resource in ["pvc", "pv"] {
             let _ = c
                 .finalizers_added

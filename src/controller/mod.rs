@@ -262,12 +262,19 @@ impl Leading {
         fencer: Option<Arc<crate::fencing::Fencer>>,
         registration_status: registration::Status,
     ) -> Leading {
-        let mut tasks = vec![spawn_unused_gauges(
-            reconciler.store.clone(),
-            cmetrics.clone(),
-            metrics,
-            args.per_pvc_unused_metrics,
-        )];
+        let mut tasks = vec![
+            spawn_unused_gauges(
+                reconciler.store.clone(),
+                cmetrics.clone(),
+                metrics,
+                args.per_pvc_unused_metrics,
+            ),
+            spawn_lift_overrides(
+                reconciler.clone(),
+                args.break_glass,
+                args.break_glass_expiry,
+            ),
+        ];
         // Everything once: changes published before this subscriber existed are not missed.
         enqueue_all(reconciler);
         let workers = (0..args.workers.max(1))
@@ -313,6 +320,31 @@ impl Leading {
             let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
         }
     }
+}
+
+/// rules.md §8: overrides that count for nothing until set again, lifted every `LIFT_EVERY`.
+fn spawn_lift_overrides(
+    reconciler: Arc<Reconciler>,
+    mode: crate::rules::proof::BreakGlass,
+    expiry: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let after = jiff::SignedDuration::try_from(expiry)
+        .ok()
+        .filter(|d| !d.is_zero());
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(reconcile::overrides::LIFT_EVERY);
+        loop {
+            tick.tick().await;
+            let reader = crate::rules::proof::Reader {
+                mode,
+                expiry: after.map(|after| crate::rules::proof::Expiry {
+                    after,
+                    now: jiff::Timestamp::now(),
+                }),
+            };
+            reconciler.lift_overrides(reader).await;
+        }
+    })
 }
 
 /// Unused-storage gauges, from the leader's caches every 30 s.

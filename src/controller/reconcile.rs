@@ -417,6 +417,7 @@ fn rfc3339(t: jiff::Timestamp) -> String {
 }
 
 mod events;
+pub mod overrides;
 mod release_batch;
 mod stale_lock;
 

@@ -174,6 +174,24 @@ impl Writer {
             .map(|_| ())
     }
 
+    /// A JSON patch (each carrying its `test`s) on object `name` of kind `K`, in `namespace` or
+    /// cluster-scoped.
+    pub async fn patch_json<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: json_patch::Patch,
+    ) -> Result<(), kube::Error> {
+        let ar = kube::api::ApiResource::erase::<K>(&());
+        let api: Api<kube::api::DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        };
+        api.patch(name, &self.params, &Patch::Json::<()>(patch))
+            .await
+            .map(|_| ())
+    }
+
     pub async fn event(
         &self,
         ev: &kube::runtime::events::Event,

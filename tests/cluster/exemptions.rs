@@ -247,3 +247,99 @@ pub(super) async fn audit_report_outlives_events(cp: &mut ControlPlane, ns: &str
         serde_json::to_string(&after.data["summary"]).unwrap_or_default()
     );
 }
+
+/// rules.md §8 "renewing an override": once an override's time is up the controller lifts it (an
+/// `OverrideLifted` Event says so), and setting it again with the same merge patch `kubectl
+/// annotate --overwrite` sends is a new setting: stamped with a new time, and it counts. Before
+/// the lift, that patch changed nothing, so nothing was stamped and the override stayed expired.
+pub(super) async fn override_renewed_after_expiry(cp: &mut ControlPlane, ns: &str) {
+    const EXPIRY: &str = "--break-glass-expiry=4s";
+    let c = cp.admin().await;
+    cp.serve_extra = vec![EXPIRY.into()];
+    cp.stop_webhook();
+    cp.ensure_running().await;
+    restart_controllers(cp, &[EXPIRY]).await;
+    pvc(&c, ns, "keep", None).await.expect("pvc");
+    pod(&c, ns, "user", Some("kwok-1"), &["keep"])
+        .await
+        .expect("pod");
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let key = "volguard.io/allow-finalizer-removal";
+    let overwrite = Patch::Merge(json!({"metadata": {"annotations": {key: "true"}}}));
+    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let at = |p: &PersistentVolumeClaim| {
+        p.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("volguard.io/confirmed-at").cloned())
+    };
+    let first = pvcs
+        .patch("keep", &PatchParams::default(), &overwrite)
+        .await
+        .expect("a person sets the override");
+    let first_at = at(&first).expect("stamped with its time");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (code, msg) = denial(
+        pvcs.patch("keep", &PatchParams::default(), &strip)
+            .await
+            .expect_err("an expired override counts for nothing"),
+    );
+    assert_eq!(code, 403, "{msg}");
+    cp.eventually(
+        "the controller lifts the expired override",
+        Duration::from_secs(40),
+        || {
+            let pvcs = pvcs.clone();
+            async move {
+                let p = pvcs.get("keep").await.ok()?;
+                (!p.metadata.annotations.unwrap_or_default().contains_key(key)).then_some(())
+            }
+        },
+    )
+    .await;
+    let events = Api::<Event>::namespaced(c.clone(), ns);
+    let note = cp
+        .eventually("an OverrideLifted Event on the claim", WAIT, || {
+            let events = events.clone();
+            async move {
+                events
+                    .list(&ListParams::default().fields("involvedObject.name=keep"))
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("OverrideLifted"))?
+                    .message
+            }
+        })
+        .await;
+    assert!(note.contains(key) && note.contains("expired"), "{note}");
+    // Renewed by the patch `kubectl annotate --overwrite` sends: a new time, and it counts.
+    let renewed = pvcs
+        .patch("keep", &PatchParams::default(), &overwrite)
+        .await
+        .expect("set again");
+    let renewed_at = at(&renewed).expect("stamped again");
+    assert!(renewed_at > first_at, "{renewed_at} after {first_at}");
+    pvcs.patch("keep", &PatchParams::default(), &strip)
+        .await
+        .expect("the renewed override counts");
+    println!(
+        "override renewal: expired after 4 s, lifted by the controller ({note}); set again with the same patch, stamped {renewed_at}, and counted"
+    );
+    cp.serve_extra.clear();
+    cp.stop_webhook();
+    cp.ensure_running().await;
+    restart_controllers(cp, &[]).await;
+}
+
+/// The harness's controller replaced by one started with `extra` flags (none: its defaults).
+async fn restart_controllers(cp: &mut ControlPlane, extra: &[&str]) {
+    for p in cp.controllers.iter_mut() {
+        p.kill();
+    }
+    cp.controllers.clear();
+    cp.controller_probes.clear();
+    cp.controller_extra = extra.iter().map(|s| s.to_string()).collect();
+    cp.start_controller("replica-a").await;
+}

@@ -519,10 +519,14 @@ imageGCLowThresholdPercent: 99
 evictionHard: {{memory.available: "1Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}}
 serializeImagePulls: false
 volumePluginDir: {plugins}
+podLogsDir: {logs}
 "#,
                 sock = sock.display(),
                 ca = dir.join("certs/ca.crt").display(),
                 plugins = dir.join("flexvolume").display(),
+                // Each machine its own: a kubelet removes the log directories of pods it does not
+                // run, so two kubelets sharing /var/log/pods deleted each other's logs.
+                logs = dir.join("pod-logs").display(),
             ),
         )
         .expect("kubelet config");

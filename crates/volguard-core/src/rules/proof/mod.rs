@@ -13,10 +13,12 @@
 //! confirm`): setting or changing it is judged the same way.
 
 mod keys;
+mod lift;
 mod read;
 
 pub use keys::proof_key;
 pub use keys::{CONFIRMED_AT, CONFIRMED_BY, Key};
+pub use lift::{Lift, lift};
 pub use read::{Expiry, Proof, Read, Reader};
 #[cfg(any(test, feature = "testing"))]
 pub use read::{assumed, assumed_read};

@@ -891,3 +891,30 @@ fn json_audit() -> Value {
 fn json_deny() -> Value {
     serde_json::json!(["Deny", "Audit"])
 }
+
+/// The controller lifts expired overrides by the webhook's measure (rules.md §8 "Renewing one"):
+/// the chart gives both the same `--break-glass` and `--break-glass-expiry`, at their defaults (no
+/// flag: the binaries' defaults agree) and when set.
+#[test]
+#[ignore = "needs helm: make chart"]
+fn chart_gives_webhook_and_controller_one_break_glass_measure() {
+    let flags = |args: Vec<String>| -> Vec<String> {
+        args.into_iter()
+            .filter(|a| a.starts_with("--break-glass"))
+            .collect()
+    };
+    for values in [
+        vec![],
+        vec!["breakGlassExpiry=2h", "breakGlass=anyone"],
+        vec!["breakGlassExpiry=0s"],
+    ] {
+        let o = by_id(docs(&helm("ns", &values).expect("helm template")));
+        let webhook = flags(arg_lists(&o, "volguard-webhook"));
+        assert_eq!(
+            webhook,
+            flags(arg_lists(&o, "volguard-controller")),
+            "{values:?}"
+        );
+        assert_eq!(webhook.len(), values.len(), "{values:?}: {webhook:?}");
+    }
+}

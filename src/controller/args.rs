@@ -81,12 +81,15 @@ pub struct ControllerArgs {
     /// The webhook's --break-glass: with `off` no override counts, and none is lifted.
     #[arg(long, value_parser = crate::runtime::flags::choice::<crate::rules::proof::BreakGlass>(), default_value = "rbac", env = "VOLGUARD_BREAK_GLASS")]
     pub break_glass: crate::rules::proof::BreakGlass,
-    /// The webhook's --break-glass-expiry (keep them equal; the chart does): an override older
-    /// than this, or one that can never count (unstamped, stamped by no person), is lifted, so that
-    /// setting it again (`kubectl annotate --overwrite` included) stamps and judges it anew.
-    /// `0s`: overrides do not expire.
+    /// The webhook's --break-glass-expiry (keep them equal; the chart does): a person's override
+    /// on a claim or volume stamped longer ago than this (plus 30 s for the two clocks) is lifted,
+    /// so that setting it again (`kubectl annotate --overwrite` included) stamps and judges it
+    /// anew. `0s`: overrides do not expire.
     #[arg(long, default_value = "1h", value_parser = duration, env = "VOLGUARD_BREAK_GLASS_EXPIRY")]
     pub break_glass_expiry: std::time::Duration,
+    /// Lift expired overrides (`false`: leave them, a person removes one before setting it again).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "VOLGUARD_LIFT_EXPIRED_OVERRIDES")]
+    pub lift_expired_overrides: bool,
     /// Export `volguard_pvc_unused_seconds` with one series per unused PVC (cardinality grows
     /// with the number of unused claims; off by default).
     #[arg(long, env = "VOLGUARD_PER_PVC_UNUSED_METRICS")]

@@ -46,6 +46,8 @@ pub struct ControllerMetrics {
     pub locks_cleared: Counter,
     /// Overrides lifted because they count for nothing until set again (rules.md §8).
     pub overrides_lifted: Family<ResourceLabel, Counter>,
+    /// Lifts refused for another reason than the object having changed (RBAC, a policy).
+    pub override_lift_failures: Family<ResourceLabel, Counter>,
 }
 
 impl ControllerMetrics {
@@ -108,7 +110,12 @@ impl ControllerMetrics {
             ),
             overrides_lifted: r.add(
                 "volguard_controller_overrides_lifted",
-                "Overrides removed because they count for nothing until a person sets them again (expired, unstamped, or stamped by no person)",
+                "A person's overrides on claims and volumes removed once expired, so that setting one again renews it",
+                Family::default(),
+            ),
+            override_lift_failures: r.add(
+                "volguard_controller_override_lift_failures",
+                "Lifts of expired overrides refused (RBAC, a policy): retried after 5 minutes",
                 Family::default(),
             ),
             // Registered only behind `--per-pvc-unused-metrics` (`register_per_pvc`).
@@ -116,9 +123,12 @@ impl ControllerMetrics {
         };
         // Every known series exists from the start, at 0: `rate()` then reads 0, not "no data",
         // and an absent series means a scrape problem, not a quiet controller.
-        for resource in ["pvc", "pv", "node"] {
+        for resource in ["pvc", "pv"] {
             let _ = c
                 .overrides_lifted
+                .get_or_create(&ResourceLabel { resource });
+            let _ = c
+                .override_lift_failures
                 .get_or_create(&ResourceLabel { resource });
         }
         for resource in ["pvc", "pv"] {

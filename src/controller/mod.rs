@@ -272,7 +272,7 @@ impl Leading {
             spawn_lift_overrides(
                 reconciler.clone(),
                 args.break_glass,
-                args.break_glass_expiry,
+                Some(args.break_glass_expiry).filter(|_| args.lift_expired_overrides),
             ),
         ];
         // Everything once: changes published before this subscriber existed are not missed.
@@ -322,16 +322,18 @@ impl Leading {
     }
 }
 
-/// rules.md §8: overrides that count for nothing until set again, lifted every `LIFT_EVERY`.
+/// rules.md §8: a person's expired overrides on claims and volumes, lifted every `LIFT_EVERY`
+/// (with no expiry, or `--lift-expired-overrides=false`, the task only ticks).
 fn spawn_lift_overrides(
     reconciler: Arc<Reconciler>,
     mode: crate::rules::proof::BreakGlass,
-    expiry: Duration,
+    expiry: Option<Duration>,
 ) -> tokio::task::JoinHandle<()> {
-    let after = jiff::SignedDuration::try_from(expiry)
-        .ok()
+    let after = expiry
+        .and_then(|e| jiff::SignedDuration::try_from(e).ok())
         .filter(|d| !d.is_zero());
     tokio::spawn(async move {
+        let refused = reconcile::overrides::Refused::default();
         let mut tick = tokio::time::interval(reconcile::overrides::LIFT_EVERY);
         loop {
             tick.tick().await;
@@ -342,7 +344,7 @@ fn spawn_lift_overrides(
                     now: jiff::Timestamp::now(),
                 }),
             };
-            reconciler.lift_overrides(reader).await;
+            reconciler.lift_overrides(reader, &refused).await;
         }
     })
 }

@@ -248,10 +248,11 @@ pub(super) async fn audit_report_outlives_events(cp: &mut ControlPlane, ns: &str
     );
 }
 
-/// rules.md §8 "renewing an override": once an override's time is up the controller lifts it (an
-/// `OverrideLifted` Event says so), and setting it again with the same merge patch `kubectl
-/// annotate --overwrite` sends is a new setting: stamped with a new time, and it counts. Before
-/// the lift, that patch changed nothing, so nothing was stamped and the override stayed expired.
+/// rules.md §8 "renewing an override": once a person's override has certainly expired (its
+/// expiry plus 30 s for two clocks) the controller lifts it, with an `OverrideLifted` Event, and
+/// setting it again with the same merge patch `kubectl annotate --overwrite` sends is a new
+/// setting: stamped with a new time, and it counts. Before the lift that patch changed nothing,
+/// so nothing was stamped and the override stayed expired. One that has not expired stays.
 pub(super) async fn override_renewed_after_expiry(cp: &mut ControlPlane, ns: &str) {
     const EXPIRY: &str = "--break-glass-expiry=4s";
     let c = cp.admin().await;
@@ -259,10 +260,12 @@ pub(super) async fn override_renewed_after_expiry(cp: &mut ControlPlane, ns: &st
     cp.stop_webhook();
     cp.ensure_running().await;
     restart_controllers(cp, &[EXPIRY]).await;
-    pvc(&c, ns, "keep", None).await.expect("pvc");
-    pod(&c, ns, "user", Some("kwok-1"), &["keep"])
-        .await
-        .expect("pod");
+    for claim in ["keep", "other"] {
+        pvc(&c, ns, claim, None).await.expect("pvc");
+        pod(&c, ns, &format!("{claim}-user"), Some("kwok-1"), &[claim])
+            .await
+            .expect("pod");
+    }
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
     let key = "volguard.io/allow-finalizer-removal";
     let overwrite = Patch::Merge(json!({"metadata": {"annotations": {key: "true"}}}));
@@ -273,11 +276,24 @@ pub(super) async fn override_renewed_after_expiry(cp: &mut ControlPlane, ns: &st
             .as_ref()
             .and_then(|a| a.get("volguard.io/confirmed-at").cloned())
     };
+    let holds = |name: &'static str| {
+        let pvcs = pvcs.clone();
+        async move {
+            pvcs.get(name)
+                .await
+                .expect("claim")
+                .metadata
+                .annotations
+                .unwrap_or_default()
+                .contains_key(key)
+        }
+    };
     let first = pvcs
         .patch("keep", &PatchParams::default(), &overwrite)
         .await
         .expect("a person sets the override");
     let first_at = at(&first).expect("stamped with its time");
+    let set = std::time::Instant::now();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (code, msg) = denial(
         pvcs.patch("keep", &PatchParams::default(), &strip)
@@ -285,18 +301,24 @@ pub(super) async fn override_renewed_after_expiry(cp: &mut ControlPlane, ns: &st
             .expect_err("an expired override counts for nothing"),
     );
     assert_eq!(code, 403, "{msg}");
+    assert!(
+        holds("keep").await,
+        "lifted before its expiry plus the margin"
+    );
     cp.eventually(
         "the controller lifts the expired override",
-        Duration::from_secs(40),
+        Duration::from_secs(90),
         || {
-            let pvcs = pvcs.clone();
-            async move {
-                let p = pvcs.get("keep").await.ok()?;
-                (!p.metadata.annotations.unwrap_or_default().contains_key(key)).then_some(())
-            }
+            let holds = holds("keep");
+            async move { (!holds.await).then_some(()) }
         },
     )
     .await;
+    let lifted_after = set.elapsed();
+    assert!(
+        lifted_after >= Duration::from_secs(34),
+        "lifted {lifted_after:?} after it was set: before 4 s + the 30 s margin"
+    );
     let events = Api::<Event>::namespaced(c.clone(), ns);
     let note = cp
         .eventually("an OverrideLifted Event on the claim", WAIT, || {
@@ -324,8 +346,15 @@ pub(super) async fn override_renewed_after_expiry(cp: &mut ControlPlane, ns: &st
     pvcs.patch("keep", &PatchParams::default(), &strip)
         .await
         .expect("the renewed override counts");
+    // A fresh override stays through the controller's passes (one every 10 s).
+    pvcs.patch("other", &PatchParams::default(), &overwrite)
+        .await
+        .expect("another override");
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert!(holds("other").await, "a fresh override was lifted");
     println!(
-        "override renewal: expired after 4 s, lifted by the controller ({note}); set again with the same patch, stamped {renewed_at}, and counted"
+        "override renewal: expired after 4 s, lifted {:.0} s after it was set ({note}); set again with the same patch, stamped {renewed_at}, and counted; a fresh one stayed",
+        lifted_after.as_secs_f64()
     );
     cp.serve_extra.clear();
     cp.stop_webhook();

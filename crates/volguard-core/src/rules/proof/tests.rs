@@ -265,73 +265,88 @@ fn with_an_expiry_an_override_counts_for_that_long_after_it_was_set() {
     );
 }
 
-/// An object's JSON with `meta`'s annotations, and `patch` applied to it.
+/// An object's JSON with `meta`'s annotations and resourceVersion, and `patch` applied to it.
 fn lifted(meta: &Meta, patch: &json_patch::Patch) -> Result<serde_json::Value, String> {
-    let mut doc = serde_json::json!({"metadata": {"name": "x", "annotations": meta.annotations}});
+    let mut doc = serde_json::json!({"metadata": {"name": "x", "resourceVersion": meta.resource_version,
+        "annotations": meta.annotations}});
     json_patch::patch(&mut doc, patch).map_err(|e| e.to_string())?;
     Ok(doc)
 }
 
+fn at_version(mut m: Meta, rv: &str) -> Meta {
+    m.resource_version = Some(rv.into());
+    m
+}
+
 #[test]
-fn an_override_that_can_no_longer_count_is_lifted_and_one_that_counts_is_not() {
+fn only_a_persons_override_certainly_expired_is_lifted() {
     let now: jiff::Timestamp = "2026-11-27T10:00:00Z".parse().expect("time");
     let expiry = Some(Expiry {
         after: jiff::SignedDuration::from_hours(1),
         now,
     });
     let stored = |at: &str| {
-        meta(&[
-            (ALLOW_FINALIZER_REMOVAL, "true"),
-            (CONFIRMED_BY, "alice"),
-            (CONFIRMED_AT, at),
-            ("team", "a"),
-        ])
+        at_version(
+            meta(&[
+                (ALLOW_FINALIZER_REMOVAL, "true"),
+                (CONFIRMED_BY, "alice"),
+                (CONFIRMED_AT, at),
+                ("team", "a"),
+            ]),
+            "41",
+        )
     };
-    // Fresh: it counts, nothing to lift.
-    assert_eq!(
-        lift(&stored("2026-11-27T09:30:00Z"), BreakGlass::Rbac, expiry),
-        None
-    );
-    // Expired: lifted, the stamp and every other annotation kept.
+    // Fresh, or expired by less than the margin two clocks need: it stays.
+    for at in ["2026-11-27T09:30:00Z", "2026-11-27T08:59:45Z"] {
+        assert_eq!(lift(&stored(at), BreakGlass::Rbac, expiry), None, "{at}");
+    }
+    // Certainly expired: lifted, the stamp and every other annotation kept.
     let old = stored("2026-11-27T08:00:00Z");
     let l = lift(&old, BreakGlass::Rbac, expiry).expect("expired");
     assert_eq!(l.keys, vec![Key::AllowFinalizerRemoval]);
-    assert!(l.why.contains("expired"), "{}", l.why);
+    assert!(
+        l.why.contains("alice") && l.why.contains("expired"),
+        "{}",
+        l.why
+    );
     let doc = lifted(&old, &l.patch).expect("applies to what it was computed from");
     let a = &doc["metadata"]["annotations"];
     assert!(a.get(ALLOW_FINALIZER_REMOVAL).is_none(), "{a}");
     assert_eq!(a[CONFIRMED_BY], "alice");
     assert_eq!(a["team"], "a");
-    // Set again meanwhile (a new stamp): the patch's `test` fails, nothing is lifted.
-    let renewed = meta(&[
-        (ALLOW_FINALIZER_REMOVAL, "true"),
-        (CONFIRMED_BY, "bob"),
-        (CONFIRMED_AT, "2026-11-27T09:59:00Z"),
-        ("team", "a"),
-    ]);
-    assert!(lifted(&renewed, &l.patch).is_err());
-    // Unstamped or stamped by no person: it can only count once set again, so it is lifted too.
-    for m in [
-        meta(&[(CONFIRM_NODE_DOWN, "true")]),
-        meta(&[(CONFIRM_NODE_DOWN, "true"), (CONFIRMED_BY, OWN)]),
-    ] {
-        let l = lift(&m, BreakGlass::Rbac, None).expect("counts for nothing");
-        assert_eq!(l.keys, vec![Key::ConfirmNodeDown]);
-        assert!(
-            lifted(&m, &l.patch).expect("applies")["metadata"]["annotations"]
-                .get(CONFIRM_NODE_DOWN)
-                .is_none()
-        );
-    }
-    // Not "true", absent, or break glass off: nothing to lift (setting it again would not help).
-    assert_eq!(
-        lift(
-            &meta(&[(CONFIRM_NODE_DOWN, "false")]),
-            BreakGlass::Rbac,
-            expiry
-        ),
-        None
+    // Any write since (a renewal, another override set, anything): the `test` fails.
+    let mut later = old.clone();
+    later.resource_version = Some("42".into());
+    assert!(lifted(&later, &l.patch).is_err());
+    // Not a person's, untimed, unstamped, not "true", no expiry, break glass off, or read without
+    // a resourceVersion: nothing is lifted.
+    let untimed = at_version(
+        meta(&[(CONFIRM_NODE_DOWN, "true"), (CONFIRMED_BY, "alice")]),
+        "7",
     );
-    assert_eq!(lift(&meta(&[]), BreakGlass::Rbac, expiry), None);
+    let system = at_version(
+        meta(&[
+            (CONFIRM_NODE_DOWN, "true"),
+            (CONFIRMED_BY, OWN),
+            (CONFIRMED_AT, "2026-11-27T08:00:00Z"),
+        ]),
+        "7",
+    );
+    let unstamped = at_version(meta(&[(CONFIRM_NODE_DOWN, "true")]), "7");
+    let off = at_version(
+        meta(&[
+            (CONFIRM_NODE_DOWN, "false"),
+            (CONFIRMED_BY, "alice"),
+            (CONFIRMED_AT, "2026-11-27T08:00:00Z"),
+        ]),
+        "7",
+    );
+    for m in [&untimed, &system, &unstamped, &off] {
+        assert_eq!(lift(m, BreakGlass::Rbac, expiry), None, "{m:?}");
+    }
+    assert_eq!(lift(&old, BreakGlass::Rbac, None), None);
     assert_eq!(lift(&old, BreakGlass::Off, expiry), None);
+    let mut unversioned = old.clone();
+    unversioned.resource_version = None;
+    assert_eq!(lift(&unversioned, BreakGlass::Rbac, expiry), None);
 }

@@ -326,7 +326,8 @@ robustness: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) nodes
 # Upstream's external-driver storage suites (provisioning, volumes, subPath, multiVolume, volume modes,
 # ephemeral, ...) against both test drivers on the real nodes, volguard installed in deny mode: about an
 # hour, by hand; `make test` runs a few of them (tests/nodes.rs upstream_protection_and_statefulset).
-# Counts in target/e2e/upstream-storage.json. FOCUS=REGEX narrows it (FOCUS='subPath' reruns those tests).
+# Counts in target/e2e/upstream-storage.json. FOCUS=REGEX runs only the tests it names instead
+# (FOCUS='External Storage.*subPath').
 upstream-storage: $(call k8s_dir,$(K8S_VERSION))/.built $(ETCD_BIN) nodes
 	VOLGUARD_CONTROLPLANE_DIR=$(call k8s_dir,$(K8S_VERSION)) VOLGUARD_SCENARIO_STUCK_SECONDS=10800 $(E2E_ENV) \
 	  VOLGUARD_UPSTREAM_STORAGE_FOCUS='$(FOCUS)' \

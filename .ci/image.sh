@@ -6,6 +6,8 @@
 # Two builds of one commit give one manifest digest: every time in the image (the config's and its
 # history's `created`) is the commit's time (SOURCE_DATE_EPOCH if set), never the clock's, and the
 # layer's files have mtime 0; `make image-check` builds twice and compares digests and archives.
+# IMAGE_REVISION names the commit in the image's labels (default: HEAD): rebuilding a released
+# image from its binary takes the release's time and revision from its config (tests/adoption.rs).
 set -euo pipefail
 bin=$(realpath "$1") version=$2 out=$(realpath -m "${3:-target/image}")
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
@@ -31,7 +33,7 @@ umoci config --image "$out/oci:volguard" --created "$created" --history.created 
   --config.label org.opencontainers.image.version="$version" \
   --config.label org.opencontainers.image.licenses=Apache-2.0 \
   --config.label org.opencontainers.image.created="$created" \
-  --config.label org.opencontainers.image.revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+  --config.label org.opencontainers.image.revision="${IMAGE_REVISION:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
 umoci gc --layout "$out/oci"
 # The archive is the layout skopeo writes, tarred by GNU tar with fixed names order, owner and
 # times (skopeo's own oci-archive stamps the clock's time on each entry): same image, same bytes.

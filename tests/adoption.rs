@@ -126,9 +126,10 @@ fn tamper_refused(b: &Bundle, work: &Path) -> bool {
         && text.contains("refused as it must: a tampered bundle re-signed by another key, against the committed key")
 }
 
-/// The image built from the released binary by `.ci/image.sh` as `version`: its archive and
-/// digest. As the released version it must be the released image (same digest); as another
-/// version it stands for the next release (same binary, its own labels, so its own digest).
+/// The image built from the released binary by `.ci/image.sh` as `version`, with the released
+/// image's time and revision (from its config): its archive and digest. As the released version
+/// it must be the released image (same digest); as another version it stands for the next release
+/// (same binary, its own labels, so its own digest).
 fn build_image(b: &Bundle, work: &Path, version: &str) -> (PathBuf, String) {
     let unpacked = work.join("binary");
     std::fs::create_dir_all(&unpacked).expect("dir");
@@ -140,11 +141,30 @@ fn build_image(b: &Bundle, work: &Path, version: &str) -> (PathBuf, String) {
         )
         .arg("-C")
         .arg(&unpacked));
+    let config: Value = serde_json::from_str(&sh(Command::new("skopeo")
+        .args(["inspect", "--config"])
+        .arg(format!(
+            "oci-archive:{}",
+            b.dir
+                .join(format!("volguard-{}.oci.tar", b.version))
+                .display()
+        ))))
+    .expect("the released image's config");
+    let created: jiff::Timestamp = config["created"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .expect("the released image's creation time");
+    let revision = config["config"]["Labels"]["org.opencontainers.image.revision"]
+        .as_str()
+        .expect("the released image's revision")
+        .to_string();
     let out = work.join(format!("image-{version}"));
     sh(Command::new(repo().join(".ci/image.sh"))
         .arg(unpacked.join("volguard"))
         .arg(version)
         .arg(&out)
+        .env("SOURCE_DATE_EPOCH", created.as_second().to_string())
+        .env("IMAGE_REVISION", revision)
         .current_dir(repo()));
     let archive = out.join("volguard.oci.tar");
     let digest = sh(Command::new("skopeo")
@@ -552,6 +572,27 @@ async fn installed_from_a_registry() {
     );
     pods_by_digest(&cl, &c, &b.digest).await;
     guards_answer(&cl, &c).await;
+    // Objects of the chart's CRDs that must outlive every upgrade and rollback: an incident
+    // record, and the namespace's audit trail the refusal above wrote.
+    let fences = dynamic(&c, "NodeFence", "nodefences", None);
+    let record: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "volguard.io/v1alpha1", "kind": "NodeFence",
+        "metadata": {"name": "kept-record"}, "spec": {"node": "node-gone"}}))
+    .expect("record");
+    fences
+        .create(&kube::api::PostParams::default(), &record)
+        .await
+        .expect("a NodeFence record");
+    let kept = cl
+        .eventually(
+            "the audit trail of namespace team",
+            Duration::from_secs(60),
+            || {
+                let c = c.clone();
+                async move { objects_kept(&c).await }
+            },
+        )
+        .await;
 
     // 2. Upgraded to this release under traffic, as the README says. Without `--take-ownership`
     //    Helm refuses: the earlier chart installed the CRD from crds/, unowned by the release.
@@ -662,6 +703,12 @@ async fn installed_from_a_registry() {
     let rollback_ok = crd_release(&c).await.is_some();
     errors += roll(&cl, &c, "upgrade again", &upgrade).await;
     pods_by_digest(&cl, &c, &next).await;
+    let after = objects_kept(&c).await;
+    assert_eq!(
+        after,
+        Some(kept.clone()),
+        "the NodeFence record and the AuditReport were kept"
+    );
     guards_answer(&cl, &c).await;
 
     let report = json!({
@@ -671,7 +718,8 @@ async fn installed_from_a_registry() {
         "cainjector": {"version": cm_version, "conditions_intact": intact},
         "upgrade": {"from": [format!("chart {BEFORE_CRD_MOVE} (before the CRD move) with the released image")],
                     "to": format!("this chart with the next image ({next_version}, {next})"),
-                    "admission_errors": errors, "rollback_ok": rollback_ok},
+                    "admission_errors": errors, "rollback_ok": rollback_ok,
+                    "objects_kept": {"nodefence": kept.0, "auditreport": kept.1}},
         "seconds": t0.elapsed().as_secs(),
     });
     let path = repo().join("target/e2e/adoption.json");
@@ -879,4 +927,34 @@ async fn crd_release(c: &kube::Client) -> Option<String> {
         .annotations?
         .get("meta.helm.sh/release-name")
         .cloned()
+}
+
+fn dynamic(
+    c: &kube::Client,
+    kind: &str,
+    plural: &str,
+    ns: Option<&str>,
+) -> Api<kube::api::DynamicObject> {
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("volguard.io", "v1alpha1", kind),
+        plural,
+    );
+    match ns {
+        Some(ns) => Api::namespaced_with(c.clone(), ns, &ar),
+        None => Api::all_with(c.clone(), &ar),
+    }
+}
+
+/// The uids of the NodeFence record and of namespace team's AuditReport, once both exist: the
+/// same uids later mean the same objects, kept (not deleted and created again).
+async fn objects_kept(c: &kube::Client) -> Option<(String, String)> {
+    let fence = dynamic(c, "NodeFence", "nodefences", None)
+        .get_opt("kept-record")
+        .await
+        .ok()??;
+    let report = dynamic(c, "AuditReport", "auditreports", Some("team"))
+        .get_opt("volguard")
+        .await
+        .ok()??;
+    Some((fence.metadata.uid?, report.metadata.uid?))
 }

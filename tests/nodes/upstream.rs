@@ -9,8 +9,10 @@ use super::*;
 /// the external-driver storage suites on both test drivers (`make upstream-storage` runs them all).
 const FOCUS: &str = r"\[sig-storage\] (PVC|PV) Protection|\[sig-apps\] StatefulSet Basic StatefulSet functionality \[StatefulSetBasic\] should (provide basic identity|perform rolling updates and roll backs of template modifications with PVCs)|External Storage .*\[Testpattern: Dynamic PV \(default fs\)\] volumes should store data|External Storage .*\[Testpattern: Dynamic PV \(filesystem volmode\)\] multiVolume should access to two volumes with the same volume mode and retain data across pod recreation on different node";
 /// `make upstream-storage`: every suite upstream runs against an installed CSI driver, on both
-/// test drivers, as the external-driver tests are configured (a driver file each).
-const STORAGE_FOCUS: &str = r"External Storage";
+/// test drivers, as the external-driver tests are configured (a driver file each); the
+/// PersistentVolumes tests that need no NFS server (the CSI lifecycle, the default class); and the
+/// eviction API's (DisruptionController: evictions against PodDisruptionBudgets).
+const STORAGE_FOCUS: &str = r"External Storage|\[sig-storage\] PersistentVolumes (CSI Conformance|Default StorageClass)|\[sig-apps\] DisruptionController";
 const SKIP: &str = r"\[Disruptive\]|\[Flaky\]|\[Serial\]|\[Feature:";
 
 /// Tests these nodes cannot host, skipped and reported as such (never counted as passed), each
@@ -52,13 +54,12 @@ pub(super) async fn s_upstream(s: &mut Shared) {
 }
 
 /// `make upstream-storage` (by hand: about an hour): upstream's storage suites against both test
-/// drivers with volguard installed in deny mode. `VOLGUARD_UPSTREAM_STORAGE_FOCUS` narrows it to the
-/// tests a regular expression names (`make upstream-storage FOCUS='subPath'`), to rerun a few.
+/// drivers with volguard installed in deny mode. `VOLGUARD_UPSTREAM_STORAGE_FOCUS` runs instead the
+/// upstream tests a regular expression names (`make upstream-storage FOCUS='External Storage.*subPath'`).
 pub(super) async fn s_upstream_storage(s: &mut Shared) {
     let focus = std::env::var("VOLGUARD_UPSTREAM_STORAGE_FOCUS")
         .ok()
-        .filter(|f| !f.is_empty())
-        .map(|f| format!("{STORAGE_FOCUS}.*({f})"));
+        .filter(|f| !f.is_empty());
     let narrowed = focus.is_some();
     let focus = focus.unwrap_or_else(|| STORAGE_FOCUS.to_string());
     let (passed, refused) = upstream(s, "upstream-storage", &focus, "150m").await;

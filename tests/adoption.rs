@@ -573,48 +573,46 @@ async fn installed_from_a_registry() {
     pods_by_digest(&cl, &c, &b.digest).await;
     guards_answer(&cl, &c).await;
     // Objects of the chart's CRDs that must outlive every upgrade and rollback: an incident
-    // record, and the namespace's audit trail the refusal above wrote.
+    // record made under the earlier chart, and (below) the audit trail this release's refusals
+    // write (the earlier chart had no AuditReport CRD).
     let fences = dynamic(&c, "NodeFence", "nodefences", None);
     let record: kube::api::DynamicObject = serde_json::from_value(json!({
         "apiVersion": "volguard.io/v1alpha1", "kind": "NodeFence",
         "metadata": {"name": "kept-record"}, "spec": {"node": "node-gone"}}))
     .expect("record");
-    fences
+    let fence_uid = fences
         .create(&kube::api::PostParams::default(), &record)
         .await
-        .expect("a NodeFence record");
-    let kept = cl
-        .eventually(
-            "the audit trail of namespace team",
-            Duration::from_secs(60),
-            || {
-                let c = c.clone();
-                async move { objects_kept(&c).await }
-            },
-        )
-        .await;
+        .expect("a NodeFence record")
+        .metadata
+        .uid
+        .expect("uid");
 
     // 2. Upgraded to this release under traffic, as the README says. Without `--take-ownership`
     //    Helm refuses: the earlier chart installed the CRD from crds/, unowned by the release.
-    let plain = [
-        "upgrade",
-        "volguard",
-        &chart_ref,
-        "--version",
-        &b.version,
-        "--ca-file",
-        &ca,
-        "--namespace",
-        NS,
-        "--reset-then-reuse-values",
-        "--wait",
-        "--timeout",
-        "5m",
-        "--set",
-        &repository,
-    ];
+    let upgrade_to = |extra: &[&str]| -> Vec<String> {
+        let base = [
+            "upgrade",
+            "volguard",
+            &chart_ref,
+            "--version",
+            &b.version,
+            "--ca-file",
+            &ca,
+            "--namespace",
+            NS,
+            "--reset-then-reuse-values",
+            "--wait",
+            "--timeout",
+            "5m",
+            "--set",
+            &repository,
+        ];
+        base.iter().chain(extra).map(|a| a.to_string()).collect()
+    };
+    let plain = upgrade_to(&[]);
     let refused = Command::new(made("VOLGUARD_HELM", "helm"))
-        .args(plain)
+        .args(&plain)
         .arg("--kubeconfig")
         .arg(&cl.kubeconfig)
         .output()
@@ -633,32 +631,32 @@ async fn installed_from_a_registry() {
         format!("image.tag={next_version}"),
         format!("image.digest={next}"),
     );
-    let upgrade = [
-        "upgrade",
-        "volguard",
-        &chart_ref,
-        "--version",
-        &b.version,
-        "--ca-file",
-        &ca,
-        "--namespace",
-        NS,
-        "--reset-then-reuse-values",
+    let upgrade = upgrade_to(&[
         "--take-ownership",
-        "--wait",
-        "--timeout",
-        "5m",
-        "--set",
-        &repository,
         "--set",
         &next_tag,
         "--set",
         &next_digest,
-    ];
+    ]);
+    let upgrade: Vec<&str> = upgrade.iter().map(String::as_str).collect();
     errors += roll(&cl, &c, "upgrade", &upgrade).await;
     let pods_ready = pods_by_digest(&cl, &c, &next).await;
     let refusal = guards_answer(&cl, &c).await;
     println!("refused through the Service: {refusal}");
+    let kept = cl
+        .eventually(
+            "namespace team's AuditReport",
+            Duration::from_secs(60),
+            || {
+                let c = c.clone();
+                async move { objects_kept(&c).await }
+            },
+        )
+        .await;
+    assert_eq!(
+        kept.0, fence_uid,
+        "the NodeFence record outlived the upgrade"
+    );
     let crd_owner = crd_release(&c).await;
     assert_eq!(
         crd_owner.as_deref(),

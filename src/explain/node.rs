@@ -340,3 +340,7 @@ fn incident_and_pod_lines(e: &NodeExplanation, out: &mut String) {
         ));
     }
 }
+
+#[cfg(test)]
+#[path = "node_tests.rs"]
+mod tests;

@@ -346,3 +346,7 @@ pub fn table(e: &PodExplanation) -> String {
     out.push_str(&format!("  next:         {}\n", e.next));
     out
 }
+
+#[cfg(test)]
+#[path = "pod_tests.rs"]
+mod tests;

@@ -323,7 +323,7 @@ impl Leading {
 }
 
 /// rules.md §8: a person's expired overrides on claims and volumes, lifted every `LIFT_EVERY`
-/// (with no expiry, or `--lift-expired-overrides=false`, the task only ticks).
+/// (with no expiry, or `--lift-expired-overrides=false`, the task ends at once).
 fn spawn_lift_overrides(
     reconciler: Arc<Reconciler>,
     mode: crate::rules::proof::BreakGlass,
@@ -333,13 +333,17 @@ fn spawn_lift_overrides(
         .and_then(|e| jiff::SignedDuration::try_from(e).ok())
         .filter(|d| !d.is_zero());
     tokio::spawn(async move {
+        // Overrides that never expire are never lifted: nothing to look at.
+        let Some(after) = after else {
+            return;
+        };
         let refused = reconcile::overrides::Refused::default();
         let mut tick = tokio::time::interval(reconcile::overrides::LIFT_EVERY);
         loop {
             tick.tick().await;
             let reader = crate::rules::proof::Reader {
                 mode,
-                expiry: after.map(|after| crate::rules::proof::Expiry {
+                expiry: Some(crate::rules::proof::Expiry {
                     after,
                     now: jiff::Timestamp::now(),
                 }),

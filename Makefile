@@ -200,7 +200,7 @@ install: release-build
 controlplane: $(K8S_DONE) $(ETCD_BIN) $(KWOK_DIR)/.built $(CM_DIR)/.built $(HELM)
 
 # What a real node runs, gathered in $(NODES_DIR) (the harness's VOLGUARD_NODES_DIR): Debian's
-# runc, static busybox (the node image) and CNI plugins, and the parts below.
+# runc, static busybox (the node image) and CNI plugins, iptables (kube-proxy's), curl, and the parts below.
 nodes: node-packages $(NODE_PARTS)
 	ln -sf $(CACHE)/containerd/$(CONTAINERD_VERSION)/containerd $(CACHE)/containerd/$(CONTAINERD_VERSION)/containerd-shim-runc-v2 \
 	  $(CACHE)/containerd/$(CONTAINERD_VERSION)/ctr $(NODES_DIR)/
@@ -208,9 +208,9 @@ nodes: node-packages $(NODE_PARTS)
 	ln -sf $(CACHE)/csi/attacher-$(ATTACHER_VERSION) $(NODES_DIR)/csi-attacher
 
 node-packages:
-	dpkg -s runc busybox-static containernetworking-plugins umoci skopeo >/dev/null 2>&1 || { apt-get update -qq && \
+	dpkg -s runc busybox-static containernetworking-plugins umoci skopeo iptables curl >/dev/null 2>&1 || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends runc busybox-static \
-	  containernetworking-plugins umoci skopeo >/dev/null; }
+	  containernetworking-plugins umoci skopeo iptables curl >/dev/null; }
 
 $(NODES_DIR)/kubelet:
 	mkdir -p $(@D)

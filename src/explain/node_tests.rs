@@ -1,24 +1,11 @@
 //! Unit tests of `src/explain/node.rs`: why a node is fenced, released or waiting, and what to do.
 
 use crate::explain::node::{Facts, build, table};
-use crate::model::fence::{NodeFence, NodeFenceSpec, Phase, Release};
+use crate::model::fence::{NodeFence, Phase};
 use crate::model::testing;
 
 fn incident(phase: Phase, release: bool) -> NodeFence {
-    let mut f = NodeFence {
-        spec: NodeFenceSpec {
-            node: "n1".into(),
-            release: release.then(|| Release {
-                by: "alice".into(),
-                proof: "confirmed".into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    f.metadata.name = "n1-1".into();
-    f.status.phase = phase;
+    let mut f = testing::incident(phase, release);
     f.status.message = Some("the message".into());
     f
 }

@@ -24,6 +24,25 @@ pub fn node(name: &str) -> Node {
 }
 
 /// Metadata carrying these annotations (none: no map at all).
+/// Node n1's incident `n1-1` in `phase`, with (`released`) the release alice confirmed.
+pub fn incident(phase: fence::Phase, released: bool) -> fence::NodeFence {
+    let mut f = fence::NodeFence {
+        spec: fence::NodeFenceSpec {
+            node: "n1".into(),
+            release: released.then(|| fence::Release {
+                by: "alice".into(),
+                proof: "confirmed".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    f.metadata.name = "n1-1".into();
+    f.status.phase = phase;
+    f
+}
+
 pub fn annotated(pairs: &[(&str, &str)]) -> Meta {
     let mut m = Meta::default();
     if !pairs.is_empty() {

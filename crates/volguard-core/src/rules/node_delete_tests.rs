@@ -1,7 +1,7 @@
 //! Unit tests of `src/rules/node_delete.rs`: one per row.
 
 use super::*;
-use crate::model::fence::{NodeFenceSpec, Phase, Release};
+use crate::model::fence::Phase;
 use crate::model::testing::{self, user};
 use crate::rules::decision::ReadError;
 use crate::rules::proof;
@@ -28,21 +28,7 @@ fn users() -> Vec<Pod> {
     ]
 }
 fn fence(phase: Phase, release: bool) -> Arc<NodeFence> {
-    let mut f = NodeFence {
-        spec: NodeFenceSpec {
-            node: "n1".into(),
-            release: release.then(|| Release {
-                by: "alice".into(),
-                proof: "confirmed".into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    f.metadata.name = "n1-1".into();
-    f.status.phase = phase;
-    Arc::new(f)
+    Arc::new(crate::model::testing::incident(phase, release))
 }
 fn capi() -> Remediators {
     Remediators(vec![

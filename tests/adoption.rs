@@ -969,16 +969,20 @@ async fn pods_by_digest(cl: &Cluster, c: &kube::Client, digest: &str) -> Value {
     ready_counts
 }
 
+/// The webhook pods' denied pod CREATEs, once every pod answers.
+async fn denials_now(cl: &Cluster, c: &kube::Client) -> u64 {
+    cl.eventually(
+        "every webhook pod's /metrics",
+        Duration::from_secs(30),
+        || webhook_denials(c),
+    )
+    .await
+}
+
 /// The guards answer through the Service: a pod on a terminating claim is refused by volguard's
 /// `pod-create` webhook, and the webhook pods themselves counted that denial.
 async fn guards_answer(cl: &Cluster, c: &kube::Client) -> String {
-    let before = cl
-        .eventually(
-            "every webhook pod's /metrics",
-            Duration::from_secs(30),
-            || webhook_denials(c),
-        )
-        .await;
+    let before = denials_now(cl, c).await;
     let refusal = cl
         .eventually(
             "volguard's pods refuse a pod on a terminating claim",
@@ -996,13 +1000,7 @@ async fn guards_answer(cl: &Cluster, c: &kube::Client) -> String {
         refusal.contains("admission webhook \"pod-create.volguard.io\" denied the request"),
         "{refusal}"
     );
-    let after = cl
-        .eventually(
-            "every webhook pod's /metrics",
-            Duration::from_secs(30),
-            || webhook_denials(c),
-        )
-        .await;
+    let after = denials_now(cl, c).await;
     assert!(
         after > before,
         "the webhook pods counted no denied pod CREATE ({before} → {after})"

@@ -57,22 +57,7 @@ pub(super) async fn webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &str
             .expect_err("refused"),
     );
     assert_eq!(code, 403, "{msg}");
-    let events = Api::<Event>::namespaced(c.clone(), ns);
-    let note = cp
-        .eventually("an Exempted Event on backup-0", WAIT, || {
-            let events = events.clone();
-            async move {
-                events
-                    .list(&ListParams::default().fields("involvedObject.name=backup-0"))
-                    .await
-                    .ok()?
-                    .items
-                    .into_iter()
-                    .find(|e| e.reason.as_deref() == Some("Exempted"))?
-                    .message
-            }
-        })
-        .await;
+    let note = event_note(cp, &c, ns, "backup-0", "Exempted").await;
     assert!(note.contains("force-delete"), "{note}");
     let metrics = metrics_text(cp.serve_probe).await;
     assert!(
@@ -319,22 +304,7 @@ pub(super) async fn override_renewed_after_expiry(cp: &mut ControlPlane, ns: &st
         lifted_after >= Duration::from_secs(34),
         "lifted {lifted_after:?} after it was set: before 4 s + the 30 s margin"
     );
-    let events = Api::<Event>::namespaced(c.clone(), ns);
-    let note = cp
-        .eventually("an OverrideLifted Event on the claim", WAIT, || {
-            let events = events.clone();
-            async move {
-                events
-                    .list(&ListParams::default().fields("involvedObject.name=keep"))
-                    .await
-                    .ok()?
-                    .items
-                    .into_iter()
-                    .find(|e| e.reason.as_deref() == Some("OverrideLifted"))?
-                    .message
-            }
-        })
-        .await;
+    let note = event_note(cp, &c, ns, "keep", "OverrideLifted").await;
     assert!(note.contains(key) && note.contains("expired"), "{note}");
     // Renewed by the patch `kubectl annotate --overwrite` sends: a new time, and it counts.
     let renewed = pvcs
@@ -360,6 +330,32 @@ pub(super) async fn override_renewed_after_expiry(cp: &mut ControlPlane, ns: &st
     cp.stop_webhook();
     cp.ensure_running().await;
     restart_controllers(cp, &[]).await;
+}
+
+/// The note of the first Event with `reason` on object `name` in `ns`, once there is one.
+async fn event_note(
+    cp: &ControlPlane,
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+) -> String {
+    let events = Api::<Event>::namespaced(c.clone(), ns);
+    let field = format!("involvedObject.name={name}");
+    cp.eventually(&format!("a {reason} Event on {name}"), WAIT, || {
+        let (events, field) = (events.clone(), field.clone());
+        async move {
+            events
+                .list(&ListParams::default().fields(&field))
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some(reason))?
+                .message
+        }
+    })
+    .await
 }
 
 /// The harness's controller replaced by one started with `extra` flags (none: its defaults).

@@ -91,6 +91,7 @@ fn main() -> anyhow::Result<()> {
             admission: Arc::new(Admission::new(cluster, Default::default(), vec![])),
             metrics: Arc::new(volguard::server::metrics::Metrics::new()),
             decide_timeout: Duration::from_millis(2500),
+            placement_decide_timeout: Duration::from_millis(9500),
             body_timeout: Duration::from_secs(10),
             max_concurrent_requests: 512,
             max_body_bytes_in_flight: 64 << 20,

@@ -21,6 +21,8 @@
 mod admission;
 #[path = "scale/audit.rs"]
 mod audit;
+#[path = "scale/calls.rs"]
+mod calls;
 #[path = "scale/grow.rs"]
 mod grow;
 #[path = "scale/load.rs"]
@@ -282,12 +284,18 @@ async fn window(
             .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
             .sum()
     };
-    let w0 = if who == Who::Volguard {
-        writes(support::objects::metrics_text(probe).await)
-    } else {
-        0.0
+    let serve0 = match who {
+        Who::Volguard => support::objects::metrics_text(probe).await,
+        _ => String::new(),
     };
+    let api_cpu = |cp: &ControlPlane| {
+        cp.apiserver
+            .as_ref()
+            .map_or(0.0, |p| proc_stat(p.child.id()).cpu_seconds)
+    };
+    let api0 = api_cpu(cp);
     grow::churn(cp, &c, churn.start, churn.end, per_node).await;
+    let apiserver_cpu_seconds = api_cpu(cp) - api0;
     let s2 = load::sample(&c).await;
     let t2 = jiff::Timestamp::now();
     let kinds = |from, to, seconds| {
@@ -301,11 +309,23 @@ async fn window(
         ],
         _ => Default::default(),
     };
-    let w1 = if who == Who::Volguard {
-        writes(support::objects::metrics_text(probe).await)
-    } else {
-        0.0
+    let serve1 = match who {
+        Who::Volguard => support::objects::metrics_text(probe).await,
+        _ => String::new(),
     };
+    let calls = match who {
+        Who::Volguard => calls::per_1000_pods(
+            &calls::entries(&c).await,
+            (
+                &calls::apiserver_calls(&s1.text),
+                &calls::apiserver_calls(&s2.text),
+            ),
+            (&calls::unread(&serve0), &calls::unread(&serve1)),
+            churn.len(),
+        ),
+        _ => Default::default(),
+    };
+    let (w0, w1) = (writes(serve0), writes(serve1));
     let churn_cpu_seconds = volguard_cpu(cp) - cpu0;
     if let Some(mut p) = kcm {
         p.kill();
@@ -321,6 +341,8 @@ async fn window(
         admission_calls: load::admission_calls(&s1, &s2),
         serve_requests: load::requests(&s1, &s2, load::SERVE),
         lock_writes: w1 - w0,
+        apiserver_cpu_seconds,
+        calls,
         requests,
         catch_up,
     }
@@ -349,6 +371,9 @@ async fn apiserver_load(
         churn: [churned(&vg), churned(&kcm)],
         churned_pods: churn.len(),
         churn_seconds: [base.churn.seconds, vg.churn.seconds, kcm.churn.seconds],
+        apiserver_cpu_per_1000: [base.apiserver_cpu_seconds, vg.apiserver_cpu_seconds]
+            .map(|s| s / (churn.len() as f64 / 1000.0)),
+        calls_per_1000: vg.calls,
         cpu_per_1000_churn: vg.churn_cpu_seconds / (churn.len() as f64 / 1000.0),
         reads_per_admission: (vg.serve_requests - vg.lock_writes) / vg.admission_calls.max(1.0),
         volguard_requests: vg.requests,

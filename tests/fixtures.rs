@@ -326,6 +326,53 @@ fn metrics_count_bad_inputs(certs: &Certs, fixtures: &[(String, Value)]) -> Resu
     Ok(())
 }
 
+/// Calls answered from the request alone are counted, and only those: a pod without claims is
+/// allowed without a read (a `matchCondition` could have kept the call), a pod naming a claim is
+/// allowed after reading it.
+fn unread_answers_count_only_calls_decided_without_a_read(
+    certs: &Certs,
+    fixtures: &[(String, Value)],
+) -> Result<(), Failed> {
+    let (server, rt) = session(certs, None)?;
+    let _in = rt.enter();
+    let http = client(&certs.ca_pem);
+    let series = "volguard_admission_unread_answers_total{endpoint=\"validate\",kind=\"Pod\",operation=\"CREATE\"}";
+    let scrape = || {
+        rt.block_on(async {
+            http.get(server.probe_url("/metrics"))
+                .send()
+                .await?
+                .text()
+                .await
+        })
+        .map_err(|e| format!("metrics: {e}"))
+    };
+    let count = |text: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    for (name, want) in [
+        ("validate-pod-create-live-pvc", 0.0),
+        ("validate-pod-create-no-claims", 1.0),
+    ] {
+        let (_, fx) = fixtures
+            .iter()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| format!("fixture {name} is missing"))?;
+        let problems = rt.block_on(run_fixture(&http, &server, name, fx));
+        if !problems.is_empty() {
+            return Err(problems.join("\n").into());
+        }
+        let got = count(&scrape()?);
+        if got != want {
+            return Err(format!("after {name}: {series} = {got}, want {want}").into());
+        }
+    }
+    Ok(())
+}
+
 /// Where a fixture keeps its body's text as written.
 const RAW_BODY: &str = "__raw_body";
 
@@ -389,8 +436,13 @@ fn main() {
         .collect();
     let all = Arc::new(fixtures);
     let c = certs.clone();
+    let (c2, all2) = (certs.clone(), all.clone());
     trials.push(Trial::test("metrics-count-bad-inputs", move || {
         metrics_count_bad_inputs(&c, &all)
     }));
+    trials.push(Trial::test(
+        "unread-answers-count-only-calls-decided-without-a-read",
+        move || unread_answers_count_only_calls_decided_without_a_read(&c2, &all2),
+    ));
     libtest_mimic::run(&args, trials).exit();
 }

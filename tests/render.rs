@@ -282,6 +282,8 @@ fn chart_values_change_what_they_name() {
                 "registration.repair=true",
                 "registration.checkInterval=30s",
                 "policies.enabled=true",
+                "webhook.timeoutSeconds=5",
+                "webhook.placementTimeoutSeconds=20",
             ],
         )
         .expect("helm template"),
@@ -291,9 +293,26 @@ fn chart_values_change_what_they_name() {
         "--enforcement=force-delete=warn",
         "--rwo-guard=off",
         "--listen=0.0.0.0:10250",
+        // Each budget 0.5 s within what the apiserver waits for it.
+        "--decide-timeout=4500ms",
+        "--placement-decide-timeout=19500ms",
     ] {
         assert!(serve.contains(&want.to_string()), "{want} not in {serve:?}");
     }
+    let timeouts: Vec<(String, u64)> =
+        o["ValidatingWebhookConfiguration//volguard-validating"]["webhooks"]
+            .as_array()
+            .expect("validating webhooks")
+            .iter()
+            .map(|w| {
+                let name = w["name"].as_str().unwrap_or_default().to_string();
+                (name, w["timeoutSeconds"].as_u64().unwrap_or_default())
+            })
+            .collect();
+    assert!(
+        timeouts.iter().all(|(_, t)| *t == 5),
+        "webhook.timeoutSeconds names every entry but the placement's (off here): {timeouts:?}"
+    );
     let controller = arg_lists(&o, "volguard-controller");
     for want in [
         "--fence-backends=webhook,manual",

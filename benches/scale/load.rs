@@ -97,7 +97,7 @@ pub fn meter(cp: &mut ControlPlane) {
 
 /// The apiserver's metrics, and the bytes each measured client was sent, at one moment.
 pub struct Sample {
-    text: String,
+    pub text: String,
     sent: Vec<(&'static str, u64)>,
     at: Instant,
 }
@@ -124,7 +124,7 @@ pub fn sent(a: &Sample, b: &Sample, who: &str) -> f64 {
     }
 }
 
-fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
+pub fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
     let start = labels.find(&format!("{key}=\""))? + key.len() + 2;
     let end = labels[start..].find('"')? + start;
     Some(&labels[start..end])
@@ -227,6 +227,10 @@ pub struct Window {
     pub admission_calls: f64,
     pub serve_requests: f64,
     pub lock_writes: f64,
+    /// kube-apiserver's CPU seconds during the churn.
+    pub apiserver_cpu_seconds: f64,
+    /// volguard only: the churn's webhook calls and unread answers per entry, per 1,000 pods.
+    pub calls: std::collections::BTreeMap<String, (f64, f64)>,
     /// volguard only: its requests by kind (audit log), steady and during the churn.
     pub requests: [Vec<String>; 2],
     /// volguard only: the controller's catch-up before the steady state.

@@ -60,6 +60,10 @@ pub struct Apiserver {
     pub churn: [Load; 2],
     pub churned_pods: usize,
     pub churn_seconds: [f64; 3],
+    /// kube-apiserver's CPU seconds per 1,000 churned pods: baseline, volguard.
+    pub apiserver_cpu_per_1000: [f64; 2],
+    /// The volguard churn's webhook calls and unread answers per entry, per 1,000 pods.
+    pub calls_per_1000: std::collections::BTreeMap<String, (f64, f64)>,
     pub cpu_per_1000_churn: f64,
     pub reads_per_admission: f64,
     /// volguard's requests by kind from the audit log, steady and during the churn (top few).
@@ -293,6 +297,18 @@ pub fn print_load(a: &Apiserver) {
         a.cpu_per_1000_churn,
         a.reads_per_admission
     );
+    println!(
+        "  kube-apiserver CPU s per 1,000 pods churned (baseline / volguard): {:.1} / {:.1} (×{:.2})",
+        a.apiserver_cpu_per_1000[0],
+        a.apiserver_cpu_per_1000[1],
+        a.apiserver_cpu_per_1000[1] / a.apiserver_cpu_per_1000[0].max(1e-9)
+    );
+    println!(
+        "  webhook calls per 1,000 pods churned, by entry (calls / answered from the request alone):"
+    );
+    for (entry, (calls, noop)) in &a.calls_per_1000 {
+        println!("    {entry:<60} {calls:>8.1} / {noop:>8.1}");
+    }
     let cu = a.catch_up;
     println!(
         "  catch-up after the baseline's churn with volguard stopped: {:.0} stale locks cleared in {:.0} s, {:.0} requests ({:.1} per lock), {:.1} MB sent to volguard",
@@ -390,7 +406,9 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
         "apiserver_load": {
             "volguard": load_json(&a.steady[0]), "kcm": load_json(&a.steady[1]),
             "churn": {"pods": a.churned_pods, "volguard": load_json(&a.churn[0]), "kcm": load_json(&a.churn[1]),
-                      "seconds": a.churn_seconds, "volguard_cpu_seconds_per_1000_pods": a.cpu_per_1000_churn},
+                      "seconds": {"baseline": a.churn_seconds[0], "volguard": a.churn_seconds[1], "kcm": a.churn_seconds[2]},
+                      "apiserver_cpu_seconds_per_1000_pods": {"baseline": a.apiserver_cpu_per_1000[0], "volguard": a.apiserver_cpu_per_1000[1]},
+                      "volguard_cpu_seconds_per_1000_pods": a.cpu_per_1000_churn},
             "serve_reads_per_admission_call": a.reads_per_admission,
             "volguard_requests": {"steady": a.volguard_requests[0], "churn": a.volguard_requests[1]},
             "catch_up": {"seconds": a.catch_up.seconds, "locks_cleared": a.catch_up.locks_cleared,
@@ -400,6 +418,9 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
             "p50_ratio_vs_noop": pod_create.map(|w| w.modes[2].0 / w.modes[0].0.max(1e-9)),
             "p99_ratio_vs_noop": pod_create.map(|w| w.modes[2].1 / w.modes[0].1.max(1e-9)),
             "by_webhook": webhook,
+            "calls_per_1000_pods": a.calls_per_1000.iter()
+                .map(|(entry, (calls, noop))| (entry.clone(), json!({"calls": calls, "noop_answers": noop})))
+                .collect::<serde_json::Map<_, _>>(),
             "client_pod_create_ms": {"noop": e.client[0], "writing_noop": e.client[1], "volguard": e.client[2]},
         },
         "finalizer_guard": e.guard.as_ref().map(|g| json!({"pods": g.pods, "refused": g.refused, "p50_ms": g.p50_ms,

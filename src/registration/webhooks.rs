@@ -483,7 +483,7 @@ impl Entry {
             "name": self.name,
             "admissionReviewVersions": ["v1"],
             "sideEffects": self.side_effects(),
-            "timeoutSeconds": 3,
+            "timeoutSeconds": self.rule.def().timeout.seconds(),
             "failurePolicy": self.failure_policy(mode),
             "clientConfig": client_config,
             "rules": self.rules.iter().map(|r| json!({

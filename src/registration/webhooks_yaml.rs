@@ -5,6 +5,7 @@
 use super::conditions::NAMESPACE_TOKEN;
 use super::webhooks::{CONFIGURATIONS, Entry, FAILURE_MODE_ANNOTATION, FailureMode};
 use crate::rules::enforcement::Enforcement;
+use crate::rules::rule::Timeout;
 
 /// Which rendering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -141,13 +142,21 @@ fn render_webhook(out: &mut String, e: &Entry, namespace: &str, f: Flavour) {
 fn render_timeout_and_policy(out: &mut String, e: &Entry, f: Flavour) {
     match f {
         Flavour::Kustomize => {
-            out.push_str("  timeoutSeconds: 3\n");
+            out.push_str(&format!(
+                "  timeoutSeconds: {}\n",
+                e.rule.def().timeout.seconds()
+            ));
             // The base installs the policies (policies.yaml beside this file).
             let mode = FailureMode::policies(true);
             out.push_str(&format!("  failurePolicy: {}\n", e.failure_policy(&mode)));
         }
         Flavour::Chart => {
-            out.push_str("  timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}\n");
+            out.push_str(match e.rule.def().timeout {
+                Timeout::Standard => "  timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}\n",
+                Timeout::Placement => {
+                    "  timeoutSeconds: {{ .Values.webhook.placementTimeoutSeconds }}\n"
+                }
+            });
             // Ignore in every mode: no value changes it. Else the helper decides from the
             // values: forced Ignore, the rule in warn, the policies installed.
             let strictest = FailureMode {

@@ -6,7 +6,7 @@ use super::metrics::{CodeLabels, Metrics};
 use super::trail::Trail;
 use crate::admission::{self, Admission, Endpoint, dispatch::Verdict};
 use crate::error::ReviewError;
-use crate::rules::rule::Rule;
+use crate::rules::rule::{Rule, Timeout};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -28,6 +28,9 @@ pub struct AppState {
     /// Each rule decides within this budget; one that cannot answers as its failure policy
     /// says (the apiserver's own timeout is 3 s in our manifests).
     pub decide_timeout: std::time::Duration,
+    /// The budget of the rules registered with the placement's longer timeout (the RWO lock's
+    /// write: `Timeout::Placement`).
+    pub placement_decide_timeout: std::time::Duration,
     /// A body not fully received in this time is answered 408 (slow-body attacks).
     pub body_timeout: std::time::Duration,
     /// Requests decided at once; more wait (with their bodies already read) for a slot.
@@ -44,6 +47,7 @@ struct Shared {
     admission: Arc<Admission>,
     metrics: Arc<Metrics>,
     decide_timeout: std::time::Duration,
+    placement_decide_timeout: std::time::Duration,
     body_timeout: std::time::Duration,
     concurrency: Arc<tokio::sync::Semaphore>,
     /// Body bytes in flight, in KiB permits.
@@ -70,6 +74,7 @@ pub fn router(state: AppState) -> Router {
         admission: state.admission,
         metrics: state.metrics,
         decide_timeout: state.decide_timeout,
+        placement_decide_timeout: state.placement_decide_timeout,
         body_timeout: state.body_timeout,
         concurrency,
         body_budget: Arc::new(tokio::sync::Semaphore::new(budget_kib)),
@@ -311,6 +316,12 @@ async fn receive(
     }
 }
 
+/// An answer that tells the apiserver nothing it does not do without the call: allowed, with no
+/// patch, no warning, and nothing left behind (no audit record, no Event).
+fn unread_answer(d: &crate::rules::Decision) -> bool {
+    d.allowed && !d.warned && d.patch.is_none() && d.warnings.is_empty() && d.effect.is_none()
+}
+
 /// The rules' verdict, in a span carrying the request's uid, kind, object and decision.
 async fn decide(s: &Shared, endpoint: Endpoint, req: &admission::Request<'_>) -> Verdict {
     let span = tracing::debug_span!(
@@ -326,19 +337,32 @@ async fn decide(s: &Shared, endpoint: Endpoint, req: &admission::Request<'_>) ->
         row = tracing::field::Empty,
     );
     let started = Instant::now();
-    // Each rule keeps to `decide_timeout` itself; this backstop only fires if something
-    // outside a rule's facts stalls, and answers with the rules' failure policies too.
-    let backstop = s.decide_timeout + std::time::Duration::from_millis(200);
+    // A rule's own path decides within that rule's budget (its entry's timeout less a margin);
+    // `/mutate` and `/validate` (offline, fixtures) within the standard one.
+    let budget = match endpoint {
+        Endpoint::Rule(r) if r.def().timeout == Timeout::Placement => s.placement_decide_timeout,
+        _ => s.decide_timeout,
+    };
+    // Each rule keeps to its budget itself; this backstop only fires if something outside a
+    // rule's facts stalls, and answers with the rules' failure policies too.
+    let backstop = budget + std::time::Duration::from_millis(200);
     let verdict = match tokio::time::timeout(
         backstop,
-        s.admission
-            .decide(endpoint, req, s.decide_timeout)
-            .instrument(span.clone()),
+        crate::state::reads::counted(
+            s.admission
+                .decide(endpoint, req, budget)
+                .instrument(span.clone()),
+        ),
     )
     .await
     {
-        Ok(v) => v,
-        Err(_) => s.admission.late_verdict(endpoint, req, s.decide_timeout),
+        Ok((v, 0)) if unread_answer(&v.decision) => {
+            s.metrics
+                .count_unread(endpoint.as_str(), &req.kind.kind, &req.operation);
+            v
+        }
+        Ok((v, _)) => v,
+        Err(_) => s.admission.late_verdict(endpoint, req, budget),
     };
     span.record("decision", verdict.decision.outcome());
     span.record("rule", verdict.rule.map_or("none", |r| r.name()));

@@ -97,6 +97,10 @@ pub struct ServeArgs {
     /// policy says (Ignore rules allow with a warning, Fail rules deny with code 500).
     #[arg(long, default_value = "2500ms", value_parser = duration, env = "VOLGUARD_DECIDE_TIMEOUT")]
     pub decide_timeout: std::time::Duration,
+    /// Time budget of the ReadWriteOnce placement (`/validate/rwo-single-node`), registered with
+    /// its own longer timeout: the lock's write waits for the apiserver's answer within it.
+    #[arg(long, default_value = "9500ms", value_parser = duration, env = "VOLGUARD_PLACEMENT_DECIDE_TIMEOUT")]
+    pub placement_decide_timeout: std::time::Duration,
     /// The former --decide-timeout, in milliseconds (kept as an alias).
     #[arg(long, hide = true, env = "VOLGUARD_DECIDE_TIMEOUT_MS")]
     pub decide_timeout_ms: Option<u64>,

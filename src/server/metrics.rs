@@ -54,6 +54,14 @@ fn slot(set: &[&str], value: &str) -> usize {
         .unwrap_or(set.len() - 1)
 }
 
+/// `volguard_admission_unread_answers_total{endpoint,kind,operation}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabels {
+    pub endpoint: &'static str,
+    pub kind: &'static str,
+    pub operation: &'static str,
+}
+
 /// `volguard_admission_request_duration_seconds{endpoint}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EndpointLabels {
@@ -119,6 +127,9 @@ pub struct Metrics {
     pub in_flight: Gauge,
     /// Overrides used (rules.md §8), by rule.
     pub break_glass: Family<RuleLabels, Counter>,
+    /// Calls answered "allowed", with no patch and no warning, without reading the cluster: the
+    /// request alone decided them, so a `matchCondition` could have kept them from being made.
+    pub unread_answers: Family<CallLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -169,6 +180,12 @@ impl Metrics {
             break_glass: r.add(
                 "volguard_break_glass",
                 "Requests allowed by a person's volguard.io/* override (break glass), by rule",
+                Family::default(),
+            ),
+            unread_answers: r.add(
+                "volguard_admission_unread_answers",
+                "Calls answered allowed (no patch, no warning) without reading the cluster, by endpoint, kind \
+                 and operation: the request alone decided them, a matchCondition could have",
                 Family::default(),
             ),
             registry,
@@ -278,6 +295,18 @@ impl Metrics {
                         decision: DECISIONS[d],
                     })
                     .clone()
+            })
+            .inc();
+    }
+
+    /// Count one call the request alone decided (every call, a DELETE's second one too: each is
+    /// a call the apiserver made).
+    pub fn count_unread(&self, endpoint: &str, kind: &str, operation: &str) {
+        self.unread_answers
+            .get_or_create(&CallLabels {
+                endpoint: ENDPOINTS[slot(&ENDPOINTS, endpoint)],
+                kind: KINDS[slot(&KINDS, kind)],
+                operation: OPERATIONS[slot(&OPERATIONS, operation)],
             })
             .inc();
     }

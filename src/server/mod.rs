@@ -30,6 +30,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         admission,
         metrics: metrics.clone(),
         decide_timeout: args.decide_timeout(),
+        placement_decide_timeout: args.placement_decide_timeout,
         body_timeout: args.read_timeout(),
         max_concurrent_requests: args.max_concurrent_requests,
         max_body_bytes_in_flight: args.max_body_bytes_in_flight,

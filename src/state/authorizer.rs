@@ -22,6 +22,7 @@ impl Cluster {
     /// The authorizer's answer within `timeout`; `Err` says why there is none. Offline there is
     /// no authorizer to ask: only `system:masters`, the one group every RBAC authorizer allows.
     pub async fn may(&self, ask: Ask<'_>, timeout: Duration) -> Result<bool, String> {
+        super::reads::note();
         let client = match self {
             Cluster::Offline(_) => return Ok(ask.user.in_group("system:masters")),
             Cluster::Live(l) => l.client.clone(),

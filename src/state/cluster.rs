@@ -17,6 +17,7 @@ pub enum Cluster {
 impl Cluster {
     /// The stores behind the view (what a one-shot reader walks whole).
     pub fn store(&self) -> &Arc<Store> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => s,
             Cluster::Live(l) => &l.store,
@@ -24,6 +25,7 @@ impl Cluster {
     }
 
     pub async fn pvc(&self, namespace: &str, name: &str) -> Fact<Arc<Pvc>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => from_cache(s.pvcs.get(namespace, name)),
             Cluster::Live(l) => l.pvc(namespace, name).await,
@@ -33,6 +35,7 @@ impl Cluster {
     /// The PVC from memory when it is there (`None`: a live read is needed). The admission fast
     /// path: no future per claim when the cache answers.
     pub fn pvc_cached(&self, namespace: &str, name: &str) -> Option<Fact<Arc<Pvc>>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => Some(from_cache(s.pvcs.get(namespace, name))),
             Cluster::Live(l) => l.store.pvcs.get(namespace, name).map(Fact::Found),
@@ -40,6 +43,7 @@ impl Cluster {
     }
 
     pub async fn pv(&self, name: &str) -> Fact<Arc<Pv>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => from_cache(s.pvs.get("", name)),
             Cluster::Live(l) => l.pv(name).await,
@@ -48,6 +52,7 @@ impl Cluster {
 
     /// A Namespace, read live (offline: none is known).
     pub async fn namespace(&self, name: &str) -> Fact<Arc<crate::model::Namespace>> {
+        super::reads::note();
         match self {
             Cluster::Offline(_) => Fact::Missing,
             Cluster::Live(l) => l.namespace(name).await,
@@ -55,6 +60,7 @@ impl Cluster {
     }
 
     pub async fn node(&self, name: &str) -> Fact<Arc<Node>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => from_cache(s.nodes.get("", name)),
             Cluster::Live(l) => l.node(name).await,
@@ -65,6 +71,7 @@ impl Cluster {
     /// gone", "out-of-service") must not come from a cache that still shows a taint removed a
     /// moment ago (rules.md §2d, kubernetes#142331).
     pub async fn node_confirmed(&self, name: &str) -> Fact<Arc<Node>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => from_cache(s.nodes.get("", name)),
             Cluster::Live(l) => l.node_live(name).await,
@@ -73,6 +80,7 @@ impl Cluster {
 
     /// A fencing incident, read live (it decides a release).
     pub async fn node_fence(&self, name: &str) -> Fact<Arc<crate::model::fence::NodeFence>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => from_cache(s.fences.get("", name)),
             Cluster::Live(l) => super::fences::get(&l.client, name).await,
@@ -85,6 +93,7 @@ impl Cluster {
         &self,
         node: &str,
     ) -> Fact<Vec<Arc<crate::model::fence::NodeFence>>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => Fact::Found(
                 s.fences
@@ -99,6 +108,7 @@ impl Cluster {
 
     /// The node's Lease renewTime, read live (offline: none is known).
     pub async fn lease_renewed(&self, node: &str) -> Fact<Option<jiff::Timestamp>> {
+        super::reads::note();
         match self {
             Cluster::Offline(_) => Fact::Found(None),
             Cluster::Live(l) => l.lease_renewed(node).await,
@@ -108,6 +118,7 @@ impl Cluster {
     /// The non-terminal pods scheduled on `node` that use a claim: a consistent read (a Node
     /// DELETE releases them). Offline, the store's.
     pub async fn claim_users_on_node(&self, node: &str) -> Fact<Vec<Pod>> {
+        super::reads::note();
         let keep = |p: &Pod| {
             p.node_name() == Some(node) && !p.is_terminal() && crate::rules::claims::uses_claims(p)
         };
@@ -125,6 +136,7 @@ impl Cluster {
     }
 
     pub async fn pod(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => from_cache(s.pods.get(namespace, name)),
             Cluster::Live(l) => l.pod(namespace, name).await,
@@ -134,6 +146,7 @@ impl Cluster {
     /// The pod with what caches prune (nodeSelector, affinity): `explain pod`. A `--state` file's
     /// pods are pruned as they load.
     pub async fn pod_whole(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => from_cache(s.pods.get(namespace, name)),
             Cluster::Live(l) => l.pod_whole(namespace, name).await,
@@ -142,6 +155,7 @@ impl Cluster {
 
     /// The node with its labels (caches keep only the control-plane ones): `explain pod`.
     pub async fn node_whole(&self, name: &str) -> Fact<Arc<Node>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => from_cache(s.nodes.get("", name)),
             Cluster::Live(l) => l.node_whole(name).await,
@@ -151,6 +165,7 @@ impl Cluster {
     /// The pod as the apiserver has it now, never a cache (a bind whose pod UID differs from the
     /// cached pod's).
     pub async fn pod_live(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => from_cache(s.pods.get(namespace, name)),
             Cluster::Live(l) => l.pod_live(namespace, name).await,
@@ -159,6 +174,7 @@ impl Cluster {
 
     /// The pods that name `claim` in their volumes (the RWO guard's candidate holders).
     pub async fn pods_naming(&self, namespace: &str, claim: &str) -> Fact<Vec<Arc<Pod>>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => Fact::Found(
                 s.claims
@@ -173,6 +189,7 @@ impl Cluster {
 
     /// The pods that name `claim` as the watch cache holds them, if pods are watched (no read).
     pub fn pods_naming_cached(&self, namespace: &str, claim: &str) -> Option<Vec<Arc<Pod>>> {
+        super::reads::note();
         let store = match self {
             Cluster::Offline(s) => s,
             Cluster::Live(l) if l.watches_pods() => &l.store,
@@ -195,6 +212,7 @@ impl Cluster {
         namespace: &str,
         keep: impl Fn(&Pod) -> bool + Send + Sync,
     ) -> Fact<Vec<Pod>> {
+        super::reads::note();
         match self {
             Cluster::Offline(s) => Fact::Found(
                 s.pods
@@ -216,6 +234,7 @@ impl Cluster {
         node: &str,
         keep: impl Fn(&Pod) -> bool + Send + Sync,
     ) -> Fact<Vec<Pod>> {
+        super::reads::note();
         match self {
             Cluster::Offline(_) => {
                 self.pods_consistent(namespace, |p| p.node_name() == Some(node) && keep(p))
@@ -227,6 +246,7 @@ impl Cluster {
 
     /// Caches synced (always true offline).
     pub fn synced(&self) -> bool {
+        super::reads::note();
         match self {
             Cluster::Offline(_) => true,
             Cluster::Live(l) => l.synced(),

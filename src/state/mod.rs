@@ -16,6 +16,7 @@ pub mod lock_clock;
 pub mod network_fences;
 pub mod now;
 pub mod operator_reads;
+pub mod reads;
 pub mod registrations;
 pub mod store;
 mod watch;

@@ -33,6 +33,7 @@ impl Cluster {
     /// a late answer is worth more than time kept for a retry (at 5,000 nodes a 1.5 s cap left
     /// 4,612 writes unconfirmed and their pods refused elsewhere for up to 703 s).
     pub async fn swap_lock(&self, pvc: &Pvc, lock: &str, until: tokio::time::Instant) -> Swap {
+        super::reads::note();
         match self {
             Cluster::Offline(store) => {
                 let Ok(_guard) = store.swap.lock() else {
@@ -94,6 +95,7 @@ impl Cluster {
         node: &str,
         release: crate::model::fence::Release,
     ) -> Result<String, String> {
+        super::reads::note();
         match self {
             Cluster::Offline(store) => {
                 let mut f = crate::model::fence::NodeFence::default();
@@ -117,6 +119,7 @@ impl Cluster {
         namespace: &str,
         name: &str,
     ) -> crate::rules::Fact<std::sync::Arc<Pvc>> {
+        super::reads::note();
         match self {
             Cluster::Offline(_) => self.pvc(namespace, name).await,
             Cluster::Live(live) => live.pvc_live(namespace, name).await,

@@ -127,24 +127,28 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
     row!(PvcFinalizer "pvc-finalizer" mutate {
         failure_policy: FailurePolicy::Ignore,
         warnable: false,
+        timeout: Timeout::Standard,
         webhooks: &["pvc-finalizer.volguard.io"],
         on: &[On::PvcCreate],
     }),
     row!(PvFinalizer "pv-finalizer" mutate {
         failure_policy: FailurePolicy::Ignore,
         warnable: false,
+        timeout: Timeout::Standard,
         webhooks: &["pv-finalizer.volguard.io"],
         on: &[On::PvCreate],
     }),
     row!(PodOnTerminatingClaim "pod-on-terminating-claim" validate {
         failure_policy: FailurePolicy::Ignore,
         warnable: true,
+        timeout: Timeout::Standard,
         webhooks: &["pod-create.volguard.io"],
         on: &[On::PodCreate],
     }),
     row!(FinalizerRemoval "finalizer-removal" validate {
         failure_policy: FailurePolicy::Fail,
         warnable: true,
+        timeout: Timeout::Standard,
         webhooks: &["finalizer-guard.volguard.io"],
         on: &[
             On::PvcUpdate,
@@ -156,54 +160,63 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
     row!(BindingToTerminatingVolume "binding-to-terminating-volume" validate {
         failure_policy: FailurePolicy::Ignore,
         warnable: true,
+        timeout: Timeout::Standard,
         webhooks: &["pvc-binding.volguard.io"],
         on: &[On::PvcCreate, On::PvcUpdate],
     }),
     row!(ClaimMetadata "claim-metadata" validate {
         failure_policy: FailurePolicy::Fail,
         warnable: true,
+        timeout: Timeout::Standard,
         webhooks: &["claim-metadata.volguard.io"],
         on: &[On::PvcUpdate, On::PvcStatusUpdate, On::PvcCreate],
     }),
     row!(ForceDelete "force-delete" validate {
         failure_policy: FailurePolicy::Fail,
         warnable: true,
+        timeout: Timeout::Standard,
         webhooks: &["force-delete.volguard.io", "eviction.volguard.io"],
         on: &[On::PodDelete, On::PodEviction],
     }),
     row!(RwoSingleNode "rwo-single-node" validate {
         failure_policy: FailurePolicy::Ignore,
         warnable: true,
+        timeout: Timeout::Placement,
         webhooks: &["rwo-single-node.volguard.io"],
         on: &[On::PodCreate, On::PodBinding],
     }),
     row!(RwoPlacementHint "rwo-placement-hint" mutate {
         failure_policy: FailurePolicy::Ignore,
         warnable: false,
+        timeout: Timeout::Standard,
         webhooks: &["rwo-placement-hint.volguard.io"],
         on: &[On::PodCreate],
     }),
     row!(PodStatus "pod-status" validate {
         failure_policy: FailurePolicy::Ignore,
         warnable: true,
+        timeout: Timeout::Standard,
         webhooks: &["pod-status.volguard.io"],
         on: &[On::PodStatusUpdate],
     }),
     row!(ConfirmationStamp "confirmation-stamp" mutate {
         failure_policy: FailurePolicy::Ignore,
         warnable: false,
+        timeout: Timeout::Standard,
         webhooks: &["confirmation-stamp.volguard.io"],
         on: PROOF_PATHS,
     }),
     row!(NodeDelete "node-delete" validate {
         failure_policy: FailurePolicy::Ignore,
         warnable: true,
+        timeout: Timeout::Standard,
         webhooks: &["node-delete.volguard.io"],
         on: &[On::NodeDelete],
     }),
     row!(DeleteProtection "delete-protection" validate {
         failure_policy: FailurePolicy::Fail,
         warnable: false,
+        timeout: Timeout::Standard,
         webhooks: &[
             "delete-protection.volguard.io",
             "volume-reclaim.volguard.io",
@@ -226,12 +239,14 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
     row!(OutOfServiceTaint "out-of-service-taint" validate {
         failure_policy: FailurePolicy::Ignore,
         warnable: true,
+        timeout: Timeout::Standard,
         webhooks: &["out-of-service-taint.volguard.io"],
         on: &[On::NodeUpdate, On::NodeCreate, On::NodeStatusUpdate],
     }),
     row!(Proof "proof" validate {
         failure_policy: FailurePolicy::Fail,
         warnable: false,
+        timeout: Timeout::Standard,
         webhooks: &["proof.volguard.io", "fence-record.volguard.io"],
         on: PROOF_PATHS,
     }),
@@ -278,8 +293,33 @@ pub struct RuleDef {
     /// registered `Ignore`. Not the rules whose warn would be no rule at all: a proof anyone may
     /// forge, a deletion protection anyone may pass.
     pub warnable: bool,
+    /// How long the apiserver waits for this rule's answer (its entries' `timeoutSeconds`), and
+    /// so the budget serve decides within.
+    pub timeout: Timeout,
     pub webhooks: &'static [&'static str],
     pub on: &'static [On],
+}
+
+/// How long the apiserver waits for a rule's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timeout {
+    /// `timeoutSeconds: 3`: the rule reads caches, and a live read or two when they cannot tell.
+    Standard,
+    /// `timeoutSeconds: 10`: the rule writes the RWO lock, one etcd write the apiserver may
+    /// answer late when it is saturated. A write not answered in time leaves its placement
+    /// refused and its claim held on that node for the lock's grace (rules.md §2f), so a late
+    /// answer is worth more than a fast refusal; the scheduler binds off its scheduling loop.
+    Placement,
+}
+
+impl Timeout {
+    /// The entries' `timeoutSeconds` as installed by default.
+    pub const fn seconds(self) -> u8 {
+        match self {
+            Timeout::Standard => 3,
+            Timeout::Placement => 10,
+        }
+    }
 }
 
 /// `On` and `On::ALL` from one list.

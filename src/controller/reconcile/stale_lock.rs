@@ -2,7 +2,7 @@
 //! a quorum read shows it, is cleared with the claim's resourceVersion.
 
 use super::*;
-use std::time::Duration;
+use crate::rules::rwo_lock::Cleanup;
 
 impl Reconciler {
     /// rules.md §2f "the controller cleans up": remove the RWO lock once no pod on its node uses
@@ -19,65 +19,48 @@ impl Reconciler {
         let Some(lock) = RwoLock::parse(raw) else {
             return Outcome::Done;
         };
-        let in_use_cached = self
+        let in_use = self
             .store
             .claims
             .pods_naming(ns, name)
             .into_iter()
             .filter_map(|n| self.store.pods.get(ns, &n))
             .any(|p| rwo_lock::uses_on(&p, ns, name, &lock.node));
-        let node_cached = self.store.nodes.get("", &lock.node);
-        let node_released = node_cached.as_ref().is_none_or(|n| n.is_out_of_service());
-        if in_use_cached && !node_released {
-            self.lock_clock.quiet_for(ns, name, raw, true);
-            return Outcome::Done;
-        }
-        let observed = self.lock_clock.quiet_for(ns, name, raw, false);
-        // Within the grace, on a node the cache shows present and in service, the lock stays unless
-        // a live read finds the node released after all (a taint the cache has not seen yet): that
-        // clear may wait for the grace's end, since keeping a lock is never unsafe and the webhook
-        // takes over from a released node itself. Read at once, a fresh lock's node GET, quorum
-        // LIST and pod GET raced the very bind that wrote it (the bind took 1.19× a writing no-op
-        // with them, on a 2-core machine).
-        if observed < rwo_lock::BIND_GRACE && !node_released {
-            return Self::look_again_after_grace(observed);
-        }
-        let live = match self.read_hold(ns, name, &lock).await {
-            Ok(live) => live,
-            Err(retry) => return retry,
+        let node = self.store.nodes.get("", &lock.node);
+        let cached = rwo_lock::CachedHold {
+            in_use,
+            node: node.as_deref(),
         };
-        let in_use = !matches!(&live.users, Fact::Found(u) if u.is_empty());
-        let observed = match in_use {
-            true => self.lock_clock.quiet_for(ns, name, raw, true),
-            false => observed,
+        let observed = self
+            .lock_clock
+            .quiet_for(ns, name, raw, cached.seen_in_use());
+        let plan = match rwo_lock::cleanup_cached(&cached, observed) {
+            Cleanup::ReadLive => {
+                let live = match self.read_hold(ns, name, &lock).await {
+                    Ok(live) => live,
+                    Err(retry) => return retry,
+                };
+                let mut hold = rwo_lock::NodeHold {
+                    claim: name,
+                    users: live.users.as_ref().map(Vec::as_slice),
+                    writer: live.writer.as_ref(),
+                    node: live.node.as_ref(),
+                    gone_recorded: live.gone_recorded,
+                    observed,
+                };
+                if hold.seen_in_use() {
+                    hold.observed = self.lock_clock.quiet_for(ns, name, raw, true);
+                }
+                rwo_lock::cleanup_live(&lock, &hold)
+            }
+            plan => plan,
         };
-        // Within the grace the controller leaves a lock alone unless its node is released: a
-        // take-over never waits for the controller (the webhook judges the lock itself), and a
-        // StatefulSet's restart renames the lock anyway (its pod deleted, then replaced by one of
-        // the same name): clearing first would be a second write per restart. Keeping a lock is
-        // never unsafe; it is looked at again when the grace ends.
-        let released = match &live.node {
-            Fact::Found(n) => n.is_out_of_service(),
-            Fact::Missing => live.gone_recorded,
-            Fact::Unknown(_) => false,
-        };
-        if in_use && !released {
-            return Outcome::Done;
-        }
-        if observed < rwo_lock::BIND_GRACE && !released {
-            return Self::look_again_after_grace(observed);
-        }
-        let hold = rwo_lock::NodeHold {
-            claim: name,
-            users: live.users.as_ref().map(Vec::as_slice),
-            writer: live.writer.as_ref(),
-            node: live.node.as_ref(),
-            gone_recorded: live.gone_recorded,
-            observed,
-        };
-        match rwo_lock::clearable(&lock, &hold) {
-            Some(why) => self.clear_lock(ns, name, raw, &lock, why).await,
-            None => Outcome::Done,
+        match plan {
+            Cleanup::Keep => Outcome::Done,
+            Cleanup::LookAgainAfter(after) => Outcome::RequeueAfter(after),
+            Cleanup::Clear(why) => self.clear_lock(ns, name, raw, &lock, why).await,
+            // `cleanup_live` decides from the live read: it never asks for another.
+            Cleanup::ReadLive => Outcome::Done,
         }
     }
 
@@ -155,14 +138,6 @@ impl Reconciler {
         tracing::info!(pvc = %format!("{ns}/{name}"), first_holder = %lock.pod, node = %lock.node, reason = why,
             "ReadWriteOnce lock cleared (consistent read)");
         Outcome::Done
-    }
-
-    /// Look at the claim again once the lock has been seen quiet for the grace (at most
-    /// `BIND_GRACE` away: no date written by anyone else sets that time).
-    fn look_again_after_grace(observed: Duration) -> Outcome {
-        Outcome::RequeueAfter(
-            rwo_lock::BIND_GRACE.saturating_sub(observed) + Duration::from_secs(1),
-        )
     }
 }
 

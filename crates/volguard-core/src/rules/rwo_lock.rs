@@ -10,6 +10,7 @@
 
 use super::Fact;
 use crate::model::{Node, Pod, Pvc};
+use std::time::Duration;
 
 /// The annotation that carries the lock on a PersistentVolumeClaim.
 pub const RWO_LOCK: &str = "volguard.io/rwo-lock";
@@ -351,6 +352,105 @@ pub fn clearable(lock: &RwoLock, hold: &NodeHold<'_>) -> Option<&'static str> {
         Standing::Stale(why) => Some(why),
         Standing::Holds(_) => None,
     }
+}
+
+/// What the controller does with one claim's lock (rules.md §2f "the controller cleans up"),
+/// from what it knows so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cleanup {
+    /// Leave the lock: it holds, or may.
+    Keep,
+    /// Look at the claim again after this long, when the grace ends (at most `BIND_GRACE` away:
+    /// no date written by anyone else sets that time).
+    LookAgainAfter(Duration),
+    /// The caches cannot decide: read the lock's node, its users and its pod live, then ask
+    /// `cleanup_live`.
+    ReadLive,
+    /// Remove the lock (`test`ing its value), for this reason.
+    Clear(&'static str),
+}
+
+/// What the controller's caches show of a lock's node.
+pub struct CachedHold<'a> {
+    /// A pod in the cache uses the claim on the lock's node (`uses_on`).
+    pub in_use: bool,
+    /// The lock's node in the cache (`None`: not there).
+    pub node: Option<&'a Node>,
+}
+
+impl CachedHold<'_> {
+    /// Whether the caches show the lock in use: a user on its node, present and in service. The
+    /// lock clock is told so (it restarts); otherwise it runs.
+    pub fn seen_in_use(&self) -> bool {
+        self.in_use && !self.node_released()
+    }
+
+    fn node_released(&self) -> bool {
+        self.node.is_none_or(Node::is_out_of_service)
+    }
+}
+
+/// The controller's first look, from its caches; `observed` is what the lock clock answered when
+/// told `cached.seen_in_use()`.
+pub fn cleanup_cached(cached: &CachedHold<'_>, observed: Duration) -> Cleanup {
+    if cached.seen_in_use() {
+        return Cleanup::Keep;
+    }
+    // Within the grace, on a node the cache shows present and in service, the lock stays unless
+    // a live read finds the node released after all (a taint the cache has not seen yet): that
+    // clear may wait for the grace's end, since keeping a lock is never unsafe and the webhook
+    // takes over from a released node itself. Read at once, a fresh lock's node GET, quorum LIST
+    // and pod GET raced the very bind that wrote it (the bind took 1.19× a writing no-op with
+    // them, on a 2-core machine).
+    if observed < BIND_GRACE && !cached.node_released() {
+        return look_again_after_grace(observed);
+    }
+    Cleanup::ReadLive
+}
+
+impl NodeHold<'_> {
+    /// Whether the live read found the lock in use: users on its node, or unsure. The lock clock
+    /// is told so (it restarts); otherwise it is not asked again.
+    pub fn seen_in_use(&self) -> bool {
+        !matches!(self.users, Fact::Found(u) if u.is_empty())
+    }
+
+    /// The node is out of service, or gone with its deletion recorded on proof.
+    fn released(&self) -> bool {
+        match self.node {
+            Fact::Found(n) => n.is_out_of_service(),
+            Fact::Missing => self.gone_recorded,
+            Fact::Unknown(_) => false,
+        }
+    }
+}
+
+/// The controller's decision after the live read (`cleanup_cached` said `ReadLive`):
+/// `hold.observed` is the first look's quiet time, or zero when this read found a user.
+pub fn cleanup_live(lock: &RwoLock, hold: &NodeHold<'_>) -> Cleanup {
+    let released = hold.released();
+    if !released {
+        if hold.seen_in_use() {
+            return Cleanup::Keep;
+        }
+        // Within the grace the controller leaves a lock alone unless its node is released: a
+        // take-over never waits for the controller (the webhook judges the lock itself), and a
+        // StatefulSet's restart renames the lock anyway (its pod deleted, then replaced by one of
+        // the same name): clearing first would be a second write per restart. Keeping a lock is
+        // never unsafe; it is looked at again when the grace ends.
+        if hold.observed < BIND_GRACE {
+            return look_again_after_grace(hold.observed);
+        }
+    }
+    match clearable(lock, hold) {
+        Some(why) => Cleanup::Clear(why),
+        None => Cleanup::Keep,
+    }
+}
+
+/// Once the lock has been seen quiet for the grace, and a second more.
+fn look_again_after_grace(observed: Duration) -> Cleanup {
+    Cleanup::LookAgainAfter(BIND_GRACE.saturating_sub(observed) + Duration::from_secs(1))
 }
 
 #[cfg(test)]

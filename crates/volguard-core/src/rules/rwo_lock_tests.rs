@@ -421,3 +421,152 @@ fn uses_on_is_a_non_terminal_pod_of_that_node_naming_the_claim() {
     let pending = pod("a", "u", None, "Pending").mounting("data");
     assert!(!uses_on(&pending, "ns", "data", "n1"), "not placed");
 }
+
+fn cached(in_use: bool, node: Option<&Node>) -> CachedHold<'_> {
+    CachedHold { in_use, node }
+}
+
+#[test]
+fn cleanup_cached_keeps_a_lock_in_use_on_a_node_in_service() {
+    let n = node(false);
+    let c = cached(true, Some(&n));
+    // The clock is told it is in use (it restarts, and answers zero).
+    assert!(c.seen_in_use());
+    assert_eq!(cleanup_cached(&c, Duration::ZERO), Cleanup::Keep);
+}
+
+#[test]
+fn cleanup_cached_looks_again_when_the_grace_ends_on_a_node_in_service() {
+    let n = node(false);
+    let c = cached(false, Some(&n));
+    assert!(!c.seen_in_use());
+    assert_eq!(
+        cleanup_cached(&c, Duration::from_secs(20)),
+        Cleanup::LookAgainAfter(Duration::from_secs(41))
+    );
+    assert_eq!(
+        cleanup_cached(&c, Duration::ZERO),
+        Cleanup::LookAgainAfter(BIND_GRACE + Duration::from_secs(1))
+    );
+    assert_eq!(
+        cleanup_cached(&c, BIND_GRACE - Duration::from_millis(1)),
+        Cleanup::LookAgainAfter(Duration::from_millis(1001))
+    );
+}
+
+#[test]
+fn cleanup_cached_reads_live_past_the_grace_or_on_a_released_node() {
+    let n = node(false);
+    let oos = node(true);
+    assert_eq!(
+        cleanup_cached(&cached(false, Some(&n)), OLD),
+        Cleanup::ReadLive
+    );
+    // A node the cache shows out of service or gone is read at once, even in use per the cache
+    // (and then the clock is not told it is in use).
+    for (what, c) in [
+        ("out of service", cached(false, Some(&oos))),
+        ("out of service, in use", cached(true, Some(&oos))),
+        ("not in the cache", cached(false, None)),
+        ("not in the cache, in use", cached(true, None)),
+    ] {
+        assert!(!c.seen_in_use(), "{what}");
+        assert_eq!(cleanup_cached(&c, YOUNG), Cleanup::ReadLive, "{what}");
+    }
+}
+
+#[test]
+fn cleanup_live_keeps_a_lock_in_use_on_a_node_not_released() {
+    let l = lock("2026-11-23T09:00:00Z");
+    let n = node(false);
+    let users = [pod("old", "u-old", Some("n1"), "Running").mounting("data")];
+    fn unread<T>() -> Fact<T> {
+        Fact::Unknown(ReadError::Timeout {
+            what: "pods".into(),
+        })
+    }
+    for (what, h) in [
+        (
+            "a user",
+            hold(Fact::Found(&users), Fact::Missing, Fact::Found(&n), OLD),
+        ),
+        // Unsure counts as in use.
+        (
+            "users unread",
+            hold(unread(), Fact::Missing, Fact::Found(&n), OLD),
+        ),
+        (
+            "node unread",
+            hold(Fact::Found(&users), Fact::Missing, unread(), OLD),
+        ),
+        // Gone without a record: its machine may still run the pods.
+        (
+            "node gone without a record",
+            hold(Fact::Found(&users), Fact::Missing, Fact::Missing, OLD),
+        ),
+    ] {
+        assert!(h.seen_in_use(), "{what}");
+        assert_eq!(cleanup_live(&l, &h), Cleanup::Keep, "{what}");
+    }
+}
+
+#[test]
+fn cleanup_live_looks_again_within_the_grace_when_the_node_is_not_released() {
+    // Even a lock whose pod was deleted waits: clearing it first would be a second write per
+    // StatefulSet restart, and a take-over never waits for the controller.
+    let l = lock("2026-11-23T09:00:00Z");
+    let n = node(false);
+    let h = hold(
+        Fact::Found(&[]),
+        Fact::Missing,
+        Fact::Found(&n),
+        Duration::from_secs(20),
+    );
+    assert!(!h.seen_in_use());
+    assert_eq!(clearable(&l, &h), Some("its pod was deleted"));
+    assert_eq!(
+        cleanup_live(&l, &h),
+        Cleanup::LookAgainAfter(Duration::from_secs(41))
+    );
+    let gone = hold(Fact::Found(&[]), Fact::Missing, Fact::Missing, YOUNG);
+    assert_eq!(
+        cleanup_live(&l, &gone),
+        Cleanup::LookAgainAfter(Duration::from_secs(60))
+    );
+}
+
+#[test]
+fn cleanup_live_clears_a_released_node_even_within_the_grace() {
+    let l = lock("2026-11-23T09:00:00Z");
+    let oos = node(true);
+    let users = [pod("old", "u-old", Some("n1"), "Running").mounting("data")];
+    for users in [Fact::Found(&users[..]), Fact::Found(&[][..])] {
+        let h = hold(users.clone(), Fact::Missing, Fact::Found(&oos), YOUNG);
+        assert_eq!(cleanup_live(&l, &h), Cleanup::Clear("node out of service"));
+        let h = recorded(hold(users, Fact::Missing, Fact::Missing, YOUNG));
+        assert_eq!(cleanup_live(&l, &h), Cleanup::Clear("node gone"));
+    }
+}
+
+#[test]
+fn cleanup_live_past_the_grace_clears_what_clearable_says() {
+    let l = lock("2026-11-23T09:00:00Z");
+    let n = node(false);
+    let h = hold(Fact::Found(&[]), Fact::Missing, Fact::Found(&n), OLD);
+    assert_eq!(cleanup_live(&l, &h), Cleanup::Clear("its pod was deleted"));
+    let unbound = pod("old", "u-old", None, "Pending");
+    let h = hold(
+        Fact::Found(&[]),
+        Fact::Found(&unbound),
+        Fact::Found(&n),
+        OLD,
+    );
+    assert_eq!(
+        cleanup_live(&l, &h),
+        Cleanup::Clear("nobody on its node uses it")
+    );
+    // Its pod bound between the two reads: a user, kept.
+    let landed = pod("old", "u-old", Some("n1"), "Running").mounting("data");
+    let h = hold(Fact::Found(&[]), Fact::Found(&landed), Fact::Found(&n), OLD);
+    assert_eq!(cleanup_live(&l, &h), Cleanup::Keep);
+}

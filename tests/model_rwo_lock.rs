@@ -305,10 +305,14 @@ impl LockModel {
                 node: Fact::Found(&nodes[l.node as usize]),
                 gone_recorded: false,
                 observed: *observed,
+                // The model places by bind only, where a missing pod already proves its
+                // deletion; what a replica saw stored changes nothing here.
+                writer_stored: false,
             });
         let named = named_facts.as_ref().map(|(l, observed)| Named {
             writer: writer_of(&truth, &lock_of(l)),
             observed: *observed,
+            writer_stored: false,
         });
         let step = rwo_lock::step(
             &pod,
@@ -384,6 +388,7 @@ impl LockModel {
             node: Fact::Found(&node),
             gone_recorded: false,
             observed,
+            writer_stored: false,
         };
         if rwo_lock::clearable(&named, &hold).is_some() {
             s.claim = Claimed {

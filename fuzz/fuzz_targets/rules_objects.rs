@@ -116,11 +116,13 @@ fuzz_target!(|data: &[u8]| {
             node: n,
             gone_recorded: quiet == 0,
             observed: std::time::Duration::from_secs(quiet),
+            writer_stored: quiet != 3600,
         };
         let node_name = pod.node_name().unwrap_or("n");
         let named = rwo_lock::Named {
             writer: w,
             observed: std::time::Duration::from_secs(quiet),
+            writer_stored: quiet == 0,
         };
         for via in [rwo_lock::Via::Bind, rwo_lock::Via::Create] {
             let _ = rwo_lock::step(&pod, node_name, via, lock.as_ref(), Some(&h), None, now);

@@ -298,6 +298,11 @@ impl Admission {
             }
             _ => None,
         };
+        // Whether this process saw the pod the lock names stored: a created placement that
+        // landed, whose pod a quorum read then misses, was deleted.
+        let writer_stored = current
+            .as_ref()
+            .is_some_and(|l| self.cluster.store().pod_stored(ns, &l.pod, &l.uid));
         let hold_ref = hold
             .as_ref()
             .map(|(users, writer, n, gone_recorded, observed)| NodeHold {
@@ -307,6 +312,7 @@ impl Admission {
                 node: deref(n),
                 gone_recorded: *gone_recorded,
                 observed: *observed,
+                writer_stored,
             });
         let named = match &current {
             Some(l)
@@ -322,6 +328,7 @@ impl Admission {
         let named_ref = named.as_ref().map(|(writer, observed)| Named {
             writer: deref(writer),
             observed: *observed,
+            writer_stored,
         });
         rwo_lock::step(
             pod,

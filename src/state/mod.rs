@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod decoded;
 pub mod fence_writer;
 pub mod fences;
+pub mod gone_pods;
 pub mod leases;
 pub mod live;
 pub mod loader;

@@ -268,6 +268,8 @@ pub struct Store {
     pub fences: ObjectMap<crate::model::fence::NodeFence>,
     /// Pods by the claims they name (kept by whoever fills `pods`: the loader, a pod watch).
     pub claims: super::claim_index::ClaimIndex,
+    /// Pods that name claims, seen stored and then gone (kept by the pod watch).
+    pub gone_pods: super::gone_pods::GonePods,
     /// Offline, the RWO lock's compare-and-swap is this store's (`state::writer`).
     pub(super) swap: std::sync::Mutex<()>,
 }
@@ -277,6 +279,17 @@ pub struct Store {
 mod tests;
 
 impl Store {
+    /// Whether this process saw the pod `ns/name` of `uid` stored: in the cache now, or gone
+    /// since (`GonePods`).
+    pub fn pod_stored(&self, ns: &str, name: &str, uid: &str) -> bool {
+        !uid.is_empty()
+            && (self
+                .pods
+                .get(ns, name)
+                .is_some_and(|p| *p.metadata.uid == *uid)
+                || self.gone_pods.contains(uid))
+    }
+
     /// A store whose PVCs keep their labels (for label selectors in reports).
     pub fn keeping_labels() -> Store {
         Store {

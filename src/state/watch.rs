@@ -82,14 +82,27 @@ pub(super) fn index_claims(store: &Store, c: &Change<Pod>) {
         Change::Applied { old, new } => {
             if let Some(o) = old {
                 store.claims.remove(o);
+                if o.metadata.uid != new.metadata.uid {
+                    gone(store, o);
+                }
             }
             store.claims.add(new);
         }
-        Change::Deleted(old) => store.claims.remove(old),
+        Change::Deleted(old) => {
+            store.claims.remove(old);
+            gone(store, old);
+        }
         Change::Relisted => {
             let pods = store.pods.all();
             store.claims.rebuild(pods.iter().map(|p| p.as_ref()));
         }
+    }
+}
+
+/// A pod that named claims went: a lock written for it may be judged at once (`GonePods`).
+fn gone(store: &Store, pod: &Pod) {
+    if crate::rules::claims::uses_claims(pod) {
+        store.gone_pods.note(&pod.metadata.uid);
     }
 }
 

@@ -47,6 +47,7 @@ impl Reconciler {
                     node: live.node.as_ref(),
                     gone_recorded: live.gone_recorded,
                     observed,
+                    writer_stored: self.store.pod_stored(ns, &lock.pod, &lock.uid),
                 };
                 if hold.seen_in_use() {
                     hold.observed = self.lock_clock.quiet_for(ns, name, raw, true);

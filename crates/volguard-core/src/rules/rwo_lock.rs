@@ -103,6 +103,9 @@ pub struct NodeHold<'a> {
     /// How long this process has seen this exact lock with nobody on its node using the claim
     /// (its own monotonic clock; zero when this look found a user).
     pub observed: std::time::Duration,
+    /// This process saw the pod of the lock's UID stored (its watch delivered it): the placement
+    /// the lock was written for landed, so the quorum read that misses it shows it deleted.
+    pub writer_stored: bool,
 }
 
 /// Why a lock still holds, or why it does not.
@@ -140,7 +143,7 @@ pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
     {
         return Standing::Holds("in use on its node");
     }
-    if let Some(why) = placement_gone(lock, &hold.writer) {
+    if let Some(why) = placement_gone(lock, &hold.writer, hold.writer_stored) {
         return Standing::Stale(why);
     }
     match hold.observed < BIND_GRACE {
@@ -150,11 +153,15 @@ pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
 }
 
 /// Why the placement a lock was written for can no longer land, from a quorum read of the pod of
-/// that name. `None`: it may still (bound soon, created soon) or could not be read.
-fn placement_gone(lock: &RwoLock, writer: &Fact<&Pod>) -> Option<&'static str> {
+/// that name. `None`: it may still (bound soon, created soon) or could not be read. A pod missing
+/// after a bind was deleted (a bound pod was stored first); after a create only when this process
+/// saw that very pod stored (`stored`): a UID is never created twice, so its create cannot still
+/// be in flight.
+fn placement_gone(lock: &RwoLock, writer: &Fact<&Pod>, stored: bool) -> Option<&'static str> {
     match writer {
         Fact::Unknown(_) => None,
-        Fact::Missing => (lock.via == Some(Via::Bind)).then_some("its pod was deleted"),
+        Fact::Missing => (lock.via == Some(Via::Bind) || (stored && !lock.uid.is_empty()))
+            .then_some("its pod was deleted"),
         Fact::Found(p) if !lock.uid.is_empty() && *p.metadata.uid != *lock.uid => {
             Some("its pod was replaced")
         }
@@ -175,6 +182,8 @@ pub struct Named<'a> {
     pub writer: Fact<&'a Pod>,
     /// How long this process has seen this exact lock (its own monotonic clock).
     pub observed: std::time::Duration,
+    /// This process saw the pod of the lock's UID stored (as `NodeHold::writer_stored`).
+    pub writer_stored: bool,
 }
 
 /// Whether the placement a lock names is over: landed (its pod bound, on the lock's node a user
@@ -187,7 +196,8 @@ fn placement_settled(lock: &RwoLock, named: &Named<'_>) -> bool {
     {
         return true;
     }
-    placement_gone(lock, &named.writer).is_some() || named.observed >= BIND_GRACE
+    placement_gone(lock, &named.writer, named.writer_stored).is_some()
+        || named.observed >= BIND_GRACE
 }
 
 /// What placing a pod on `node` does to one claim's lock.

@@ -94,6 +94,7 @@ fn hold<'a>(
         node,
         gone_recorded: false,
         observed,
+        writer_stored: false,
     }
 }
 
@@ -135,6 +136,7 @@ fn a_placement_on_the_locks_node_writes_only_when_the_lock_names_another_settled
         let n = Named {
             writer,
             observed: YOUNG,
+            writer_stored: false,
         };
         assert_eq!(step_here(&l, Some(&n)), renamed, "{what}");
     }
@@ -157,6 +159,7 @@ fn a_placement_on_the_locks_node_waits_while_the_named_one_is_in_flight() {
         let n = Named {
             writer,
             observed: YOUNG,
+            writer_stored: false,
         };
         assert_eq!(step_here(&l, Some(&n)), LockStep::Busy(l.clone()), "{what}");
     }
@@ -169,6 +172,7 @@ fn a_placement_on_the_locks_node_waits_while_the_named_one_is_in_flight() {
     let n = Named {
         writer: Fact::Found(&unbound),
         observed: OLD,
+        writer_stored: false,
     };
     assert!(matches!(step_here(&l, Some(&n)), LockStep::Write { .. }));
     // A created pod not stored yet may still be: in flight until the grace.
@@ -179,8 +183,19 @@ fn a_placement_on_the_locks_node_waits_while_the_named_one_is_in_flight() {
     let n = Named {
         writer: Fact::Missing,
         observed: YOUNG,
+        writer_stored: false,
     };
     assert!(matches!(step_here(&created, Some(&n)), LockStep::Busy(_)));
+    // Unless this process saw that very pod stored: its create landed, a missing pod was deleted.
+    let n = Named {
+        writer: Fact::Missing,
+        observed: YOUNG,
+        writer_stored: true,
+    };
+    assert!(matches!(
+        step_here(&created, Some(&n)),
+        LockStep::Write { .. }
+    ));
     let msg = busy_message(&me(), "n1", "data", &l);
     assert!(msg.contains("for pod \"old\" right now"), "{msg}");
 }
@@ -569,4 +584,64 @@ fn cleanup_live_past_the_grace_clears_what_clearable_says() {
     let landed = pod("old", "u-old", Some("n1"), "Running").mounting("data");
     let h = hold(Fact::Found(&[]), Fact::Found(&landed), Fact::Found(&n), OLD);
     assert_eq!(cleanup_live(&l, &h), Cleanup::Keep);
+}
+
+#[test]
+fn a_created_placement_seen_stored_and_now_missing_was_deleted() {
+    // A lock written for a pod created with spec.nodeName: missing proves nothing while its
+    // create may be in flight, but once this process saw that UID stored, it landed, and a UID
+    // is never created twice: a quorum read that misses it shows it deleted, within the grace.
+    let created = RwoLock {
+        via: Some(Via::Create),
+        ..lock("2026-11-23T09:00:00Z")
+    };
+    let none: [Pod; 0] = [];
+    let h = hold(
+        Fact::Found(&none),
+        Fact::Missing,
+        Fact::Missing,
+        Duration::ZERO,
+    );
+    assert_eq!(
+        standing(&created, &h),
+        Standing::Holds("placement in progress")
+    );
+    let seen = NodeHold {
+        writer_stored: true,
+        ..hold(
+            Fact::Found(&none),
+            Fact::Missing,
+            Fact::Missing,
+            Duration::ZERO,
+        )
+    };
+    assert_eq!(
+        standing(&created, &seen),
+        Standing::Stale("its pod was deleted")
+    );
+    // A lock without a UID names no one pod: nothing seen stored can be matched to it.
+    let anonymous = RwoLock {
+        uid: String::new(),
+        ..created.clone()
+    };
+    assert_eq!(
+        standing(&anonymous, &seen),
+        Standing::Holds("placement in progress")
+    );
+    // Seen stored, but a user on the lock's node still holds it.
+    let user = pod("web-0", "u-web-0", Some("n1"), "Running");
+    let users = [user];
+    let held = NodeHold {
+        writer_stored: true,
+        ..hold(
+            Fact::Found(&users),
+            Fact::Missing,
+            Fact::Missing,
+            Duration::ZERO,
+        )
+    };
+    assert_eq!(
+        standing(&created, &held),
+        Standing::Holds("in use on its node")
+    );
 }

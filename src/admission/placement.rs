@@ -290,6 +290,12 @@ impl Admission {
     ) -> LockStep {
         let ns = &pvc.metadata.namespace;
         let current = RwoLock::of(pvc);
+        // Whether this process saw the pod the lock names stored: a created placement that
+        // landed, whose pod a quorum read then misses, was deleted. Sampled before that read: a
+        // create landing between the read and this sample would look deleted (adversary review).
+        let writer_stored = current
+            .as_ref()
+            .is_some_and(|l| self.cluster.store().pod_stored(ns, &l.pod, &l.uid));
         let hold = match &current {
             Some(l) if l.node != node => {
                 tokio::time::timeout_at(until, self.node_hold(ns, claim, pvc, l))
@@ -298,11 +304,6 @@ impl Admission {
             }
             _ => None,
         };
-        // Whether this process saw the pod the lock names stored: a created placement that
-        // landed, whose pod a quorum read then misses, was deleted.
-        let writer_stored = current
-            .as_ref()
-            .is_some_and(|l| self.cluster.store().pod_stored(ns, &l.pod, &l.uid));
         let hold_ref = hold
             .as_ref()
             .map(|(users, writer, n, gone_recorded, observed)| NodeHold {

@@ -244,6 +244,10 @@ fn too_large(metrics: &Metrics) -> Response {
 // The whole request rather than `HeaderMap` + `Body` extractors: axum's `HeaderMap` extractor
 // clones every header, a cost the floor does not pay.
 async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoint) -> Response {
+    // The apiserver's timeout runs from when it sent the request: the budget does too, so time
+    // spent receiving the body or waiting for a slot is not decided past it (an Ignore entry
+    // whose answer arrives late is allowed by the apiserver, whatever volguard answered).
+    let arrived = Instant::now();
     let (parts, body) = request.into_parts();
     let (bytes, body_permits) = match receive(&s, &parts.headers, body).await {
         Ok(read) => read,
@@ -257,7 +261,7 @@ async fn handle(State(s): State<Arc<Shared>>, request: Request, endpoint: Endpoi
     // A closed semaphore never happens (nothing closes it); were it to, deciding unbounded is
     // better than refusing every request.
     let _slot = s.concurrency.acquire().await.ok();
-    let verdict = decide(&s, endpoint, &req).await;
+    let verdict = decide(&s, endpoint, &req, arrived).await;
     s.trail.account(endpoint, &req, &verdict);
     let body = admission::encode(&req.uid, &verdict.decision, verdict.rule);
     drop(body_permits);
@@ -323,7 +327,12 @@ fn unread_answer(d: &crate::rules::Decision) -> bool {
 }
 
 /// The rules' verdict, in a span carrying the request's uid, kind, object and decision.
-async fn decide(s: &Shared, endpoint: Endpoint, req: &admission::Request<'_>) -> Verdict {
+async fn decide(
+    s: &Shared,
+    endpoint: Endpoint,
+    req: &admission::Request<'_>,
+    arrived: Instant,
+) -> Verdict {
     let span = tracing::debug_span!(
         "admission",
         uid = %req.uid,
@@ -342,7 +351,8 @@ async fn decide(s: &Shared, endpoint: Endpoint, req: &admission::Request<'_>) ->
     let budget = match endpoint {
         Endpoint::Rule(r) if r.def().timeout == Timeout::Placement => s.placement_decide_timeout,
         _ => s.decide_timeout,
-    };
+    }
+    .saturating_sub(arrived.elapsed());
     // Each rule keeps to its budget itself; this backstop only fires if something outside a
     // rule's facts stalls, and answers with the rules' failure policies too.
     let backstop = budget + std::time::Duration::from_millis(200);

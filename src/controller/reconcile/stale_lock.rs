@@ -36,6 +36,8 @@ impl Reconciler {
             .quiet_for(ns, name, raw, cached.seen_in_use());
         let plan = match rwo_lock::cleanup_cached(&cached, observed) {
             Cleanup::ReadLive => {
+                // Sampled before the live read of the lock's pod, as the webhook does.
+                let writer_stored = self.store.pod_stored(ns, &lock.pod, &lock.uid);
                 let live = match self.read_hold(ns, name, &lock).await {
                     Ok(live) => live,
                     Err(retry) => return retry,
@@ -47,7 +49,7 @@ impl Reconciler {
                     node: live.node.as_ref(),
                     gone_recorded: live.gone_recorded,
                     observed,
-                    writer_stored: self.store.pod_stored(ns, &lock.pod, &lock.uid),
+                    writer_stored,
                 };
                 if hold.seen_in_use() {
                     hold.observed = self.lock_clock.quiet_for(ns, name, raw, true);

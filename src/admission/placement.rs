@@ -423,9 +423,23 @@ impl Admission {
                 .map(|p| (**p).clone()),
             _ => None,
         };
+        let raw = pvc
+            .metadata
+            .annotation(rwo_lock::RWO_LOCK)
+            .unwrap_or_default();
+        let mut age = None;
         let users = match cached {
             Some(p) => Fact::Found(vec![p]),
             None => {
+                // Young on this process's clock (it may have started a moment ago), the lock's
+                // age on the apiserver's clock may show its placement can no longer land. Read
+                // before the users: a placement that could still land shows in the read after.
+                let quiet = self
+                    .lock_clock
+                    .quiet_for(ns, &pvc.metadata.name, raw, false);
+                if quiet < rwo_lock::BIND_GRACE {
+                    age = self.cluster.lock_age(ns, &pvc.metadata.name, raw).await;
+                }
                 self.cluster
                     .pods_on_node_consistent(ns, &lock.node, |p| {
                         rwo_lock::uses_on(p, ns, claim, &lock.node)
@@ -433,14 +447,14 @@ impl Admission {
                     .await
             }
         };
-        let raw = pvc
-            .metadata
-            .annotation(rwo_lock::RWO_LOCK)
-            .unwrap_or_default();
         let in_use = !matches!(&users, Fact::Found(u) if u.is_empty());
         let observed = self
             .lock_clock
             .quiet_for(ns, &pvc.metadata.name, raw, in_use);
+        let observed = match (in_use, age) {
+            (false, Some(age)) => observed.max(age),
+            _ => observed,
+        };
         // Only asked when nobody uses the claim there: may the lock's placement still land?
         let writer = match in_use {
             true => Fact::Missing,
@@ -480,6 +494,17 @@ impl Admission {
         let writer = match cached {
             Some(p) => Fact::Found(p),
             None => self.cluster.pod_live(ns, &lock.pod).await,
+        };
+        // Not landed by what was read, and young on this process's clock (it may have started a
+        // moment ago): the lock's age on the apiserver's clock may settle it.
+        let landed = matches!(&writer, Fact::Found(p) if p.node_name().is_some());
+        let observed = match !landed && observed < rwo_lock::BIND_GRACE {
+            true => self
+                .cluster
+                .lock_age(ns, &pvc.metadata.name, raw)
+                .await
+                .map_or(observed, |age| observed.max(age)),
+            false => observed,
         };
         (writer, observed)
     }

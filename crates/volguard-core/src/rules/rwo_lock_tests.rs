@@ -645,3 +645,49 @@ fn a_created_placement_seen_stored_and_now_missing_was_deleted() {
         Standing::Holds("in use on its node")
     );
 }
+
+#[test]
+fn a_locks_age_is_read_on_the_apiservers_clock_from_the_entry_that_owns_it() {
+    let raw = lock("2026-11-23T09:00:00Z").encode();
+    let owned = |time: &str| {
+        serde_json::json!({"manager": "volguard", "operation": "Update", "time": time,
+            "fieldsV1": {"f:metadata": {"f:annotations": {format!("f:{RWO_LOCK}"): {}}}}})
+    };
+    let other = serde_json::json!({"manager": "kcm", "operation": "Update",
+        "time": "2026-11-23T09:00:59Z", "fieldsV1": {"f:spec": {}}});
+    let claim = |entries: Vec<serde_json::Value>, value: &str| serde_json::json!({"metadata": {"annotations": {RWO_LOCK: value}, "managedFields": entries}});
+    let now = ts("2026-11-23T09:01:30Z");
+    // Another manager's later write says nothing of the lock.
+    assert_eq!(
+        written_age(
+            &claim(vec![owned("2026-11-23T09:00:00Z"), other.clone()], &raw),
+            &raw,
+            now
+        ),
+        Some(Duration::from_secs(90))
+    );
+    // Two entries owning it (an apply beside an update): the later one, the smaller age.
+    assert_eq!(
+        written_age(
+            &claim(
+                vec![owned("2026-11-23T09:00:00Z"), owned("2026-11-23T09:01:00Z")],
+                &raw
+            ),
+            &raw,
+            now
+        ),
+        Some(Duration::from_secs(30))
+    );
+    // A write stamped after `now` (a second's rounding) is no age at all, never negative.
+    assert_eq!(
+        written_age(&claim(vec![owned("2026-11-23T09:01:31Z")], &raw), &raw, now),
+        Some(Duration::ZERO)
+    );
+    // The claim carries another lock now, or nobody owns the annotation: no age.
+    assert_eq!(
+        written_age(&claim(vec![owned("2026-11-23T09:00:00Z")], "{}"), &raw, now),
+        None
+    );
+    assert_eq!(written_age(&claim(vec![other], &raw), &raw, now), None);
+    assert_eq!(written_age(&serde_json::json!({}), &raw, now), None);
+}

@@ -299,6 +299,7 @@ async fn start_cluster() -> Shared {
         "rwo-stale",
         "eph-owner",
         "rwo-missing",
+        "rwo-restarted",
         "flood",
         "mtls",
         "policy",
@@ -360,6 +361,7 @@ crate::scenarios! { scenario:
     // re-created bindings with the parameters of before (30 s and more, set before or after).
     proof_door_matrix => |s| doors::proof_door_matrix(&mut s.cp, "doors");
     rwo_missing_claim => |s| lock::rwo_missing_claim(&s.cp, "rwo-missing");
+    rwo_restarted_replica => |s| lock::rwo_restarted_replica(&s.cp, "rwo-restarted");
     rwo_same_node_creates => |s| lock::rwo_same_node_creates(&s.cp, "rwo-same-node");
     webhook_idle_flood => |s| webhook::webhook_idle_flood(&s.cp, "flood");
     // Named to run after the policy scenarios (see proof_door_matrix): it installs them with

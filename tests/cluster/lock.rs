@@ -712,3 +712,121 @@ pub(super) async fn rwo_same_node_creates(cp: &ControlPlane, ns: &str) {
         "rwo-same-node-creates: two direct placements on kwok-1 at once, each naming the claim twice: both admitted; {lock}"
     );
 }
+
+/// A webhook replica started a moment ago judges a bind against a lock written for a pod created
+/// with `spec.nodeName` and since deleted. A pod missing after a create proves nothing while the
+/// create may be in flight, so a replica that knows nothing more refuses while the lock is young;
+/// one that saw that pod stored and go knows its create landed, and takes the lock over at once;
+/// and once the lock is older than the apiserver's request timeout on the apiserver's own clock
+/// (its managedFields time against a response's `Date`), a replica whose own clock started a
+/// moment ago takes it over too, instead of waiting a minute of its own.
+pub(super) async fn rwo_restarted_replica(cp: &ControlPlane, ns: &str) {
+    use volguard::admission::{Endpoint, decode};
+    use volguard::rules::rwo_lock::{BIND_GRACE, RWO_LOCK, RwoLock, Via};
+    let c = cp.admin().await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    claim(cp, ns, "data").await;
+    let mut first = claim_pod("first", "data", None);
+    if let Some(spec) = first.spec.as_mut() {
+        spec.node_name = Some("kwok-1".into());
+    }
+    let first = pods
+        .create(&PostParams::default(), &first)
+        .await
+        .expect("first");
+    let first_uid = first.metadata.uid.clone().expect("uid");
+    running(cp, ns, "first").await;
+    let raw = pvcs
+        .get("data")
+        .await
+        .expect("claim")
+        .metadata
+        .annotations
+        .and_then(|a| a.get(RWO_LOCK).cloned())
+        .expect("the webhook locked the claim to kwok-1");
+    let lock = RwoLock::parse(&raw).expect("lock");
+    assert_eq!(
+        (lock.node.as_str(), lock.via),
+        ("kwok-1", Some(Via::Create))
+    );
+    pods.delete("first", &Default::default())
+        .await
+        .expect("delete first");
+    gone_within(cp, &pods, "pod", "first", LONG).await;
+    let second = pods
+        .create(&PostParams::default(), &unscheduled_pod("second", "data"))
+        .await
+        .expect("second");
+    let uid = second.metadata.uid.clone().expect("uid");
+    let review = |dry_run: bool| {
+        let mut r: serde_json::Value =
+            serde_json::from_str(&bind_review(ns, "second", &uid, "kwok-2")).expect("review");
+        r["request"]["dryRun"] = json!(dry_run);
+        r.to_string()
+    };
+    let judge = |replica: volguard::admission::Admission, body: String| async move {
+        let req = decode(body.as_bytes()).expect("review");
+        let v = replica
+            .decide(Endpoint::Validate, &req, Duration::from_secs(2))
+            .await;
+        (v.decision.allowed, v.decision.row)
+    };
+    let age = written_age(&pvcs, &raw).await;
+    assert!(
+        age < BIND_GRACE - Duration::from_secs(10),
+        "the setup took {age:?}: too long to judge a young lock"
+    );
+    assert_eq!(
+        judge(fresh_replica(&c, &pvcs, None).await, review(true)).await,
+        (false, "rwo-locked-on-other-node"),
+        "a young lock whose created pod is missing may still be in flight (age {age:?})"
+    );
+    assert_eq!(
+        judge(
+            fresh_replica(&c, &pvcs, Some(&first_uid)).await,
+            review(true)
+        )
+        .await,
+        (true, "rwo-lock-dry-run"),
+        "a replica that saw the created pod stored and gone knows it was deleted"
+    );
+    println!("rwo-restarted-replica: young lock ({age:?}): refused unseen, taken over seen stored");
+    // Past the apiserver's request timeout on its own clock: a replica just started takes over
+    // (judged dry: this test's identity may not write volguard's lock, the claim-metadata rule).
+    let wait = (BIND_GRACE + Duration::from_secs(2)).saturating_sub(written_age(&pvcs, &raw).await);
+    tokio::time::sleep(wait).await;
+    let age = written_age(&pvcs, &raw).await;
+    assert_eq!(
+        judge(fresh_replica(&c, &pvcs, None).await, review(true)).await,
+        (true, "rwo-lock-dry-run"),
+        "a lock {age:?} old on the apiserver's clock holds no placement in flight"
+    );
+    println!("rwo-restarted-replica: after {age:?} on the apiserver's clock: taken over");
+    let _ = pods.delete("second", &Default::default()).await;
+}
+
+/// The lock `raw`'s age as the apiserver stamped its write (this machine's clock is the
+/// apiserver's).
+async fn written_age(pvcs: &Api<PersistentVolumeClaim>, raw: &str) -> Duration {
+    let now = jiff::Timestamp::now();
+    let claim = serde_json::to_value(pvcs.get("data").await.expect("claim")).expect("json");
+    volguard::rules::rwo_lock::written_age(&claim, raw, now).expect("the lock's write time")
+}
+
+/// A replica just started: the claim as stored, its clock at zero, and the pod of `gone` seen
+/// stored and gone when given.
+async fn fresh_replica(
+    c: &kube::Client,
+    pvcs: &Api<PersistentVolumeClaim>,
+    gone: Option<&str>,
+) -> volguard::admission::Admission {
+    let store = volguard::state::Store::default();
+    store
+        .pvcs
+        .apply(modelled(&pvcs.get("data").await.expect("claim")));
+    if let Some(uid) = gone {
+        store.gone_pods.note(uid);
+    }
+    frozen_replica(c.clone(), store)
+}

@@ -320,7 +320,7 @@ impl Admission {
                 if l.node == node
                     && (l.pod != pod.metadata.name || *l.uid != *pod.metadata.uid) =>
             {
-                tokio::time::timeout_at(until, self.named_placement(ns, pvc, l))
+                tokio::time::timeout_at(until, self.named_placement(ns, pvc, l, writer_stored))
                     .await
                     .ok()
             }
@@ -475,6 +475,7 @@ impl Admission {
         ns: &str,
         pvc: &Pvc,
         lock: &RwoLock,
+        writer_stored: bool,
     ) -> (Fact<Arc<Pod>>, std::time::Duration) {
         let raw = pvc
             .metadata
@@ -495,10 +496,17 @@ impl Admission {
             Some(p) => Fact::Found(p),
             None => self.cluster.pod_live(ns, &lock.pod).await,
         };
-        // Not landed by what was read, and young on this process's clock (it may have started a
+        // Not settled by what was read, and young on this process's clock (it may have started a
         // moment ago): the lock's age on the apiserver's clock may settle it.
-        let landed = matches!(&writer, Fact::Found(p) if p.node_name().is_some());
-        let observed = match !landed && observed < rwo_lock::BIND_GRACE {
+        let settled = rwo_lock::placement_settled(
+            lock,
+            &rwo_lock::Named {
+                writer: deref(&writer),
+                observed,
+                writer_stored,
+            },
+        );
+        let observed = match !settled {
             true => self
                 .cluster
                 .lock_age(ns, &pvc.metadata.name, raw)

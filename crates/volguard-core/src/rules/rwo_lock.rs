@@ -225,7 +225,7 @@ pub struct Named<'a> {
 /// Whether the placement a lock names is over: landed (its pod bound, on the lock's node a user
 /// from then on), or never to land (deleted after a bind, replaced, ended, bound elsewhere), or
 /// older than any request the apiserver still waits on. Unsure means in flight.
-fn placement_settled(lock: &RwoLock, named: &Named<'_>) -> bool {
+pub fn placement_settled(lock: &RwoLock, named: &Named<'_>) -> bool {
     if let Fact::Found(p) = named.writer
         && (lock.uid.is_empty() || *p.metadata.uid == *lock.uid)
         && p.node_name().is_some()

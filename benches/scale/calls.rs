@@ -25,45 +25,33 @@ pub struct Entry {
 /// Volguard's registered entries (`*.volguard.io`), read from the apiserver.
 pub async fn entries(c: &kube::Client) -> Vec<Entry> {
     let lp = ListParams::default();
-    let mut out = Vec::new();
-    let mutating = Api::<MutatingWebhookConfiguration>::all(c.clone())
+    // Both kinds of configuration as (name, client config, rules): the same fields, two types.
+    let mut all = Vec::new();
+    for m in Api::<MutatingWebhookConfiguration>::all(c.clone())
         .list(&lp)
         .await
-        .expect("list mutating webhook configurations");
-    for w in mutating
-        .items
-        .iter()
-        .flat_map(|c| c.webhooks.iter().flatten())
+        .expect("list mutating webhook configurations")
     {
-        out.push(entry(
-            &w.name,
-            w.client_config
-                .service
-                .as_ref()
-                .and_then(|s| s.path.clone()),
-            w.client_config.url.as_deref(),
-            w.rules.as_deref(),
-        ));
+        for w in m.webhooks.into_iter().flatten() {
+            all.push((w.name, w.client_config, w.rules));
+        }
     }
-    let validating = Api::<ValidatingWebhookConfiguration>::all(c.clone())
+    for v in Api::<ValidatingWebhookConfiguration>::all(c.clone())
         .list(&lp)
         .await
-        .expect("list validating webhook configurations");
-    for w in validating
-        .items
-        .iter()
-        .flat_map(|c| c.webhooks.iter().flatten())
+        .expect("list validating webhook configurations")
     {
-        out.push(entry(
-            &w.name,
-            w.client_config
-                .service
-                .as_ref()
-                .and_then(|s| s.path.clone()),
-            w.client_config.url.as_deref(),
-            w.rules.as_deref(),
-        ));
+        for w in v.webhooks.into_iter().flatten() {
+            all.push((w.name, w.client_config, w.rules));
+        }
     }
+    let mut out: Vec<Entry> = all
+        .into_iter()
+        .map(|(name, config, rules)| {
+            let path = config.service.and_then(|s| s.path);
+            entry(&name, path, config.url.as_deref(), rules.as_deref())
+        })
+        .collect();
     out.retain(|e| e.name.ends_with(".volguard.io"));
     out
 }

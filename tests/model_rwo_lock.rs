@@ -7,11 +7,27 @@
 //! what a quorum read shows, what a compare-and-swap does, and `LockClock`'s rule (the grace runs
 //! from the first time this process saw the lock's node empty; a use restarts it).
 //!
+//! A second configuration adds the pod CREATE with `spec.nodeName` (`Via::Create`): its admission
+//! (the lock step and the lock's write) is one step, the pod stored a later one (or never: the
+//! create fails after admission, a pod of that name still stored included), so other replicas
+//! decide in between. Each process's pod watch (`Store::pod_stored`: what it saw stored) lags in a
+//! step of its own and is sampled where `lock_step` and the controller sample it, before the
+//! quorum reads; the apiserver's clock (`written_age`) is a flag set once the request timeout has
+//! passed since the stored lock's write: every request that arrived before that write is over
+//! then, so no placement in flight stays, and a replica's read of the lock's age says "old".
+//!
 //! Invariant: no ReadWriteOnce claim is used by non-terminal pods on two nodes of which more than
-//! one is in service. Checked exhaustively to a stated depth; two deliberately broken rules must
-//! each find a counterexample: the take-over judged on the replica's cache (as before the trust
-//! review), and a placement on the lock's own node admitted without writing the lock (what the
-//! review's point 5 asked for, and why volguard renames the lock instead).
+//! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 3.3 million
+//! states; with creates: depth 8, 1.9 million states; each about a minute in a debug build on two
+//! cores); deliberately broken rules must each find a counterexample: the take-over judged on the
+//! replica's cache (as before the trust review), a placement on the lock's own node admitted
+//! without writing the lock (what the review's point 5 asked for, and why volguard renames the
+//! lock instead), and "seen stored" sampled after the quorum read of the lock's pod (what the
+//! adversary review found).
+//!
+//! The configuration with creates keeps one pod of a name at a time (stored or being created):
+//! with two raced, the rule as it stands puts a second node on the claim (the ignored test
+//! `model_rwo_lock_with_creates_racing_one_name_holds` says how).
 
 use stateright::{Checker, Model, Property};
 use std::time::Duration;
@@ -45,6 +61,8 @@ struct L {
     /// When it was written (the claim's version then): a lock written afresh for the same
     /// placement is a new lock to every process's clock, as the real one's `at` makes it.
     at: u8,
+    /// Written for a pod CREATE with `spec.nodeName` (`Via::Create`), else for a bind.
+    create: bool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -86,6 +104,10 @@ struct Replica {
     pods: Vec<P>,
     claim: Claimed,
     quiet: Quiet,
+    /// The UIDs its pod watch delivered stored (`Store::pod_stored`: in the cache, or gone
+    /// since), sorted; always empty when the model places by bind only (it decides nothing
+    /// there: a bound pod was stored before its lock).
+    seen: Vec<u8>,
 }
 
 /// A placement volguard allowed that the apiserver has not stored yet.
@@ -94,6 +116,8 @@ struct Flight {
     name: u8,
     uid: u8,
     node: u8,
+    /// A pod CREATE with `spec.nodeName` (the pod is stored when it lands), else a bind.
+    create: bool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -102,14 +126,21 @@ struct S {
     claim: Claimed,
     replicas: [Replica; 2],
     controller: Quiet,
+    /// What the controller's pod watch delivered stored (as `Replica::seen`).
+    controller_seen: Vec<u8>,
     flights: Vec<Flight>,
     out_of_service: [bool; 2],
     next_uid: u8,
+    /// The apiserver's clock has passed the stored lock's write by its request timeout
+    /// (`BIND_GRACE`): every request that arrived before that write is over, and a replica that
+    /// reads the lock's age (`written_age`) finds it old. Cleared by every write of the lock.
+    aged: bool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 enum A {
     Create(u8),
+    /// The scheduler's bind of a stored pod, admitted through `replica`.
     Place {
         replica: u8,
         name: u8,
@@ -117,26 +148,52 @@ enum A {
         /// A placement in flight lands between the quorum read of the users and the read of
         /// the lock's pod (two reads, two moments).
         mid: Option<u8>,
+        /// Only with `Rule::LateStoredSample`: a placement in flight lands after the read of
+        /// the lock's pod and this replica's watch delivers it before "seen stored" is sampled.
+        late: Option<u8>,
+    },
+    /// A pod CREATE with `spec.nodeName` admitted through `replica` (a new UID): the lock step
+    /// and the lock's write; the pod is stored by a later `Persist`, or never (`Lose`, or a pod
+    /// of that name still stored).
+    Admit {
+        replica: u8,
+        name: u8,
+        node: u8,
+        mid: Option<u8>,
+        late: Option<u8>,
     },
     Persist(u8),
     Lose(u8),
     End(u8),
     Delete(u8),
     Sync(u8),
+    /// A replica's pod watch delivers what is stored (its "seen stored" only: ahead of its
+    /// cache, the most it can know).
+    Watch(u8),
     /// Time passes for a replica (only while no placement is in flight: the apiserver gives up on
     /// a request within the grace).
     Tick(u8),
     ControllerTick,
+    ControllerWatch,
     ControllerClear {
         mid: Option<u8>,
+        late: Option<u8>,
     },
+    /// The apiserver's request timeout passes since the stored lock's write (`S::aged`).
+    ApiTimeout,
     OutOfService(u8),
 }
 
 struct LockModel {
-    /// Pods ever created (bounds the space).
+    /// Pods ever created (bounds the space), pod CREATEs admitted with a new UID included.
     max_pods: u8,
     rule: Rule,
+    /// Pod CREATEs with `spec.nodeName`, the pod watches and the apiserver's clock are modelled.
+    creates: bool,
+    /// A pod may be created (with a node or not) while another of its name is stored or its
+    /// create is in flight: the apiserver admits the create and fails it only when it stores it,
+    /// so the other may be deleted in between and the create land.
+    same_name_race: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -148,6 +205,22 @@ enum Rule {
     /// A placement on the lock's own node admitted with no write (the lock keeps naming the
     /// placement it was written for).
     SilentSameNode,
+    /// "Seen stored" sampled after the quorum read of the lock's pod (before the adversary
+    /// review): a create landing between that read and the sample looks deleted.
+    LateStoredSample,
+    /// volguard's, with the change this model asks of `placement_gone` emulated: a created
+    /// lock's pod found under another UID is judged as a missing one (gone only when this
+    /// process saw the lock's own UID stored), not as "replaced".
+    CreateReplacedUnproven,
+}
+
+/// One placement's request: which replica admits it, where, and what lands meanwhile.
+struct Try {
+    replica: usize,
+    node: u8,
+    via: Via,
+    mid: Option<u8>,
+    late: Option<u8>,
 }
 
 fn pod_of(p: &P) -> Pod {
@@ -189,7 +262,7 @@ fn lock_of(l: &L) -> RwoLock {
         node: NODES[l.node as usize].into(),
         pod: format!("p{}", l.name),
         uid: format!("u{}", l.uid),
-        via: Some(Via::Bind),
+        via: Some(if l.create { Via::Create } else { Via::Bind }),
         at: jiff::Timestamp::from_second(i64::from(l.at)).unwrap_or(jiff::Timestamp::UNIX_EPOCH),
     }
 }
@@ -224,13 +297,27 @@ fn node_index(name: &str) -> u8 {
     NODES.iter().position(|n| *n == name).unwrap_or(0) as u8
 }
 
+/// Add `uid` to a sorted set.
+fn note(seen: &mut Vec<u8>, uid: u8) {
+    if let Err(i) = seen.binary_search(&uid) {
+        seen.insert(i, uid);
+    }
+}
+
+/// A watch delivers what is stored now.
+fn watch(seen: &mut Vec<u8>, pods: &[P]) {
+    for p in pods {
+        note(seen, p.uid);
+    }
+}
+
 impl LockModel {
-    /// The webhook's decision for placing pod `name` on `node` through `replica`, and its effect.
-    fn place(&self, s: &mut S, r: usize, name: u8, node: u8, mid: Option<u8>) {
-        let Some(target) = s.pods.iter().find(|p| p.name == name).cloned() else {
-            return;
-        };
-        let pod = pod_of(&target);
+    /// The webhook's decision for placing `target` (a stored pod for a bind, a new one for a
+    /// create) through `t.replica`, and its effect.
+    fn place(&self, s: &mut S, target: &P, t: &Try) {
+        let r = t.replica;
+        let node = t.node;
+        let pod = pod_of(target);
         let node_name = NODES[node as usize];
         let nodes: Vec<Node> = (0..2)
             .map(|i| node_of(i, s.out_of_service[i as usize]))
@@ -265,6 +352,14 @@ impl LockModel {
         // 2. The lock as the replica's cache shows the claim.
         let current = s.replicas[r].claim.lock.clone();
         let current_lock = current.as_ref().map(lock_of);
+        // Whether this replica's watch saw the lock's pod stored: sampled before any quorum
+        // read, as `lock_step` does.
+        let stored_before = current
+            .as_ref()
+            .is_some_and(|l| s.replicas[r].seen.contains(&l.uid));
+        // The lock's age on the apiserver's clock (`lock_age`), read before the users: the claim
+        // read live, so only of the very lock the stored claim still carries.
+        let old_on_apiserver = s.aged && current.is_some() && s.claim.lock == current;
         let truth: Vec<Pod> = s.pods.iter().map(pod_of).collect();
         // What the replica reads: the lock's node when it names another (`hold`), the placement
         // it names when it names another on this node (`named`).
@@ -280,55 +375,80 @@ impl LockModel {
                     .filter(|p| rwo_lock::uses_on(p, NS, CLAIM, lock_node))
                     .cloned()
                     .collect();
-                let observed = s.replicas[r].quiet.look(l, !users.is_empty());
-                let later: Vec<Pod> = match mid {
+                let mut observed = s.replicas[r].quiet.look(l, !users.is_empty());
+                if users.is_empty() && old_on_apiserver {
+                    observed = observed.max(BIND_GRACE);
+                }
+                let later: Vec<Pod> = match t.mid {
                     Some(i) if !broken => {
-                        persist(s, i);
+                        land(s, i);
                         s.pods.iter().map(pod_of).collect()
                     }
                     _ => seen.to_vec(),
                 };
                 hold_facts = Some((users, later, l.clone(), observed));
             }
-            // On the lock's node, naming another placement: that one's pod by a quorum read.
-            Some(l) if l.name != name || l.uid != target.uid => {
-                named_facts = Some((l.clone(), s.replicas[r].quiet.look(l, false)));
+            // On the lock's node, naming another placement: that one's pod by a quorum read,
+            // then, when that does not settle it, the lock's age on the apiserver's clock (read
+            // always here: it only adds to what settles it).
+            Some(l) if l.name != target.name || l.uid != target.uid => {
+                let mut observed = s.replicas[r].quiet.look(l, false);
+                if old_on_apiserver {
+                    observed = observed.max(BIND_GRACE);
+                }
+                named_facts = Some((l.clone(), observed));
             }
             _ => {}
         }
+        // Broken: sampled after the read of the lock's pod, which a create may follow into the
+        // store, and this replica's watch deliver it, before the sample.
+        if let Some(i) = t.late
+            && let Some(uid) = land(s, i)
+        {
+            note(&mut s.replicas[r].seen, uid);
+        }
+        let writer_stored = match self.rule {
+            Rule::LateStoredSample => current
+                .as_ref()
+                .is_some_and(|l| s.replicas[r].seen.contains(&l.uid)),
+            _ => stored_before,
+        };
         let hold = hold_facts
             .as_ref()
             .map(|(users, later, l, observed)| NodeHold {
                 claim: CLAIM,
                 users: Fact::Found(users),
-                writer: writer_of(later, &lock_of(l)),
+                writer: self.writer(later, l),
                 node: Fact::Found(&nodes[l.node as usize]),
                 gone_recorded: false,
                 observed: *observed,
-                // The model places by bind only, where a missing pod already proves its
-                // deletion; what a replica saw stored changes nothing here.
-                writer_stored: false,
+                writer_stored,
             });
         let named = named_facts.as_ref().map(|(l, observed)| Named {
-            writer: writer_of(&truth, &lock_of(l)),
+            writer: self.writer(&truth, l),
             observed: *observed,
-            writer_stored: false,
+            writer_stored,
         });
         let step = rwo_lock::step(
             &pod,
             node_name,
-            Via::Bind,
+            t.via,
             current_lock.as_ref(),
             hold.as_ref(),
             named.as_ref(),
             jiff::Timestamp::UNIX_EPOCH,
         );
+        let create = t.via == Via::Create;
         if self.rule == Rule::SilentSameNode && current.as_ref().is_some_and(|l| l.node == node) {
             s.flights.push(Flight {
-                name,
+                name: target.name,
                 uid: target.uid,
                 node,
+                create,
             });
+            if create {
+                s.next_uid += 1;
+            }
             return;
         }
         match step {
@@ -336,37 +456,48 @@ impl LockModel {
             LockStep::Write { lock, .. } => {
                 // The compare-and-swap against the stored claim's resourceVersion.
                 if s.replicas[r].claim.rv != s.claim.rv {
-                    // Lost: read again; this request is refused (the scheduler retries).
+                    // Lost: read again; this request is refused (the scheduler retries; a create
+                    // decided again is another admission of that pod, as good as a new UID).
                     s.replicas[r].claim = s.claim.clone();
                     return;
                 }
                 let l = L {
                     node: node_index(&lock.node),
-                    name,
+                    name: target.name,
                     uid: target.uid,
                     at: s.claim.rv.wrapping_add(1),
+                    create,
                 };
                 s.claim = Claimed {
                     lock: Some(l.clone()),
                     rv: s.claim.rv.wrapping_add(1),
                 };
+                s.aged = false;
                 s.replicas[r].claim = s.claim.clone();
                 // Written here: young on this process's clock.
                 s.replicas[r].quiet = Quiet(Some((l, false)));
                 s.flights.push(Flight {
-                    name,
+                    name: target.name,
                     uid: target.uid,
                     node,
+                    create,
                 });
+                if create {
+                    s.next_uid += 1;
+                }
             }
         }
     }
 
     /// The controller's cleanup: consistent reads, its own clock, a `test` on the lock's value.
-    fn clear(&self, s: &mut S, mid: Option<u8>) {
+    /// It calls `clearable` on every live read, more eagerly than `cleanup_live` (which also
+    /// waits for its grace on a node in service): a superset of its clears.
+    fn clear(&self, s: &mut S, mid: Option<u8>, late: Option<u8>) {
         let Some(l) = s.claim.lock.clone() else {
             return;
         };
+        // Sampled before the live read of the lock's pod, as `clear_stale_lock` does.
+        let stored_before = s.controller_seen.contains(&l.uid);
         let lock_node = NODES[l.node as usize];
         let truth: Vec<Pod> = s.pods.iter().map(pod_of).collect();
         let users: Vec<Pod> = truth
@@ -378,41 +509,95 @@ impl LockModel {
         let node = node_of(l.node, s.out_of_service[l.node as usize]);
         let named = lock_of(&l);
         if let Some(i) = mid {
-            persist(s, i);
+            land(s, i);
         }
         let later: Vec<Pod> = s.pods.iter().map(pod_of).collect();
+        if let Some(i) = late
+            && let Some(uid) = land(s, i)
+        {
+            note(&mut s.controller_seen, uid);
+        }
+        let writer_stored = match self.rule {
+            Rule::LateStoredSample => s.controller_seen.contains(&l.uid),
+            _ => stored_before,
+        };
         let hold = NodeHold {
             claim: CLAIM,
             users: Fact::Found(&users),
-            writer: writer_of(&later, &named),
+            writer: self.writer(&later, &l),
             node: Fact::Found(&node),
             gone_recorded: false,
             observed,
-            writer_stored: false,
+            writer_stored,
         };
         if rwo_lock::clearable(&named, &hold).is_some() {
             s.claim = Claimed {
                 lock: None,
                 rv: s.claim.rv.wrapping_add(1),
             };
+            s.aged = false;
+        }
+    }
+
+    /// The quorum read of the pod of the name lock `l` names, as the rule is given it.
+    fn writer<'a>(&self, pods: &'a [Pod], l: &L) -> Fact<&'a Pod> {
+        match writer_of(pods, &lock_of(l)) {
+            Fact::Found(p)
+                if self.rule == Rule::CreateReplacedUnproven
+                    && l.create
+                    && *p.metadata.uid != *format!("u{}", l.uid) =>
+            {
+                Fact::Missing
+            }
+            w => w,
+        }
+    }
+
+    /// Whether pod `name` may be created now: always with `same_name_race`, else only when no
+    /// pod of that name is stored or its create in flight.
+    fn name_free(&self, s: &S, name: u8) -> bool {
+        self.same_name_race
+            || !(s.pods.iter().any(|p| p.name == name)
+                || s.flights.iter().any(|f| f.create && f.name == name))
+    }
+
+    /// What may land after the read of the lock's pod and be delivered before "seen stored" is
+    /// sampled: only where the broken rule samples it there (with the sound one it is a
+    /// `Persist` and a `Watch` after the decision).
+    fn lates(&self, s: &S) -> Vec<Option<u8>> {
+        match self.rule {
+            Rule::LateStoredSample => mids(s).collect(),
+            _ => vec![None],
         }
     }
 }
 
-/// The apiserver stores placement `i` in flight (the bind names the pod's UID: a replaced or
-/// deleted pod is not bound).
-fn persist(s: &mut S, i: u8) {
+/// The apiserver stores placement `i` in flight: a bind binds the pod of its UID (a replaced or
+/// deleted pod is not bound); a create stores its pod unless one of that name is stored (it
+/// fails: AlreadyExists). The UID stored, if any.
+fn land(s: &mut S, i: u8) -> Option<u8> {
     if (i as usize) >= s.flights.len() {
-        return;
+        return None;
     }
     let f = s.flights.remove(i as usize);
-    if let Some(p) = s
+    if f.create {
+        if s.pods.iter().any(|p| p.name == f.name) {
+            return None;
+        }
+        s.pods.push(P {
+            name: f.name,
+            uid: f.uid,
+            node: Some(f.node),
+            ended: false,
+        });
+        return Some(f.uid);
+    }
+    let p = s
         .pods
         .iter_mut()
-        .find(|p| p.uid == f.uid && p.node.is_none())
-    {
-        p.node = Some(f.node);
-    }
+        .find(|p| p.uid == f.uid && p.node.is_none())?;
+    p.node = Some(f.node);
+    Some(f.uid)
 }
 
 /// The invariant: non-terminal stored pods run on at most one in-service node.
@@ -431,6 +616,11 @@ fn mids(s: &S) -> impl Iterator<Item = Option<u8>> {
     std::iter::once(None).chain((0..s.flights.len() as u8).map(Some))
 }
 
+/// Whether a watch would deliver something not seen yet.
+fn unseen(seen: &[u8], pods: &[P]) -> bool {
+    pods.iter().any(|p| seen.binary_search(&p.uid).is_err())
+}
+
 impl Model for LockModel {
     type State = S;
     type Action = A;
@@ -440,22 +630,28 @@ impl Model for LockModel {
             pods: Vec::new(),
             claim: Claimed { lock: None, rv: 0 },
             quiet: Quiet::default(),
+            seen: Vec::new(),
         };
         vec![S {
             pods: Vec::new(),
             claim: Claimed { lock: None, rv: 0 },
             replicas: [empty.clone(), empty],
             controller: Quiet::default(),
+            controller_seen: Vec::new(),
             flights: Vec::new(),
             out_of_service: [false; 2],
             next_uid: 0,
+            aged: false,
         }]
     }
 
     fn actions(&self, s: &S, out: &mut Vec<A>) {
+        let lates = self.lates(s);
         for name in 0..NAMES as u8 {
             match s.pods.iter().find(|p| p.name == name) {
-                None if s.next_uid < self.max_pods => out.push(A::Create(name)),
+                None if s.next_uid < self.max_pods && self.name_free(s, name) => {
+                    out.push(A::Create(name))
+                }
                 None => {}
                 Some(p) => {
                     if p.node.is_none() && !p.ended {
@@ -463,12 +659,15 @@ impl Model for LockModel {
                             for node in 0..2 {
                                 if !s.flights.iter().any(|f| f.uid == p.uid) {
                                     for mid in mids(s) {
-                                        out.push(A::Place {
-                                            replica,
-                                            name,
-                                            node,
-                                            mid,
-                                        });
+                                        for &late in &lates {
+                                            out.push(A::Place {
+                                                replica,
+                                                name,
+                                                node,
+                                                mid,
+                                                late,
+                                            });
+                                        }
                                     }
                                 }
                             }
@@ -480,6 +679,25 @@ impl Model for LockModel {
                     out.push(A::Delete(name));
                 }
             }
+            // A pod CREATE with `spec.nodeName` (with `same_name_race`, whether or not a pod of
+            // that name is stored or being created).
+            if self.creates && s.next_uid < self.max_pods && self.name_free(s, name) {
+                for replica in 0..2 {
+                    for node in 0..2 {
+                        for mid in mids(s) {
+                            for &late in &lates {
+                                out.push(A::Admit {
+                                    replica,
+                                    name,
+                                    node,
+                                    mid,
+                                    late,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
         }
         for i in 0..s.flights.len() as u8 {
             out.push(A::Persist(i));
@@ -487,6 +705,9 @@ impl Model for LockModel {
         }
         for r in 0..2 {
             out.push(A::Sync(r));
+            if self.creates && unseen(&s.replicas[r as usize].seen, &s.pods) {
+                out.push(A::Watch(r));
+            }
             if s.flights.is_empty()
                 && s.replicas[r as usize]
                     .quiet
@@ -500,9 +721,17 @@ impl Model for LockModel {
         if s.flights.is_empty() && s.controller.0.as_ref().is_some_and(|q| !q.1) {
             out.push(A::ControllerTick);
         }
+        if self.creates && unseen(&s.controller_seen, &s.pods) {
+            out.push(A::ControllerWatch);
+        }
         if s.claim.lock.is_some() {
             for mid in mids(s) {
-                out.push(A::ControllerClear { mid });
+                for &late in &lates {
+                    out.push(A::ControllerClear { mid, late });
+                }
+            }
+            if self.creates && !s.aged {
+                out.push(A::ApiTimeout);
             }
         }
         for n in 0..2 {
@@ -529,8 +758,43 @@ impl Model for LockModel {
                 name,
                 node,
                 mid,
-            } => self.place(&mut s, replica as usize, name, node, mid),
-            A::Persist(i) => persist(&mut s, i),
+                late,
+            } => {
+                let target = s.pods.iter().find(|p| p.name == name).cloned()?;
+                let t = Try {
+                    replica: replica as usize,
+                    node,
+                    via: Via::Bind,
+                    mid,
+                    late,
+                };
+                self.place(&mut s, &target, &t);
+            }
+            A::Admit {
+                replica,
+                name,
+                node,
+                mid,
+                late,
+            } => {
+                let target = P {
+                    name,
+                    uid: s.next_uid,
+                    node: Some(node),
+                    ended: false,
+                };
+                let t = Try {
+                    replica: replica as usize,
+                    node,
+                    via: Via::Create,
+                    mid,
+                    late,
+                };
+                self.place(&mut s, &target, &t);
+            }
+            A::Persist(i) => {
+                land(&mut s, i);
+            }
             A::Lose(i) => {
                 s.flights.remove(i as usize);
             }
@@ -541,9 +805,15 @@ impl Model for LockModel {
             }
             A::Delete(name) => s.pods.retain(|p| p.name != name),
             A::Sync(r) => {
-                s.replicas[r as usize].pods = s.pods.clone();
-                s.replicas[r as usize].claim = s.claim.clone();
+                let replica = &mut s.replicas[r as usize];
+                replica.pods = s.pods.clone();
+                replica.claim = s.claim.clone();
+                // The cache shows what the watch delivered: `pod_stored` reads it.
+                if self.creates {
+                    watch(&mut replica.seen, &s.pods);
+                }
             }
+            A::Watch(r) => watch(&mut s.replicas[r as usize].seen, &s.pods),
             A::Tick(r) => {
                 if let Some(q) = &mut s.replicas[r as usize].quiet.0 {
                     q.1 = true;
@@ -554,7 +824,14 @@ impl Model for LockModel {
                     q.1 = true;
                 }
             }
-            A::ControllerClear { mid } => self.clear(&mut s, mid),
+            A::ControllerWatch => watch(&mut s.controller_seen, &s.pods),
+            A::ControllerClear { mid, late } => self.clear(&mut s, mid, late),
+            A::ApiTimeout => {
+                // Every placement in flight wrote a lock no later than the stored one: its
+                // request arrived before that write, and the apiserver has given up on it.
+                s.aged = true;
+                s.flights.clear();
+            }
             A::OutOfService(n) => s.out_of_service[n as usize] = true,
         }
         Some(s)
@@ -574,22 +851,48 @@ fn depth() -> usize {
         .unwrap_or(10)
 }
 
-fn check(rule: Rule, depth: usize) -> (usize, Option<String>) {
-    let c = LockModel { max_pods: 3, rule }
-        .checker()
-        .target_max_depth(depth)
-        .spawn_bfs()
-        .join();
+/// The depth of the configuration with pod CREATEs (more actions per state);
+/// `VOLGUARD_MODEL_CREATE_DEPTH` goes deeper.
+fn create_depth() -> usize {
+    std::env::var("VOLGUARD_MODEL_CREATE_DEPTH")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(8)
+}
+
+fn check(model: LockModel, depth: usize) -> (usize, Option<String>) {
+    let c = model.checker().target_max_depth(depth).spawn_bfs().join();
     let found = c
         .discovery("one node")
         .map(|path| format!("{:#?}", path.into_actions()));
     (c.unique_state_count(), found)
 }
 
+/// Placements by bind only.
+fn binds(rule: Rule) -> LockModel {
+    LockModel {
+        max_pods: 3,
+        rule,
+        creates: false,
+        same_name_race: false,
+    }
+}
+
+/// Placements by bind and by pod CREATE with `spec.nodeName`, the pod watches and the
+/// apiserver's clock.
+fn creates(rule: Rule) -> LockModel {
+    LockModel {
+        max_pods: 3,
+        rule,
+        creates: true,
+        same_name_race: false,
+    }
+}
+
 #[test]
 fn model_rwo_lock_holds_to_its_depth() {
     let depth = depth();
-    let (states, found) = check(Rule::Sound, depth);
+    let (states, found) = check(binds(Rule::Sound), depth);
     if let Some(path) = found {
         panic!("model rwo-lock: counterexample after {states} states:\n{path}");
     }
@@ -598,7 +901,7 @@ fn model_rwo_lock_holds_to_its_depth() {
 
 #[test]
 fn model_rwo_lock_finds_the_cache_take_over() {
-    let (states, found) = check(Rule::CacheTakeOver, depth());
+    let (states, found) = check(binds(Rule::CacheTakeOver), depth());
     let path = found.unwrap_or_else(|| {
         panic!("the broken rule (take-over from a cache) survived {states} states: the model checks nothing")
     });
@@ -607,9 +910,84 @@ fn model_rwo_lock_finds_the_cache_take_over() {
 
 #[test]
 fn model_rwo_lock_finds_the_silent_same_node_placement() {
-    let (states, found) = check(Rule::SilentSameNode, depth());
+    let (states, found) = check(binds(Rule::SilentSameNode), depth());
     let path = found.unwrap_or_else(|| {
         panic!("a same-node placement that writes nothing survived {states} states")
     });
     println!("model rwo-lock, a same-node placement that writes nothing: counterexample\n{path}");
+}
+
+#[test]
+fn model_rwo_lock_with_creates_holds_to_its_depth() {
+    let depth = create_depth();
+    let (states, found) = check(creates(Rule::Sound), depth);
+    if let Some(path) = found {
+        panic!("model rwo-lock with creates: counterexample after {states} states:\n{path}");
+    }
+    println!(
+        "model rwo-lock with creates: {states} states explored (depth {depth}), invariant holds"
+    );
+}
+
+#[test]
+fn model_rwo_lock_finds_the_late_stored_sample() {
+    let (states, found) = check(creates(Rule::LateStoredSample), create_depth());
+    let path = found.unwrap_or_else(|| {
+        panic!("\"seen stored\" sampled after the read of the lock's pod survived {states} states")
+    });
+    println!(
+        "model rwo-lock, \"seen stored\" sampled after the read of the lock's pod: counterexample \
+         after {states} states\n{path}"
+    );
+}
+
+/// Two pods of one name raced: a CREATE admitted (its lock written) while another pod of that
+/// name is stored, or one stored while that create is in flight, then deleted before the create
+/// lands. `placement_gone` takes the lock's pod found with another UID as "its pod was replaced",
+/// which holds after a bind (its pod was stored before the lock) but proves nothing of a create
+/// still in flight: the apiserver admits a create before it finds the name taken, and stores it
+/// if the other is gone by then. Ignored until the rule judges a created lock's pod of another
+/// UID as it judges a missing one (gone only when this process saw the lock's own UID stored).
+///
+/// The counterexample (depth 6, 1.4 million states, 80 s): pod p0 (u0) is stored, unbound; a
+/// CREATE of p0 (u1) with node n1 is admitted and writes the lock (n1, p0/u1, create); the
+/// scheduler's bind of p0/u0 to n1 renames the lock (n1, p0/u0, bind), since `placement_settled`
+/// finds p0 under u0 and calls u1 "replaced"; p0/u0 is deleted; a CREATE of p1 with node n2 reads
+/// nobody on n1, then the create of p0/u1 lands on n1, then p0 is read under u1: "replaced"
+/// again, so the lock is taken over for n2, and p1 is stored there.
+#[test]
+#[ignore = "rwo_lock::placement_gone: a created lock's pod of another UID is not proof (see the doc)"]
+fn model_rwo_lock_with_creates_racing_one_name_holds() {
+    let depth = create_depth();
+    let model = LockModel {
+        same_name_race: true,
+        ..creates(Rule::Sound)
+    };
+    let (states, found) = check(model, depth);
+    if let Some(path) = found {
+        panic!("model rwo-lock, one name raced: counterexample after {states} states:\n{path}");
+    }
+    println!("model rwo-lock, one name raced: {states} states explored (depth {depth}), holds");
+}
+
+/// The same configuration with `placement_gone`'s change emulated (`Rule::CreateReplacedUnproven`):
+/// holds to depth 8 (3.7 million states, two minutes in a debug build). Once the rule changes,
+/// the test above runs instead and this one and the emulation go.
+#[test]
+#[ignore = "two minutes; evidence for the change the test above asks of placement_gone"]
+fn model_rwo_lock_with_creates_racing_one_name_holds_once_replaced_is_unproven() {
+    let depth = create_depth();
+    let model = LockModel {
+        same_name_race: true,
+        ..creates(Rule::CreateReplacedUnproven)
+    };
+    let (states, found) = check(model, depth);
+    if let Some(path) = found {
+        panic!(
+            "model rwo-lock, one name raced, change emulated: counterexample after {states} states:\n{path}"
+        );
+    }
+    println!(
+        "model rwo-lock, one name raced, change emulated: {states} states explored (depth {depth}), holds"
+    );
 }

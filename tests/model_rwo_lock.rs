@@ -25,9 +25,10 @@
 //! lock instead), and "seen stored" sampled after the quorum read of the lock's pod (what the
 //! adversary review found).
 //!
-//! The configuration with creates keeps one pod of a name at a time (stored or being created):
-//! with two raced, the rule as it stands puts a second node on the claim (the ignored test
-//! `model_rwo_lock_with_creates_racing_one_name_holds` says how).
+//! A configuration with creates also races two pods of one name (a create admitted while
+//! another pod of that name is stored, that pod deleted before the create lands): it found that
+//! a created lock's pod under another UID proves nothing, which the rule now knows
+//! (`model_rwo_lock_with_creates_racing_one_name_holds` says how).
 
 use stateright::{Checker, Model, Property};
 use std::time::Duration;
@@ -208,10 +209,6 @@ enum Rule {
     /// "Seen stored" sampled after the quorum read of the lock's pod (before the adversary
     /// review): a create landing between that read and the sample looks deleted.
     LateStoredSample,
-    /// volguard's, with the change this model asks of `placement_gone` emulated: a created
-    /// lock's pod found under another UID is judged as a missing one (gone only when this
-    /// process saw the lock's own UID stored), not as "replaced".
-    CreateReplacedUnproven,
 }
 
 /// One placement's request: which replica admits it, where, and what lands meanwhile.
@@ -541,16 +538,7 @@ impl LockModel {
 
     /// The quorum read of the pod of the name lock `l` names, as the rule is given it.
     fn writer<'a>(&self, pods: &'a [Pod], l: &L) -> Fact<&'a Pod> {
-        match writer_of(pods, &lock_of(l)) {
-            Fact::Found(p)
-                if self.rule == Rule::CreateReplacedUnproven
-                    && l.create
-                    && *p.metadata.uid != *format!("u{}", l.uid) =>
-            {
-                Fact::Missing
-            }
-            w => w,
-        }
+        writer_of(pods, &lock_of(l))
     }
 
     /// Whether pod `name` may be created now: always with `same_name_race`, else only when no
@@ -943,20 +931,19 @@ fn model_rwo_lock_finds_the_late_stored_sample() {
 
 /// Two pods of one name raced: a CREATE admitted (its lock written) while another pod of that
 /// name is stored, or one stored while that create is in flight, then deleted before the create
-/// lands. `placement_gone` takes the lock's pod found with another UID as "its pod was replaced",
+/// lands. `placement_gone` took the lock's pod found with another UID as "its pod was replaced",
 /// which holds after a bind (its pod was stored before the lock) but proves nothing of a create
 /// still in flight: the apiserver admits a create before it finds the name taken, and stores it
-/// if the other is gone by then. Ignored until the rule judges a created lock's pod of another
-/// UID as it judges a missing one (gone only when this process saw the lock's own UID stored).
+/// if the other is gone by then. The rule now judges a created lock's pod of another UID as it
+/// judges a missing one (gone only when this process saw the lock's own UID stored).
 ///
-/// The counterexample (depth 6, 1.4 million states, 80 s): pod p0 (u0) is stored, unbound; a
+/// The counterexample it found before (depth 6, 1.4 million states, 80 s): pod p0 (u0) is stored, unbound; a
 /// CREATE of p0 (u1) with node n1 is admitted and writes the lock (n1, p0/u1, create); the
 /// scheduler's bind of p0/u0 to n1 renames the lock (n1, p0/u0, bind), since `placement_settled`
 /// finds p0 under u0 and calls u1 "replaced"; p0/u0 is deleted; a CREATE of p1 with node n2 reads
 /// nobody on n1, then the create of p0/u1 lands on n1, then p0 is read under u1: "replaced"
 /// again, so the lock is taken over for n2, and p1 is stored there.
 #[test]
-#[ignore = "rwo_lock::placement_gone: a created lock's pod of another UID is not proof (see the doc)"]
 fn model_rwo_lock_with_creates_racing_one_name_holds() {
     let depth = create_depth();
     let model = LockModel {
@@ -968,26 +955,4 @@ fn model_rwo_lock_with_creates_racing_one_name_holds() {
         panic!("model rwo-lock, one name raced: counterexample after {states} states:\n{path}");
     }
     println!("model rwo-lock, one name raced: {states} states explored (depth {depth}), holds");
-}
-
-/// The same configuration with `placement_gone`'s change emulated (`Rule::CreateReplacedUnproven`):
-/// holds to depth 8 (3.7 million states, two minutes in a debug build). Once the rule changes,
-/// the test above runs instead and this one and the emulation go.
-#[test]
-#[ignore = "two minutes; evidence for the change the test above asks of placement_gone"]
-fn model_rwo_lock_with_creates_racing_one_name_holds_once_replaced_is_unproven() {
-    let depth = create_depth();
-    let model = LockModel {
-        same_name_race: true,
-        ..creates(Rule::CreateReplacedUnproven)
-    };
-    let (states, found) = check(model, depth);
-    if let Some(path) = found {
-        panic!(
-            "model rwo-lock, one name raced, change emulated: counterexample after {states} states:\n{path}"
-        );
-    }
-    println!(
-        "model rwo-lock, one name raced, change emulated: {states} states explored (depth {depth}), holds"
-    );
 }

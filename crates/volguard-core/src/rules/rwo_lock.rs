@@ -172,8 +172,9 @@ pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
     // The users and the lock's pod are two reads, two moments: a bind that landed between them
     // shows only in the second. Its pod on the lock's node, naming the claim, not ended, is a
     // user (found by the e2e race: taken over as "its pod does not use the claim").
+    // Whatever its UID: a pod there using the claim is a user (the lock model's race, where a
+    // pod of the lock's name landed under another UID between the two reads).
     if let Fact::Found(w) = hold.writer
-        && (lock.uid.is_empty() || *w.metadata.uid == *lock.uid)
         && uses_on(w, &w.metadata.namespace, hold.claim, &lock.node)
     {
         return Standing::Holds("in use on its node");
@@ -197,8 +198,12 @@ fn placement_gone(lock: &RwoLock, writer: &Fact<&Pod>, stored: bool) -> Option<&
         Fact::Unknown(_) => None,
         Fact::Missing => (lock.via == Some(Via::Bind) || (stored && !lock.uid.is_empty()))
             .then_some("its pod was deleted"),
+        // Another pod of that name. After a bind the lock's pod was stored first: replaced.
+        // After a create the lock's UID may still be in flight behind it (the apiserver admits a
+        // create before it finds the name taken, and stores it if that pod is gone by then):
+        // replaced only once this process saw the lock's UID stored (the lock model's race).
         Fact::Found(p) if !lock.uid.is_empty() && *p.metadata.uid != *lock.uid => {
-            Some("its pod was replaced")
+            (lock.via == Some(Via::Bind) || stored).then_some("its pod was replaced")
         }
         Fact::Found(p) if p.is_terminal() => Some("its pod ended"),
         Fact::Found(p) => match p.node_name() {

@@ -293,9 +293,10 @@ impl Admission {
         // Whether this process saw the pod the lock names stored: a created placement that
         // landed, whose pod a quorum read then misses, was deleted. Sampled before that read: a
         // create landing between the read and this sample would look deleted (adversary review).
-        let writer_stored = current
-            .as_ref()
-            .is_some_and(|l| self.cluster.store().pod_stored(ns, &l.pod, &l.uid));
+        // A bind's pod was stored before its lock: there is nothing more to know.
+        let writer_stored = current.as_ref().is_some_and(|l| {
+            l.via != Some(Via::Bind) && self.cluster.store().pod_stored(ns, &l.pod, &l.uid)
+        });
         let hold = match &current {
             Some(l) if l.node != node => {
                 tokio::time::timeout_at(until, self.node_hold(ns, claim, pvc, l))

@@ -352,26 +352,26 @@ async fn decide(
         Endpoint::Rule(r) if r.def().timeout == Timeout::Placement => s.placement_decide_timeout,
         _ => s.decide_timeout,
     }
-    .saturating_sub(arrived.elapsed());
+    .saturating_sub(started.saturating_duration_since(arrived));
     // Each rule keeps to its budget itself; this backstop only fires if something outside a
     // rule's facts stalls, and answers with the rules' failure policies too.
     let backstop = budget + std::time::Duration::from_millis(200);
+    let reads = crate::state::reads::mark();
     let verdict = match tokio::time::timeout(
         backstop,
-        crate::state::reads::counted(
-            s.admission
-                .decide(endpoint, req, budget)
-                .instrument(span.clone()),
-        ),
+        s.admission
+            .decide(endpoint, req, budget)
+            .instrument(span.clone()),
     )
     .await
     {
-        Ok((v, 0)) if unread_answer(&v.decision) => {
-            s.metrics
-                .count_unread(endpoint.as_str(), &req.kind.kind, &req.operation);
+        Ok(v) => {
+            if unread_answer(&v.decision) && reads.nothing_read_since() {
+                s.metrics
+                    .count_unread(endpoint.as_str(), &req.kind.kind, &req.operation);
+            }
             v
         }
-        Ok((v, _)) => v,
         Err(_) => s.admission.late_verdict(endpoint, req, budget),
     };
     span.record("decision", verdict.decision.outcome());

@@ -600,6 +600,22 @@ fn one_node(s: &S) -> bool {
 }
 
 /// What may land between two quorum reads: nothing, or one of the placements in flight.
+/// Every way one placement may go: by which replica, to which node, what lands in its middle,
+/// and which late step it meets.
+fn tries<L: Copy>(s: &S, lates: &[L]) -> Vec<(u8, u8, Option<u8>, L)> {
+    let mut out = Vec::new();
+    for replica in 0..2 {
+        for node in 0..2 {
+            for mid in mids(s) {
+                for &late in lates {
+                    out.push((replica, node, mid, late));
+                }
+            }
+        }
+    }
+    out
+}
+
 fn mids(s: &S) -> impl Iterator<Item = Option<u8>> {
     std::iter::once(None).chain((0..s.flights.len() as u8).map(Some))
 }
@@ -642,23 +658,15 @@ impl Model for LockModel {
                 }
                 None => {}
                 Some(p) => {
-                    if p.node.is_none() && !p.ended {
-                        for replica in 0..2 {
-                            for node in 0..2 {
-                                if !s.flights.iter().any(|f| f.uid == p.uid) {
-                                    for mid in mids(s) {
-                                        for &late in &lates {
-                                            out.push(A::Place {
-                                                replica,
-                                                name,
-                                                node,
-                                                mid,
-                                                late,
-                                            });
-                                        }
-                                    }
-                                }
-                            }
+                    if p.node.is_none() && !p.ended && !s.flights.iter().any(|f| f.uid == p.uid) {
+                        for (replica, node, mid, late) in tries(s, &lates) {
+                            out.push(A::Place {
+                                replica,
+                                name,
+                                node,
+                                mid,
+                                late,
+                            });
                         }
                     }
                     if !p.ended {
@@ -670,20 +678,14 @@ impl Model for LockModel {
             // A pod CREATE with `spec.nodeName` (with `same_name_race`, whether or not a pod of
             // that name is stored or being created).
             if self.creates && s.next_uid < self.max_pods && self.name_free(s, name) {
-                for replica in 0..2 {
-                    for node in 0..2 {
-                        for mid in mids(s) {
-                            for &late in &lates {
-                                out.push(A::Admit {
-                                    replica,
-                                    name,
-                                    node,
-                                    mid,
-                                    late,
-                                });
-                            }
-                        }
-                    }
+                for (replica, node, mid, late) in tries(s, &lates) {
+                    out.push(A::Admit {
+                        replica,
+                        name,
+                        node,
+                        mid,
+                        late,
+                    });
                 }
             }
         }

@@ -26,7 +26,8 @@ pub const BIND_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 /// with its managedFields), on the apiserver's own clock: `now` is its time (a response's
 /// `Date`, whole seconds, so never later than the truth), the write's is that of the
 /// managedFields entry owning the annotation (its manager's last write: never earlier than the
-/// lock's). So the age is never more than the truth. Past `BIND_GRACE` of it, the placement the
+/// lock's, but also cut to whole seconds, so up to a second earlier than that write: one second
+/// is taken off). So the age is never more than the truth. Past `BIND_GRACE` of it, the placement the
 /// lock names can no longer land: the apiserver gave up on that request by then, whichever
 /// process observes it and since when (a webhook restarted a moment ago included). `None` when
 /// the claim no longer carries `raw` or no entry owns it.
@@ -51,8 +52,9 @@ pub fn written_age(
         })
         .filter_map(|e| e.get("time")?.as_str()?.parse::<jiff::Timestamp>().ok())
         .max()?;
-    let age = now.duration_since(written);
-    Some(std::time::Duration::try_from(age).unwrap_or(std::time::Duration::ZERO))
+    let age = std::time::Duration::try_from(now.duration_since(written))
+        .unwrap_or(std::time::Duration::ZERO);
+    Some(age.saturating_sub(std::time::Duration::from_secs(1)))
 }
 
 /// How the placement a lock was written for reaches the apiserver.

@@ -12,9 +12,10 @@
 //! create fails after admission, a pod of that name still stored included), so other replicas
 //! decide in between. Each process's pod watch (`Store::pod_stored`: what it saw stored) lags in a
 //! step of its own and is sampled where `lock_step` and the controller sample it, before the
-//! quorum reads; the apiserver's clock (`written_age`) is a flag set once the request timeout has
-//! passed since the stored lock's write: every request that arrived before that write is over
-//! then, so no placement in flight stays, and a replica's read of the lock's age says "old".
+//! quorum reads; the apiserver's request timeout is a step after which every request that arrived
+//! before the stored lock's write is over, so no placement in flight stays (no replica learns it
+//! but by its own clock: a lock's age from its managedFields time is not read, since clients may
+//! write managedFields).
 //!
 //! Invariant: no ReadWriteOnce claim is used by non-terminal pods on two nodes of which more than
 //! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 3.3 million
@@ -133,8 +134,8 @@ struct S {
     out_of_service: [bool; 2],
     next_uid: u8,
     /// The apiserver's clock has passed the stored lock's write by its request timeout
-    /// (`BIND_GRACE`): every request that arrived before that write is over, and a replica that
-    /// reads the lock's age (`written_age`) finds it old. Cleared by every write of the lock.
+    /// (`BIND_GRACE`): every request that arrived before that write is over. Cleared by every
+    /// write of the lock.
     aged: bool,
 }
 
@@ -354,9 +355,6 @@ impl LockModel {
         let stored_before = current
             .as_ref()
             .is_some_and(|l| s.replicas[r].seen.contains(&l.uid));
-        // The lock's age on the apiserver's clock (`lock_age`), read before the users: the claim
-        // read live, so only of the very lock the stored claim still carries.
-        let old_on_apiserver = s.aged && current.is_some() && s.claim.lock == current;
         let truth: Vec<Pod> = s.pods.iter().map(pod_of).collect();
         // What the replica reads: the lock's node when it names another (`hold`), the placement
         // it names when it names another on this node (`named`).
@@ -372,10 +370,7 @@ impl LockModel {
                     .filter(|p| rwo_lock::uses_on(p, NS, CLAIM, lock_node))
                     .cloned()
                     .collect();
-                let mut observed = s.replicas[r].quiet.look(l, !users.is_empty());
-                if users.is_empty() && old_on_apiserver {
-                    observed = observed.max(BIND_GRACE);
-                }
+                let observed = s.replicas[r].quiet.look(l, !users.is_empty());
                 let later: Vec<Pod> = match t.mid {
                     Some(i) if !broken => {
                         land(s, i);
@@ -385,14 +380,9 @@ impl LockModel {
                 };
                 hold_facts = Some((users, later, l.clone(), observed));
             }
-            // On the lock's node, naming another placement: that one's pod by a quorum read,
-            // then, when that does not settle it, the lock's age on the apiserver's clock (read
-            // always here: it only adds to what settles it).
+            // On the lock's node, naming another placement: that one's pod by a quorum read.
             Some(l) if l.name != target.name || l.uid != target.uid => {
-                let mut observed = s.replicas[r].quiet.look(l, false);
-                if old_on_apiserver {
-                    observed = observed.max(BIND_GRACE);
-                }
+                let observed = s.replicas[r].quiet.look(l, false);
                 named_facts = Some((l.clone(), observed));
             }
             _ => {}

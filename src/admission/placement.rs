@@ -321,7 +321,7 @@ impl Admission {
                 if l.node == node
                     && (l.pod != pod.metadata.name || *l.uid != *pod.metadata.uid) =>
             {
-                tokio::time::timeout_at(until, self.named_placement(ns, pvc, l, writer_stored))
+                tokio::time::timeout_at(until, self.named_placement(ns, pvc, l))
                     .await
                     .ok()
             }
@@ -428,19 +428,9 @@ impl Admission {
             .metadata
             .annotation(rwo_lock::RWO_LOCK)
             .unwrap_or_default();
-        let mut age = None;
         let users = match cached {
             Some(p) => Fact::Found(vec![p]),
             None => {
-                // Young on this process's clock (it may have started a moment ago), the lock's
-                // age on the apiserver's clock may show its placement can no longer land. Read
-                // before the users: a placement that could still land shows in the read after.
-                let quiet = self
-                    .lock_clock
-                    .quiet_for(ns, &pvc.metadata.name, raw, false);
-                if quiet < rwo_lock::BIND_GRACE {
-                    age = self.cluster.lock_age(ns, &pvc.metadata.name, raw).await;
-                }
                 self.cluster
                     .pods_on_node_consistent(ns, &lock.node, |p| {
                         rwo_lock::uses_on(p, ns, claim, &lock.node)
@@ -452,10 +442,6 @@ impl Admission {
         let observed = self
             .lock_clock
             .quiet_for(ns, &pvc.metadata.name, raw, in_use);
-        let observed = match (in_use, age) {
-            (false, Some(age)) => observed.max(age),
-            _ => observed,
-        };
         // Only asked when nobody uses the claim there: may the lock's placement still land?
         let writer = match in_use {
             true => Fact::Missing,
@@ -476,7 +462,6 @@ impl Admission {
         ns: &str,
         pvc: &Pvc,
         lock: &RwoLock,
-        writer_stored: bool,
     ) -> (Fact<Arc<Pod>>, std::time::Duration) {
         let raw = pvc
             .metadata
@@ -496,24 +481,6 @@ impl Admission {
         let writer = match cached {
             Some(p) => Fact::Found(p),
             None => self.cluster.pod_live(ns, &lock.pod).await,
-        };
-        // Not settled by what was read, and young on this process's clock (it may have started a
-        // moment ago): the lock's age on the apiserver's clock may settle it.
-        let settled = rwo_lock::placement_settled(
-            lock,
-            &rwo_lock::Named {
-                writer: deref(&writer),
-                observed,
-                writer_stored,
-            },
-        );
-        let observed = match !settled {
-            true => self
-                .cluster
-                .lock_age(ns, &pvc.metadata.name, raw)
-                .await
-                .map_or(observed, |age| observed.max(age)),
-            false => observed,
         };
         (writer, observed)
     }

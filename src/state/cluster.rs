@@ -244,21 +244,6 @@ impl Cluster {
         }
     }
 
-    /// How long ago the lock `raw` was written on the claim, on the apiserver's clock (offline:
-    /// not known; the in-memory lock has this process's clock).
-    pub async fn lock_age(
-        &self,
-        namespace: &str,
-        name: &str,
-        raw: &str,
-    ) -> Option<std::time::Duration> {
-        super::reads::note();
-        match self {
-            Cluster::Offline(_) => None,
-            Cluster::Live(l) => l.lock_age(namespace, name, raw).await,
-        }
-    }
-
     /// Caches synced (always true offline).
     pub fn synced(&self) -> bool {
         super::reads::note();

@@ -235,34 +235,6 @@ impl LiveCluster {
         .await
     }
 
-    /// How long ago the lock `raw` was written on claim `ns/name`, on the apiserver's clock
-    /// (`rules::rwo_lock::written_age`): the claim read live with its managedFields, and the
-    /// response's `Date` as the apiserver's now. `None` when that cannot be told (the claim
-    /// gone or unread, the lock changed, no `Date`): the caller then keeps to its own clock.
-    pub async fn lock_age(&self, ns: &str, name: &str, raw: &str) -> Option<std::time::Duration> {
-        let path = format!("/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}");
-        let request = axum::http::Request::get(path)
-            .body(kube::client::Body::empty())
-            .ok()?;
-        let response = self.client.send(request).await.ok()?;
-        if !response.status().is_success() {
-            return None;
-        }
-        let now = response
-            .headers()
-            .get(axum::http::header::DATE)?
-            .to_str()
-            .ok()
-            .and_then(|d| {
-                jiff::fmt::rfc2822::DateTimeParser::new()
-                    .parse_timestamp(d)
-                    .ok()
-            })?;
-        let body = response.into_body().collect_bytes().await.ok()?;
-        let claim: serde_json::Value = serde_json::from_slice(&body).ok()?;
-        crate::rules::rwo_lock::written_age(&claim, raw, now)
-    }
-
     pub async fn pv(&self, name: &str) -> Fact<Arc<Pv>> {
         if let Some(p) = self.store.pvs.get("", name) {
             return Fact::Found(p);

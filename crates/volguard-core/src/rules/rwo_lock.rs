@@ -22,41 +22,6 @@ pub const RWO_LOCK: &str = "volguard.io/rwo-lock";
 /// (another process's clock: one running a minute fast, or a forged date, would move it).
 pub const BIND_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// How long ago the lock `raw` was written onto `claim` (the claim as the apiserver returns it,
-/// with its managedFields), on the apiserver's own clock: `now` is its time (a response's
-/// `Date`, whole seconds, so never later than the truth), the write's is that of the
-/// managedFields entry owning the annotation (its manager's last write: never earlier than the
-/// lock's, but also cut to whole seconds, so up to a second earlier than that write: one second
-/// is taken off). So the age is never more than the truth. Past `BIND_GRACE` of it, the placement the
-/// lock names can no longer land: the apiserver gave up on that request by then, whichever
-/// process observes it and since when (a webhook restarted a moment ago included). `None` when
-/// the claim no longer carries `raw` or no entry owns it.
-pub fn written_age(
-    claim: &serde_json::Value,
-    raw: &str,
-    now: jiff::Timestamp,
-) -> Option<std::time::Duration> {
-    let meta = claim.get("metadata")?;
-    if meta.get("annotations")?.get(RWO_LOCK)?.as_str()? != raw {
-        return None;
-    }
-    let field = format!("f:{RWO_LOCK}");
-    let written = meta
-        .get("managedFields")?
-        .as_array()?
-        .iter()
-        .filter(|e| {
-            e.pointer("/fieldsV1/f:metadata/f:annotations")
-                .and_then(|a| a.get(&field))
-                .is_some()
-        })
-        .filter_map(|e| e.get("time")?.as_str()?.parse::<jiff::Timestamp>().ok())
-        .max()?;
-    let age = std::time::Duration::try_from(now.duration_since(written))
-        .unwrap_or(std::time::Duration::ZERO);
-    Some(age.saturating_sub(std::time::Duration::from_secs(1)))
-}
-
 /// How the placement a lock was written for reaches the apiserver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -136,9 +101,7 @@ pub struct NodeHold<'a> {
     /// (rules.md §7). Without one, the node's machine may still run the pods.
     pub gone_recorded: bool,
     /// How long this process has seen this exact lock with nobody on its node using the claim
-    /// (its own monotonic clock; zero when this look found a user), or, when longer, how long
-    /// ago the lock was written on the apiserver's clock, read before the users
-    /// (`written_age`): past `BIND_GRACE` of either, the placement it names cannot land.
+    /// (its own monotonic clock; zero when this look found a user).
     pub observed: std::time::Duration,
     /// This process saw the pod of the lock's UID stored (its watch delivered it): the placement
     /// the lock was written for landed, so the quorum read that misses it shows it deleted.
@@ -222,8 +185,7 @@ pub struct Named<'a> {
     /// The pod of the name the lock names: from the cache when it shows that very UID, else by a
     /// quorum read (a cache showing another UID may be older than the lock).
     pub writer: Fact<&'a Pod>,
-    /// How long this process has seen this exact lock (its own monotonic clock), or, when
-    /// longer, how long ago it was written on the apiserver's clock (`written_age`).
+    /// How long this process has seen this exact lock (its own monotonic clock).
     pub observed: std::time::Duration,
     /// This process saw the pod of the lock's UID stored (as `NodeHold::writer_stored`).
     pub writer_stored: bool,

@@ -17,7 +17,8 @@ struct Req<'a> {
     uid: &'a str,
 }
 
-/// What a writing floor reads of a bind's review (`floor_writer.rs`, `floor_store_writer.rs`).
+/// What a writing floor reads of a placement's review: a bind, or a pod created with its node
+/// named (`floor_writer.rs`, `floor_store_writer.rs`).
 #[derive(Deserialize)]
 pub struct BindReq<'a> {
     pub uid: &'a str,
@@ -31,25 +32,68 @@ pub struct BindReq<'a> {
     pub object: Option<BindTarget<'a>>,
 }
 
-impl BindReq<'_> {
-    /// The node a `pods/binding` names (`None` for any other request).
-    pub fn bound_to(&self) -> Option<&str> {
-        let node = self.object.as_ref()?.target.as_ref()?.name;
-        (self.sub_resource == Some("binding") && !node.is_empty()).then_some(node)
+/// Where a review places a pod: on `node`, with the claim named by the request itself (a create)
+/// or, when `None`, the first claim of the stored pod (a bind).
+pub struct Placement<'a> {
+    pub node: &'a str,
+    pub claim: Option<&'a str>,
+}
+
+impl<'a> BindReq<'a> {
+    /// The placement a `pods/binding` or a pod CREATE naming its node makes (`None` for any other
+    /// request, and for a created pod without a claim: a lock writes nothing for it).
+    pub fn placement(&self) -> Option<Placement<'a>> {
+        let object = self.object.as_ref()?;
+        if self.sub_resource == Some("binding") {
+            let node = object.target.as_ref()?.name;
+            return (!node.is_empty()).then_some(Placement { node, claim: None });
+        }
+        let spec = object.spec.as_ref()?;
+        let claim = spec
+            .volumes
+            .iter()
+            .find_map(|v| v.persistent_volume_claim.as_ref())?
+            .claim_name;
+        (self.sub_resource.is_none() && !spec.node_name.is_empty()).then_some(Placement {
+            node: spec.node_name,
+            claim: Some(claim),
+        })
     }
 }
 
-/// The Binding's target: the node.
+/// The Binding's target (a bind), or the pod's spec (a create).
 #[derive(Deserialize)]
 pub struct BindTarget<'a> {
     #[serde(default, borrow)]
     target: Option<NodeRef<'a>>,
+    #[serde(default, borrow)]
+    spec: Option<PlacedSpec<'a>>,
 }
 
 #[derive(Deserialize)]
 struct NodeRef<'a> {
     #[serde(default)]
     name: &'a str,
+}
+
+#[derive(Deserialize)]
+struct PlacedSpec<'a> {
+    #[serde(default, rename = "nodeName")]
+    node_name: &'a str,
+    #[serde(default, borrow)]
+    volumes: Vec<PlacedVolume<'a>>,
+}
+
+#[derive(Deserialize)]
+struct PlacedVolume<'a> {
+    #[serde(default, borrow, rename = "persistentVolumeClaim")]
+    persistent_volume_claim: Option<ClaimRef<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ClaimRef<'a> {
+    #[serde(rename = "claimName")]
+    claim_name: &'a str,
 }
 
 async fn allow(body: Bytes) -> ([(&'static str, &'static str); 1], String) {

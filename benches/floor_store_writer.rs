@@ -23,14 +23,19 @@ struct Writer {
 }
 
 impl Writer {
-    fn bind(&self, ns: &str, pod: &str, node: &str) {
-        let Some(claim) = self.store.pods.get(ns, pod).and_then(|p| {
-            p.spec
-                .volumes
-                .iter()
-                .find_map(|v| v.persistent_volume_claim.as_ref())
-                .and_then(|c| self.store.pvcs.get(ns, &c.claim_name))
-        }) else {
+    /// A placement's write: onto `claim` (a create names it) or the stored pod's first claim.
+    fn bind(&self, ns: &str, pod: &str, node: &str, claim: Option<&str>) {
+        let claim = match claim {
+            Some(c) => self.store.pvcs.get(ns, c),
+            None => self.store.pods.get(ns, pod).and_then(|p| {
+                p.spec
+                    .volumes
+                    .iter()
+                    .find_map(|v| v.persistent_volume_claim.as_ref())
+                    .and_then(|c| self.store.pvcs.get(ns, &c.claim_name))
+            }),
+        };
+        let Some(claim) = claim else {
             return;
         };
         let Ok(_guard) = self.swap.lock() else {
@@ -52,8 +57,8 @@ async fn bind(
     let mut uid = String::new();
     if let Ok(r) = serde_json::from_slice::<super::floor_app::Review<BindReq<'_>>>(&body) {
         uid = r.request.uid.to_string();
-        if let Some(node) = r.request.bound_to() {
-            w.bind(r.request.namespace, r.request.name, node);
+        if let Some(at) = r.request.placement() {
+            w.bind(r.request.namespace, r.request.name, at.node, at.claim);
         }
     }
     (

@@ -1,7 +1,7 @@
-//! The writing floor: the floor's stack, and on each bind (`/validate/rwo-single-node`) one
-//! compare-and-swap write onto the pod's first claim (a merge patch carrying the claim's
+//! The writing floor: the floor's stack, and on each placement (`/validate/rwo-single-node`: a
+//! bind, or a pod created with its node named) one compare-and-swap write onto the pod's first claim (a merge patch carrying the claim's
 //! resourceVersion, as volguard's RWO lock writes it), then "allowed". Its facts come from
-//! kube-rs reflectors of pods and claims, so a bind costs what a lock must cost at least: one etcd
+//! kube-rs reflectors of pods and claims, so a placement costs what a lock must cost at least: one etcd
 //! write, no read. `make bench` compares volguard's rwo-single-node webhook against it.
 
 use super::floor_app::BindReq;
@@ -50,18 +50,22 @@ impl Writer {
         })
     }
 
-    async fn bind(&self, ns: &str, pod: &str, node: &str) {
-        let claim = self
-            .pods
-            .get(&ObjectRef::new(pod).within(ns))
-            .and_then(|p| {
-                p.spec.as_ref()?.volumes.as_ref()?.iter().find_map(|v| {
-                    v.persistent_volume_claim
-                        .as_ref()
-                        .map(|c| c.claim_name.clone())
-                })
-            })
-            .and_then(|c| self.claims.get(&ObjectRef::new(&c).within(ns)));
+    /// A placement's write: onto `claim` (a create names it) or the cached pod's first claim.
+    async fn bind(&self, ns: &str, pod: &str, node: &str, claim: Option<&str>) {
+        let claim = match claim {
+            Some(c) => Some(c.to_string()),
+            None => self
+                .pods
+                .get(&ObjectRef::new(pod).within(ns))
+                .and_then(|p| {
+                    p.spec.as_ref()?.volumes.as_ref()?.iter().find_map(|v| {
+                        v.persistent_volume_claim
+                            .as_ref()
+                            .map(|c| c.claim_name.clone())
+                    })
+                }),
+        }
+        .and_then(|c| self.claims.get(&ObjectRef::new(&c).within(ns)));
         let Some(claim) = claim else {
             self.skipped.fetch_add(1, Ordering::Relaxed);
             return;
@@ -123,8 +127,9 @@ async fn bind(
     let mut uid = String::new();
     if let Ok(r) = serde_json::from_slice::<super::floor_app::Review<BindReq<'_>>>(&body) {
         uid = r.request.uid.to_string();
-        if let Some(node) = r.request.bound_to() {
-            w.bind(r.request.namespace, r.request.name, node).await;
+        if let Some(at) = r.request.placement() {
+            w.bind(r.request.namespace, r.request.name, at.node, at.claim)
+                .await;
             w.handler_ns.fetch_add(nanos(t), Ordering::Relaxed);
         }
     }

@@ -34,32 +34,49 @@ pub struct Compared {
 
 const MODES: [Hooks; 3] = [Hooks::Noop, Hooks::WritingNoop, Hooks::Volguard];
 
+/// Client-timed pod creates (p50, p99 ms) per mode (no-op, writing no-op, volguard), of the two
+/// kinds a cluster makes: a pod its node is named in (a placement: volguard's lock writes, and so
+/// does the writing no-op) and a pod the scheduler places later (its create writes nothing).
+#[derive(Clone, Copy, Default)]
+pub struct ClientTimed {
+    pub placed: [(f64, f64); 3],
+    pub unplaced: [(f64, f64); 3],
+}
+
+/// The direct pods' claims: `0..PLACED_CLAIMS` for the placed creates, as many after them for
+/// the unplaced ones.
+const PLACED_CLAIMS: usize = DIRECT * ROUNDS * MODES.len();
+
 /// The claims the direct pods use, one fresh claim per create (as `make bench`'s binds): a
 /// claim's first placement, not a wait on its predecessor's lock. Created once, bound.
 pub async fn prepare(c: &kube::Client) {
-    for i in 0..DIRECT * ROUNDS * MODES.len() {
+    for i in 0..2 * PLACED_CLAIMS {
         grow::create_one(c, DIRECT_NS, i, None, grow::Parts::Claim, 0)
             .await
             .expect("direct claim");
     }
 }
 
-/// Client-timed creates of direct pods `from..from + DIRECT` (each with its fresh RWO claim, on a
-/// node), then gone.
-async fn direct_creates(cp: &ControlPlane, c: &kube::Client, from: usize) -> Vec<f64> {
+/// Client-timed creates of direct pods `from..from + DIRECT`, each with its fresh RWO claim,
+/// interleaved: one on a named node, then one left to the scheduler; then all gone. The times of
+/// the placed creates, then of the unplaced ones.
+async fn direct_creates(cp: &ControlPlane, c: &kube::Client, from: usize) -> (Vec<f64>, Vec<f64>) {
     let total = grow::pod_total(c).await;
-    let mut ms = Vec::new();
-    for i in from..from + DIRECT {
-        let node = format!("fleet-{:05}", i % DIRECT);
+    let (mut placed, mut unplaced) = (Vec::new(), Vec::new());
+    let timed = |node: Option<String>, i: usize| async move {
         let started = Instant::now();
-        grow::create_one(c, DIRECT_NS, i, Some(&node), grow::Parts::Pod, 0)
+        grow::create_one(c, DIRECT_NS, i, node.as_deref(), grow::Parts::Pod, 0)
             .await
             .expect("direct pod");
-        ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        started.elapsed().as_secs_f64() * 1000.0
+    };
+    for i in from..from + DIRECT {
+        placed.push(timed(Some(format!("fleet-{:05}", i % DIRECT)), i).await);
+        unplaced.push(timed(None, PLACED_CLAIMS + i).await);
     }
     let pods = Api::<Pod>::namespaced(c.clone(), DIRECT_NS);
-    for i in from..from + DIRECT {
-        pods.delete(&format!("p-{i}"), &DeleteParams::default())
+    for i in (from..from + DIRECT).chain(PLACED_CLAIMS + from..PLACED_CLAIMS + from + DIRECT) {
+        pods.delete(&grow::pod_name(i, 0), &DeleteParams::default())
             .await
             .expect("delete direct pod");
     }
@@ -72,18 +89,19 @@ async fn direct_creates(cp: &ControlPlane, c: &kube::Client, from: usize) -> Vec
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    ms
+    (placed, unplaced)
 }
 
 /// `ROUNDS` rounds, each mode in turn: the StatefulSet churn (the apiserver's histogram) and the
 /// direct creates (the client's clock). Leaves volguard registered.
-pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, [(f64, f64); 3]) {
+pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, ClientTimed) {
     let c = cp.admin().await;
     let api = Api::<StatefulSet>::namespaced(c.clone(), "churn");
     let pods = Api::<Pod>::namespaced(c.clone(), "churn");
     let want = CHURN_SETS * CHURN_REPLICAS as usize;
     let mut buckets: [Buckets; 3] = Default::default();
-    let mut client: [Vec<f64>; 3] = Default::default();
+    let mut placed: [Vec<f64>; 3] = Default::default();
+    let mut unplaced: [Vec<f64>; 3] = Default::default();
     for round in 0..ROUNDS {
         for (m, mode) in MODES.into_iter().enumerate() {
             if ports[m] == 0 {
@@ -91,12 +109,36 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
             }
             mode.register(cp, ports[0], ports[1], ports[2]).await;
             let before = apiserver_metrics(&c).await;
+            let locks_before = lock_results(cp, mode).await;
+            let floor_before = writing_floor(cp, mode, ports[1]).await;
             let from = (round * MODES.len() + m) * DIRECT;
-            client[m].extend(direct_creates(cp, &c, from).await);
+            let (p, u) = direct_creates(cp, &c, from).await;
+            placed[m].extend(p);
+            unplaced[m].extend(u);
             let up = format!("churn round {round} ({}): {want} pods", mode.name());
             scale_all(cp, &api, &pods, "churn", CHURN_SETS, CHURN_REPLICAS, &up).await;
             let after = apiserver_metrics(&c).await;
             add_delta(&mut buckets[m], &before, &after);
+            if let Some(before) = floor_before {
+                let after = writing_floor(cp, mode, ports[1]).await.unwrap_or_default();
+                let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
+                println!(
+                    "  round {round}: the writing no-op wrote {:.0} times, found nothing to write {:.0} times ({DIRECT} placed creates, {want} binds)",
+                    d("written"),
+                    d("skipped")
+                );
+            }
+            let locks = lock_results(cp, mode).await;
+            if !locks.is_empty() {
+                let moved: Vec<String> = locks
+                    .iter()
+                    .map(|(k, v)| format!("{k} {:.0}", v - locks_before.get(k).unwrap_or(&0.0)))
+                    .collect();
+                println!(
+                    "  round {round}: volguard_rwo_locks_total by result over the direct creates and the churn: {}",
+                    moved.join(", ")
+                );
+            }
             let down = format!("churn round {round} ({}): pods gone", mode.name());
             scale_all(cp, &api, &pods, "churn", CHURN_SETS, 0, &down).await;
         }
@@ -125,8 +167,37 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
             })
         })
         .collect();
-    let timed = client.map(|mut v| (percentile(&mut v, 0.5), percentile(&mut v, 0.99)));
+    let p50_p99 = |mut v: Vec<f64>| (percentile(&mut v, 0.5), percentile(&mut v, 0.99));
+    let timed = ClientTimed {
+        placed: placed.map(p50_p99),
+        unplaced: unplaced.map(p50_p99),
+    };
     (compared, timed)
+}
+
+/// serve's `volguard_rwo_locks_total` by result (empty in the other modes): where a placement's
+/// time went (taken, taken over, waited, refused).
+async fn lock_results(cp: &ControlPlane, mode: Hooks) -> BTreeMap<String, f64> {
+    if !matches!(mode, Hooks::Volguard) {
+        return BTreeMap::new();
+    }
+    crate::support::objects::metrics_text(cp.serve_probe)
+        .await
+        .lines()
+        .filter(|l| l.starts_with("volguard_rwo_locks_total{"))
+        .filter_map(|l| {
+            let (series, v) = l.rsplit_once(' ')?;
+            Some((series.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The writing no-op's counters, in its mode only.
+async fn writing_floor(cp: &ControlPlane, mode: Hooks, port: u16) -> Option<BTreeMap<String, f64>> {
+    match mode {
+        Hooks::WritingNoop => Some(floor_stats(cp, port).await),
+        _ => None,
+    }
 }
 
 /// The finalizer guard in the namespace of 20,000 pods: a strip of claim `data-0` (pod `p-0`

@@ -75,8 +75,7 @@ pub struct Apiserver {
 /// Figures taken at the largest size only.
 pub struct Envelope {
     pub webhooks: Vec<Compared>,
-    /// Client-timed pod creates (p50, p99 ms): no-op, writing no-op, volguard.
-    pub client: [(f64, f64); 3],
+    pub client: crate::admission::ClientTimed,
     pub guard: Option<Guarded>,
     pub apiserver: Apiserver,
     pub release: (Released, Released),
@@ -215,7 +214,7 @@ fn ratio(a: f64, b: f64) -> String {
 
 /// Each webhook against the no-op and the writing no-op; printed as soon as the phase ends too, so
 /// a run stopped later keeps it.
-pub fn print_admission(webhooks: &[Compared], client: [(f64, f64); 3]) {
+pub fn print_admission(webhooks: &[Compared], client: crate::admission::ClientTimed) {
     println!(
         "\n{:<34} {:>6} {:>15} {:>15} {:>15} {:>8} {:>8}",
         "webhook (apiserver's p50 / p99 ms)",
@@ -244,18 +243,24 @@ pub fn print_admission(webhooks: &[Compared], client: [(f64, f64); 3]) {
             ratio(v.1, wr.1)
         );
     }
-    let [n, wr, v] = client;
-    println!(
-        "pod create as the client times it (p50 / p99 ms): no-op {:.1} / {:.1}, writing no-op {:.1} / {:.1}, volguard {:.1} / {:.1} (× {:.2} / {:.2} the no-op)",
-        n.0,
-        n.1,
-        wr.0,
-        wr.1,
-        v.0,
-        v.1,
-        v.0 / n.0.max(1e-9),
-        v.1 / n.1.max(1e-9)
-    );
+    for (kind, [n, wr, v]) in [
+        ("left to the scheduler", client.unplaced),
+        ("its node named", client.placed),
+    ] {
+        println!(
+            "pod create, {kind}, as the client times it (p50 / p99 ms): no-op {:.1} / {:.1}, writing no-op {:.1} / {:.1}, volguard {:.1} / {:.1} (× {} / {} the no-op, × {} / {} the writing no-op)",
+            n.0,
+            n.1,
+            wr.0,
+            wr.1,
+            v.0,
+            v.1,
+            ratio(v.0, n.0),
+            ratio(v.1, n.1),
+            ratio(v.0, wr.0),
+            ratio(v.1, wr.1)
+        );
+    }
 }
 
 /// The finalizer guard in the namespace of 20,000 pods.
@@ -421,7 +426,9 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
             "calls_per_1000_pods": a.calls_per_1000.iter()
                 .map(|(entry, (calls, noop))| (entry.clone(), json!({"calls": calls, "noop_answers": noop})))
                 .collect::<serde_json::Map<_, _>>(),
-            "client_pod_create_ms": {"noop": e.client[0], "writing_noop": e.client[1], "volguard": e.client[2]},
+            "client_pod_create_ms": {
+                "unplaced": {"noop": e.client.unplaced[0], "writing_noop": e.client.unplaced[1], "volguard": e.client.unplaced[2]},
+                "placed": {"noop": e.client.placed[0], "writing_noop": e.client.placed[1], "volguard": e.client.placed[2]}},
         },
         "finalizer_guard": e.guard.as_ref().map(|g| json!({"pods": g.pods, "refused": g.refused, "p50_ms": g.p50_ms,
             "max_ms": g.max_ms, "serve_peak_before": g.peak_before, "serve_peak_after": g.peak_after})),

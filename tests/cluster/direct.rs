@@ -101,29 +101,6 @@ fn histogram_totals(metrics: &str, name: &str) -> BTreeMap<String, (f64, f64)> {
     out
 }
 
-/// The writing floor's counters (`/stats` on its webhook port).
-async fn floor_stats(cp: &ControlPlane, port: u16) -> BTreeMap<String, f64> {
-    let ca = reqwest::Certificate::from_pem(cp.webhook_ca.as_bytes()).expect("ca");
-    let http = reqwest::Client::builder()
-        .add_root_certificate(ca)
-        .build()
-        .expect("client");
-    let text = http
-        .get(format!("https://localhost:{port}/stats"))
-        .send()
-        .await
-        .expect("the writing floor's /stats")
-        .text()
-        .await
-        .expect("text");
-    text.lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
-}
-
 /// Where a bind's time goes inside each writing webhook (ms, means over the timed binds):
 /// the bind's handler, its write, and the admission calls that write caused (PVC UPDATE).
 #[derive(Default)]

@@ -125,8 +125,8 @@ pub enum Hooks {
     /// volguard's registrations (same webhooks, paths, matchConditions, failure policies,
     /// timeouts, TLS) served by the floor binary, which answers every review "allowed".
     Noop,
-    /// As `Noop`, with the floor writing one annotation onto the pod's claim on each bind
-    /// (resourceVersion-checked): the least an RWO lock can cost.
+    /// As `Noop`, with the floor writing one annotation onto the pod's claim on each placement (a
+    /// bind, or a create naming its node; resourceVersion-checked): the least an RWO lock can cost.
     WritingNoop,
     Volguard,
 }
@@ -151,4 +151,27 @@ impl Hooks {
             Hooks::Volguard => "volguard",
         }
     }
+}
+
+/// The writing floor's counters (`/stats` on its webhook port).
+pub async fn floor_stats(cp: &ControlPlane, port: u16) -> std::collections::BTreeMap<String, f64> {
+    let ca = reqwest::Certificate::from_pem(cp.webhook_ca.as_bytes()).expect("ca");
+    let http = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .build()
+        .expect("client");
+    let text = http
+        .get(format!("https://localhost:{port}/stats"))
+        .send()
+        .await
+        .expect("the writing floor's /stats")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
 }

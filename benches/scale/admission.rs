@@ -110,6 +110,7 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
             mode.register(cp, ports[0], ports[1], ports[2]).await;
             let before = apiserver_metrics(&c).await;
             let locks_before = lock_results(cp, mode).await;
+            let inside_before = inside_volguard(cp, mode).await;
             let floor_before = writing_floor(cp, mode, ports[1]).await;
             let from = (round * MODES.len() + m) * DIRECT;
             let (p, u) = direct_creates(cp, &c, from).await;
@@ -122,10 +123,26 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
             if let Some(before) = floor_before {
                 let after = writing_floor(cp, mode, ports[1]).await.unwrap_or_default();
                 let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
+                let per = |k: &str| d(k) / 1e6 / d("written").max(1.0);
                 println!(
-                    "  round {round}: the writing no-op wrote {:.0} times, found nothing to write {:.0} times ({DIRECT} placed creates, {want} binds)",
+                    "  round {round}: the writing no-op wrote {:.0} times, found nothing to write {:.0} times ({DIRECT} placed creates, {want} binds); inside it, a placement's mean {:.1} ms, its write's {:.1} ms",
                     d("written"),
-                    d("skipped")
+                    d("skipped"),
+                    per("handler_ns"),
+                    per("write_ns")
+                );
+            }
+            if let Some(before) = inside_before {
+                let after = inside_volguard(cp, mode).await.unwrap_or_default();
+                let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
+                let mean =
+                    |k: &str| 1000.0 * d(&format!("{k}_sum")) / d(&format!("{k}_count")).max(1.0);
+                println!(
+                    "  round {round}: inside volguard, a placement's mean {:.1} ms ({:.0} calls), its lock write's {:.1} ms ({:.0} writes)",
+                    mean(PLACEMENT_SECONDS),
+                    d(&format!("{PLACEMENT_SECONDS}_count")),
+                    mean(LOCK_WRITE_SECONDS),
+                    d(&format!("{LOCK_WRITE_SECONDS}_count"))
                 );
             }
             let locks = lock_results(cp, mode).await;
@@ -190,6 +207,39 @@ async fn lock_results(cp: &ControlPlane, mode: Hooks) -> BTreeMap<String, f64> {
             Some((series.to_string(), v.parse().ok()?))
         })
         .collect()
+}
+
+/// serve's time inside `/validate/rwo-single-node` and inside its lock writes (histograms).
+const PLACEMENT_SECONDS: &str = "volguard_admission_request_duration_seconds";
+const LOCK_WRITE_SECONDS: &str = "volguard_rwo_lock_write_duration_seconds";
+
+/// serve's `_sum` and `_count` of the placement's and the lock write's durations, in its mode
+/// only: beside the writing no-op's own, where a placement's time goes inside each.
+async fn inside_volguard(cp: &ControlPlane, mode: Hooks) -> Option<BTreeMap<String, f64>> {
+    if !matches!(mode, Hooks::Volguard) {
+        return None;
+    }
+    let text = crate::support::objects::metrics_text(cp.serve_probe).await;
+    let mut out = BTreeMap::new();
+    for l in text.lines() {
+        let Some((series, v)) = l.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(v) = v.parse::<f64>() else { continue };
+        for name in [PLACEMENT_SECONDS, LOCK_WRITE_SECONDS] {
+            for part in ["_sum", "_count"] {
+                let Some(rest) = series.strip_prefix(&format!("{name}{part}")) else {
+                    continue;
+                };
+                let placement =
+                    name != PLACEMENT_SECONDS || rest.contains("endpoint=\"rwo-single-node\"");
+                if placement && (rest.is_empty() || rest.starts_with('{')) {
+                    *out.entry(format!("{name}{part}")).or_insert(0.0) += v;
+                }
+            }
+        }
+    }
+    Some(out)
 }
 
 /// The writing no-op's counters, in its mode only.

@@ -1,13 +1,14 @@
 //! A work queue in the manner of client-go's: a key is queued at most once, a key being processed
 //! and re-added is processed again afterwards (never twice at once), failures back off
-//! exponentially per key, and an empty queue sleeps instead of spinning.
+//! exponentially per key, and an empty queue sleeps instead of spinning. A key asked for later
+//! (`add_after`) waits in a timer table the idle workers sleep on: no task per waiting key.
 //!
 //! Why not kube-runtime's `Controller`: it reconciles one object per call, while releasing a
 //! terminating PVC must be proven by a consistent pod LIST, and one such LIST per namespace per
 //! batch (not per PVC) is what keeps the API cost at kube-controller-manager's level (see the
 //! docs/performance.md: 1.06 requests per released PVC). `Controller` has no batching.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,15 +43,51 @@ struct Inner<K> {
     processing: HashSet<K>,
     dirty: HashSet<K>,
     failures: HashMap<K, u32>,
-    /// Keys waiting to be added (`add_after`), with when.
-    waiting: HashMap<K, tokio::time::Instant>,
+    /// Keys waiting to be added (`add_after`): each one's deadline and its timer's number...
+    waiting: HashMap<K, (tokio::time::Instant, u64)>,
+    /// ...and the same keys by deadline (the number orders equal deadlines): what an idle worker
+    /// sleeps until.
+    timers: BTreeMap<(tokio::time::Instant, u64), K>,
+    next_timer: u64,
     shut_down: bool,
 }
 
 /// Capacity a drained queue keeps: enough for the steady state's changes without regrowing.
 const KEEP_CAPACITY: usize = 1024;
 
-impl<K: Eq + Hash> Inner<K> {
+impl<K: Clone + Eq + Hash> Inner<K> {
+    /// `add` under the lock: dirty while processing, else ready unless already queued. Whether
+    /// it was made ready.
+    fn enqueue(&mut self, key: K) -> bool {
+        if self.processing.contains(&key) {
+            self.dirty.insert(key);
+            return false;
+        }
+        if self.queued.insert(key.clone()) {
+            self.ready.push_back(key);
+            return true;
+        }
+        false
+    }
+
+    /// Every waiting key whose deadline has passed, added. How many were made ready.
+    fn promote(&mut self, now: tokio::time::Instant) -> usize {
+        let mut made = 0;
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let key = entry.remove();
+            self.waiting.remove(&key);
+            made += usize::from(self.enqueue(key));
+        }
+        made
+    }
+
+    fn next_due(&self) -> Option<tokio::time::Instant> {
+        self.timers.first_key_value().map(|(at, _)| at.0)
+    }
+
     /// A relist enqueues every claim and volume at once (138,000 keys at 69,000 pods), and the
     /// deque and set keep that capacity after draining: ~24 MiB (256 Ki slots of a 48-byte key
     /// each, twice) held for nothing. Give it back once the queue is empty.
@@ -78,6 +115,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
                 dirty: HashSet::new(),
                 failures: HashMap::new(),
                 waiting: HashMap::new(),
+                timers: BTreeMap::new(),
+                next_timer: 0,
                 shut_down: false,
             }),
             notify: Notify::new(),
@@ -94,19 +133,14 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         if q.shut_down {
             return;
         }
-        if q.processing.contains(&key) {
-            q.dirty.insert(key);
-            return;
-        }
-        if q.queued.insert(key.clone()) {
-            q.ready.push_back(key);
+        if q.enqueue(key) {
             drop(q);
             self.notify.notify_one();
         }
     }
 
     /// Re-add after this key's backoff; the failure count grows until `forget`.
-    pub fn add_rate_limited(self: &Arc<Self>, key: K) {
+    pub fn add_rate_limited(&self, key: K) {
         let failures = {
             let mut q = self.lock();
             let f = q.failures.entry(key.clone()).or_insert(0);
@@ -119,36 +153,30 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
 
     /// Add `key` once `delay` has passed (client-go's `AddAfter`, kube-runtime's
     /// `Action::requeue`): the one place a key waits; a key already waiting for a deadline no
-    /// later than this one is not given a second timer.
-    pub fn add_after(self: &Arc<Self>, key: K, delay: Duration) {
+    /// later than this one is not given a second timer, and an earlier deadline replaces a later.
+    pub fn add_after(&self, key: K, delay: Duration) {
         let due = tokio::time::Instant::now() + delay;
-        {
-            let mut q = self.lock();
-            if q.shut_down {
-                return;
-            }
-            match q.waiting.get(&key) {
-                Some(at) if *at <= due => return,
-                _ => {
-                    q.waiting.insert(key.clone(), due);
-                }
-            }
+        let mut q = self.lock();
+        if q.shut_down {
+            return;
         }
-        let me = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep_until(due).await;
-            let mine = {
-                let mut q = me.lock();
-                let mine = q.waiting.get(&key) == Some(&due);
-                if mine {
-                    q.waiting.remove(&key);
-                }
-                mine
-            };
-            if mine {
-                me.add(key);
+        match q.waiting.get(&key).copied() {
+            Some((at, _)) if at <= due => return,
+            Some(later) => {
+                q.timers.remove(&later);
             }
-        });
+            None => {}
+        }
+        q.next_timer += 1;
+        let timer = (due, q.next_timer);
+        let earliest = q.next_due().is_none_or(|at| due < at);
+        q.waiting.insert(key.clone(), timer);
+        q.timers.insert(timer, key);
+        drop(q);
+        if earliest {
+            // A worker asleep toward a later deadline (or none) wakes to sleep toward this one.
+            self.notify.notify_one();
+        }
     }
 
     pub fn failures(&self, key: &K) -> u32 {
@@ -160,29 +188,49 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         self.lock().failures.remove(key);
     }
 
-    /// Wait for the next key (None after shutdown). Call `done` when finished with it.
+    /// Wait for the next key (None after shutdown). Call `done` when finished with it. An idle
+    /// worker sleeps until it is told of a key or the earliest waiting key is due.
     pub async fn next(&self) -> Option<K> {
         loop {
+            // Made before looking, so a key added meanwhile is not missed.
             let notified = self.notify.notified();
-            {
+            let due = {
                 let mut q = self.lock();
                 if q.shut_down {
                     return None;
                 }
+                q.promote(tokio::time::Instant::now());
                 if let Some(k) = q.ready.pop_front() {
                     q.queued.remove(&k);
                     q.processing.insert(k.clone());
+                    let more = !q.ready.is_empty();
                     q.shrink_if_drained();
+                    drop(q);
+                    if more {
+                        // Keys made ready by this worker's promotion: another idle worker takes
+                        // the next (a promotion notifies nobody itself).
+                        self.notify.notify_one();
+                    }
                     return Some(k);
                 }
+                q.next_due()
+            };
+            match due {
+                Some(at) => {
+                    tokio::select! {
+                        _ = notified => {}
+                        _ = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
             }
-            notified.await;
         }
     }
 
     /// Take queued keys matching `pred` (for batching one LIST over several keys).
     pub fn take_matching(&self, mut pred: impl FnMut(&K) -> bool, max: usize) -> Vec<K> {
         let mut q = self.lock();
+        q.promote(tokio::time::Instant::now());
         let mut taken = Vec::new();
         let mut keep = VecDeque::with_capacity(q.ready.len());
         while let Some(k) = q.ready.pop_front() {
@@ -211,8 +259,15 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         }
     }
 
+    /// Keys ready now (waiting keys whose deadline has passed included).
     pub fn len(&self) -> usize {
-        self.lock().ready.len()
+        let mut q = self.lock();
+        if q.promote(tokio::time::Instant::now()) > 0 {
+            drop(q);
+            self.notify.notify_one();
+            return self.lock().ready.len();
+        }
+        q.ready.len()
     }
 
     pub fn is_empty(&self) -> bool {

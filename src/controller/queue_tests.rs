@@ -107,3 +107,94 @@ async fn add_after_waits_once_for_the_earliest_deadline() {
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(q.len(), 0, "the 10 s and 20 s asks added nothing more");
 }
+
+/// An idle worker asleep on an empty queue wakes when a waiting key falls due: no task carries
+/// the key, the worker's own sleep does.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_worker_wakes_at_the_deadline() {
+    let q = Queue::new(Backoff::default());
+    let worker = {
+        let q = q.clone();
+        tokio::spawn(async move { (q.next().await, tokio::time::Instant::now()) })
+    };
+    let start = tokio::time::Instant::now();
+    tokio::task::yield_now().await;
+    q.add_after("k", Duration::from_secs(5));
+    let (key, at) = worker.await.expect("worker");
+    assert_eq!(key, Some("k"));
+    assert_eq!(at - start, Duration::from_secs(5), "taken when due, not before");
+}
+
+/// A worker asleep toward a later deadline is woken by an earlier one and takes it first.
+#[tokio::test(start_paused = true)]
+async fn an_earlier_deadline_rearms_a_sleeping_worker() {
+    let q = Queue::new(Backoff::default());
+    q.add_after("late", Duration::from_secs(60));
+    let worker = {
+        let q = q.clone();
+        tokio::spawn(async move { (q.next().await, tokio::time::Instant::now()) })
+    };
+    let start = tokio::time::Instant::now();
+    tokio::task::yield_now().await;
+    q.add_after("soon", Duration::from_secs(1));
+    let (key, at) = worker.await.expect("worker");
+    assert_eq!(key, Some("soon"));
+    assert_eq!(at - start, Duration::from_secs(1));
+    assert_eq!(q.next().await, Some("late"), "the later key is still waiting");
+    assert_eq!(tokio::time::Instant::now() - start, Duration::from_secs(60));
+}
+
+/// Shutting down wakes a worker asleep toward a deadline.
+#[tokio::test(start_paused = true)]
+async fn shut_down_wakes_a_worker_waiting_for_a_deadline() {
+    let q = Queue::new(Backoff::default());
+    q.add_after("k", Duration::from_secs(3600));
+    let worker = {
+        let q = q.clone();
+        tokio::spawn(async move { q.next().await })
+    };
+    tokio::task::yield_now().await;
+    q.shut_down();
+    assert_eq!(worker.await.expect("worker"), None);
+}
+
+/// A batch taken by `take_matching` includes keys whose deadline has passed.
+#[tokio::test(start_paused = true)]
+async fn take_matching_sees_keys_whose_deadline_passed() {
+    let q = Queue::new(Backoff::default());
+    q.add_after("ns1/a".to_string(), Duration::from_secs(2));
+    q.add("ns1/b".to_string());
+    tokio::time::advance(Duration::from_secs(3)).await;
+    let mut batch = q.take_matching(|k| k.starts_with("ns1/"), 10);
+    batch.sort();
+    assert_eq!(batch, vec!["ns1/a".to_string(), "ns1/b".to_string()]);
+}
+
+/// Waiting keys cost no task each: ten thousand of them leave the runtime's task count alone.
+#[tokio::test(start_paused = true)]
+async fn add_after_spawns_no_task() {
+    let q: Arc<Queue<u32>> = Queue::new(Backoff::default());
+    let before = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    for k in 0..10_000 {
+        q.add_after(k, Duration::from_secs(60 + u64::from(k % 7)));
+    }
+    assert_eq!(
+        tokio::runtime::Handle::current().metrics().num_alive_tasks(),
+        before
+    );
+    tokio::time::advance(Duration::from_secs(70)).await;
+    assert_eq!(q.len(), 10_000, "every waiting key added once due");
+}
+
+/// A key due while it is being processed is processed again afterwards, once.
+#[tokio::test(start_paused = true)]
+async fn a_key_due_while_processing_runs_again_after_done() {
+    let q = Queue::new(Backoff::default());
+    q.add("k");
+    assert_eq!(q.next().await, Some("k"));
+    q.add_after("k", Duration::from_secs(1));
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(q.len(), 0, "not ready twice while processing");
+    q.done(&"k");
+    assert_eq!(q.len(), 1);
+}

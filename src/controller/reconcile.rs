@@ -262,8 +262,17 @@ impl Reconciler {
                 self.announce(pvc, blockers).await;
                 Outcome::Done
             }
+            // A lock looked at again later does not hold up the claim's unused clock: both run,
+            // and the earlier look again wins.
             PvcPlan::Keep => match self.clear_stale_lock(pvc).await {
                 Outcome::Done => self.maintain_unused_since(pvc, cached).await,
+                Outcome::RequeueAfter(lock) => {
+                    match self.maintain_unused_since(pvc, cached).await {
+                        Outcome::Done => Outcome::RequeueAfter(lock),
+                        Outcome::RequeueAfter(unused) => Outcome::RequeueAfter(lock.min(unused)),
+                        retry => retry,
+                    }
+                }
                 retry => retry,
             },
             PvcPlan::ConfirmUnused => Outcome::Retry(Retry::UnexpectedPlan),
@@ -287,7 +296,13 @@ impl Reconciler {
             UnusedSince::MoveTo(t) => serde_json::Value::String(rfc3339(t)),
             UnusedSince::Clear => serde_json::Value::Null,
         };
-        let patch = serde_json::json!({"metadata": {"annotations": {UNUSED_SINCE: value}}});
+        // The claim's uid rides along: a claim deleted and made again under this name since the
+        // cache saw it differs there, and the apiserver refuses the patch (uid is immutable)
+        // rather than mark a claim that was never seen unused.
+        let mut patch = serde_json::json!({"metadata": {"annotations": {UNUSED_SINCE: value}}});
+        if !pvc.metadata.uid.is_empty() {
+            patch["metadata"]["uid"] = serde_json::Value::from(&*pvc.metadata.uid);
+        }
         match self.patch_pvc(ns, name, Patch::Merge(patch)).await {
             Ok(()) => {
                 self.seen_unused(ns, name, false);

@@ -21,10 +21,10 @@ fn pvc(ns: &str, name: &str, terminating: bool) -> Pvc {
     p
 }
 
-/// A real client aimed at a closed port: every API call fails the way an unreachable
-/// apiserver does. No fake server is involved.
-/// A client whose every request fails (the connection is closed unanswered), and the request
-/// lines it sent, so a test can assert what the reconciler tried to write.
+/// A real client whose every request fails the way an unreachable apiserver's does (the
+/// connection is closed unanswered; no fake server answers anything), and what it sent: each
+/// request line, followed by its body when it had one, so a test can assert what the reconciler
+/// tried to write.
 fn failing_client() -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) {
     use std::io::Read;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -33,14 +33,40 @@ fn failing_client() -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) {
     let log = seen.clone();
     std::thread::spawn(move || {
         for mut stream in listener.incoming().flatten() {
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+            // The head, then as much body as it announces (hyper may write them apart).
+            let mut got = Vec::new();
             let mut buf = [0u8; 4096];
-            let n = stream.read(&mut buf).unwrap_or(0);
-            let line = String::from_utf8_lossy(&buf[..n])
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string();
-            log.lock().expect("log").push(line);
+            let complete = |got: &[u8]| {
+                let text = String::from_utf8_lossy(got);
+                let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                    return false;
+                };
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse::<usize>().ok())?
+                    })
+                    .unwrap_or(0);
+                body.len() >= length
+            };
+            while !complete(&got) {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            let text = String::from_utf8_lossy(&got);
+            let line = text.lines().next().unwrap_or("").to_string();
+            // The body follows the head; a test looks into it for what a write carried.
+            let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+            log.lock().expect("log").push(if body.is_empty() {
+                line
+            } else {
+                format!("{line} {body}")
+            });
         }
     });
     let cfg = kube::Config::new(format!("http://{addr}").parse().expect("uri"));
@@ -210,5 +236,48 @@ async fn a_lock_on_a_node_missing_from_the_cache_is_read_live() {
         sent.iter()
             .any(|l| l.starts_with("GET /api/v1/nodes/node-gone")),
         "{sent:?}"
+    );
+}
+
+/// A lock looked at again later does not hold up the claim's unused clock, and the unused-since
+/// mark carries the claim's uid (a claim made again under this name is refused, not marked).
+#[tokio::test]
+async fn a_young_lock_leaves_the_unused_clock_running_and_the_mark_names_its_claim() {
+    let store = Arc::new(Store::default());
+    store.nodes.apply(crate::model::testing::node("node-a"));
+    let mut pvc = freshly_locked("node-a");
+    pvc.metadata.uid = "claim-uid-1".into();
+    pvc.status.phase = Some("Bound".into());
+    let queue = Queue::new(super::super::queue::Backoff {
+        base: std::time::Duration::from_secs(60),
+        max: std::time::Duration::from_secs(60),
+    });
+    let metrics = crate::runtime::MetricsRegistry::default();
+    let cm = Arc::new(ControllerMetrics::register(&metrics));
+    let (client, requests) = failing_client();
+    let r = Reconciler::new(
+        client,
+        store,
+        queue,
+        cm,
+        ReconcilerConfig {
+            unused_grace: std::time::Duration::ZERO,
+            ..config()
+        },
+    );
+    let outcome = r.reconcile_pvc(&pvc, PvcPlan::Keep, &[]).await;
+    assert!(
+        matches!(outcome, Outcome::Retry(_)),
+        "the mark's write was tried (and failed here): {outcome:?}"
+    );
+    let sent = requests.lock().expect("requests").clone();
+    let marks: Vec<&String> = sent
+        .iter()
+        .filter(|l| l.starts_with("PATCH /api/v1/namespaces/ns1/persistentvolumeclaims/data-0"))
+        .collect();
+    assert_eq!(marks.len(), 1, "{sent:?}");
+    assert!(
+        marks[0].contains(UNUSED_SINCE) && marks[0].contains("\"uid\":\"claim-uid-1\""),
+        "{marks:?}"
     );
 }

@@ -129,6 +129,36 @@ pub(super) async fn policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
             .unwrap_or_default()
             .contains(&PVCF.to_string())
     );
+    // The controller's unused-since mark is a merge patch carrying the claim's uid: the
+    // apiserver refuses one whose uid is another's (uid is immutable), so a claim made again
+    // under the same name is never marked on the strength of its predecessor; tried and read back.
+    let uid = pvcs
+        .get("restored")
+        .await
+        .expect("claim")
+        .metadata
+        .uid
+        .expect("uid");
+    let probe = |uid: &str| {
+        Patch::Merge(json!({"metadata": {"uid": uid,
+            "annotations": {"e2e.volguard.io/uid-probe": uid}}}))
+    };
+    let other = pvcs
+        .patch("restored", &PatchParams::default(), &probe("another-claims-uid"))
+        .await;
+    assert!(
+        matches!(&other, Err(kube::Error::Api(e)) if e.code == 422 || e.code == 409),
+        "a merge patch naming another uid: {other:?}"
+    );
+    let kept = pvcs.get("restored").await.expect("claim").metadata;
+    assert!(
+        !kept.annotations.unwrap_or_default().contains_key("e2e.volguard.io/uid-probe")
+            && kept.uid.as_deref() == Some(uid.as_str()),
+        "the refused patch left its mark"
+    );
+    pvcs.patch("restored", &PatchParams::default(), &probe(&uid))
+        .await
+        .expect("a merge patch naming the claim's own uid lands");
     // The out-of-service taint on a node that reports Ready: refused by the apiserver (its
     // webhook entry is Ignore); on a node that reports no Ready, the way to heal a partition
     // while volguard is down stays open.

@@ -122,7 +122,11 @@ async fn a_waiting_worker_wakes_at_the_deadline() {
     q.add_after("k", Duration::from_secs(5));
     let (key, at) = worker.await.expect("worker");
     assert_eq!(key, Some("k"));
-    assert_eq!(at - start, Duration::from_secs(5), "taken when due, not before");
+    assert_eq!(
+        at - start,
+        Duration::from_secs(5),
+        "taken when due, not before"
+    );
 }
 
 /// A worker asleep toward a later deadline is woken by an earlier one and takes it first.
@@ -140,7 +144,11 @@ async fn an_earlier_deadline_rearms_a_sleeping_worker() {
     let (key, at) = worker.await.expect("worker");
     assert_eq!(key, Some("soon"));
     assert_eq!(at - start, Duration::from_secs(1));
-    assert_eq!(q.next().await, Some("late"), "the later key is still waiting");
+    assert_eq!(
+        q.next().await,
+        Some("late"),
+        "the later key is still waiting"
+    );
     assert_eq!(tokio::time::Instant::now() - start, Duration::from_secs(60));
 }
 
@@ -174,12 +182,16 @@ async fn take_matching_sees_keys_whose_deadline_passed() {
 #[tokio::test(start_paused = true)]
 async fn add_after_spawns_no_task() {
     let q: Arc<Queue<u32>> = Queue::new(Backoff::default());
-    let before = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    let before = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
     for k in 0..10_000 {
         q.add_after(k, Duration::from_secs(60 + u64::from(k % 7)));
     }
     assert_eq!(
-        tokio::runtime::Handle::current().metrics().num_alive_tasks(),
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks(),
         before
     );
     tokio::time::advance(Duration::from_secs(70)).await;

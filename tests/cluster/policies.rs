@@ -144,7 +144,11 @@ pub(super) async fn policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
             "annotations": {"e2e.volguard.io/uid-probe": uid}}}))
     };
     let other = pvcs
-        .patch("restored", &PatchParams::default(), &probe("another-claims-uid"))
+        .patch(
+            "restored",
+            &PatchParams::default(),
+            &probe("another-claims-uid"),
+        )
         .await;
     assert!(
         matches!(&other, Err(kube::Error::Api(e)) if e.code == 422 || e.code == 409),
@@ -152,7 +156,10 @@ pub(super) async fn policy_webhook_down(cp: &mut ControlPlane, ns: &str) {
     );
     let kept = pvcs.get("restored").await.expect("claim").metadata;
     assert!(
-        !kept.annotations.unwrap_or_default().contains_key("e2e.volguard.io/uid-probe")
+        !kept
+            .annotations
+            .unwrap_or_default()
+            .contains_key("e2e.volguard.io/uid-probe")
             && kept.uid.as_deref() == Some(uid.as_str()),
         "the refused patch left its mark"
     );

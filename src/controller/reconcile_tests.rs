@@ -173,6 +173,10 @@ struct Harness {
 }
 
 fn harness(store: Arc<Store>) -> Harness {
+    harness_with(store, config())
+}
+
+fn harness_with(store: Arc<Store>, config: ReconcilerConfig) -> Harness {
     let queue = Queue::new(super::super::queue::Backoff {
         base: std::time::Duration::from_secs(60),
         max: std::time::Duration::from_secs(60),
@@ -181,7 +185,7 @@ fn harness(store: Arc<Store>) -> Harness {
     let cm = Arc::new(ControllerMetrics::register(&metrics));
     let (client, requests) = failing_client();
     Harness {
-        r: Reconciler::new(client, store, queue.clone(), cm, config()),
+        r: Reconciler::new(client, store, queue.clone(), cm, config),
         queue,
         metrics,
         requests,
@@ -248,18 +252,8 @@ async fn a_young_lock_leaves_the_unused_clock_running_and_the_mark_names_its_cla
     let mut pvc = freshly_locked("node-a");
     pvc.metadata.uid = "claim-uid-1".into();
     pvc.status.phase = Some("Bound".into());
-    let queue = Queue::new(super::super::queue::Backoff {
-        base: std::time::Duration::from_secs(60),
-        max: std::time::Duration::from_secs(60),
-    });
-    let metrics = crate::runtime::MetricsRegistry::default();
-    let cm = Arc::new(ControllerMetrics::register(&metrics));
-    let (client, requests) = failing_client();
-    let r = Reconciler::new(
-        client,
+    let Harness { r, requests, .. } = harness_with(
         store,
-        queue,
-        cm,
         ReconcilerConfig {
             unused_grace: std::time::Duration::ZERO,
             ..config()

@@ -225,42 +225,30 @@ pub fn print_admission(webhooks: &[Compared], client: crate::admission::ClientTi
         "×noop",
         "×writing"
     );
+    let row = |name: &str, calls: String, [n, wr, v]: [(f64, f64); 3]| {
+        println!(
+            "{:<34} {:>6} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>4}/{:<5} {:>4}/{:<5}",
+            name,
+            calls,
+            n.0,
+            n.1,
+            wr.0,
+            wr.1,
+            v.0,
+            v.1,
+            ratio(v.0, n.0),
+            ratio(v.1, n.1),
+            ratio(v.0, wr.0),
+            ratio(v.1, wr.1)
+        );
+    };
     for w in webhooks {
-        let [n, wr, v] = w.modes;
-        println!(
-            "{:<34} {:>6.0} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>4}/{:<5} {:>4}/{:<5}",
-            w.webhook,
-            w.calls,
-            n.0,
-            n.1,
-            wr.0,
-            wr.1,
-            v.0,
-            v.1,
-            ratio(v.0, n.0),
-            ratio(v.1, n.1),
-            ratio(v.0, wr.0),
-            ratio(v.1, wr.1)
-        );
+        row(&w.webhook, format!("{:.0}", w.calls), w.modes);
     }
-    for (kind, [n, wr, v]) in [
-        ("left to the scheduler", client.unplaced),
-        ("its node named", client.placed),
-    ] {
-        println!(
-            "pod create, {kind}, as the client times it (p50 / p99 ms): no-op {:.1} / {:.1}, writing no-op {:.1} / {:.1}, volguard {:.1} / {:.1} (× {} / {} the no-op, × {} / {} the writing no-op)",
-            n.0,
-            n.1,
-            wr.0,
-            wr.1,
-            v.0,
-            v.1,
-            ratio(v.0, n.0),
-            ratio(v.1, n.1),
-            ratio(v.0, wr.0),
-            ratio(v.1, wr.1)
-        );
-    }
+    // Pod creates as the client times them, in the same columns: left to the scheduler (the
+    // create writes nothing) and with its node named (the create writes the lock).
+    row("pod create, client, unplaced", "—".into(), client.unplaced);
+    row("pod create, client, node named", "—".into(), client.placed);
 }
 
 /// The finalizer guard in the namespace of 20,000 pods.

@@ -461,9 +461,7 @@ async fn run() {
     for i in 0..=most / grow::PODS_PER_NS {
         namespace(&c, &format!("scale-{i}")).await;
     }
-    for ns in ["churn", admission::DIRECT_NS] {
-        namespace(&c, ns).await;
-    }
+    namespace(&c, "churn").await;
     cp.spawn_kwok_fleet();
     let churn = Api::<StatefulSet>::namespaced(c.clone(), "churn");
     create_statefulsets(&churn, "churn", 0..admission::CHURN_SETS, 0).await;

@@ -1,12 +1,14 @@
 //! Admission at the cluster's size: each volguard webhook's latency as the apiserver measures it
-//! (its own histogram) and pod creation as a client times it, interleaved round by round against
-//! the no-op and the writing no-op registered exactly like volguard; and the finalizer guard's
-//! consistent read of a namespace of 20,000 pods.
+//! (its own histogram) over a StatefulSet churn, round by round against the no-op and the writing
+//! no-op registered exactly like volguard; pod creation as a client times it, call by call
+//! interleaved across the three (one namespace per mode, as `make bench`'s binds); and the
+//! finalizer guard's consistent read of a namespace of 20,000 pods.
 
 use crate::grow;
 use crate::procs::proc_stat;
 use crate::support::apiserver::*;
-use crate::support::harness::ControlPlane;
+use crate::support::harness::{BENCH_MODE, ControlPlane};
+use crate::support::objects::labelled_namespace;
 use crate::support::workload::*;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -16,13 +18,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// The churn per mode and round: 5 StatefulSets of 20 pods (each with its claim), scheduled
-/// through the binds, up to Running and down to gone; and 20 pods created directly, timed by the
-/// client.
+/// through the binds, up to Running and down to gone; and 20 pods created directly per mode,
+/// timed by the client.
 pub const CHURN_SETS: usize = 5;
 pub const CHURN_REPLICAS: i32 = 20;
 const ROUNDS: usize = 2;
 const DIRECT: usize = 20;
-pub const DIRECT_NS: &str = "direct";
 
 /// A webhook's latency in each mode, as the apiserver measured it.
 pub struct Compared {
@@ -34,6 +35,12 @@ pub struct Compared {
 
 const MODES: [Hooks; 3] = [Hooks::Noop, Hooks::WritingNoop, Hooks::Volguard];
 
+/// The namespace of a mode's direct pods, labelled for its own registration
+/// (`ControlPlane::register_webhooks_by_namespace`).
+fn direct_ns(mode: Hooks) -> String {
+    format!("direct-{}", mode.name())
+}
+
 /// Client-timed pod creates (p50, p99 ms) per mode (no-op, writing no-op, volguard), of the two
 /// kinds a cluster makes: a pod its node is named in (a placement: volguard's lock writes, and so
 /// does the writing no-op) and a pod the scheduler places later (its create writes nothing).
@@ -43,42 +50,62 @@ pub struct ClientTimed {
     pub unplaced: [(f64, f64); 3],
 }
 
-/// The direct pods' claims: `0..PLACED_CLAIMS` for the placed creates, as many after them for
-/// the unplaced ones.
-const PLACED_CLAIMS: usize = DIRECT * ROUNDS * MODES.len();
+/// A mode's direct pods' claims: `0..PLACED_CLAIMS` for the placed creates, as many after them
+/// for the unplaced ones.
+const PLACED_CLAIMS: usize = DIRECT * ROUNDS;
 
-/// The claims the direct pods use, one fresh claim per create (as `make bench`'s binds): a
-/// claim's first placement, not a wait on its predecessor's lock. Created once, bound.
+/// Each mode's namespace, labelled with its mode, and the claims its direct pods use, one fresh
+/// claim per create (as `make bench`'s binds): a claim's first placement, not a wait on its
+/// predecessor's lock. Created once, bound.
 pub async fn prepare(c: &kube::Client) {
-    for i in 0..2 * PLACED_CLAIMS {
-        grow::create_one(c, DIRECT_NS, i, None, grow::Parts::Claim, 0)
-            .await
-            .expect("direct claim");
+    for mode in MODES {
+        let ns = direct_ns(mode);
+        labelled_namespace(c, &ns, json!({ BENCH_MODE: mode.name() })).await;
+        for i in 0..2 * PLACED_CLAIMS {
+            grow::create_one(c, &ns, i, None, grow::Parts::Claim, 0)
+                .await
+                .expect("direct claim");
+        }
     }
 }
 
-/// Client-timed creates of direct pods `from..from + DIRECT`, each with its fresh RWO claim,
-/// interleaved: one on a named node, then one left to the scheduler; then all gone. The times of
-/// the placed creates, then of the unplaced ones.
-async fn direct_creates(cp: &ControlPlane, c: &kube::Client, from: usize) -> (Vec<f64>, Vec<f64>) {
+/// Client-timed creates of direct pods `from..from + DIRECT` in each served mode's namespace,
+/// each with its fresh RWO claim, interleaved call by call (the mode first in turn rotating, as
+/// `make bench`'s binds): one on a named node in every mode, then one left to the scheduler in
+/// every mode; then all gone. The times per mode of the placed creates, then of the unplaced ones.
+async fn direct_creates(
+    cp: &ControlPlane,
+    c: &kube::Client,
+    served: &[usize],
+    from: usize,
+) -> ([Vec<f64>; 3], [Vec<f64>; 3]) {
     let total = grow::pod_total(c).await;
-    let (mut placed, mut unplaced) = (Vec::new(), Vec::new());
-    let timed = |node: Option<String>, i: usize| async move {
+    let (mut placed, mut unplaced): ([Vec<f64>; 3], [Vec<f64>; 3]) = Default::default();
+    let timed = |m: usize, node: Option<String>, i: usize| async move {
+        let ns = direct_ns(MODES[m]);
         let started = Instant::now();
-        grow::create_one(c, DIRECT_NS, i, node.as_deref(), grow::Parts::Pod, 0)
+        grow::create_one(c, &ns, i, node.as_deref(), grow::Parts::Pod, 0)
             .await
             .expect("direct pod");
         started.elapsed().as_secs_f64() * 1000.0
     };
     for i in from..from + DIRECT {
-        placed.push(timed(Some(format!("fleet-{:05}", i % DIRECT)), i).await);
-        unplaced.push(timed(None, PLACED_CLAIMS + i).await);
+        for k in 0..served.len() {
+            let m = served[(i + k) % served.len()];
+            placed[m].push(timed(m, Some(format!("fleet-{:05}", i % DIRECT)), i).await);
+        }
+        for k in 0..served.len() {
+            let m = served[(i + k) % served.len()];
+            unplaced[m].push(timed(m, None, PLACED_CLAIMS + i).await);
+        }
     }
-    let pods = Api::<Pod>::namespaced(c.clone(), DIRECT_NS);
-    for i in (from..from + DIRECT).chain(PLACED_CLAIMS + from..PLACED_CLAIMS + from + DIRECT) {
-        pods.delete(&grow::pod_name(i, 0), &DeleteParams::default())
-            .await
-            .expect("delete direct pod");
+    for &m in served {
+        let pods = Api::<Pod>::namespaced(c.clone(), &direct_ns(MODES[m]));
+        for i in (from..from + DIRECT).chain(PLACED_CLAIMS + from..PLACED_CLAIMS + from + DIRECT) {
+            pods.delete(&grow::pod_name(i, 0), &DeleteParams::default())
+                .await
+                .expect("delete direct pod");
+        }
     }
     let started = Instant::now();
     while grow::pod_total(c).await != total {
@@ -92,69 +119,83 @@ async fn direct_creates(cp: &ControlPlane, c: &kube::Client, from: usize) -> (Ve
     (placed, unplaced)
 }
 
-/// `ROUNDS` rounds, each mode in turn: the StatefulSet churn (the apiserver's histogram) and the
-/// direct creates (the client's clock). Leaves volguard registered.
+/// `ROUNDS` rounds, each: the direct creates of every mode at once (each mode's registration
+/// limited to its namespace), then each mode in turn registered as volguard is for the
+/// StatefulSet churn (the apiserver's histogram). Leaves volguard registered.
 pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, ClientTimed) {
     let c = cp.admin().await;
     let api = Api::<StatefulSet>::namespaced(c.clone(), "churn");
     let pods = Api::<Pod>::namespaced(c.clone(), "churn");
     let want = CHURN_SETS * CHURN_REPLICAS as usize;
+    let served: Vec<usize> = (0..MODES.len()).filter(|&m| ports[m] != 0).collect();
+    let by_namespace: Vec<(&str, u16)> = served
+        .iter()
+        .map(|&m| (MODES[m].name(), ports[m]))
+        .collect();
+    let names: Vec<&str> = by_namespace.iter().map(|(n, _)| *n).collect();
     let mut buckets: [Buckets; 3] = Default::default();
     let mut placed: [Vec<f64>; 3] = Default::default();
     let mut unplaced: [Vec<f64>; 3] = Default::default();
     for round in 0..ROUNDS {
-        for (m, mode) in MODES.into_iter().enumerate() {
-            if ports[m] == 0 {
-                continue;
-            }
+        // Every counter from before the direct creates: each mode's counters see only its own
+        // namespace's creates and its own churn.
+        let locks_before = lock_results(cp, Hooks::Volguard).await;
+        let inside_before = inside_volguard(cp, Hooks::Volguard).await;
+        let floor_before = writing_floor(cp, ports[1]).await;
+        cp.register_webhooks_by_namespace(&by_namespace).await;
+        let (p, u) = direct_creates(cp, &c, &served, round * DIRECT).await;
+        cp.unregister_webhooks_by_namespace(&names).await;
+        for m in &served {
+            placed[*m].extend(p[*m].iter().copied());
+            unplaced[*m].extend(u[*m].iter().copied());
+        }
+        for &m in &served {
+            let mode = MODES[m];
             mode.register(cp, ports[0], ports[1], ports[2]).await;
             let before = apiserver_metrics(&c).await;
-            let locks_before = lock_results(cp, mode).await;
-            let inside_before = inside_volguard(cp, mode).await;
-            let floor_before = writing_floor(cp, mode, ports[1]).await;
-            let from = (round * MODES.len() + m) * DIRECT;
-            let (p, u) = direct_creates(cp, &c, from).await;
-            placed[m].extend(p);
-            unplaced[m].extend(u);
             let up = format!("churn round {round} ({}): {want} pods", mode.name());
             scale_all(cp, &api, &pods, "churn", CHURN_SETS, CHURN_REPLICAS, &up).await;
             let after = apiserver_metrics(&c).await;
             add_delta(&mut buckets[m], &before, &after);
-            if let Some(before) = floor_before {
-                let after = writing_floor(cp, mode, ports[1]).await.unwrap_or_default();
-                let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
-                let per = |k: &str| d(k) / 1e6 / d("written").max(1.0);
-                println!(
-                    "  round {round}: the writing no-op wrote {:.0} times, found nothing to write {:.0} times ({DIRECT} placed creates, {want} binds); inside it, a placement's mean {:.1} ms, its write's {:.1} ms",
-                    d("written"),
-                    d("skipped"),
-                    per("handler_ns"),
-                    per("write_ns")
-                );
-            }
-            if let Some(before) = inside_before {
-                let after = inside_volguard(cp, mode).await.unwrap_or_default();
-                let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
-                let mean =
-                    |k: &str| 1000.0 * d(&format!("{k}_sum")) / d(&format!("{k}_count")).max(1.0);
-                println!(
-                    "  round {round}: inside volguard, a placement's mean {:.1} ms ({:.0} calls), its lock write's {:.1} ms ({:.0} writes)",
-                    mean(PLACEMENT_SECONDS),
-                    d(&format!("{PLACEMENT_SECONDS}_count")),
-                    mean(LOCK_WRITE_SECONDS),
-                    d(&format!("{LOCK_WRITE_SECONDS}_count"))
-                );
-            }
-            let locks = lock_results(cp, mode).await;
-            if !locks.is_empty() {
-                let moved: Vec<String> = locks
-                    .iter()
-                    .map(|(k, v)| format!("{k} {:.0}", v - locks_before.get(k).unwrap_or(&0.0)))
-                    .collect();
-                println!(
-                    "  round {round}: volguard_rwo_locks_total by result over the direct creates and the churn: {}",
-                    moved.join(", ")
-                );
+            match mode {
+                Hooks::WritingNoop => {
+                    let after = writing_floor(cp, ports[1]).await.unwrap_or_default();
+                    let before = floor_before.clone().unwrap_or_default();
+                    let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
+                    let per = |k: &str| d(k) / 1e6 / d("written").max(1.0);
+                    println!(
+                        "  round {round}: the writing no-op wrote {:.0} times, found nothing to write {:.0} times ({DIRECT} placed creates, {want} binds); inside it, a placement's mean {:.1} ms, its write's {:.1} ms",
+                        d("written"),
+                        d("skipped"),
+                        per("handler_ns"),
+                        per("write_ns")
+                    );
+                }
+                Hooks::Volguard => {
+                    let after = inside_volguard(cp, mode).await.unwrap_or_default();
+                    let before = inside_before.clone().unwrap_or_default();
+                    let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
+                    let mean = |k: &str| {
+                        1000.0 * d(&format!("{k}_sum")) / d(&format!("{k}_count")).max(1.0)
+                    };
+                    println!(
+                        "  round {round}: inside volguard, a placement's mean {:.1} ms ({:.0} calls), its lock write's {:.1} ms ({:.0} writes)",
+                        mean(PLACEMENT_SECONDS),
+                        d(&format!("{PLACEMENT_SECONDS}_count")),
+                        mean(LOCK_WRITE_SECONDS),
+                        d(&format!("{LOCK_WRITE_SECONDS}_count"))
+                    );
+                    let locks = lock_results(cp, mode).await;
+                    let moved: Vec<String> = locks
+                        .iter()
+                        .map(|(k, v)| format!("{k} {:.0}", v - locks_before.get(k).unwrap_or(&0.0)))
+                        .collect();
+                    println!(
+                        "  round {round}: volguard_rwo_locks_total by result over the direct creates and the churn: {}",
+                        moved.join(", ")
+                    );
+                }
+                _ => {}
             }
             let down = format!("churn round {round} ({}): pods gone", mode.name());
             scale_all(cp, &api, &pods, "churn", CHURN_SETS, 0, &down).await;
@@ -242,11 +283,11 @@ async fn inside_volguard(cp: &ControlPlane, mode: Hooks) -> Option<BTreeMap<Stri
     Some(out)
 }
 
-/// The writing no-op's counters, in its mode only.
-async fn writing_floor(cp: &ControlPlane, mode: Hooks, port: u16) -> Option<BTreeMap<String, f64>> {
-    match mode {
-        Hooks::WritingNoop => Some(floor_stats(cp, port).await),
-        _ => None,
+/// The writing no-op's counters, when it runs (port 0: it did not fit).
+async fn writing_floor(cp: &ControlPlane, port: u16) -> Option<BTreeMap<String, f64>> {
+    match port {
+        0 => None,
+        _ => Some(floor_stats(cp, port).await),
     }
 }
 

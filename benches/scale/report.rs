@@ -245,8 +245,9 @@ pub fn print_admission(webhooks: &[Compared], client: crate::admission::ClientTi
     for w in webhooks {
         row(&w.webhook, format!("{:.0}", w.calls), w.modes);
     }
-    // Pod creates as the client times them, in the same columns: left to the scheduler (the
-    // create writes nothing) and with its node named (the create writes the lock).
+    // Pod creates as the client times them, the three modes interleaved call by call, in the same
+    // columns: left to the scheduler (the create writes nothing) and with its node named (the
+    // create writes the lock).
     row("pod create, client, unplaced", "—".into(), client.unplaced);
     row("pod create, client, node named", "—".into(), client.placed);
 }

@@ -17,6 +17,9 @@
 //! but by its own clock: a lock's age from its managedFields time is not read, since clients may
 //! write managedFields).
 //!
+//! A take-over's two quorum reads (the users on the lock's node, the lock's pod) are issued at
+//! once, so a placement in flight may land between them in either order (`writer_first`).
+//!
 //! Invariant: no ReadWriteOnce claim is used by non-terminal pods on two nodes of which more than
 //! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 3.3 million
 //! states; with creates: depth 8, 1.9 million states; each about a minute in a debug build on two
@@ -150,6 +153,9 @@ enum A {
         /// A placement in flight lands between the quorum read of the users and the read of
         /// the lock's pod (two reads, two moments).
         mid: Option<u8>,
+        /// The two reads in the other order: the webhook issues them at once, so either may be
+        /// answered first (only told apart when `mid` lands between them).
+        writer_first: bool,
         /// Only with `Rule::LateStoredSample`: a placement in flight lands after the read of
         /// the lock's pod and this replica's watch delivers it before "seen stored" is sampled.
         late: Option<u8>,
@@ -162,6 +168,7 @@ enum A {
         name: u8,
         node: u8,
         mid: Option<u8>,
+        writer_first: bool,
         late: Option<u8>,
     },
     Persist(u8),
@@ -218,6 +225,7 @@ struct Try {
     node: u8,
     via: Via,
     mid: Option<u8>,
+    writer_first: bool,
     late: Option<u8>,
 }
 
@@ -365,19 +373,27 @@ impl LockModel {
                 // The quorum read (or, broken, the replica's cache).
                 let broken = self.rule == Rule::CacheTakeOver;
                 let seen: &[Pod] = if broken { &cached } else { &truth };
-                let users: Vec<Pod> = seen
-                    .iter()
-                    .filter(|p| rwo_lock::uses_on(p, NS, CLAIM, lock_node))
-                    .cloned()
-                    .collect();
-                let observed = s.replicas[r].quiet.look(l, !users.is_empty());
-                let later: Vec<Pod> = match t.mid {
-                    Some(i) if !broken => {
-                        land(s, i);
-                        s.pods.iter().map(pod_of).collect()
-                    }
-                    _ => seen.to_vec(),
+                let users_in = |pods: &[Pod]| -> Vec<Pod> {
+                    pods.iter()
+                        .filter(|p| rwo_lock::uses_on(p, NS, CLAIM, lock_node))
+                        .cloned()
+                        .collect()
                 };
+                // The quorum LIST of the users and the live GET of the lock's pod, in either
+                // order (`node_hold` issues them at once); `mid` lands between the two.
+                let (users, later) = match t.mid {
+                    Some(i) if !broken => {
+                        let first = truth.clone();
+                        land(s, i);
+                        let second: Vec<Pod> = s.pods.iter().map(pod_of).collect();
+                        match t.writer_first {
+                            true => (users_in(&second), first),
+                            false => (users_in(&first), second),
+                        }
+                    }
+                    _ => (users_in(seen), seen.to_vec()),
+                };
+                let observed = s.replicas[r].quiet.look(l, !users.is_empty());
                 hold_facts = Some((users, later, l.clone(), observed));
             }
             // On the lock's node, naming another placement: that one's pod by a quorum read.
@@ -592,13 +608,21 @@ fn one_node(s: &S) -> bool {
 /// What may land between two quorum reads: nothing, or one of the placements in flight.
 /// Every way one placement may go: by which replica, to which node, what lands in its middle,
 /// and which late step it meets.
-fn tries<L: Copy>(s: &S, lates: &[L]) -> Vec<(u8, u8, Option<u8>, L)> {
+fn tries<L: Copy>(s: &S, lates: &[L]) -> Vec<(u8, u8, Option<u8>, bool, L)> {
     let mut out = Vec::new();
     for replica in 0..2 {
         for node in 0..2 {
             for mid in mids(s) {
-                for &late in lates {
-                    out.push((replica, node, mid, late));
+                // The order of the two reads matters only to a placement landing between them.
+                let orders: &[bool] = if mid.is_some() {
+                    &[false, true]
+                } else {
+                    &[false]
+                };
+                for &writer_first in orders {
+                    for &late in lates {
+                        out.push((replica, node, mid, writer_first, late));
+                    }
                 }
             }
         }
@@ -649,12 +673,13 @@ impl Model for LockModel {
                 None => {}
                 Some(p) => {
                     if p.node.is_none() && !p.ended && !s.flights.iter().any(|f| f.uid == p.uid) {
-                        for (replica, node, mid, late) in tries(s, &lates) {
+                        for (replica, node, mid, writer_first, late) in tries(s, &lates) {
                             out.push(A::Place {
                                 replica,
                                 name,
                                 node,
                                 mid,
+                                writer_first,
                                 late,
                             });
                         }
@@ -668,12 +693,13 @@ impl Model for LockModel {
             // A pod CREATE with `spec.nodeName` (with `same_name_race`, whether or not a pod of
             // that name is stored or being created).
             if self.creates && s.next_uid < self.max_pods && self.name_free(s, name) {
-                for (replica, node, mid, late) in tries(s, &lates) {
+                for (replica, node, mid, writer_first, late) in tries(s, &lates) {
                     out.push(A::Admit {
                         replica,
                         name,
                         node,
                         mid,
+                        writer_first,
                         late,
                     });
                 }
@@ -738,6 +764,7 @@ impl Model for LockModel {
                 name,
                 node,
                 mid,
+                writer_first,
                 late,
             } => {
                 let target = s.pods.iter().find(|p| p.name == name).cloned()?;
@@ -746,6 +773,7 @@ impl Model for LockModel {
                     node,
                     via: Via::Bind,
                     mid,
+                    writer_first,
                     late,
                 };
                 self.place(&mut s, &target, &t);
@@ -755,6 +783,7 @@ impl Model for LockModel {
                 name,
                 node,
                 mid,
+                writer_first,
                 late,
             } => {
                 let target = P {
@@ -768,6 +797,7 @@ impl Model for LockModel {
                     node,
                     via: Via::Create,
                     mid,
+                    writer_first,
                     late,
                 };
                 self.place(&mut s, &target, &t);

@@ -428,24 +428,26 @@ impl Admission {
             .metadata
             .annotation(rwo_lock::RWO_LOCK)
             .unwrap_or_default();
-        let users = match cached {
-            Some(p) => Fact::Found(vec![p]),
+        // The quorum LIST of the users there and the live GET of the lock's pod are issued at
+        // once: a placement landing between the two is seen by whichever reads second, in
+        // either order (the lock model checks both). The GET's answer is used only when nobody
+        // uses the claim there (may the lock's placement still land?).
+        let (users, writer) = match cached {
+            Some(p) => (Fact::Found(vec![p]), Fact::Missing),
             None => {
-                self.cluster
-                    .pods_on_node_consistent(ns, &lock.node, |p| {
-                        rwo_lock::uses_on(p, ns, claim, &lock.node)
-                    })
-                    .await
+                let users = self.cluster.pods_on_node_consistent(ns, &lock.node, |p| {
+                    rwo_lock::uses_on(p, ns, claim, &lock.node)
+                });
+                tokio::join!(users, self.cluster.pod_live(ns, &lock.pod))
             }
         };
         let in_use = !matches!(&users, Fact::Found(u) if u.is_empty());
         let observed = self
             .lock_clock
             .quiet_for(ns, &pvc.metadata.name, raw, in_use);
-        // Only asked when nobody uses the claim there: may the lock's placement still land?
         let writer = match in_use {
             true => Fact::Missing,
-            false => self.cluster.pod_live(ns, &lock.pod).await,
+            false => writer,
         };
         let gone_recorded = self
             .gone_record(&lock.node, &node, Some(lock.at))

@@ -8,7 +8,7 @@ use crate::grow;
 use crate::procs::proc_stat;
 use crate::support::apiserver::*;
 use crate::support::harness::{BENCH_MODE, ControlPlane};
-use crate::support::objects::labelled_namespace;
+use crate::support::objects::{labelled_namespace, metrics_text};
 use crate::support::workload::*;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -31,6 +31,10 @@ pub struct Compared {
     pub calls: f64,
     /// (p50, p99) in ms, per mode: no-op, writing no-op, volguard.
     pub modes: [(f64, f64); 3],
+    /// (p50, p99) in ms of the decision alone, as `volguard serve` timed it over the same calls
+    /// (its own histogram): the rest of the apiserver's figure is spent outside the rules
+    /// (connection, TLS, decode, encode, waiting for a core).
+    pub inside: (f64, f64),
 }
 
 const MODES: [Hooks; 3] = [Hooks::Noop, Hooks::WritingNoop, Hooks::Volguard];
@@ -134,6 +138,7 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
         .collect();
     let names: Vec<&str> = by_namespace.iter().map(|(n, _)| *n).collect();
     let mut buckets: [Buckets; 3] = Default::default();
+    let mut inside = Buckets::new();
     let mut placed: [Vec<f64>; 3] = Default::default();
     let mut unplaced: [Vec<f64>; 3] = Default::default();
     for round in 0..ROUNDS {
@@ -153,10 +158,15 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
             let mode = MODES[m];
             mode.register(cp, ports[0], ports[1], ports[2]).await;
             let before = apiserver_metrics(&c).await;
+            let serve_before = serve_series(&metrics_text(cp.serve_probe).await);
             let up = format!("churn round {round} ({}): {want} pods", mode.name());
             scale_all(cp, &api, &pods, "churn", CHURN_SETS, CHURN_REPLICAS, &up).await;
             let after = apiserver_metrics(&c).await;
             add_delta(&mut buckets[m], &before, &after);
+            if mode == Hooks::Volguard {
+                let serve_after = serve_series(&metrics_text(cp.serve_probe).await);
+                add_bucket_delta(&mut inside, &serve_before, serve_after);
+            }
             match mode {
                 Hooks::WritingNoop => {
                     let after = writing_floor(cp, ports[1]).await.unwrap_or_default();
@@ -206,6 +216,7 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
         .iter()
         .map(|b| latencies(b, BTreeMap::new()).0)
         .collect();
+    let inside = latencies(&inside, BTreeMap::new()).0;
     let compared = per_mode[2]
         .iter()
         .filter(|v| v.count > 0.0)
@@ -218,10 +229,12 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
                 let l = per_mode[m].iter().find(|l| l.webhook == v.webhook)?;
                 Some((l.p50, l.p99))
             };
+            let decided = inside.iter().find(|l| l.webhook == v.webhook);
             Some(Compared {
                 webhook: v.webhook.clone(),
                 calls: v.count,
                 modes: [find(0)?, find(1)?, (v.p50, v.p99)],
+                inside: decided.map_or((0.0, 0.0), |l| (l.p50, l.p99)),
             })
         })
         .collect();
@@ -239,7 +252,7 @@ async fn lock_results(cp: &ControlPlane, mode: Hooks) -> BTreeMap<String, f64> {
     if !matches!(mode, Hooks::Volguard) {
         return BTreeMap::new();
     }
-    crate::support::objects::metrics_text(cp.serve_probe)
+    metrics_text(cp.serve_probe)
         .await
         .lines()
         .filter(|l| l.starts_with("volguard_rwo_locks_total{"))
@@ -260,7 +273,7 @@ async fn inside_volguard(cp: &ControlPlane, mode: Hooks) -> Option<BTreeMap<Stri
     if !matches!(mode, Hooks::Volguard) {
         return None;
     }
-    let text = crate::support::objects::metrics_text(cp.serve_probe).await;
+    let text = metrics_text(cp.serve_probe).await;
     let mut out = BTreeMap::new();
     for l in text.lines() {
         let Some((series, v)) = l.rsplit_once(' ') else {

@@ -216,18 +216,19 @@ fn ratio(a: f64, b: f64) -> String {
 /// a run stopped later keeps it.
 pub fn print_admission(webhooks: &[Compared], client: crate::admission::ClientTimed) {
     println!(
-        "\n{:<34} {:>6} {:>15} {:>15} {:>15} {:>8} {:>8}",
+        "\n{:<34} {:>6} {:>15} {:>15} {:>15} {:>8} {:>8} {:>15}",
         "webhook (apiserver's p50 / p99 ms)",
         "calls",
         "no-op",
         "writing no-op",
         "volguard",
         "×noop",
-        "×writing"
+        "×writing",
+        "deciding"
     );
-    let row = |name: &str, calls: String, [n, wr, v]: [(f64, f64); 3]| {
+    let row = |name: &str, calls: String, [n, wr, v]: [(f64, f64); 3], inside: String| {
         println!(
-            "{:<34} {:>6} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>4}/{:<5} {:>4}/{:<5}",
+            "{:<34} {:>6} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>7.1} /{:>6.1} {:>4}/{:<5} {:>4}/{:<5} {inside:>15}",
             name,
             calls,
             n.0,
@@ -242,14 +243,26 @@ pub fn print_admission(webhooks: &[Compared], client: crate::admission::ClientTi
             ratio(v.1, wr.1)
         );
     };
+    // "deciding": serve's own time from the decoded review to the verdict, over the same calls.
     for w in webhooks {
-        row(&w.webhook, format!("{:.0}", w.calls), w.modes);
+        let inside = format!("{:.1} /{:>6.1}", w.inside.0, w.inside.1);
+        row(&w.webhook, format!("{:.0}", w.calls), w.modes, inside);
     }
     // Pod creates as the client times them, the three modes interleaved call by call, in the same
     // columns: left to the scheduler (the create writes nothing) and with its node named (the
     // create writes the lock).
-    row("pod create, client, unplaced", "—".into(), client.unplaced);
-    row("pod create, client, node named", "—".into(), client.placed);
+    row(
+        "pod create, client, unplaced",
+        "—".into(),
+        client.unplaced,
+        "—".into(),
+    );
+    row(
+        "pod create, client, node named",
+        "—".into(),
+        client.placed,
+        "—".into(),
+    );
 }
 
 /// The finalizer guard in the namespace of 20,000 pods.
@@ -382,7 +395,7 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
         .map(|w| {
             let [n, wr, v] = w.modes;
             (w.webhook.clone(), json!({"calls": w.calls, "noop_ms": [n.0, n.1], "writing_noop_ms": [wr.0, wr.1],
-                "volguard_ms": [v.0, v.1], "p50_ratio_vs_noop": v.0 / n.0.max(1e-9), "p99_ratio_vs_noop": v.1 / n.1.max(1e-9),
+                "volguard_ms": [v.0, v.1], "volguard_deciding_ms": [w.inside.0, w.inside.1], "p50_ratio_vs_noop": v.0 / n.0.max(1e-9), "p99_ratio_vs_noop": v.1 / n.1.max(1e-9),
                 "p50_ratio_vs_writing_noop": (wr.0 > 0.0).then(|| v.0 / wr.0),
                 "p99_ratio_vs_writing_noop": (wr.1 > 0.0).then(|| v.1 / wr.1)}))
         })

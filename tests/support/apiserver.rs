@@ -124,11 +124,49 @@ pub fn percentile(v: &mut [f64], q: f64) -> f64 {
     v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
 }
 
+/// `volguard serve`'s own `volguard_admission_request_duration_seconds` (the decision alone:
+/// from the decoded review to the verdict) as buckets keyed like the apiserver's, by webhook
+/// name (`<endpoint>.volguard.io`): beside the apiserver's, what a call spends outside the rules.
+pub fn serve_series(metrics: &str) -> Buckets {
+    let mut buckets = Buckets::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("volguard_admission_request_duration_seconds_bucket{")
+        else {
+            continue;
+        };
+        let label = |key: &str| -> Option<&str> {
+            let start = rest.find(&format!("{key}=\""))? + key.len() + 2;
+            let end = rest[start..].find('"')? + start;
+            Some(&rest[start..end])
+        };
+        let (Some(endpoint), Some(le), Some(v)) = (
+            label("endpoint"),
+            label("le"),
+            line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()),
+        ) else {
+            continue;
+        };
+        let le_us = match le {
+            "+Inf" => u64::MAX,
+            _ => (le.parse::<f64>().unwrap_or(0.0) * 1e6) as u64,
+        };
+        *buckets
+            .entry(format!("{endpoint}.volguard.io"))
+            .or_default()
+            .entry(le_us)
+            .or_default() += v;
+    }
+    buckets
+}
+
 /// Add what each of volguard's webhook buckets counted between the scrapes `before` and `after`
 /// to `acc`.
 pub fn add_delta(acc: &mut Buckets, before: &str, after: &str) {
-    let (b0, _) = webhook_series(before);
-    let (b1, _) = webhook_series(after);
+    add_bucket_delta(acc, &webhook_series(before).0, webhook_series(after).0);
+}
+
+/// Add `b1 - b0`, bucket by bucket, to `acc`.
+pub fn add_bucket_delta(acc: &mut Buckets, b0: &Buckets, b1: Buckets) {
     for (name, series) in b1 {
         for (le, n) in series {
             let was = b0

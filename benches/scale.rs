@@ -37,7 +37,6 @@ mod report;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams};
 use load::{Served, Who};
@@ -461,10 +460,7 @@ async fn run() {
     for i in 0..=most / grow::PODS_PER_NS {
         namespace(&c, &format!("scale-{i}")).await;
     }
-    namespace(&c, "churn").await;
     cp.spawn_kwok_fleet();
-    let churn = Api::<StatefulSet>::namespaced(c.clone(), "churn");
-    create_statefulsets(&churn, "churn", 0..admission::CHURN_SETS, 0).await;
     let (mut rows, mut limit): (Vec<Row>, Option<String>) = (Vec::new(), None);
     let (mut have_nodes, mut have_pods) = (0, 0);
     // Creating time left for the growth (the measurements between sizes do not count).
@@ -508,10 +504,7 @@ async fn run() {
         restart_exited_controller(&mut cp).await;
         if rows.is_empty() {
             // The churn's claims are created (and retained) once, before anything is measured.
-            let pods = Api::<Pod>::namespaced(c.clone(), "churn");
-            let (sets, r) = (admission::CHURN_SETS, admission::CHURN_REPLICAS);
-            scale_all(&cp, &churn, &pods, "churn", sets, r, "churn warm-up").await;
-            scale_all(&cp, &churn, &pods, "churn", sets, 0, "churn warm-up gone").await;
+            admission::prepare_churn(&cp, &c).await;
         }
         tokio::time::sleep(Duration::from_secs(10)).await;
         let objects = count_objects(&c).await;

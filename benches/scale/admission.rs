@@ -123,13 +123,62 @@ async fn direct_creates(
     (placed, unplaced)
 }
 
-/// `ROUNDS` rounds, each: the direct creates of every mode at once (each mode's registration
-/// limited to its namespace), then each mode in turn registered as volguard is for the
-/// StatefulSet churn (the apiserver's histogram). Leaves volguard registered.
+/// The namespace of a mode's StatefulSet churn, labelled as its direct pods' one.
+fn churn_ns(mode: Hooks) -> String {
+    format!("churn-{}", mode.name())
+}
+
+/// Each mode's churn namespace with its StatefulSets, scaled up and down once so that their
+/// claims exist (retained) before anything is measured.
+pub async fn prepare_churn(cp: &ControlPlane, c: &kube::Client) {
+    for mode in MODES {
+        let ns = churn_ns(mode);
+        labelled_namespace(c, &ns, json!({ BENCH_MODE: mode.name() })).await;
+        let api = Api::<StatefulSet>::namespaced(c.clone(), &ns);
+        create_statefulsets(&api, "churn", 0..CHURN_SETS, 0).await;
+        let pods = Api::<Pod>::namespaced(c.clone(), &ns);
+        let up = format!("churn warm-up ({ns})");
+        scale_all(cp, &api, &pods, "churn", CHURN_SETS, CHURN_REPLICAS, &up).await;
+        let down = format!("churn warm-up gone ({ns})");
+        scale_all(cp, &api, &pods, "churn", CHURN_SETS, 0, &down).await;
+    }
+}
+
+/// Every mode's StatefulSets scaled to `replicas` at once, each in its own namespace; returns
+/// when all are there.
+async fn scale_modes(
+    cp: &ControlPlane,
+    c: &kube::Client,
+    served: &[usize],
+    replicas: i32,
+    what: &str,
+) {
+    let scaled = served.iter().map(|&m| {
+        let ns = churn_ns(MODES[m]);
+        let api = Api::<StatefulSet>::namespaced(c.clone(), &ns);
+        let pods = Api::<Pod>::namespaced(c.clone(), &ns);
+        let what = format!("{what} ({ns})");
+        async move { scale_all(cp, &api, &pods, "churn", CHURN_SETS, replicas, &what).await }
+    });
+    futures::future::join_all(scaled).await;
+}
+
+/// A by-namespace registration's webhook (`x.bench-<mode>.volguard.io`, see
+/// `ControlPlane::register_webhooks_by_namespace`) as the mode's index and volguard's name for it.
+fn by_mode(name: &str) -> Option<(usize, String)> {
+    MODES.iter().enumerate().find_map(|(m, mode)| {
+        let (webhook, rest) = name.split_once(&format!(".bench-{}.", mode.name()))?;
+        Some((m, format!("{webhook}.{rest}")))
+    })
+}
+
+/// `ROUNDS` rounds with every served mode registered at once, each limited to its own namespaces
+/// (`ControlPlane::register_webhooks_by_namespace`, as `make bench`'s binds), so that every mode
+/// sees the same moment of the cluster: the direct creates interleaved call by call, then the
+/// StatefulSet churn of every mode at once, up to Running and down to gone (the apiserver's
+/// histogram, per mode by webhook name). Leaves volguard registered.
 pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, ClientTimed) {
     let c = cp.admin().await;
-    let api = Api::<StatefulSet>::namespaced(c.clone(), "churn");
-    let pods = Api::<Pod>::namespaced(c.clone(), "churn");
     let want = CHURN_SETS * CHURN_REPLICAS as usize;
     let served: Vec<usize> = (0..MODES.len()).filter(|&m| ports[m] != 0).collect();
     let by_namespace: Vec<(&str, u16)> = served
@@ -142,74 +191,63 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
     let mut placed: [Vec<f64>; 3] = Default::default();
     let mut unplaced: [Vec<f64>; 3] = Default::default();
     for round in 0..ROUNDS {
-        // Every counter from before the direct creates: each mode's counters see only its own
-        // namespace's creates and its own churn.
-        let locks_before = lock_results(cp, Hooks::Volguard).await;
-        let inside_before = inside_volguard(cp, Hooks::Volguard).await;
+        let locks_before = lock_results(cp).await;
+        let inside_before = inside_volguard(cp).await;
         let floor_before = writing_floor(cp, ports[1]).await;
         cp.register_webhooks_by_namespace(&by_namespace).await;
         let (p, u) = direct_creates(cp, &c, &served, round * DIRECT).await;
-        cp.unregister_webhooks_by_namespace(&names).await;
         for m in &served {
             placed[*m].extend(p[*m].iter().copied());
             unplaced[*m].extend(u[*m].iter().copied());
         }
-        for &m in &served {
-            let mode = MODES[m];
-            mode.register(cp, ports[0], ports[1], ports[2]).await;
-            let before = apiserver_metrics(&c).await;
-            let serve_before = serve_series(&metrics_text(cp.serve_probe).await);
-            let up = format!("churn round {round} ({}): {want} pods", mode.name());
-            scale_all(cp, &api, &pods, "churn", CHURN_SETS, CHURN_REPLICAS, &up).await;
-            let after = apiserver_metrics(&c).await;
-            add_delta(&mut buckets[m], &before, &after);
-            if mode == Hooks::Volguard {
-                let serve_after = serve_series(&metrics_text(cp.serve_probe).await);
-                add_bucket_delta(&mut inside, &serve_before, serve_after);
+        let before = apiserver_metrics(&c).await;
+        let serve_before = serve_series(&metrics_text(cp.serve_probe).await);
+        let up = format!("churn round {round}: {want} pods a mode");
+        scale_modes(cp, &c, &served, CHURN_REPLICAS, &up).await;
+        let down = format!("churn round {round}: pods gone");
+        scale_modes(cp, &c, &served, 0, &down).await;
+        let after = apiserver_metrics(&c).await;
+        let serve_after = serve_series(&metrics_text(cp.serve_probe).await);
+        cp.unregister_webhooks_by_namespace(&names).await;
+        let mut all = Buckets::new();
+        add_delta(&mut all, &before, &after);
+        for (name, series) in all {
+            if let Some((m, webhook)) = by_mode(&name) {
+                buckets[m].insert(webhook, series);
             }
-            match mode {
-                Hooks::WritingNoop => {
-                    let after = writing_floor(cp, ports[1]).await.unwrap_or_default();
-                    let before = floor_before.clone().unwrap_or_default();
-                    let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
-                    let per = |k: &str| d(k) / 1e6 / d("written").max(1.0);
-                    println!(
-                        "  round {round}: the writing no-op wrote {:.0} times, found nothing to write {:.0} times ({DIRECT} placed creates, {want} binds); inside it, a placement's mean {:.1} ms, its write's {:.1} ms",
-                        d("written"),
-                        d("skipped"),
-                        per("handler_ns"),
-                        per("write_ns")
-                    );
-                }
-                Hooks::Volguard => {
-                    let after = inside_volguard(cp, mode).await.unwrap_or_default();
-                    let before = inside_before.clone().unwrap_or_default();
-                    let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
-                    let mean = |k: &str| {
-                        1000.0 * d(&format!("{k}_sum")) / d(&format!("{k}_count")).max(1.0)
-                    };
-                    println!(
-                        "  round {round}: inside volguard, a placement's mean {:.1} ms ({:.0} calls), its lock write's {:.1} ms ({:.0} writes)",
-                        mean(PLACEMENT_SECONDS),
-                        d(&format!("{PLACEMENT_SECONDS}_count")),
-                        mean(LOCK_WRITE_SECONDS),
-                        d(&format!("{LOCK_WRITE_SECONDS}_count"))
-                    );
-                    let locks = lock_results(cp, mode).await;
-                    let moved: Vec<String> = locks
-                        .iter()
-                        .map(|(k, v)| format!("{k} {:.0}", v - locks_before.get(k).unwrap_or(&0.0)))
-                        .collect();
-                    println!(
-                        "  round {round}: volguard_rwo_locks_total by result over the direct creates and the churn: {}",
-                        moved.join(", ")
-                    );
-                }
-                _ => {}
-            }
-            let down = format!("churn round {round} ({}): pods gone", mode.name());
-            scale_all(cp, &api, &pods, "churn", CHURN_SETS, 0, &down).await;
         }
+        add_bucket_delta(&mut inside, &serve_before, serve_after);
+        if let Some(before) = floor_before {
+            let after = writing_floor(cp, ports[1]).await.unwrap_or_default();
+            let d = |k: &str| after.get(k).unwrap_or(&0.0) - before.get(k).unwrap_or(&0.0);
+            let per = |k: &str| d(k) / 1e6 / d("written").max(1.0);
+            println!(
+                "  round {round}: the writing no-op wrote {:.0} times, found nothing to write {:.0} times ({DIRECT} placed creates, {want} binds); inside it, a placement's mean {:.1} ms, its write's {:.1} ms",
+                d("written"),
+                d("skipped"),
+                per("handler_ns"),
+                per("write_ns")
+            );
+        }
+        let after = inside_volguard(cp).await;
+        let d = |k: &str| after.get(k).unwrap_or(&0.0) - inside_before.get(k).unwrap_or(&0.0);
+        let mean = |k: &str| 1000.0 * d(&format!("{k}_sum")) / d(&format!("{k}_count")).max(1.0);
+        println!(
+            "  round {round}: inside volguard, a placement's mean {:.1} ms ({:.0} calls), its lock write's {:.1} ms ({:.0} writes)",
+            mean(PLACEMENT_SECONDS),
+            d(&format!("{PLACEMENT_SECONDS}_count")),
+            mean(LOCK_WRITE_SECONDS),
+            d(&format!("{LOCK_WRITE_SECONDS}_count"))
+        );
+        let moved: Vec<String> = lock_results(cp)
+            .await
+            .iter()
+            .map(|(k, v)| format!("{k} {:.0}", v - locks_before.get(k).unwrap_or(&0.0)))
+            .collect();
+        println!(
+            "  round {round}: volguard_rwo_locks_total by result over the direct creates and the churn: {}",
+            moved.join(", ")
+        );
     }
     cp.route_webhooks_to(ports[2]).await;
     let per_mode: Vec<Vec<Latency>> = buckets
@@ -246,12 +284,9 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
     (compared, timed)
 }
 
-/// serve's `volguard_rwo_locks_total` by result (empty in the other modes): where a placement's
-/// time went (taken, taken over, waited, refused).
-async fn lock_results(cp: &ControlPlane, mode: Hooks) -> BTreeMap<String, f64> {
-    if !matches!(mode, Hooks::Volguard) {
-        return BTreeMap::new();
-    }
+/// serve's `volguard_rwo_locks_total` by result: where a placement's time went (taken, taken
+/// over, waited, refused).
+async fn lock_results(cp: &ControlPlane) -> BTreeMap<String, f64> {
     metrics_text(cp.serve_probe)
         .await
         .lines()
@@ -267,12 +302,9 @@ async fn lock_results(cp: &ControlPlane, mode: Hooks) -> BTreeMap<String, f64> {
 const PLACEMENT_SECONDS: &str = "volguard_admission_request_duration_seconds";
 const LOCK_WRITE_SECONDS: &str = "volguard_rwo_lock_write_duration_seconds";
 
-/// serve's `_sum` and `_count` of the placement's and the lock write's durations, in its mode
-/// only: beside the writing no-op's own, where a placement's time goes inside each.
-async fn inside_volguard(cp: &ControlPlane, mode: Hooks) -> Option<BTreeMap<String, f64>> {
-    if !matches!(mode, Hooks::Volguard) {
-        return None;
-    }
+/// serve's `_sum` and `_count` of the placement's and the lock write's durations: beside the
+/// writing no-op's own, where a placement's time goes inside each.
+async fn inside_volguard(cp: &ControlPlane) -> BTreeMap<String, f64> {
     let text = metrics_text(cp.serve_probe).await;
     let mut out = BTreeMap::new();
     for l in text.lines() {
@@ -293,7 +325,7 @@ async fn inside_volguard(cp: &ControlPlane, mode: Hooks) -> Option<BTreeMap<Stri
             }
         }
     }
-    Some(out)
+    out
 }
 
 /// The writing no-op's counters, when it runs (port 0: it did not fit).

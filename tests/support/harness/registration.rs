@@ -144,6 +144,13 @@ impl ControlPlane {
                 v["metadata"] =
                     serde_json::json!({"name": format!("volguard-bench-{mode}-{which}")});
                 for h in v["webhooks"].as_array_mut().into_iter().flatten() {
+                    // Named per mode (`x.bench-<mode>.volguard.io`): the apiserver's histogram
+                    // of each mode's calls is its own series.
+                    let name = h["name"].as_str().unwrap_or_default();
+                    if let Some(webhook) = name.strip_suffix(".volguard.io") {
+                        h["name"] =
+                            serde_json::json!(format!("{webhook}.bench-{mode}.volguard.io"));
+                    }
                     let path = h["clientConfig"]["service"]["path"]
                         .as_str()
                         .unwrap_or_default()

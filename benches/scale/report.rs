@@ -58,9 +58,14 @@ pub struct Row {
 pub struct Apiserver {
     pub steady: [Load; 2],
     pub churn: [Load; 2],
+    /// Pods churned in each window.
     pub churned_pods: usize,
+    /// Each window in its order: who, its churn's seconds, kube-apiserver's CPU seconds in it.
+    pub windows: Vec<(String, f64, f64)>,
+    /// The mean churn seconds of each setup's windows: baseline, volguard, kcm.
     pub churn_seconds: [f64; 3],
-    /// kube-apiserver's CPU seconds per 1,000 churned pods: baseline, volguard.
+    /// kube-apiserver's CPU seconds per 1,000 churned pods (each setup's windows' mean):
+    /// baseline, volguard.
     pub apiserver_cpu_per_1000: [f64; 2],
     /// The volguard churn's webhook calls and unread answers per entry, per 1,000 pods.
     pub calls_per_1000: std::collections::BTreeMap<String, (f64, f64)>,
@@ -297,13 +302,20 @@ pub fn print_load(a: &Apiserver) {
         );
     }
     println!(
-        "  churn seconds (baseline / volguard / kcm): {:.0} / {:.0} / {:.0}; volguard CPU {:.3} s per 1,000 pods churned; serve's API reads per admission call {:.3}",
+        "  churn seconds, each setup's mean (baseline / volguard / kcm): {:.0} / {:.0} / {:.0} (×{:.2} the baseline); volguard CPU {:.3} s per 1,000 pods churned; serve's API reads per admission call {:.3}",
         a.churn_seconds[0],
         a.churn_seconds[1],
         a.churn_seconds[2],
+        a.churn_seconds[1] / a.churn_seconds[0].max(1e-9),
         a.cpu_per_1000_churn,
         a.reads_per_admission
     );
+    let order: Vec<String> = a
+        .windows
+        .iter()
+        .map(|(who, seconds, cpu)| format!("{who} {seconds:.0} s ({cpu:.0} CPU s)"))
+        .collect();
+    println!("  windows in order: {}", order.join(", "));
     println!(
         "  kube-apiserver CPU s per 1,000 pods churned (baseline / volguard): {:.1} / {:.1} (×{:.2})",
         a.apiserver_cpu_per_1000[0],
@@ -414,6 +426,7 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
             "volguard": load_json(&a.steady[0]), "kcm": load_json(&a.steady[1]),
             "churn": {"pods": a.churned_pods, "volguard": load_json(&a.churn[0]), "kcm": load_json(&a.churn[1]),
                       "seconds": {"baseline": a.churn_seconds[0], "volguard": a.churn_seconds[1], "kcm": a.churn_seconds[2]},
+                      "windows": a.windows.iter().map(|(who, seconds, cpu)| json!({"who": who, "seconds": seconds, "apiserver_cpu_seconds": cpu})).collect::<Vec<_>>(),
                       "apiserver_cpu_seconds_per_1000_pods": {"baseline": a.apiserver_cpu_per_1000[0], "volguard": a.apiserver_cpu_per_1000[1]},
                       "volguard_cpu_seconds_per_1000_pods": a.cpu_per_1000_churn},
             "serve_reads_per_admission_call": a.reads_per_admission,

@@ -438,7 +438,10 @@ impl Admission {
                 let users = self.cluster.pods_on_node_consistent(ns, &lock.node, |p| {
                     rwo_lock::uses_on(p, ns, claim, &lock.node)
                 });
-                tokio::join!(users, self.cluster.pod_live(ns, &lock.pod))
+                match self.seen_gone(lock) {
+                    true => (users.await, Fact::Missing),
+                    false => tokio::join!(users, self.cluster.pod_live(ns, &lock.pod)),
+                }
             }
         };
         let in_use = !matches!(&users, Fact::Found(u) if u.is_empty());
@@ -482,9 +485,19 @@ impl Admission {
         };
         let writer = match cached {
             Some(p) => Fact::Found(p),
+            None if self.seen_gone(lock) => Fact::Missing,
             None => self.cluster.pod_live(ns, &lock.pod).await,
         };
         (writer, observed)
+    }
+
+    /// This process's pod watch saw the lock's pod (its UID) go: deleted for good (a UID is never
+    /// created twice), so its placement can never land, as a quorum read of its name would show
+    /// (missing, or another UID: either ends a placement this process saw stored). The read is
+    /// not made. Any placement since would have renamed the lock, which the write's
+    /// compare-and-swap sees.
+    fn seen_gone(&self, lock: &RwoLock) -> bool {
+        !lock.uid.is_empty() && self.cluster.store().gone_pods.contains(&lock.uid)
     }
 
     fn lock_count(&self, result: &'static str) {

@@ -108,7 +108,7 @@ impl Reconciler {
             queue,
             metrics,
             announced: Mutex::new(HashMap::new()),
-            lock_clock: crate::state::lock_clock::LockClock::live(),
+            lock_clock: crate::state::lock_clock::LockClock::tidying(),
             unused_seen: crate::runtime::seen::Seen::default(),
             multi_node: Mutex::new(HashMap::new()),
             batch: config.list_batch,

@@ -219,8 +219,8 @@ async fn a_fresh_lock_on_a_node_in_service_is_left_without_a_live_read() {
     let (r, requests) = lock_reconciler(store);
     let outcome = r.clear_stale_lock(&freshly_locked("node-a")).await;
     assert!(
-        matches!(outcome, Outcome::RequeueAfter(d) if d > Duration::from_secs(1) && d <= rwo_lock::BIND_GRACE + Duration::from_secs(1)),
-        "looks again when the grace ends: {outcome:?}"
+        matches!(outcome, Outcome::RequeueAfter(d) if d > rwo_lock::BIND_GRACE && d <= rwo_lock::BIND_LOCK_TIDY + Duration::from_secs(1)),
+        "a bind's lock is looked at again when its tidy time ends: {outcome:?}"
     );
     let sent = requests.lock().expect("requests").clone();
     assert!(sent.is_empty(), "live reads for a fresh lock: {sent:?}");

@@ -7,7 +7,7 @@
 //! covered for a whole grace from the first time anyone here saw the node empty, whatever the
 //! lock's own age.
 
-use crate::rules::rwo_lock::BIND_GRACE;
+use crate::rules::rwo_lock::{BIND_GRACE, BIND_LOCK_TIDY};
 use crate::runtime::seen::Seen;
 use std::time::Duration;
 
@@ -23,6 +23,15 @@ impl LockClock {
     pub fn live() -> LockClock {
         LockClock {
             seen: Seen::new(Some(BIND_GRACE)),
+        }
+    }
+
+    /// The controller's: it looks at a quiet lock written for a bind again only after
+    /// `BIND_LOCK_TIDY`, so an entry is kept twice that since its last look (dropped earlier, a
+    /// lock seen again would count as new and wait once more, past a prune every time).
+    pub fn tidying() -> LockClock {
+        LockClock {
+            seen: Seen::new(Some(2 * BIND_LOCK_TIDY)),
         }
     }
 

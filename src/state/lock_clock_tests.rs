@@ -58,3 +58,22 @@ fn locks_nobody_asked_about_for_a_grace_are_dropped_and_young_when_seen_again() 
     assert_eq!(clock.seen.len(), PRUNE_ABOVE, "the young ones stay");
     assert!(clock.quiet_for("ns", "old", "a", false) < BIND_GRACE);
 }
+
+/// The controller's clock keeps a lock nobody asked about for a grace, and for a bind's tidy time
+/// too: it looks at a quiet bind's lock again only then, and a lock dropped and seen again would
+/// wait once more, every time.
+#[test]
+fn the_controllers_clock_keeps_a_lock_past_its_tidy_time_while_thousands_come_and_go() {
+    use crate::rules::rwo_lock::BIND_LOCK_TIDY;
+    let clock = LockClock::tidying();
+    // Seen quiet for the tidy time, last asked about more than a grace ago.
+    clock.observe("ns", "old", "a", BIND_LOCK_TIDY);
+    clock.seen.unlooked_for(BIND_LOCK_TIDY);
+    for i in 0..PRUNE_ABOVE {
+        clock.quiet_for("ns", &format!("c{i}"), "x", false);
+    }
+    assert!(
+        clock.quiet_for("ns", "old", "a", false) >= BIND_LOCK_TIDY,
+        "a lock waiting for its tidy time was dropped and counts as new"
+    );
+}

@@ -7,10 +7,10 @@ use crate::rules::rwo_lock::Cleanup;
 impl Reconciler {
     /// rules.md §2f "the controller cleans up": remove the RWO lock once no pod on its node uses
     /// the claim (a consistent LIST confirms what the cache suggests) and this process has seen
-    /// it so for the grace, or its node is gone or out of service (read live). The removal
-    /// `test`s the lock's value, so a lock retaken meanwhile stays. A lock too young to judge is
-    /// looked at again when its grace ends (at most `BIND_GRACE` away: no date written by anyone
-    /// else sets that time).
+    /// it so for the grace (a bind's lock: `BIND_LOCK_TIDY`, the next placement takes it over by
+    /// itself), or its node is gone or out of service (read live). The removal `test`s the lock's
+    /// value, so a lock retaken meanwhile stays. A lock too young to judge is looked at again when
+    /// its wait ends (no date written by anyone else sets that time).
     pub(super) async fn clear_stale_lock(&self, pvc: &Pvc) -> Outcome {
         let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
         let Some(raw) = pvc.metadata.annotation(RWO_LOCK) else {
@@ -30,6 +30,7 @@ impl Reconciler {
         let cached = rwo_lock::CachedHold {
             in_use,
             node: node.as_deref(),
+            via: lock.via,
         };
         let observed = self
             .lock_clock

@@ -22,6 +22,16 @@ pub const RWO_LOCK: &str = "volguard.io/rwo-lock";
 /// (another process's clock: one running a minute fast, or a forged date, would move it).
 pub const BIND_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How long the controller leaves a lock written for a bind, on a node in service with nobody
+/// there using the claim, before it reads it live to clear it. Such a lock stops holding the
+/// moment its pod is gone (a bind's pod was stored before its lock), so the next placement takes
+/// it over, or renames it on its node, with the one write that placement makes anyway, and the
+/// placement hint meanwhile points the claim's next pod at that node. Cleared after the grace,
+/// every StatefulSet restart and churn paid twice: the clear (three reads and a write) and a
+/// fresh lock. Kept this long for the claim's readers only (`explain`); a lock written for a pod
+/// create keeps the grace (a webhook that never saw that pod stored waits the grace for it).
+pub const BIND_LOCK_TIDY: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// How the placement a lock was written for reaches the apiserver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -375,8 +385,8 @@ pub fn clearable(lock: &RwoLock, hold: &NodeHold<'_>) -> Option<&'static str> {
 pub enum Cleanup {
     /// Leave the lock: it holds, or may.
     Keep,
-    /// Look at the claim again after this long, when the grace ends (at most `BIND_GRACE` away:
-    /// no date written by anyone else sets that time).
+    /// Look at the claim again after this long, when the grace ends (at most `BIND_LOCK_TIDY`
+    /// away: no date written by anyone else sets that time).
     LookAgainAfter(Duration),
     /// The caches cannot decide: read the lock's node, its users and its pod live, then ask
     /// `cleanup_live`.
@@ -391,9 +401,20 @@ pub struct CachedHold<'a> {
     pub in_use: bool,
     /// The lock's node in the cache (`None`: not there).
     pub node: Option<&'a Node>,
+    /// How the lock's placement reached the apiserver (`None`: a lock written before `via`).
+    pub via: Option<Via>,
 }
 
 impl CachedHold<'_> {
+    /// How long a lock seen quiet on a node in service is left before a live read: a bind's
+    /// `BIND_LOCK_TIDY`, else the grace.
+    fn wait(&self) -> Duration {
+        match self.via {
+            Some(Via::Bind) => BIND_LOCK_TIDY,
+            _ => BIND_GRACE,
+        }
+    }
+
     /// Whether the caches show the lock in use: a user on its node, present and in service. The
     /// lock clock is told so (it restarts); otherwise it runs.
     pub fn seen_in_use(&self) -> bool {
@@ -411,14 +432,17 @@ pub fn cleanup_cached(cached: &CachedHold<'_>, observed: Duration) -> Cleanup {
     if cached.seen_in_use() {
         return Cleanup::Keep;
     }
-    // Within the grace, on a node the cache shows present and in service, the lock stays unless
-    // a live read finds the node released after all (a taint the cache has not seen yet): that
+    // Within the grace (a bind's lock: `BIND_LOCK_TIDY`), on a node the cache shows present and
+    // in service, the lock stays unless a live read finds the node released after all (a taint the cache has not seen yet): that
     // clear may wait for the grace's end, since keeping a lock is never unsafe and the webhook
     // takes over from a released node itself. Read at once, a fresh lock's node GET, quorum LIST
     // and pod GET raced the very bind that wrote it (the bind took 1.19× a writing no-op with
     // them, on a 2-core machine).
-    if observed < BIND_GRACE && !cached.node_released() {
-        return look_again_after_grace(observed);
+    if !cached.node_released() {
+        let wait = cached.wait();
+        if observed < wait {
+            return Cleanup::LookAgainAfter(wait - observed + Duration::from_secs(1));
+        }
     }
     Cleanup::ReadLive
 }

@@ -437,8 +437,13 @@ fn uses_on_is_a_non_terminal_pod_of_that_node_naming_the_claim() {
     assert!(!uses_on(&pending, "ns", "data", "n1"), "not placed");
 }
 
+/// A lock written for a pod create (its grace is `BIND_GRACE`).
 fn cached(in_use: bool, node: Option<&Node>) -> CachedHold<'_> {
-    CachedHold { in_use, node }
+    CachedHold {
+        in_use,
+        node,
+        via: Some(Via::Create),
+    }
 }
 
 #[test]
@@ -467,6 +472,39 @@ fn cleanup_cached_looks_again_when_the_grace_ends_on_a_node_in_service() {
         cleanup_cached(&c, BIND_GRACE - Duration::from_millis(1)),
         Cleanup::LookAgainAfter(Duration::from_millis(1001))
     );
+}
+
+/// A lock written for a bind is left for `BIND_LOCK_TIDY` on a node in service (the next
+/// placement takes it over or renames it by itself); one written before `via` keeps the grace.
+#[test]
+fn cleanup_cached_leaves_a_binds_lock_until_its_tidy_time() {
+    let (n, oos) = (node(false), node(true));
+    let bind = |node| CachedHold {
+        in_use: false,
+        node,
+        via: Some(Via::Bind),
+    };
+    assert_eq!(
+        cleanup_cached(&bind(Some(&n)), BIND_GRACE),
+        Cleanup::LookAgainAfter(BIND_LOCK_TIDY - BIND_GRACE + Duration::from_secs(1))
+    );
+    assert_eq!(
+        cleanup_cached(&bind(Some(&n)), BIND_LOCK_TIDY),
+        Cleanup::ReadLive
+    );
+    // A released node is read at once, whatever wrote the lock.
+    for (what, c) in [
+        ("out of service", bind(Some(&oos))),
+        ("not in the cache", bind(None)),
+    ] {
+        assert_eq!(cleanup_cached(&c, YOUNG), Cleanup::ReadLive, "{what}");
+    }
+    let unknown = CachedHold {
+        in_use: false,
+        node: Some(&n),
+        via: None,
+    };
+    assert_eq!(cleanup_cached(&unknown, OLD), Cleanup::ReadLive);
 }
 
 #[test]

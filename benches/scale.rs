@@ -493,7 +493,7 @@ async fn run() {
         "--lease-renew-deadline=90s",
         "--qps=500",
         "--burst=1000",
-        "--unused-grace=2m",
+        "--unused-grace=10m",
         "--backoff-base=200ms",
         "--backoff-max=2m",
     ]

@@ -74,9 +74,10 @@ pub struct ControllerArgs {
     #[arg(long, hide = true, env = "VOLGUARD_BACKOFF_MAX_SECONDS")]
     pub backoff_max_seconds: Option<u64>,
     /// How long a Bound claim is seen unused before it is first marked `volguard.io/unused-since`
-    /// (the mark is later than the truth by up to this much). A claim bound just before its pod,
-    /// or between a StatefulSet's pod and its replacement, is then not written twice for nothing.
-    #[arg(long, default_value = "2m", value_parser = duration, env = "VOLGUARD_UNUSED_GRACE")]
+    /// (with the time it was first seen so: the grace delays the write, not the time written). A
+    /// claim bound just before its pod, between a StatefulSet's pod and its replacement, or across
+    /// a churn, is then not written twice (marked, unmarked) for a moment of disuse.
+    #[arg(long, default_value = "10m", value_parser = duration, env = "VOLGUARD_UNUSED_GRACE")]
     pub unused_grace: std::time::Duration,
     /// The webhook's --break-glass: with `off` no override counts, and none is lifted.
     #[arg(long, value_parser = crate::runtime::flags::choice::<crate::rules::proof::BreakGlass>(), default_value = "rbac", env = "VOLGUARD_BREAK_GLASS")]

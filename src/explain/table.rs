@@ -87,7 +87,7 @@ fn claim_lines(e: &Explanation, out: &mut String) {
             ),
             (Some(t), _) => format!("{t} (volguard.io/unused-since)"),
             (None, _) if e.blocking_pods.iter().any(|p| !p.finished) => "(in use)".into(),
-            (None, _) => "not yet observed (the controller marks it once it has seen it unused for --unused-grace, 2 minutes by default)".into(),
+            (None, _) => "not yet observed (the controller marks it once it has seen it unused for --unused-grace, 10 minutes by default)".into(),
         }
     ));
     out.push_str(&format!(

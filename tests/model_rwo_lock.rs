@@ -17,11 +17,15 @@
 //! but by its own clock: a lock's age from its managedFields time is not read, since clients may
 //! write managedFields).
 //!
+//! A replica's clock is also how long its cache has held the lock's value (`Pvc::lock_seen`: a
+//! `Sync` or its own write brings a value, which ages with its `Tick`), taken with the quiet
+//! clock's answer, whichever is older.
+//!
 //! A take-over's two quorum reads (the users on the lock's node, the lock's pod) are issued at
 //! once, so a placement in flight may land between them in either order (`writer_first`).
 //!
 //! Invariant: no ReadWriteOnce claim is used by non-terminal pods on two nodes of which more than
-//! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 3.3 million
+//! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 3.7 million
 //! states; with creates: depth 8, 1.9 million states; each about a minute in a debug build on two
 //! cores); deliberately broken rules must each find a counterexample: the take-over judged on the
 //! replica's cache (as before the trust review), a placement on the lock's own node admitted
@@ -82,6 +86,24 @@ struct Claimed {
 struct Quiet(Option<(L, bool)>);
 
 impl Quiet {
+    /// The grace passed for this very lock, not restarted by anything: how long the cache has held
+    /// it (`Pvc::lock_seen`, set when a `Sync` or the replica's own write brings a new value).
+    fn held(&self, lock: &L) -> Duration {
+        match &self.0 {
+            Some((l, true)) if l == lock => BIND_GRACE,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// A lock value the cache now holds: a new one starts young, the same one keeps its age.
+    fn hold(&mut self, lock: Option<&L>) {
+        match (lock, &self.0) {
+            (Some(l), Some((held, _))) if held == l => {}
+            (Some(l), _) => self.0 = Some((l.clone(), false)),
+            (None, _) => self.0 = None,
+        }
+    }
+
     /// `LockClock::quiet_for`, abstractly: zero on a use; the grace once it has passed.
     fn look(&mut self, lock: &L, in_use: bool) -> Duration {
         if in_use {
@@ -109,6 +131,8 @@ struct Replica {
     pods: Vec<P>,
     claim: Claimed,
     quiet: Quiet,
+    /// How long its cache has held the claim's lock value (`Pvc::lock_seen`).
+    cached: Quiet,
     /// The UIDs its pod watch delivered stored (`Store::pod_stored`: in the cache, or gone
     /// since), sorted; always empty when the model places by bind only (it decides nothing
     /// there: a bound pod was stored before its lock).
@@ -393,12 +417,18 @@ impl LockModel {
                     }
                     _ => (users_in(seen), seen.to_vec()),
                 };
-                let observed = s.replicas[r].quiet.look(l, !users.is_empty());
+                let observed = s.replicas[r]
+                    .quiet
+                    .look(l, !users.is_empty())
+                    .max(s.replicas[r].cached.held(l));
                 hold_facts = Some((users, later, l.clone(), observed));
             }
             // On the lock's node, naming another placement: that one's pod by a quorum read.
             Some(l) if l.name != target.name || l.uid != target.uid => {
-                let observed = s.replicas[r].quiet.look(l, false);
+                let observed = s.replicas[r]
+                    .quiet
+                    .look(l, false)
+                    .max(s.replicas[r].cached.held(l));
                 named_facts = Some((l.clone(), observed));
             }
             _ => {}
@@ -462,6 +492,7 @@ impl LockModel {
                     // Lost: read again; this request is refused (the scheduler retries; a create
                     // decided again is another admission of that pod, as good as a new UID).
                     s.replicas[r].claim = s.claim.clone();
+                    s.replicas[r].cached.hold(s.claim.lock.as_ref());
                     return;
                 }
                 let l = L {
@@ -478,7 +509,8 @@ impl LockModel {
                 s.aged = false;
                 s.replicas[r].claim = s.claim.clone();
                 // Written here: young on this process's clock.
-                s.replicas[r].quiet = Quiet(Some((l, false)));
+                s.replicas[r].quiet = Quiet(Some((l.clone(), false)));
+                s.replicas[r].cached.hold(Some(&l));
                 s.flights.push(Flight {
                     name: target.name,
                     uid: target.uid,
@@ -648,6 +680,7 @@ impl Model for LockModel {
             pods: Vec::new(),
             claim: Claimed { lock: None, rv: 0 },
             quiet: Quiet::default(),
+            cached: Quiet::default(),
             seen: Vec::new(),
         };
         vec![S {
@@ -714,12 +747,9 @@ impl Model for LockModel {
             if self.creates && unseen(&s.replicas[r as usize].seen, &s.pods) {
                 out.push(A::Watch(r));
             }
+            let young = |q: &Quiet| q.0.as_ref().is_some_and(|q| !q.1);
             if s.flights.is_empty()
-                && s.replicas[r as usize]
-                    .quiet
-                    .0
-                    .as_ref()
-                    .is_some_and(|q| !q.1)
+                && (young(&s.replicas[r as usize].quiet) || young(&s.replicas[r as usize].cached))
             {
                 out.push(A::Tick(r));
             }
@@ -818,6 +848,7 @@ impl Model for LockModel {
                 let replica = &mut s.replicas[r as usize];
                 replica.pods = s.pods.clone();
                 replica.claim = s.claim.clone();
+                replica.cached.hold(s.claim.lock.as_ref());
                 // The cache shows what the watch delivered: `pod_stored` reads it.
                 if self.creates {
                     watch(&mut replica.seen, &s.pods);
@@ -825,7 +856,11 @@ impl Model for LockModel {
             }
             A::Watch(r) => watch(&mut s.replicas[r as usize].seen, &s.pods),
             A::Tick(r) => {
-                if let Some(q) = &mut s.replicas[r as usize].quiet.0 {
+                let replica = &mut s.replicas[r as usize];
+                for q in [&mut replica.quiet.0, &mut replica.cached.0]
+                    .into_iter()
+                    .flatten()
+                {
                     q.1 = true;
                 }
             }

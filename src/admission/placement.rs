@@ -429,25 +429,39 @@ impl Admission {
             .annotation(rwo_lock::RWO_LOCK)
             .unwrap_or_default();
         // The quorum LIST of the users there and the live GET of the lock's pod are issued at
-        // once: a placement landing between the two is seen by whichever reads second, in
-        // either order (the lock model checks both). The GET's answer is used only when nobody
-        // uses the claim there (may the lock's placement still land?).
+        // once: a placement landing between the two is seen by whichever is served second, in
+        // either order (the lock model checks both). The GET's answer is wanted only when nobody
+        // uses the claim there (may the lock's placement still land?): a LIST answering first
+        // with a user, or unsure, drops it.
+        let in_use = |users: &Fact<Vec<Pod>>| !matches!(users, Fact::Found(u) if u.is_empty());
         let (users, writer) = match cached {
             Some(p) => (Fact::Found(vec![p]), Fact::Missing),
             None => {
                 let users = self.cluster.pods_on_node_consistent(ns, &lock.node, |p| {
                     rwo_lock::uses_on(p, ns, claim, &lock.node)
                 });
-                match self.seen_gone(lock) {
-                    true => (users.await, Fact::Missing),
-                    false => tokio::join!(users, self.cluster.pod_live(ns, &lock.pod)),
+                if self.seen_gone(lock) {
+                    (users.await, Fact::Missing)
+                } else {
+                    let (mut users, mut writer) = (
+                        std::pin::pin!(users),
+                        std::pin::pin!(self.cluster.pod_live(ns, &lock.pod)),
+                    );
+                    tokio::select! {
+                        u = &mut users => match in_use(&u) {
+                            true => (u, Fact::Missing),
+                            false => (u, writer.await),
+                        },
+                        w = &mut writer => (users.await, w),
+                    }
                 }
             }
         };
-        let in_use = !matches!(&users, Fact::Found(u) if u.is_empty());
+        let in_use = in_use(&users);
         let observed = self
             .lock_clock
-            .quiet_for(ns, &pvc.metadata.name, raw, in_use);
+            .quiet_for(ns, &pvc.metadata.name, raw, in_use)
+            .max(cache_held(pvc));
         let writer = match in_use {
             true => Fact::Missing,
             false => writer,
@@ -474,7 +488,8 @@ impl Admission {
             .unwrap_or_default();
         let observed = self
             .lock_clock
-            .quiet_for(ns, &pvc.metadata.name, raw, false);
+            .quiet_for(ns, &pvc.metadata.name, raw, false)
+            .max(cache_held(pvc));
         let cached = match self.cluster.pod(ns, &lock.pod).await {
             Fact::Found(p)
                 if *p.metadata.uid == *lock.uid && (p.node_name().is_some() || p.is_terminal()) =>
@@ -528,6 +543,15 @@ const BUSY_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 type Holding = (Arc<Pod>, Fact<Arc<crate::model::Node>>);
 
 /// The claim names of a placement, for a message.
+/// How long this process's cache has held the claim's lock value (zero for a claim read live):
+/// the value was stored no later, so the request of the placement it names is over once the grace
+/// has passed since, whoever looked in between (the lock model checks it beside this process's
+/// own clock). A webhook started after the lock was written counts from its first list, not from
+/// its first placement there.
+fn cache_held(pvc: &Pvc) -> std::time::Duration {
+    pvc.lock_seen().ago().unwrap_or_default()
+}
+
 fn claims_names(claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)]) -> String {
     claims
         .iter()

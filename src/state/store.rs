@@ -11,11 +11,27 @@ pub trait Object: Clone + Send + Sync + 'static {
     /// Drop fields no rule reads (memory matters at 100k objects).
     fn prune(&mut self);
     fn drop_labels(&mut self);
+    /// What the cache keeps of the version this one replaces (`old`: none, a first sight).
+    fn carry(&mut self, _old: Option<&Self>) {}
 }
 
 impl Object for Pvc {
     fn drop_labels(&mut self) {
         self.metadata.labels = None;
+    }
+    /// When the cache first held this lock value: kept while the value stays, now for a new one.
+    fn carry(&mut self, old: Option<&Self>) {
+        let lock = crate::rules::rwo_lock::RWO_LOCK;
+        let seen = match old {
+            Some(o)
+                if o.lock_seen().is_seen()
+                    && o.metadata.annotation(lock) == self.metadata.annotation(lock) =>
+            {
+                o.lock_seen()
+            }
+            _ => crate::model::LockSeen::now(),
+        };
+        self.set_lock_seen(seen);
     }
     const KIND: &'static str = "PersistentVolumeClaim";
     fn meta(&self) -> &Meta {
@@ -200,11 +216,11 @@ impl<T: Object> ObjectMap<T> {
     pub fn apply(&self, mut obj: T) -> Option<Arc<T>> {
         self.prune(&mut obj);
         let ns = obj.meta().namespace.clone();
-        self.write()
-            .entry(ns)
-            .or_default()
-            .replace(ByName(Arc::new(obj)))
-            .map(|e| e.0)
+        let mut w = self.write();
+        let set = w.entry(ns).or_default();
+        // Under the write lock: a reader never sees this version without what it carries.
+        obj.carry(set.get(obj.meta().name.as_str()).map(|e| e.0.as_ref()));
+        set.replace(ByName(Arc::new(obj))).map(|e| e.0)
     }
 
     pub fn delete(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
@@ -220,13 +236,19 @@ impl<T: Object> ObjectMap<T> {
     /// Replace the whole content (a watch relist).
     pub fn replace(&self, objs: Vec<T>) {
         let mut fresh: Inner<T> = HashMap::default();
+        let old = self.read();
         for mut o in objs {
             self.prune(&mut o);
+            let was = old
+                .get(&o.meta().namespace)
+                .and_then(|m| m.get(o.meta().name.as_str()));
+            o.carry(was.map(|e| e.0.as_ref()));
             fresh
                 .entry(o.meta().namespace.clone())
                 .or_default()
                 .replace(ByName(Arc::new(o)));
         }
+        drop(old);
         *self.write() = fresh;
     }
 

@@ -17,3 +17,46 @@ fn namespaces_scope_names() {
     assert!(m.get("a", "data").is_none());
     assert_eq!(m.in_namespace("b").len(), 1);
 }
+
+/// The cache keeps when it first held a claim's lock value while the value stays, and starts
+/// again for a new one (a placement judges the lock's age by it: rules.md §2f). Whole seconds
+/// rounded up, so the test waits two.
+#[test]
+fn a_claims_lock_keeps_the_time_the_cache_first_held_it_until_it_changes() {
+    let locked = |lock: &str| {
+        let mut pvc = crate::model::testing::pvc("ns", "data");
+        pvc.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(crate::rules::rwo_lock::RWO_LOCK, lock);
+        pvc
+    };
+    let map: ObjectMap<Pvc> = ObjectMap::default();
+    map.apply(locked("a"));
+    let first = map.get("ns", "data").expect("cached");
+    assert!(first.lock_seen().is_seen());
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let held = |map: &ObjectMap<Pvc>| {
+        map.get("ns", "data")
+            .and_then(|p| p.lock_seen().ago())
+            .expect("seen")
+    };
+    map.apply(locked("a"));
+    assert!(
+        held(&map) >= std::time::Duration::from_secs(1),
+        "the same lock counts from its first sight: {:?}",
+        held(&map)
+    );
+    map.replace(vec![locked("a")]);
+    assert!(
+        held(&map) >= std::time::Duration::from_secs(1),
+        "a relist keeps it"
+    );
+    map.apply(locked("b"));
+    assert!(
+        held(&map) < std::time::Duration::from_secs(1),
+        "a new lock counts from now"
+    );
+    map.replace(vec![locked("c")]);
+    assert!(held(&map) < std::time::Duration::from_secs(1));
+}

@@ -169,6 +169,48 @@ pub struct Pvc {
     pub status: PvcStatus,
 }
 
+/// `Pvc::lock_seen`: a local observation carried beside the object, equal whatever it holds (two
+/// claims are the same claim whenever this process first saw their lock). Whole seconds on this
+/// process's monotonic clock, rounded up (a first sight placed later: the grace looks younger,
+/// never older), in four bytes that fit the claim's padding: an `Instant` took the cached claim
+/// past its allocator size class (64 bytes more on every claim).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LockSeen(Option<std::num::NonZeroU32>);
+
+/// The process-wide origin of `LockSeen`'s seconds.
+fn lock_seen_origin() -> std::time::Instant {
+    static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(std::time::Instant::now)
+}
+
+impl LockSeen {
+    /// Seen now.
+    pub fn now() -> LockSeen {
+        let secs = lock_seen_origin().elapsed().as_secs().saturating_add(1);
+        LockSeen(std::num::NonZeroU32::new(
+            u32::try_from(secs).unwrap_or(u32::MAX),
+        ))
+    }
+
+    /// How long ago, at least (`None`: not seen by this process's cache).
+    pub fn ago(&self) -> Option<std::time::Duration> {
+        let at = std::time::Duration::from_secs(u64::from(self.0?.get()));
+        Some(lock_seen_origin().elapsed().saturating_sub(at))
+    }
+
+    pub fn is_seen(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+impl PartialEq for LockSeen {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for LockSeen {}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self")]
 #[serde(rename_all = "camelCase")]
@@ -187,6 +229,12 @@ pub struct PvcSpec {
     pub resources: Resources,
     #[serde(default, skip_serializing_if = "AccessModes::is_empty")]
     pub access_modes: AccessModes,
+    /// When this process's cache first held the claim's current RWO lock value (`Pvc::lock_seen`).
+    /// Not part of the object: never decoded, encoded or compared. Kept here, beside the one-byte
+    /// `access_modes`, because the spec's padding holds it for nothing: on the claim itself it took
+    /// the cached claim past its allocator size class.
+    #[serde(skip)]
+    pub lock_seen: LockSeen,
 }
 
 /// `spec.accessModes` as bits: one byte per cached claim instead of a vector of strings (the
@@ -312,6 +360,17 @@ pub struct Condition {
 }
 
 impl Pvc {
+    /// When this process's cache first held the claim's current RWO lock value (set as the cache
+    /// applies it; unseen on a claim read any other way). That value was stored no later, so the
+    /// request of the placement it names is over once the grace has passed since (rules.md §2f).
+    pub fn lock_seen(&self) -> LockSeen {
+        self.spec.lock_seen
+    }
+
+    pub fn set_lock_seen(&mut self, seen: LockSeen) {
+        self.spec.lock_seen = seen;
+    }
+
     pub fn volume_name(&self) -> Option<&str> {
         self.spec.volume_name.as_deref().filter(|n| !n.is_empty())
     }

@@ -21,12 +21,17 @@
 //! `Sync` or its own write brings a value, which ages with its `Tick`), taken with the quiet
 //! clock's answer, whichever is older.
 //!
+//! Each replica also keeps the UIDs its pod watch saw go (`GonePods`): a lock whose pod's UID it
+//! saw go has its pod taken as missing without a read (`Admission::seen_gone`), in every
+//! configuration, as the code does; the users' LIST is still read (a shortcut that skipped it is
+//! a replayed counterexample below, and one judged on the pod cache an exhaustive one).
+//!
 //! A take-over's two quorum reads (the users on the lock's node, the lock's pod) are issued at
 //! once, so a placement in flight may land between them in either order (`writer_first`).
 //!
 //! Invariant: no ReadWriteOnce claim is used by non-terminal pods on two nodes of which more than
-//! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 3.7 million
-//! states; with creates: depth 8, 1.9 million states; each about a minute in a debug build on two
+//! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 5.1 million
+//! states; with creates: depth 8, 2.4 million states; each about a minute in a debug build on two
 //! cores); deliberately broken rules must each find a counterexample: the take-over judged on the
 //! replica's cache (as before the trust review), a placement on the lock's own node admitted
 //! without writing the lock (what the review's point 5 asked for, and why volguard renames the
@@ -137,6 +142,9 @@ struct Replica {
     /// since), sorted; always empty when the model places by bind only (it decides nothing
     /// there: a bound pod was stored before its lock).
     seen: Vec<u8>,
+    /// The UIDs its pod watch saw go (`GonePods`): stored, then deleted. Empty unless the model
+    /// has `gone`.
+    gone: Vec<u8>,
 }
 
 /// A placement volguard allowed that the apiserver has not stored yet.
@@ -164,6 +172,8 @@ struct S {
     /// (`BIND_GRACE`): every request that arrived before that write is over. Cleared by every
     /// write of the lock.
     aged: bool,
+    /// UIDs of pods stored and then deleted (what a watch may report gone).
+    deleted: Vec<u8>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -227,6 +237,9 @@ struct LockModel {
     /// create is in flight: the apiserver admits the create and fails it only when it stores it,
     /// so the other may be deleted in between and the create land.
     same_name_race: bool,
+    /// The webhook's "seen gone" shortcut (`Admission::seen_gone`): a lock whose pod UID this
+    /// replica's watch saw go has its pod taken as missing without a read.
+    gone: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -241,6 +254,10 @@ enum Rule {
     /// "Seen stored" sampled after the quorum read of the lock's pod (before the adversary
     /// review): a create landing between that read and the sample looks deleted.
     LateStoredSample,
+    /// Broken shortcut: a lock's pod not in the replica's pod cache counts as seen gone.
+    GoneIfUncached,
+    /// Broken shortcut: a lock's pod seen gone skips the users' LIST too (stale at once).
+    GoneSkipsList,
 }
 
 /// One placement's request: which replica admits it, where, and what lands meanwhile.
@@ -384,9 +401,15 @@ impl LockModel {
         let current_lock = current.as_ref().map(lock_of);
         // Whether this replica's watch saw the lock's pod stored: sampled before any quorum
         // read, as `lock_step` does.
-        let stored_before = current
-            .as_ref()
-            .is_some_and(|l| s.replicas[r].seen.contains(&l.uid));
+        let stored_before = current.as_ref().is_some_and(|l| {
+            s.replicas[r].seen.contains(&l.uid) || s.replicas[r].gone.contains(&l.uid)
+        });
+        // `seen_gone`, sampled before the quorum reads (as `node_hold` and `named_placement`).
+        let gone = self.gone
+            && current.as_ref().is_some_and(|l| match self.rule {
+                Rule::GoneIfUncached => !s.replicas[r].pods.iter().any(|p| p.uid == l.uid),
+                _ => s.replicas[r].gone.contains(&l.uid),
+            });
         let truth: Vec<Pod> = s.pods.iter().map(pod_of).collect();
         // What the replica reads: the lock's node when it names another (`hold`), the placement
         // it names when it names another on this node (`named`).
@@ -416,6 +439,10 @@ impl LockModel {
                         }
                     }
                     _ => (users_in(seen), seen.to_vec()),
+                };
+                let users = match gone && self.rule == Rule::GoneSkipsList {
+                    true => Vec::new(),
+                    false => users,
                 };
                 let observed = s.replicas[r]
                     .quiet
@@ -451,14 +478,22 @@ impl LockModel {
             .map(|(users, later, l, observed)| NodeHold {
                 claim: CLAIM,
                 users: Fact::Found(users),
-                writer: self.writer(later, l),
+                writer: if gone {
+                    Fact::Missing
+                } else {
+                    self.writer(later, l)
+                },
                 node: Fact::Found(&nodes[l.node as usize]),
                 gone_recorded: false,
                 observed: *observed,
                 writer_stored,
             });
         let named = named_facts.as_ref().map(|(l, observed)| Named {
-            writer: self.writer(&truth, l),
+            writer: if gone {
+                Fact::Missing
+            } else {
+                self.writer(&truth, l)
+            },
             observed: *observed,
             writer_stored,
         });
@@ -666,6 +701,11 @@ fn mids(s: &S) -> impl Iterator<Item = Option<u8>> {
     std::iter::once(None).chain((0..s.flights.len() as u8).map(Some))
 }
 
+/// Whether a watch would report a deletion not reported yet.
+fn unseen_gone(gone: &[u8], deleted: &[u8]) -> bool {
+    deleted.iter().any(|u| gone.binary_search(u).is_err())
+}
+
 /// Whether a watch would deliver something not seen yet.
 fn unseen(seen: &[u8], pods: &[P]) -> bool {
     pods.iter().any(|p| seen.binary_search(&p.uid).is_err())
@@ -682,6 +722,7 @@ impl Model for LockModel {
             quiet: Quiet::default(),
             cached: Quiet::default(),
             seen: Vec::new(),
+            gone: Vec::new(),
         };
         vec![S {
             pods: Vec::new(),
@@ -693,6 +734,7 @@ impl Model for LockModel {
             out_of_service: [false; 2],
             next_uid: 0,
             aged: false,
+            deleted: Vec::new(),
         }]
     }
 
@@ -744,7 +786,9 @@ impl Model for LockModel {
         }
         for r in 0..2 {
             out.push(A::Sync(r));
-            if self.creates && unseen(&s.replicas[r as usize].seen, &s.pods) {
+            if (self.creates && unseen(&s.replicas[r as usize].seen, &s.pods))
+                || (self.gone && unseen_gone(&s.replicas[r as usize].gone, &s.deleted))
+            {
                 out.push(A::Watch(r));
             }
             let young = |q: &Quiet| q.0.as_ref().is_some_and(|q| !q.1);
@@ -843,7 +887,15 @@ impl Model for LockModel {
                     p.ended = true;
                 }
             }
-            A::Delete(name) => s.pods.retain(|p| p.name != name),
+            A::Delete(name) => {
+                if self.gone
+                    && let Some(p) = s.pods.iter().find(|p| p.name == name)
+                {
+                    let uid = p.uid;
+                    note(&mut s.deleted, uid);
+                }
+                s.pods.retain(|p| p.name != name)
+            }
             A::Sync(r) => {
                 let replica = &mut s.replicas[r as usize];
                 replica.pods = s.pods.clone();
@@ -853,8 +905,23 @@ impl Model for LockModel {
                 if self.creates {
                     watch(&mut replica.seen, &s.pods);
                 }
+                if self.gone {
+                    for &u in &s.deleted {
+                        note(&mut replica.gone, u);
+                    }
+                }
             }
-            A::Watch(r) => watch(&mut s.replicas[r as usize].seen, &s.pods),
+            A::Watch(r) => {
+                let replica = &mut s.replicas[r as usize];
+                if self.creates {
+                    watch(&mut replica.seen, &s.pods);
+                }
+                if self.gone {
+                    for &u in &s.deleted {
+                        note(&mut replica.gone, u);
+                    }
+                }
+            }
             A::Tick(r) => {
                 let replica = &mut s.replicas[r as usize];
                 for q in [&mut replica.quiet.0, &mut replica.cached.0]
@@ -920,6 +987,7 @@ fn binds(rule: Rule) -> LockModel {
         rule,
         creates: false,
         same_name_race: false,
+        gone: true,
     }
 }
 
@@ -931,6 +999,7 @@ fn creates(rule: Rule) -> LockModel {
         rule,
         creates: true,
         same_name_race: false,
+        gone: true,
     }
 }
 
@@ -1012,4 +1081,89 @@ fn model_rwo_lock_with_creates_racing_one_name_holds() {
         panic!("model rwo-lock, one name raced: counterexample after {states} states:\n{path}");
     }
     println!("model rwo-lock, one name raced: {states} states explored (depth {depth}), holds");
+}
+
+/// The shortcut judged on the replica's pod cache ("not cached, so gone") instead of its watch's
+/// record of the UID going: found at once.
+#[test]
+fn model_rwo_lock_finds_gone_if_uncached() {
+    let (states, found) = check(binds(Rule::GoneIfUncached), depth());
+    let path = found
+        .unwrap_or_else(|| panic!("\"not in the cache\" taken as gone survived {states} states"));
+    println!("model rwo-lock, \"not in the cache\" taken as gone: counterexample\n{path}");
+}
+
+/// A shortcut that also skipped the users' LIST (a lock's pod seen gone taken as "stale" at once)
+/// needs 8 steps with creates, beyond what the exhaustive check reaches on two cores: its trace
+/// (found by an adversary review) is replayed. The sound rule, shortcut included, is checked
+/// exhaustively by the tests above (`gone` is on in every configuration).
+#[test]
+fn model_rwo_lock_gone_skipping_the_users_list_puts_two_nodes_on_the_claim() {
+    {
+        let rule = Rule::GoneSkipsList;
+        let m = creates(rule);
+        let mut s = m.init_states().remove(0);
+        let admit = |replica, name, node| A::Admit {
+            replica,
+            name,
+            node,
+            mid: None,
+            writer_first: false,
+            late: None,
+        };
+        for a in [
+            admit(0, 0, 0),
+            A::Persist(0),
+            admit(0, 1, 0),
+            A::Persist(0),
+            A::Delete(1),
+            A::Watch(0),
+            admit(0, 1, 1),
+            A::Persist(0),
+        ] {
+            let mut acts = Vec::new();
+            m.actions(&s, &mut acts);
+            assert!(acts.contains(&a), "{rule:?}: {a:?} not enabled in {s:#?}");
+            s = m.next_state(&s, a).expect("next");
+        }
+        println!(
+            "{rule:?}: one node = {}, pods {:?}, lock {:?}",
+            one_node(&s),
+            s.pods,
+            s.claim.lock
+        );
+        assert!(!one_node(&s), "the broken rule puts two nodes on the claim");
+    }
+}
+
+/// The same trace with volguard's rule: the take-over at step 7 is refused (the LIST finds the
+/// user), the lock stays on the first node.
+#[test]
+fn model_rwo_lock_the_sound_rule_refuses_that_take_over() {
+    let m = creates(Rule::Sound);
+    let mut s = m.init_states().remove(0);
+    let admit = |replica, name, node| A::Admit {
+        replica,
+        name,
+        node,
+        mid: None,
+        writer_first: false,
+        late: None,
+    };
+    for a in [
+        admit(0, 0, 0),
+        A::Persist(0),
+        admit(0, 1, 0),
+        A::Persist(0),
+        A::Delete(1),
+        A::Watch(0),
+        admit(0, 1, 1),
+    ] {
+        s = m.next_state(&s, a).expect("next");
+    }
+    assert!(
+        s.flights.is_empty(),
+        "the sound rule let the take-over through: {s:#?}"
+    );
+    assert_eq!(s.claim.lock.as_ref().map(|l| l.node), Some(0));
 }

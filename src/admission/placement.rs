@@ -490,6 +490,10 @@ impl Admission {
             .lock_clock
             .quiet_for(ns, &pvc.metadata.name, raw, false)
             .max(cache_held(pvc));
+        // Seen gone first: the cache's lookup reads live on a miss.
+        if self.seen_gone(lock) {
+            return (Fact::Missing, observed);
+        }
         let cached = match self.cluster.pod(ns, &lock.pod).await {
             Fact::Found(p)
                 if *p.metadata.uid == *lock.uid && (p.node_name().is_some() || p.is_terminal()) =>
@@ -500,7 +504,6 @@ impl Admission {
         };
         let writer = match cached {
             Some(p) => Fact::Found(p),
-            None if self.seen_gone(lock) => Fact::Missing,
             None => self.cluster.pod_live(ns, &lock.pod).await,
         };
         (writer, observed)

@@ -226,13 +226,27 @@ fn held_elsewhere(
         let n = u.node_name().filter(|n| elsewhere(n))?;
         Some((u.metadata.name.as_str(), n))
     });
+    // A lock written for a bind stops holding once its pod is gone or no longer uses the claim
+    // (the webhook takes it over at once; the controller tidies it later): not a block.
+    let stale = |l: &RwoLock| {
+        l.via == Some(crate::rules::rwo_lock::Via::Bind)
+            && !users.iter().any(|u| u.metadata.name == l.pod)
+    };
     let holder = crate::rules::rwo::named_holder(on_other_nodes, lock)
         .map(|(p, n)| (p.to_string(), n.to_string()))
         .or_else(|| {
-            lock.filter(|l| elsewhere(&l.node))
+            lock.filter(|l| elsewhere(&l.node) && !stale(l))
                 .map(|l| (l.pod.clone(), l.node.clone()))
         });
-    let Some((holder, on)) = holder else { return };
+    let Some((holder, on)) = holder else {
+        if let Some(l) = lock.filter(|l| elsewhere(&l.node) && stale(l)) {
+            found.steps.push(format!(
+                "claim {name}'s lock still names pod {} on node {}, which no longer uses it: the next                  placement takes the lock over (volguard's controller removes it within 10 minutes)",
+                l.pod, l.node
+            ));
+        }
+        return;
+    };
     let fits = ctx.fits(&on);
     found.blocked.push(match fits {
         Fits::No => format!(

@@ -230,3 +230,39 @@ fn the_advice_never_names_a_node_the_pod_cannot_land_on() {
         e.next
     );
 }
+
+/// A lock written for a bind whose pod is gone (nobody on its node) no longer holds for the
+/// webhook, and the controller leaves it for 10 minutes: explain calls it no block, and says so
+/// (found by an adversary review).
+#[test]
+fn a_binds_lock_whose_pod_is_gone_is_not_a_block() {
+    use crate::rules::rwo_lock::{RWO_LOCK, RwoLock, Via};
+    let gone = testing::pod("shop", "db-0").on(Some("n1")).mounting("data");
+    let lock = RwoLock::new(&gone, "n1", Via::Bind, jiff::Timestamp::UNIX_EPOCH);
+    let mut c = claim(true);
+    c.metadata.annotations = Some([(RWO_LOCK.to_string(), lock.encode())].into());
+    let pending = testing::pod("shop", "db-1")
+        .in_phase("Pending")
+        .mounting("data");
+    // db-0 is deleted: no other pod is passed.
+    let e = build(&pending, &facts(Some(&c), vec![]), &[], &[]);
+    assert!(
+        e.blocked.is_empty(),
+        "a stale lock reported as a block: {:?}",
+        e.blocked
+    );
+    assert!(
+        e.next.contains("takes the lock over"),
+        "the stale lock is not explained: {}",
+        e.next
+    );
+    // Its pod still there, unbound (its bind may land): the lock holds.
+    let waiting = testing::pod("shop", "db-0")
+        .in_phase("Pending")
+        .mounting("data");
+    let e = build(&pending, &facts(Some(&c), vec![]), &[waiting], &[]);
+    assert!(
+        !e.blocked.is_empty(),
+        "a lock whose bind may land is no block"
+    );
+}

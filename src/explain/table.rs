@@ -93,6 +93,20 @@ fn claim_lines(e: &Explanation, out: &mut String) {
     out.push_str(&format!(
         "  rwo lock:     {}\n",
         match &e.rwo_lock {
+            // A bind's lock whose pod no longer uses the claim holds nobody back (rules.md §2f).
+            Some(l)
+                if l.via == Some(crate::rules::rwo_lock::Via::Bind)
+                    && !e
+                        .blocking_pods
+                        .iter()
+                        .any(|p| p.name == l.pod && !p.finished) =>
+            {
+                format!(
+                    "node {} (pod {}, since {}): that pod no longer uses the claim, so it holds nobody back; the \
+                     next placement takes it over, and the controller removes it within 10 minutes (volguard.io/rwo-lock)",
+                    l.node, l.pod, l.at
+                )
+            }
             Some(l) => format!(
                 "node {} (pod {}, since {}): pods on other nodes wait until it ends (volguard.io/rwo-lock)",
                 l.node, l.pod, l.at

@@ -29,6 +29,12 @@
 //! A take-over's two quorum reads (the users on the lock's node, the lock's pod) are issued at
 //! once, so a placement in flight may land between them in either order (`writer_first`).
 //!
+//! What it does not show: time passing inside one placement (a placement is one step), which is
+//! why the code takes a lock's age before its reads are sent (an adversary review's variant that
+//! let time pass between the reads and the age found two nodes in 5 actions). stateright's depth
+//! counts states, the first included: "depth 10" is 8 actions; a broken rule that carried the
+//! cache's first sight across a change of the lock's value needs 9 (found at depth 11, not here).
+//!
 //! Invariant: no ReadWriteOnce claim is used by non-terminal pods on two nodes of which more than
 //! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 5.1 million
 //! states; with creates: depth 8, 2.4 million states; each about a minute in a debug build on two

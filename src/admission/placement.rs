@@ -428,6 +428,10 @@ impl Admission {
             .metadata
             .annotation(rwo_lock::RWO_LOCK)
             .unwrap_or_default();
+        // The lock's age is taken before the reads are sent: the placement it names must be over
+        // before they are served, or it could land after them (its age read after slow reads
+        // judged a flight still in the air over: adversary review).
+        let (held, issued) = (cache_held(pvc), std::time::Instant::now());
         // The quorum LIST of the users there and the live GET of the lock's pod are issued at
         // once: a placement landing between the two is seen by whichever is served second, in
         // either order (the lock model checks both). The GET's answer is wanted only when nobody
@@ -461,7 +465,8 @@ impl Admission {
         let observed = self
             .lock_clock
             .quiet_for(ns, &pvc.metadata.name, raw, in_use)
-            .max(cache_held(pvc));
+            .saturating_sub(issued.elapsed())
+            .max(held);
         let writer = match in_use {
             true => Fact::Missing,
             false => writer,
@@ -545,7 +550,6 @@ const BUSY_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 /// Another pod naming a claim, with its node as read.
 type Holding = (Arc<Pod>, Fact<Arc<crate::model::Node>>);
 
-/// The claim names of a placement, for a message.
 /// How long this process's cache has held the claim's lock value (zero for a claim read live):
 /// the value was stored no later, so the request of the placement it names is over once the grace
 /// has passed since, whoever looked in between (the lock model checks it beside this process's
@@ -555,6 +559,7 @@ fn cache_held(pvc: &Pvc) -> std::time::Duration {
     pvc.lock_seen().ago().unwrap_or_default()
 }
 
+/// The claim names of a placement, for a message.
 fn claims_names(claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)]) -> String {
     claims
         .iter()

@@ -79,8 +79,16 @@ impl Cluster {
                         Swap::Written
                     }
                     Ok(Err(kube::Error::Api(e))) if e.code == 409 => Swap::Conflict,
-                    // A status: the apiserver decided, nothing was written. Anything else (a
-                    // connection lost mid-request) leaves it open whether the write landed.
+                    // Throttled or failing (429, 5xx: a 504's write may still land): refused as
+                    // unconfirmed, for the scheduler to retry. Allowed without its lock, a
+                    // placement renaming the lock would leave it naming the one before, which
+                    // another replica may then take over while this one lands (adversary review).
+                    Ok(Err(kube::Error::Api(e))) if e.code == 429 || e.code >= 500 => {
+                        Swap::Unconfirmed(format!("writing the lock: {e}"))
+                    }
+                    // Any other status: the apiserver decided, nothing was written (a permission
+                    // missing: allowed as if volguard were down). Anything else (a connection
+                    // lost mid-request) leaves it open whether the write landed.
                     Ok(Err(kube::Error::Api(e))) => Swap::Failed(format!("writing the lock: {e}")),
                     Ok(Err(e)) => Swap::Unconfirmed(format!("writing the lock: {e}")),
                 }

@@ -141,3 +141,55 @@ async fn judge_s_arms_are_the_table_s_on_column() {
 fn soon() -> tokio::time::Instant {
     tokio::time::Instant::now() + std::time::Duration::from_millis(2500)
 }
+
+/// A binding that names no pod UID (the legacy `bindings` resource, a hand-made one) binds
+/// whichever pod holds the name when it lands: its lock names no UID and is written as a create's
+/// (a pod of that name missing proves nothing until the grace has passed); the scheduler's, naming
+/// the UID, writes a bind's lock for that UID (found by an adversary review).
+#[tokio::test]
+async fn a_binding_without_a_uid_writes_a_lock_naming_no_uid() {
+    use crate::rules::rwo_lock::{RWO_LOCK, RwoLock, Via};
+    for (uid, via, named) in [("", Via::Create, ""), ("u-1", Via::Bind, "u-1")] {
+        let store = Arc::new(Store::default());
+        let mut pvc = crate::model::testing::pvc("ns", "data").with_modes(&["ReadWriteOnce"]);
+        pvc.spec.volume_name = Some("pv-1".into());
+        pvc.status.phase = Some("Bound".into());
+        store.pvcs.apply(pvc);
+        let pod = crate::model::testing::pod("ns", "db-0")
+            .with_uid("u-1")
+            .mounting("data");
+        store.claims.add(&pod);
+        store.pods.apply(pod);
+        store.nodes.apply(crate::model::testing::node("n1"));
+        let a = Admission::new(
+            Cluster::Offline(store.clone()),
+            ForceDeletePolicy::default(),
+            vec![],
+        );
+        let body = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "r", "kind": {"group": "", "version": "v1", "kind": "Binding"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "binding",
+                "name": "db-0", "namespace": "ns", "operation": "CREATE",
+                "userInfo": {"username": "system:kube-scheduler"},
+                "object": {"apiVersion": "v1", "kind": "Binding",
+                    "metadata": {"name": "db-0", "namespace": "ns", "uid": uid},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}}})
+        .to_string();
+        let req = crate::admission::decode(body.as_bytes()).expect("review");
+        let v = a
+            .decide(Endpoint::Validate, &req, Duration::from_secs(2))
+            .await;
+        assert!(v.decision.allowed, "uid {uid:?}: {:?}", v.decision);
+        let stored = store.pvcs.get("ns", "data").expect("claim");
+        let lock = stored
+            .metadata
+            .annotation(RWO_LOCK)
+            .and_then(RwoLock::parse)
+            .expect("a lock written");
+        assert_eq!(
+            (lock.via, &*lock.uid, lock.node.as_str()),
+            (Some(via), named, "n1"),
+            "uid {uid:?}"
+        );
+    }
+}

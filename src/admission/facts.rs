@@ -476,11 +476,19 @@ impl Admission {
         }
         let b = object::<Binding>(&req.object, "object")?;
         let (ns, name) = name_of(&b.metadata, req);
-        let mut pod = self.cluster.pod(&ns, &name).await;
+        // A binding without a UID (the legacy `bindings` resource, a hand-made one; the scheduler
+        // always names the UID) binds whichever pod holds the name when it lands: judged on the
+        // pod read live, and locked as a create is, naming no UID, so that a pod of that name
+        // missing or replaced proves nothing until the grace has passed (adversary review).
+        let uidless = b.metadata.uid.is_empty();
+        let mut pod = match uidless {
+            true => self.cluster.pod_live(&ns, &name).await,
+            false => self.cluster.pod(&ns, &name).await,
+        };
         // The bind names the pod's UID: a cached pod of that name with another UID is an older
         // pod (recreated, or a lagging cache), whose claims are not this pod's. Read it live.
         if let Fact::Found(p) = &pod
-            && !b.metadata.uid.is_empty()
+            && !uidless
             && p.metadata.uid != b.metadata.uid
         {
             pod = self.cluster.pod_live(&ns, &name).await;
@@ -497,7 +505,15 @@ impl Admission {
         // Boxed (here and in `rwo_pod_create`): placing holds the lock's write, a ~2.5 KB future;
         // inline it would size every rule's future, and every review moves that future (the pod
         // reviews' L1 data misses rose 273 → 433 per request with it inline).
-        Ok(Box::pin(self.rwo_place(req, &pod, &b.target.name, Via::Bind, deadline)).await)
+        let (pod, via) = match uidless {
+            true => {
+                let mut p = (*pod).clone();
+                p.metadata.uid = Default::default();
+                (Arc::new(p), Via::Create)
+            }
+            false => (pod, Via::Bind),
+        };
+        Ok(Box::pin(self.rwo_place(req, &pod, &b.target.name, via, deadline)).await)
     }
 
     /// rules.md §2f placement hint: the nodes that hold the pod's RWO claims, from the locks on

@@ -1099,54 +1099,11 @@ fn model_rwo_lock_finds_gone_if_uncached() {
     println!("model rwo-lock, \"not in the cache\" taken as gone: counterexample\n{path}");
 }
 
-/// A shortcut that also skipped the users' LIST (a lock's pod seen gone taken as "stale" at once)
-/// needs 8 steps with creates, beyond what the exhaustive check reaches on two cores: its trace
-/// (found by an adversary review) is replayed. The sound rule, shortcut included, is checked
-/// exhaustively by the tests above (`gone` is on in every configuration).
-#[test]
-fn model_rwo_lock_gone_skipping_the_users_list_puts_two_nodes_on_the_claim() {
-    {
-        let rule = Rule::GoneSkipsList;
-        let m = creates(rule);
-        let mut s = m.init_states().remove(0);
-        let admit = |replica, name, node| A::Admit {
-            replica,
-            name,
-            node,
-            mid: None,
-            writer_first: false,
-            late: None,
-        };
-        for a in [
-            admit(0, 0, 0),
-            A::Persist(0),
-            admit(0, 1, 0),
-            A::Persist(0),
-            A::Delete(1),
-            A::Watch(0),
-            admit(0, 1, 1),
-            A::Persist(0),
-        ] {
-            let mut acts = Vec::new();
-            m.actions(&s, &mut acts);
-            assert!(acts.contains(&a), "{rule:?}: {a:?} not enabled in {s:#?}");
-            s = m.next_state(&s, a).expect("next");
-        }
-        println!(
-            "{rule:?}: one node = {}, pods {:?}, lock {:?}",
-            one_node(&s),
-            s.pods,
-            s.claim.lock
-        );
-        assert!(!one_node(&s), "the broken rule puts two nodes on the claim");
-    }
-}
-
-/// The same trace with volguard's rule: the take-over at step 7 is refused (the LIST finds the
-/// user), the lock stays on the first node.
-#[test]
-fn model_rwo_lock_the_sound_rule_refuses_that_take_over() {
-    let m = creates(Rule::Sound);
+/// The adversary review's trace for a shortcut that also skipped the users' LIST: p0 created on
+/// n0; p1 created on n0 (renaming the lock); p1 deleted and seen gone; p1 again, on n1. Its first
+/// `steps` actions applied with `rule`, each checked enabled first.
+fn gone_trace(rule: Rule, steps: usize) -> S {
+    let m = creates(rule);
     let mut s = m.init_states().remove(0);
     let admit = |replica, name, node| A::Admit {
         replica,
@@ -1156,7 +1113,7 @@ fn model_rwo_lock_the_sound_rule_refuses_that_take_over() {
         writer_first: false,
         late: None,
     };
-    for a in [
+    let trace = [
         admit(0, 0, 0),
         A::Persist(0),
         admit(0, 1, 0),
@@ -1164,9 +1121,40 @@ fn model_rwo_lock_the_sound_rule_refuses_that_take_over() {
         A::Delete(1),
         A::Watch(0),
         admit(0, 1, 1),
-    ] {
+        A::Persist(0),
+    ];
+    for a in trace.into_iter().take(steps) {
+        let mut enabled = Vec::new();
+        m.actions(&s, &mut enabled);
+        assert!(
+            enabled.contains(&a),
+            "{rule:?}: {a:?} not enabled in {s:#?}"
+        );
         s = m.next_state(&s, a).expect("next");
     }
+    s
+}
+
+/// A shortcut that also skipped the users' LIST (a lock's pod seen gone taken as "stale" at once)
+/// needs 8 steps with creates, beyond what the exhaustive check reaches on two cores: its trace
+/// is replayed. The sound rule, shortcut included, is checked exhaustively by the tests above
+/// (`gone` is on in every configuration).
+#[test]
+fn model_rwo_lock_gone_skipping_the_users_list_puts_two_nodes_on_the_claim() {
+    let s = gone_trace(Rule::GoneSkipsList, 8);
+    assert!(
+        !one_node(&s),
+        "the broken rule did not put two nodes on the claim: pods {:?}, lock {:?}",
+        s.pods,
+        s.claim.lock
+    );
+}
+
+/// The same trace with volguard's rule: the take-over at step 7 is refused (the LIST finds the
+/// user), the lock stays on the first node.
+#[test]
+fn model_rwo_lock_the_sound_rule_refuses_that_take_over() {
+    let s = gone_trace(Rule::Sound, 7);
     assert!(
         s.flights.is_empty(),
         "the sound rule let the take-over through: {s:#?}"

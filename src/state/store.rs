@@ -11,6 +11,9 @@ pub trait Object: Clone + Send + Sync + 'static {
     /// Drop fields no rule reads (memory matters at 100k objects).
     fn prune(&mut self);
     fn drop_labels(&mut self);
+    /// Whether `carry` keeps anything: the others skip the lookup of the version replaced (a pod
+    /// watch applies the most events).
+    const CARRIES: bool = false;
     /// What the cache keeps of the version this one replaces (`old`: none, a first sight).
     fn carry(&mut self, _old: Option<&Self>) {}
 }
@@ -19,6 +22,7 @@ impl Object for Pvc {
     fn drop_labels(&mut self) {
         self.metadata.labels = None;
     }
+    const CARRIES: bool = true;
     /// When the cache first held this lock value: kept while the value stays, now for a new one.
     fn carry(&mut self, old: Option<&Self>) {
         let lock = crate::rules::rwo_lock::RWO_LOCK;
@@ -219,7 +223,9 @@ impl<T: Object> ObjectMap<T> {
         let mut w = self.write();
         let set = w.entry(ns).or_default();
         // Under the write lock: a reader never sees this version without what it carries.
-        obj.carry(set.get(obj.meta().name.as_str()).map(|e| e.0.as_ref()));
+        if T::CARRIES {
+            obj.carry(set.get(obj.meta().name.as_str()).map(|e| e.0.as_ref()));
+        }
         set.replace(ByName(Arc::new(obj))).map(|e| e.0)
     }
 
@@ -236,13 +242,16 @@ impl<T: Object> ObjectMap<T> {
     /// Replace the whole content (a watch relist).
     pub fn replace(&self, objs: Vec<T>) {
         let mut fresh: Inner<T> = HashMap::default();
-        let old = self.read();
+        // Read only by a kind that carries something (a relist of every pod takes no lock here).
+        let old = T::CARRIES.then(|| self.read());
         for mut o in objs {
             self.prune(&mut o);
-            let was = old
-                .get(&o.meta().namespace)
-                .and_then(|m| m.get(o.meta().name.as_str()));
-            o.carry(was.map(|e| e.0.as_ref()));
+            if let Some(old) = &old {
+                let was = old
+                    .get(&o.meta().namespace)
+                    .and_then(|m| m.get(o.meta().name.as_str()));
+                o.carry(was.map(|e| e.0.as_ref()));
+            }
             fresh
                 .entry(o.meta().namespace.clone())
                 .or_default()

@@ -106,10 +106,12 @@ impl Quiet {
         }
     }
 
-    /// A lock value the cache now holds: a new one starts young, the same one keeps its age.
-    fn hold(&mut self, lock: Option<&L>) {
-        match (lock, &self.0) {
+    /// A lock value the cache now holds: a new one starts young, the same one keeps its age
+    /// (broken, `carry`: a new one too, as a cache that kept the first sight across a change).
+    fn hold(&mut self, lock: Option<&L>, carry: bool) {
+        match (lock, &mut self.0) {
             (Some(l), Some((held, _))) if held == l => {}
+            (Some(l), Some((held, _))) if carry => *held = l.clone(),
             (Some(l), _) => self.0 = Some((l.clone(), false)),
             (None, _) => self.0 = None,
         }
@@ -264,6 +266,8 @@ enum Rule {
     GoneIfUncached,
     /// Broken shortcut: a lock's pod seen gone skips the users' LIST too (stale at once).
     GoneSkipsList,
+    /// Broken cache clock: the first sight kept across a change of the lock's value.
+    CarryAcrossChange,
 }
 
 /// One placement's request: which replica admits it, where, and what lands meanwhile.
@@ -533,7 +537,8 @@ impl LockModel {
                     // Lost: read again; this request is refused (the scheduler retries; a create
                     // decided again is another admission of that pod, as good as a new UID).
                     s.replicas[r].claim = s.claim.clone();
-                    s.replicas[r].cached.hold(s.claim.lock.as_ref());
+                    let carry = self.rule == Rule::CarryAcrossChange;
+                    s.replicas[r].cached.hold(s.claim.lock.as_ref(), carry);
                     return;
                 }
                 let l = L {
@@ -551,7 +556,8 @@ impl LockModel {
                 s.replicas[r].claim = s.claim.clone();
                 // Written here: young on this process's clock.
                 s.replicas[r].quiet = Quiet(Some((l.clone(), false)));
-                s.replicas[r].cached.hold(Some(&l));
+                let carry = self.rule == Rule::CarryAcrossChange;
+                s.replicas[r].cached.hold(Some(&l), carry);
                 s.flights.push(Flight {
                     name: target.name,
                     uid: target.uid,
@@ -906,7 +912,9 @@ impl Model for LockModel {
                 let replica = &mut s.replicas[r as usize];
                 replica.pods = s.pods.clone();
                 replica.claim = s.claim.clone();
-                replica.cached.hold(s.claim.lock.as_ref());
+                replica
+                    .cached
+                    .hold(s.claim.lock.as_ref(), self.rule == Rule::CarryAcrossChange);
                 // The cache shows what the watch delivered: `pod_stored` reads it.
                 if self.creates {
                     watch(&mut replica.seen, &s.pods);
@@ -1160,4 +1168,51 @@ fn model_rwo_lock_the_sound_rule_refuses_that_take_over() {
         "the sound rule let the take-over through: {s:#?}"
     );
     assert_eq!(s.claim.lock.as_ref().map(|l| l.node), Some(0));
+}
+
+/// The cache's clock kept across a change of the lock's value (what `Pvc::lock_seen`'s carry must
+/// not do) needs 9 actions, past the exhaustive depth: an adversary review's trace, replayed. p0's
+/// bind is admitted on n0 and lost; time passes; p1's bind renames the lock on n0 (its bind in
+/// flight), the cache keeping the old lock's age; p0's bind to n1 then takes the lock over, and
+/// both land.
+#[test]
+fn model_rwo_lock_a_cache_clock_carried_across_a_new_lock_puts_two_nodes_on_the_claim() {
+    let place = |replica, name, node| A::Place {
+        replica,
+        name,
+        node,
+        mid: None,
+        writer_first: false,
+        late: None,
+    };
+    let trace = [
+        A::Create(0),
+        place(1, 0, 0),
+        A::Lose(0),
+        A::Tick(1),
+        A::Create(1),
+        place(1, 1, 0),
+        place(1, 0, 1),
+        A::Persist(0),
+        A::Persist(0),
+    ];
+    for (rule, two_nodes) in [(Rule::CarryAcrossChange, true), (Rule::Sound, false)] {
+        let m = binds(rule);
+        let mut s = m.init_states().remove(0);
+        for a in trace.clone() {
+            let mut enabled = Vec::new();
+            m.actions(&s, &mut enabled);
+            if !enabled.contains(&a) {
+                break;
+            }
+            s = m.next_state(&s, a).expect("next");
+        }
+        assert_eq!(
+            !one_node(&s),
+            two_nodes,
+            "{rule:?}: pods {:?}, lock {:?}",
+            s.pods,
+            s.claim.lock
+        );
+    }
 }

@@ -1107,39 +1107,60 @@ fn model_rwo_lock_finds_gone_if_uncached() {
     println!("model rwo-lock, \"not in the cache\" taken as gone: counterexample\n{path}");
 }
 
-/// The adversary review's trace for a shortcut that also skipped the users' LIST: p0 created on
-/// n0; p1 created on n0 (renaming the lock); p1 deleted and seen gone; p1 again, on n1. Its first
-/// `steps` actions applied with `rule`, each checked enabled first.
-fn gone_trace(rule: Rule, steps: usize) -> S {
-    let m = creates(rule);
-    let mut s = m.init_states().remove(0);
-    let admit = |replica, name, node| A::Admit {
+/// A placement with no read racing it: a bind (`Place`) or a create (`Admit`).
+fn quiet_place(replica: u8, name: u8, node: u8) -> A {
+    A::Place {
         replica,
         name,
         node,
         mid: None,
         writer_first: false,
         late: None,
-    };
+    }
+}
+
+fn quiet_admit(replica: u8, name: u8, node: u8) -> A {
+    A::Admit {
+        replica,
+        name,
+        node,
+        mid: None,
+        writer_first: false,
+        late: None,
+    }
+}
+
+/// `trace` applied to `m`'s initial state while each action is enabled: the state reached and how
+/// many actions were applied.
+fn replay(m: &LockModel, trace: &[A]) -> (S, usize) {
+    let mut s = m.init_states().remove(0);
+    for (done, a) in trace.iter().enumerate() {
+        let mut enabled = Vec::new();
+        m.actions(&s, &mut enabled);
+        if !enabled.contains(a) {
+            return (s, done);
+        }
+        s = m.next_state(&s, a.clone()).expect("next");
+    }
+    (s, trace.len())
+}
+
+/// The adversary review's trace for a shortcut that also skipped the users' LIST: p0 created on
+/// n0; p1 created on n0 (renaming the lock); p1 deleted and seen gone; p1 again, on n1. Its first
+/// `steps` actions applied with `rule`, each enabled.
+fn gone_trace(rule: Rule, steps: usize) -> S {
     let trace = [
-        admit(0, 0, 0),
+        quiet_admit(0, 0, 0),
         A::Persist(0),
-        admit(0, 1, 0),
+        quiet_admit(0, 1, 0),
         A::Persist(0),
         A::Delete(1),
         A::Watch(0),
-        admit(0, 1, 1),
+        quiet_admit(0, 1, 1),
         A::Persist(0),
     ];
-    for a in trace.into_iter().take(steps) {
-        let mut enabled = Vec::new();
-        m.actions(&s, &mut enabled);
-        assert!(
-            enabled.contains(&a),
-            "{rule:?}: {a:?} not enabled in {s:#?}"
-        );
-        s = m.next_state(&s, a).expect("next");
-    }
+    let (s, done) = replay(&creates(rule), &trace[..steps]);
+    assert_eq!(done, steps, "{rule:?}: action {done} not enabled in {s:#?}");
     s
 }
 
@@ -1177,36 +1198,19 @@ fn model_rwo_lock_the_sound_rule_refuses_that_take_over() {
 /// both land.
 #[test]
 fn model_rwo_lock_a_cache_clock_carried_across_a_new_lock_puts_two_nodes_on_the_claim() {
-    let place = |replica, name, node| A::Place {
-        replica,
-        name,
-        node,
-        mid: None,
-        writer_first: false,
-        late: None,
-    };
     let trace = [
         A::Create(0),
-        place(1, 0, 0),
+        quiet_place(1, 0, 0),
         A::Lose(0),
         A::Tick(1),
         A::Create(1),
-        place(1, 1, 0),
-        place(1, 0, 1),
+        quiet_place(1, 1, 0),
+        quiet_place(1, 0, 1),
         A::Persist(0),
         A::Persist(0),
     ];
     for (rule, two_nodes) in [(Rule::CarryAcrossChange, true), (Rule::Sound, false)] {
-        let m = binds(rule);
-        let mut s = m.init_states().remove(0);
-        for a in trace.clone() {
-            let mut enabled = Vec::new();
-            m.actions(&s, &mut enabled);
-            if !enabled.contains(&a) {
-                break;
-            }
-            s = m.next_state(&s, a).expect("next");
-        }
+        let (s, _) = replay(&binds(rule), &trace);
         assert_eq!(
             !one_node(&s),
             two_nodes,

@@ -1107,26 +1107,26 @@ fn model_rwo_lock_finds_gone_if_uncached() {
     println!("model rwo-lock, \"not in the cache\" taken as gone: counterexample\n{path}");
 }
 
-/// A placement with no read racing it: a bind (`Place`) or a create (`Admit`).
-fn quiet_place(replica: u8, name: u8, node: u8) -> A {
-    A::Place {
-        replica,
-        name,
-        node,
-        mid: None,
-        writer_first: false,
-        late: None,
-    }
-}
-
-fn quiet_admit(replica: u8, name: u8, node: u8) -> A {
-    A::Admit {
-        replica,
-        name,
-        node,
-        mid: None,
-        writer_first: false,
-        late: None,
+/// A placement with no read racing it: a bind (`Place`), or a create (`Admit`).
+fn quiet_placement(create: bool, replica: u8, name: u8, node: u8) -> A {
+    let (mid, writer_first, late) = (None, false, None);
+    match create {
+        false => A::Place {
+            replica,
+            name,
+            node,
+            mid,
+            writer_first,
+            late,
+        },
+        true => A::Admit {
+            replica,
+            name,
+            node,
+            mid,
+            writer_first,
+            late,
+        },
     }
 }
 
@@ -1150,13 +1150,13 @@ fn replay(m: &LockModel, trace: &[A]) -> (S, usize) {
 /// `steps` actions applied with `rule`, each enabled.
 fn gone_trace(rule: Rule, steps: usize) -> S {
     let trace = [
-        quiet_admit(0, 0, 0),
+        quiet_placement(true, 0, 0, 0),
         A::Persist(0),
-        quiet_admit(0, 1, 0),
+        quiet_placement(true, 0, 1, 0),
         A::Persist(0),
         A::Delete(1),
         A::Watch(0),
-        quiet_admit(0, 1, 1),
+        quiet_placement(true, 0, 1, 1),
         A::Persist(0),
     ];
     let (s, done) = replay(&creates(rule), &trace[..steps]);
@@ -1200,12 +1200,12 @@ fn model_rwo_lock_the_sound_rule_refuses_that_take_over() {
 fn model_rwo_lock_a_cache_clock_carried_across_a_new_lock_puts_two_nodes_on_the_claim() {
     let trace = [
         A::Create(0),
-        quiet_place(1, 0, 0),
+        quiet_placement(false, 1, 0, 0),
         A::Lose(0),
         A::Tick(1),
         A::Create(1),
-        quiet_place(1, 1, 0),
-        quiet_place(1, 0, 1),
+        quiet_placement(false, 1, 1, 0),
+        quiet_placement(false, 1, 0, 1),
         A::Persist(0),
         A::Persist(0),
     ];

@@ -524,6 +524,25 @@ pub(super) async fn rwo_single_node(cp: &ControlPlane, ns: &str) {
         })
         .await;
     running(cp, ns, &h_old).await;
+    // The lock names the Node object; its hostname label need not be its name (the hint once
+    // matched the label and steered nowhere on such nodes).
+    let relabel = |host: String| {
+        let nodes = Api::<Node>::all(c.clone());
+        let h_node = h_node.clone();
+        async move {
+            nodes
+                .patch(
+                    &h_node,
+                    &PatchParams::default(),
+                    &Patch::Merge(
+                        json!({"metadata": {"labels": {"kubernetes.io/hostname": host}}}),
+                    ),
+                )
+                .await
+                .expect("relabel the node");
+        }
+    };
+    relabel(format!("host-of-{h_node}")).await;
     roll_out(&deploys, "hinted").await;
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     let (h_new, h_new_node, affinity) = cp
@@ -552,6 +571,7 @@ pub(super) async fn rwo_single_node(cp: &ControlPlane, ns: &str) {
             }
         })
         .await;
+    relabel(h_node.clone()).await;
     assert!(
         affinity
             .to_string()

@@ -37,7 +37,10 @@ fn hint_is_appended_to_every_shape_and_keeps_the_pods_own_terms() {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        assert!(preferred.contains(&term(&["n1"])), "{affinity}: {after}");
+        assert!(
+            preferred.contains(&terms(&["n1"])[0]),
+            "{affinity}: {after}"
+        );
         // Never required, and nothing of the pod's own lost.
         assert!(
             after["spec"]["affinity"]["nodeAffinity"]
@@ -62,8 +65,63 @@ fn no_hint_when_placed_free_or_already_hinted() {
     placed.spec.node_name = Some("n2".into());
     assert_eq!(placement_hint(&placed, &["n1"]).row, "placed");
     let hinted = pod(
-        json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term(&["n1"])]}}),
+        json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms(&["n1"])}}),
     );
     let d = placement_hint(&hinted, &["n1"]);
     assert_eq!((d.row, d.patch.is_none()), ("hint-present", true));
+}
+
+#[test]
+fn each_node_gets_its_own_term_by_name_and_a_reinvocation_adds_only_the_missing() {
+    // The lock names the Node object: the term matches `metadata.name`, one value per term (the
+    // API refuses more in a field requirement), whatever the node's hostname label says.
+    let t = &terms(&["n1"])[0]["preference"];
+    assert_eq!(
+        t,
+        &json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]})
+    );
+    let own = json!({"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}});
+    for affinity in [
+        Value::Null,
+        json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [own.clone()]}}),
+    ] {
+        let p = pod(affinity.clone());
+        let d = placement_hint(&p, &["n1", "n2"]);
+        let after = apply(&p, &d);
+        let preferred = after["spec"]["affinity"]["nodeAffinity"]
+            ["preferredDuringSchedulingIgnoredDuringExecution"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for t in terms(&["n1", "n2"]) {
+            assert!(preferred.contains(&t), "{affinity}: {after}");
+        }
+        assert_eq!(
+            preferred.len(),
+            2 + usize::from(!affinity.is_null()),
+            "{after}"
+        );
+    }
+    // A reinvocation after another mutation kept one of our terms: only the other is added.
+    let half = pod(
+        json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [terms(&["n1"])[0].clone()]}}),
+    );
+    let d = placement_hint(&half, &["n1", "n2"]);
+    assert_eq!(d.row, "prefer-lock-node");
+    let after = apply(&half, &d);
+    let preferences: Vec<&Value> = after["spec"]["affinity"]["nodeAffinity"]
+        ["preferredDuringSchedulingIgnoredDuringExecution"]
+        .as_array()
+        .map(|a| a.iter().map(|t| &t["preference"]).collect())
+        .unwrap_or_default();
+    let want = terms(&["n1", "n2"]);
+    // The model keeps a term's preference (what the hint compares), not its weight.
+    assert_eq!(
+        preferences,
+        want.iter().map(|t| &t["preference"]).collect::<Vec<_>>()
+    );
+    let whole = pod(
+        json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms(&["n1", "n2"])}}),
+    );
+    assert_eq!(placement_hint(&whole, &["n1", "n2"]).row, "hint-present");
 }

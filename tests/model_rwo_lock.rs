@@ -530,7 +530,7 @@ impl LockModel {
             return;
         }
         match step {
-            LockStep::Held(_) | LockStep::Busy(_) => {}
+            LockStep::Held(..) | LockStep::Busy(_) => {}
             LockStep::Write { lock, .. } => {
                 // The compare-and-swap against the stored claim's resourceVersion.
                 if s.replicas[r].claim.rv != s.claim.rv {

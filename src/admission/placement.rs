@@ -254,11 +254,11 @@ impl Admission {
                         rwo_lock::busy_message(pod, node, &claim.name, &l),
                     ));
                 }
-                LockStep::Held(l) => {
+                LockStep::Held(l, why) => {
                     self.lock_count("refused");
                     return Locked::Decided(Decision::deny(
                         "rwo-locked-on-other-node",
-                        rwo_lock::held_message(pod, node, &claim.name, &l),
+                        rwo_lock::held_message(pod, node, &claim.name, &l, why),
                     ));
                 }
                 LockStep::Write { lock, took_over } => writes.push((i, pvc, lock, took_over)),

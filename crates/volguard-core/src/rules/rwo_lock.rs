@@ -227,8 +227,9 @@ pub enum LockStep {
         lock: RwoLock,
         took_over: Option<&'static str>,
     },
-    /// Another node holds the claim.
-    Held(RwoLock),
+    /// Another node holds the claim, and why (a user there, its use unread, a placement that may
+    /// still land): the refusal says which, so an unread fact is not mistaken for a user.
+    Held(RwoLock, &'static str),
     /// This node holds the claim, and the placement its lock names may still be in flight: one
     /// at a time, so that the lock always names it (the scheduler retries in a moment).
     Busy(RwoLock),
@@ -280,9 +281,13 @@ pub fn step(
             lock: fresh(),
             took_over: Some(why),
         },
-        Some(Standing::Holds(_)) | None => LockStep::Held(lock.clone()),
+        Some(Standing::Holds(why)) => LockStep::Held(lock.clone(), why),
+        None => LockStep::Held(lock.clone(), NOT_READ),
     }
 }
+
+/// Why a lock holds when its node's facts were not read within the decision's time.
+pub const NOT_READ: &str = "its node's use was not read in time";
 
 /// Who tries again after a refused placement: the scheduler retries a bind, but nothing retries a
 /// refused create of a pod that names its node (`spec.nodeName`): its creator must.
@@ -296,13 +301,13 @@ pub fn retry_hint(pod: &Pod, when: &str) -> String {
     }
 }
 
-/// The refusal when another node holds the lock.
-pub fn held_message(pod: &Pod, node: &str, claim: &str, lock: &RwoLock) -> String {
+/// The refusal when another node holds the lock, saying why it holds (`why`, from `standing`).
+pub fn held_message(pod: &Pod, node: &str, claim: &str, lock: &RwoLock, why: &str) -> String {
     format!(
         "pod {:?} cannot run on node {node:?}: PersistentVolumeClaim {claim:?} is ReadWriteOnce and is \
-         locked to node {:?} (first placed there by pod {:?}, since {}). Two nodes writing one volume \
-         corrupt it; {}. For a Deployment use `strategy: Recreate` (a RollingUpdate starts the new pod \
-         before the old one stops)",
+         locked to node {:?} (first placed there by pod {:?}, since {}; it holds: {why}). Two nodes \
+         writing one volume corrupt it; {}. For a Deployment use `strategy: Recreate` (a RollingUpdate \
+         starts the new pod before the old one stops)",
         pod.metadata.name,
         lock.node,
         lock.pod,

@@ -210,7 +210,7 @@ fn the_locks_pod_bound_between_the_two_reads_is_a_user() {
     let h = hold(Fact::Found(&[]), Fact::Found(&landed), Fact::Found(&n), OLD);
     assert_eq!(
         step_with(Some(&l), Some(&h), "n2"),
-        LockStep::Held(l.clone())
+        LockStep::Held(l.clone(), "in use on its node")
     );
     assert_eq!(clearable(&l, &h), None);
     // Bound there without naming the claim: it does not use it.
@@ -234,14 +234,15 @@ fn a_pod_using_the_claim_on_the_locks_node_denies_whatever_the_named_pod_did() {
     let h = hold(Fact::Found(&users), Fact::Missing, Fact::Found(&n), OLD);
     assert_eq!(
         step_with(Some(&l), Some(&h), "n2"),
-        LockStep::Held(l.clone())
+        LockStep::Held(l.clone(), "in use on its node")
     );
     assert_eq!(clearable(&l, &h), None);
-    let msg = held_message(&me(), "n2", "data", &l);
+    let msg = held_message(&me(), "n2", "data", &l, "in use on its node");
     assert!(
         msg.contains("locked to node \"n1\" (first placed there by pod \"old\""),
         "{msg}"
     );
+    assert!(msg.contains("; it holds: in use on its node)"), "{msg}");
 }
 
 #[test]
@@ -258,7 +259,7 @@ fn a_placement_that_may_still_land_holds_for_the_grace_on_this_process_clock() {
             let young = hold(Fact::Found(&[]), writer.clone(), Fact::Found(&n), YOUNG);
             assert_eq!(
                 step_with(Some(&l), Some(&young), "n2"),
-                LockStep::Held(l.clone())
+                LockStep::Held(l.clone(), "placement in progress")
             );
             let old = hold(Fact::Found(&[]), writer, Fact::Found(&n), OLD);
             assert!(matches!(
@@ -276,7 +277,7 @@ fn a_placement_that_may_still_land_holds_for_the_grace_on_this_process_clock() {
 fn unsure_use_or_node_denies() {
     let l = lock("2026-11-23T09:00:00Z");
     let n = node(false);
-    for h in [
+    for (h, why) in [
         hold(
             Fact::Unknown(ReadError::Timeout {
                 what: "pods".into(),
@@ -304,14 +305,23 @@ fn unsure_use_or_node_denies() {
             Fact::Found(&n),
             YOUNG,
         ),
-    ] {
+    ]
+    .into_iter()
+    .zip([
+        "its node's use could not be read",
+        "its node's use could not be read",
+        "placement in progress",
+    ]) {
         assert_eq!(
             step_with(Some(&l), Some(&h), "n2"),
-            LockStep::Held(l.clone())
+            LockStep::Held(l.clone(), why)
         );
     }
-    // No hold read at all (the caller could not ask): the lock holds.
-    assert_eq!(step_with(Some(&l), None, "n2"), LockStep::Held(l.clone()));
+    // No hold read at all (the caller could not ask): the lock holds, and says it was not read.
+    assert_eq!(
+        step_with(Some(&l), None, "n2"),
+        LockStep::Held(l.clone(), NOT_READ)
+    );
 }
 
 #[test]
@@ -413,7 +423,7 @@ fn a_node_gone_without_a_record_is_not_a_take_over() {
     let h = hold(Fact::Found(&users), Fact::Missing, Fact::Missing, OLD);
     assert!(matches!(
         step_with(Some(&l), Some(&h), "n2"),
-        LockStep::Held(_)
+        LockStep::Held(..)
     ));
     assert_eq!(clearable(&l, &h), None);
     // Nobody there any more, the grace passed: stale as on any node.

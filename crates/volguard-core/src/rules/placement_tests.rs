@@ -18,6 +18,14 @@ fn apply(p: &Pod, d: &Decision) -> Value {
     v
 }
 
+/// The pod's preferred node affinity terms, after the patch.
+fn preferred_terms(after: &Value) -> Vec<Value> {
+    after["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
 #[test]
 fn hint_is_appended_to_every_shape_and_keeps_the_pods_own_terms() {
     let own = json!({"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}});
@@ -32,11 +40,7 @@ fn hint_is_appended_to_every_shape_and_keeps_the_pods_own_terms() {
         let d = placement_hint(&p, &["n1"]);
         assert_eq!((d.allowed, d.row), (true, "prefer-lock-node"), "{affinity}");
         let after = apply(&p, &d);
-        let preferred = after["spec"]["affinity"]["nodeAffinity"]
-            ["preferredDuringSchedulingIgnoredDuringExecution"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let preferred = preferred_terms(&after);
         assert!(
             preferred.contains(&terms(&["n1"])[0]),
             "{affinity}: {after}"
@@ -88,11 +92,7 @@ fn each_node_gets_its_own_term_by_name_and_a_reinvocation_adds_only_the_missing(
         let p = pod(affinity.clone());
         let d = placement_hint(&p, &["n1", "n2"]);
         let after = apply(&p, &d);
-        let preferred = after["spec"]["affinity"]["nodeAffinity"]
-            ["preferredDuringSchedulingIgnoredDuringExecution"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let preferred = preferred_terms(&after);
         for t in terms(&["n1", "n2"]) {
             assert!(preferred.contains(&t), "{affinity}: {after}");
         }
@@ -108,17 +108,15 @@ fn each_node_gets_its_own_term_by_name_and_a_reinvocation_adds_only_the_missing(
     );
     let d = placement_hint(&half, &["n1", "n2"]);
     assert_eq!(d.row, "prefer-lock-node");
-    let after = apply(&half, &d);
-    let preferences: Vec<&Value> = after["spec"]["affinity"]["nodeAffinity"]
-        ["preferredDuringSchedulingIgnoredDuringExecution"]
-        .as_array()
-        .map(|a| a.iter().map(|t| &t["preference"]).collect())
-        .unwrap_or_default();
-    let want = terms(&["n1", "n2"]);
+    let preference = |ts: Vec<Value>| {
+        ts.into_iter()
+            .map(|t| t["preference"].clone())
+            .collect::<Vec<_>>()
+    };
     // The model keeps a term's preference (what the hint compares), not its weight.
     assert_eq!(
-        preferences,
-        want.iter().map(|t| &t["preference"]).collect::<Vec<_>>()
+        preference(preferred_terms(&apply(&half, &d))),
+        preference(terms(&["n1", "n2"]))
     );
     let whole = pod(
         json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms(&["n1", "n2"])}}),

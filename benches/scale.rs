@@ -92,8 +92,14 @@ async fn count_objects(c: &kube::Client) -> Objects {
 type Ports = [u16; 3];
 
 /// Start `volguard serve` on `port` (answering the webhooks) and a controller.
+/// Each serve started gets a log of its own (`volguard-serve-N.log`), kept to the end: a later
+/// window's serve no longer overwrites the log of the one before.
+static SERVE_STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 async fn start_volguard(cp: &mut ControlPlane, port: u16) {
-    let (serve, probe) = cp.spawn_serve("volguard-serve", port, &[FLEET_USER]).await;
+    let n = SERVE_STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("volguard-serve-{n}");
+    let (serve, probe) = cp.spawn_serve(&name, port, &[FLEET_USER]).await;
     if let Some(mut old) = cp.replace_serve(serve, port, probe) {
         old.kill();
     }
@@ -326,6 +332,7 @@ async fn window(
         ),
         _ => Default::default(),
     };
+    let live_reads = load::live_reads(&serve0, &serve1);
     let (w0, w1) = (writes(serve0), writes(serve1));
     let churn_cpu_seconds = volguard_cpu(cp) - cpu0;
     if let Some(mut p) = kcm {
@@ -346,6 +353,7 @@ async fn window(
         calls,
         requests,
         catch_up,
+        live_reads,
     }
 }
 
@@ -418,8 +426,9 @@ async fn apiserver_load(
         sum(&vg, |w| w.lock_writes),
         sum(&vg, |w| w.admission_calls),
     );
-    // The first volguard window's breakdowns (its calls, its requests by kind, the catch-up after
-    // the baseline's churn); the second's catch-up follows kcm's churn, as alike.
+    // The first volguard window's calls and catch-up (after the baseline's churn; the second's
+    // follows kcm's, as alike); every volguard window's requests by kind, the second's being the
+    // take-overs a steady churn with volguard always on makes.
     let first = vg.first().copied();
     Apiserver {
         steady: [steady(&vg), steady(&kcm)],
@@ -427,7 +436,12 @@ async fn apiserver_load(
         churned_pods: churn.len(),
         windows: windows
             .iter()
-            .map(|(who, w)| (format!("{who:?}"), w.churn.seconds, w.apiserver_cpu_seconds))
+            .map(|(who, w)| load::WindowLine {
+                who: format!("{who:?}"),
+                seconds: w.churn.seconds,
+                apiserver_cpu_seconds: w.apiserver_cpu_seconds,
+                live_reads: w.live_reads.clone(),
+            })
             .collect(),
         churn_seconds: [
             mean(&base, |w| w.churn.seconds),
@@ -441,7 +455,7 @@ async fn apiserver_load(
         calls_per_1000: first.map(|w| w.calls.clone()).unwrap_or_default(),
         cpu_per_1000_churn: mean(&vg, |w| w.churn_cpu_seconds) / per_1000,
         reads_per_admission: (serve_requests - lock_writes) / admission_calls.max(1.0),
-        volguard_requests: first.map(|w| w.requests.clone()).unwrap_or_default(),
+        volguard_requests: vg.iter().map(|w| w.requests.clone()).collect(),
         catch_up: first.and_then(|w| w.catch_up).unwrap_or_default(),
     }
 }

@@ -235,6 +235,46 @@ pub struct Window {
     pub requests: [Vec<String>; 2],
     /// volguard only: the controller's catch-up before the steady state.
     pub catch_up: Option<CatchUp>,
+    /// volguard only: serve's live reads during the churn by read, kind and result
+    /// (`volguard_live_reads_total`), the ones that happened.
+    pub live_reads: Vec<(String, f64)>,
+}
+
+/// One window as the report prints it.
+#[derive(Clone, Debug)]
+pub struct WindowLine {
+    pub who: String,
+    pub seconds: f64,
+    pub apiserver_cpu_seconds: f64,
+    pub live_reads: Vec<(String, f64)>,
+}
+
+/// How many of serve's live reads each series counted between two scrapes of its metrics
+/// (`read kind result`), the series that moved only: whether a window's refusals unsure came
+/// from the apiserver's throttling or from the reads' deadline.
+pub fn live_reads(before: &str, after: &str) -> Vec<(String, f64)> {
+    let series = |text: &str| -> std::collections::BTreeMap<String, f64> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("volguard_live_reads_total{"))
+            .filter_map(|l| {
+                let (labels, value) = l.split_once("} ")?;
+                let key = labels
+                    .split(',')
+                    .filter_map(|kv| Some(kv.split_once('=')?.1.trim_matches('"')))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                Some((key, value.trim().parse::<f64>().ok()?))
+            })
+            .collect()
+    };
+    let (a, b) = (series(before), series(after));
+    b.into_iter()
+        .map(|(k, v)| {
+            let d = v - a.get(&k).copied().unwrap_or(0.0);
+            (k, d)
+        })
+        .filter(|(_, d)| *d > 0.0)
+        .collect()
 }
 
 /// What a controller started after the baseline's churn (which ran with volguard stopped, as an

@@ -60,8 +60,9 @@ pub struct Apiserver {
     pub churn: [Load; 2],
     /// Pods churned in each window.
     pub churned_pods: usize,
-    /// Each window in its order: who, its churn's seconds, kube-apiserver's CPU seconds in it.
-    pub windows: Vec<(String, f64, f64)>,
+    /// Each window in its order: who, its churn's seconds, kube-apiserver's CPU seconds in it,
+    /// serve's live reads in it.
+    pub windows: Vec<crate::load::WindowLine>,
     /// The mean churn seconds of each setup's windows: baseline, volguard, kcm.
     pub churn_seconds: [f64; 3],
     /// kube-apiserver's CPU seconds per 1,000 churned pods (each setup's windows' mean):
@@ -72,7 +73,8 @@ pub struct Apiserver {
     pub cpu_per_1000_churn: f64,
     pub reads_per_admission: f64,
     /// volguard's requests by kind from the audit log, steady and during the churn (top few).
-    pub volguard_requests: [Vec<String>; 2],
+    /// Each volguard window's, in order: steady, churn.
+    pub volguard_requests: Vec<[Vec<String>; 2]>,
     /// The controller's catch-up after the baseline's churn without volguard.
     pub catch_up: crate::load::CatchUp,
 }
@@ -313,9 +315,29 @@ pub fn print_load(a: &Apiserver) {
     let order: Vec<String> = a
         .windows
         .iter()
-        .map(|(who, seconds, cpu)| format!("{who} {seconds:.0} s ({cpu:.0} CPU s)"))
+        .map(|w| {
+            format!(
+                "{} {:.0} s ({:.0} CPU s)",
+                w.who, w.seconds, w.apiserver_cpu_seconds
+            )
+        })
         .collect();
     println!("  windows in order: {}", order.join(", "));
+    for (i, w) in a.windows.iter().enumerate() {
+        if !w.live_reads.is_empty() {
+            let reads: Vec<String> = w
+                .live_reads
+                .iter()
+                .map(|(k, n)| format!("{k} {n:.0}"))
+                .collect();
+            println!(
+                "    window {} ({}) serve's live reads: {}",
+                i + 1,
+                w.who,
+                reads.join(", ")
+            );
+        }
+    }
     println!(
         "  kube-apiserver CPU s per 1,000 pods churned (baseline / volguard): {:.1} / {:.1} (×{:.2})",
         a.apiserver_cpu_per_1000[0],
@@ -337,10 +359,15 @@ pub fn print_load(a: &Apiserver) {
         cu.requests / cu.locks_cleared.max(1.0),
         cu.bytes / 1e6
     );
-    for (when, lines) in ["steady", "churn"].iter().zip(&a.volguard_requests) {
-        println!("  volguard's requests {when} (audit log):");
-        for l in lines {
-            println!("    {l}");
+    for (i, window) in a.volguard_requests.iter().enumerate() {
+        for (when, lines) in ["steady", "churn"].iter().zip(window) {
+            println!(
+                "  volguard's requests {when}, window {} (audit log):",
+                i + 1
+            );
+            for l in lines {
+                println!("    {l}");
+            }
         }
     }
 }
@@ -426,11 +453,12 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
             "volguard": load_json(&a.steady[0]), "kcm": load_json(&a.steady[1]),
             "churn": {"pods": a.churned_pods, "volguard": load_json(&a.churn[0]), "kcm": load_json(&a.churn[1]),
                       "seconds": {"baseline": a.churn_seconds[0], "volguard": a.churn_seconds[1], "kcm": a.churn_seconds[2]},
-                      "windows": a.windows.iter().map(|(who, seconds, cpu)| json!({"who": who, "seconds": seconds, "apiserver_cpu_seconds": cpu})).collect::<Vec<_>>(),
+                      "windows": a.windows.iter().map(|w| json!({"who": w.who, "seconds": w.seconds, "apiserver_cpu_seconds": w.apiserver_cpu_seconds,
+                                                                  "live_reads": w.live_reads.iter().cloned().collect::<std::collections::BTreeMap<_, _>>()})).collect::<Vec<_>>(),
                       "apiserver_cpu_seconds_per_1000_pods": {"baseline": a.apiserver_cpu_per_1000[0], "volguard": a.apiserver_cpu_per_1000[1]},
                       "volguard_cpu_seconds_per_1000_pods": a.cpu_per_1000_churn},
             "serve_reads_per_admission_call": a.reads_per_admission,
-            "volguard_requests": {"steady": a.volguard_requests[0], "churn": a.volguard_requests[1]},
+            "volguard_requests": a.volguard_requests.iter().map(|[steady, churn]| json!({"steady": steady, "churn": churn})).collect::<Vec<_>>(),
             "catch_up": {"seconds": a.catch_up.seconds, "locks_cleared": a.catch_up.locks_cleared,
                          "requests": a.catch_up.requests, "bytes": a.catch_up.bytes},
         },

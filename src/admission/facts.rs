@@ -17,6 +17,7 @@ use crate::rules::rwo_lock::{self, RwoLock, Via};
 use crate::rules::{
     Decision, Fact, binding, finalizer_guard, force_delete, pod_create, pod_status, protect,
 };
+use crate::state::By;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -210,7 +211,7 @@ impl Admission {
         if let (Some(n), Fact::Found(cached)) = (pod.node_name(), &node)
             && cached.is_out_of_service()
         {
-            node = self.cluster.node_confirmed(n).await;
+            node = self.cluster.node_confirmed(n, By::Cap).await;
         }
         let gone = match pod.node_name() {
             // Boxed: a read taken only for a node gone, kept out of every review's future.
@@ -281,7 +282,7 @@ impl Admission {
             Some(n) if ends => {
                 // Boxed: both reads in one future, kept out of every review's future.
                 Box::pin(async {
-                    let node = self.cluster.node_confirmed(n).await;
+                    let node = self.cluster.node_confirmed(n, By::Cap).await;
                     let gone = self
                         .gone_record(n, &node, old.metadata.creation_timestamp)
                         .await;
@@ -482,7 +483,7 @@ impl Admission {
         // missing or replaced proves nothing until the grace has passed (adversary review).
         let uidless = b.metadata.uid.is_empty();
         let mut pod = match uidless {
-            true => self.cluster.pod_live(&ns, &name).await,
+            true => self.cluster.pod_live(&ns, &name, By::Cap).await,
             false => self.cluster.pod(&ns, &name).await,
         };
         // The bind names the pod's UID: a cached pod of that name with another UID is an older
@@ -491,7 +492,7 @@ impl Admission {
             && !uidless
             && p.metadata.uid != b.metadata.uid
         {
-            pod = self.cluster.pod_live(&ns, &name).await;
+            pod = self.cluster.pod_live(&ns, &name, By::Cap).await;
         }
         let pod = match pod {
             Fact::Found(p) => p,

@@ -10,6 +10,7 @@ use crate::model::{Node, Pod, Pvc};
 use crate::rules::rwo::{self, ClaimFacts};
 use crate::rules::rwo_lock::{self, LockStep, Named, NodeHold, RwoLock, Via};
 use crate::rules::{Decision, Fact};
+use crate::state::By;
 use crate::state::writer::Swap;
 use std::sync::Arc;
 
@@ -297,9 +298,10 @@ impl Admission {
         let writer_stored = current.as_ref().is_some_and(|l| {
             l.via != Some(Via::Bind) && self.cluster.store().pod_stored(ns, &l.pod, &l.uid)
         });
+        let reads = By::Until(reads_by(tokio::time::Instant::now(), until));
         let hold = match &current {
             Some(l) if l.node != node => {
-                tokio::time::timeout_at(until, self.node_hold(ns, claim, pvc, l))
+                tokio::time::timeout_at(until, self.node_hold(ns, claim, pvc, l, reads))
                     .await
                     .ok()
             }
@@ -321,7 +323,7 @@ impl Admission {
                 if l.node == node
                     && (l.pod != pod.metadata.name || *l.uid != *pod.metadata.uid) =>
             {
-                tokio::time::timeout_at(until, self.named_placement(ns, pvc, l))
+                tokio::time::timeout_at(until, self.named_placement(ns, pvc, l, reads))
                     .await
                     .ok()
             }
@@ -404,6 +406,7 @@ impl Admission {
         claim: &str,
         pvc: &Pvc,
         lock: &RwoLock,
+        reads: By,
     ) -> (
         Fact<Vec<Pod>>,
         Fact<Arc<Pod>>,
@@ -415,7 +418,7 @@ impl Admission {
         if let Fact::Found(n) = &node
             && n.is_out_of_service()
         {
-            node = self.cluster.node_confirmed(&lock.node).await;
+            node = self.cluster.node_confirmed(&lock.node, reads).await;
         }
         let cached = match self.cluster.pods_naming(ns, claim).await {
             Fact::Found(pods) => pods
@@ -441,15 +444,18 @@ impl Admission {
         let (users, writer) = match cached {
             Some(p) => (Fact::Found(vec![p]), Fact::Missing),
             None => {
-                let users = self.cluster.pods_on_node_consistent(ns, &lock.node, |p| {
-                    rwo_lock::uses_on(p, ns, claim, &lock.node)
-                });
+                let users = self.cluster.pods_on_node_consistent(
+                    ns,
+                    &lock.node,
+                    |p| rwo_lock::uses_on(p, ns, claim, &lock.node),
+                    reads,
+                );
                 if self.seen_gone(lock) {
                     (users.await, Fact::Missing)
                 } else {
                     let (mut users, mut writer) = (
                         std::pin::pin!(users),
-                        std::pin::pin!(self.cluster.pod_live(ns, &lock.pod)),
+                        std::pin::pin!(self.cluster.pod_live(ns, &lock.pod, reads)),
                     );
                     tokio::select! {
                         u = &mut users => match in_use(&u) {
@@ -486,6 +492,7 @@ impl Admission {
         ns: &str,
         pvc: &Pvc,
         lock: &RwoLock,
+        reads: By,
     ) -> (Fact<Arc<Pod>>, std::time::Duration) {
         let raw = pvc
             .metadata
@@ -509,7 +516,7 @@ impl Admission {
         };
         let writer = match cached {
             Some(p) => Fact::Found(p),
-            None => self.cluster.pod_live(ns, &lock.pod).await,
+            None => self.cluster.pod_live(ns, &lock.pod, reads).await,
         };
         (writer, observed)
     }
@@ -534,6 +541,15 @@ pub const MAX_SWAPS: usize = 4;
 /// How long before the dispatcher's deadline the lock answers a late placement itself (refused):
 /// enough for the answer to be built and sent before the dispatcher's late allow would be.
 const LOCK_MARGIN: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// When a lock step's reads must have their answers, sent at `now` in a placement answered by
+/// `until`: two thirds of what is left, the last third kept for the lock's write (an unanswered
+/// write may still land and hold its node: `swap_lock`). Reads cut sooner, at the 2 s of a short
+/// webhook, were refused unsure by the thousand under throttling at 5,000 nodes, each refusal
+/// retried by the scheduler with the same reads (`make bench-scale`).
+fn reads_by(now: tokio::time::Instant, until: tokio::time::Instant) -> tokio::time::Instant {
+    now + until.saturating_duration_since(now) * 2 / 3
+}
 
 /// The lock step's outcome.
 enum Locked {
@@ -567,3 +583,7 @@ fn claims_names(claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)]) -> Str
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+#[path = "placement_tests.rs"]
+mod tests;

@@ -66,6 +66,7 @@ pub fn registry() -> (Arc<MetricsRegistry>, Arc<metrics::ControllerMetrics>) {
     let metrics = Arc::new(MetricsRegistry::default());
     crate::runtime::build::register(&metrics);
     crate::runtime::process::register(&metrics);
+    crate::state::live_reads::register(&metrics);
     let cmetrics = Arc::new(metrics::ControllerMetrics::register(&metrics));
     (metrics, cmetrics)
 }

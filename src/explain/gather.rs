@@ -112,7 +112,7 @@ pub(super) async fn gather_node(
     file: Option<String>,
 ) -> anyhow::Result<node::NodeExplanation> {
     let name = args.name.as_str();
-    let n = found(view.node_confirmed(name).await)?;
+    let n = found(view.node_confirmed(name, state::By::Cap).await)?;
     let lease = match view.lease_renewed(name).await {
         Fact::Found(t) => t,
         Fact::Missing | Fact::Unknown(_) => None,

@@ -128,6 +128,7 @@ impl ServeMetrics {
         runtime::process::register(&registry);
         let admission = Arc::new(Metrics::register(registry.clone()));
         let audit = state::audit::AuditMetrics::register(&registry);
+        state::live_reads::register(&registry);
         let locks = registry.add(
             "volguard_rwo_locks",
             "ReadWriteOnce lock operations by result (taken, taken_over, conflict_retried, waited, refused, unconfirmed, write_failed)",

@@ -2,7 +2,7 @@
 //! (watch caches first, a live GET on a miss, a live LIST for the finalizer guard).
 
 use super::Store;
-use super::live::LiveCluster;
+use super::live::{By, LiveCluster};
 use crate::model::{Node, Pod, Pv, Pvc};
 use crate::rules::Fact;
 use std::sync::Arc;
@@ -69,12 +69,12 @@ impl Cluster {
 
     /// The node as the apiserver has it now, never a cache: what allows a force delete ("node
     /// gone", "out-of-service") must not come from a cache that still shows a taint removed a
-    /// moment ago (rules.md §2d, kubernetes#142331).
-    pub async fn node_confirmed(&self, name: &str) -> Fact<Arc<Node>> {
+    /// moment ago (rules.md §2d, kubernetes#142331). Answered `by` then.
+    pub async fn node_confirmed(&self, name: &str, by: By) -> Fact<Arc<Node>> {
         super::reads::note();
         match self {
             Cluster::Offline(s) => from_cache(s.nodes.get("", name)),
-            Cluster::Live(l) => l.node_live(name).await,
+            Cluster::Live(l) => l.node_live(name, by).await,
         }
     }
 
@@ -163,12 +163,12 @@ impl Cluster {
     }
 
     /// The pod as the apiserver has it now, never a cache (a bind whose pod UID differs from the
-    /// cached pod's).
-    pub async fn pod_live(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
+    /// cached pod's). Answered `by` then.
+    pub async fn pod_live(&self, namespace: &str, name: &str, by: By) -> Fact<Arc<Pod>> {
         super::reads::note();
         match self {
             Cluster::Offline(s) => from_cache(s.pods.get(namespace, name)),
-            Cluster::Live(l) => l.pod_live(namespace, name).await,
+            Cluster::Live(l) => l.pod_live(namespace, name, by).await,
         }
     }
 
@@ -227,12 +227,13 @@ impl Cluster {
     }
 
     /// The pods of a namespace on `node` that `keep` accepts, read consistently (a live LIST
-    /// the apiserver filters by node).
+    /// the apiserver filters by node), answered `by` then.
     pub async fn pods_on_node_consistent(
         &self,
         namespace: &str,
         node: &str,
         keep: impl Fn(&Pod) -> bool + Send + Sync,
+        by: By,
     ) -> Fact<Vec<Pod>> {
         super::reads::note();
         match self {
@@ -240,7 +241,7 @@ impl Cluster {
                 self.pods_consistent(namespace, |p| p.node_name() == Some(node) && keep(p))
                     .await
             }
-            Cluster::Live(l) => l.pods_on_node_consistent(namespace, node, keep).await,
+            Cluster::Live(l) => l.pods_on_node_consistent(namespace, node, keep, by).await,
         }
     }
 

@@ -12,6 +12,7 @@ pub mod fences;
 pub mod gone_pods;
 pub mod leases;
 pub mod live;
+pub mod live_reads;
 pub mod loader;
 pub mod lock_clock;
 pub mod network_fences;
@@ -24,7 +25,7 @@ mod watch;
 pub mod writer;
 
 pub use cluster::Cluster;
-pub use live::{Needs, ViewChange};
+pub use live::{By, Needs, ViewChange};
 
 /// Where a view comes from.
 pub enum Source<'a> {

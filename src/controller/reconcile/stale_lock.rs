@@ -82,9 +82,13 @@ impl Reconciler {
             None => Fact::Missing,
         };
         self.limiter.acquire().await;
-        let users = list_pods_on_node_in(&self.client, ns, &lock.node, |p| {
-            rwo_lock::uses_on(p, ns, name, &lock.node)
-        })
+        let users = list_pods_on_node_in(
+            &self.client,
+            ns,
+            &lock.node,
+            |p| rwo_lock::uses_on(p, ns, name, &lock.node),
+            crate::state::By::Cap,
+        )
         .await;
         self.limiter.acquire().await;
         let writer = match crate::state::now::namespaced::<Pod>(&self.client, ns, &lock.pod)

@@ -231,13 +231,16 @@ impl Admission {
         until: tokio::time::Instant,
     ) -> Locked {
         let mut writes = Vec::new();
+        // One instant for every claim's reads of this round: the writes keep their third
+        // whatever the number of claims.
+        let reads = reads_by(tokio::time::Instant::now(), until);
         for (i, (claim, pvc)) in claims.iter().enumerate() {
             let Fact::Found(pvc) = pvc else { continue };
             if !pvc.is_rwo() || claim.read_only {
                 continue;
             }
             match self
-                .lock_step(pod, node, via, &claim.name, pvc, until)
+                .lock_step(pod, node, via, &claim.name, pvc, reads)
                 .await
             {
                 // A pod CREATE that names its node is retried by nobody: waiting inside the
@@ -276,10 +279,11 @@ impl Admission {
         self.write_locks(pod, node, writes, until).await
     }
 
-    /// One claim's lock step, on the facts it needs read by `until`: what holds a lock on
-    /// another node, or whether the placement this node's lock names is settled. Not read in
-    /// time: the lock on the other node holds (unsure means in use), and the named placement is
-    /// taken as in flight.
+    /// One claim's lock step, on the facts it needs, all read by `reads` (every read of the
+    /// step, the node's record of deletion and its Lease included: the write's time is not
+    /// theirs): what holds a lock on another node, or whether the placement this node's lock
+    /// names is settled. Not read in time: the lock on the other node holds (unsure means in
+    /// use), and the named placement is taken as in flight.
     async fn lock_step(
         &self,
         pod: &Pod,
@@ -287,7 +291,7 @@ impl Admission {
         via: Via,
         claim: &str,
         pvc: &Pvc,
-        until: tokio::time::Instant,
+        reads: tokio::time::Instant,
     ) -> LockStep {
         let ns = &pvc.metadata.namespace;
         let current = RwoLock::of(pvc);
@@ -298,10 +302,10 @@ impl Admission {
         let writer_stored = current.as_ref().is_some_and(|l| {
             l.via != Some(Via::Bind) && self.cluster.store().pod_stored(ns, &l.pod, &l.uid)
         });
-        let reads = By::Until(reads_by(tokio::time::Instant::now(), until));
+        let by = By::Until(reads);
         let hold = match &current {
             Some(l) if l.node != node => {
-                tokio::time::timeout_at(until, self.node_hold(ns, claim, pvc, l, reads))
+                tokio::time::timeout_at(reads, self.node_hold(ns, claim, pvc, l, by))
                     .await
                     .ok()
             }
@@ -323,7 +327,7 @@ impl Admission {
                 if l.node == node
                     && (l.pod != pod.metadata.name || *l.uid != *pod.metadata.uid) =>
             {
-                tokio::time::timeout_at(until, self.named_placement(ns, pvc, l, reads))
+                tokio::time::timeout_at(reads, self.named_placement(ns, pvc, l, by))
                     .await
                     .ok()
             }

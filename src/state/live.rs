@@ -42,6 +42,17 @@ impl By {
             By::Until(t) => t,
         }
     }
+
+    /// The permits its reads take: a read that waits out the apiserver's throttling holds its
+    /// permit through the client's `Retry-After` sleeps, so such reads draw from a pool of their
+    /// own, and a throttled take-over never makes a 2 s read time out waiting for a permit
+    /// (adversary review).
+    fn permits(self) -> &'static tokio::sync::Semaphore {
+        match self {
+            By::Cap => &LIVE_READS,
+            By::Until(_) => &PATIENT_READS,
+        }
+    }
 }
 
 /// Which collections a live view watches (and keeps in its stores and indexes).
@@ -373,6 +384,11 @@ impl LiveCluster {
 pub const MAX_LIVE_READS: usize = 32;
 static LIVE_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_LIVE_READS);
 
+/// As `MAX_LIVE_READS`, for the reads that may wait longer (`By::Until`): the take-over's, a few
+/// pods of one node or one object each.
+pub const MAX_PATIENT_READS: usize = 16;
+static PATIENT_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_PATIENT_READS);
+
 /// Pods per page of a consistent LIST: a 20,000-pod namespace is ~200 MB of JSON in one
 /// response; paged, at most one page is held at a time (rules.md §2c "bounded reads").
 pub const LIST_PAGE: u32 = 500;
@@ -459,7 +475,7 @@ fn list_pods<'a>(
             let mut params = first.limit(LIST_PAGE);
             loop {
                 let page = tokio::time::timeout_at(by.deadline(), async {
-                    let _permit = LIVE_READS.acquire().await;
+                    let _permit = by.permits().acquire().await;
                     api.list(&params).await
                 })
                 .await
@@ -525,7 +541,7 @@ where
 {
     Box::pin(async move {
         let read = async {
-            let _permit = LIVE_READS.acquire().await;
+            let _permit = by.permits().acquire().await;
             api.get_opt(name).await
         };
         let fact = match tokio::time::timeout_at(by.deadline(), read).await {
@@ -611,5 +627,17 @@ mod tests {
         );
         let until = t0 + Duration::from_secs(6);
         assert_eq!(By::Until(until).deadline(), until);
+    }
+
+    #[test]
+    fn reads_that_wait_longer_draw_from_a_pool_of_their_own() {
+        let until = tokio::time::Instant::now();
+        assert!(std::ptr::eq(By::Cap.permits(), &LIVE_READS));
+        assert!(std::ptr::eq(By::Until(until).permits(), &PATIENT_READS));
+        assert!(!std::ptr::eq(&LIVE_READS, &PATIENT_READS));
+        assert_eq!(
+            By::Until(until).permits().available_permits(),
+            MAX_PATIENT_READS
+        );
     }
 }

@@ -85,7 +85,7 @@ fn main() -> anyhow::Result<()> {
         drop(text);
         let store = Arc::new(store);
         let writing_floor = floor_store_writer::router(store.clone());
-        let cluster = volguard::state::Cluster::Offline(store);
+        let cluster = volguard::state::View::file(store);
         let volguard = admission_http::router(AppState {
             audit: None,
             admission: Arc::new(Admission::new(cluster, Default::default(), vec![])),

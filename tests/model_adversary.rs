@@ -46,7 +46,7 @@ const CONFIRM_FORCE_DELETE: &str = Key::ConfirmForceDelete.annotation();
 const ALLOW_FINALIZER_REMOVAL: &str = Key::AllowFinalizerRemoval.annotation();
 use volguard::rules::rule::Rule;
 use volguard::rules::upstream::{self, Reclaim};
-use volguard::state::{Cluster, Store};
+use volguard::state::{Store, View};
 
 const NS: &str = "ns";
 const CLAIM: &str = "data";
@@ -637,7 +637,7 @@ fn admit(s: &S, req: &Req, skip: Option<Rule>) -> Option<Admitted> {
     volguard::state::loader::load_str(&state_list(s), &store).expect("state loads");
     let store = Arc::new(store);
     let admission = Admission::new(
-        Cluster::Offline(store.clone()),
+        View::file(store.clone()),
         Default::default(),
         vec![OWN_CONTROLLER.to_string()],
     )

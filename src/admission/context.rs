@@ -4,12 +4,12 @@
 
 use crate::rules::enforcement::Enforcement;
 use crate::rules::force_delete::ForceDeletePolicy;
-use crate::state::Cluster;
+use crate::state::View;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
 pub struct Admission {
-    pub cluster: Cluster,
+    pub cluster: View,
     pub policy: ForceDeletePolicy,
     /// Usernames of volguard's own controller (exempt from the finalizer guard).
     pub own_controllers: Vec<String>,
@@ -41,16 +41,16 @@ pub struct Admission {
 }
 
 impl Admission {
-    pub fn new(cluster: Cluster, policy: ForceDeletePolicy, own_controllers: Vec<String>) -> Self {
-        let lock_clock = match &cluster {
-            Cluster::Offline(store) => {
-                let pvcs = store.pvcs.all();
+    pub fn new(cluster: View, policy: ForceDeletePolicy, own_controllers: Vec<String>) -> Self {
+        let lock_clock = match cluster.is_file() {
+            true => {
+                let pvcs = cluster.store().pvcs.all();
                 crate::state::lock_clock::LockClock::offline(pvcs.iter().filter_map(|p| {
                     let raw = p.metadata.annotation(crate::rules::rwo_lock::RWO_LOCK)?;
                     Some((p.metadata.namespace.as_str(), p.metadata.name.as_str(), raw))
                 }))
             }
-            Cluster::Live(_) => crate::state::lock_clock::LockClock::live(),
+            false => crate::state::lock_clock::LockClock::live(),
         };
         let mut own_identities = own_controllers.clone();
         own_identities.push(crate::runtime::identity::webhook_user());

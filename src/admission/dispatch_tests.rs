@@ -2,12 +2,12 @@
 
 use super::*;
 use crate::rules::force_delete::ForceDeletePolicy;
-use crate::state::{Cluster, Store};
+use crate::state::{Store, View};
 use std::sync::Arc;
 
 fn admission() -> Admission {
     Admission::new(
-        Cluster::Offline(Arc::new(Store::default())),
+        View::file(Arc::new(Store::default())),
         ForceDeletePolicy::default(),
         vec![],
     )
@@ -162,7 +162,7 @@ async fn a_binding_without_a_uid_writes_a_lock_naming_no_uid() {
         store.pods.apply(pod);
         store.nodes.apply(crate::model::testing::node("n1"));
         let a = Admission::new(
-            Cluster::Offline(store.clone()),
+            View::file(store.clone()),
             ForceDeletePolicy::default(),
             vec![],
         );

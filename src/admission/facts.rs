@@ -17,7 +17,8 @@ use crate::rules::rwo_lock::{self, RwoLock, Via};
 use crate::rules::{
     Decision, Fact, binding, finalizer_guard, force_delete, pod_create, pod_status, protect,
 };
-use crate::state::By;
+use crate::state::{Fresh, PodsIn};
+use futures::FutureExt;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -106,9 +107,16 @@ impl Admission {
     ) -> Vec<(crate::rules::claims::Claim, Fact<Arc<Pvc>>)> {
         let ns = &pod.metadata.namespace;
         let claims: Vec<_> = claims_of(pod).collect();
+        // A cache read answers at once (`now_or_never`: no future kept per claim); anything
+        // but a hit is read again below, confirmed live.
         let mut facts: Vec<Option<Fact<Arc<Pvc>>>> = claims
             .iter()
-            .map(|c| self.cluster.pvc_cached(ns, &c.name))
+            .map(
+                |c| match self.cluster.pvc(ns, &c.name, Fresh::Cache).now_or_never() {
+                    Some(Fact::Found(p)) => Some(Fact::Found(p)),
+                    _ => None,
+                },
+            )
             .collect();
         let misses: Vec<usize> = (0..facts.len()).filter(|i| facts[*i].is_none()).collect();
         if !misses.is_empty() {
@@ -120,7 +128,9 @@ impl Admission {
             for chunk in misses.chunks(MAX_CLAIM_READS) {
                 read.extend(
                     futures::future::join_all(
-                        chunk.iter().map(|&i| self.cluster.pvc(ns, &claims[i].name)),
+                        chunk
+                            .iter()
+                            .map(|&i| self.cluster.pvc(ns, &claims[i].name, Fresh::CacheOrLive)),
                     )
                     .await,
                 );
@@ -174,7 +184,7 @@ impl Admission {
             return Ok(Decision::allow("graceful-delete"));
         }
         let (ns, name) = name_of(&ev.metadata, req);
-        let pod = match self.cluster.pod(&ns, &name).await {
+        let pod = match self.cluster.pod(&ns, &name, Fresh::CacheOrLive).await {
             Fact::Found(p) => p,
             // Nothing to force-delete; the apiserver answers 404 itself.
             Fact::Missing => return Ok(Decision::allow("eviction-pod-missing")),
@@ -202,7 +212,7 @@ impl Admission {
     ) -> Decision {
         // The node is only read when the cheap rows did not decide (force delete of a scheduled pod).
         let mut node = match pod.node_name() {
-            Some(n) if is_force(grace) => self.cluster.node(n).await,
+            Some(n) if is_force(grace) => self.cluster.node(n, Fresh::CacheOrLive).await,
             _ => Fact::Missing,
         };
         // Rows 4 and 5 allow: a cached out-of-service taint is confirmed live first (a cache miss
@@ -211,7 +221,7 @@ impl Admission {
         if let (Some(n), Fact::Found(cached)) = (pod.node_name(), &node)
             && cached.is_out_of_service()
         {
-            node = self.cluster.node_confirmed(n, By::Cap).await;
+            node = self.cluster.node(n, Fresh::Live).await;
         }
         let gone = match pod.node_name() {
             // Boxed: a read taken only for a node gone, kept out of every review's future.
@@ -282,7 +292,7 @@ impl Admission {
             Some(n) if ends => {
                 // Boxed: both reads in one future, kept out of every review's future.
                 Box::pin(async {
-                    let node = self.cluster.node_confirmed(n, By::Cap).await;
+                    let node = self.cluster.node(n, Fresh::Live).await;
                     let gone = self
                         .gone_record(n, &node, old.metadata.creation_timestamp)
                         .await;
@@ -330,7 +340,7 @@ impl Admission {
         // outlasted the decide budget (make bench-scale), and a strip was refused "could not
         // list" instead of naming its pod.
         let (ns, name) = (&old.metadata.namespace, &old.metadata.name);
-        if let Some(cached) = self.cluster.pods_naming_cached(ns, name) {
+        if let Fact::Found(cached) = self.cluster.pods_naming(ns, name, Fresh::Cache).await {
             let blocking: Vec<crate::model::Pod> = cached
                 .iter()
                 .filter(|p| crate::rules::in_use::pod_blocks_deletion(p, pvc))
@@ -346,9 +356,11 @@ impl Admission {
         // Only the pods that block are kept while the pages stream by.
         let pods = self
             .cluster
-            .pods_consistent(&old.metadata.namespace, |p| {
-                crate::rules::in_use::pod_blocks_deletion(p, pvc)
-            })
+            .pods(
+                PodsIn::Namespace(&old.metadata.namespace),
+                |p| crate::rules::in_use::pod_blocks_deletion(p, pvc),
+                Fresh::Live,
+            )
             .await;
         Ok(with_warning(
             finalizer_guard::pvc_finalizer_removal(&old, pods.as_ref().map(Vec::as_slice)),
@@ -378,7 +390,11 @@ impl Admission {
             false => Read::Absent,
         };
         let pod = match crate::rules::claim_metadata::owner_changed(&old, &new) {
-            Some(owner) => self.cluster.pod(&old.metadata.namespace, &owner.name).await,
+            Some(owner) => {
+                self.cluster
+                    .pod(&old.metadata.namespace, &owner.name, Fresh::CacheOrLive)
+                    .await
+            }
             None => Fact::Missing,
         };
         Ok(with_warning(
@@ -410,7 +426,9 @@ impl Admission {
         }
         // The claim its claimRef names, read live: a forged phase must not decide (rules.md §2c).
         let claim = match old.spec.claim_ref.as_ref() {
-            Some(r) if !r.name.is_empty() => self.cluster.pvc_fresh(&r.namespace, &r.name).await,
+            Some(r) if !r.name.is_empty() => {
+                self.cluster.pvc(&r.namespace, &r.name, Fresh::Live).await
+            }
             _ => Fact::Missing,
         };
         Ok(with_warning(
@@ -459,7 +477,7 @@ impl Admission {
         };
         Ok(match binding::newly_bound_volume(old.as_deref(), &new) {
             Some(pv_name) => {
-                let pv = self.cluster.pv(pv_name).await;
+                let pv = self.cluster.pv(pv_name, Fresh::CacheOrLive).await;
                 binding::pvc_binding(&new, pv_name, deref(&pv))
             }
             None => Decision::allow("no-new-binding"),
@@ -483,8 +501,8 @@ impl Admission {
         // missing or replaced proves nothing until the grace has passed (adversary review).
         let uidless = b.metadata.uid.is_empty();
         let mut pod = match uidless {
-            true => self.cluster.pod_live(&ns, &name, By::Cap).await,
-            false => self.cluster.pod(&ns, &name).await,
+            true => self.cluster.pod(&ns, &name, Fresh::Live).await,
+            false => self.cluster.pod(&ns, &name, Fresh::CacheOrLive).await,
         };
         // The bind names the pod's UID: a cached pod of that name with another UID is an older
         // pod (recreated, or a lagging cache), whose claims are not this pod's. Read it live.
@@ -492,7 +510,7 @@ impl Admission {
             && !uidless
             && p.metadata.uid != b.metadata.uid
         {
-            pod = self.cluster.pod_live(&ns, &name, By::Cap).await;
+            pod = self.cluster.pod(&ns, &name, Fresh::Live).await;
         }
         let pod = match pod {
             Fact::Found(p) => p,

@@ -10,6 +10,7 @@ use crate::model::Node;
 use crate::model::fence::{FENCE_INCIDENT, Release, ReleaseAction};
 use crate::rules::proof::{self, Key, Read};
 use crate::rules::{Decision, Fact, node_taint};
+use crate::state::{Fresh, PodsIn};
 use std::sync::Arc;
 
 impl Admission {
@@ -43,7 +44,7 @@ impl Admission {
         let (incident, alive) = Box::pin(async {
             let own = self.own_controllers.contains(&req.user_info.username);
             let incident = match new.metadata.annotation(FENCE_INCIDENT) {
-                Some(i) if own && adds_taint => self.cluster.node_fence(i).await,
+                Some(i) if own && adds_taint => self.cluster.node_fence(i, Fresh::Live).await,
                 _ => Fact::Missing,
             };
             // The stored Ready: at CREATE, the object's own (what is stored, as the policy reads it).
@@ -85,9 +86,14 @@ impl Admission {
         let node = object::<Node>(&req.old_object, "oldObject")?;
         let name = node.metadata.name.clone();
         let (users, fences, alive) = Box::pin(async {
-            let users = self.cluster.claim_users_on_node(&name).await;
+            let users = self
+                .cluster
+                .pods(PodsIn::Node(&name), claim_user, Fresh::Live)
+                .await;
             let fences = match &users {
-                Fact::Found(u) if !u.is_empty() => self.cluster.fences_of_node(&name).await,
+                Fact::Found(u) if !u.is_empty() => {
+                    self.cluster.fences_of_node(&name, Fresh::Live).await
+                }
                 _ => Fact::Found(Vec::new()),
             };
             let alive = match &users {
@@ -153,7 +159,7 @@ impl Admission {
         if ready == Some(true) {
             return Fact::Found("it reports Ready".into());
         }
-        match self.cluster.lease_renewed(node).await {
+        match self.lease_renewed(node).await {
             Fact::Found(renewed) => {
                 match crate::rules::fencing::alive(
                     ready,
@@ -182,7 +188,7 @@ impl Admission {
         if !matches!(fact, Fact::Missing) {
             return None;
         }
-        match self.cluster.fences_of_node(node).await {
+        match self.cluster.fences_of_node(node, Fresh::Live).await {
             Fact::Found(all) => {
                 let f = crate::model::fence::proof_of_down(
                     &all,
@@ -193,7 +199,7 @@ impl Admission {
                 // No record proves a node down while its Lease renews (rules.md §8): a kubelet
                 // that still heartbeats after the record was written runs its pods.
                 match (
-                    self.cluster.lease_renewed(node).await,
+                    self.lease_renewed(node).await,
                     f.metadata.creation_timestamp,
                 ) {
                     (Fact::Found(Some(renewed)), Some(at)) if renewed > at => None,
@@ -204,4 +210,19 @@ impl Admission {
             Fact::Missing | Fact::Unknown(_) => None,
         }
     }
+}
+
+impl Admission {
+    /// The node's Lease renewTime, read live (`None`: no Lease, never renewed, or not a time).
+    async fn lease_renewed(&self, node: &str) -> Fact<Option<jiff::Timestamp>> {
+        self.cluster
+            .lease_renew_time(node, Fresh::Live)
+            .await
+            .map(|t| t.and_then(|t| t.parse().ok()))
+    }
+}
+
+/// A pod a Node DELETE releases: not terminal, using a claim (rules.md §7).
+fn claim_user(p: &crate::model::Pod) -> bool {
+    !p.is_terminal() && crate::rules::claims::uses_claims(p)
 }

@@ -10,8 +10,8 @@ use crate::model::{Node, Pod, Pvc};
 use crate::rules::rwo::{self, ClaimFacts};
 use crate::rules::rwo_lock::{self, LockStep, Named, NodeHold, RwoLock, Via};
 use crate::rules::{Decision, Fact};
-use crate::state::By;
 use crate::state::writer::Swap;
+use crate::state::{Fresh, PodsIn};
 use std::sync::Arc;
 
 impl Admission {
@@ -77,7 +77,8 @@ impl Admission {
                     let name = claims[i].0.name.clone();
                     match tokio::time::timeout_at(
                         until,
-                        self.cluster.pvc_fresh(&pod.metadata.namespace, &name),
+                        self.cluster
+                            .pvc(&pod.metadata.namespace, &name, Fresh::Live),
                     )
                     .await
                     {
@@ -94,7 +95,8 @@ impl Admission {
             // reason to allow (rules.md §2f). The scheduler retries.
             let fresh = tokio::time::timeout_at(
                 until,
-                self.cluster.pvc_fresh(&pod.metadata.namespace, &name),
+                self.cluster
+                    .pvc(&pod.metadata.namespace, &name, Fresh::Live),
             )
             .await;
             match fresh {
@@ -168,7 +170,11 @@ impl Admission {
                 Fact::Unknown(_) => false,
             };
             if rwo && !claim.read_only {
-                let pods = match self.cluster.pods_naming(ns, &claim.name).await {
+                let pods = match self
+                    .cluster
+                    .pods_naming(ns, &claim.name, Fresh::CacheOrLive)
+                    .await
+                {
                     Fact::Found(pods) => pods,
                     Fact::Missing => Vec::new(),
                     Fact::Unknown(e) => {
@@ -184,7 +190,7 @@ impl Admission {
                         && other.node_name().is_some_and(|n| n != node);
                     if elsewhere {
                         let n = other.node_name().unwrap_or_default().to_string();
-                        let mut fact = self.cluster.node(&n).await;
+                        let mut fact = self.cluster.node(&n, Fresh::CacheOrLive).await;
                         // A node gone counts only with a record of its deletion on proof; without
                         // one its machine may still run the holder: unsure, so it holds.
                         if matches!(fact, Fact::Missing)
@@ -302,7 +308,7 @@ impl Admission {
         let writer_stored = current.as_ref().is_some_and(|l| {
             l.via != Some(Via::Bind) && self.cluster.store().pod_stored(ns, &l.pod, &l.uid)
         });
-        let by = By::Until(reads);
+        let by = Fresh::LiveUntil(reads);
         let hold = match &current {
             Some(l) if l.node != node => {
                 tokio::time::timeout_at(reads, self.node_hold(ns, claim, pvc, l, by))
@@ -410,7 +416,7 @@ impl Admission {
         claim: &str,
         pvc: &Pvc,
         lock: &RwoLock,
-        reads: By,
+        reads: Fresh,
     ) -> (
         Fact<Vec<Pod>>,
         Fact<Arc<Pod>>,
@@ -418,13 +424,17 @@ impl Admission {
         bool,
         std::time::Duration,
     ) {
-        let mut node = self.cluster.node(&lock.node).await;
+        let mut node = self.cluster.node(&lock.node, Fresh::CacheOrLive).await;
         if let Fact::Found(n) = &node
             && n.is_out_of_service()
         {
-            node = self.cluster.node_confirmed(&lock.node, reads).await;
+            node = self.cluster.node(&lock.node, reads).await;
         }
-        let cached = match self.cluster.pods_naming(ns, claim).await {
+        let cached = match self
+            .cluster
+            .pods_naming(ns, claim, Fresh::CacheOrLive)
+            .await
+        {
             Fact::Found(pods) => pods
                 .iter()
                 .find(|p| rwo_lock::uses_on(p, ns, claim, &lock.node))
@@ -448,9 +458,8 @@ impl Admission {
         let (users, writer) = match cached {
             Some(p) => (Fact::Found(vec![p]), Fact::Missing),
             None => {
-                let users = self.cluster.pods_on_node_consistent(
-                    ns,
-                    &lock.node,
+                let users = self.cluster.pods(
+                    PodsIn::NamespaceOnNode(ns, &lock.node),
                     |p| rwo_lock::uses_on(p, ns, claim, &lock.node),
                     reads,
                 );
@@ -459,7 +468,7 @@ impl Admission {
                 } else {
                     let (mut users, mut writer) = (
                         std::pin::pin!(users),
-                        std::pin::pin!(self.cluster.pod_live(ns, &lock.pod, reads)),
+                        std::pin::pin!(self.cluster.pod(ns, &lock.pod, reads)),
                     );
                     tokio::select! {
                         u = &mut users => match in_use(&u) {
@@ -496,7 +505,7 @@ impl Admission {
         ns: &str,
         pvc: &Pvc,
         lock: &RwoLock,
-        reads: By,
+        reads: Fresh,
     ) -> (Fact<Arc<Pod>>, std::time::Duration) {
         let raw = pvc
             .metadata
@@ -510,7 +519,7 @@ impl Admission {
         if self.seen_gone(lock) {
             return (Fact::Missing, observed);
         }
-        let cached = match self.cluster.pod(ns, &lock.pod).await {
+        let cached = match self.cluster.pod(ns, &lock.pod, Fresh::CacheOrLive).await {
             Fact::Found(p)
                 if *p.metadata.uid == *lock.uid && (p.node_name().is_some() || p.is_terminal()) =>
             {
@@ -520,7 +529,7 @@ impl Admission {
         };
         let writer = match cached {
             Some(p) => Fact::Found(p),
-            None => self.cluster.pod_live(ns, &lock.pod, reads).await,
+            None => self.cluster.pod(ns, &lock.pod, reads).await,
         };
         (writer, observed)
     }

@@ -6,6 +6,7 @@ use super::objects::{deref, fill_namespace, object};
 use super::review::{Embedded, Request};
 use crate::model::{Meta, Pv, Pvc};
 use crate::rules::{Decision, Fact};
+use crate::state::{Fresh, PodsIn};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -125,7 +126,7 @@ impl Admission {
             let r = r.filter(|r| !r.name.is_empty()).cloned();
             async move {
                 match r {
-                    Some(r) => self.cluster.pvc_fresh(&r.namespace, &r.name).await,
+                    Some(r) => self.cluster.pvc(&r.namespace, &r.name, Fresh::Live).await,
                     None => Fact::Missing,
                 }
             }
@@ -146,11 +147,18 @@ impl Admission {
             Some(c) => {
                 let users = self
                     .cluster
-                    .pods_consistent(&c.metadata.namespace, |p| {
-                        crate::rules::in_use::pod_blocks_deletion(p, c)
-                    })
+                    .pods(
+                        PodsIn::Namespace(&c.metadata.namespace),
+                        |p| crate::rules::in_use::pod_blocks_deletion(p, c),
+                        Fresh::Live,
+                    )
                     .await;
-                (users, self.cluster.namespace(&c.metadata.namespace).await)
+                (
+                    users,
+                    self.cluster
+                        .namespace(&c.metadata.namespace, Fresh::Live)
+                        .await,
+                )
             }
             None => (Fact::Missing, Fact::Missing),
         };
@@ -184,13 +192,16 @@ impl Admission {
         };
         let (volume, namespace) = Box::pin(async {
             let volume = match volume_name.as_deref().filter(|v| !v.is_empty()) {
-                Some(v) => self.cluster.pv(v).await,
+                Some(v) => self.cluster.pv(v, Fresh::CacheOrLive).await,
                 // Bound from the volume's side only (its claimRef names this claim, the claim's
                 // volumeName not yet set): the PV controller releases that volume when the claim
                 // goes, as it would a fully bound one (rules.md §2i).
                 None => self.volume_claiming(old),
             };
-            (volume, self.cluster.namespace(&old.namespace).await)
+            (
+                volume,
+                self.cluster.namespace(&old.namespace, Fresh::Live).await,
+            )
         })
         .await;
         let behind = dp::Behind {

@@ -12,7 +12,7 @@ pub mod registration;
 use crate::controller::args::ControllerArgs;
 use crate::runtime::{MetricsRegistry, probes, shutdown_signal};
 use crate::state::live::Change;
-use crate::state::{self, Cluster, Needs, ViewChange};
+use crate::state::{self, Needs, ViewChange};
 use queue::{Backoff, Queue};
 use reconcile::{Key, Reconciler, ReconcilerConfig};
 use std::sync::Arc;
@@ -51,11 +51,11 @@ async fn follow(mut changes: tokio::sync::broadcast::Receiver<ViewChange>, r: Ar
 }
 
 fn enqueue_all(r: &Reconciler) {
-    for p in r.store.pvcs.all() {
+    for p in r.view.store().pvcs.all() {
         r.queue
             .add(Key::pvc(&p.metadata.namespace, &p.metadata.name));
     }
-    for p in r.store.pvs.all() {
+    for p in r.view.store().pvs.all() {
         r.queue.add(Key::Pv(p.metadata.name.clone()));
     }
 }
@@ -76,20 +76,17 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = crate::runtime::kube::client(args.kubeconfig.as_deref()).await?;
     let (metrics, cmetrics) = registry();
     // Followers keep warm caches too, so a takeover starts from synced state.
-    let view = match state::open(
+    let view = state::open(
         state::Source::Live(client.clone()),
         Needs::controller(args.fencing.enabled),
-    )? {
-        Cluster::Live(live) => live,
-        Cluster::Offline(_) => unreachable!("a live source opens a live view"),
-    };
+    )?;
     let reconciler = reconciler(&args, &client, &view, &cmetrics);
     let queue = reconciler.queue.clone();
     tokio::spawn(follow(view.subscribe(), reconciler.clone()));
     let registration_status = registration::Status::default();
     serve_probes(&args, &metrics, &view, registration_status.clone()).await?;
     // Parsed before leadership: a bad fencing flag fails at start, not at takeover.
-    let fencer = fencer(&args, &metrics, &view)?;
+    let fencer = fencer(&args, &client, &metrics, &view)?;
     let elector = elector(&args, &client)?;
 
     let shutdown = shutdown_signal();
@@ -153,7 +150,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
 fn reconciler(
     args: &ControllerArgs,
     client: &kube::Client,
-    view: &state::live::LiveCluster,
+    view: &state::View,
     cmetrics: &Arc<metrics::ControllerMetrics>,
 ) -> Arc<Reconciler> {
     let queue = Queue::new(Backoff {
@@ -162,7 +159,7 @@ fn reconciler(
     });
     Arc::new(Reconciler::new(
         client.clone(),
-        view.store.clone(),
+        view.clone(),
         queue,
         cmetrics.clone(),
         ReconcilerConfig {
@@ -179,7 +176,7 @@ fn reconciler(
 async fn serve_probes(
     args: &ControllerArgs,
     metrics: &Arc<MetricsRegistry>,
-    view: &Arc<state::live::LiveCluster>,
+    view: &state::View,
     registration_status: registration::Status,
 ) -> anyhow::Result<()> {
     let ready_view = view.clone();
@@ -207,8 +204,9 @@ async fn serve_probes(
 
 fn fencer(
     args: &ControllerArgs,
+    client: &kube::Client,
     metrics: &MetricsRegistry,
-    view: &Arc<state::live::LiveCluster>,
+    view: &state::View,
 ) -> anyhow::Result<Option<Arc<crate::fencing::Fencer>>> {
     if !args.fencing.enabled {
         return Ok(None);
@@ -217,6 +215,7 @@ fn fencer(
     let fm = Arc::new(crate::fencing::metrics::FencingMetrics::register(metrics));
     Ok(Some(crate::fencing::Fencer::new(
         view.clone(),
+        client.clone(),
         args.identity(),
         cfg,
         fm,
@@ -265,7 +264,7 @@ impl Leading {
     ) -> Leading {
         let mut tasks = vec![
             spawn_unused_gauges(
-                reconciler.store.clone(),
+                reconciler.view.store().clone(),
                 cmetrics.clone(),
                 metrics,
                 args.per_pvc_unused_metrics,

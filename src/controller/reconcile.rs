@@ -7,9 +7,9 @@ use crate::model::{PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UNUSED_SINCE};
 use crate::rules::Fact;
 use crate::rules::release::{self, Blocker, PvPlan, PvcPlan, UnusedSince};
 use crate::rules::rwo_lock::{self, RWO_LOCK, RwoLock};
-use crate::state::Store;
-use crate::state::live::{Change, list_pods_consistent, list_pods_on_node_in};
+use crate::state::live::Change;
 use crate::state::writer::Writer;
+use crate::state::{Fresh, PodsIn, View};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as k8s;
 use kube::api::Patch;
@@ -73,7 +73,8 @@ const RELEASE_IN_FLIGHT: usize = 8;
 
 pub struct Reconciler {
     pub client: kube::Client,
-    pub store: Arc<Store>,
+    /// The controller's view (its watch caches; live reads through it).
+    pub view: View,
     pub queue: Arc<Queue<Key>>,
     metrics: Arc<ControllerMetrics>,
     /// Every write: patches with a `test`, Events.
@@ -95,7 +96,7 @@ pub struct Reconciler {
 impl Reconciler {
     pub fn new(
         client: kube::Client,
-        store: Arc<Store>,
+        view: View,
         queue: Arc<Queue<Key>>,
         metrics: Arc<ControllerMetrics>,
         config: ReconcilerConfig,
@@ -104,7 +105,7 @@ impl Reconciler {
         Reconciler {
             client,
             writer,
-            store,
+            view,
             queue,
             metrics,
             announced: Mutex::new(HashMap::new()),
@@ -125,7 +126,7 @@ impl Reconciler {
             Change::Deleted(old) => (Some(old.as_ref()), None),
             Change::Relisted => {
                 // Deletes may have been missed while the watch was down: look at every PVC again.
-                for p in self.store.pvcs.all() {
+                for p in self.view.store().pvcs.all() {
                     self.queue
                         .add(Key::pvc(&p.metadata.namespace, &p.metadata.name));
                 }
@@ -147,11 +148,12 @@ impl Reconciler {
     }
 
     fn cached_pods(&self, namespace: &str, claim: &str) -> Vec<Arc<Pod>> {
-        self.store
+        self.view
+            .store()
             .claims
             .pods_naming(namespace, claim)
             .into_iter()
-            .filter_map(|n| self.store.pods.get(namespace, &n))
+            .filter_map(|n| self.view.store().pods.get(namespace, &n))
             .collect()
     }
 
@@ -164,7 +166,7 @@ impl Reconciler {
                     self.finish(&key, out);
                 }
                 Key::Pvc { namespace, name } => {
-                    let Some(pvc) = self.store.pvcs.get(namespace, name) else {
+                    let Some(pvc) = self.view.store().pvcs.get(namespace, name) else {
                         self.finish(&key, Outcome::Done);
                         continue;
                     };
@@ -182,7 +184,7 @@ impl Reconciler {
                                     namespace: ns,
                                     name: n,
                                 } = &k
-                                    && let Some(p) = self.store.pvcs.get(ns, n)
+                                    && let Some(p) = self.view.store().pvcs.get(ns, n)
                                 {
                                     batch.push((k.clone(), p));
                                 } else {
@@ -202,7 +204,7 @@ impl Reconciler {
     }
 
     fn needs_confirm(&self, ns: &str, name: &str) -> bool {
-        self.store.pvcs.get(ns, name).is_some_and(|p| {
+        self.view.store().pvcs.get(ns, name).is_some_and(|p| {
             let cached = self.cached_pods(ns, name);
             release::pvc_plan(&p, cached.iter().map(|p| p.as_ref())) == PvcPlan::ConfirmUnused
         })
@@ -325,12 +327,13 @@ impl Reconciler {
     }
 
     async fn reconcile_pv(&self, name: &str) -> Outcome {
-        let Some(pv) = self.store.pvs.get("", name) else {
+        let Some(pv) = self.view.store().pvs.get("", name) else {
             return Outcome::Done;
         };
         let cached_claim = |pv: &Pv| match pv.spec.claim_ref.as_ref() {
             Some(r) => self
-                .store
+                .view
+                .store()
                 .pvcs
                 .get(&r.namespace, &r.name)
                 .map_or(Fact::Missing, Fact::Found),

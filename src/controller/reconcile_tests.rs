@@ -1,6 +1,7 @@
 //! Unit tests of `src/controller/reconcile.rs`.
 
 use super::*;
+use crate::state::Store;
 
 fn config() -> ReconcilerConfig {
     ReconcilerConfig {
@@ -185,7 +186,13 @@ fn harness_with(store: Arc<Store>, config: ReconcilerConfig) -> Harness {
     let cm = Arc::new(ControllerMetrics::register(&metrics));
     let (client, requests) = failing_client();
     Harness {
-        r: Reconciler::new(client, store, queue.clone(), cm, config),
+        r: Reconciler::new(
+            client.clone(),
+            crate::state::View::from_store(client, store, crate::state::Needs::controller(false)),
+            queue.clone(),
+            cm,
+            config,
+        ),
         queue,
         metrics,
         requests,

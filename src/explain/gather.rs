@@ -2,18 +2,19 @@
 
 use super::*;
 use crate::explain::args::ExplainArgs;
+use crate::state::{Fresh, PodsIn};
 
 /// The facts of `explain pod`: the pod, each of its claims and their volumes, the volumes'
 /// VolumeAttachments (live), the namespace's pods that name the same claims (a consistent read),
 /// and the fencing incidents.
 pub(super) async fn gather_pod(
-    view: &state::Cluster,
+    view: &state::View,
     client: Option<&kube::Client>,
     ns: &str,
     args: &ExplainArgs,
     file: Option<String>,
 ) -> anyhow::Result<pod::PodExplanation> {
-    let p = found(view.pod_whole(ns, &args.name).await)?.ok_or_else(|| NotFound {
+    let p = found(view.pod(ns, &args.name, Fresh::Whole).await)?.ok_or_else(|| NotFound {
         resource: "pods",
         name: args.name.clone(),
         namespace: Some(ns.to_string()),
@@ -27,9 +28,9 @@ pub(super) async fn gather_pod(
     let mut pvs = Vec::new();
     let mut vas = Vec::new();
     for c in &names {
-        let pvc = found(view.pvc(ns, c).await)?;
+        let pvc = found(view.pvc(ns, c, Fresh::CacheOrLive).await)?;
         let pv = match pvc.as_ref().and_then(|p| p.volume_name()) {
-            Some(v) => match view.pv(v).await {
+            Some(v) => match view.pv(v, Fresh::CacheOrLive).await {
                 Fact::Unknown(crate::rules::decision::ReadError::Refused { code: 403, .. }) => None,
                 f => found(f)?,
             },
@@ -46,9 +47,11 @@ pub(super) async fn gather_pod(
         vas.push(va);
     }
     let others = match view
-        .pods_consistent(ns, |o| {
-            crate::rules::claims::claims_of(o).any(|c| names.contains(&c.name))
-        })
+        .pods(
+            PodsIn::Namespace(ns),
+            |o| crate::rules::claims::claims_of(o).any(|c| names.contains(&c.name)),
+            Fresh::Live,
+        )
         .await
     {
         Fact::Found(p) => p,
@@ -74,7 +77,7 @@ pub(super) async fn gather_pod(
 /// pod constrains its nodes: the advice must not send it where it cannot run. A node that cannot
 /// be read (a namespace's user may not read Nodes) is left out, and the advice says so.
 async fn holder_nodes(
-    view: &state::Cluster,
+    view: &state::View,
     pod: &Pod,
     pvcs: &[Option<std::sync::Arc<Pvc>>],
     others: &[Pod],
@@ -95,7 +98,7 @@ async fn holder_nodes(
     names.dedup();
     let mut nodes = Vec::new();
     for n in names {
-        if let Fact::Found(node) = view.node_whole(&n).await {
+        if let Fact::Found(node) = view.node(&n, Fresh::Whole).await {
             nodes.push((*node).clone());
         }
     }
@@ -106,38 +109,27 @@ async fn holder_nodes(
 /// and the pods scheduled on it. A Node that no longer exists is explained too (its records say
 /// whether its release was proven); a node nobody ever knew of is not found.
 pub(super) async fn gather_node(
-    view: &state::Cluster,
-    client: Option<&kube::Client>,
+    view: &state::View,
     args: &ExplainArgs,
     file: Option<String>,
 ) -> anyhow::Result<node::NodeExplanation> {
     let name = args.name.as_str();
-    let n = found(view.node_confirmed(name, state::By::Cap).await)?;
-    let lease = match view.lease_renewed(name).await {
-        Fact::Found(t) => t,
+    let n = found(view.node(name, Fresh::Live).await)?;
+    let lease = match view.lease_renew_time(name, Fresh::Live).await {
+        Fact::Found(t) => t.and_then(|t| t.parse().ok()),
         Fact::Missing | Fact::Unknown(_) => None,
     };
-    let fences: Vec<NodeFence> = match view.fences_of_node(name).await {
+    let fences: Vec<NodeFence> = match view.fences_of_node(name, Fresh::Live).await {
         Fact::Found(f) => f.iter().map(|f| (**f).clone()).collect(),
         Fact::Missing => Vec::new(),
         Fact::Unknown(e) => {
             anyhow::bail!("cannot read the NodeFence records of node {name:?}: {e}")
         }
     };
-    let pods = match client {
-        Some(c) => match state::live::list_pods_on_node(c, name, |_| true).await {
-            Fact::Found(p) => p,
-            Fact::Missing => Vec::new(),
-            Fact::Unknown(e) => anyhow::bail!("cannot list the pods on node {name:?}: {e}"),
-        },
-        None => view
-            .store()
-            .pods
-            .all()
-            .iter()
-            .filter(|p| p.node_name() == Some(name))
-            .map(|p| (**p).clone())
-            .collect(),
+    let pods = match view.pods(PodsIn::Node(name), |_| true, Fresh::Live).await {
+        Fact::Found(p) => p,
+        Fact::Missing => Vec::new(),
+        Fact::Unknown(e) => anyhow::bail!("cannot list the pods on node {name:?}: {e}"),
     };
     if n.is_none() && fences.is_empty() && pods.is_empty() {
         return Err(NotFound {
@@ -171,7 +163,7 @@ pub use crate::error::NotFound;
 /// The facts of one explanation, read through the view (a file or a live cluster); the
 /// VolumeAttachments only live (`client`). `file` names the state file in a not-found error.
 pub(super) async fn gather(
-    view: &state::Cluster,
+    view: &state::View,
     client: Option<&kube::Client>,
     ns: &str,
     args: &ExplainArgs,
@@ -180,14 +172,15 @@ pub(super) async fn gather(
     match args.kind {
         ExplainKind::Pvc => gather_pvc(view, client, ns, &args.name, file).await,
         ExplainKind::Pv => {
-            let pv = found(view.pv(&args.name).await)?.ok_or_else(|| NotFound {
-                resource: "persistentvolumes",
-                name: args.name.clone(),
-                namespace: None,
-                file: file.clone(),
-            })?;
+            let pv =
+                found(view.pv(&args.name, Fresh::CacheOrLive).await)?.ok_or_else(|| NotFound {
+                    resource: "persistentvolumes",
+                    name: args.name.clone(),
+                    namespace: None,
+                    file: file.clone(),
+                })?;
             let claim = match &pv.spec.claim_ref {
-                Some(c) => found(view.pvc(&c.namespace, &c.name).await)?,
+                Some(c) => found(view.pvc(&c.namespace, &c.name, Fresh::CacheOrLive).await)?,
                 None => None,
             };
             let mut not_read = Vec::new();
@@ -210,13 +203,13 @@ pub(super) async fn gather(
 /// A claim, its volume (if the caller may read it), the pods naming it (a consistent read), its
 /// VolumeAttachments and the fencing incidents.
 async fn gather_pvc(
-    view: &state::Cluster,
+    view: &state::View,
     client: Option<&kube::Client>,
     ns: &str,
     name: &str,
     file: Option<String>,
 ) -> anyhow::Result<Explanation> {
-    let pvc = found(view.pvc(ns, name).await)?.ok_or_else(|| NotFound {
+    let pvc = found(view.pvc(ns, name, Fresh::CacheOrLive).await)?.ok_or_else(|| NotFound {
         resource: "persistentvolumeclaims",
         name: name.to_string(),
         namespace: Some(ns.to_string()),
@@ -224,7 +217,7 @@ async fn gather_pvc(
     })?;
     let mut not_read = Vec::new();
     let pv = match pvc.volume_name() {
-        Some(v) => match view.pv(v).await {
+        Some(v) => match view.pv(v, Fresh::CacheOrLive).await {
             // A namespace's user may not read PersistentVolumes (cluster-scoped).
             Fact::Unknown(crate::rules::decision::ReadError::Refused { code: 403, .. }) => {
                 not_read.push("persistentvolumes (forbidden)".to_string());
@@ -236,9 +229,11 @@ async fn gather_pvc(
     };
     let claim = pvc.metadata.name.clone();
     let pods = match view
-        .pods_consistent(ns, |p| {
-            crate::rules::claims::claims_of(p).any(|c| c.name == claim)
-        })
+        .pods(
+            PodsIn::Namespace(ns),
+            |p| crate::rules::claims::claims_of(p).any(|c| c.name == claim),
+            Fresh::Live,
+        )
         .await
     {
         Fact::Found(p) => p,
@@ -267,7 +262,7 @@ async fn gather_pvc(
 
 /// Every fencing incident: live (what the caller may read), or the state file's.
 async fn all_fences(
-    view: &state::Cluster,
+    view: &state::View,
     client: Option<&kube::Client>,
     not_read: &mut Vec<String>,
 ) -> anyhow::Result<Vec<NodeFence>> {

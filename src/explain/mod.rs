@@ -45,17 +45,17 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|| client.default_namespace().to_string());
             // A one-shot view with nothing cached: every read below is a live read (the
             // namespace's pods by a consistent LIST, as the controller reads them).
-            let view = state::Cluster::Live(state::live::LiveCluster::from_store(
+            let view = state::View::from_store(
                 client.clone(),
                 std::sync::Arc::new(state::Store::default()),
-                false,
-            ));
+                state::Needs::default(),
+            );
             (view, Some(client), ns, None)
         }
     };
     let text = match args.kind {
         ExplainKind::Node => {
-            let e = gather_node(&view, client.as_ref(), &args, file).await?;
+            let e = gather_node(&view, &args, file).await?;
             render(&e, args.output, node::table, format!("node/{}", e.name))?
         }
         ExplainKind::Pod => {

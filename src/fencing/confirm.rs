@@ -9,7 +9,6 @@ use crate::rules::proof::Key;
 
 const CONFIRM_NODE_DOWN: Key = Key::ConfirmNodeDown;
 use crate::state::fences;
-use crate::state::live::LiveCluster;
 use crate::state::writer::Writer;
 use anyhow::Context;
 
@@ -35,7 +34,11 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
     let user = whoami(&client).await?;
     let node = args.node.as_str();
     // Nothing cached: every read below is live.
-    let view = LiveCluster::from_store(client.clone(), Default::default(), false);
+    let view = crate::state::View::from_store(
+        client.clone(),
+        Default::default(),
+        crate::state::Needs::default(),
+    );
     let live = super::observe::node(&view, node)
         .await
         .with_context(|| format!("reading node {node:?}"))?;
@@ -106,7 +109,7 @@ async fn confirm(client: &kube::Client, f: &NodeFence, user: &str) -> anyhow::Re
 
 /// An error saying why `node` is not down, if its heartbeat says it is alive.
 async fn refuse_if_alive(
-    view: &LiveCluster,
+    view: &crate::state::View,
     n: &crate::model::Node,
     node: &str,
     partition_after: jiff::SignedDuration,

@@ -6,18 +6,20 @@ use super::Error;
 use crate::model::fence::{
     Evidence, GROUP, KIND, NodeFence, NodeFenceSpec, NodeFenceStatus, Phase, VERSION,
 };
+use crate::state::View;
 use crate::state::fences;
-use crate::state::live::LiveCluster;
 use crate::state::writer::Writer;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
-use std::sync::Arc;
 
 pub const FIELD_MANAGER: &str = "volguard-fencing";
 
 /// The fencing controller's reads of incidents and its writes.
 pub struct Records {
-    pub view: Arc<LiveCluster>,
+    pub view: View,
+    /// What incidents are listed and read through (not yet the view's), and backends act
+    /// through.
+    pub client: kube::Client,
     writer: Writer,
 }
 
@@ -26,18 +28,22 @@ pub fn now() -> String {
 }
 
 impl Records {
-    pub fn new(view: Arc<LiveCluster>, identity: String) -> Records {
-        let writer = Writer::new(view.client.clone(), FIELD_MANAGER, identity);
-        Records { view, writer }
+    pub fn new(view: View, client: kube::Client, identity: String) -> Records {
+        let writer = Writer::new(client.clone(), FIELD_MANAGER, identity);
+        Records {
+            view,
+            client,
+            writer,
+        }
     }
 
     /// Every incident, typed (one that does not decode is skipped with a warning).
     pub async fn list(&self) -> Result<Vec<NodeFence>, Error> {
-        Ok(fences::list(&self.view.client).await?)
+        Ok(fences::list(&self.client).await?)
     }
 
     pub async fn get(&self, name: &str) -> Result<Option<NodeFence>, Error> {
-        Ok(fences::get_opt(&self.view.client, name).await?)
+        Ok(fences::get_opt(&self.client, name).await?)
     }
 
     /// Create the incident with its first status.

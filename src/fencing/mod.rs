@@ -26,7 +26,7 @@ use crate::rules::proof::{BreakGlass, Key, Read, Reader};
 
 const CONFIRM_NODE_DOWN: Key = Key::ConfirmNodeDown;
 use crate::rules::fencing::{self as rules, Do, Now, Open, Record, Transition};
-use crate::state::live::LiveCluster;
+use crate::state::View;
 use backend::Answer;
 use incident::{Records, now};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -91,14 +91,15 @@ fn node_ref(name: &str) -> ObjectReference {
 impl Fencer {
     /// `view` must watch nodes, Leases and StorageClasses (`Needs::controller(true)`).
     pub fn new(
-        view: Arc<LiveCluster>,
+        view: View,
+        client: kube::Client,
         identity: String,
         cfg: FencingConfig,
         metrics: Arc<metrics::FencingMetrics>,
     ) -> Arc<Fencer> {
         Arc::new(Fencer {
             cfg,
-            records: Records::new(view, identity),
+            records: Records::new(view, client, identity),
             metrics,
             clock: observe::LeaseClock::default(),
             drivers: Mutex::default(),
@@ -107,13 +108,13 @@ impl Fencer {
         })
     }
 
-    fn view(&self) -> &LiveCluster {
+    fn view(&self) -> &View {
         &self.records.view
     }
 
     /// The handle backends act through (`state::network_fences`).
     fn client(&self) -> &kube::Client {
-        &self.records.view.client
+        &self.records.client
     }
 
     /// Look every `interval`: resume open incidents, open new ones (until the task is dropped).

@@ -9,7 +9,7 @@ use crate::model::fence::{BackendKind, FENCE_BACKENDS, FENCING};
 use crate::model::{Node, Pod};
 use crate::rules::Fact;
 use crate::rules::fencing::{self, Mode, NodeHealth, Storage, Tolerates};
-use crate::state::live::LiveCluster;
+use crate::state::{Fresh, PodsIn, View};
 use std::collections::{BTreeMap, HashMap};
 
 pub use crate::model::LEASE_NAMESPACE;
@@ -62,24 +62,26 @@ fn known<T>(f: Fact<T>) -> Result<Option<T>, Error> {
 }
 
 /// The node whole, read live (`None`: gone).
-pub async fn node(view: &LiveCluster, name: &str) -> Result<Option<std::sync::Arc<Node>>, Error> {
-    known(view.node_whole(name).await)
+pub async fn node(view: &View, name: &str) -> Result<Option<std::sync::Arc<Node>>, Error> {
+    known(view.node(name, Fresh::Whole).await)
 }
 
 /// One node's Lease renewTime, read live (quorum): what proof and recovery rest on.
-pub async fn lease(view: &LiveCluster, node: &str) -> Result<Option<String>, Error> {
-    Ok(known(view.lease_renew_time(node).await)?.flatten())
+pub async fn lease(view: &View, node: &str) -> Result<Option<String>, Error> {
+    Ok(known(view.lease_renew_time(node, Fresh::Live).await)?.flatten())
 }
 
 /// The pods PodGC would force-delete from `node` now (its `gcTerminating` pass: terminating, on
 /// a node that is not Ready and carries the out-of-service taint), read consistently.
-pub async fn pods_podgc_deletes(view: &LiveCluster, node: &Node) -> Result<Vec<Pod>, Error> {
+pub async fn pods_podgc_deletes(view: &View, node: &Node) -> Result<Vec<Pod>, Error> {
     use crate::rules::upstream::podgc::{PodGcReason, podgc_deletes};
     let name = node.metadata.name.as_str();
     Ok(known(
-        view.pods_on_node(name, |p| {
-            podgc_deletes(p, Some(node)) == Some(PodGcReason::TerminatingOutOfService)
-        })
+        view.pods(
+            PodsIn::Node(name),
+            |p| podgc_deletes(p, Some(node)) == Some(PodGcReason::TerminatingOutOfService),
+            Fresh::Live,
+        )
         .await,
     )?
     .unwrap_or_default())
@@ -87,8 +89,9 @@ pub async fn pods_podgc_deletes(view: &LiveCluster, node: &Node) -> Result<Vec<P
 
 /// The node's non-terminal pods that use claims, read consistently (`rules::claims`' and the
 /// model's definitions), each with the claims it uses.
-async fn claim_users(view: &LiveCluster, node: &str) -> Result<Vec<(Pod, Vec<String>)>, Error> {
-    let pods = known(view.claim_users_on_node(node).await)?.unwrap_or_default();
+async fn claim_users(view: &View, node: &str) -> Result<Vec<(Pod, Vec<String>)>, Error> {
+    let uses = |p: &Pod| !p.is_terminal() && crate::rules::claims::uses_claims(p);
+    let pods = known(view.pods(PodsIn::Node(node), uses, Fresh::Live).await)?.unwrap_or_default();
     Ok(pods
         .into_iter()
         .map(|p| {
@@ -101,27 +104,27 @@ async fn claim_users(view: &LiveCluster, node: &str) -> Result<Vec<(Pod, Vec<Str
 }
 
 /// Read what runs on `node` and which of it opted in (rules.md §7 "Opt in").
-pub async fn affected(view: &LiveCluster, node: &str) -> Result<Affected, Error> {
+pub async fn affected(view: &View, node: &str) -> Result<Affected, Error> {
     let mut namespaces: HashMap<String, Option<String>> = HashMap::new();
     let mut out = Affected::default();
     for (p, claims) in claim_users(view, node).await? {
         let ns = p.metadata.namespace.clone();
         if !namespaces.contains_key(&ns) {
-            let a = known(view.namespace(&ns).await)?
+            let a = known(view.namespace(&ns, Fresh::Live).await)?
                 .and_then(|n| n.metadata.annotation(FENCING).map(str::to_string));
             namespaces.insert(ns.clone(), a);
         }
         let mut held = Vec::new();
         let mut pod_mode = Mode::Off;
         for c in claims {
-            let Some(pvc) = known(view.pvc(&ns, &c).await)? else {
+            let Some(pvc) = known(view.pvc(&ns, &c, Fresh::CacheOrLive).await)? else {
                 continue;
             };
             if !pvc.is_rwo() {
                 continue;
             }
             let class = match pvc.class_name() {
-                Some(name) => known(view.class(name).await)?,
+                Some(name) => known(view.class(name, Fresh::CacheOrLive).await)?,
                 None => None,
             };
             let annotation = |key| class.as_ref().and_then(|c| c.metadata.annotation(key));
@@ -158,15 +161,15 @@ pub async fn affected(view: &LiveCluster, node: &str) -> Result<Affected, Error>
 
 /// The storage systems behind every claim the node's non-terminal pods use (rules.md §7 "A fence
 /// has a scope"): what the out-of-service taint would release.
-pub async fn storage_on(view: &LiveCluster, node: &str) -> Result<Vec<Storage>, Error> {
+pub async fn storage_on(view: &View, node: &str) -> Result<Vec<Storage>, Error> {
     let mut out = Vec::new();
     for (p, claims) in claim_users(view, node).await? {
         let ns = &p.metadata.namespace;
         for claim in claims {
-            let volume = known(view.pvc(ns, &claim).await)?
+            let volume = known(view.pvc(ns, &claim, Fresh::CacheOrLive).await)?
                 .and_then(|c| c.volume_name().map(str::to_string));
             let pv = match volume {
-                Some(v) => known(view.pv(&v).await)?,
+                Some(v) => known(view.pv(&v, Fresh::CacheOrLive).await)?,
                 None => None,
             };
             out.push(match pv {

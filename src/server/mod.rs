@@ -156,11 +156,7 @@ impl ServeMetrics {
 async fn open_admission(
     args: &ServeArgs,
     families: &ServeMetrics,
-) -> anyhow::Result<(
-    state::Cluster,
-    Arc<Admission>,
-    Option<state::audit::AuditSink>,
-)> {
+) -> anyhow::Result<(state::View, Arc<Admission>, Option<state::audit::AuditSink>)> {
     let rwo_guard = args.rwo_guard == crate::server::args::RwoGuard::All;
     let (source, audit) = match args.state.as_deref() {
         Some(path) => (state::Source::File(path), None),
@@ -214,7 +210,7 @@ impl Default for Readiness {
 }
 
 impl Readiness {
-    fn check(&self, cluster: state::Cluster) -> probes::ReadyCheck {
+    fn check(&self, cluster: state::View) -> probes::ReadyCheck {
         let (tls, draining) = (self.tls_bound.clone(), self.draining.clone());
         Arc::new(move || {
             if draining.load(Ordering::Acquire) {

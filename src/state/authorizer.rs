@@ -1,7 +1,7 @@
 //! The apiserver's authorizer, asked for a user other than volguard (a SubjectAccessReview with
 //! that user's own groups): who may use break glass (rules.md §8).
 
-use super::Cluster;
+use super::View;
 use crate::model::UserInfo;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -18,14 +18,14 @@ pub struct Ask<'a> {
     pub namespace: Option<&'a str>,
 }
 
-impl Cluster {
+impl View {
     /// The authorizer's answer within `timeout`; `Err` says why there is none. Offline there is
     /// no authorizer to ask: only `system:masters`, the one group every RBAC authorizer allows.
     pub async fn may(&self, ask: Ask<'_>, timeout: Duration) -> Result<bool, String> {
         super::reads::note();
-        let client = match self {
-            Cluster::Offline(_) => return Ok(ask.user.in_group("system:masters")),
-            Cluster::Live(l) => l.client.clone(),
+        let client = match &self.live {
+            None => return Ok(ask.user.in_group("system:masters")),
+            Some(l) => l.client.clone(),
         };
         let sar = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {

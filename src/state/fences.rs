@@ -62,7 +62,7 @@ pub async fn whoami(client: &kube::Client) -> Result<Option<String>, kube::Error
 }
 
 /// Read one incident live (never from a cache: it decides a release).
-pub async fn get(client: &kube::Client, name: &str) -> Fact<Arc<NodeFence>> {
+pub(super) async fn get(client: &kube::Client, name: &str) -> Fact<Arc<NodeFence>> {
     let what = || format!("reading NodeFence {name:?}");
     let read = api(client.clone());
     match tokio::time::timeout(std::time::Duration::from_secs(2), read.get_opt(name)).await {
@@ -90,7 +90,7 @@ pub fn label_value(node: &str) -> String {
 }
 
 /// The incidents and deletion records of one node, read live (they decide a release).
-pub async fn of_node(client: &kube::Client, node: &str) -> Fact<Vec<Arc<NodeFence>>> {
+pub(super) async fn of_node(client: &kube::Client, node: &str) -> Fact<Vec<Arc<NodeFence>>> {
     let what = || format!("listing the NodeFence records of node {node:?}");
     let params = ListParams::default().labels(&format!("{NODE_LABEL}={}", label_value(node)));
     let list = api(client.clone());

@@ -6,7 +6,7 @@ pub use super::change::{Change, ViewChange};
 use super::decoded::{Decoded, Wire};
 pub use super::watch::{StoreRef, run_watch, store_ref};
 use super::watch::{Watches, index_claims};
-use crate::model::{LEASE_NAMESPACE, Lease, Namespace, Node, Pod, Pv, Pvc, StorageClass};
+use crate::model::{LEASE_NAMESPACE, Node, Pod, Pv, Pvc};
 use crate::rules::Fact;
 use crate::rules::decision::ReadError;
 use futures::future::BoxFuture;
@@ -21,7 +21,7 @@ const LIVE_READ_TIMEOUT: Duration = Duration::from_millis(2000);
 
 /// How long a live read may wait for the apiserver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum By {
+pub(super) enum By {
     /// Each request within `LIVE_READ_TIMEOUT`: a read inside a 3 s webhook answer, or one of
     /// the controller's (a LIST's pages each within it).
     Cap,
@@ -99,31 +99,44 @@ impl Needs {
 /// everything again (`Lagged`).
 const CHANGE_BUFFER: usize = 16_384;
 
-pub struct LiveCluster {
-    pub client: kube::Client,
-    pub store: Arc<Store>,
+/// The live half of a `View`: the client its reads go through, what its stores hold whole (the
+/// collections watched, or LISTed once), and the watches' synced flags and change channel.
+pub(super) struct Live {
+    pub(super) client: kube::Client,
+    /// What the stores hold whole: a cache read of anything else answers `Unknown`.
+    pub(super) watched: Needs,
     synced: Vec<Arc<AtomicBool>>,
-    /// Pods are watched (and indexed by claim in `store.claims`): the RWO guard needs holders.
-    watch_pods: bool,
     changes: tokio::sync::broadcast::Sender<ViewChange>,
 }
 
-impl LiveCluster {
-    /// A view over `store` as it is, with no watches: what a one-shot reader or a test builds
-    /// (everything not in `store` is read live; nothing keeps `store` up to date).
-    pub fn from_store(client: kube::Client, store: Arc<Store>, pods_cached: bool) -> Arc<Self> {
-        Arc::new(LiveCluster {
+impl Live {
+    /// No watches: the stores hold `holds` as they are (nothing keeps them up to date).
+    pub(super) fn unwatched(client: kube::Client, holds: Needs) -> Live {
+        Live {
             client,
-            store,
+            watched: holds,
             synced: Vec::new(),
-            watch_pods: pods_cached,
             changes: tokio::sync::broadcast::channel(1).0,
-        })
+        }
+    }
+
+    /// Whether the stores hold every pod of `namespace` (`None`: of every namespace).
+    pub(super) fn holds_pods(&self, namespace: Option<&str>) -> bool {
+        self.watched.pods && self.holds_namespace(namespace)
+    }
+
+    /// Whether a namespaced collection held covers `namespace` (`None`: every namespace).
+    pub(super) fn holds_namespace(&self, namespace: Option<&str>) -> bool {
+        match (&self.watched.namespace, namespace) {
+            (None, _) => true,
+            (Some(only), Some(ns)) => only == ns,
+            (Some(_), None) => false,
+        }
     }
 
     /// Start the watches `needs` names. The pod watch keeps the claim index; every applied
     /// change is published to `subscribe`rs after the stores hold it.
-    pub fn start(client: kube::Client, needs: Needs) -> Arc<Self> {
+    pub(super) fn start(client: kube::Client, needs: Needs) -> super::View {
         let mut w = Watches {
             store: Arc::new(Store::default()),
             synced: Vec::new(),
@@ -150,18 +163,21 @@ impl LiveCluster {
             w.watch_quiet(leases, |s| &s.leases);
             w.watch_quiet(Api::all(client.clone()), |s| &s.classes);
         }
-        Arc::new(LiveCluster {
+        let live = Live {
             client,
-            store: w.store,
+            watched: needs,
             synced: w.synced,
-            watch_pods: needs.pods,
             changes: w.changes,
-        })
+        };
+        super::View::live(w.store, live)
     }
 
     /// A one-shot view: each collection `needs` names LISTed once into fresh stores (no watch),
     /// for a command that reads and exits (`report unused`). A LIST that fails is the error.
-    pub async fn snapshot(client: kube::Client, needs: &Needs) -> Result<Arc<Self>, kube::Error> {
+    pub(super) async fn snapshot(
+        client: kube::Client,
+        needs: Needs,
+    ) -> Result<super::View, kube::Error> {
         let store = Arc::new(if needs.labels {
             Store::keeping_labels()
         } else {
@@ -190,190 +206,20 @@ impl LiveCluster {
             let pods = store.pods.all();
             store.claims.rebuild(pods.iter().map(|p| p.as_ref()));
         }
-        Ok(LiveCluster::from_store(client, store, needs.pods))
+        // What it LISTed it holds whole; Leases and classes it never LISTs.
+        let holds = Needs {
+            fencing: false,
+            ..needs
+        };
+        Ok(super::View::live(store, Live::unwatched(client, holds)))
     }
 
-    /// Every change from now on, in the order the stores applied them (per collection).
-    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<ViewChange> {
+    pub(super) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<ViewChange> {
         self.changes.subscribe()
     }
 
-    /// A pod: from the cache when pods are watched, else (or on a miss) a live GET.
-    pub async fn pod(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
-        if self.watch_pods
-            && let Some(p) = self.store.pods.get(namespace, name)
-        {
-            return Fact::Found(p);
-        }
-        get_live(
-            Api::<Decoded<Pod>>::namespaced(self.client.clone(), namespace),
-            name,
-        )
-        .await
-    }
-
-    /// A live GET, whatever the cache holds.
-    pub async fn pod_live(&self, namespace: &str, name: &str, by: By) -> Fact<Arc<Pod>> {
-        get_live_by(
-            Api::<Decoded<Pod>>::namespaced(self.client.clone(), namespace),
-            name,
-            by,
-        )
-        .await
-    }
-
-    /// Pods naming `claim`: the watch cache's index, or a consistent LIST when pods are not
-    /// watched.
-    pub async fn pods_naming(&self, namespace: &str, claim: &str) -> Fact<Vec<Arc<Pod>>> {
-        match self.watch_pods {
-            true => Fact::Found(
-                self.store
-                    .claims
-                    .pods_naming(namespace, claim)
-                    .into_iter()
-                    .filter_map(|n| self.store.pods.get(namespace, &n))
-                    .collect(),
-            ),
-            false => self
-                .pods_consistent(namespace, |p| {
-                    crate::rules::claims::claims_of(p).any(|c| c.name == claim)
-                })
-                .await
-                .map(|pods| pods.into_iter().map(Arc::new).collect()),
-        }
-    }
-
-    /// Whether pods are watched (else `pods_naming` reads live).
-    pub fn watches_pods(&self) -> bool {
-        self.watch_pods
-    }
-
-    pub fn synced(&self) -> bool {
+    pub(super) fn synced(&self) -> bool {
         self.synced.iter().all(|s| s.load(Ordering::Acquire))
-    }
-
-    pub async fn pvc(&self, namespace: &str, name: &str) -> Fact<Arc<Pvc>> {
-        if let Some(p) = self.store.pvcs.get(namespace, name) {
-            return Fact::Found(p);
-        }
-        get_live(
-            Api::<Decoded<Pvc>>::namespaced(self.client.clone(), namespace),
-            name,
-        )
-        .await
-    }
-
-    /// A live GET, whatever the cache holds (a lost lock swap reads the claim again).
-    pub async fn pvc_live(&self, namespace: &str, name: &str) -> Fact<Arc<Pvc>> {
-        get_live(
-            Api::<Decoded<Pvc>>::namespaced(self.client.clone(), namespace),
-            name,
-        )
-        .await
-    }
-
-    pub async fn pv(&self, name: &str) -> Fact<Arc<Pv>> {
-        if let Some(p) = self.store.pvs.get("", name) {
-            return Fact::Found(p);
-        }
-        get_live(Api::<Decoded<Pv>>::all(self.client.clone()), name).await
-    }
-
-    /// A node missing from the cache is confirmed live: "node gone" allows force deletes.
-    pub async fn node(&self, name: &str) -> Fact<Arc<Node>> {
-        if let Some(n) = self.store.nodes.get("", name) {
-            return Fact::Found(n);
-        }
-        get_live(Api::<Decoded<Node>>::all(self.client.clone()), name).await
-    }
-
-    /// A live GET, whatever the cache holds.
-    pub async fn node_live(&self, name: &str, by: By) -> Fact<Arc<Node>> {
-        get_live_by(Api::<Decoded<Node>>::all(self.client.clone()), name, by).await
-    }
-
-    /// The pod whole as the apiserver has it now (its nodeSelector and affinity included, which
-    /// caches drop): what `explain pod` reads.
-    pub async fn pod_whole(&self, namespace: &str, name: &str) -> Fact<Arc<Pod>> {
-        get_whole(
-            Api::<Decoded<Pod>>::namespaced(self.client.clone(), namespace),
-            name,
-        )
-        .await
-    }
-
-    /// The node whole as the apiserver has it now (the kubelet's volume lists included, which
-    /// caches drop): what a fence's proof and release read.
-    pub async fn node_whole(&self, name: &str) -> Fact<Arc<Node>> {
-        get_whole(Api::<Decoded<Node>>::all(self.client.clone()), name).await
-    }
-
-    /// The node's Lease renewTime as written, read live (`None`: no Lease, or never renewed).
-    pub async fn lease_renew_time(&self, node: &str) -> Fact<Option<String>> {
-        let api = Api::<Decoded<Lease>>::namespaced(self.client.clone(), LEASE_NAMESPACE);
-        match get_live(api, node).await {
-            Fact::Found(l) => Fact::Found(l.spec.renew_time.clone()),
-            Fact::Missing => Fact::Found(None),
-            Fact::Unknown(e) => Fact::Unknown(e),
-        }
-    }
-
-    /// The node's Lease renewTime, read live (`None`: no Lease, or never renewed, or not a time).
-    pub async fn lease_renewed(&self, node: &str) -> Fact<Option<jiff::Timestamp>> {
-        self.lease_renew_time(node)
-            .await
-            .map(|t| t.and_then(|t| t.parse().ok()))
-    }
-
-    /// The non-terminal pods scheduled on `node` that use a claim, read consistently.
-    pub async fn claim_users_on_node(&self, node: &str) -> Fact<Vec<Pod>> {
-        list_pods_on_node(&self.client, node, move |p: &Pod| {
-            p.node_name() == Some(node) && !p.is_terminal() && crate::rules::claims::uses_claims(p)
-        })
-        .await
-    }
-
-    /// The pods scheduled on `node` that `keep` accepts, read consistently.
-    pub async fn pods_on_node(
-        &self,
-        node: &str,
-        keep: impl Fn(&Pod) -> bool + Send + Sync,
-    ) -> Fact<Vec<Pod>> {
-        list_pods_on_node(&self.client, node, move |p: &Pod| {
-            p.node_name() == Some(node) && keep(p)
-        })
-        .await
-    }
-
-    /// A namespace, read live (its fencing opt-in).
-    pub async fn namespace(&self, name: &str) -> Fact<Arc<Namespace>> {
-        get_live(Api::<Decoded<Namespace>>::all(self.client.clone()), name).await
-    }
-
-    /// A StorageClass: the watch's when classes are watched, else a live read.
-    pub async fn class(&self, name: &str) -> Fact<Arc<StorageClass>> {
-        if let Some(c) = self.store.classes.get("", name) {
-            return Fact::Found(c);
-        }
-        get_live(Api::<Decoded<StorageClass>>::all(self.client.clone()), name).await
-    }
-
-    pub async fn pods_consistent(
-        &self,
-        namespace: &str,
-        keep: impl Fn(&Pod) -> bool + Send + Sync,
-    ) -> Fact<Vec<Pod>> {
-        list_pods_consistent(&self.client, namespace, keep).await
-    }
-
-    pub async fn pods_on_node_consistent(
-        &self,
-        namespace: &str,
-        node: &str,
-        keep: impl Fn(&Pod) -> bool + Send + Sync,
-        by: By,
-    ) -> Fact<Vec<Pod>> {
-        list_pods_on_node_in(&self.client, namespace, node, keep, by).await
     }
 }
 
@@ -398,11 +244,12 @@ pub const LIST_PAGE: u32 = 500;
 /// first page's resourceVersion, so the whole list stays one consistent snapshot; an expired
 /// continue token (410) makes the answer unknown, never a partial "unused". Only the pods `keep`
 /// accepts are kept, so memory follows the pods that matter, not the namespace.
-/// Boxed, as `get_live` is.
-pub fn list_pods_consistent<'a>(
+/// Boxed, as `get_live_by` is.
+pub(super) fn list_pods_consistent<'a>(
     client: &'a kube::Client,
     namespace: &'a str,
     keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
+    by: By,
 ) -> BoxFuture<'a, Fact<Vec<Pod>>> {
     let api = Api::<Decoded<Pod>>::namespaced(client.clone(), namespace);
     list_pods(
@@ -410,7 +257,7 @@ pub fn list_pods_consistent<'a>(
         ListParams::default(),
         format!("listing pods of {namespace:?}"),
         keep,
-        By::Cap,
+        by,
     )
 }
 
@@ -420,7 +267,7 @@ pub fn list_pods_consistent<'a>(
 /// the few pods of one node, not the whole namespace: in `make bench-scale`, the stale locks a
 /// churn left while volguard was stopped were cleared at ~30 MB/s of LIST bytes with one
 /// namespace-wide LIST each.
-pub fn list_pods_on_node_in<'a>(
+pub(super) fn list_pods_on_node_in<'a>(
     client: &'a kube::Client,
     namespace: &'a str,
     node: &'a str,
@@ -440,10 +287,11 @@ pub fn list_pods_on_node_in<'a>(
 
 /// The pods scheduled on `node` in every namespace that `keep` accepts, read as
 /// `list_pods_consistent` reads (a Node DELETE releases them: rules.md §7).
-pub fn list_pods_on_node<'a>(
+pub(super) fn list_pods_on_node<'a>(
     client: &'a kube::Client,
     node: &'a str,
     keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
+    by: By,
 ) -> BoxFuture<'a, Fact<Vec<Pod>>> {
     let api = Api::<Decoded<Pod>>::all(client.clone());
     let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
@@ -452,7 +300,7 @@ pub fn list_pods_on_node<'a>(
         params,
         format!("listing the pods on node {node:?}"),
         keep,
-        By::Cap,
+        by,
     )
 }
 
@@ -507,23 +355,20 @@ fn list_pods<'a>(
 /// might read live that large, cache hits included (each such future is moved into axum's box and
 /// tokio's timeout). Boxed, the decide future is 1,136 bytes instead of 3,384; with the boxed
 /// review objects, a pod review's L1d misses fell from 1,072 to 683 per request (`make profile`).
-fn get_live<'a, T>(api: Api<Decoded<T>>, name: &'a str) -> BoxFuture<'a, Fact<Arc<T>>>
-where
-    T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    get(api, name, true, By::Cap)
-}
-
-/// As `get_live`, answered `by` then.
-fn get_live_by<'a, T>(api: Api<Decoded<T>>, name: &'a str, by: By) -> BoxFuture<'a, Fact<Arc<T>>>
+/// Answered `by` then.
+pub(super) fn get_live_by<'a, T>(
+    api: Api<Decoded<T>>,
+    name: &'a str,
+    by: By,
+) -> BoxFuture<'a, Fact<Arc<T>>>
 where
     T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     get(api, name, true, by)
 }
 
-/// As `get_live`, keeping what caches prune.
-fn get_whole<'a, T>(api: Api<Decoded<T>>, name: &'a str) -> BoxFuture<'a, Fact<Arc<T>>>
+/// As `get_live_by` within the cap, keeping what caches prune.
+pub(super) fn get_whole<'a, T>(api: Api<Decoded<T>>, name: &'a str) -> BoxFuture<'a, Fact<Arc<T>>>
 where
     T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {

@@ -67,7 +67,11 @@ fn result_of(e: &ReadError) -> &'static str {
         ReadError::Refused { code: 429, .. } => "throttled",
         ReadError::Refused { .. } => "refused",
         ReadError::Decode { .. } => "decode",
-        ReadError::Api { .. } | ReadError::GoneUnrecorded { .. } => "error",
+        // A cache read of a kind not watched is never a live read; counted as an error if one
+        // ever were.
+        ReadError::Api { .. } | ReadError::GoneUnrecorded { .. } | ReadError::NotWatched { .. } => {
+            "error"
+        }
     }
 }
 

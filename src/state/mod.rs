@@ -1,11 +1,11 @@
-//! The read-only cluster view the rules consume: in-memory stores of pruned objects, filled
-//! either from a `--state` file (offline) or by watches on a live cluster.
+//! The cluster as volguard sees it. `View` is the one reader (every read, its freshness a
+//! parameter), over in-memory stores of pruned objects filled either from a `--state` file or by
+//! watches on a live cluster; the writes sit beside it (`writer`, `fence_writer`).
 
 pub mod audit;
 pub mod authorizer;
 pub mod change;
 pub mod claim_index;
-pub mod cluster;
 pub mod decoded;
 pub mod fence_writer;
 pub mod fences;
@@ -21,11 +21,12 @@ pub mod operator_reads;
 pub mod reads;
 pub mod registrations;
 pub mod store;
+mod view;
 mod watch;
 pub mod writer;
 
-pub use cluster::Cluster;
-pub use live::{By, Needs, ViewChange};
+pub use live::{Needs, ViewChange};
+pub use view::{Fresh, PodsIn, View};
 
 /// Where a view comes from.
 pub enum Source<'a> {
@@ -35,7 +36,7 @@ pub enum Source<'a> {
 
 /// Open the view: load the file, or start the watches `needs` names (the caller waits for
 /// `synced()` before it trusts absences).
-pub fn open(source: Source<'_>, needs: Needs) -> anyhow::Result<Cluster> {
+pub fn open(source: Source<'_>, needs: Needs) -> anyhow::Result<View> {
     match source {
         Source::File(path) => {
             let store = if needs.labels {
@@ -51,21 +52,19 @@ pub fn open(source: Source<'_>, needs: Needs) -> anyhow::Result<Cluster> {
                 pods = summary.pods, skipped = ?summary.skipped, seconds = started.elapsed().as_secs_f64(),
                 "state loaded"
             );
-            Ok(Cluster::Offline(std::sync::Arc::new(store)))
+            Ok(View::file(std::sync::Arc::new(store)))
         }
-        Source::Live(client) => Ok(Cluster::Live(live::LiveCluster::start(client, needs))),
+        Source::Live(client) => Ok(live::Live::start(client, needs)),
     }
 }
 
 /// Open the view for a command that reads once and exits: a file as `open` loads it; a live
 /// cluster as one snapshot (each collection LISTed once, no watch), so a failed read is an error
 /// at once instead of a watch that retries.
-pub async fn open_once(source: Source<'_>, needs: Needs) -> anyhow::Result<Cluster> {
+pub async fn open_once(source: Source<'_>, needs: Needs) -> anyhow::Result<View> {
     match source {
         Source::File(_) => open(source, needs),
-        Source::Live(client) => Ok(Cluster::Live(
-            live::LiveCluster::snapshot(client, &needs).await?,
-        )),
+        Source::Live(client) => Ok(live::Live::snapshot(client, needs).await?),
     }
 }
 pub use store::{Object, ObjectMap, Store};

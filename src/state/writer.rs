@@ -6,7 +6,7 @@
 //! stores it only if nobody wrote the claim since (409 otherwise). Offline (`--state`), the lock
 //! lives in memory: the same compare and set under the store's lock.
 
-use super::Cluster;
+use super::View;
 use super::decoded::Decoded;
 use crate::model::Pvc;
 use crate::rules::rwo_lock::RWO_LOCK;
@@ -26,7 +26,7 @@ pub enum Swap {
     Failed(String),
 }
 
-impl Cluster {
+impl View {
     /// Put `lock` (encoded) on `pvc`, if `pvc` is still what the cluster holds, answered by
     /// `until` at the latest (the decision's deadline less its margin). The write gets all of
     /// it: an unanswered write may still land and then holds its node for the lock's grace, so
@@ -34,65 +34,39 @@ impl Cluster {
     /// 4,612 writes unconfirmed and their pods refused elsewhere for up to 703 s).
     pub async fn swap_lock(&self, pvc: &Pvc, lock: &str, until: tokio::time::Instant) -> Swap {
         super::reads::note();
-        match self {
-            Cluster::Offline(store) => {
-                let Ok(_guard) = store.swap.lock() else {
-                    return Swap::Failed("the in-memory lock table is poisoned".into());
-                };
-                let ns = &pvc.metadata.namespace;
-                let Some(now) = store.pvcs.get(ns, &pvc.metadata.name) else {
-                    return Swap::Failed(format!(
-                        "PersistentVolumeClaim {:?} is gone",
-                        pvc.metadata.name
-                    ));
-                };
-                if now.metadata.annotation(RWO_LOCK) != pvc.metadata.annotation(RWO_LOCK) {
-                    return Swap::Conflict;
-                }
-                let mut next = (*now).clone();
-                next.metadata
-                    .annotations
-                    .get_or_insert_with(Default::default)
-                    .insert(RWO_LOCK, lock);
-                store.pvcs.apply(next);
+        let Some(live) = &self.live else {
+            return swap_in_memory(&self.store, pvc, lock);
+        };
+        let Some(rv) = pvc.metadata.resource_version.as_deref() else {
+            return Swap::Conflict;
+        };
+        let api = Api::<Decoded<Pvc>>::namespaced(live.client.clone(), &pvc.metadata.namespace);
+        let patch = serde_json::json!({"metadata": {
+            "resourceVersion": rv,
+            "annotations": {RWO_LOCK: lock},
+        }});
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+        let write = api.patch(&pvc.metadata.name, &params, &patch);
+        match tokio::time::timeout_at(until, write).await {
+            Err(_) => Swap::Unconfirmed("the apiserver did not answer the write in time".into()),
+            Ok(Ok(stored)) => {
+                // The next placement on this replica reads the lock from memory at once.
+                self.store.pvcs.apply(stored.into_inner());
                 Swap::Written
             }
-            Cluster::Live(live) => {
-                let Some(rv) = pvc.metadata.resource_version.as_deref() else {
-                    return Swap::Conflict;
-                };
-                let api =
-                    Api::<Decoded<Pvc>>::namespaced(live.client.clone(), &pvc.metadata.namespace);
-                let patch = serde_json::json!({"metadata": {
-                    "resourceVersion": rv,
-                    "annotations": {RWO_LOCK: lock},
-                }});
-                let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
-                let write = api.patch(&pvc.metadata.name, &params, &patch);
-                match tokio::time::timeout_at(until, write).await {
-                    Err(_) => {
-                        Swap::Unconfirmed("the apiserver did not answer the write in time".into())
-                    }
-                    Ok(Ok(stored)) => {
-                        // The next placement on this replica reads the lock from memory at once.
-                        live.store.pvcs.apply(stored.into_inner());
-                        Swap::Written
-                    }
-                    Ok(Err(kube::Error::Api(e))) if e.code == 409 => Swap::Conflict,
-                    // Throttled or failing (429, 5xx: a 504's write may still land): refused as
-                    // unconfirmed, for the scheduler to retry. Allowed without its lock, a
-                    // placement renaming the lock would leave it naming the one before, which
-                    // another replica may then take over while this one lands (adversary review).
-                    Ok(Err(kube::Error::Api(e))) if e.code == 429 || e.code >= 500 => {
-                        Swap::Unconfirmed(format!("writing the lock: {e}"))
-                    }
-                    // Any other status: the apiserver decided, nothing was written (a permission
-                    // missing: allowed as if volguard were down). Anything else (a connection
-                    // lost mid-request) leaves it open whether the write landed.
-                    Ok(Err(kube::Error::Api(e))) => Swap::Failed(format!("writing the lock: {e}")),
-                    Ok(Err(e)) => Swap::Unconfirmed(format!("writing the lock: {e}")),
-                }
+            Ok(Err(kube::Error::Api(e))) if e.code == 409 => Swap::Conflict,
+            // Throttled or failing (429, 5xx: a 504's write may still land): refused as
+            // unconfirmed, for the scheduler to retry. Allowed without its lock, a
+            // placement renaming the lock would leave it naming the one before, which
+            // another replica may then take over while this one lands (adversary review).
+            Ok(Err(kube::Error::Api(e))) if e.code == 429 || e.code >= 500 => {
+                Swap::Unconfirmed(format!("writing the lock: {e}"))
             }
+            // Any other status: the apiserver decided, nothing was written (a permission
+            // missing: allowed as if volguard were down). Anything else (a connection
+            // lost mid-request) leaves it open whether the write landed.
+            Ok(Err(kube::Error::Api(e))) => Swap::Failed(format!("writing the lock: {e}")),
+            Ok(Err(e)) => Swap::Unconfirmed(format!("writing the lock: {e}")),
         }
     }
 
@@ -104,8 +78,9 @@ impl Cluster {
         release: crate::model::fence::Release,
     ) -> Result<String, String> {
         super::reads::note();
-        match self {
-            Cluster::Offline(store) => {
+        match &self.live {
+            None => {
+                let store = &self.store;
                 let mut f = crate::model::fence::NodeFence::default();
                 f.metadata.name = format!("{node}-recorded-{}", store.fences.len() + 1);
                 f.spec.node = node.to_string();
@@ -114,25 +89,37 @@ impl Cluster {
                 store.fences.apply(f);
                 Ok(name)
             }
-            Cluster::Live(live) => super::fences::record_release(&live.client, node, release)
+            Some(live) => super::fences::record_release(&live.client, node, release)
                 .await
                 .map(|f| f.metadata.name)
                 .map_err(|e| crate::error::chain(&e)),
         }
     }
+}
 
-    /// The claim as the apiserver has it now (after a lost swap); offline, the store's.
-    pub async fn pvc_fresh(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> crate::rules::Fact<std::sync::Arc<Pvc>> {
-        super::reads::note();
-        match self {
-            Cluster::Offline(_) => self.pvc(namespace, name).await,
-            Cluster::Live(live) => live.pvc_live(namespace, name).await,
-        }
+/// The swap of a `--state` file's view: the same compare and set, in memory under the store's
+/// lock.
+fn swap_in_memory(store: &super::Store, pvc: &Pvc, lock: &str) -> Swap {
+    let Ok(_guard) = store.swap.lock() else {
+        return Swap::Failed("the in-memory lock table is poisoned".into());
+    };
+    let ns = &pvc.metadata.namespace;
+    let Some(now) = store.pvcs.get(ns, &pvc.metadata.name) else {
+        return Swap::Failed(format!(
+            "PersistentVolumeClaim {:?} is gone",
+            pvc.metadata.name
+        ));
+    };
+    if now.metadata.annotation(RWO_LOCK) != pvc.metadata.annotation(RWO_LOCK) {
+        return Swap::Conflict;
     }
+    let mut next = (*now).clone();
+    next.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(RWO_LOCK, lock);
+    store.pvcs.apply(next);
+    Swap::Written
 }
 
 /// A writer of the controller (reconcile, fencing): patches under its field manager, Events under

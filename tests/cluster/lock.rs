@@ -31,12 +31,8 @@ pub(super) fn frozen_replica(
     client: kube::Client,
     store: volguard::state::Store,
 ) -> volguard::admission::Admission {
-    use volguard::state::{Cluster, live::LiveCluster};
-    let view = Cluster::Live(LiveCluster::from_store(
-        client,
-        std::sync::Arc::new(store),
-        true,
-    ));
+    use volguard::state::{Needs, View};
+    let view = View::from_store(client, std::sync::Arc::new(store), Needs::admission(true));
     volguard::admission::Admission::new(view, Default::default(), vec![])
 }
 

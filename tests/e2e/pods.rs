@@ -134,8 +134,7 @@ pub(crate) async fn force_delete(cp: &ControlPlane, ns: &str) {
 pub(crate) async fn stale_out_of_service_cache(cp: &ControlPlane, ns: &str) {
     use volguard::admission::{Admission, Endpoint, decode};
     use volguard::rules::force_delete::ForceDeletePolicy;
-    use volguard::state::live::LiveCluster;
-    use volguard::state::{Cluster, Store};
+    use volguard::state::{Needs, Store, View};
     let c = cp.admin().await;
     node(&c, "node-stale").await;
     pod(&c, ns, "stale-0", Some("node-stale"), &[])
@@ -149,7 +148,7 @@ pub(crate) async fn stale_out_of_service_cache(cp: &ControlPlane, ns: &str) {
     .expect("node");
     let store = std::sync::Arc::new(Store::default());
     store.nodes.apply(tainted);
-    let view = Cluster::Live(LiveCluster::from_store(c.clone(), store, false));
+    let view = View::from_store(c.clone(), store, Needs::admission(false));
     let admission = Admission::new(view, ForceDeletePolicy::default(), vec![]);
     let live_pod = Api::<Pod>::namespaced(c.clone(), ns)
         .get("stale-0")

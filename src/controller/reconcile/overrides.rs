@@ -36,7 +36,7 @@ impl Reconciler {
     /// One pass over the cached claims and volumes; returns the overrides lifted.
     pub async fn lift_overrides(&self, reader: Reader, refused: &Refused) -> u64 {
         let mut lifted = 0;
-        for pvc in self.store.pvcs.all() {
+        for pvc in self.view.store().pvcs.all() {
             let m = &pvc.metadata;
             if let Some(l) = lift(m, reader.mode, reader.expiry) {
                 lifted += self
@@ -44,7 +44,7 @@ impl Reconciler {
                     .await;
             }
         }
-        for pv in self.store.pvs.all() {
+        for pv in self.view.store().pvs.all() {
             if let Some(l) = lift(&pv.metadata, reader.mode, reader.expiry) {
                 lifted += self
                     .lift_one::<k8s::PersistentVolume>("pv", &pv.metadata, l, refused)

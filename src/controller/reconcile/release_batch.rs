@@ -13,10 +13,12 @@ impl Reconciler {
             .iter()
             .map(|(_, p)| p.metadata.name.as_str())
             .collect();
-        let pods = match list_pods_consistent(&self.client, namespace, |p| {
-            crate::rules::claims::claims_of(p).any(|c| names.contains(c.name.as_str()))
-        })
-        .await
+        let keep =
+            |p: &Pod| crate::rules::claims::claims_of(p).any(|c| names.contains(c.name.as_str()));
+        let pods = match self
+            .view
+            .pods(PodsIn::Namespace(namespace), keep, Fresh::Live)
+            .await
         {
             Fact::Found(p) => p,
             Fact::Missing | Fact::Unknown(_) => {

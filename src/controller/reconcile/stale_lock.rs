@@ -20,13 +20,14 @@ impl Reconciler {
             return Outcome::Done;
         };
         let in_use = self
-            .store
+            .view
+            .store()
             .claims
             .pods_naming(ns, name)
             .into_iter()
-            .filter_map(|n| self.store.pods.get(ns, &n))
+            .filter_map(|n| self.view.store().pods.get(ns, &n))
             .any(|p| rwo_lock::uses_on(&p, ns, name, &lock.node));
-        let node = self.store.nodes.get("", &lock.node);
+        let node = self.view.store().nodes.get("", &lock.node);
         let cached = rwo_lock::CachedHold {
             in_use,
             node: node.as_deref(),
@@ -38,7 +39,7 @@ impl Reconciler {
         let plan = match rwo_lock::cleanup_cached(&cached, observed) {
             Cleanup::ReadLive => {
                 // Sampled before the live read of the lock's pod, as the webhook does.
-                let writer_stored = self.store.pod_stored(ns, &lock.pod, &lock.uid);
+                let writer_stored = self.view.store().pod_stored(ns, &lock.pod, &lock.uid);
                 let live = match self.read_hold(ns, name, &lock).await {
                     Ok(live) => live,
                     Err(retry) => return retry,
@@ -82,14 +83,14 @@ impl Reconciler {
             None => Fact::Missing,
         };
         self.limiter.acquire().await;
-        let users = list_pods_on_node_in(
-            &self.client,
-            ns,
-            &lock.node,
-            |p| rwo_lock::uses_on(p, ns, name, &lock.node),
-            crate::state::By::Cap,
-        )
-        .await;
+        let users = self
+            .view
+            .pods(
+                PodsIn::NamespaceOnNode(ns, &lock.node),
+                |p| rwo_lock::uses_on(p, ns, name, &lock.node),
+                Fresh::Live,
+            )
+            .await;
         self.limiter.acquire().await;
         let writer = match crate::state::now::namespaced::<Pod>(&self.client, ns, &lock.pod)
             .await
@@ -99,7 +100,7 @@ impl Reconciler {
             None => Fact::Missing,
         };
         let gone_recorded = match &node {
-            Fact::Missing => match crate::state::fences::of_node(&self.client, &lock.node).await {
+            Fact::Missing => match self.view.fences_of_node(&lock.node, Fresh::Live).await {
                 Fact::Found(all) => crate::model::fence::proof_of_down(
                     &all,
                     &lock.node,

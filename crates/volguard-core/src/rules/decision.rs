@@ -233,6 +233,9 @@ pub enum ReadError {
     },
     #[error("decoding {what}: {message}")]
     Decode { what: String, message: String },
+    /// A cache-only read of a kind the view does not watch: its empty cache says nothing.
+    #[error("{what}: not in this view's caches (not watched)")]
+    NotWatched { what: String },
     /// A node that is gone with no record of its deletion on proof (rules.md §7): its machine may
     /// still run what was on it, so it counts as present; the next step is a proof, not a wait.
     #[error("node {node:?} is gone, but no NodeFence records its deletion on proof")]

@@ -1,0 +1,351 @@
+//! The one read view of the cluster. Every read, by the webhook, the controller, fencing, report
+//! and explain, is a call on `View`, over one source: a `--state` file (the whole truth, held in
+//! memory) or a live cluster (watch caches and live reads). A read states how fresh its answer
+//! must be as a parameter (`Fresh`), never in its name.
+
+use super::Store;
+use super::decoded::{Decoded, Wire};
+use super::live::{self, By, Live, Needs};
+use super::store::ObjectMap;
+use crate::model::fence::NodeFence;
+use crate::model::{LEASE_NAMESPACE, Lease, Namespace, Node, Pod, Pv, Pvc, StorageClass};
+use crate::rules::Fact;
+use crate::rules::decision::ReadError;
+use kube::Api;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+
+/// How fresh a read's answer must be. A `--state` file is the whole truth: every freshness reads
+/// it. On a live cluster:
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fresh {
+    /// What the watch caches hold, with no request: it may lag the apiserver. A kind this view
+    /// does not watch answers `Unknown`: an empty cache says nothing of what exists.
+    Cache,
+    /// The cache's copy when it holds one, else the apiserver's: a copy may lag, an absence is
+    /// confirmed live (a kind not watched is always read live).
+    CacheOrLive,
+    /// The apiserver now, never a cache: a GET (a quorum read) or a paged LIST with no
+    /// resourceVersion (one consistent snapshot), pruned as caches prune. Each request is
+    /// answered within the live read's cap (2 s: inside a webhook's answer).
+    Live,
+    /// As `Live`, each request waiting for its answer until this instant however long it takes:
+    /// a caller with a longer budget of its own (a take-over's reads, inside the bind's time),
+    /// for which waiting out the apiserver's throttling costs less than a refusal. NodeFence
+    /// reads keep the cap.
+    LiveUntil(tokio::time::Instant),
+    /// As `Live`, keeping what caches prune (a node's labels and volume lists, a pod's
+    /// nodeSelector and affinity): explain's reads and a fence's proof.
+    Whole,
+}
+
+/// Which pods a list reads.
+#[derive(Debug, Clone, Copy)]
+pub enum PodsIn<'a> {
+    Namespace(&'a str),
+    /// Every namespace's pods scheduled on a node (the apiserver filters by `spec.nodeName`).
+    Node(&'a str),
+    /// One namespace's pods scheduled on a node.
+    NamespaceOnNode(&'a str, &'a str),
+}
+
+/// The read view: cheap to clone (two shared handles).
+#[derive(Clone)]
+pub struct View {
+    pub(super) store: Arc<Store>,
+    /// `None`: a `--state` file.
+    pub(super) live: Option<Arc<Live>>,
+}
+
+impl View {
+    /// A view over a `--state` file's objects, already loaded into `store`.
+    pub fn file(store: Arc<Store>) -> View {
+        View { store, live: None }
+    }
+
+    /// A live view over `store` as it is, with no watches: `holds` names the collections it
+    /// holds whole (read from memory as a watch cache is), and everything else is read live
+    /// (a one-shot reader with an empty store, or a test). Nothing keeps `store` up to date.
+    pub fn from_store(client: kube::Client, store: Arc<Store>, holds: Needs) -> View {
+        View {
+            store,
+            live: Some(Arc::new(Live::unwatched(client, holds))),
+        }
+    }
+
+    pub(super) fn live(store: Arc<Store>, live: Live) -> View {
+        View {
+            store,
+            live: Some(Arc::new(live)),
+        }
+    }
+
+    /// The stores behind the view, whole: what a one-shot reader walks (`report`), and the
+    /// controller's and fencing's cache sweeps. A cache read, whatever the source.
+    pub fn store(&self) -> &Arc<Store> {
+        super::reads::note();
+        &self.store
+    }
+
+    /// Whether this view is a `--state` file (its contents the whole truth, never refreshed).
+    pub fn is_file(&self) -> bool {
+        self.live.is_none()
+    }
+
+    /// Caches synced (always true for a file).
+    pub fn synced(&self) -> bool {
+        super::reads::note();
+        self.live.as_ref().is_none_or(|l| l.synced())
+    }
+
+    /// Every change the watches apply from now on, in the order the stores applied them (per
+    /// collection). A file never changes: its receiver is closed.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<super::ViewChange> {
+        match &self.live {
+            Some(l) => l.subscribe(),
+            None => tokio::sync::broadcast::channel(1).0.subscribe(),
+        }
+    }
+
+    pub async fn pvc(&self, namespace: &str, name: &str, fresh: Fresh) -> Fact<Arc<Pvc>> {
+        super::reads::note();
+        let api = |c| Api::namespaced(c, namespace);
+        self.get(|s| &s.pvcs, |w| w.pvcs, namespace, name, fresh, api)
+            .await
+    }
+
+    pub async fn pv(&self, name: &str, fresh: Fresh) -> Fact<Arc<Pv>> {
+        super::reads::note();
+        self.get(|s| &s.pvs, |w| w.pvs, "", name, fresh, Api::all)
+            .await
+    }
+
+    pub async fn node(&self, name: &str, fresh: Fresh) -> Fact<Arc<Node>> {
+        super::reads::note();
+        self.get(|s| &s.nodes, |w| w.nodes, "", name, fresh, Api::all)
+            .await
+    }
+
+    pub async fn pod(&self, namespace: &str, name: &str, fresh: Fresh) -> Fact<Arc<Pod>> {
+        super::reads::note();
+        let api = |c| Api::namespaced(c, namespace);
+        self.get(|s| &s.pods, |w| w.pods, namespace, name, fresh, api)
+            .await
+    }
+
+    /// A StorageClass (watched with fencing).
+    pub async fn class(&self, name: &str, fresh: Fresh) -> Fact<Arc<StorageClass>> {
+        super::reads::note();
+        self.get(|s| &s.classes, |w| w.fencing, "", name, fresh, Api::all)
+            .await
+    }
+
+    /// A Namespace (never watched; a file holds none: `Missing`).
+    pub async fn namespace(&self, name: &str, fresh: Fresh) -> Fact<Arc<Namespace>> {
+        super::reads::note();
+        let Some(l) = &self.live else {
+            return Fact::Missing;
+        };
+        let api = Api::<Decoded<Namespace>>::all(l.client.clone());
+        match fresh {
+            Fresh::Cache => not_watched("Namespace", name),
+            Fresh::CacheOrLive | Fresh::Live | Fresh::LiveUntil(_) => {
+                live::get_live_by(api, name, by(fresh)).await
+            }
+            Fresh::Whole => live::get_whole(api, name).await,
+        }
+    }
+
+    /// The node's Lease renewTime as written (`None`: no Lease, or never renewed; a file holds
+    /// no Leases). Leases are watched with fencing.
+    pub async fn lease_renew_time(&self, node: &str, fresh: Fresh) -> Fact<Option<String>> {
+        super::reads::note();
+        let renew = |l: Arc<Lease>| l.spec.renew_time.clone();
+        let Some(l) = &self.live else {
+            return Fact::Found(None);
+        };
+        let cached = l
+            .watched
+            .fencing
+            .then(|| self.store.leases.get(LEASE_NAMESPACE, node));
+        let read = match (fresh, cached) {
+            (Fresh::Cache, None) => return not_watched("Lease", node),
+            (Fresh::Cache, Some(hit)) => hit.map_or(Fact::Missing, Fact::Found),
+            (Fresh::CacheOrLive, Some(Some(hit))) => Fact::Found(hit),
+            (Fresh::Whole, _) => {
+                let api = Api::<Decoded<Lease>>::namespaced(l.client.clone(), LEASE_NAMESPACE);
+                live::get_whole(api, node).await
+            }
+            (Fresh::CacheOrLive | Fresh::Live | Fresh::LiveUntil(_), _) => {
+                let api = Api::<Decoded<Lease>>::namespaced(l.client.clone(), LEASE_NAMESPACE);
+                live::get_live_by(api, node, by(fresh)).await
+            }
+        };
+        match read {
+            Fact::Found(l) => Fact::Found(renew(l)),
+            Fact::Missing => Fact::Found(None),
+            Fact::Unknown(e) => Fact::Unknown(e),
+        }
+    }
+
+    /// A NodeFence incident (never watched: read live whatever the freshness asked, since it
+    /// decides a release).
+    pub async fn node_fence(&self, name: &str, fresh: Fresh) -> Fact<Arc<NodeFence>> {
+        super::reads::note();
+        match (&self.live, fresh) {
+            (None, _) => from_cache(self.store.fences.get("", name)),
+            (Some(_), Fresh::Cache) => not_watched("NodeFence", name),
+            (Some(l), _) => super::fences::get(&l.client, name).await,
+        }
+    }
+
+    /// The NodeFence incidents and deletion records of `node` (read as `node_fence` reads).
+    pub async fn fences_of_node(&self, node: &str, fresh: Fresh) -> Fact<Vec<Arc<NodeFence>>> {
+        super::reads::note();
+        match (&self.live, fresh) {
+            (None, _) => Fact::Found(
+                self.store
+                    .fences
+                    .all()
+                    .into_iter()
+                    .filter(|f| f.spec.node == node)
+                    .collect(),
+            ),
+            (Some(_), Fresh::Cache) => not_watched("NodeFence", node),
+            (Some(l), _) => super::fences::of_node(&l.client, node).await,
+        }
+    }
+
+    /// The pods that name `claim` in their volumes (the RWO guard's candidate holders): the
+    /// pod-by-claim index when pods are watched, else (or `Live`) a consistent LIST of the
+    /// namespace.
+    pub async fn pods_naming(
+        &self,
+        namespace: &str,
+        claim: &str,
+        fresh: Fresh,
+    ) -> Fact<Vec<Arc<Pod>>> {
+        super::reads::note();
+        let indexed = || {
+            self.store
+                .claims
+                .pods_naming(namespace, claim)
+                .into_iter()
+                .filter_map(|n| self.store.pods.get(namespace, &n))
+                .collect()
+        };
+        let Some(l) = &self.live else {
+            return Fact::Found(indexed());
+        };
+        match (fresh, l.holds_pods(Some(namespace))) {
+            (Fresh::Cache | Fresh::CacheOrLive, true) => Fact::Found(indexed()),
+            (Fresh::Cache, false) => not_watched("Pod", claim),
+            (_, _) => {
+                let names = |p: &Pod| crate::rules::claims::claims_of(p).any(|c| c.name == claim);
+                live::list_pods_consistent(&l.client, namespace, names, by(fresh))
+                    .await
+                    .map(|pods| pods.into_iter().map(Arc::new).collect())
+            }
+        }
+    }
+
+    /// The pods `which` names that `keep` accepts. `Live` (and `Whole`): a paged LIST with no
+    /// resourceVersion, only the pods `keep` accepts held while the pages stream by.
+    pub async fn pods(
+        &self,
+        which: PodsIn<'_>,
+        keep: impl Fn(&Pod) -> bool + Send + Sync,
+        fresh: Fresh,
+    ) -> Fact<Vec<Pod>> {
+        super::reads::note();
+        let on = |p: &Pod, node: &str| p.node_name() == Some(node);
+        let cached = || -> Vec<Pod> {
+            let pods = match which {
+                PodsIn::Namespace(ns) | PodsIn::NamespaceOnNode(ns, _) => {
+                    self.store.pods.in_namespace(ns)
+                }
+                PodsIn::Node(_) => self.store.pods.all(),
+            };
+            pods.into_iter()
+                .filter(|p| match which {
+                    PodsIn::Namespace(_) => keep(p),
+                    PodsIn::Node(n) | PodsIn::NamespaceOnNode(_, n) => on(p, n) && keep(p),
+                })
+                .map(|p| (*p).clone())
+                .collect()
+        };
+        let Some(l) = &self.live else {
+            return Fact::Found(cached());
+        };
+        let namespace = match which {
+            PodsIn::Namespace(ns) | PodsIn::NamespaceOnNode(ns, _) => Some(ns),
+            PodsIn::Node(_) => None,
+        };
+        match (fresh, l.holds_pods(namespace)) {
+            (Fresh::Cache | Fresh::CacheOrLive, true) => Fact::Found(cached()),
+            (Fresh::Cache, false) => not_watched("Pod", "pods"),
+            (_, _) => match which {
+                PodsIn::Namespace(ns) => {
+                    live::list_pods_consistent(&l.client, ns, keep, by(fresh)).await
+                }
+                PodsIn::NamespaceOnNode(ns, node) => {
+                    live::list_pods_on_node_in(&l.client, ns, node, keep, by(fresh)).await
+                }
+                PodsIn::Node(node) => {
+                    let keep = move |p: &Pod| on(p, node) && keep(p);
+                    live::list_pods_on_node(&l.client, node, keep, by(fresh)).await
+                }
+            },
+        }
+    }
+
+    /// One object of a kind the caches may hold: `pick` its map, `watched` whether this view
+    /// watches it, `api` where it is read live.
+    async fn get<T>(
+        &self,
+        pick: fn(&Store) -> &ObjectMap<T>,
+        watched: fn(&Needs) -> bool,
+        namespace: &str,
+        name: &str,
+        fresh: Fresh,
+        api: impl FnOnce(kube::Client) -> Api<Decoded<T>>,
+    ) -> Fact<Arc<T>>
+    where
+        T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    {
+        let Some(l) = &self.live else {
+            return from_cache(pick(&self.store).get(namespace, name));
+        };
+        // Namespaced kinds may be watched in one namespace only (`Needs::namespace`).
+        let held =
+            watched(&l.watched) && (namespace.is_empty() || l.holds_namespace(Some(namespace)));
+        let cached = held.then(|| pick(&self.store).get(namespace, name));
+        match (fresh, cached) {
+            (Fresh::Cache, None) => not_watched(T::KIND, name),
+            (Fresh::Cache, Some(hit)) => from_cache(hit),
+            (Fresh::CacheOrLive, Some(Some(hit))) => Fact::Found(hit),
+            (Fresh::CacheOrLive | Fresh::Live | Fresh::LiveUntil(_), _) => {
+                live::get_live_by(api(l.client.clone()), name, by(fresh)).await
+            }
+            (Fresh::Whole, _) => live::get_whole(api(l.client.clone()), name).await,
+        }
+    }
+}
+
+/// How long a live read waits: until the caller's instant, or the cap.
+fn by(fresh: Fresh) -> By {
+    match fresh {
+        Fresh::LiveUntil(t) => By::Until(t),
+        Fresh::Cache | Fresh::CacheOrLive | Fresh::Live | Fresh::Whole => By::Cap,
+    }
+}
+
+fn from_cache<T>(o: Option<Arc<T>>) -> Fact<Arc<T>> {
+    o.map_or(Fact::Missing, Fact::Found)
+}
+
+fn not_watched<T>(kind: &str, name: &str) -> Fact<T> {
+    Fact::Unknown(ReadError::NotWatched {
+        what: format!("{kind} {name:?}"),
+    })
+}

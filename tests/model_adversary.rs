@@ -4,7 +4,7 @@
 //! pod on n1 using it and a second pod waiting for it, NodeFence records — where every write
 //! goes through volguard's real decision path: each request becomes an AdmissionReview v1, the
 //! mutating path's JSONPatch is applied to the object as the apiserver would, and the validating
-//! path decides, over an offline `Cluster` loaded from the model's state (one store per
+//! path decides, over a `--state` file's `View` loaded from the model's state (one store per
 //! request). Actors of every kind (a person without and with break glass, a service account,
 //! another node's kubelet, the scheduler) issue any write through any door; the upstream
 //! controllers (PodGC, attach/detach, the PV and protection controllers, the namespace
@@ -950,7 +950,7 @@ impl S {
 }
 
 /// A model object as a controller's informer would hold it: decoded by the crate's own decoder
-/// from the JSON the offline `Cluster` loads, so the upstream ports read what volguard reads.
+/// from the JSON the file's `View` loads, so the upstream ports read what volguard reads.
 fn decode<T: for<'de> serde::Deserialize<'de>>(v: &Value) -> T {
     from_json(&v.to_string()).expect("model object decodes")
 }

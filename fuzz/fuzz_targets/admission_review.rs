@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, OnceLock};
 use volguard::admission::{self, Admission, Endpoint};
-use volguard::state::{Cluster, Store, loader};
+use volguard::state::{Store, View, loader};
 
 fn admission() -> &'static (tokio::runtime::Runtime, Admission) {
     static A: OnceLock<(tokio::runtime::Runtime, Admission)> = OnceLock::new();
@@ -17,11 +17,7 @@ fn admission() -> &'static (tokio::runtime::Runtime, Admission) {
             .enable_time()
             .build()
             .expect("runtime");
-        let a = Admission::new(
-            Cluster::Offline(Arc::new(store)),
-            Default::default(),
-            vec![],
-        );
+        let a = Admission::new(View::file(Arc::new(store)), Default::default(), vec![]);
         (rt, a)
     })
 }

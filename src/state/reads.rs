@@ -3,7 +3,7 @@
 //! touching it depended on the request alone: a `matchCondition` or a CEL policy could have given
 //! it inside the apiserver, without the call (`volguard_admission_unread_answers_total`).
 //!
-//! Every read passes through `Cluster`, which bumps a per-thread count; a `Mark` taken before the
+//! Every read passes through `View`, which bumps a per-thread count; a `Mark` taken before the
 //! decision and read after it says whether the count moved. A decision that awaits nothing runs
 //! from start to end on one thread with no other task in between: the count is exactly its own.
 //! One that awaits something awaits a read or write of its own (the decision's only awaits), so it

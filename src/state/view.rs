@@ -349,3 +349,7 @@ fn not_watched<T>(kind: &str, name: &str) -> Fact<T> {
         what: format!("{kind} {name:?}"),
     })
 }
+
+#[cfg(test)]
+#[path = "view_tests.rs"]
+mod tests;

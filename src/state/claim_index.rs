@@ -90,7 +90,7 @@ impl ClaimIndex {
         insert(&mut self.lock(), pod);
     }
 
-    pub fn rebuild<'a>(&self, pods: impl IntoIterator<Item = &'a Pod>) {
+    pub(super) fn rebuild<'a>(&self, pods: impl IntoIterator<Item = &'a Pod>) {
         let mut fresh = Index::default();
         for pod in pods {
             insert(&mut fresh, pod);

@@ -84,7 +84,7 @@ pub(super) async fn get(client: &kube::Client, name: &str) -> Fact<Arc<NodeFence
 
 /// A node name as a label value (at most 63 characters; longer names are cut, and the incident
 /// is still found by `spec.node`).
-pub fn label_value(node: &str) -> String {
+pub(super) fn label_value(node: &str) -> String {
     let v: String = node.chars().take(63).collect();
     v.trim_end_matches(['-', '.', '_']).to_string()
 }

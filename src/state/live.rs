@@ -4,7 +4,6 @@
 use super::Store;
 pub use super::change::{Change, ViewChange};
 use super::decoded::{Decoded, Wire};
-pub use super::watch::{StoreRef, run_watch, store_ref};
 use super::watch::{Watches, index_claims};
 use crate::model::{LEASE_NAMESPACE, Node, Pod, Pv, Pvc};
 use crate::rules::Fact;

@@ -21,7 +21,7 @@ pub struct LoadSummary {
     pub skipped: BTreeMap<String, usize>,
 }
 
-pub fn load_file(path: &Path, store: &Store) -> Result<LoadSummary, StateError> {
+pub(super) fn load_file(path: &Path, store: &Store) -> Result<LoadSummary, StateError> {
     let text = std::fs::read_to_string(path).map_err(|source| StateError::Read {
         path: path.display().to_string(),
         source,

@@ -322,7 +322,7 @@ impl Store {
     }
 
     /// A store whose PVCs keep their labels (for label selectors in reports).
-    pub fn keeping_labels() -> Store {
+    pub(super) fn keeping_labels() -> Store {
         Store {
             pvcs: ObjectMap {
                 inner: RwLock::new(HashMap::default()),

@@ -107,18 +107,18 @@ fn gone(store: &Store, pod: &Pod) {
 }
 
 /// A handle on one map of a shared store.
-pub struct StoreRef<T> {
+pub(super) struct StoreRef<T> {
     store: Arc<Store>,
     pick: fn(&Store) -> &ObjectMap<T>,
 }
 
 impl<T: super::Object> StoreRef<T> {
-    pub fn map(&self) -> &ObjectMap<T> {
+    pub(super) fn map(&self) -> &ObjectMap<T> {
         (self.pick)(&self.store)
     }
 }
 
-pub fn store_ref<T>(store: &Arc<Store>, pick: fn(&Store) -> &ObjectMap<T>) -> StoreRef<T> {
+pub(super) fn store_ref<T>(store: &Arc<Store>, pick: fn(&Store) -> &ObjectMap<T>) -> StoreRef<T> {
     StoreRef {
         store: store.clone(),
         pick,
@@ -127,7 +127,7 @@ pub fn store_ref<T>(store: &Arc<Store>, pick: fn(&Store) -> &ObjectMap<T>) -> St
 
 /// Keep `target` equal to the watched collection; call `notify` after each change. Runs until the
 /// task is dropped; watch errors are retried with kube-runtime's default backoff.
-pub async fn run_watch<T>(
+pub(super) async fn run_watch<T>(
     api: Api<Decoded<T>>,
     config: watcher::Config,
     target: StoreRef<T>,

@@ -202,7 +202,7 @@ impl Writer {
 /// Fold `lines` into namespace `ns`'s AuditReport (created on first use). The read's
 /// resourceVersion goes with the write: another replica's concurrent write wins (409) and the
 /// caller keeps the lines for its next write.
-pub async fn fold_audit_report(
+pub(super) async fn fold_audit_report(
     client: &kube::Client,
     ns: &str,
     lines: Vec<crate::model::audit_report::AuditResult>,

@@ -115,7 +115,7 @@ impl Elector {
                 Err(e) => return Err(e),
             }
         }
-        let existing = self.api.get_live(&self.cfg.name).await?;
+        let existing = self.api.get(&self.cfg.name).await?;
         let Some(mut lease) = existing else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -179,7 +179,7 @@ impl Elector {
     /// Give the lease up (holder cleared) so a follower need not wait for expiry.
     pub async fn release(&self) {
         *self.held.lock().await = None;
-        let Ok(Some(mut lease)) = self.api.get_live(&self.cfg.name).await else {
+        let Ok(Some(mut lease)) = self.api.get(&self.cfg.name).await else {
             return;
         };
         let Some(spec) = lease.spec.as_mut() else {

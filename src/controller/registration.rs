@@ -173,7 +173,7 @@ impl Watch {
         let mut live = Vec::new();
         let mut noted = Vec::new();
         for (kind, name, entries) in CONFIGURATIONS {
-            let mut o = crate::state::registrations::get_live(&self.client, kind, name).await?;
+            let mut o = crate::state::registrations::get(&self.client, kind, name).await?;
             if let Some(obj) = &o {
                 let rendered = obj
                     .metadata

@@ -20,7 +20,7 @@ impl Leases {
     }
 
     /// The Lease as the apiserver has it now.
-    pub async fn get_live(&self, name: &str) -> Result<Option<Lease>, kube::Error> {
+    pub async fn get(&self, name: &str) -> Result<Option<Lease>, kube::Error> {
         self.api.get_opt(name).await
     }
 

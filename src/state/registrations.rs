@@ -11,8 +11,9 @@ fn api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
-/// The configuration of `kind` (`ValidatingWebhookConfiguration`, ...) named `name`, live.
-pub async fn get_live(
+/// The configuration of `kind` (`ValidatingWebhookConfiguration`, ...) named `name`, as the
+/// apiserver has it now (never cached: its resourceVersion guards the repair).
+pub async fn get(
     client: &kube::Client,
     kind: &str,
     name: &str,

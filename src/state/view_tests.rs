@@ -172,3 +172,13 @@ async fn a_miss_and_a_live_read_go_to_the_apiserver() {
     ));
     assert_eq!(requests.load(Ordering::SeqCst), 3);
 }
+
+/// A take-over's reads wait until the caller's instant; every other live read keeps the cap.
+#[test]
+fn only_live_until_lifts_the_cap() {
+    let t = tokio::time::Instant::now();
+    assert_eq!(by(Fresh::LiveUntil(t)), By::Until(t));
+    for fresh in ALL {
+        assert_eq!(by(fresh), By::Cap);
+    }
+}

@@ -243,8 +243,8 @@ pub const LIST_PAGE: u32 = 500;
 /// first page's resourceVersion, so the whole list stays one consistent snapshot; an expired
 /// continue token (410) makes the answer unknown, never a partial "unused". Only the pods `keep`
 /// accepts are kept, so memory follows the pods that matter, not the namespace.
-/// Boxed, as `get_live_by` is.
-pub(super) fn list_pods_consistent<'a>(
+/// Boxed, as `get` is.
+pub(super) fn list_pods_in<'a>(
     client: &'a kube::Client,
     namespace: &'a str,
     keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
@@ -261,7 +261,7 @@ pub(super) fn list_pods_consistent<'a>(
 }
 
 /// The pods of `namespace` scheduled on `node` that `keep` accepts, read as
-/// `list_pods_consistent` reads, with the node as a field selector: whether a lock's node still
+/// `list_pods_in` reads, with the node as a field selector: whether a lock's node still
 /// runs a user of its claim. The apiserver filters (it indexes `spec.nodeName`), so the answer is
 /// the few pods of one node, not the whole namespace: in `make bench-scale`, the stale locks a
 /// churn left while volguard was stopped were cleared at ~30 MB/s of LIST bytes with one
@@ -285,7 +285,7 @@ pub(super) fn list_pods_on_node_in<'a>(
 }
 
 /// The pods scheduled on `node` in every namespace that `keep` accepts, read as
-/// `list_pods_consistent` reads (a Node DELETE releases them: rules.md §7).
+/// `list_pods_in` reads (a Node DELETE releases them: rules.md §7).
 pub(super) fn list_pods_on_node<'a>(
     client: &'a kube::Client,
     node: &'a str,
@@ -350,31 +350,13 @@ fn list_pods<'a>(
     })
 }
 
-/// Boxed: a kube read future is kilobytes, and inline it would make every admission future that
-/// might read live that large, cache hits included (each such future is moved into axum's box and
-/// tokio's timeout). Boxed, the decide future is 1,136 bytes instead of 3,384; with the boxed
-/// review objects, a pod review's L1d misses fell from 1,072 to 683 per request (`make profile`).
-/// Answered `by` then.
-pub(super) fn get_live_by<'a, T>(
-    api: Api<Decoded<T>>,
-    name: &'a str,
-    by: By,
-) -> BoxFuture<'a, Fact<Arc<T>>>
-where
-    T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    get(api, name, true, by)
-}
-
-/// As `get_live_by` within the cap, keeping what caches prune.
-pub(super) fn get_whole<'a, T>(api: Api<Decoded<T>>, name: &'a str) -> BoxFuture<'a, Fact<Arc<T>>>
-where
-    T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    get(api, name, false, By::Cap)
-}
-
-fn get<'a, T>(
+/// One object as the apiserver has it now (a GET with no resourceVersion), answered `by` then,
+/// pruned as caches prune when `prune`. Boxed: a kube read future is kilobytes, and inline it
+/// would make every admission future that might read live that large, cache hits included (each
+/// such future is moved into axum's box and tokio's timeout). Boxed, the decide future is 1,136
+/// bytes instead of 3,384; with the boxed review objects, a pod review's L1d misses fell from
+/// 1,072 to 683 per request (`make profile`).
+pub(super) fn get<'a, T>(
     api: Api<Decoded<T>>,
     name: &'a str,
     prune: bool,

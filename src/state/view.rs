@@ -11,6 +11,7 @@ use crate::model::fence::NodeFence;
 use crate::model::{LEASE_NAMESPACE, Lease, Namespace, Node, Pod, Pv, Pvc, StorageClass};
 use crate::rules::Fact;
 use crate::rules::decision::ReadError;
+use futures::future::BoxFuture;
 use kube::Api;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
@@ -149,10 +150,7 @@ impl View {
         let api = Api::<Decoded<Namespace>>::all(l.client.clone());
         match fresh {
             Fresh::Cache => not_watched("Namespace", name),
-            Fresh::CacheOrLive | Fresh::Live | Fresh::LiveUntil(_) => {
-                live::get_live_by(api, name, by(fresh)).await
-            }
-            Fresh::Whole => live::get_whole(api, name).await,
+            _ => read_live(api, name, fresh).await,
         }
     }
 
@@ -172,13 +170,9 @@ impl View {
             (Fresh::Cache, None) => return not_watched("Lease", node),
             (Fresh::Cache, Some(hit)) => hit.map_or(Fact::Missing, Fact::Found),
             (Fresh::CacheOrLive, Some(Some(hit))) => Fact::Found(hit),
-            (Fresh::Whole, _) => {
+            (_, _) => {
                 let api = Api::<Decoded<Lease>>::namespaced(l.client.clone(), LEASE_NAMESPACE);
-                live::get_whole(api, node).await
-            }
-            (Fresh::CacheOrLive | Fresh::Live | Fresh::LiveUntil(_), _) => {
-                let api = Api::<Decoded<Lease>>::namespaced(l.client.clone(), LEASE_NAMESPACE);
-                live::get_live_by(api, node, by(fresh)).await
+                read_live(api, node, fresh).await
             }
         };
         match read {
@@ -242,7 +236,7 @@ impl View {
             (Fresh::Cache, false) => not_watched("Pod", claim),
             (_, _) => {
                 let names = |p: &Pod| crate::rules::claims::claims_of(p).any(|c| c.name == claim);
-                live::list_pods_consistent(&l.client, namespace, names, by(fresh))
+                live::list_pods_in(&l.client, namespace, names, by(fresh))
                     .await
                     .map(|pods| pods.into_iter().map(Arc::new).collect())
             }
@@ -285,9 +279,7 @@ impl View {
             (Fresh::Cache | Fresh::CacheOrLive, true) => Fact::Found(cached()),
             (Fresh::Cache, false) => not_watched("Pod", "pods"),
             (_, _) => match which {
-                PodsIn::Namespace(ns) => {
-                    live::list_pods_consistent(&l.client, ns, keep, by(fresh)).await
-                }
+                PodsIn::Namespace(ns) => live::list_pods_in(&l.client, ns, keep, by(fresh)).await,
                 PodsIn::NamespaceOnNode(ns, node) => {
                     live::list_pods_on_node_in(&l.client, ns, node, keep, by(fresh)).await
                 }
@@ -324,12 +316,22 @@ impl View {
             (Fresh::Cache, None) => not_watched(T::KIND, name),
             (Fresh::Cache, Some(hit)) => from_cache(hit),
             (Fresh::CacheOrLive, Some(Some(hit))) => Fact::Found(hit),
-            (Fresh::CacheOrLive | Fresh::Live | Fresh::LiveUntil(_), _) => {
-                live::get_live_by(api(l.client.clone()), name, by(fresh)).await
-            }
-            (Fresh::Whole, _) => live::get_whole(api(l.client.clone()), name).await,
+            (_, _) => read_live(api(l.client.clone()), name, fresh).await,
         }
     }
+}
+
+/// One object read live as `fresh` asks: pruned as caches prune unless `Whole`, answered within
+/// the cap unless `LiveUntil`.
+fn read_live<'a, T>(
+    api: Api<Decoded<T>>,
+    name: &'a str,
+    fresh: Fresh,
+) -> BoxFuture<'a, Fact<Arc<T>>>
+where
+    T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    live::get(api, name, fresh != Fresh::Whole, by(fresh))
 }
 
 /// How long a live read waits: until the caller's instant, or the cap.

@@ -1,7 +1,9 @@
-//! The one read view of the cluster. Every read, by the webhook, the controller, fencing, report
-//! and explain, is a call on `View`, over one source: a `--state` file (the whole truth, held in
-//! memory) or a live cluster (watch caches and live reads). A read states how fresh its answer
-//! must be as a parameter (`Fresh`), never in its name.
+//! The one read view of the cluster: the webhook, the controller, fencing, report and explain read
+//! through `View`, over one source: a `--state` file (the whole truth, held in memory) or a live
+//! cluster (watch caches and live reads). A read states how fresh its answer must be as a
+//! parameter (`Fresh`), never in its name. Not here yet: the controller's unbounded re-reads
+//! before a release (`now`), fencing's incident list (`fences`) and explain's VolumeAttachments
+//! (`operator_reads`).
 
 use super::Store;
 use super::decoded::{Decoded, Wire};
@@ -26,8 +28,8 @@ pub enum Fresh {
     /// The cache's copy when it holds one, else the apiserver's: a copy may lag, an absence is
     /// confirmed live (a kind not watched is always read live).
     CacheOrLive,
-    /// The apiserver now, never a cache: a GET (a quorum read) or a paged LIST with no
-    /// resourceVersion (one consistent snapshot), pruned as caches prune. Each request is
+    /// The apiserver now, never a cache: a GET (a quorum read; its object pruned as caches
+    /// prune) or a paged LIST with no resourceVersion (one consistent snapshot). Each request is
     /// answered within the live read's cap (2 s: inside a webhook's answer).
     Live,
     /// As `Live`, each request waiting for its answer until this instant however long it takes:
@@ -35,7 +37,7 @@ pub enum Fresh {
     /// for which waiting out the apiserver's throttling costs less than a refusal. NodeFence
     /// reads keep the cap.
     LiveUntil(tokio::time::Instant),
-    /// As `Live`, keeping what caches prune (a node's labels and volume lists, a pod's
+    /// As `Live`, a GET keeping what caches prune (a node's labels and volume lists, a pod's
     /// nodeSelector and affinity): explain's reads and a fence's proof.
     Whole,
 }

@@ -34,8 +34,8 @@ pub enum Fresh {
     Live,
     /// As `Live`, each request waiting for its answer until this instant however long it takes:
     /// a caller with a longer budget of its own (a take-over's reads, inside the bind's time),
-    /// for which waiting out the apiserver's throttling costs less than a refusal. NodeFence
-    /// reads keep the cap.
+    /// for which waiting out the apiserver's throttling costs less than a refusal. Such reads
+    /// draw from a pool of permits of their own; NodeFence reads keep the cap.
     LiveUntil(tokio::time::Instant),
     /// As `Live`, a GET keeping what caches prune (a node's labels and volume lists, a pod's
     /// nodeSelector and affinity): explain's reads and a fence's proof.

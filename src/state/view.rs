@@ -152,7 +152,7 @@ impl View {
         let api = Api::<Decoded<Namespace>>::all(l.client.clone());
         match fresh {
             Fresh::Cache => not_watched("Namespace", name),
-            _ => read_live(api, name, fresh).await,
+            _ => from_apiserver(api, name, fresh).await,
         }
     }
 
@@ -174,7 +174,7 @@ impl View {
             (Fresh::CacheOrLive, Some(Some(hit))) => Fact::Found(hit),
             (_, _) => {
                 let api = Api::<Decoded<Lease>>::namespaced(l.client.clone(), LEASE_NAMESPACE);
-                read_live(api, node, fresh).await
+                from_apiserver(api, node, fresh).await
             }
         };
         match read {
@@ -318,7 +318,7 @@ impl View {
             (Fresh::Cache, None) => not_watched(T::KIND, name),
             (Fresh::Cache, Some(hit)) => from_cache(hit),
             (Fresh::CacheOrLive, Some(Some(hit))) => Fact::Found(hit),
-            (_, _) => read_live(api(l.client.clone()), name, fresh).await,
+            (_, _) => from_apiserver(api(l.client.clone()), name, fresh).await,
         }
     }
 }

@@ -325,7 +325,7 @@ impl View {
 
 /// One object read live as `fresh` asks: pruned as caches prune unless `Whole`, answered within
 /// the cap unless `LiveUntil`.
-fn read_live<'a, T>(
+fn from_apiserver<'a, T>(
     api: Api<Decoded<T>>,
     name: &'a str,
     fresh: Fresh,

@@ -297,6 +297,7 @@ async fn start_cluster() -> Shared {
         "rwo-race",
         "multi-rwo",
         "rwo-stale",
+        "rwo-pages",
         "eph-owner",
         "rwo-missing",
         "rwo-restarted",
@@ -350,6 +351,7 @@ crate::scenarios! { scenario:
     statefulset_recreate => |s| workloads::statefulset_recreate(&s.cp, "sts-recreate");
     ephemeral_volume => |s| workloads::ephemeral_volume(&s.cp, "ephemeral");
     rwo_stale_replica => |s| lock::rwo_stale_replica(&s.cp, "rwo-stale");
+    rwo_takeover_reads_every_page => |s| lock::rwo_takeover_reads_every_page(&s.cp, "rwo-pages");
     ephemeral_owner_repointed => |s| workloads::ephemeral_owner_repointed(&s.cp, "eph-owner");
     policy_webhook_down => |s| policies::policy_webhook_down(&mut s.cp, "policy");
     explain_pod_multi_attach => |s| operators::explain_pod_multi_attach(&s.cp, "explain-pod");

@@ -238,6 +238,14 @@ static PATIENT_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new
 /// response; paged, at most one page is held at a time (rules.md §2c "bounded reads").
 pub const LIST_PAGE: u32 = 500;
 
+/// Pods per page of a LIST of one node's pods. kube-apiserver's priority and fairness charges a
+/// LIST served from its watch cache by `limit` objects of the resource's average size, whatever
+/// the index leaves of them (`list_work_estimator.go`, SizeBasedListCostEstimate): at 500, every
+/// take-over's LIST of a few pods cost the 10 seats of a megabyte; at 50, one or two. A node
+/// running more pods of one namespace takes more pages, each served from the cache's snapshot of
+/// the first.
+pub const NODE_PAGE: u32 = 50;
+
 /// LIST pods of a namespace with no resourceVersion: served from etcd by quorum read, never from
 /// the apiserver's watch cache (#75980). Paged with `limit`/`continue`: every page is served at the
 /// first page's resourceVersion, so the whole list stays one consistent snapshot; an expired
@@ -254,6 +262,7 @@ pub(super) fn list_pods_in<'a>(
     list_pods(
         api,
         ListParams::default(),
+        LIST_PAGE,
         format!("listing pods of {namespace:?}"),
         keep,
         by,
@@ -278,6 +287,7 @@ pub(super) fn list_pods_on_node_in<'a>(
     list_pods(
         api,
         params,
+        NODE_PAGE,
         format!("listing the pods of {namespace:?} on node {node:?}"),
         keep,
         by,
@@ -297,6 +307,7 @@ pub(super) fn list_pods_on_node<'a>(
     list_pods(
         api,
         params,
+        NODE_PAGE,
         format!("listing the pods on node {node:?}"),
         keep,
         by,
@@ -306,6 +317,7 @@ pub(super) fn list_pods_on_node<'a>(
 fn list_pods<'a>(
     api: Api<Decoded<Pod>>,
     first: ListParams,
+    page: u32,
     what: String,
     keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
     by: By,
@@ -319,7 +331,7 @@ fn list_pods<'a>(
         // the admission path stays bounded by its decision's own deadline.
         let pages = async {
             let mut kept = Vec::new();
-            let mut params = first.limit(LIST_PAGE);
+            let mut params = first.limit(page);
             loop {
                 let page = tokio::time::timeout_at(by.deadline(), async {
                     let _permit = by.permits().acquire().await;

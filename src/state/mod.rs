@@ -25,7 +25,7 @@ mod view;
 mod watch;
 pub mod writer;
 
-pub use live::{Needs, ViewChange};
+pub use live::{NODE_PAGE, Needs, ViewChange};
 pub use view::{Fresh, PodsIn, View};
 
 /// Where a view comes from.

@@ -41,6 +41,108 @@ pub(super) fn modelled<T: serde::Serialize, M: serde::de::DeserializeOwned>(o: &
     serde_json::from_value(serde_json::to_value(o).expect("json")).expect("model")
 }
 
+/// A take-over's LIST of the lock's node reads every page: more pods of the namespace run on the
+/// lock's node than one page holds (`NODE_PAGE`, kept small for the apiserver's priority and
+/// fairness), the claim's user sorting after them. The lock names a later pod on that node, since
+/// deleted, so only the LIST can show the user. A replica whose cache shows no user (its pod watch
+/// stopped before the user came) judges a bind to another node when the lock's grace is long over:
+/// only the LIST's second page shows the user, so it refuses, the lock unmoved. Reading the first
+/// page alone, it would take the lock over (the named pod is gone).
+pub(super) async fn rwo_takeover_reads_every_page(cp: &ControlPlane, ns: &str) {
+    use volguard::admission::{Endpoint, decode};
+    use volguard::rules::rwo_lock::{RWO_LOCK, RwoLock};
+    let c = cp.admin().await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    claim(cp, ns, "data").await;
+    let fillers = volguard::state::NODE_PAGE as usize + 10;
+    for i in 0..fillers {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("a-filler-{i:03}")},
+            "spec": {"nodeName": "kwok-1", "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "app", "image": "example.invalid/app:1"}]}}))
+        .expect("filler");
+        pods.create(&PostParams::default(), &p)
+            .await
+            .expect("filler");
+    }
+    let lock_of = |pvc: &PersistentVolumeClaim| {
+        pvc.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(RWO_LOCK))
+            .cloned()
+    };
+    for name in ["zz-user", "mid"] {
+        pods.create(
+            &PostParams::default(),
+            &claim_pod(name, "data", Some("kwok-1")),
+        )
+        .await
+        .expect("pod on the claim");
+        running(cp, ns, name).await;
+    }
+    let raw = lock_of(&pvcs.get("data").await.expect("claim")).expect("a lock");
+    let lock = RwoLock::parse(&raw).expect("lock");
+    assert_eq!(
+        (lock.node.as_str(), lock.pod.as_str()),
+        ("kwok-1", "mid"),
+        "the second placement on the lock's node renames it"
+    );
+    pods.delete("mid", &DeleteParams::default())
+        .await
+        .expect("delete mid");
+    gone_within(cp, &pods, "pod", "mid", LONG).await;
+    let locked = pvcs.get("data").await.expect("claim");
+    assert_eq!(lock_of(&locked).as_deref(), Some(raw.as_str()));
+    let on_node = ListParams::default().fields("spec.nodeName=kwok-1");
+    let listed = pods.list(&on_node).await.expect("pods on kwok-1").items;
+    let last = listed.last().and_then(|p| p.metadata.name.clone());
+    assert!(
+        listed.len() > volguard::state::NODE_PAGE as usize && last.as_deref() == Some("zz-user"),
+        "the user must sort after a whole page of pods: {} pods, last {last:?}",
+        listed.len()
+    );
+    let rival = pods
+        .create(&PostParams::default(), &unscheduled_pod("rival", "data"))
+        .await
+        .expect("rival");
+    let uid = rival.metadata.uid.clone().expect("uid");
+
+    // The cache: the claim as stored, its lock dated a day back, and no pod at all.
+    let mut old = lock.clone();
+    old.at -= jiff::SignedDuration::from_hours(24);
+    let mut stale = serde_json::to_value(&locked).expect("json");
+    stale["metadata"]["annotations"][RWO_LOCK] = json!(old.encode());
+    let store = volguard::state::Store::default();
+    store
+        .pvcs
+        .apply(serde_json::from_value(stale).expect("claim"));
+    let replica = frozen_replica(c.clone(), store);
+    let body = bind_review(ns, "rival", &uid, "kwok-2");
+    let req = decode(body.as_bytes()).expect("review");
+    let v = replica
+        .decide(Endpoint::Validate, &req, Duration::from_secs(9))
+        .await;
+    let msg = v.decision.message.clone().unwrap_or_default();
+    assert_eq!(
+        (v.decision.allowed, v.decision.row),
+        (false, "rwo-locked-on-other-node"),
+        "the user on the LIST's second page must hold the lock: {v:?}"
+    );
+    assert!(msg.contains("it holds: in use on its node"), "{msg}");
+    let now = pvcs.get("data").await.expect("claim");
+    assert_eq!(
+        lock_of(&now).as_deref(),
+        Some(raw.as_str()),
+        "the lock moved"
+    );
+    println!(
+        "rwo-takeover-every-page: {} pods on kwok-1, the user last, the lock's pod gone: refused: {msg}",
+        listed.len()
+    );
+}
+
 /// Trust review points 3, 4 and 6 on the real apiserver. A replica whose pod watch stopped long
 /// ago (its cache shows neither the holder nor the pod being bound, only an older pod of that name,
 /// recreated since) and whose clock runs a day ahead of the replica that wrote the lock (its copy of

@@ -359,25 +359,19 @@ impl Reconciler {
             PvPlan::Release => {
                 // Confirm on a live read: the cache may lag a binding.
                 self.limiter.acquire().await;
-                let live: Pv = match crate::state::now::cluster::<Pv>(&self.client, name).await {
-                    Ok(Some(d)) => d,
-                    Ok(None) => return Outcome::Done,
-                    Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+                // Unbounded: these reads never had a deadline (the limiter paces them).
+                let live: Pv = match self.view.pv(name, Fresh::Unbounded).await {
+                    Fact::Found(d) => Arc::unwrap_or_clone(d),
+                    Fact::Missing => return Outcome::Done,
+                    Fact::Unknown(e) => return Outcome::Retry(Retry::Api(e.to_string())),
                 };
                 // Its claim read live too: a phase forged `Available` proves nothing (§2c).
                 let claim = match live.spec.claim_ref.as_ref() {
                     Some(r) => {
                         self.limiter.acquire().await;
-                        match crate::state::now::namespaced::<Pvc>(
-                            &self.client,
-                            &r.namespace,
-                            &r.name,
-                        )
-                        .await
-                        {
-                            Ok(Some(c)) => Fact::Found(c),
-                            Ok(None) => Fact::Missing,
-                            Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+                        match self.view.pvc(&r.namespace, &r.name, Fresh::Unbounded).await {
+                            Fact::Unknown(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+                            c => c.map(Arc::unwrap_or_clone),
                         }
                     }
                     None => Fact::Missing,

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::explain::args::ExplainArgs;
+use crate::rules::decision::ReadError;
 use crate::state::{Fresh, PodsIn};
 
 /// The facts of `explain pod`: the pod, each of its claims and their volumes, the volumes'
@@ -9,7 +10,6 @@ use crate::state::{Fresh, PodsIn};
 /// and the fencing incidents.
 pub(super) async fn gather_pod(
     view: &state::View,
-    client: Option<&kube::Client>,
     ns: &str,
     args: &ExplainArgs,
     file: Option<String>,
@@ -36,11 +36,9 @@ pub(super) async fn gather_pod(
             },
             None => None,
         };
-        let va = match (&pv, client) {
-            (Some(pv), Some(c)) => {
-                state::operator_reads::attachments(c, &pv.metadata.name, &mut not_read).await?
-            }
-            _ => Vec::new(),
+        let va = match &pv {
+            Some(pv) => attachments(view, &pv.metadata.name, &mut not_read).await?,
+            None => Vec::new(),
         };
         pvcs.push(pvc);
         pvs.push(pv);
@@ -58,7 +56,7 @@ pub(super) async fn gather_pod(
         Fact::Missing => Vec::new(),
         Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),
     };
-    let fences = all_fences(view, client, &mut not_read).await?;
+    let fences = all_fences(view, &mut not_read).await?;
     let nodes = holder_nodes(view, &p, &pvcs, &others).await;
     let facts: Vec<pod::ClaimFacts<'_>> = names
         .iter()
@@ -161,16 +159,15 @@ pub(super) async fn gather_node(
 pub use crate::error::NotFound;
 
 /// The facts of one explanation, read through the view (a file or a live cluster); the
-/// VolumeAttachments only live (`client`). `file` names the state file in a not-found error.
+/// VolumeAttachments only live. `file` names the state file in a not-found error.
 pub(super) async fn gather(
     view: &state::View,
-    client: Option<&kube::Client>,
     ns: &str,
     args: &ExplainArgs,
     file: Option<String>,
 ) -> anyhow::Result<Explanation> {
     match args.kind {
-        ExplainKind::Pvc => gather_pvc(view, client, ns, &args.name, file).await,
+        ExplainKind::Pvc => gather_pvc(view, ns, &args.name, file).await,
         ExplainKind::Pv => {
             let pv =
                 found(view.pv(&args.name, Fresh::CacheOrLive).await)?.ok_or_else(|| NotFound {
@@ -184,12 +181,7 @@ pub(super) async fn gather(
                 None => None,
             };
             let mut not_read = Vec::new();
-            let vas = match client {
-                Some(c) => {
-                    state::operator_reads::attachments(c, &pv.metadata.name, &mut not_read).await?
-                }
-                None => Vec::new(),
-            };
+            let vas = attachments(view, &pv.metadata.name, &mut not_read).await?;
             let mut e = build_pv(&pv, claim.as_deref(), &vas);
             e.not_read = not_read;
             Ok(e)
@@ -204,7 +196,6 @@ pub(super) async fn gather(
 /// VolumeAttachments and the fencing incidents.
 async fn gather_pvc(
     view: &state::View,
-    client: Option<&kube::Client>,
     ns: &str,
     name: &str,
     file: Option<String>,
@@ -240,13 +231,11 @@ async fn gather_pvc(
         Fact::Missing => Vec::new(),
         Fact::Unknown(e) => anyhow::bail!("cannot list the pods of {ns:?}: {e}"),
     };
-    let vas = match (&pv, client) {
-        (Some(pv), Some(c)) => {
-            state::operator_reads::attachments(c, &pv.metadata.name, &mut not_read).await?
-        }
-        _ => Vec::new(),
+    let vas = match &pv {
+        Some(pv) => attachments(view, &pv.metadata.name, &mut not_read).await?,
+        None => Vec::new(),
     };
-    let fences = all_fences(view, client, &mut not_read).await?;
+    let fences = all_fences(view, &mut not_read).await?;
     let mut e = build_pvc(&pvc, pv.as_deref(), &pods, &vas, &fences);
     if not_read.iter().any(|n| n.starts_with("persistentvolumes"))
         && let Some(v) = pvc.volume_name()
@@ -260,22 +249,48 @@ async fn gather_pvc(
     Ok(e)
 }
 
-/// Every fencing incident: live (what the caller may read), or the state file's.
+/// Every fencing incident: live (what the caller may read, as long as the apiserver takes), or
+/// the state file's. A caller who may not list them gets an explanation without them that says
+/// so; a cluster without the CRD has none.
 async fn all_fences(
     view: &state::View,
-    client: Option<&kube::Client>,
     not_read: &mut Vec<String>,
 ) -> anyhow::Result<Vec<NodeFence>> {
-    Ok(match client {
-        Some(c) => state::operator_reads::fences(c, not_read).await?,
-        None => view
-            .store()
-            .fences
-            .all()
-            .iter()
-            .map(|f| (**f).clone())
-            .collect(),
-    })
+    match view.node_fences(Fresh::Unbounded).await {
+        Fact::Found(all) => Ok(all.iter().map(|f| (**f).clone()).collect()),
+        Fact::Missing | Fact::Unknown(ReadError::Refused { code: 404, .. }) => Ok(Vec::new()),
+        Fact::Unknown(e) => unreadable("nodefences", e, not_read),
+    }
+}
+
+/// The VolumeAttachments naming `pv`, live (as long as the apiserver takes; a state file has
+/// none). A caller without RBAC to list them (a namespace's user) gets an explanation without
+/// them, which says so, rather than none at all.
+async fn attachments(
+    view: &state::View,
+    pv: &str,
+    not_read: &mut Vec<String>,
+) -> anyhow::Result<Vec<crate::model::Attachment>> {
+    match view.attachments(pv, Fresh::Unbounded).await {
+        Fact::Found(v) => Ok(v),
+        Fact::Missing => Ok(Vec::new()),
+        Fact::Unknown(e) => unreadable("volumeattachments", e, not_read),
+    }
+}
+
+/// A read the caller may not do, reported as "not read" (empty); any other failure an error.
+fn unreadable<T>(
+    resource: &str,
+    e: ReadError,
+    not_read: &mut Vec<String>,
+) -> anyhow::Result<Vec<T>> {
+    match e {
+        ReadError::Refused { code: 403, .. } => {
+            not_read.push(format!("{resource} (forbidden)"));
+            Ok(Vec::new())
+        }
+        e => Err(e.into()),
+    }
 }
 
 /// A read's answer for a reader that must not guess: absent, present, or an error.

@@ -27,11 +27,11 @@ use serde::Serialize;
 
 /// Read, explain, print.
 pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
-    let (view, client, ns, file) = match &args.state {
+    let (view, ns, file) = match &args.state {
         Some(path) => {
             let view = state::open(state::Source::File(path), state::Needs::default())?;
             let ns = args.namespace.clone().unwrap_or_else(|| "default".into());
-            (view, None, ns, Some(path.display().to_string()))
+            (view, ns, Some(path.display().to_string()))
         }
         None => {
             let client = crate::runtime::kube::client_for(
@@ -46,11 +46,11 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
             // A one-shot view with nothing cached: every read below is a live read (the
             // namespace's pods by a consistent LIST, as the controller reads them).
             let view = state::View::from_store(
-                client.clone(),
+                client,
                 std::sync::Arc::new(state::Store::default()),
                 state::Needs::default(),
             );
-            (view, Some(client), ns, None)
+            (view, ns, None)
         }
     };
     let text = match args.kind {
@@ -59,11 +59,11 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
             render(&e, args.output, node::table, format!("node/{}", e.name))?
         }
         ExplainKind::Pod => {
-            let e = gather_pod(&view, client.as_ref(), &ns, &args, file).await?;
+            let e = gather_pod(&view, &ns, &args, file).await?;
             render(&e, args.output, pod::table, format!("pod/{}", e.name))?
         }
         ExplainKind::Pvc | ExplainKind::Pv => {
-            let e = gather(&view, client.as_ref(), &ns, &args, file).await?;
+            let e = gather(&view, &ns, &args, file).await?;
             let name = format!("{}/{}", e.kind.to_ascii_lowercase(), e.name);
             render(&e, args.output, table, name)?
         }

@@ -46,9 +46,13 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
     if let Some(n) = &live {
         refuse_if_alive(&view, n, node, args.partition_after).await?;
     }
-    let all: Vec<NodeFence> = fences::list(&client)
-        .await
-        .context("listing NodeFence incidents")?;
+    let all: Vec<NodeFence> = match view.node_fences(crate::state::Fresh::Unbounded).await {
+        crate::rules::Fact::Found(all) => all.iter().map(|f| (**f).clone()).collect(),
+        crate::rules::Fact::Missing => Vec::new(),
+        crate::rules::Fact::Unknown(e) => {
+            return Err(anyhow::Error::new(e).context("listing NodeFence incidents"));
+        }
+    };
     let Some(f) = open_incident(&all, node) else {
         if live.is_none() {
             // The Node is gone without a record: the person's word goes on an incident that

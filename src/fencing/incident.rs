@@ -6,11 +6,12 @@ use super::Error;
 use crate::model::fence::{
     Evidence, GROUP, KIND, NodeFence, NodeFenceSpec, NodeFenceStatus, Phase, VERSION,
 };
-use crate::state::View;
-use crate::state::fences;
+use crate::rules::Fact;
 use crate::state::writer::Writer;
+use crate::state::{Fresh, View};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
+use std::sync::Arc;
 
 pub const FIELD_MANAGER: &str = "volguard-fencing";
 
@@ -37,13 +38,23 @@ impl Records {
         }
     }
 
-    /// Every incident, typed (one that does not decode is skipped with a warning).
+    /// Every incident, typed (one that does not decode is skipped with a warning), read live
+    /// with no deadline, as fencing always read them.
     pub async fn list(&self) -> Result<Vec<NodeFence>, Error> {
-        Ok(fences::list(&self.client).await?)
+        match self.view.node_fences(Fresh::Unbounded).await {
+            Fact::Found(all) => Ok(all.into_iter().map(Arc::unwrap_or_clone).collect()),
+            Fact::Missing => Ok(Vec::new()),
+            Fact::Unknown(e) => Err(e.into()),
+        }
     }
 
+    /// One incident, read live with no deadline (`None`: gone).
     pub async fn get(&self, name: &str) -> Result<Option<NodeFence>, Error> {
-        Ok(fences::get_opt(&self.client, name).await?)
+        match self.view.node_fence(name, Fresh::Unbounded).await {
+            Fact::Found(f) => Ok(Some(Arc::unwrap_or_clone(f))),
+            Fact::Missing => Ok(None),
+            Fact::Unknown(e) => Err(e.into()),
+        }
     }
 
     /// Create the incident with its first status.

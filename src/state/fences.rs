@@ -23,31 +23,6 @@ pub fn decode(o: DynamicObject) -> Result<NodeFence, serde_json::Error> {
     serde_json::to_value(o).and_then(serde_json::from_value)
 }
 
-/// Every incident, typed (one that does not decode is skipped with a warning).
-pub async fn list(client: &kube::Client) -> Result<Vec<NodeFence>, kube::Error> {
-    let all = api(client.clone()).list(&Default::default()).await?;
-    Ok(all
-        .items
-        .into_iter()
-        .filter_map(|o| {
-            let name = o.metadata.name.clone().unwrap_or_default();
-            decode(o)
-                .map_err(
-                    |e| tracing::warn!(incident = %name, error = %e, "NodeFence does not decode"),
-                )
-                .ok()
-        })
-        .collect())
-}
-
-/// One incident, or `None` when it is gone.
-pub async fn get_opt(client: &kube::Client, name: &str) -> Result<Option<NodeFence>, kube::Error> {
-    match api(client.clone()).get_opt(name).await? {
-        None => Ok(None),
-        Some(o) => decode(o).map(Some).map_err(kube::Error::SerdeError),
-    }
-}
-
 /// Who the apiserver says the caller is (a SelfSubjectReview): the name a person's
 /// confirmation is recorded under.
 pub async fn whoami(client: &kube::Client) -> Result<Option<String>, kube::Error> {
@@ -61,24 +36,58 @@ pub async fn whoami(client: &kube::Client) -> Result<Option<String>, kube::Error
         .and_then(|u| u.username))
 }
 
+/// How long a NodeFence read waits: the 2 s cap (even for `LiveUntil`), or, `None`, as long as
+/// the apiserver takes (fencing's own reads and an operator's, which never had a deadline).
+const CAP: std::time::Duration = std::time::Duration::from_secs(2);
+
+async fn within<F: std::future::Future>(capped: bool, read: F) -> Option<F::Output> {
+    if capped {
+        tokio::time::timeout(CAP, read).await.ok()
+    } else {
+        Some(read.await)
+    }
+}
+
 /// Read one incident live (never from a cache: it decides a release).
-pub(super) async fn get(client: &kube::Client, name: &str) -> Fact<Arc<NodeFence>> {
+pub(super) async fn get(client: &kube::Client, name: &str, capped: bool) -> Fact<Arc<NodeFence>> {
     let what = || format!("reading NodeFence {name:?}");
     let read = api(client.clone());
-    match tokio::time::timeout(std::time::Duration::from_secs(2), read.get_opt(name)).await {
-        Err(_) => Fact::Unknown(ReadError::Timeout { what: what() }),
-        Ok(Err(e)) => Fact::Unknown(ReadError::Api {
+    match within(capped, read.get_opt(name)).await {
+        None => Fact::Unknown(ReadError::Timeout { what: what() }),
+        Some(Err(e)) => Fact::Unknown(ReadError::Api {
             what: what(),
             message: crate::error::chain(&e),
         }),
-        Ok(Ok(None)) => Fact::Missing,
-        Ok(Ok(Some(o))) => match decode(o) {
+        Some(Ok(None)) => Fact::Missing,
+        Some(Ok(Some(o))) => match decode(o) {
             Ok(f) => Fact::Found(Arc::new(f)),
             Err(e) => Fact::Unknown(ReadError::Decode {
                 what: what(),
                 message: e.to_string(),
             }),
         },
+    }
+}
+
+/// Every incident, live and typed (one that does not decode is skipped with a warning).
+pub(super) async fn all(client: &kube::Client, capped: bool) -> Fact<Vec<Arc<NodeFence>>> {
+    let what = || "listing NodeFence incidents".to_string();
+    let list = api(client.clone());
+    match within(capped, list.list(&ListParams::default())).await {
+        None => Fact::Unknown(ReadError::Timeout { what: what() }),
+        Some(Err(e)) => Fact::Unknown(super::live::read_error(what(), e)),
+        Some(Ok(l)) => Fact::Found(
+            l.items
+                .into_iter()
+                .filter_map(|o| {
+                    let name = o.metadata.name.clone().unwrap_or_default();
+                    decode(o)
+                        .map_err(|e| tracing::warn!(incident = %name, error = %e, "NodeFence does not decode"))
+                        .ok()
+                })
+                .map(Arc::new)
+                .collect(),
+        ),
     }
 }
 
@@ -90,17 +99,21 @@ pub(super) fn label_value(node: &str) -> String {
 }
 
 /// The incidents and deletion records of one node, read live (they decide a release).
-pub(super) async fn of_node(client: &kube::Client, node: &str) -> Fact<Vec<Arc<NodeFence>>> {
+pub(super) async fn of_node(
+    client: &kube::Client,
+    node: &str,
+    capped: bool,
+) -> Fact<Vec<Arc<NodeFence>>> {
     let what = || format!("listing the NodeFence records of node {node:?}");
     let params = ListParams::default().labels(&format!("{NODE_LABEL}={}", label_value(node)));
     let list = api(client.clone());
-    match tokio::time::timeout(std::time::Duration::from_secs(2), list.list(&params)).await {
-        Err(_) => Fact::Unknown(ReadError::Timeout { what: what() }),
-        Ok(Err(e)) => Fact::Unknown(ReadError::Api {
+    match within(capped, list.list(&params)).await {
+        None => Fact::Unknown(ReadError::Timeout { what: what() }),
+        Some(Err(e)) => Fact::Unknown(ReadError::Api {
             what: what(),
             message: crate::error::chain(&e),
         }),
-        Ok(Ok(l)) => {
+        Some(Ok(l)) => {
             let mut out = Vec::new();
             for o in l.items {
                 match decode(o) {

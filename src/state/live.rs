@@ -31,14 +31,19 @@ pub(super) enum By {
     /// Binding and the same reads again (`make bench-scale` at 5,000 nodes: 10,639 refusals for
     /// 2,187 take-overs whose reads were cut at the cap).
     Until(tokio::time::Instant),
+    /// As long as the apiserver takes, with no permit and not counted in
+    /// `volguard_live_reads`: the reads that never had a deadline (the controller's re-reads
+    /// before a release, paced by its own limiter; fencing's incidents; an operator's explain).
+    Unbounded,
 }
 
 impl By {
-    /// When a request sent now must have its answer.
-    fn deadline(self) -> tokio::time::Instant {
+    /// When a request sent now must have its answer (`None`: whenever it comes).
+    fn deadline(self) -> Option<tokio::time::Instant> {
         match self {
-            By::Cap => tokio::time::Instant::now() + LIVE_READ_TIMEOUT,
-            By::Until(t) => t,
+            By::Cap => Some(tokio::time::Instant::now() + LIVE_READ_TIMEOUT),
+            By::Until(t) => Some(t),
+            By::Unbounded => None,
         }
     }
 
@@ -46,10 +51,31 @@ impl By {
     /// permit through the client's `Retry-After` sleeps, so such reads draw from a pool of their
     /// own, and a throttled take-over never makes a 2 s read time out waiting for a permit
     /// (adversary review).
-    fn permits(self) -> &'static tokio::sync::Semaphore {
+    fn permits(self) -> Option<&'static tokio::sync::Semaphore> {
         match self {
-            By::Cap => &LIVE_READS,
-            By::Until(_) => &PATIENT_READS,
+            By::Cap => Some(&LIVE_READS),
+            By::Until(_) => Some(&PATIENT_READS),
+            By::Unbounded => None,
+        }
+    }
+
+    /// `read`'s answer, with a permit and by the deadline if this read has them (`None`: no
+    /// answer in time).
+    pub(super) async fn wait<F: std::future::Future>(self, read: F) -> Option<F::Output> {
+        let (Some(deadline), Some(permits)) = (self.deadline(), self.permits()) else {
+            return Some(read.await);
+        };
+        let read = async {
+            let _permit = permits.acquire().await;
+            read.await
+        };
+        tokio::time::timeout_at(deadline, read).await.ok()
+    }
+
+    /// Count the answer in `volguard_live_reads` (the reads a decision or a release waits on).
+    fn count<T>(self, read: &'static str, kind: &'static str, fact: &Fact<T>) {
+        if self != By::Unbounded {
+            super::live_reads::count(read, kind, fact);
         }
     }
 }
@@ -333,12 +359,10 @@ fn list_pods<'a>(
             let mut kept = Vec::new();
             let mut params = first.limit(page);
             loop {
-                let page = tokio::time::timeout_at(by.deadline(), async {
-                    let _permit = by.permits().acquire().await;
-                    api.list(&params).await
-                })
-                .await
-                .map_err(|_| ReadError::Timeout { what: what() })?;
+                let page = by
+                    .wait(api.list(&params))
+                    .await
+                    .ok_or_else(|| ReadError::Timeout { what: what() })?;
                 // A pod that does not decode fails the whole LIST (kube::Error::SerdeError): unknown.
                 let page = page.map_err(|e| read_error(what(), e))?;
                 kept.extend(
@@ -357,7 +381,7 @@ fn list_pods<'a>(
             Err(e) => Fact::Unknown(e),
             Ok(pods) => Fact::Found(pods),
         };
-        super::live_reads::count("list", <Pod as super::Object>::KIND, &fact);
+        by.count("list", <Pod as super::Object>::KIND, &fact);
         fact
     })
 }
@@ -378,17 +402,13 @@ where
     T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     Box::pin(async move {
-        let read = async {
-            let _permit = by.permits().acquire().await;
-            api.get_opt(name).await
-        };
-        let fact = match tokio::time::timeout_at(by.deadline(), read).await {
-            Err(_) => Fact::Unknown(ReadError::Timeout {
+        let fact = match by.wait(api.get_opt(name)).await {
+            None => Fact::Unknown(ReadError::Timeout {
                 what: format!("reading {} {name:?}", T::KIND),
             }),
-            Ok(Err(e)) => Fact::Unknown(read_error(format!("reading {} {name:?}", T::KIND), e)),
-            Ok(Ok(None)) => Fact::Missing,
-            Ok(Ok(Some(d))) => {
+            Some(Err(e)) => Fact::Unknown(read_error(format!("reading {} {name:?}", T::KIND), e)),
+            Some(Ok(None)) => Fact::Missing,
+            Some(Ok(Some(d))) => {
                 let mut t = d.into_inner();
                 if prune {
                     t.prune();
@@ -396,7 +416,7 @@ where
                 Fact::Found(Arc::new(t))
             }
         };
-        super::live_reads::count("get", T::KIND, &fact);
+        by.count("get", T::KIND, &fact);
         fact
     })
 }
@@ -430,7 +450,7 @@ where
 }
 
 /// An object the model cannot decode is a decode error, anything else the API's.
-fn read_error(what: String, e: kube::Error) -> ReadError {
+pub(super) fn read_error(what: String, e: kube::Error) -> ReadError {
     match e {
         kube::Error::SerdeError(e) => ReadError::Decode {
             what,
@@ -456,26 +476,33 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_capped_read_has_the_cap_from_each_request_and_a_bounded_one_its_callers_instant() {
         let t0 = tokio::time::Instant::now();
-        assert_eq!(By::Cap.deadline() - t0, LIVE_READ_TIMEOUT);
+        assert_eq!(By::Cap.deadline(), Some(t0 + LIVE_READ_TIMEOUT));
         tokio::time::advance(Duration::from_secs(5)).await;
         // The cap counts from each request (a LIST's next page), not from the first.
         assert_eq!(
-            By::Cap.deadline() - t0,
-            Duration::from_secs(5) + LIVE_READ_TIMEOUT
+            By::Cap.deadline(),
+            Some(t0 + Duration::from_secs(5) + LIVE_READ_TIMEOUT)
         );
         let until = t0 + Duration::from_secs(6);
-        assert_eq!(By::Until(until).deadline(), until);
+        assert_eq!(By::Until(until).deadline(), Some(until));
+        assert_eq!(By::Unbounded.deadline(), None);
     }
 
     #[test]
     fn reads_that_wait_longer_draw_from_a_pool_of_their_own() {
         let until = tokio::time::Instant::now();
-        assert!(std::ptr::eq(By::Cap.permits(), &LIVE_READS));
-        assert!(std::ptr::eq(By::Until(until).permits(), &PATIENT_READS));
-        assert!(!std::ptr::eq(&LIVE_READS, &PATIENT_READS));
-        assert_eq!(
-            By::Until(until).permits().available_permits(),
-            MAX_PATIENT_READS
+        assert!(
+            By::Cap
+                .permits()
+                .is_some_and(|p| std::ptr::eq(p, &LIVE_READS))
         );
+        assert!(
+            By::Until(until)
+                .permits()
+                .is_some_and(|p| std::ptr::eq(p, &PATIENT_READS))
+        );
+        assert!(!std::ptr::eq(&LIVE_READS, &PATIENT_READS));
+        assert_eq!(PATIENT_READS.available_permits(), MAX_PATIENT_READS);
+        assert!(By::Unbounded.permits().is_none());
     }
 }

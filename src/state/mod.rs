@@ -16,7 +16,6 @@ pub mod live_reads;
 pub mod loader;
 pub mod lock_clock;
 pub mod network_fences;
-pub mod now;
 pub mod operator_reads;
 pub mod reads;
 pub mod registrations;

@@ -1,9 +1,7 @@
 //! The one read view of the cluster: the webhook, the controller, fencing, report and explain read
 //! through `View`, over one source: a `--state` file (the whole truth, held in memory) or a live
 //! cluster (watch caches and live reads). A read states how fresh its answer must be as a
-//! parameter (`Fresh`), never in its name. Not here yet: the controller's unbounded re-reads
-//! before a release (`now`), fencing's incident list (`fences`) and explain's VolumeAttachments
-//! (`operator_reads`).
+//! parameter (`Fresh`), never in its name.
 
 use super::Store;
 use super::decoded::{Decoded, Wire};
@@ -40,6 +38,11 @@ pub enum Fresh {
     /// As `Live`, a GET keeping what caches prune (a node's labels and volume lists, a pod's
     /// nodeSelector and affinity): explain's reads and a fence's proof.
     Whole,
+    /// As `Whole`, waiting as long as the apiserver takes, with no permit, and not counted in
+    /// `volguard_live_reads`: the reads that never had a deadline and must not start timing out
+    /// (the controller's re-reads before a release, paced by its own limiter; fencing's
+    /// incidents; explain's VolumeAttachments and incidents).
+    Unbounded,
 }
 
 /// Which pods a list reads.
@@ -191,7 +194,7 @@ impl View {
         match (&self.live, fresh) {
             (None, _) => from_cache(self.store.fences.get("", name)),
             (Some(_), Fresh::Cache) => not_watched("NodeFence", name),
-            (Some(l), _) => super::fences::get(&l.client, name).await,
+            (Some(l), _) => super::fences::get(&l.client, name, fresh != Fresh::Unbounded).await,
         }
     }
 
@@ -208,7 +211,20 @@ impl View {
                     .collect(),
             ),
             (Some(_), Fresh::Cache) => not_watched("NodeFence", node),
-            (Some(l), _) => super::fences::of_node(&l.client, node).await,
+            (Some(l), _) => {
+                super::fences::of_node(&l.client, node, fresh != Fresh::Unbounded).await
+            }
+        }
+    }
+
+    /// Every NodeFence incident and record (read as `node_fence` reads; one that does not
+    /// decode is skipped with a warning).
+    pub async fn node_fences(&self, fresh: Fresh) -> Fact<Vec<Arc<NodeFence>>> {
+        super::reads::note();
+        match (&self.live, fresh) {
+            (None, _) => Fact::Found(self.store.fences.all()),
+            (Some(_), Fresh::Cache) => not_watched("NodeFence", "incidents"),
+            (Some(l), _) => super::fences::all(&l.client, fresh != Fresh::Unbounded).await,
         }
     }
 
@@ -323,8 +339,8 @@ impl View {
     }
 }
 
-/// One object read live as `fresh` asks: pruned as caches prune unless `Whole`, answered within
-/// the cap unless `LiveUntil`.
+/// One object read live as `fresh` asks: pruned as caches prune unless `Whole` or `Unbounded`,
+/// answered within the cap unless `LiveUntil` or `Unbounded`.
 fn from_apiserver<'a, T>(
     api: Api<Decoded<T>>,
     name: &'a str,
@@ -333,13 +349,15 @@ fn from_apiserver<'a, T>(
 where
     T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    live::get(api, name, fresh != Fresh::Whole, by(fresh))
+    let prune = !matches!(fresh, Fresh::Whole | Fresh::Unbounded);
+    live::get(api, name, prune, by(fresh))
 }
 
-/// How long a live read waits: until the caller's instant, or the cap.
-fn by(fresh: Fresh) -> By {
+/// How long a live read waits: until the caller's instant, as long as it takes, or the cap.
+pub(super) fn by(fresh: Fresh) -> By {
     match fresh {
         Fresh::LiveUntil(t) => By::Until(t),
+        Fresh::Unbounded => By::Unbounded,
         Fresh::Cache | Fresh::CacheOrLive | Fresh::Live | Fresh::Whole => By::Cap,
     }
 }

@@ -2,6 +2,7 @@
 //! a quorum read shows it, is cleared with the claim's resourceVersion.
 
 use super::*;
+use crate::rules::decision::ReadError;
 use crate::rules::rwo_lock::Cleanup;
 
 impl Reconciler {
@@ -73,14 +74,12 @@ impl Reconciler {
     /// LIST), the pod the lock names (may the placement it was written for still land?), and for
     /// a node gone, a record of its deletion on proof (rules.md §7).
     async fn read_hold(&self, ns: &str, name: &str, lock: &RwoLock) -> Result<LiveHold, Outcome> {
-        let api = |e: kube::Error| Outcome::Retry(Retry::Api(e.to_string()));
+        // Unbounded: these reads never had a deadline (the limiter paces them).
+        let api = |e: ReadError| Outcome::Retry(Retry::Api(e.to_string()));
         self.limiter.acquire().await;
-        let node = match crate::state::now::cluster::<crate::model::Node>(&self.client, &lock.node)
-            .await
-            .map_err(api)?
-        {
-            Some(n) => Fact::Found(n),
-            None => Fact::Missing,
+        let node = match self.view.node(&lock.node, Fresh::Unbounded).await {
+            Fact::Unknown(e) => return Err(api(e)),
+            n => n.map(Arc::unwrap_or_clone),
         };
         self.limiter.acquire().await;
         let users = self
@@ -92,12 +91,9 @@ impl Reconciler {
             )
             .await;
         self.limiter.acquire().await;
-        let writer = match crate::state::now::namespaced::<Pod>(&self.client, ns, &lock.pod)
-            .await
-            .map_err(api)?
-        {
-            Some(p) => Fact::Found(p),
-            None => Fact::Missing,
+        let writer = match self.view.pod(ns, &lock.pod, Fresh::Unbounded).await {
+            Fact::Unknown(e) => return Err(api(e)),
+            p => p.map(Arc::unwrap_or_clone),
         };
         let gone_recorded = match &node {
             Fact::Missing => match self.view.fences_of_node(&lock.node, Fresh::Live).await {

@@ -78,7 +78,7 @@ pub fn can_acquire(observed: Option<&Observed>, me: &str, now: std::time::Instan
 }
 
 pub struct Elector {
-    api: crate::state::leases::Leases,
+    writer: crate::state::Writer,
     cfg: LeaseConfig,
     /// The Lease as we last wrote it: a renewal is then one conditional PUT (its resourceVersion
     /// guards against a concurrent taker), not a GET and a PUT.
@@ -88,9 +88,9 @@ pub struct Elector {
 }
 
 impl Elector {
-    pub fn new(client: kube::Client, cfg: LeaseConfig) -> Self {
+    pub fn new(writer: crate::state::Writer, cfg: LeaseConfig) -> Self {
         Elector {
-            api: crate::state::leases::Leases::new(client, &cfg.namespace),
+            writer,
             cfg,
             held: tokio::sync::Mutex::new(None),
             observed: std::sync::Mutex::new(None),
@@ -105,7 +105,11 @@ impl Elector {
             let spec = lease.spec.clone().unwrap_or_default();
             let acquired = spec.acquire_time.map(|t| t.0).unwrap_or(now);
             lease.spec = Some(self.spec(acquired, now, spec.lease_transitions.unwrap_or(0)));
-            match self.api.replace(&self.cfg.name, &lease).await {
+            match self
+                .writer
+                .replace_lease(&self.cfg.namespace, &self.cfg.name, &lease)
+                .await
+            {
                 Ok(written) => {
                     *held = Some(written);
                     return Ok(true);
@@ -115,7 +119,10 @@ impl Elector {
                 Err(e) => return Err(e),
             }
         }
-        let existing = self.api.get(&self.cfg.name).await?;
+        let existing = self
+            .writer
+            .lease(&self.cfg.namespace, &self.cfg.name)
+            .await?;
         let Some(mut lease) = existing else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -125,7 +132,7 @@ impl Elector {
                 },
                 spec: Some(self.spec(now, now, 0)),
             };
-            return match self.api.create(&lease).await {
+            return match self.writer.create_lease(&self.cfg.namespace, &lease).await {
                 Ok(written) => {
                     *held = Some(written);
                     Ok(true)
@@ -155,7 +162,11 @@ impl Elector {
         let transitions = spec.lease_transitions.unwrap_or(0) + i32::from(!ours);
         lease.spec = Some(self.spec(acquired, now, transitions));
         // replace carries resourceVersion: a concurrent taker makes this a 409, not a split brain.
-        match self.api.replace(&self.cfg.name, &lease).await {
+        match self
+            .writer
+            .replace_lease(&self.cfg.namespace, &self.cfg.name, &lease)
+            .await
+        {
             Ok(written) => {
                 *held = Some(written);
                 Ok(true)
@@ -179,7 +190,8 @@ impl Elector {
     /// Give the lease up (holder cleared) so a follower need not wait for expiry.
     pub async fn release(&self) {
         *self.held.lock().await = None;
-        let Ok(Some(mut lease)) = self.api.get(&self.cfg.name).await else {
+        let Ok(Some(mut lease)) = self.writer.lease(&self.cfg.namespace, &self.cfg.name).await
+        else {
             return;
         };
         let Some(spec) = lease.spec.as_mut() else {
@@ -190,7 +202,11 @@ impl Elector {
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
-        match self.api.replace(&self.cfg.name, &lease).await {
+        match self
+            .writer
+            .replace_lease(&self.cfg.namespace, &self.cfg.name, &lease)
+            .await
+        {
             Ok(_) => tracing::info!(lease = %self.cfg.name, "leadership released"),
             Err(e) => tracing::warn!(error = %e, "could not release the lease"),
         }

@@ -110,7 +110,11 @@ async fn a_hanging_renewal_ends_leadership_at_the_deadline() {
         retry: Duration::from_secs(2),
         renew_deadline: Duration::from_secs(10),
     };
-    let elector = Elector::new(client, cfg);
+    let writer =
+        crate::state::View::from_store(client, Default::default(), crate::state::Needs::default())
+            .writer("volguard-controller", "me".into())
+            .expect("a live view has a writer");
+    let elector = Elector::new(writer, cfg);
     let start = tokio::time::Instant::now();
     tokio::time::timeout(Duration::from_secs(14), elector.hold())
         .await

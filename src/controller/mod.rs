@@ -73,21 +73,31 @@ pub fn registry() -> (Arc<MetricsRegistry>, Arc<metrics::ControllerMetrics>) {
 
 /// Run the controller: warm caches in every replica, act only as the leader (rules.md §4, §7, §9).
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
-    let client = crate::runtime::kube::client(args.kubeconfig.as_deref()).await?;
     let (metrics, cmetrics) = registry();
     // Followers keep warm caches too, so a takeover starts from synced state.
     let view = state::open(
-        state::Source::Live(client.clone()),
+        state::Source::Live(crate::runtime::kube::client(args.kubeconfig.as_deref()).await?),
         Needs::controller(args.fencing.enabled),
     )?;
-    let reconciler = reconciler(&args, &client, &view, &cmetrics);
+    // Each writer its own (its own Events' series), as each job wrote before.
+    let writer = |field_manager: &str| {
+        view.writer(field_manager, args.identity())
+            .ok_or_else(|| anyhow::anyhow!("the controller's view is not a live cluster"))
+    };
+    let reconciler = reconciler(&args, writer("volguard-controller")?, &view, &cmetrics);
     let queue = reconciler.queue.clone();
     tokio::spawn(follow(view.subscribe(), reconciler.clone()));
     let registration_status = registration::Status::default();
     serve_probes(&args, &metrics, &view, registration_status.clone()).await?;
     // Parsed before leadership: a bad fencing flag fails at start, not at takeover.
-    let fencer = fencer(&args, &client, &metrics, &view)?;
-    let elector = elector(&args, &client)?;
+    let fencer = fencer(
+        &args,
+        writer(crate::fencing::incident::FIELD_MANAGER)?,
+        &metrics,
+        &view,
+    )?;
+    let elector = elector(&args, writer("volguard-controller")?)?;
+    let registration_writer = writer("volguard-controller")?;
 
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
@@ -125,7 +135,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     }
     let lead = Leading::start(
         &args,
-        &client,
+        registration_writer,
         &metrics,
         &cmetrics,
         &reconciler,
@@ -149,7 +159,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
 
 fn reconciler(
     args: &ControllerArgs,
-    client: &kube::Client,
+    writer: state::Writer,
     view: &state::View,
     cmetrics: &Arc<metrics::ControllerMetrics>,
 ) -> Arc<Reconciler> {
@@ -158,12 +168,11 @@ fn reconciler(
         max: args.backoff_max(),
     });
     Arc::new(Reconciler::new(
-        client.clone(),
         view.clone(),
+        writer,
         queue,
         cmetrics.clone(),
         ReconcilerConfig {
-            identity: args.identity(),
             list_batch: args.list_batch,
             unused_grace: args.unused_grace,
             qps: args.qps,
@@ -204,7 +213,7 @@ async fn serve_probes(
 
 fn fencer(
     args: &ControllerArgs,
-    client: &kube::Client,
+    writer: state::Writer,
     metrics: &MetricsRegistry,
     view: &state::View,
 ) -> anyhow::Result<Option<Arc<crate::fencing::Fencer>>> {
@@ -215,8 +224,7 @@ fn fencer(
     let fm = Arc::new(crate::fencing::metrics::FencingMetrics::register(metrics));
     Ok(Some(crate::fencing::Fencer::new(
         view.clone(),
-        client.clone(),
-        args.identity(),
+        writer,
         cfg,
         fm,
     )))
@@ -224,7 +232,7 @@ fn fencer(
 
 fn elector(
     args: &ControllerArgs,
-    client: &kube::Client,
+    writer: state::Writer,
 ) -> anyhow::Result<Option<leader::Elector>> {
     if !args.leader_elect {
         return Ok(None);
@@ -241,7 +249,7 @@ fn elector(
         renew_deadline: args.lease_renew_deadline(),
     };
     lease.validate().map_err(anyhow::Error::msg)?;
-    Ok(Some(leader::Elector::new(client.clone(), lease)))
+    Ok(Some(leader::Elector::new(writer, lease)))
 }
 
 /// What only the leader runs: the workers, the unused-storage gauges, partition healing
@@ -255,7 +263,7 @@ struct Leading {
 impl Leading {
     fn start(
         args: &ControllerArgs,
-        client: &kube::Client,
+        writer: state::Writer,
         metrics: &MetricsRegistry,
         cmetrics: &Arc<metrics::ControllerMetrics>,
         reconciler: &Arc<Reconciler>,
@@ -288,9 +296,8 @@ impl Leading {
         }
         // One Event per drift of the registration.
         let watch = Arc::new(registration::Watch::new(
-            client.clone(),
+            writer,
             &args.registration,
-            args.identity(),
             metrics,
             registration_status,
         ));

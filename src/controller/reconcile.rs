@@ -8,8 +8,7 @@ use crate::rules::Fact;
 use crate::rules::release::{self, Blocker, PvPlan, PvcPlan, UnusedSince};
 use crate::rules::rwo_lock::{self, RWO_LOCK, RwoLock};
 use crate::state::live::Change;
-use crate::state::writer::Writer;
-use crate::state::{Fresh, PodsIn, View};
+use crate::state::{Fresh, PodsIn, View, Writer};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as k8s;
 use kube::api::Patch;
@@ -57,8 +56,6 @@ enum Outcome {
 /// What the reconciler is told (built from the controller's flags by `controller::run`).
 #[derive(Debug, Clone)]
 pub struct ReconcilerConfig {
-    /// This replica's name in its Events.
-    pub identity: String,
     /// Terminating claims of one namespace released on one consistent LIST.
     pub list_batch: usize,
     /// How long a claim is seen unused before it is first marked (`--unused-grace`).
@@ -72,7 +69,6 @@ pub struct ReconcilerConfig {
 const RELEASE_IN_FLIGHT: usize = 8;
 
 pub struct Reconciler {
-    pub client: kube::Client,
     /// The controller's view (its watch caches; live reads through it).
     pub view: View,
     pub queue: Arc<Queue<Key>>,
@@ -94,16 +90,15 @@ pub struct Reconciler {
 }
 
 impl Reconciler {
+    /// `writer` writes as "volguard-controller" (`View::writer`).
     pub fn new(
-        client: kube::Client,
         view: View,
+        writer: Writer,
         queue: Arc<Queue<Key>>,
         metrics: Arc<ControllerMetrics>,
         config: ReconcilerConfig,
     ) -> Self {
-        let writer = Writer::new(client.clone(), "volguard-controller", config.identity);
         Reconciler {
-            client,
             writer,
             view,
             queue,

@@ -5,7 +5,6 @@ use crate::state::Store;
 
 fn config() -> ReconcilerConfig {
     ReconcilerConfig {
-        identity: "test".into(),
         list_batch: 50,
         unused_grace: std::time::Duration::from_secs(120),
         qps: 100.0,
@@ -185,10 +184,13 @@ fn harness_with(store: Arc<Store>, config: ReconcilerConfig) -> Harness {
     let metrics = crate::runtime::MetricsRegistry::default();
     let cm = Arc::new(ControllerMetrics::register(&metrics));
     let (client, requests) = failing_client();
+    let view =
+        crate::state::View::from_store(client, store, crate::state::Needs::controller(false));
     Harness {
         r: Reconciler::new(
-            client.clone(),
-            crate::state::View::from_store(client, store, crate::state::Needs::controller(false)),
+            view.clone(),
+            view.writer("volguard-controller", "test".into())
+                .expect("a live view has a writer"),
             queue.clone(),
             cm,
             config,

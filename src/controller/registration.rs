@@ -14,7 +14,7 @@ use crate::registration::drift::{self, Drift};
 use crate::registration::webhooks::{self, CONFIGURATIONS};
 use crate::runtime::MetricsRegistry;
 use kube::api::DynamicObject;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -42,7 +42,9 @@ impl Status {
 }
 
 pub struct Watch {
-    client: kube::Client,
+    /// Reads the configurations and the serving CA live, repairs, and announces drift (Events
+    /// under "volguard-controller"; a writer of its own, so its Events' series are its own).
+    writer: crate::state::Writer,
     namespace: String,
     /// The failure policies volguard's registration must hold (policies, warn, forced Ignore).
     mode: webhooks::FailureMode,
@@ -53,7 +55,6 @@ pub struct Watch {
     drift: Family<DriftLabels, Gauge>,
     repairs: prometheus_client::metrics::counter::Counter,
     checks: prometheus_client::metrics::counter::Counter,
-    recorder: Recorder,
     status: Status,
     /// Drift already announced (an Event once per appearance, not per check).
     announced: Mutex<BTreeSet<(String, &'static str)>>,
@@ -89,21 +90,13 @@ fn action(drifts: &[Drift]) -> String {
 
 impl Watch {
     pub fn new(
-        client: kube::Client,
+        writer: crate::state::Writer,
         args: &RegistrationArgs,
-        identity: String,
         metrics: &MetricsRegistry,
         status: Status,
     ) -> Watch {
         Watch {
-            recorder: Recorder::new(
-                client.clone(),
-                Reporter {
-                    controller: "volguard-controller".into(),
-                    instance: Some(identity),
-                },
-            ),
-            client,
+            writer,
             namespace: crate::runtime::identity::install_namespace(),
             mode: webhooks::FailureMode {
                 policies: args.policies_installed,
@@ -154,9 +147,7 @@ impl Watch {
         if let Some(secret) = &self.ca_secret {
             // Unknown CA (not issued yet, or not readable): nothing filled, an empty caBundle
             // still reported; the configurations are still compared.
-            match crate::state::registrations::serving_ca(&self.client, &self.namespace, secret)
-                .await
-            {
+            match self.writer.serving_ca(&self.namespace, secret).await {
                 Ok(Some(ca)) => drift::with_ca(&mut expected, &ca),
                 Ok(None) => tracing::info!(secret = %secret,
                     "no ca.crt in the serving certificate's Secret yet: caBundle not filled"),
@@ -173,7 +164,7 @@ impl Watch {
         let mut live = Vec::new();
         let mut noted = Vec::new();
         for (kind, name, entries) in CONFIGURATIONS {
-            let mut o = crate::state::registrations::get(&self.client, kind, name).await?;
+            let mut o = self.writer.registration(kind, name).await?;
             if let Some(obj) = &o {
                 let rendered = obj
                     .metadata
@@ -213,9 +204,7 @@ impl Watch {
             // The resourceVersion read above goes with it: a concurrent write wins, and
             // the next check looks again.
             // A refused write is not a failed read: say what failed and go on checking.
-            if let Err(e) =
-                crate::state::registrations::replace(&self.client, kind, name, &fixed).await
-            {
+            if let Err(e) = self.writer.replace_registration(kind, name, &fixed).await {
                 tracing::warn!(configuration = %name, error = %e,
                         "could not repair the webhook registration: volguard's controller needs `update` on \
                          its webhook configurations (the chart grants it with tls.certManager or \
@@ -234,7 +223,7 @@ impl Watch {
                 action: "Repair".into(),
                 secondary: None,
             };
-            if let Err(e) = self.recorder.publish(&ev, &reference(kind, name)).await {
+            if let Err(e) = self.writer.event(&ev, &reference(kind, name)).await {
                 tracing::warn!(error = %e, "could not publish RegistrationRepaired event");
             }
         }
@@ -338,7 +327,7 @@ impl Watch {
             action: action(mine),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, &reference(kind, name)).await {
+        if let Err(e) = self.writer.event(&ev, &reference(kind, name)).await {
             tracing::warn!(error = %e, "could not publish RegistrationDrift event");
         }
     }

@@ -3,7 +3,7 @@
 //! restarts asks again and the backend fences once.
 
 use crate::model::fence::{BackendKind, NodeFence};
-use crate::state::network_fences;
+use crate::state::Writer;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -125,14 +125,14 @@ impl Backends {
     /// Ask `kind` to fence the incident's node, waiting at most `budget`.
     pub async fn fence(
         &self,
-        client: &kube::Client,
+        writer: &Writer,
         kind: BackendKind,
         incident: &NodeFence,
         budget: Duration,
     ) -> Answer {
         match kind {
             BackendKind::Webhook => self.call_agent(incident, "fence", budget).await,
-            BackendKind::Networkfence => self.network_fence(client, incident).await,
+            BackendKind::Networkfence => self.network_fence(writer, incident).await,
             BackendKind::Manual => manual(incident),
         }
     }
@@ -140,14 +140,14 @@ impl Backends {
     /// Undo `kind`'s fence (the node came back): done when the backend says so.
     pub async fn unfence(
         &self,
-        client: &kube::Client,
+        writer: &Writer,
         kind: BackendKind,
         incident: &NodeFence,
         budget: Duration,
     ) -> Answer {
         match kind {
             BackendKind::Webhook => self.call_agent(incident, "unfence", budget).await,
-            BackendKind::Networkfence => network_unfence(client, incident).await,
+            BackendKind::Networkfence => network_unfence(writer, incident).await,
             // The person who confirmed the node down brought it back.
             BackendKind::Manual => Answer::Done("nothing to undo for a manual fence".into()),
         }
@@ -194,9 +194,9 @@ impl Backends {
         }
     }
 
-    async fn network_fence(&self, client: &kube::Client, incident: &NodeFence) -> Answer {
+    async fn network_fence(&self, writer: &Writer, incident: &NodeFence) -> Answer {
         let name = network_fence_name(incident);
-        match network_fences::get(client, &name).await {
+        match writer.network_fence(&name).await {
             Err(e) => Answer::Pending(format!("reading NetworkFence {name}: {e}")),
             Ok(Some(seen)) => match seen.result.as_deref() {
                 Some("Succeeded") => Answer::Done(format!(
@@ -228,7 +228,10 @@ impl Backends {
                 if let Some((ns, n)) = &c.secret {
                     spec["secret"] = serde_json::json!({"name": n, "namespace": ns});
                 }
-                match network_fences::create(client, &name, &incident.spec.node, spec).await {
+                match writer
+                    .create_network_fence(&name, &incident.spec.node, spec)
+                    .await
+                {
                     Ok(()) => Answer::Pending(format!("NetworkFence {name} created for {cidrs:?}")),
                     Err(e) => Answer::Pending(format!("creating NetworkFence {name}: {e}")),
                 }
@@ -248,14 +251,14 @@ fn manual(incident: &NodeFence) -> Answer {
     }
 }
 
-async fn network_unfence(client: &kube::Client, incident: &NodeFence) -> Answer {
+async fn network_unfence(writer: &Writer, incident: &NodeFence) -> Answer {
     let name = network_fence_name(incident);
-    match network_fences::get(client, &name).await {
+    match writer.network_fence(&name).await {
         Ok(None) => Answer::Done(format!("NetworkFence {name} deleted (unfenced)")),
         Ok(Some(seen)) if seen.deleting => {
             Answer::Pending(format!("NetworkFence {name} is being unfenced"))
         }
-        Ok(Some(_)) => match network_fences::delete(client, &name).await {
+        Ok(Some(_)) => match writer.delete_network_fence(&name).await {
             Ok(()) => Answer::Pending(format!("NetworkFence {name} deleted: unfencing")),
             Err(e) => Answer::Pending(format!("deleting NetworkFence {name}: {e}")),
         },

@@ -8,13 +8,16 @@ use crate::model::fence::NodeFence;
 use crate::rules::proof::Key;
 
 const CONFIRM_NODE_DOWN: Key = Key::ConfirmNodeDown;
-use crate::state::fences;
-use crate::state::writer::Writer;
+use crate::state::Writer;
+
+/// The field manager of a person's confirmation.
+const FIELD_MANAGER: &str = "volguard-fence-confirm";
 use anyhow::Context;
 
 /// Who the apiserver says the caller is.
-async fn whoami(client: &kube::Client) -> anyhow::Result<String> {
-    fences::whoami(client)
+async fn whoami(writer: &Writer) -> anyhow::Result<String> {
+    writer
+        .whoami()
         .await
         .context("asking the apiserver who you are (SelfSubjectReview)")?
         .context("the apiserver did not say who you are")
@@ -31,14 +34,15 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
     let client =
         crate::runtime::kube::client_for(args.kubeconfig.as_deref(), args.context.as_deref())
             .await?;
-    let user = whoami(&client).await?;
-    let node = args.node.as_str();
     // Nothing cached: every read below is live.
-    let view = crate::state::View::from_store(
-        client.clone(),
-        Default::default(),
-        crate::state::Needs::default(),
-    );
+    let view =
+        crate::state::View::from_store(client, Default::default(), crate::state::Needs::default());
+    let writer = |identity: String| {
+        view.writer(FIELD_MANAGER, identity)
+            .context("no cluster to write to")
+    };
+    let user = whoami(&writer(String::new())?).await?;
+    let node = args.node.as_str();
     let live = super::observe::node(&view, node)
         .await
         .with_context(|| format!("reading node {node:?}"))?;
@@ -58,7 +62,8 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
             // The Node is gone without a record: the person's word goes on an incident that
             // volguard's controller verifies (the Node gone, its Lease silent) before it writes
             // the release (rules.md §8: a confirmation is an input, never a record).
-            let rec = fences::confirm_gone(&client, node, &user)
+            let rec = writer(user.clone())?
+                .confirm_gone(node, &user)
                 .await
                 .with_context(|| {
                     format!("recording your confirmation for the deleted node {node:?}")
@@ -76,13 +81,13 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
              kubectl taint node {node} {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute"
         );
     };
-    confirm(&client, f, &user).await
+    confirm(&writer(user.clone())?, f, &user).await
 }
 
 /// Record `user`'s confirmation on incident `f`, and say when it counts.
-async fn confirm(client: &kube::Client, f: &NodeFence, user: &str) -> anyhow::Result<()> {
+async fn confirm(writer: &Writer, f: &NodeFence, user: &str) -> anyhow::Result<()> {
     let at = jiff::Timestamp::now();
-    Writer::new(client.clone(), "volguard-fence-confirm", user.to_string())
+    writer
         .confirm_fence(f, &format!("{user} at {at}"))
         .await
         .with_context(|| {

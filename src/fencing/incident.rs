@@ -18,10 +18,8 @@ pub const FIELD_MANAGER: &str = "volguard-fencing";
 /// The fencing controller's reads of incidents and its writes.
 pub struct Records {
     pub view: View,
-    /// What incidents are listed and read through (not yet the view's), and backends act
-    /// through.
-    pub client: kube::Client,
-    writer: Writer,
+    /// Every write: incidents, taints, Events, and the backends' NetworkFences.
+    pub writer: Writer,
 }
 
 pub fn now() -> String {
@@ -29,13 +27,9 @@ pub fn now() -> String {
 }
 
 impl Records {
-    pub fn new(view: View, client: kube::Client, identity: String) -> Records {
-        let writer = Writer::new(client.clone(), FIELD_MANAGER, identity);
-        Records {
-            view,
-            client,
-            writer,
-        }
+    /// `writer` writes as `FIELD_MANAGER` (`View::writer`).
+    pub fn new(view: View, writer: Writer) -> Records {
+        Records { view, writer }
     }
 
     /// Every incident, typed (one that does not decode is skipped with a warning), read live

@@ -92,14 +92,13 @@ impl Fencer {
     /// `view` must watch nodes, Leases and StorageClasses (`Needs::controller(true)`).
     pub fn new(
         view: View,
-        client: kube::Client,
-        identity: String,
+        writer: crate::state::Writer,
         cfg: FencingConfig,
         metrics: Arc<metrics::FencingMetrics>,
     ) -> Arc<Fencer> {
         Arc::new(Fencer {
             cfg,
-            records: Records::new(view, client, identity),
+            records: Records::new(view, writer),
             metrics,
             clock: observe::LeaseClock::default(),
             drivers: Mutex::default(),
@@ -112,9 +111,9 @@ impl Fencer {
         &self.records.view
     }
 
-    /// The handle backends act through (`state::network_fences`).
-    fn client(&self) -> &kube::Client {
-        &self.records.client
+    /// The writer backends act through (`state::network_fences`).
+    fn writer(&self) -> &crate::state::Writer {
+        &self.records.writer
     }
 
     /// Look every `interval`: resume open incidents, open new ones (until the task is dropped).

@@ -38,7 +38,7 @@ pub struct AppState {
     /// Request body bytes held in memory at once, over all requests; a body waits for room.
     pub max_body_bytes_in_flight: usize,
     /// The audit trail (an Event per refused or warned request); none offline.
-    pub audit: Option<crate::state::audit::AuditSink>,
+    pub audit: Option<crate::state::Writer>,
 }
 
 /// What every request shares, behind one `Arc`: axum clones the state for each request, and

@@ -156,14 +156,21 @@ impl ServeMetrics {
 async fn open_admission(
     args: &ServeArgs,
     families: &ServeMetrics,
-) -> anyhow::Result<(state::View, Arc<Admission>, Option<state::audit::AuditSink>)> {
+) -> anyhow::Result<(state::View, Arc<Admission>, Option<state::Writer>)> {
     let rwo_guard = args.rwo_guard == crate::server::args::RwoGuard::All;
-    let (source, audit) = match args.state.as_deref() {
-        Some(path) => (state::Source::File(path), None),
-        None => {
-            let client = runtime::kube::client(args.kubeconfig.as_deref()).await?;
-            let audit = state::audit::start(
-                client.clone(),
+    let source = match args.state.as_deref() {
+        Some(path) => state::Source::File(path),
+        None => state::Source::Live(runtime::kube::client(args.kubeconfig.as_deref()).await?),
+    };
+    let cluster = state::open(source, state::Needs::admission(rwo_guard))?;
+    // The audit trail's writer (none for a `--state` file).
+    let audit = cluster
+        .writer(
+            "volguard-webhook",
+            crate::runtime::identity::process_identity(),
+        )
+        .map(|w| {
+            w.with_audit(
                 crate::runtime::identity::process_identity(),
                 families.audit.clone(),
                 state::audit::Reports {
@@ -171,11 +178,8 @@ async fn open_admission(
                         .unwrap_or(jiff::SignedDuration::MAX),
                     max: args.audit_report_entries,
                 },
-            );
-            (state::Source::Live(client), Some(audit))
-        }
-    };
-    let cluster = state::open(source, state::Needs::admission(rwo_guard))?;
+            )
+        });
     let mut admission = Admission::new(
         cluster.clone(),
         args.force_delete_policy(),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 pub(super) struct Trail {
     admission: Arc<Admission>,
     metrics: Arc<Metrics>,
-    audit: Option<crate::state::audit::AuditSink>,
+    audit: Option<crate::state::Writer>,
     /// DELETEs seen in the last moments, to count the second call of one request once.
     deletes: SecondCalls,
 }
@@ -20,7 +20,7 @@ impl Trail {
     pub(super) fn new(
         admission: Arc<Admission>,
         metrics: Arc<Metrics>,
-        audit: Option<crate::state::audit::AuditSink>,
+        audit: Option<crate::state::Writer>,
     ) -> Self {
         Trail {
             admission,
@@ -142,7 +142,7 @@ fn record(s: &Trail, req: &admission::Request<'_>, verdict: &Verdict) {
 /// record nothing (the registrations say `sideEffects: NoneOnDryRun`); answers of a failure
 /// policy (code 500: volguard could not decide) are not refusals of the request's content.
 fn record_event(
-    audit: &crate::state::audit::AuditSink,
+    audit: &crate::state::Writer,
     req: &admission::Request<'_>,
     decision: &crate::rules::Decision,
     rule: &str,
@@ -180,7 +180,7 @@ fn record_event(
         t if t.is_empty() => req.namespace.as_deref().unwrap_or_default().to_string(),
         t => t,
     };
-    audit.record(Refusal {
+    audit.audit(Refusal {
         regarding,
         user: req.user_info.username.clone(),
         reason,

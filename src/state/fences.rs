@@ -25,7 +25,7 @@ pub fn decode(o: DynamicObject) -> Result<NodeFence, serde_json::Error> {
 
 /// Who the apiserver says the caller is (a SelfSubjectReview): the name a person's
 /// confirmation is recorded under.
-pub async fn whoami(client: &kube::Client) -> Result<Option<String>, kube::Error> {
+pub(super) async fn whoami(client: &kube::Client) -> Result<Option<String>, kube::Error> {
     use k8s_openapi::api::authentication::v1::SelfSubjectReview;
     let review = Api::<SelfSubjectReview>::all(client.clone())
         .create(&PostParams::default(), &SelfSubjectReview::default())
@@ -135,7 +135,7 @@ pub(super) async fn of_node(
 /// A person's confirmation that the machine of a deleted Node is down (`fence confirm`): an
 /// incident with the person's stamp and no release; volguard's controller verifies it (the Node
 /// gone, its Lease silent) and only then writes the release (rules.md §8 "Records").
-pub async fn confirm_gone(
+pub(super) async fn confirm_gone(
     client: &kube::Client,
     node: &str,
     by: &str,
@@ -166,7 +166,7 @@ pub async fn confirm_gone(
 
 /// Record a release allowed on proof outside volguard's fencing (rules.md §7): a NodeFence whose
 /// spec says what, who and why, which outlives the Node and is what "node gone" is read from.
-pub async fn record_release(
+pub(super) async fn record_release(
     client: &kube::Client,
     node: &str,
     release: Release,

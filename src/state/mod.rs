@@ -26,6 +26,7 @@ pub mod writer;
 
 pub use live::{NODE_PAGE, Needs, ViewChange};
 pub use view::{Fresh, PodsIn, View};
+pub use writer::Writer;
 
 /// Where a view comes from.
 pub enum Source<'a> {

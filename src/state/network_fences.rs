@@ -1,6 +1,8 @@
 //! csi-addons NetworkFences (the `networkfence` fence backend, rules.md §7): the one place
-//! volguard reads and writes them. The backend decides; this only talks to the apiserver.
+//! volguard reads and writes them, by the writer. The backend decides; this only talks to the
+//! apiserver.
 
+use super::Writer;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 
@@ -25,42 +27,45 @@ pub struct Seen {
     pub deleting: bool,
 }
 
-pub async fn get(client: &kube::Client, name: &str) -> Result<Option<Seen>, kube::Error> {
-    Ok(api(client).get_opt(name).await?.map(|o| Seen {
-        result: o.data["status"]["result"].as_str().map(str::to_string),
-        message: o.data["status"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        deleting: o.metadata.deletion_timestamp.is_some(),
-    }))
-}
+impl Writer {
+    /// The NetworkFence `name` as the apiserver has it now.
+    pub async fn network_fence(&self, name: &str) -> Result<Option<Seen>, kube::Error> {
+        Ok(api(&self.client).get_opt(name).await?.map(|o| Seen {
+            result: o.data["status"]["result"].as_str().map(str::to_string),
+            message: o.data["status"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            deleting: o.metadata.deletion_timestamp.is_some(),
+        }))
+    }
 
-/// Create `name` with `spec`, labelled with the node it fences.
-pub async fn create(
-    client: &kube::Client,
-    name: &str,
-    node: &str,
-    spec: serde_json::Value,
-) -> Result<(), kube::Error> {
-    let mut o = DynamicObject::new(name, &resource());
-    o.metadata.labels = Some(
-        [(
-            crate::model::fence::NODE_LABEL.to_string(),
-            super::fences::label_value(node),
-        )]
-        .into(),
-    );
-    o.data = serde_json::json!({ "spec": spec });
-    api(client)
-        .create(&PostParams::default(), &o)
-        .await
-        .map(|_| ())
-}
+    /// Create `name` with `spec`, labelled with the node it fences.
+    pub async fn create_network_fence(
+        &self,
+        name: &str,
+        node: &str,
+        spec: serde_json::Value,
+    ) -> Result<(), kube::Error> {
+        let mut o = DynamicObject::new(name, &resource());
+        o.metadata.labels = Some(
+            [(
+                crate::model::fence::NODE_LABEL.to_string(),
+                super::fences::label_value(node),
+            )]
+            .into(),
+        );
+        o.data = serde_json::json!({ "spec": spec });
+        api(&self.client)
+            .create(&PostParams::default(), &o)
+            .await
+            .map(|_| ())
+    }
 
-pub async fn delete(client: &kube::Client, name: &str) -> Result<(), kube::Error> {
-    api(client)
-        .delete(name, &DeleteParams::default())
-        .await
-        .map(|_| ())
+    pub async fn delete_network_fence(&self, name: &str) -> Result<(), kube::Error> {
+        api(&self.client)
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(|_| ())
+    }
 }

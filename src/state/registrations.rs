@@ -1,8 +1,9 @@
-//! volguard's own webhook configurations as the apiserver stores them: read live for the drift
-//! check, and replaced (resourceVersion-guarded, so a concurrent writer such as cainjector is
+//! volguard's own webhook configurations as the apiserver stores them, kept by the writer: read
+//! live for the drift check, and replaced (resourceVersion-guarded, so a concurrent writer such as cainjector is
 //! never overwritten blind) when the drift is repaired; and the serving certificate's CA, which
 //! the controller keeps in their `caBundle`.
 
+use super::Writer;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 
@@ -11,51 +12,53 @@ fn api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
-/// The configuration of `kind` (`ValidatingWebhookConfiguration`, ...) named `name`, as the
-/// apiserver has it now (never cached: its resourceVersion guards the repair).
-pub async fn get(
-    client: &kube::Client,
-    kind: &str,
-    name: &str,
-) -> Result<Option<DynamicObject>, kube::Error> {
-    api(client, kind).get_opt(name).await
-}
+impl Writer {
+    /// The configuration of `kind` (`ValidatingWebhookConfiguration`, ...) named `name`, as the
+    /// apiserver has it now (never cached: its resourceVersion guards the repair).
+    pub async fn registration(
+        &self,
+        kind: &str,
+        name: &str,
+    ) -> Result<Option<DynamicObject>, kube::Error> {
+        api(&self.client, kind).get_opt(name).await
+    }
 
-/// Write `fixed` back if nobody wrote the configuration since it was read.
-pub async fn replace(
-    client: &kube::Client,
-    kind: &str,
-    name: &str,
-    fixed: &DynamicObject,
-) -> Result<DynamicObject, kube::Error> {
-    api(client, kind)
-        .replace(
-            name,
-            &PostParams {
-                // Named, so a conflict Helm reports says who wrote (not "unknown").
-                field_manager: Some("volguard-controller".into()),
-                ..PostParams::default()
-            },
-            fixed,
-        )
-        .await
-}
+    /// Write `fixed` back if nobody wrote the configuration since it was read.
+    pub async fn replace_registration(
+        &self,
+        kind: &str,
+        name: &str,
+        fixed: &DynamicObject,
+    ) -> Result<DynamicObject, kube::Error> {
+        api(&self.client, kind)
+            .replace(
+                name,
+                &PostParams {
+                    // Named, so a conflict Helm reports says who wrote (not "unknown").
+                    field_manager: Some("volguard-controller".into()),
+                    ..PostParams::default()
+                },
+                fixed,
+            )
+            .await
+    }
 
-/// The PEM of the CA that signed volguard's serving certificate: `ca.crt` of Secret `name` in
-/// `namespace` (cert-manager writes it beside `tls.crt`). `None` while the Secret or its
-/// `ca.crt` does not exist yet (cert-manager has not issued): nothing to fill then.
-pub async fn serving_ca(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<Vec<u8>>, kube::Error> {
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(client.clone(), namespace);
-    Ok(secrets
-        .get_opt(name)
-        .await?
-        .and_then(|s| s.data)
-        .and_then(|mut d| d.remove("ca.crt"))
-        .map(|b| b.0)
-        .filter(|b| !b.is_empty()))
+    /// The PEM of the CA that signed volguard's serving certificate: `ca.crt` of Secret `name` in
+    /// `namespace` (cert-manager writes it beside `tls.crt`). `None` while the Secret or its
+    /// `ca.crt` does not exist yet (cert-manager has not issued): nothing to fill then.
+    pub async fn serving_ca(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>, kube::Error> {
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(self.client.clone(), namespace);
+        Ok(secrets
+            .get_opt(name)
+            .await?
+            .and_then(|s| s.data)
+            .and_then(|mut d| d.remove("ca.crt"))
+            .map(|b| b.0)
+            .filter(|b| !b.is_empty()))
+    }
 }

@@ -122,17 +122,30 @@ fn swap_in_memory(store: &super::Store, pvc: &Pvc, lock: &str) -> Swap {
     Swap::Written
 }
 
-/// A writer of the controller (reconcile, fencing): patches under its field manager, Events under
-/// its reporter name.
+/// The writer: every write to the cluster but the webhook's own (the lock's swap and a release
+/// record, which a `--state` file keeps in memory: `View::swap_lock`, `View::record_release`).
+/// Patches go under its field manager, Events under its reporter name. Made from a live view
+/// (`View::writer`): a job holds this and the view, never a client.
+#[derive(Clone)]
 pub struct Writer {
     pub(super) client: kube::Client,
     pub(super) params: PatchParams,
     recorder: kube::runtime::events::Recorder,
+    /// The webhook's audit trail (`Writer::audit`), when this writer keeps one.
+    pub(super) trail: Option<super::audit::Trail>,
+}
+
+impl View {
+    /// The writer over this view's cluster, writing as `field_manager`; `identity` is this
+    /// replica, as its Events name it. `None` for a `--state` file: nothing to write to.
+    pub fn writer(&self, field_manager: &str, identity: String) -> Option<Writer> {
+        let live = self.live.as_ref()?;
+        Some(Writer::new(live.client.clone(), field_manager, identity))
+    }
 }
 
 impl Writer {
-    /// `identity`: this replica, as its Events name it.
-    pub fn new(client: kube::Client, field_manager: &str, identity: String) -> Writer {
+    pub(super) fn new(client: kube::Client, field_manager: &str, identity: String) -> Writer {
         let recorder = kube::runtime::events::Recorder::new(
             client.clone(),
             kube::runtime::events::Reporter {
@@ -147,6 +160,7 @@ impl Writer {
                 ..Default::default()
             },
             recorder,
+            trail: None,
         }
     }
 

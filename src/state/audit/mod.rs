@@ -373,15 +373,16 @@ impl AuditMetrics {
     }
 }
 
-/// The request path's handle: never blocks, never fails the request.
+/// The webhook's audit trail, kept by its writer (`Writer::with_audit`): the request path only
+/// queues, never blocks, never fails the request.
 #[derive(Clone)]
-pub struct AuditSink {
+pub(in crate::state) struct Trail {
     tx: mpsc::Sender<Refusal>,
     metrics: AuditMetrics,
 }
 
-impl AuditSink {
-    pub fn record(&self, r: Refusal) {
+impl Trail {
+    fn record(&self, r: Refusal) {
         // Full: the writer is behind (the apiserver is slow or refusing it), and its failures
         // are logged there; a line per request here would turn a refusal storm into a log storm.
         if self.tx.try_send(r).is_err() {
@@ -390,22 +391,29 @@ impl AuditSink {
     }
 }
 
-/// Start the writer task; `identity` names this replica in `reportingInstance`.
-pub fn start(
-    client: kube::Client,
-    identity: String,
-    metrics: AuditMetrics,
-    reports: Reports,
-) -> AuditSink {
-    let (tx, rx) = mpsc::channel(CHANNEL);
-    tokio::spawn(run(client, identity, rx, metrics.clone(), reports));
-    AuditSink { tx, metrics }
+impl super::Writer {
+    /// This writer, keeping the webhook's audit trail: a task aggregates refusals into Events
+    /// and folds lines into each namespace's AuditReport; `identity` names this replica in
+    /// `reportingInstance`.
+    pub fn with_audit(mut self, identity: String, metrics: AuditMetrics, reports: Reports) -> Self {
+        let (tx, rx) = mpsc::channel(CHANNEL);
+        tokio::spawn(run(self.clone(), identity, rx, metrics.clone(), reports));
+        self.trail = Some(Trail { tx, metrics });
+        self
+    }
+
+    /// Queue one refused or warned request for the audit trail (nothing without one).
+    pub fn audit(&self, r: Refusal) {
+        if let Some(t) = &self.trail {
+            t.record(r);
+        }
+    }
 }
 
 /// The sink's task: aggregate refusals into Events, fold lines into each namespace's AuditReport
 /// every `FLUSH`.
 async fn run(
-    client: kube::Client,
+    writer: super::Writer,
     identity: String,
     mut rx: mpsc::Receiver<Refusal>,
     metrics: AuditMetrics,
@@ -446,10 +454,10 @@ async fn run(
         if Instant::now() >= next_report {
             next_report = Instant::now() + FLUSH;
             std::mem::take(&mut dropped).log();
-            fold_reports(&client, &mut pending, &reports, &metrics).await;
+            fold_reports(&writer, &mut pending, &reports, &metrics).await;
         }
         for w in agg.due(Instant::now()) {
-            if let Some(created) = write_event(&client, &identity, w, &metrics).await {
+            if let Some(created) = write_event(&writer, &identity, w, &metrics).await {
                 agg.created(created.0, created.1);
             }
         }
@@ -478,7 +486,7 @@ impl Dropped {
 
 /// One aggregated write: a new Event (its key and name returned), or a series update.
 async fn write_event(
-    client: &kube::Client,
+    writer: &super::Writer,
     identity: &str,
     w: Write,
     metrics: &AuditMetrics,
@@ -488,7 +496,7 @@ async fn write_event(
             key,
             refusal,
             count: n,
-        } => match create(client, identity, &refusal, n).await {
+        } => match create(writer, identity, &refusal, n).await {
             Ok(name) => {
                 tracing::debug!(event = %name, "audit Event created");
                 metrics.count(EVENT, "created");
@@ -510,7 +518,7 @@ async fn write_event(
             last,
             ..
         } => {
-            match series(client, &namespace, &event, n, last).await {
+            match series(writer, &namespace, &event, n, last).await {
                 Ok(()) => metrics.count(EVENT, "updated"),
                 Err(e) => {
                     tracing::warn!(namespace = %namespace, event = %event, count = n,
@@ -528,7 +536,7 @@ fn micro(t: jiff::Timestamp) -> MicroTime {
 }
 
 async fn create(
-    client: &kube::Client,
+    writer: &super::Writer,
     identity: &str,
     r: &Refusal,
     count: i32,
@@ -569,20 +577,20 @@ async fn create(
         }),
         ..Default::default()
     };
-    let api = kube::Api::<Event>::namespaced(client.clone(), &namespace);
+    let api = kube::Api::<Event>::namespaced(writer.client.clone(), &namespace);
     let created = api.create(&PostParams::default(), &ev).await?;
     Ok(created.metadata.name.unwrap_or_default())
 }
 
 async fn series(
-    client: &kube::Client,
+    writer: &super::Writer,
     namespace: &str,
     name: &str,
     count: i32,
     last: jiff::Timestamp,
 ) -> Result<(), kube::Error> {
     let patch = serde_json::json!({"series": {"count": count, "lastObservedTime": micro(last)}});
-    kube::Api::<Event>::namespaced(client.clone(), namespace)
+    kube::Api::<Event>::namespaced(writer.client.clone(), namespace)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())

@@ -39,7 +39,7 @@ pub(super) type Pending = HashMap<String, Vec<crate::model::audit_report::AuditR
 /// Each namespace's pending lines into its AuditReport; lines that could not be written wait
 /// for the next fold (within the bound).
 pub(super) async fn fold_reports(
-    client: &kube::Client,
+    writer: &crate::state::Writer,
     pending: &mut Pending,
     reports: &Reports,
     metrics: &AuditMetrics,
@@ -47,7 +47,7 @@ pub(super) async fn fold_reports(
     use crate::model::audit_report::NAME;
     for (ns, lines) in std::mem::take(pending) {
         match crate::state::writer::fold_audit_report(
-            client,
+            &writer.client,
             &ns,
             lines.clone(),
             reports.retention,

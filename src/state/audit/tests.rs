@@ -181,7 +181,7 @@ fn one_namespace_cannot_take_every_other_namespaces_room() {
 
 /// A client whose every request fails (the connection is closed unanswered), as an apiserver
 /// that cannot be reached does.
-fn failing_client() -> kube::Client {
+fn failing_client() -> crate::state::Writer {
     use std::io::Read;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -192,7 +192,11 @@ fn failing_client() -> kube::Client {
         }
     });
     let cfg = kube::Config::new(format!("http://{addr}").parse().expect("uri"));
-    kube::Client::try_from(cfg).expect("client")
+    crate::state::Writer::new(
+        kube::Client::try_from(cfg).expect("client"),
+        "volguard-webhook",
+        "w-0".into(),
+    )
 }
 
 /// The log lines written while `f` runs (this thread's subscriber, WARN and up).

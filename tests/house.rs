@@ -71,3 +71,52 @@ fn the_core_crate_reaches_no_client_runtime_cli_or_http() {
     }
     assert!(main.contains("kube") && main.contains("volguard-core"));
 }
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// No job holds a Kubernetes client: the cluster is read through `state::View` and written
+/// through `state::Writer`, and only `state` and the runtime's client setup name the client.
+/// Unit-test files (`*_tests.rs`) may, to point a view at a socket of their own.
+#[test]
+fn only_state_and_the_client_setup_name_a_kubernetes_client() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let allowed = |rel: &str| {
+        rel.starts_with("src/state/") || rel == "src/runtime/kube.rs" || rel.ends_with("_tests.rs")
+    };
+    let mut found = Vec::new();
+    for path in &files {
+        let rel = path
+            .strip_prefix(root)
+            .expect("under the crate")
+            .to_string_lossy()
+            .replace('\\', "/");
+        if allowed(&rel) {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).expect("source");
+        for (i, line) in text.lines().enumerate() {
+            let imports = line.trim_start().starts_with("use kube::") && line.contains("Client");
+            if line.contains("kube::Client") || imports {
+                found.push(format!("{rel}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(files.len() > 50, "read the sources ({} files)", files.len());
+    assert!(
+        found.is_empty(),
+        "a Kubernetes client named outside src/state and src/runtime/kube.rs:\n{}",
+        found.join("\n")
+    );
+}

@@ -4,12 +4,14 @@
 
 use crate::rules::enforcement::Enforcement;
 use crate::rules::force_delete::ForceDeletePolicy;
-use crate::state::View;
+use crate::state::{View, Writer};
 use std::collections::HashSet;
 use std::sync::Mutex;
 
 pub struct Admission {
     pub cluster: View,
+    /// The lock's compare-and-swap and release records (in memory for a `--state` file).
+    pub writer: Writer,
     pub policy: ForceDeletePolicy,
     /// Usernames of volguard's own controller (exempt from the finalizer guard).
     pub own_controllers: Vec<String>,
@@ -54,8 +56,11 @@ impl Admission {
         };
         let mut own_identities = own_controllers.clone();
         own_identities.push(crate::runtime::identity::webhook_user());
+        // The swap and the release record are written with no field manager, as ever.
+        let writer = cluster.writer("volguard-webhook", String::new());
         Admission {
             lock_clock,
+            writer,
             cluster,
             policy,
             own_identities,

@@ -138,7 +138,7 @@ impl Admission {
         if req.dry_run.unwrap_or(false) {
             return d;
         }
-        match self.cluster.record_release(node, release).await {
+        match self.writer.record_release(node, release).await {
             Ok(name) => {
                 tracing::warn!(node, record = %name, row = d.row, "release of a node recorded");
                 d.with_warning(format!("recorded as NodeFence {name}"))

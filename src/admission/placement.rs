@@ -367,7 +367,7 @@ impl Admission {
         for (i, pvc, lock, took_over) in writes {
             let raw = lock.encode();
             let t = std::time::Instant::now();
-            let swap = self.cluster.swap_lock(pvc, &raw, until).await;
+            let swap = self.writer.swap_lock(pvc, &raw, until).await;
             self.lock_writes.observe(t.elapsed().as_secs_f64());
             match swap {
                 Swap::Written => {

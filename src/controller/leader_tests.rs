@@ -112,8 +112,7 @@ async fn a_hanging_renewal_ends_leadership_at_the_deadline() {
     };
     let writer =
         crate::state::View::from_store(client, Default::default(), crate::state::Needs::default())
-            .writer("volguard-controller", "me".into())
-            .expect("a live view has a writer");
+            .writer("volguard-controller", "me".into());
     let elector = Elector::new(writer, cfg);
     let start = tokio::time::Instant::now();
     tokio::time::timeout(Duration::from_secs(14), elector.hold())

@@ -80,11 +80,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         Needs::controller(args.fencing.enabled),
     )?;
     // Each writer its own (its own Events' series), as each job wrote before.
-    let writer = |field_manager: &str| {
-        view.writer(field_manager, args.identity())
-            .ok_or_else(|| anyhow::anyhow!("the controller's view is not a live cluster"))
-    };
-    let reconciler = reconciler(&args, writer("volguard-controller")?, &view, &cmetrics);
+    let writer = |field_manager: &str| view.writer(field_manager, args.identity());
+    let reconciler = reconciler(&args, writer("volguard-controller"), &view, &cmetrics);
     let queue = reconciler.queue.clone();
     tokio::spawn(follow(view.subscribe(), reconciler.clone()));
     let registration_status = registration::Status::default();
@@ -92,12 +89,12 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     // Parsed before leadership: a bad fencing flag fails at start, not at takeover.
     let fencer = fencer(
         &args,
-        writer(crate::fencing::incident::FIELD_MANAGER)?,
+        writer(crate::fencing::incident::FIELD_MANAGER),
         &metrics,
         &view,
     )?;
-    let elector = elector(&args, writer("volguard-controller")?)?;
-    let registration_writer = writer("volguard-controller")?;
+    let elector = elector(&args, writer("volguard-controller"))?;
+    let registration_writer = writer("volguard-controller");
 
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);

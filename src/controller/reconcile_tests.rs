@@ -189,8 +189,7 @@ fn harness_with(store: Arc<Store>, config: ReconcilerConfig) -> Harness {
     Harness {
         r: Reconciler::new(
             view.clone(),
-            view.writer("volguard-controller", "test".into())
-                .expect("a live view has a writer"),
+            view.writer("volguard-controller", "test".into()),
             queue.clone(),
             cm,
             config,

@@ -37,11 +37,8 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
     // Nothing cached: every read below is live.
     let view =
         crate::state::View::from_store(client, Default::default(), crate::state::Needs::default());
-    let writer = |identity: String| {
-        view.writer(FIELD_MANAGER, identity)
-            .context("no cluster to write to")
-    };
-    let user = whoami(&writer(String::new())?).await?;
+    let writer = |identity: String| view.writer(FIELD_MANAGER, identity);
+    let user = whoami(&writer(String::new())).await?;
     let node = args.node.as_str();
     let live = super::observe::node(&view, node)
         .await
@@ -62,7 +59,7 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
             // The Node is gone without a record: the person's word goes on an incident that
             // volguard's controller verifies (the Node gone, its Lease silent) before it writes
             // the release (rules.md §8: a confirmation is an input, never a record).
-            let rec = writer(user.clone())?
+            let rec = writer(user.clone())
                 .confirm_gone(node, &user)
                 .await
                 .with_context(|| {
@@ -81,7 +78,7 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
              kubectl taint node {node} {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute"
         );
     };
-    confirm(&writer(user.clone())?, f, &user).await
+    confirm(&writer(user.clone()), f, &user).await
 }
 
 /// Record `user`'s confirmation on incident `f`, and say when it counts.

@@ -164,13 +164,13 @@ async fn open_admission(
     };
     let cluster = state::open(source, state::Needs::admission(rwo_guard))?;
     // The audit trail's writer (none for a `--state` file).
-    let audit = cluster
-        .writer(
-            "volguard-webhook",
-            crate::runtime::identity::process_identity(),
-        )
-        .map(|w| {
-            w.with_audit(
+    let audit = (!cluster.is_file()).then(|| {
+        cluster
+            .writer(
+                "volguard-webhook",
+                crate::runtime::identity::process_identity(),
+            )
+            .with_audit(
                 crate::runtime::identity::process_identity(),
                 families.audit.clone(),
                 state::audit::Reports {
@@ -179,7 +179,7 @@ async fn open_admission(
                     max: args.audit_report_entries,
                 },
             )
-        });
+    });
     let mut admission = Admission::new(
         cluster.clone(),
         args.force_delete_policy(),

@@ -16,13 +16,13 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 impl Writer {
     /// Who the apiserver says the caller is (a SelfSubjectReview).
     pub async fn whoami(&self) -> Result<Option<String>, kube::Error> {
-        fences::whoami(&self.client).await
+        fences::whoami(self.client()?).await
     }
 
     /// A person's confirmation that the machine of a deleted Node is down (`fence confirm`),
     /// as an incident volguard's controller verifies before it writes the release.
     pub async fn confirm_gone(&self, node: &str, by: &str) -> Result<NodeFence, kube::Error> {
-        fences::confirm_gone(&self.client, node, by).await
+        fences::confirm_gone(self.client()?, node, by).await
     }
 
     /// Create an incident with its first status (the status subresource is written right after).
@@ -38,7 +38,7 @@ impl Writer {
         o.metadata.labels =
             Some([(NODE_LABEL.to_string(), fences::label_value(&spec.node))].into());
         o.data = serde_json::json!({"spec": spec});
-        let created = fences::api(self.client.clone())
+        let created = fences::api(self.client()?.clone())
             .create(&PostParams::default(), &o)
             .await?;
         let mut f = fences::decode(created).map_err(kube::Error::SerdeError)?;
@@ -53,7 +53,7 @@ impl Writer {
             "metadata": {"name": f.metadata.name, "resourceVersion": f.metadata.resource_version},
             "status": f.status,
         });
-        let o = fences::api(self.client.clone())
+        let o = fences::api(self.client()?.clone())
             .patch_status(
                 &f.metadata.name,
                 &PatchParams::default(),
@@ -69,7 +69,7 @@ impl Writer {
             "resourceVersion": f.metadata.resource_version,
             "annotations": {CONFIRMED_BY: by},
         }});
-        fences::api(self.client.clone())
+        fences::api(self.client()?.clone())
             .patch(
                 &f.metadata.name,
                 &PatchParams::default(),
@@ -92,7 +92,7 @@ impl Writer {
             ..Default::default()
         };
         match Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
-            self.client.clone(),
+            self.client()?.clone(),
             &pod.metadata.namespace,
         )
         .delete(&pod.metadata.name, &params)
@@ -111,7 +111,7 @@ impl Writer {
         node_name: &str,
         incident: &str,
     ) -> Result<(), kube::Error> {
-        let nodes = Api::<Node>::all(self.client.clone());
+        let nodes = Api::<Node>::all(self.client()?.clone());
         let node = nodes.get(node_name).await?;
         let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
         if taints.is_some_and(|t| t.iter().any(|t| t.key == OUT_OF_SERVICE_TAINT)) {
@@ -129,7 +129,7 @@ impl Writer {
 
     /// Remove the out-of-service taint (and the annotations that went with it).
     pub async fn untaint_out_of_service(&self, node_name: &str) -> Result<(), kube::Error> {
-        let Some(node) = Api::<Node>::all(self.client.clone())
+        let Some(node) = Api::<Node>::all(self.client()?.clone())
             .get_opt(node_name)
             .await?
         else {
@@ -169,7 +169,7 @@ impl Writer {
     async fn patch_node(&self, name: &str, ops: Vec<serde_json::Value>) -> Result<(), kube::Error> {
         let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))
             .map_err(kube::Error::SerdeError)?;
-        Api::<Node>::all(self.client.clone())
+        Api::<Node>::all(self.client()?.clone())
             .patch(name, &self.params, &Patch::Json::<()>(patch))
             .await
             .map(|_| ())

@@ -9,17 +9,17 @@ use kube::Api;
 use kube::api::PostParams;
 
 impl Writer {
-    fn leases(&self, namespace: &str) -> Api<Lease> {
-        Api::namespaced(self.client.clone(), namespace)
+    fn leases(&self, namespace: &str) -> Result<Api<Lease>, kube::Error> {
+        Ok(Api::namespaced(self.client()?.clone(), namespace))
     }
 
     /// The Lease as the apiserver has it now.
     pub async fn lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, kube::Error> {
-        self.leases(namespace).get_opt(name).await
+        self.leases(namespace)?.get_opt(name).await
     }
 
     pub async fn create_lease(&self, namespace: &str, lease: &Lease) -> Result<Lease, kube::Error> {
-        self.leases(namespace)
+        self.leases(namespace)?
             .create(&PostParams::default(), lease)
             .await
     }
@@ -31,7 +31,7 @@ impl Writer {
         name: &str,
         lease: &Lease,
     ) -> Result<Lease, kube::Error> {
-        self.leases(namespace)
+        self.leases(namespace)?
             .replace(name, &PostParams::default(), lease)
             .await
     }

@@ -30,7 +30,7 @@ pub struct Seen {
 impl Writer {
     /// The NetworkFence `name` as the apiserver has it now.
     pub async fn network_fence(&self, name: &str) -> Result<Option<Seen>, kube::Error> {
-        Ok(api(&self.client).get_opt(name).await?.map(|o| Seen {
+        Ok(api(self.client()?).get_opt(name).await?.map(|o| Seen {
             result: o.data["status"]["result"].as_str().map(str::to_string),
             message: o.data["status"]["message"]
                 .as_str()
@@ -56,14 +56,14 @@ impl Writer {
             .into(),
         );
         o.data = serde_json::json!({ "spec": spec });
-        api(&self.client)
+        api(self.client()?)
             .create(&PostParams::default(), &o)
             .await
             .map(|_| ())
     }
 
     pub async fn delete_network_fence(&self, name: &str) -> Result<(), kube::Error> {
-        api(&self.client)
+        api(self.client()?)
             .delete(name, &DeleteParams::default())
             .await
             .map(|_| ())

@@ -20,7 +20,7 @@ impl Writer {
         kind: &str,
         name: &str,
     ) -> Result<Option<DynamicObject>, kube::Error> {
-        api(&self.client, kind).get_opt(name).await
+        api(self.client()?, kind).get_opt(name).await
     }
 
     /// Write `fixed` back if nobody wrote the configuration since it was read.
@@ -30,7 +30,7 @@ impl Writer {
         name: &str,
         fixed: &DynamicObject,
     ) -> Result<DynamicObject, kube::Error> {
-        api(&self.client, kind)
+        api(self.client()?, kind)
             .replace(
                 name,
                 &PostParams {
@@ -52,7 +52,7 @@ impl Writer {
         name: &str,
     ) -> Result<Option<Vec<u8>>, kube::Error> {
         let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-            Api::namespaced(self.client.clone(), namespace);
+            Api::namespaced(self.client()?.clone(), namespace);
         Ok(secrets
             .get_opt(name)
             .await?

@@ -1,16 +1,19 @@
-//! The writes next to the view: the RWO lock's compare-and-swap on a claim (rules.md §2f), and
-//! the controller's patches (each carrying a `test` or a resourceVersion) and Events (reconcile's
-//! and fencing's).
+//! The one writer: every write volguard makes, over the view's source. The RWO lock's
+//! compare-and-swap on a claim (rules.md §2f) and a release record (on a `--state` file both in
+//! memory); the controller's patches (each carrying a `test` or a resourceVersion) and Events;
+//! fencing's (`fence_writer`), the Lease (`leases`), the registration's repair
+//! (`registrations`), NetworkFences (`network_fences`) and the webhook's audit trail (`audit`).
 //!
 //! Live, the swap is a merge patch carrying the claim's `resourceVersion` as read: the apiserver
 //! stores it only if nobody wrote the claim since (409 otherwise). Offline (`--state`), the lock
 //! lives in memory: the same compare and set under the store's lock.
 
-use super::View;
 use super::decoded::Decoded;
+use super::{Store, View};
 use crate::model::Pvc;
 use crate::rules::rwo_lock::RWO_LOCK;
 use kube::api::{Api, Patch, PatchParams};
+use std::sync::Arc;
 
 /// How a swap ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +29,7 @@ pub enum Swap {
     Failed(String),
 }
 
-impl View {
+impl Writer {
     /// Put `lock` (encoded) on `pvc`, if `pvc` is still what the cluster holds, answered by
     /// `until` at the latest (the decision's deadline less its margin). The write gets all of
     /// it: an unanswered write may still land and then holds its node for the lock's grace, so
@@ -34,13 +37,13 @@ impl View {
     /// 4,612 writes unconfirmed and their pods refused elsewhere for up to 703 s).
     pub async fn swap_lock(&self, pvc: &Pvc, lock: &str, until: tokio::time::Instant) -> Swap {
         super::reads::note();
-        let Some(live) = &self.live else {
+        let Some(remote) = &self.remote else {
             return swap_in_memory(&self.store, pvc, lock);
         };
         let Some(rv) = pvc.metadata.resource_version.as_deref() else {
             return Swap::Conflict;
         };
-        let api = Api::<Decoded<Pvc>>::namespaced(live.client.clone(), &pvc.metadata.namespace);
+        let api = Api::<Decoded<Pvc>>::namespaced(remote.client.clone(), &pvc.metadata.namespace);
         let patch = serde_json::json!({"metadata": {
             "resourceVersion": rv,
             "annotations": {RWO_LOCK: lock},
@@ -78,7 +81,7 @@ impl View {
         release: crate::model::fence::Release,
     ) -> Result<String, String> {
         super::reads::note();
-        match &self.live {
+        match &self.remote {
             None => {
                 let store = &self.store;
                 let mut f = crate::model::fence::NodeFence::default();
@@ -89,7 +92,7 @@ impl View {
                 store.fences.apply(f);
                 Ok(name)
             }
-            Some(live) => super::fences::record_release(&live.client, node, release)
+            Some(remote) => super::fences::record_release(&remote.client, node, release)
                 .await
                 .map(|f| f.metadata.name)
                 .map_err(|e| crate::error::chain(&e)),
@@ -99,7 +102,7 @@ impl View {
 
 /// The swap of a `--state` file's view: the same compare and set, in memory under the store's
 /// lock.
-fn swap_in_memory(store: &super::Store, pvc: &Pvc, lock: &str) -> Swap {
+fn swap_in_memory(store: &Store, pvc: &Pvc, lock: &str) -> Swap {
     let Ok(_guard) = store.swap.lock() else {
         return Swap::Failed("the in-memory lock table is poisoned".into());
     };
@@ -122,46 +125,75 @@ fn swap_in_memory(store: &super::Store, pvc: &Pvc, lock: &str) -> Swap {
     Swap::Written
 }
 
-/// The writer: every write to the cluster but the webhook's own (the lock's swap and a release
-/// record, which a `--state` file keeps in memory: `View::swap_lock`, `View::record_release`).
-/// Patches go under its field manager, Events under its reporter name. Made from a live view
-/// (`View::writer`): a job holds this and the view, never a client.
+/// The writer over the view's source (`View::writer`): a job holds it and the view, never a
+/// client. Patches go under its field manager, Events under its reporter name. On a `--state`
+/// file the lock's swap and release records are kept in memory, and any other write fails
+/// (`Offline`).
 #[derive(Clone)]
 pub struct Writer {
-    pub(super) client: kube::Client,
+    /// The view's stores: the swap's compare and set offline, and its result live.
+    store: Arc<Store>,
+    /// `None`: a `--state` file.
+    remote: Option<Remote>,
     pub(super) params: PatchParams,
-    recorder: kube::runtime::events::Recorder,
     /// The webhook's audit trail (`Writer::audit`), when this writer keeps one.
     pub(super) trail: Option<super::audit::Trail>,
 }
 
+#[derive(Clone)]
+struct Remote {
+    client: kube::Client,
+    recorder: kube::runtime::events::Recorder,
+}
+
+/// A write that needs the cluster, asked of a `--state` file's writer.
+#[derive(Debug, thiserror::Error)]
+#[error("a --state file is read only: there is no cluster to write to")]
+pub struct Offline;
+
 impl View {
-    /// The writer over this view's cluster, writing as `field_manager`; `identity` is this
-    /// replica, as its Events name it. `None` for a `--state` file: nothing to write to.
-    pub fn writer(&self, field_manager: &str, identity: String) -> Option<Writer> {
-        let live = self.live.as_ref()?;
-        Some(Writer::new(live.client.clone(), field_manager, identity))
+    /// The writer over this view's source, writing as `field_manager`; `identity` is this
+    /// replica, as its Events name it.
+    pub fn writer(&self, field_manager: &str, identity: String) -> Writer {
+        let client = self.live.as_ref().map(|l| l.client.clone());
+        Writer::new(self.store.clone(), client, field_manager, identity)
     }
 }
 
 impl Writer {
-    pub(super) fn new(client: kube::Client, field_manager: &str, identity: String) -> Writer {
-        let recorder = kube::runtime::events::Recorder::new(
-            client.clone(),
-            kube::runtime::events::Reporter {
-                controller: field_manager.to_string(),
-                instance: Some(identity),
-            },
-        );
-        Writer {
+    pub(super) fn new(
+        store: Arc<Store>,
+        client: Option<kube::Client>,
+        field_manager: &str,
+        identity: String,
+    ) -> Writer {
+        let remote = client.map(|client| Remote {
+            recorder: kube::runtime::events::Recorder::new(
+                client.clone(),
+                kube::runtime::events::Reporter {
+                    controller: field_manager.to_string(),
+                    instance: Some(identity),
+                },
+            ),
             client,
+        });
+        Writer {
+            store,
+            remote,
             params: PatchParams {
                 field_manager: Some(field_manager.to_string()),
                 ..Default::default()
             },
-            recorder,
             trail: None,
         }
+    }
+
+    /// The client of a live writer (`Offline` for a `--state` file).
+    pub(super) fn client(&self) -> Result<&kube::Client, kube::Error> {
+        self.remote
+            .as_ref()
+            .map(|r| &r.client)
+            .ok_or_else(|| kube::Error::Service(Box::new(Offline)))
     }
 
     pub async fn patch_pvc(
@@ -171,7 +203,7 @@ impl Writer {
         patch: &Patch<serde_json::Value>,
     ) -> Result<(), kube::Error> {
         Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
-            self.client.clone(),
+            self.client()?.clone(),
             namespace,
         )
         .patch(name, &self.params, patch)
@@ -180,7 +212,7 @@ impl Writer {
     }
 
     pub async fn patch_pv(&self, name: &str, patch: json_patch::Patch) -> Result<(), kube::Error> {
-        Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(self.client.clone())
+        Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(self.client()?.clone())
             .patch(name, &self.params, &Patch::Json::<()>(patch))
             .await
             .map(|_| ())
@@ -196,8 +228,8 @@ impl Writer {
     ) -> Result<(), kube::Error> {
         let ar = kube::api::ApiResource::erase::<K>(&());
         let api: Api<kube::api::DynamicObject> = match namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
-            None => Api::all_with(self.client.clone(), &ar),
+            Some(ns) => Api::namespaced_with(self.client()?.clone(), ns, &ar),
+            None => Api::all_with(self.client()?.clone(), &ar),
         };
         api.patch(name, &self.params, &Patch::Json::<()>(patch))
             .await
@@ -209,7 +241,10 @@ impl Writer {
         ev: &kube::runtime::events::Event,
         on: &k8s_openapi::api::core::v1::ObjectReference,
     ) -> Result<(), kube::Error> {
-        self.recorder.publish(ev, on).await
+        let Some(remote) = &self.remote else {
+            return Err(kube::Error::Service(Box::new(Offline)));
+        };
+        remote.recorder.publish(ev, on).await
     }
 }
 
@@ -217,7 +252,7 @@ impl Writer {
 /// resourceVersion goes with the write: another replica's concurrent write wins (409) and the
 /// caller keeps the lines for its next write.
 pub(super) async fn fold_audit_report(
-    client: &kube::Client,
+    writer: &Writer,
     ns: &str,
     lines: Vec<crate::model::audit_report::AuditResult>,
     retention: jiff::SignedDuration,
@@ -233,7 +268,7 @@ pub(super) async fn fold_audit_report(
         ),
         PLURAL,
     );
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let api: Api<DynamicObject> = Api::namespaced_with(writer.client()?.clone(), ns, &ar);
     let stored = api.get_opt(NAME).await?;
     let mut report: AuditReport = stored
         .as_ref()

@@ -577,7 +577,7 @@ async fn create(
         }),
         ..Default::default()
     };
-    let api = kube::Api::<Event>::namespaced(writer.client.clone(), &namespace);
+    let api = kube::Api::<Event>::namespaced(writer.client()?.clone(), &namespace);
     let created = api.create(&PostParams::default(), &ev).await?;
     Ok(created.metadata.name.unwrap_or_default())
 }
@@ -590,7 +590,7 @@ async fn series(
     last: jiff::Timestamp,
 ) -> Result<(), kube::Error> {
     let patch = serde_json::json!({"series": {"count": count, "lastObservedTime": micro(last)}});
-    kube::Api::<Event>::namespaced(writer.client.clone(), namespace)
+    kube::Api::<Event>::namespaced(writer.client()?.clone(), namespace)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())

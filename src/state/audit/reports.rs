@@ -47,7 +47,7 @@ pub(super) async fn fold_reports(
     use crate::model::audit_report::NAME;
     for (ns, lines) in std::mem::take(pending) {
         match crate::state::writer::fold_audit_report(
-            &writer.client,
+            writer,
             &ns,
             lines.clone(),
             reports.retention,

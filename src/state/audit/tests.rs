@@ -193,7 +193,8 @@ fn failing_client() -> crate::state::Writer {
     });
     let cfg = kube::Config::new(format!("http://{addr}").parse().expect("uri"));
     crate::state::Writer::new(
-        kube::Client::try_from(cfg).expect("client"),
+        Default::default(),
+        Some(kube::Client::try_from(cfg).expect("client")),
         "volguard-webhook",
         "w-0".into(),
     )

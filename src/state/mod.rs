@@ -1,6 +1,7 @@
 //! The cluster as volguard sees it. `View` is the one reader (every read, its freshness a
 //! parameter), over in-memory stores of pruned objects filled either from a `--state` file or by
-//! watches on a live cluster; the writes sit beside it (`writer`, `fence_writer`).
+//! watches on a live cluster; `Writer` (`View::writer`) is the one writer. Only this module (and
+//! the runtime's client setup) names a Kubernetes client.
 
 pub mod audit;
 pub mod authorizer;

@@ -1,6 +1,7 @@
-//! The incident record as the fencing controller keeps it: read through `state::fences`, written
-//! by the one writer (`state::writer`: NodeFence create and status, each status write with the
-//! object's resourceVersion; the out-of-service taint), and announced with Events operators read.
+//! The incident record as the fencing controller keeps it: read through the view (live, with no
+//! deadline), written by the one writer (`state::Writer`: NodeFence create and status, each status
+//! write with the object's resourceVersion; the out-of-service taint), and announced with Events
+//! operators read.
 
 use super::Error;
 use crate::model::fence::{

@@ -171,14 +171,40 @@ async fn a_miss_and_a_live_read_go_to_the_apiserver() {
         Fact::Unknown(_)
     ));
     assert_eq!(requests.load(Ordering::SeqCst), 3);
+    // An unbounded read never answers from the cache either.
+    assert!(matches!(
+        view.pvc("ns", "data", Fresh::Unbounded).await,
+        Fact::Unknown(_)
+    ));
+    assert_eq!(requests.load(Ordering::SeqCst), 4);
 }
 
-/// A take-over's reads wait until the caller's instant; every other live read keeps the cap.
+/// A take-over's reads wait until the caller's instant, and the reads that never had a deadline
+/// (`Unbounded`) still have none; every other live read keeps the cap.
 #[test]
-fn only_live_until_lifts_the_cap() {
+fn only_live_until_and_unbounded_lift_the_cap() {
     let t = tokio::time::Instant::now();
     assert_eq!(by(Fresh::LiveUntil(t)), By::Until(t));
+    assert_eq!(by(Fresh::Unbounded), By::Unbounded);
     for fresh in ALL {
         assert_eq!(by(fresh), By::Cap);
     }
+}
+
+/// A file answers an unbounded read from its contents too, incidents included.
+#[tokio::test]
+async fn a_file_answers_an_unbounded_read_from_its_contents() {
+    let view = View::file(store());
+    assert!(matches!(
+        view.pvc("ns", "data", Fresh::Unbounded).await,
+        Fact::Found(_)
+    ));
+    assert!(matches!(
+        view.node_fences(Fresh::Unbounded).await,
+        Fact::Found(f) if f.is_empty()
+    ));
+    assert!(matches!(
+        view.attachments("v", Fresh::Unbounded).await,
+        Fact::Found(a) if a.is_empty()
+    ));
 }

@@ -36,10 +36,11 @@ pub(super) async fn whoami(client: &kube::Client) -> Result<Option<String>, kube
         .and_then(|u| u.username))
 }
 
-/// How long a NodeFence read waits: the 2 s cap (even for `LiveUntil`), or, `None`, as long as
-/// the apiserver takes (fencing's own reads and an operator's, which never had a deadline).
+/// A NodeFence read's cap (`LiveUntil` keeps it too: an incident is never a take-over's read).
 const CAP: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// `read`'s answer within the cap (`None`: not in time), or, uncapped, whenever it comes
+/// (`Fresh::Unbounded`: fencing's own reads and an operator's, which never had a deadline).
 async fn within<F: std::future::Future>(capped: bool, read: F) -> Option<F::Output> {
     if capped {
         tokio::time::timeout(CAP, read).await.ok()
@@ -82,7 +83,9 @@ pub(super) async fn all(client: &kube::Client, capped: bool) -> Fact<Vec<Arc<Nod
                 .filter_map(|o| {
                     let name = o.metadata.name.clone().unwrap_or_default();
                     decode(o)
-                        .map_err(|e| tracing::warn!(incident = %name, error = %e, "NodeFence does not decode"))
+                        .map_err(|e| {
+                            tracing::warn!(incident = %name, error = %e, "NodeFence does not decode")
+                        })
                         .ok()
                 })
                 .map(Arc::new)

@@ -56,7 +56,8 @@ impl Admission {
         };
         let mut own_identities = own_controllers.clone();
         own_identities.push(crate::runtime::identity::webhook_user());
-        // The swap and the release record are written with no field manager, as ever.
+        // The swap and the release record are written with no field manager, as ever. No
+        // identity: the webhook's writer publishes no Event (the audit trail has its own).
         let writer = cluster.writer("volguard-webhook", String::new());
         Admission {
             lock_clock,

@@ -38,6 +38,7 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
     let view =
         crate::state::View::from_store(client, Default::default(), crate::state::Needs::default());
     let writer = |identity: String| view.writer(FIELD_MANAGER, identity);
+    // Asking who we are publishes no Event: no identity needed yet.
     let user = whoami(&writer(String::new())).await?;
     let node = args.node.as_str();
     let live = super::observe::node(&view, node)

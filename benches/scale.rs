@@ -354,6 +354,7 @@ async fn window(
         requests,
         catch_up,
         live_reads,
+        serve_apf: load::apf(&s1, &s2, load::SERVE),
     }
 }
 
@@ -441,6 +442,7 @@ async fn apiserver_load(
                 seconds: w.churn.seconds,
                 apiserver_cpu_seconds: w.apiserver_cpu_seconds,
                 live_reads: w.live_reads.clone(),
+                serve_apf: w.serve_apf,
             })
             .collect(),
         churn_seconds: [

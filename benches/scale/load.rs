@@ -178,6 +178,21 @@ pub fn requests(a: &Sample, b: &Sample, who: &str) -> f64 {
     sum(&b.text, name, keep) - sum(&a.text, name, keep)
 }
 
+/// How API Priority and Fairness treated client `who` between two samples: the seats it
+/// estimated per request on average, and the requests it rejected (429). A take-over's LIST is
+/// charged by its page size, not by what the node index leaves (`state::NODE_PAGE`).
+pub fn apf(a: &Sample, b: &Sample, who: &str) -> (f64, f64) {
+    let schema = format!("bench-{who}");
+    let keep = |l: &str| label(l, "flow_schema") == Some(schema.as_str());
+    let d = |name: &str| sum(&b.text, name, keep) - sum(&a.text, name, keep);
+    let seats = d("apiserver_flowcontrol_work_estimated_seats_sum");
+    let estimated = d("apiserver_flowcontrol_work_estimated_seats_count");
+    (
+        seats / estimated.max(1.0),
+        d("apiserver_flowcontrol_rejected_requests_total"),
+    )
+}
+
 /// Admission calls the apiserver made to webhooks named `*.volguard.io` between two samples.
 pub fn admission_calls(a: &Sample, b: &Sample) -> f64 {
     let name = "apiserver_admission_webhook_admission_duration_seconds_count";
@@ -238,6 +253,9 @@ pub struct Window {
     /// volguard only: serve's live reads during the churn by read, kind and result
     /// (`volguard_live_reads_total`), the ones that happened.
     pub live_reads: Vec<(String, f64)>,
+    /// volguard only: serve's mean APF seats per request and its requests APF rejected, during
+    /// the churn.
+    pub serve_apf: (f64, f64),
 }
 
 /// One window as the report prints it.
@@ -247,6 +265,7 @@ pub struct WindowLine {
     pub seconds: f64,
     pub apiserver_cpu_seconds: f64,
     pub live_reads: Vec<(String, f64)>,
+    pub serve_apf: (f64, f64),
 }
 
 /// How many of serve's live reads each series counted between two scrapes of its metrics

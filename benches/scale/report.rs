@@ -61,7 +61,7 @@ pub struct Apiserver {
     /// Pods churned in each window.
     pub churned_pods: usize,
     /// Each window in its order: who, its churn's seconds, kube-apiserver's CPU seconds in it,
-    /// serve's live reads in it.
+    /// serve's live reads and how APF treated serve in it.
     pub windows: Vec<crate::load::WindowLine>,
     /// The mean churn seconds of each setup's windows: baseline, volguard, kcm.
     pub churn_seconds: [f64; 3],
@@ -323,20 +323,19 @@ pub fn print_load(a: &Apiserver) {
         })
         .collect();
     println!("  windows in order: {}", order.join(", "));
-    for (i, w) in a.windows.iter().enumerate() {
-        if !w.live_reads.is_empty() {
-            let reads: Vec<String> = w
-                .live_reads
-                .iter()
-                .map(|(k, n)| format!("{k} {n:.0}"))
-                .collect();
-            println!(
-                "    window {} ({}) serve's live reads: {}",
-                i + 1,
-                w.who,
-                reads.join(", ")
-            );
-        }
+    for (i, w) in a.windows.iter().filter(|w| w.who == "Volguard").enumerate() {
+        let reads: Vec<String> = w
+            .live_reads
+            .iter()
+            .map(|(k, n)| format!("{k} {n:.0}"))
+            .collect();
+        println!(
+            "    volguard window {}: serve's live reads: {}; APF: {:.2} seats per request, {:.0} rejected",
+            i + 1,
+            reads.join(", "),
+            w.serve_apf.0,
+            w.serve_apf.1
+        );
     }
     println!(
         "  kube-apiserver CPU s per 1,000 pods churned (baseline / volguard): {:.1} / {:.1} (×{:.2})",
@@ -454,7 +453,8 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
             "churn": {"pods": a.churned_pods, "volguard": load_json(&a.churn[0]), "kcm": load_json(&a.churn[1]),
                       "seconds": {"baseline": a.churn_seconds[0], "volguard": a.churn_seconds[1], "kcm": a.churn_seconds[2]},
                       "windows": a.windows.iter().map(|w| json!({"who": w.who, "seconds": w.seconds, "apiserver_cpu_seconds": w.apiserver_cpu_seconds,
-                                                                  "live_reads": w.live_reads.iter().cloned().collect::<std::collections::BTreeMap<_, _>>()})).collect::<Vec<_>>(),
+                                                                  "live_reads": w.live_reads.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+                                                                  "serve_apf_seats_per_request": w.serve_apf.0, "serve_apf_rejected": w.serve_apf.1})).collect::<Vec<_>>(),
                       "apiserver_cpu_seconds_per_1000_pods": {"baseline": a.apiserver_cpu_per_1000[0], "volguard": a.apiserver_cpu_per_1000[1]},
                       "volguard_cpu_seconds_per_1000_pods": a.cpu_per_1000_churn},
             "serve_reads_per_admission_call": a.reads_per_admission,

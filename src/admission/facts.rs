@@ -17,7 +17,7 @@ use crate::rules::rwo_lock::{self, RwoLock, Via};
 use crate::rules::{
     Decision, Fact, binding, finalizer_guard, force_delete, pod_create, pod_status, protect,
 };
-use crate::state::{Fresh, PodsIn};
+use crate::state::{Fresh, PodsIn, View};
 use futures::FutureExt;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -99,57 +99,10 @@ impl Admission {
         Ok(protect::protect_on_create(&pv.metadata, PV_FINALIZER))
     }
 
-    /// The claims of `pod` with the PVC each names: from the cache, and the misses read live in
-    /// parallel (one slow read must not add up over claims).
-    pub(super) async fn claim_facts(
-        &self,
-        pod: &Pod,
-    ) -> Vec<(crate::rules::claims::Claim, Fact<Arc<Pvc>>)> {
-        let ns = &pod.metadata.namespace;
-        let claims: Vec<_> = claims_of(pod).collect();
-        // A cache read answers at once (`now_or_never`: no future kept per claim); anything
-        // but a hit is read again below, confirmed live.
-        let mut facts: Vec<Option<Fact<Arc<Pvc>>>> = claims
-            .iter()
-            .map(
-                |c| match self.cluster.pvc(ns, &c.name, Fresh::Cache).now_or_never() {
-                    Some(Fact::Found(p)) => Some(Fact::Found(p)),
-                    _ => None,
-                },
-            )
-            .collect();
-        let misses: Vec<usize> = (0..facts.len()).filter(|i| facts[*i].is_none()).collect();
-        if !misses.is_empty() {
-            // At most MAX_CLAIM_READS in flight for one request: a pod naming thousands of
-            // missing claims must not open thousands of reads (the decision budget bounds the rest).
-            // Chunks, not a `buffered` stream: that one's future is not provably `Send` for all
-            // lifetimes in axum's handler (rustc's higher-ranked `Send` limitation).
-            let mut read = Vec::with_capacity(misses.len());
-            for chunk in misses.chunks(MAX_CLAIM_READS) {
-                read.extend(
-                    futures::future::join_all(
-                        chunk
-                            .iter()
-                            .map(|&i| self.cluster.pvc(ns, &claims[i].name, Fresh::CacheOrLive)),
-                    )
-                    .await,
-                );
-            }
-            for (i, f) in misses.into_iter().zip(read) {
-                facts[i] = Some(f);
-            }
-        }
-        claims
-            .into_iter()
-            .zip(facts)
-            .map(|(c, f)| (c, f.unwrap_or(Fact::Missing)))
-            .collect()
-    }
-
     async fn pod_create(&self, req: &Request<'_>) -> Result<Decision, Decision> {
         let mut pod = object::<Pod>(&req.object, "object")?;
         fill_namespace(&mut pod, req);
-        let facts = self.claim_facts(&pod).await;
+        let facts = claim_facts(&self.cluster, &pod).await;
         let facts: Vec<_> = facts.iter().map(|(c, f)| (c.clone(), deref(f))).collect();
         Ok(pod_create::pod_create(&pod, &facts))
     }
@@ -226,7 +179,13 @@ impl Admission {
         let gone = match pod.node_name() {
             // Boxed: a read taken only for a node gone, kept out of every review's future.
             Some(n) if is_force(grace) => {
-                Box::pin(self.gone_record(n, &node, pod.metadata.creation_timestamp)).await
+                Box::pin(crate::fencing::records::gone_record(
+                    &self.cluster,
+                    n,
+                    &node,
+                    pod.metadata.creation_timestamp,
+                ))
+                .await
             }
             _ => None,
         };
@@ -293,9 +252,13 @@ impl Admission {
                 // Boxed: both reads in one future, kept out of every review's future.
                 Box::pin(async {
                     let node = self.cluster.node(n, Fresh::Live).await;
-                    let gone = self
-                        .gone_record(n, &node, old.metadata.creation_timestamp)
-                        .await;
+                    let gone = crate::fencing::records::gone_record(
+                        &self.cluster,
+                        n,
+                        &node,
+                        old.metadata.creation_timestamp,
+                    )
+                    .await;
                     (node, gone)
                 })
                 .await
@@ -484,6 +447,28 @@ impl Admission {
         })
     }
 
+    /// rules.md §2f for a pod created with `spec.nodeName` already set (no scheduler involved).
+    async fn rwo_pod_create(
+        &self,
+        req: &Request<'_>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Decision, Decision> {
+        if !self.rwo_guard {
+            return Ok(Decision::allow("rwo-guard-off"));
+        }
+        let mut pod = object::<Pod>(&req.object, "object")?;
+        fill_namespace(&mut pod, req);
+        let Some(node) = pod.node_name().map(str::to_string) else {
+            return Ok(Decision::allow("not-placed"));
+        };
+        let dry_run = req.dry_run.unwrap_or(false);
+        Ok(Box::pin(
+            self.locks
+                .place(&pod, &node, Via::Create, dry_run, deadline),
+        )
+        .await)
+    }
+
     /// rules.md §2f for the scheduler's bind (`pods/binding`).
     async fn rwo_binding(
         &self,
@@ -532,7 +517,12 @@ impl Admission {
             }
             false => (pod, Via::Bind),
         };
-        Ok(Box::pin(self.rwo_place(req, &pod, &b.target.name, via, deadline)).await)
+        let dry_run = req.dry_run.unwrap_or(false);
+        Ok(Box::pin(
+            self.locks
+                .place(&pod, &b.target.name, via, dry_run, deadline),
+        )
+        .await)
     }
 
     /// rules.md §2f placement hint: the nodes that hold the pod's RWO claims, from the locks on
@@ -546,7 +536,7 @@ impl Admission {
         if pod.node_name().is_some() {
             return Ok(Decision::allow("placed"));
         }
-        let claims = self.claim_facts(&pod).await;
+        let claims = claim_facts(&self.cluster, &pod).await;
         let mut nodes: Vec<String> = claims
             .iter()
             .filter_map(|(_, pvc)| match pvc {
@@ -559,6 +549,53 @@ impl Admission {
         let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
         Ok(crate::rules::placement::placement_hint(&pod, &nodes))
     }
+}
+
+/// The claims of `pod` with the PVC each names: from the cache, and the misses read live in
+/// parallel (one slow read must not add up over claims).
+pub(super) async fn claim_facts(
+    view: &View,
+    pod: &Pod,
+) -> Vec<(crate::rules::claims::Claim, Fact<Arc<Pvc>>)> {
+    let ns = &pod.metadata.namespace;
+    let claims: Vec<_> = claims_of(pod).collect();
+    // A cache read answers at once (`now_or_never`: no future kept per claim); anything
+    // but a hit is read again below, confirmed live.
+    let mut facts: Vec<Option<Fact<Arc<Pvc>>>> = claims
+        .iter()
+        .map(
+            |c| match view.pvc(ns, &c.name, Fresh::Cache).now_or_never() {
+                Some(Fact::Found(p)) => Some(Fact::Found(p)),
+                _ => None,
+            },
+        )
+        .collect();
+    let misses: Vec<usize> = (0..facts.len()).filter(|i| facts[*i].is_none()).collect();
+    if !misses.is_empty() {
+        // At most MAX_CLAIM_READS in flight for one request: a pod naming thousands of
+        // missing claims must not open thousands of reads (the decision budget bounds the rest).
+        // Chunks, not a `buffered` stream: that one's future is not provably `Send` for all
+        // lifetimes in axum's handler (rustc's higher-ranked `Send` limitation).
+        let mut read = Vec::with_capacity(misses.len());
+        for chunk in misses.chunks(MAX_CLAIM_READS) {
+            read.extend(
+                futures::future::join_all(
+                    chunk
+                        .iter()
+                        .map(|&i| view.pvc(ns, &claims[i].name, Fresh::CacheOrLive)),
+                )
+                .await,
+            );
+        }
+        for (i, f) in misses.into_iter().zip(read) {
+            facts[i] = Some(f);
+        }
+    }
+    claims
+        .into_iter()
+        .zip(facts)
+        .map(|(c, f)| (c, f.unwrap_or(Fact::Missing)))
+        .collect()
 }
 
 /// `d`, with the warning that an override did not count, when one did not.

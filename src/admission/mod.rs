@@ -7,11 +7,12 @@ pub mod encode;
 mod facts;
 mod nodes;
 mod objects;
-mod placement;
 mod proofs;
 pub mod review;
+mod rwo_lock;
 
-pub use context::{Admission, LockLabels, lock_write_histogram};
+pub use context::Admission;
 pub use dispatch::Endpoint;
 pub use encode::encode;
 pub use review::{Request, decode};
+pub use rwo_lock::{LockLabels, RwoLocks, lock_write_histogram};

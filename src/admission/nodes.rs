@@ -11,7 +11,6 @@ use crate::model::fence::{FENCE_INCIDENT, Release, ReleaseAction};
 use crate::rules::proof::{self, Key, Read};
 use crate::rules::{Decision, Fact, node_taint};
 use crate::state::{Fresh, PodsIn};
-use std::sync::Arc;
 
 impl Admission {
     /// rules.md §7 guards: the incident is read live, and only for volguard's own controller; a
@@ -159,7 +158,7 @@ impl Admission {
         if ready == Some(true) {
             return Fact::Found("it reports Ready".into());
         }
-        match self.lease_renewed(node).await {
+        match crate::fencing::records::lease_renewed(&self.cluster, node).await {
             Fact::Found(renewed) => {
                 match crate::rules::fencing::alive(
                     ready,
@@ -174,51 +173,6 @@ impl Admission {
             Fact::Missing => Fact::Missing,
             Fact::Unknown(e) => Fact::Unknown(e),
         }
-    }
-
-    /// When `node` is gone (`fact`, read live), the NodeFence that records its deletion on proof,
-    /// made after `since` (rules.md §7). `None` when the node is there, or gone without a record,
-    /// or the records could not be read (unsure: no proof).
-    pub(super) async fn gone_record(
-        &self,
-        node: &str,
-        fact: &Fact<Arc<Node>>,
-        since: Option<jiff::Timestamp>,
-    ) -> Option<String> {
-        if !matches!(fact, Fact::Missing) {
-            return None;
-        }
-        match self.cluster.fences_of_node(node, Fresh::Live).await {
-            Fact::Found(all) => {
-                let f = crate::model::fence::proof_of_down(
-                    &all,
-                    node,
-                    since,
-                    crate::model::fence::GONE,
-                )?;
-                // No record proves a node down while its Lease renews (rules.md §8): a kubelet
-                // that still heartbeats after the record was written runs its pods.
-                match (
-                    self.lease_renewed(node).await,
-                    f.metadata.creation_timestamp,
-                ) {
-                    (Fact::Found(Some(renewed)), Some(at)) if renewed > at => None,
-                    (Fact::Unknown(_), _) => None,
-                    _ => Some(f.metadata.name.clone()),
-                }
-            }
-            Fact::Missing | Fact::Unknown(_) => None,
-        }
-    }
-}
-
-impl Admission {
-    /// The node's Lease renewTime, read live (`None`: no Lease, never renewed, or not a time).
-    async fn lease_renewed(&self, node: &str) -> Fact<Option<jiff::Timestamp>> {
-        self.cluster
-            .lease_renew_time(node, Fresh::Live)
-            .await
-            .map(|t| t.and_then(|t| t.parse().ok()))
     }
 }
 

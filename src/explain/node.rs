@@ -160,14 +160,15 @@ fn next(f: &Facts<'_>, fences: &[&NodeFence], pods: &[Waiting], tainted: bool) -
         .filter(|p| p.node_name() == Some(name))
         .filter_map(|p| p.metadata.creation_timestamp)
         .max();
-    let proof = crate::model::fence::proof_of_down(
+    // As the guards read it (a Lease renewed after the record voids it).
+    let proof = crate::rules::fencing::gone_on_record(
         &fences
             .iter()
             .map(|x| std::sync::Arc::new((*x).clone()))
             .collect::<Vec<_>>(),
         name,
         newest_pod,
-        crate::model::fence::GONE,
+        &crate::rules::Fact::Found(f.lease_renewed),
     )
     .map(|x| x.metadata.name.clone());
     if f.node.is_none() {

@@ -13,6 +13,7 @@ pub mod confirm;
 pub mod incident;
 pub mod metrics;
 pub mod observe;
+pub mod records;
 
 mod config;
 mod detect;

@@ -192,8 +192,8 @@ async fn open_admission(
     .with_break_glass_expiry(args.break_glass_expiry)
     .with_partition_after(args.partition_after);
     // The registered families (already at 0), not the ones the rules were built with.
-    admission.locks = families.locks.clone();
-    admission.lock_writes = families.lock_writes.clone();
+    admission.locks.results = families.locks.clone();
+    admission.locks.writes = families.lock_writes.clone();
     Ok((cluster, Arc::new(admission), audit))
 }
 

@@ -95,19 +95,11 @@ impl Reconciler {
             Fact::Unknown(e) => return Err(api(e)),
             p => p.map(Arc::unwrap_or_clone),
         };
-        let gone_recorded = match &node {
-            Fact::Missing => match self.view.fences_of_node(&lock.node, Fresh::Live).await {
-                Fact::Found(all) => crate::model::fence::proof_of_down(
-                    &all,
-                    &lock.node,
-                    Some(lock.at),
-                    crate::model::fence::GONE,
-                )
-                .is_some(),
-                _ => false,
-            },
-            _ => false,
-        };
+        // The one reading of a deletion record every door shares (the Lease checked with it).
+        let gone_recorded =
+            crate::fencing::records::gone_record(&self.view, &lock.node, &node, Some(lock.at))
+                .await
+                .is_some();
         Ok(LiveHold {
             node,
             users,

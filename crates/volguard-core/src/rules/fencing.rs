@@ -258,6 +258,28 @@ pub fn alive(
     })
 }
 
+/// rules.md §7, §8: the record that `node`, read gone, was deleted on proof (a NodeFence of a
+/// `GONE` kind made after `since`, what began there), as every door reads it (the webhook's
+/// guards and the RWO lock, the controller's lock cleanup, explain): none while its Lease was
+/// renewed after the record was made (a kubelet that still heartbeats runs its pods), and none
+/// when the Lease could not be read (unsure: no proof). `renewed` is the Lease's renewTime
+/// (`Found(None)`: no Lease, or never renewed).
+pub fn gone_on_record<'a>(
+    records: &'a [std::sync::Arc<crate::model::fence::NodeFence>],
+    node: &str,
+    since: Option<Timestamp>,
+    renewed: &crate::rules::Fact<Option<Timestamp>>,
+) -> Option<&'a crate::model::fence::NodeFence> {
+    use crate::rules::Fact;
+    let record =
+        crate::model::fence::proof_of_down(records, node, since, crate::model::fence::GONE)?;
+    match (renewed, record.metadata.creation_timestamp) {
+        (Fact::Found(Some(renewed)), Some(at)) if *renewed > at => None,
+        (Fact::Unknown(_), _) => None,
+        _ => Some(record),
+    }
+}
+
 /// rules.md §7 "Recover": a node that returned after its volumes were released may be unfenced
 /// (its storage given back, the taint removed) only once its machine restarted (`bootID` differs
 /// from the one seen at detection) or its kubelet reports none of the released volumes mounted

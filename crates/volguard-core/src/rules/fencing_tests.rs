@@ -220,3 +220,36 @@ fn a_fence_covers_its_scope_only() {
         "{m}"
     );
 }
+
+/// A deletion record of node n1 (a release on a person's proof), made at `at`.
+fn deletion_record(at: Timestamp) -> std::sync::Arc<crate::model::fence::NodeFence> {
+    // A release record's action is a Node deletion unless it says otherwise.
+    let mut f = crate::model::testing::incident(crate::model::fence::Phase::Done, true);
+    f.metadata.creation_timestamp = Some(at);
+    std::sync::Arc::new(f)
+}
+
+#[test]
+fn a_deletion_record_proves_a_node_gone_only_while_its_lease_is_silent() {
+    use crate::rules::Fact;
+    let at = now();
+    let records = [deletion_record(at)];
+    let found = |r: &Fact<Option<Timestamp>>| gone_on_record(&records, "n1", None, r).is_some();
+    // No Lease, one renewed before the record, or at its very second: the record stands.
+    assert!(found(&Fact::Found(None)));
+    assert!(found(&Fact::Missing));
+    assert!(found(&Fact::Found(Some(at - secs(30)))));
+    assert!(found(&Fact::Found(Some(at))));
+    // Renewed after the record: a kubelet still runs there, whatever the record says.
+    assert!(!found(&Fact::Found(Some(at + secs(1)))));
+    // The Lease unread: unsure, no proof.
+    assert!(!found(&Fact::Unknown(
+        crate::rules::decision::ReadError::Timeout {
+            what: "the Lease".into(),
+        }
+    )));
+    // Another node's record, or one older than what it would release, proves nothing.
+    assert!(gone_on_record(&records, "n2", None, &Fact::Found(None)).is_none());
+    assert!(gone_on_record(&records, "n1", Some(at + secs(5)), &Fact::Found(None)).is_none());
+    assert!(gone_on_record(&records, "n1", Some(at - secs(5)), &Fact::Found(None)).is_some());
+}

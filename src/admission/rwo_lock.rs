@@ -1,37 +1,73 @@
-//! rules.md §2f: placing a pod takes the RWO lock on each of its ReadWriteOnce claims — the
-//! protocol around the pure `rules::rwo_lock`: the holders the caches know, the lock as read, the
-//! quorum reads that judge it, the compare-and-swap with its retries, its late answers and its
-//! metric. `facts.rs` routes a bind or a placed pod CREATE here.
+//! rules.md §2f: placing a pod takes the RWO lock on each of its ReadWriteOnce claims. The lock's
+//! protocol, as one type around the pure `rules::rwo_lock`: the holders the caches know, the lock
+//! as read, the quorum reads that judge it, the compare-and-swap with its retries, its late
+//! answers, its own clock of how long each lock was seen, and its metrics. It reads through the
+//! view and writes through the writer, and knows nothing else of admission: a bind or a placed
+//! pod CREATE (`facts.rs`) hands it the pod and the node.
 
-use super::context::{Admission, LockLabels};
 use super::objects::deref;
-use super::review::Request;
 use crate::model::{Node, Pod, Pvc};
 use crate::rules::rwo::{self, ClaimFacts};
 use crate::rules::rwo_lock::{self, LockStep, Named, NodeHold, RwoLock, Via};
 use crate::rules::{Decision, Fact};
+use crate::state::lock_clock::LockClock;
 use crate::state::writer::Swap;
-use crate::state::{Fresh, PodsIn};
+use crate::state::{Fresh, PodsIn, View, Writer};
+use prometheus_client::metrics::{counter::Counter, family::Family, histogram::Histogram};
 use std::sync::Arc;
 
-impl Admission {
-    /// rules.md §2f for a pod created with `spec.nodeName` already set (no scheduler involved).
-    pub(super) async fn rwo_pod_create(
-        &self,
-        req: &Request<'_>,
-        deadline: tokio::time::Instant,
-    ) -> Result<Decision, Decision> {
-        if !self.rwo_guard {
-            return Ok(Decision::allow("rwo-guard-off"));
-        }
-        let mut pod = super::objects::object::<Pod>(&req.object, "object")?;
-        super::objects::fill_namespace(&mut pod, req);
-        let Some(node) = pod.node_name().map(str::to_string) else {
-            return Ok(Decision::allow("not-placed"));
-        };
-        Ok(Box::pin(self.rwo_place(req, &pod, &node, Via::Create, deadline)).await)
-    }
+/// The RWO lock's protocol over one view: every placement of a ReadWriteOnce claim passes
+/// `place`.
+pub struct RwoLocks {
+    view: View,
+    /// The lock's compare-and-swap (in memory for a `--state` file).
+    writer: Writer,
+    /// How long each RWO lock has been seen, on this process's own clock (rules.md §2f).
+    clock: LockClock,
+    /// The lock's outcomes (`volguard_rwo_locks_total`), registered by whoever serves.
+    pub results: Family<LockLabels, Counter>,
+    /// How long each compare-and-swap took (`volguard_rwo_lock_write_duration_seconds`): the one
+    /// etcd write a bind waits for, apart from the decision around it.
+    pub writes: Histogram,
+}
 
+/// `volguard_rwo_lock_write_duration_seconds`: an etcd write through the apiserver, with the
+/// admission calls of that write (0.5 ms .. the swap's 1.5 s timeout).
+pub fn lock_write_histogram() -> Histogram {
+    Histogram::new([
+        0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5,
+    ])
+}
+
+/// `volguard_rwo_locks_total{result}`: taken, taken_over, conflict_retried, waited, refused,
+/// unconfirmed, write_failed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct LockLabels {
+    pub result: &'static str,
+}
+
+impl RwoLocks {
+    /// The protocol over `view`, writing with `writer`. Over a `--state` file the lock clock
+    /// starts from the locks the file holds (seen since the process started).
+    pub fn new(view: View, writer: Writer) -> Self {
+        let clock = match view.is_file() {
+            true => {
+                let pvcs = view.store().pvcs.all();
+                LockClock::offline(pvcs.iter().filter_map(|p| {
+                    let raw = p.metadata.annotation(rwo_lock::RWO_LOCK)?;
+                    Some((p.metadata.namespace.as_str(), p.metadata.name.as_str(), raw))
+                }))
+            }
+            false => LockClock::live(),
+        };
+        RwoLocks {
+            view,
+            writer,
+            clock,
+            results: Default::default(),
+            writes: lock_write_histogram(),
+        }
+    }
     /// rules.md §2f: the holders in the caches first, then the lock on each RWO claim, taken by
     /// compare-and-swap. A lost swap means another placement won: read that claim again and
     /// decide again, at most `MAX_SWAPS` times, then refuse.
@@ -40,19 +76,18 @@ impl Admission {
     /// volguard were down (the dispatcher's allow). After, allowing could put a second node on the
     /// claim (the placement that won, or the one a held lock stands for): it refuses, a moment
     /// before the dispatcher's deadline (`LOCK_MARGIN`), and the scheduler retries.
-    pub(super) async fn rwo_place(
+    pub async fn place(
         &self,
-        req: &Request<'_>,
         pod: &Pod,
         node: &str,
         via: Via,
+        dry_run: bool,
         deadline: tokio::time::Instant,
     ) -> Decision {
-        let dry_run = req.dry_run.unwrap_or(false);
         let until = deadline - LOCK_MARGIN;
         // One lock per claim, however many volumes name it (rules.md §2f liveness: a second
         // volume's swap would read the lock the first just wrote and refuse forever).
-        let mut claims = self.claim_facts(pod).await;
+        let mut claims = super::facts::claim_facts(&self.view, pod).await;
         crate::rules::claims::dedup(&mut claims, |c| &mut c.0);
         let mut lost: Option<String> = None;
         // Waits for a placement in flight do not count as lost swaps.
@@ -77,8 +112,7 @@ impl Admission {
                     let name = claims[i].0.name.clone();
                     match tokio::time::timeout_at(
                         until,
-                        self.cluster
-                            .pvc(&pod.metadata.namespace, &name, Fresh::Live),
+                        self.view.pvc(&pod.metadata.namespace, &name, Fresh::Live),
                     )
                     .await
                     {
@@ -95,8 +129,7 @@ impl Admission {
             // reason to allow (rules.md §2f). The scheduler retries.
             let fresh = tokio::time::timeout_at(
                 until,
-                self.cluster
-                    .pvc(&pod.metadata.namespace, &name, Fresh::Live),
+                self.view.pvc(&pod.metadata.namespace, &name, Fresh::Live),
             )
             .await;
             match fresh {
@@ -171,7 +204,7 @@ impl Admission {
             };
             if rwo && !claim.read_only {
                 let pods = match self
-                    .cluster
+                    .view
                     .pods_naming(ns, &claim.name, Fresh::CacheOrLive)
                     .await
                 {
@@ -190,11 +223,12 @@ impl Admission {
                         && other.node_name().is_some_and(|n| n != node);
                     if elsewhere {
                         let n = other.node_name().unwrap_or_default().to_string();
-                        let mut fact = self.cluster.node(&n, Fresh::CacheOrLive).await;
+                        let mut fact = self.view.node(&n, Fresh::CacheOrLive).await;
                         // A node gone counts only with a record of its deletion on proof; without
                         // one its machine may still run the holder: unsure, so it holds.
                         if matches!(fact, Fact::Missing)
-                            && Box::pin(self.gone_record(
+                            && Box::pin(crate::fencing::records::gone_record(
+                                &self.view,
                                 &n,
                                 &fact,
                                 other.metadata.creation_timestamp,
@@ -306,7 +340,7 @@ impl Admission {
         // create landing between the read and this sample would look deleted (adversary review).
         // A bind's pod was stored before its lock: there is nothing more to know.
         let writer_stored = current.as_ref().is_some_and(|l| {
-            l.via != Some(Via::Bind) && self.cluster.store().pod_stored(ns, &l.pod, &l.uid)
+            l.via != Some(Via::Bind) && self.view.store().pod_stored(ns, &l.pod, &l.uid)
         });
         let by = Fresh::LiveUntil(reads);
         let hold = match &current {
@@ -368,10 +402,10 @@ impl Admission {
             let raw = lock.encode();
             let t = std::time::Instant::now();
             let swap = self.writer.swap_lock(pvc, &raw, until).await;
-            self.lock_writes.observe(t.elapsed().as_secs_f64());
+            self.writes.observe(t.elapsed().as_secs_f64());
             match swap {
                 Swap::Written => {
-                    self.lock_clock
+                    self.clock
                         .wrote(&pvc.metadata.namespace, &pvc.metadata.name, &raw);
                     if let Some(why) = took_over {
                         tracing::info!(claim = %pvc.metadata.name, node, took_over = why,
@@ -424,17 +458,13 @@ impl Admission {
         bool,
         std::time::Duration,
     ) {
-        let mut node = self.cluster.node(&lock.node, Fresh::CacheOrLive).await;
+        let mut node = self.view.node(&lock.node, Fresh::CacheOrLive).await;
         if let Fact::Found(n) = &node
             && n.is_out_of_service()
         {
-            node = self.cluster.node(&lock.node, reads).await;
+            node = self.view.node(&lock.node, reads).await;
         }
-        let cached = match self
-            .cluster
-            .pods_naming(ns, claim, Fresh::CacheOrLive)
-            .await
-        {
+        let cached = match self.view.pods_naming(ns, claim, Fresh::CacheOrLive).await {
             Fact::Found(pods) => pods
                 .iter()
                 .find(|p| rwo_lock::uses_on(p, ns, claim, &lock.node))
@@ -458,7 +488,7 @@ impl Admission {
         let (users, writer) = match cached {
             Some(p) => (Fact::Found(vec![p]), Fact::Missing),
             None => {
-                let users = self.cluster.pods(
+                let users = self.view.pods(
                     PodsIn::NamespaceOnNode(ns, &lock.node),
                     |p| rwo_lock::uses_on(p, ns, claim, &lock.node),
                     reads,
@@ -468,7 +498,7 @@ impl Admission {
                 } else {
                     let (mut users, mut writer) = (
                         std::pin::pin!(users),
-                        std::pin::pin!(self.cluster.pod(ns, &lock.pod, reads)),
+                        std::pin::pin!(self.view.pod(ns, &lock.pod, reads)),
                     );
                     tokio::select! {
                         u = &mut users => match in_use(&u) {
@@ -482,7 +512,7 @@ impl Admission {
         };
         let in_use = in_use(&users);
         let observed = self
-            .lock_clock
+            .clock
             .quiet_for(ns, &pvc.metadata.name, raw, in_use)
             .saturating_sub(issued.elapsed())
             .max(held);
@@ -490,10 +520,10 @@ impl Admission {
             true => Fact::Missing,
             false => writer,
         };
-        let gone_recorded = self
-            .gone_record(&lock.node, &node, Some(lock.at))
-            .await
-            .is_some();
+        let gone_recorded =
+            crate::fencing::records::gone_record(&self.view, &lock.node, &node, Some(lock.at))
+                .await
+                .is_some();
         (users, writer, node, gone_recorded, observed)
     }
 
@@ -512,14 +542,14 @@ impl Admission {
             .annotation(rwo_lock::RWO_LOCK)
             .unwrap_or_default();
         let observed = self
-            .lock_clock
+            .clock
             .quiet_for(ns, &pvc.metadata.name, raw, false)
             .max(cache_held(pvc));
         // Seen gone first: the cache's lookup reads live on a miss.
         if self.seen_gone(lock) {
             return (Fact::Missing, observed);
         }
-        let cached = match self.cluster.pod(ns, &lock.pod, Fresh::CacheOrLive).await {
+        let cached = match self.view.pod(ns, &lock.pod, Fresh::CacheOrLive).await {
             Fact::Found(p)
                 if *p.metadata.uid == *lock.uid && (p.node_name().is_some() || p.is_terminal()) =>
             {
@@ -529,7 +559,7 @@ impl Admission {
         };
         let writer = match cached {
             Some(p) => Fact::Found(p),
-            None => self.cluster.pod(ns, &lock.pod, reads).await,
+            None => self.view.pod(ns, &lock.pod, reads).await,
         };
         (writer, observed)
     }
@@ -540,11 +570,11 @@ impl Admission {
     /// not made. Any placement since would have renamed the lock, which the write's
     /// compare-and-swap sees.
     fn seen_gone(&self, lock: &RwoLock) -> bool {
-        !lock.uid.is_empty() && self.cluster.store().gone_pods.contains(&lock.uid)
+        !lock.uid.is_empty() && self.view.store().gone_pods.contains(&lock.uid)
     }
 
     fn lock_count(&self, result: &'static str) {
-        self.locks.get_or_create(&LockLabels { result }).inc();
+        self.results.get_or_create(&LockLabels { result }).inc();
     }
 }
 
@@ -598,5 +628,5 @@ fn claims_names(claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)]) -> Str
 }
 
 #[cfg(test)]
-#[path = "placement_tests.rs"]
+#[path = "rwo_lock_tests.rs"]
 mod tests;

@@ -114,8 +114,8 @@ async fn a_rule_asked_outside_its_row_answers_by_its_failure_policy() {
     assert!(d.warnings[0].contains("pod-status"), "{:?}", d.warnings);
 }
 
-/// `judge` has an arm for exactly the (rule, request) pairs of the rule table's `on` column:
-/// every pair of the table reaches its facts method, every other pair is "unrouted".
+/// `judge` routes by the rule table's `on` column and nothing else: every (rule, request) pair
+/// of the table reaches its facts method, every other pair is "unrouted".
 #[tokio::test]
 async fn judge_s_arms_are_the_table_s_on_column() {
     use crate::rules::rule::TABLE;

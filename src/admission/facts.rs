@@ -27,9 +27,10 @@ pub const MAX_CLAIM_READS: usize = 8;
 
 impl Admission {
     /// Decide `rule` for a request of kind `on`: the method below that gathers the rule's facts
-    /// and asks it. One arm per (rule, request) of the rule table's `on` column (a test holds the
-    /// two together). `Err` is an answer reached before the rule ran (a malformed object), `Ok`
-    /// the rule's own.
+    /// and asks it. Routing is the rule table's `on` column alone: one arm per rule (the compiler
+    /// holds the arms to `Rule`); a rule whose kinds of request need different facts (a claim or
+    /// a volume, a delete or an eviction) tells them apart by `on`. `Err` is an answer reached
+    /// before the rule ran (a malformed object), `Ok` the rule's own.
     pub(super) async fn judge(
         &self,
         rule: Rule,
@@ -37,53 +38,40 @@ impl Admission {
         req: &Request<'_>,
         deadline: tokio::time::Instant,
     ) -> Result<Decision, Decision> {
-        match (rule, on) {
-            (Rule::PvcFinalizer, On::PvcCreate) => self.protect_pvc(req).await,
-            (Rule::PvFinalizer, On::PvCreate) => self.protect_pv(req).await,
-            (Rule::PodOnTerminatingClaim, On::PodCreate) => self.pod_create(req).await,
-            (Rule::FinalizerRemoval, On::PvcUpdate) => self.pvc_finalizer(req).await,
-            (Rule::FinalizerRemoval, On::PvcStatusUpdate) => self.pvc_finalizer(req).await,
+        // Routing hands a rule only the requests its row names (`On::rules`); were that ever to
+        // slip, the rule answers as if it could not decide.
+        if !rule.def().on.contains(&on) {
+            return Err(rule.undecided("unrouted", "for a request its row does not name"));
+        }
+        match rule {
+            Rule::PvcFinalizer => self.protect_pvc(req).await,
+            Rule::PvFinalizer => self.protect_pv(req).await,
+            Rule::PodOnTerminatingClaim => self.pod_create(req).await,
             // Boxed: two PVs (with their storage source) held inline made every rule's future
             // larger (`a_decision_future_stays_small_whatever_the_rule`).
-            (Rule::FinalizerRemoval, On::PvUpdate) => Box::pin(self.pv_finalizer(req)).await,
-            (Rule::FinalizerRemoval, On::PvStatusUpdate) => Box::pin(self.pv_finalizer(req)).await,
-            (Rule::ClaimMetadata, On::PvcUpdate) => self.claim_metadata(req).await,
-            (Rule::ClaimMetadata, On::PvcStatusUpdate) => self.claim_metadata(req).await,
-            (Rule::ClaimMetadata, On::PvcCreate) => self.claim_metadata(req).await,
-            (Rule::BindingToTerminatingVolume, On::PvcCreate) => self.pvc_binding(req).await,
-            (Rule::BindingToTerminatingVolume, On::PvcUpdate) => self.pvc_binding(req).await,
-            (Rule::ForceDelete, On::PodDelete) => self.pod_delete(req).await,
-            (Rule::ForceDelete, On::PodEviction) => self.eviction(req).await,
-            (Rule::RwoSingleNode, On::PodCreate) => self.rwo_pod_create(req, deadline).await,
-            (Rule::RwoSingleNode, On::PodBinding) => self.rwo_binding(req, deadline).await,
-            (Rule::RwoPlacementHint, On::PodCreate) => self.placement_hint(req).await,
-            (Rule::PodStatus, On::PodStatusUpdate) => self.pod_status(req).await,
-            (Rule::ConfirmationStamp, _) if Rule::ConfirmationStamp.def().on.contains(&on) => {
-                super::proofs::stamp(req, self.break_glass_expiry)
-            }
-            (Rule::Proof, _) if Rule::Proof.def().on.contains(&on) => {
-                Box::pin(self.proof(req)).await
-            }
+            Rule::FinalizerRemoval => match on {
+                On::PvUpdate | On::PvStatusUpdate => Box::pin(self.pv_finalizer(req)).await,
+                _ => self.pvc_finalizer(req).await,
+            },
+            Rule::ClaimMetadata => self.claim_metadata(req).await,
+            Rule::BindingToTerminatingVolume => self.pvc_binding(req).await,
+            Rule::ForceDelete => match on {
+                On::PodEviction => self.eviction(req).await,
+                _ => self.pod_delete(req).await,
+            },
+            Rule::RwoSingleNode => match on {
+                On::PodBinding => self.rwo_binding(req, deadline).await,
+                _ => self.rwo_pod_create(req, deadline).await,
+            },
+            Rule::RwoPlacementHint => self.placement_hint(req).await,
+            Rule::PodStatus => self.pod_status(req).await,
+            Rule::ConfirmationStamp => super::proofs::stamp(req, self.break_glass_expiry),
+            Rule::Proof => Box::pin(self.proof(req)).await,
             // Boxed: a Node carries what fencing reads (addresses, boot, volume lists), and held
             // inline across the live reads it made every rule's future larger.
-            (Rule::NodeDelete, On::NodeDelete) => Box::pin(self.node_delete(req)).await,
-            (Rule::DeleteProtection, On::PvcDelete) => self.delete_protection(req).await,
-            (Rule::DeleteProtection, On::PvDelete) => self.delete_protection(req).await,
-            (Rule::DeleteProtection, On::NamespaceDelete) => self.delete_protection(req).await,
-            (Rule::DeleteProtection, On::PvcUpdate) => self.delete_protection(req).await,
-            (Rule::DeleteProtection, On::PvUpdate) => self.delete_protection(req).await,
-            (Rule::DeleteProtection, On::NamespaceUpdate) => self.delete_protection(req).await,
-            (Rule::DeleteProtection, On::PvcStatusUpdate) => self.delete_protection(req).await,
-            (Rule::DeleteProtection, On::PvStatusUpdate) => self.delete_protection(req).await,
-            (Rule::DeleteProtection, On::NamespaceStatusUpdate | On::NamespaceFinalize) => {
-                self.delete_protection(req).await
-            }
-            (Rule::OutOfServiceTaint, On::NodeUpdate | On::NodeCreate | On::NodeStatusUpdate) => {
-                Box::pin(self.out_of_service(req)).await
-            }
-            // Routing hands a rule only the requests its row names (`On::rules`); were that
-            // ever to slip, the rule answers as if it could not decide.
-            _ => Err(rule.undecided("unrouted", "for a request its row does not name")),
+            Rule::NodeDelete => Box::pin(self.node_delete(req)).await,
+            Rule::DeleteProtection => self.delete_protection(req).await,
+            Rule::OutOfServiceTaint => Box::pin(self.out_of_service(req)).await,
         }
     }
 }

@@ -113,15 +113,15 @@ macro_rules! row {
 
 /// The rule table: one row per rule, and nothing about a rule lives anywhere else but its file
 /// under `rules/`, its arm in `admission::facts`' `judge` and, for a new kind of request, `On`.
-/// Adding a rule is its file, one variant, one row, the arms its `on` column names, and its
-/// webhook entry in `registration::webhooks` (tests hold the four together).
+/// Adding a rule is its file, one variant, one row, its arm in `judge` (the compiler asks for it)
+/// and its webhook entry in `registration::webhooks` (tests hold the four together).
 ///
 /// Columns: `name` is what operators type (`--enforcement NAME=warn`) and read (metric label
 /// `endpoint`, logs) and ends its webhook entries' path (`/mutate/NAME` for a mutating rule,
 /// `/validate/NAME` for the others); `failure_policy` as registered; `webhooks` the entries
 /// (`webhooks[].name`) that post to that path; `on` each kind of request it judges (routing reads
 /// this; a request meets its rules in table order). `rules/` stays pure: the facts are gathered
-/// by `admission`, whose `judge` has one arm per (rule, request) of this column.
+/// by `admission`, whose `judge` has one arm per rule and routes by nothing but this column.
 /// In `Rule` order (a test checks it).
 pub const TABLE: [RuleDef; Rule::ALL.len()] = [
     row!(PvcFinalizer "pvc-finalizer" mutate {

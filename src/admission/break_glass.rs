@@ -20,44 +20,42 @@ pub const VERB: &str = "use";
 /// How long one authorization may take; past it the override does not count.
 const SAR_TIMEOUT: Duration = Duration::from_secs(2);
 
-impl Admission {
-    /// How this request reads stored proofs (rules.md §8): the break-glass mode, and with
-    /// `--break-glass-expiry` how long a proof counts, on this process's clock now.
-    pub(super) fn proofs(&self) -> crate::rules::proof::Reader {
-        crate::rules::proof::Reader {
-            mode: self.break_glass,
-            expiry: self
-                .break_glass_expiry
-                .map(|after| crate::rules::proof::Expiry {
-                    after,
-                    now: jiff::Timestamp::now(),
-                }),
-        }
+/// How this request reads stored proofs (rules.md §8): the break-glass mode, and with
+/// `--break-glass-expiry` how long a proof counts, on this process's clock now.
+pub(super) fn proofs(cx: &Admission) -> crate::rules::proof::Reader {
+    crate::rules::proof::Reader {
+        mode: cx.break_glass,
+        expiry: cx
+            .break_glass_expiry
+            .map(|after| crate::rules::proof::Expiry {
+                after,
+                now: jiff::Timestamp::now(),
+            }),
     }
+}
 
-    /// What the authorizer says of the setter of `o` (the caller of `req`, with their groups).
-    pub(super) async fn authority(
-        &self,
-        req: &Request<'_>,
-        o: crate::rules::proof::Override,
-    ) -> crate::rules::proof::Authority {
-        use crate::rules::proof::Authority;
-        match self.authorized(req, o.rule).await {
-            Ok(true) => Authority::Allowed,
-            Ok(false) => Authority::Denied,
-            Err(e) => Authority::Unknown(e),
-        }
+/// What the authorizer says of the setter of `o` (the caller of `req`, with their groups).
+pub(super) async fn authority(
+    cx: &Admission,
+    req: &Request<'_>,
+    o: crate::rules::proof::Override,
+) -> crate::rules::proof::Authority {
+    use crate::rules::proof::Authority;
+    match authorized(cx, req, o.rule).await {
+        Ok(true) => Authority::Allowed,
+        Ok(false) => Authority::Denied,
+        Err(e) => Authority::Unknown(e),
     }
+}
 
-    async fn authorized(&self, req: &Request<'_>, rule: &str) -> Result<bool, String> {
-        let ask = crate::state::authorizer::Ask {
-            user: &req.user_info,
-            group: GROUP,
-            resource: RESOURCE,
-            verb: VERB,
-            name: rule,
-            namespace: req.namespace.as_deref(),
-        };
-        Box::pin(self.cluster.may(ask, SAR_TIMEOUT)).await
-    }
+async fn authorized(cx: &Admission, req: &Request<'_>, rule: &str) -> Result<bool, String> {
+    let ask = crate::state::authorizer::Ask {
+        user: &req.user_info,
+        group: GROUP,
+        resource: RESOURCE,
+        verb: VERB,
+        name: rule,
+        namespace: req.namespace.as_deref(),
+    };
+    Box::pin(cx.cluster.may(ask, SAR_TIMEOUT)).await
 }

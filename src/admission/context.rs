@@ -1,6 +1,7 @@
 //! What every rule's facts are gathered with: the view of the cluster, the flags that shape the
-//! rules (force-delete policy, enforcement, RWO guard, break glass), the RWO lock's protocol.
-//! Routing (`dispatch`) and gathering (`facts`) both work on it; neither owns it.
+//! rules (force-delete policy, enforcement, RWO guard, break glass), the RWO lock's protocol; and
+//! all that can be asked of it, here in one place (built, configured, asked to decide). Routing
+//! (`dispatch`) and gathering (`facts`, `nodes`, `proofs`, `break_glass`) are functions over it.
 
 use crate::rules::enforcement::Enforcement;
 use crate::rules::force_delete::ForceDeletePolicy;
@@ -58,6 +59,32 @@ impl Admission {
             partition_after: jiff::SignedDuration::from_secs(40),
             unknown_kinds: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Decide a request within `budget`: every rule of `endpoint` that judges it, in table
+    /// order (`dispatch`).
+    pub async fn decide(
+        &self,
+        endpoint: super::Endpoint,
+        req: &super::Request<'_>,
+        budget: std::time::Duration,
+    ) -> super::dispatch::Verdict {
+        super::dispatch::decide(self, endpoint, req, budget).await
+    }
+
+    /// The answer when the whole decision ran out of time (the server's backstop).
+    pub fn late_verdict(
+        &self,
+        endpoint: super::Endpoint,
+        req: &super::Request<'_>,
+        budget: std::time::Duration,
+    ) -> super::dispatch::Verdict {
+        super::dispatch::late_verdict(self, endpoint, req, budget)
+    }
+
+    /// The metric label for a kind no rule judges (bounded: `dispatch::MAX_UNKNOWN_KINDS`).
+    pub fn unknown_kind_label(&self, req: &super::Request<'_>) -> String {
+        super::dispatch::unknown_kind_label(self, req)
     }
 
     pub fn with_enforcement(mut self, enforcement: Enforcement) -> Self {

@@ -78,8 +78,13 @@ fn a_decision_future_stays_small_whatever_the_rule() {
     let a = admission();
     let body = review("", "Pod", "CREATE");
     let req = crate::admission::decode(body.as_bytes()).expect("review");
-    let judge =
-        std::mem::size_of_val(&a.judge(Rule::PodOnTerminatingClaim, On::PodCreate, &req, soon()));
+    let judge = std::mem::size_of_val(&crate::admission::facts::judge(
+        &a,
+        Rule::PodOnTerminatingClaim,
+        On::PodCreate,
+        &req,
+        soon(),
+    ));
     let decide = std::mem::size_of_val(&a.decide(Endpoint::Validate, &req, Duration::from_secs(1)));
     assert!(
         judge <= 1024,
@@ -100,22 +105,21 @@ async fn a_rule_asked_outside_its_row_answers_by_its_failure_policy() {
     let req = crate::admission::decode(body.as_bytes()).expect("review");
     let target = Target::of(&req);
     assert!(!target.rules().contains(&Rule::ForceDelete));
-    let d = a
-        .judge(Rule::ForceDelete, On::PvcCreate, &req, soon())
-        .await;
+    let d =
+        crate::admission::facts::judge(&a, Rule::ForceDelete, On::PvcCreate, &req, soon()).await;
     let d = d.expect_err("answered before the rule ran");
     assert_eq!((d.allowed, d.code, d.row), (false, 500, "unrouted"));
     let message = d.message.unwrap_or_default();
     assert!(message.contains("force-delete"), "{message}");
     assert!(!target.rules().contains(&Rule::PodStatus));
-    let d = a.judge(Rule::PodStatus, On::PvcCreate, &req, soon()).await;
+    let d = crate::admission::facts::judge(&a, Rule::PodStatus, On::PvcCreate, &req, soon()).await;
     let d = d.expect_err("answered before the rule ran");
     assert_eq!((d.allowed, d.row), (true, "unrouted"));
     assert!(d.warnings[0].contains("pod-status"), "{:?}", d.warnings);
 }
 
 /// `judge` routes by the rule table's `on` column and nothing else: every (rule, request) pair
-/// of the table reaches its facts method, every other pair is "unrouted".
+/// of the table reaches its facts function, every other pair is "unrouted".
 #[tokio::test]
 async fn judge_s_arms_are_the_table_s_on_column() {
     use crate::rules::rule::TABLE;
@@ -124,7 +128,7 @@ async fn judge_s_arms_are_the_table_s_on_column() {
     let req = crate::admission::decode(body.as_bytes()).expect("review");
     for d in TABLE.iter() {
         for on in On::ALL {
-            let row = match a.judge(d.rule, on, &req, soon()).await {
+            let row = match crate::admission::facts::judge(&a, d.rule, on, &req, soon()).await {
                 Ok(x) | Err(x) => x.row,
             };
             assert_eq!(

@@ -1,5 +1,5 @@
 //! The rules by name, as one table: one webhook entry, one HTTP path, one failure policy, one
-//! enforcement mode and the requests each judges (with the method that gathers their facts).
+//! enforcement mode and the requests each judges (with the function that gathers their facts).
 //! Names are the ones operators type (`--enforcement force-delete=warn`) and read in metrics and
 //! logs.
 

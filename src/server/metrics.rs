@@ -92,7 +92,7 @@ pub struct CodeLabels {
     pub code: u16,
 }
 
-/// `volguard_rwo_locks_total{result}`: every result the lock counts (`Admission::lock_count`),
+/// `volguard_rwo_locks_total{result}`: every result the lock counts (`RwoLocks::lock_count`),
 /// created at 0 when serve starts.
 pub const RWO_LOCK_RESULTS: [&str; 7] = [
     "taken",

@@ -271,13 +271,21 @@ pub fn gone_on_record<'a>(
     renewed: &crate::rules::Fact<Option<Timestamp>>,
 ) -> Option<&'a crate::model::fence::NodeFence> {
     use crate::rules::Fact;
-    let record =
-        crate::model::fence::proof_of_down(records, node, since, crate::model::fence::GONE)?;
-    match (renewed, record.metadata.creation_timestamp) {
-        (Fact::Found(Some(renewed)), Some(at)) if *renewed > at => None,
-        (Fact::Unknown(_), _) => None,
-        _ => Some(record),
+    // A record made before the Lease's last renewal is voided by it; a later one may still prove
+    // the node gone (the machine stopped after that renewal): each record is judged on its own.
+    let voided = |f: &crate::model::fence::NodeFence| match (renewed, f.metadata.creation_timestamp)
+    {
+        (Fact::Found(Some(renewed)), Some(at)) => *renewed > at,
+        _ => false,
+    };
+    if matches!(renewed, Fact::Unknown(_)) {
+        return None;
     }
+    records
+        .iter()
+        .map(|f| f.as_ref())
+        .filter(|f| f.proves_down(node, since, crate::model::fence::GONE))
+        .find(|f| !voided(f))
 }
 
 /// rules.md §7 "Recover": a node that returned after its volumes were released may be unfenced

@@ -120,3 +120,34 @@ fn only_state_and_the_client_setup_name_a_kubernetes_client() {
         found.join("\n")
     );
 }
+
+/// What admission can do is read in one place: `Admission` is the context the rule families are
+/// functions over, and its only `impl` block (built, configured, asked to decide) is in
+/// `src/admission/context.rs`. The RWO lock's protocol is a type of its own (`RwoLocks`).
+#[test]
+fn the_admission_context_has_one_impl_block() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut found = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("source");
+        for (i, line) in text.lines().enumerate() {
+            let l = line.trim_start();
+            if l.starts_with("impl Admission") || l.starts_with("impl crate::admission::Admission")
+            {
+                let rel = path.strip_prefix(root).expect("under the crate");
+                found.push(format!("{}:{}", rel.display(), i + 1));
+            }
+        }
+    }
+    assert_eq!(
+        found.len(),
+        1,
+        "`impl Admission` outside src/admission/context.rs, or more than one: {found:?}"
+    );
+    assert!(
+        found[0].starts_with("src/admission/context.rs:"),
+        "{found:?}"
+    );
+}

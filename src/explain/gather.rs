@@ -114,9 +114,11 @@ pub(super) async fn gather_node(
     let name = args.name.as_str();
     let n = found(view.node(name, Fresh::Live).await)?;
     let lease = match view.lease_renew_time(name, Fresh::Live).await {
-        Fact::Found(t) => t.and_then(|t| t.parse().ok()),
-        Fact::Missing | Fact::Unknown(_) => None,
+        Fact::Found(t) => Fact::Found(t.and_then(|t| t.parse().ok())),
+        Fact::Missing => Fact::Found(None),
+        Fact::Unknown(e) => Fact::Unknown(e),
     };
+    let renewed = lease.found().copied().flatten();
     let fences: Vec<NodeFence> = match view.fences_of_node(name, Fresh::Live).await {
         Fact::Found(f) => f.iter().map(|f| (**f).clone()).collect(),
         Fact::Missing => Vec::new(),
@@ -141,7 +143,7 @@ pub(super) async fn gather_node(
     let alive = n.as_ref().and_then(|n| {
         crate::rules::fencing::alive(
             n.ready(),
-            lease,
+            renewed,
             args.partition_after,
             jiff::Timestamp::now(),
         )
@@ -149,7 +151,7 @@ pub(super) async fn gather_node(
     Ok(node::build(&node::Facts {
         name,
         node: n.as_deref(),
-        lease_renewed: lease,
+        lease,
         alive,
         fences: &fences,
         pods: &pods,

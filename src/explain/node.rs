@@ -62,7 +62,8 @@ pub struct NodeExplanation {
 pub struct Facts<'a> {
     pub name: &'a str,
     pub node: Option<&'a Node>,
-    pub lease_renewed: Option<jiff::Timestamp>,
+    /// The Lease's renewTime as read (`Found(None)`: no Lease; `Unknown`: not read).
+    pub lease: crate::rules::Fact<Option<jiff::Timestamp>>,
     pub alive: Option<String>,
     pub fences: &'a [NodeFence],
     /// The node's pods (any namespace).
@@ -137,7 +138,7 @@ pub fn build(f: &Facts<'_>) -> NodeExplanation {
         name: name.to_string(),
         exists: f.node.is_some(),
         ready: f.node.and_then(Node::ready),
-        lease_renewed: f.lease_renewed.map(|t| t.to_string()),
+        lease_renewed: f.lease.found().copied().flatten().map(|t| t.to_string()),
         alive: f.alive.clone(),
         out_of_service,
         tainted_on,
@@ -160,7 +161,8 @@ fn next(f: &Facts<'_>, fences: &[&NodeFence], pods: &[Waiting], tainted: bool) -
         .filter(|p| p.node_name() == Some(name))
         .filter_map(|p| p.metadata.creation_timestamp)
         .max();
-    // As the guards read it (a Lease renewed after the record voids it).
+    // As the guards read it (a Lease renewed after the record voids it, one not read proves
+    // nothing).
     let proof = crate::rules::fencing::gone_on_record(
         &fences
             .iter()
@@ -168,7 +170,7 @@ fn next(f: &Facts<'_>, fences: &[&NodeFence], pods: &[Waiting], tainted: bool) -
             .collect::<Vec<_>>(),
         name,
         newest_pod,
-        &crate::rules::Fact::Found(f.lease_renewed),
+        &f.lease,
     )
     .map(|x| x.metadata.name.clone());
     if f.node.is_none() {
@@ -211,7 +213,7 @@ fn next(f: &Facts<'_>, fences: &[&NodeFence], pods: &[Waiting], tainted: bool) -
     match (&f.alive, pods.is_empty()) {
         (Some(why), _) => format!("healthy ({why}): nothing to do"),
         (None, true) => "no pod on it uses a claim: nothing of volguard's waits on it".into(),
-        (None, false) if ready.is_none() && f.lease_renewed.is_none() => {
+        (None, false) if ready.is_none() && f.lease.found().copied().flatten().is_none() => {
             "no heartbeat read (no Ready condition, no Lease): volguard releases nothing on it until it is NotReady \
              with a silent Lease and a fence or a person proves the machine off"
                 .into()

@@ -26,7 +26,7 @@ fn facts<'a>(
     Facts {
         name: "n1",
         node,
-        lease_renewed: None,
+        lease: crate::rules::Fact::Found(None),
         alive: alive.map(str::to_string),
         fences,
         pods,
@@ -56,6 +56,37 @@ fn a_deleted_node_with_and_without_a_record() {
         t.contains("exists:       no (deleted)") && t.contains("shop/db-0 (Running): data-db-0"),
         "{t}"
     );
+}
+
+/// As the guards read a record: a Lease renewed after it, or not read, and it proves nothing.
+#[test]
+fn a_deleted_node_s_record_counts_as_the_guards_count_it() {
+    use crate::rules::Fact;
+    let p = pods();
+    let mut record = incident(Phase::Detected, true);
+    let made: jiff::Timestamp = "2026-11-23T12:00:00Z".parse().expect("time");
+    record.metadata.creation_timestamp = Some(made);
+    let rec = [record];
+    let with = |lease| {
+        let mut f = facts(None, &rec, &p, None);
+        f.lease = lease;
+        build(&f).next
+    };
+    let before = with(Fact::Found(Some(
+        made - jiff::SignedDuration::from_secs(60),
+    )));
+    assert!(
+        before.contains("release recorded in nodefence n1-1"),
+        "{before}"
+    );
+    let after = with(Fact::Found(Some(
+        made + jiff::SignedDuration::from_secs(60),
+    )));
+    assert!(after.contains("nothing records"), "{after}");
+    let unread = with(Fact::Unknown(crate::rules::decision::ReadError::Timeout {
+        what: "the Lease".into(),
+    }));
+    assert!(unread.contains("nothing records"), "{unread}");
 }
 
 #[test]

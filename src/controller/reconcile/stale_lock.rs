@@ -95,11 +95,17 @@ impl Reconciler {
             Fact::Unknown(e) => return Err(api(e)),
             p => p.map(Arc::unwrap_or_clone),
         };
-        // The one reading of a deletion record every door shares (the Lease checked with it).
-        let gone_recorded =
-            crate::fencing::records::gone_record(&self.view, &lock.node, &node, Some(lock.at))
-                .await
-                .is_some();
+        // The one reading of a deletion record every door shares (the Lease checked with it),
+        // paced as the reads above; made only for a node read gone.
+        let gone_recorded = match &node {
+            Fact::Missing => {
+                self.limiter.acquire().await;
+                crate::fencing::records::gone_record(&self.view, &lock.node, &node, Some(lock.at))
+                    .await
+                    .is_some()
+            }
+            _ => false,
+        };
         Ok(LiveHold {
             node,
             users,

@@ -85,6 +85,13 @@ impl RwoLocks {
         deadline: tokio::time::Instant,
     ) -> Decision {
         let until = deadline - LOCK_MARGIN;
+        let p = Placing {
+            pod,
+            node,
+            via,
+            dry_run,
+            until,
+        };
         // One lock per claim, however many volumes name it (rules.md §2f liveness: a second
         // volume's swap would read the lock the first just wrote and refuse forever).
         let mut claims = super::facts::claim_facts(&self.view, pod).await;
@@ -95,12 +102,12 @@ impl RwoLocks {
         let mut swaps = 0usize;
         while swaps < MAX_SWAPS + waits {
             swaps += 1;
-            let round = self.round(pod, node, via, &claims, dry_run, until);
+            let round = self.round(&p, &claims);
             let outcome = match &lost {
                 None => round.await,
                 Some(claim) => match tokio::time::timeout_at(until, round).await {
                     Ok(o) => o,
-                    Err(_) => return self.lost_unread(pod, node, claim, "not in time"),
+                    Err(_) => return self.lost_unread(&p, claim, "not in time"),
                 },
             };
             let i = match outcome {
@@ -133,9 +140,9 @@ impl RwoLocks {
             )
             .await;
             match fresh {
-                Err(_) => return self.lost_unread(pod, node, &name, "not in time"),
+                Err(_) => return self.lost_unread(&p, &name, "not in time"),
                 Ok(Fact::Unknown(e)) => {
-                    return self.lost_unread(pod, node, &name, &e.to_string());
+                    return self.lost_unread(&p, &name, &e.to_string());
                 }
                 Ok(f) => claims[i].1 = f,
             }
@@ -152,21 +159,17 @@ impl RwoLocks {
     /// kept ahead of the lock's).
     async fn round(
         &self,
-        pod: &Pod,
-        node: &str,
-        via: Via,
+        p: &Placing<'_>,
         claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)],
-        dry_run: bool,
-        until: tokio::time::Instant,
     ) -> Locked {
-        let d = self.rwo_holders(pod, node, claims).await;
+        let d = self.rwo_holders(p.pod, p.node, claims).await;
         if !d.allowed || d.effect == Some(crate::rules::Effect::Unjudged) {
             if !d.allowed {
                 self.lock_count("refused");
             }
             return Locked::Decided(d);
         }
-        match self.rwo_locks(pod, node, via, claims, dry_run, until).await {
+        match self.rwo_locks(p, claims).await {
             Locked::Decided(mut l) => {
                 l.warnings.splice(0..0, d.warnings);
                 Locked::Decided(l)
@@ -176,11 +179,11 @@ impl RwoLocks {
     }
 
     /// The refusal when a swap on `claim` was lost and the claim could not be read again.
-    fn lost_unread(&self, pod: &Pod, node: &str, claim: &str, why: &str) -> Decision {
+    fn lost_unread(&self, p: &Placing<'_>, claim: &str, why: &str) -> Decision {
         self.lock_count("refused");
         Decision::deny(
             "rwo-lock-lost-unread",
-            rwo_lock::lost_message(pod, node, claim, Some(why)),
+            rwo_lock::lost_message(p.pod, p.node, claim, Some(why)),
         )
     }
 
@@ -263,13 +266,10 @@ impl RwoLocks {
     /// `Lost(i)`: the swap on claim `i` lost.
     async fn rwo_locks(
         &self,
-        pod: &Pod,
-        node: &str,
-        via: Via,
+        p: &Placing<'_>,
         claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)],
-        dry_run: bool,
-        until: tokio::time::Instant,
     ) -> Locked {
+        let (pod, node, via, until) = (p.pod, p.node, p.via, p.until);
         let mut writes = Vec::new();
         // One instant for every claim's reads of this round: the writes keep their third
         // whatever the number of claims.
@@ -312,7 +312,7 @@ impl RwoLocks {
             // Every placement of a ReadWriteOnce claim writes its lock: none here.
             return Locked::Decided(Decision::allow("rwo-free"));
         }
-        if dry_run {
+        if p.dry_run {
             // sideEffects: NoneOnDryRun: decide as if written, write nothing.
             return Locked::Decided(Decision::allow("rwo-lock-dry-run"));
         }
@@ -592,6 +592,16 @@ const LOCK_MARGIN: std::time::Duration = std::time::Duration::from_millis(100);
 /// retried by the scheduler with the same reads (`make bench-scale`).
 fn reads_by(now: tokio::time::Instant, until: tokio::time::Instant) -> tokio::time::Instant {
     now + until.saturating_duration_since(now) * 2 / 3
+}
+
+/// One placement being judged: the pod, the node it goes to, how (a bind or a create naming its
+/// node), whether it is a dry run, and when its answer is due.
+struct Placing<'a> {
+    pod: &'a Pod,
+    node: &'a str,
+    via: Via,
+    dry_run: bool,
+    until: tokio::time::Instant,
 }
 
 /// The lock step's outcome.

@@ -40,7 +40,7 @@ mod support;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams};
 use load::{Served, Who};
-use procs::{FLEET_USER, Peer, proc_stat};
+use procs::{Peer, proc_stat};
 use report::{Apiserver, Cost, Envelope, Objects, Row};
 use std::time::{Duration, Instant};
 use support::harness::{ControlPlane, Profile};
@@ -99,7 +99,7 @@ static SERVE_STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicU
 async fn start_volguard(cp: &mut ControlPlane, port: u16) {
     let n = SERVE_STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = format!("volguard-serve-{n}");
-    let (serve, probe) = cp.spawn_serve(&name, port, &[FLEET_USER]).await;
+    let (serve, probe) = cp.spawn_serve(&name, port, &[]).await;
     if let Some(mut old) = cp.replace_serve(serve, port, probe) {
         old.kill();
     }
@@ -536,6 +536,10 @@ async fn run() {
     // The writing no-op caches every object in kube-rs reflectors (~20 KiB each): it runs only
     // for the admission comparison, or it would be what fills the machine.
     let mut ports: Ports = [noop, 0, port];
+    // kwok's fleet is one identity for every node's kubelet: volguard allows its force deletes
+    // (serve's and the controller's flags) and the registration answers them in the apiserver, as
+    // an install's `forceDeleteAllow` would.
+    cp.force_delete_allow_users = vec![support::harness::FLEET_USER.to_string()];
     start_volguard(&mut cp, port).await;
     default_storage_class(&c).await;
     let most = sizes.iter().max().copied().unwrap_or(0) * per_node;

@@ -485,6 +485,88 @@ fn controller_mode(
 
 #[test]
 #[ignore = "needs helm: make chart"]
+fn chart_allow_list_is_answered_in_the_apiserver_and_checked_by_the_controller() {
+    // forceDeleteAllow: the webhook allows its identities whatever the pod (rules.md §2d row 7),
+    // so the force-delete entries skip them by one more condition; the controller's flags give
+    // its drift check the same condition (text compared whitespace-squashed), quotes escaped
+    // alike and `<&>` as written (helm's toJson escapes them; YAML reads them back).
+    use volguard::registration::webhooks::{AllowList, FailureMode, expected};
+    let users = ["fencer", "o'brien"];
+    let values = [
+        format!("forceDeleteAllow.users={{{}}}", users.join(",")),
+        "forceDeleteAllow.groups={ops<&>}".to_string(),
+    ];
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    let objects = by_id(docs(&helm("ns", &values).expect("helm template")));
+    for deployment in ["volguard-webhook", "volguard-controller"] {
+        let args = arg_lists(&objects, deployment);
+        for u in users {
+            assert!(
+                args.contains(&format!("--force-delete-allow-user={u}")),
+                "{deployment}: {args:?}"
+            );
+        }
+        assert!(
+            args.contains(&"--force-delete-allow-group=ops<&>".to_string()),
+            "{args:?}"
+        );
+    }
+    let allow = AllowList {
+        users: users.iter().map(|u| u.to_string()).collect(),
+        groups: vec!["ops<&>".into()],
+    };
+    let want = expected("ns", &controller_mode(&objects), &allow, true);
+    let squash = |v: &Value| -> Vec<(String, String)> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let e = c["expression"].as_str().unwrap_or_default();
+                (
+                    c["name"].as_str().unwrap_or_default().to_string(),
+                    e.split_whitespace().collect::<Vec<_>>().join(" "),
+                )
+            })
+            .collect()
+    };
+    let mut skipping = 0;
+    for key in [
+        "MutatingWebhookConfiguration//volguard-mutating",
+        "ValidatingWebhookConfiguration//volguard-validating",
+    ] {
+        for w in objects[key]["webhooks"].as_array().expect("webhooks") {
+            let (_, e) = want.iter().find(|(n, _)| w["name"] == *n).expect("entry");
+            let live = squash(&w["matchConditions"]);
+            assert_eq!(live, squash(&e["matchConditions"]), "{}", w["name"]);
+            skipping += usize::from(live.iter().any(|(n, _)| n == "not-allow-listed"));
+        }
+    }
+    assert_eq!(
+        skipping, 2,
+        "the pod DELETE and Eviction entries of force-delete"
+    );
+    // Without the value: no condition, and none expected.
+    let objects = by_id(docs(&helm("ns", &[]).expect("helm template")));
+    let plain = expected(
+        "ns",
+        &FailureMode::policies(false),
+        &AllowList::default(),
+        true,
+    );
+    assert!(
+        plain
+            .iter()
+            .all(|(_, e)| !e.to_string().contains("not-allow-listed"))
+    );
+    assert!(
+        !serde_json::to_string(&objects)
+            .unwrap_or_default()
+            .contains("not-allow-listed")
+    );
+}
+
+#[test]
+#[ignore = "needs helm: make chart"]
 fn chart_configurations_name_the_mode_their_controller_runs() {
     // Each configuration says the failure mode it was rendered for: it gives every entry the
     // failure policy rendered, and it is the mode the controller's flags give (so the new

@@ -5,9 +5,6 @@ use crate::load::{self, Served};
 use crate::support::harness::{self, ControlPlane};
 use std::time::{Duration, Instant};
 
-/// One identity plays every node's kubelet (`ControlPlane::spawn_kwok_fleet`).
-pub const FLEET_USER: &str = "--force-delete-allow-user=kwok-fleet";
-
 /// What /proc says of one process.
 #[derive(Clone, Copy, Default)]
 pub struct ProcStat {
@@ -70,7 +67,7 @@ pub async fn cold_serve(cp: &mut ControlPlane, tag: &str) -> Cold {
         .spawn_serve(
             &format!("volguard-serve-cold-{tag}"),
             harness::free_port(),
-            &[FLEET_USER],
+            &[],
         )
         .await;
     let ready_seconds = started.elapsed().as_secs_f64();

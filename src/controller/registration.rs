@@ -48,6 +48,8 @@ pub struct Watch {
     namespace: String,
     /// The failure policies volguard's registration must hold (policies, warn, forced Ignore).
     mode: webhooks::FailureMode,
+    /// The force-delete entries' allow-list condition (the webhook's `--force-delete-allow-*`).
+    allow: webhooks::AllowList,
     repair: bool,
     /// The Secret (in `namespace`) whose `ca.crt` the entries' caBundle is kept equal to.
     ca_secret: Option<String>,
@@ -103,6 +105,10 @@ impl Watch {
                 enforcement: args.enforcement,
                 force_ignore: args.force_failure_policy_ignore,
             },
+            allow: webhooks::AllowList {
+                users: args.force_delete_allow_users.clone(),
+                groups: args.force_delete_allow_groups.clone(),
+            },
             repair: args.repair_registration,
             ca_secret: args.ca_secret.clone().filter(|s| !s.is_empty()),
             interval: args.registration_check_interval,
@@ -143,7 +149,7 @@ impl Watch {
 
     /// One comparison (and repair, when asked) of both configurations.
     pub async fn check(&self) -> Result<Vec<Drift>, kube::Error> {
-        let mut expected = webhooks::expected(&self.namespace, &self.mode, true);
+        let mut expected = webhooks::expected(&self.namespace, &self.mode, &self.allow, true);
         if let Some(secret) = &self.ca_secret {
             // Unknown CA (not issued yet, or not readable): nothing filled, an empty caBundle
             // still reported; the configurations are still compared.

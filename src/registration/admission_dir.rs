@@ -75,6 +75,11 @@ pub fn documents(o: &Options) -> Result<Vec<(&'static str, Vec<Value>)>, Admissi
         return Err(AdmissionDirError::Url(o.webhook_url.clone()));
     }
     let ca = base64::engine::general_purpose::STANDARD.encode(o.ca_pem.as_bytes());
+    // The policies' force-delete trust, inlined, is the webhook entries' allow-list too.
+    let allow = super::webhooks::AllowList {
+        users: o.params.force_delete_users.clone(),
+        groups: o.params.force_delete_groups.clone(),
+    };
     let mut validating = Vec::new();
     let mut mutating = Vec::new();
     for (kind, name, entries) in CONFIGURATIONS {
@@ -86,6 +91,7 @@ pub fn documents(o: &Options) -> Result<Vec<(&'static str, Vec<Value>)>, Admissi
                 e.object(
                     &o.namespace,
                     &super::webhooks::FailureMode::policies(true),
+                    &allow,
                     json!({"url": format!("{base}{}", e.path()), "caBundle": ca}),
                 )
             })

@@ -41,6 +41,34 @@ fn webhooks_post_to_urls_with_their_ca_and_static_names() {
 }
 
 #[test]
+fn the_force_delete_entries_skip_the_identities_the_policies_trust() {
+    // The policies trust --force-delete-user in their inlined lists; the webhook entries of the
+    // same rule answer them in the apiserver too (rules.md §2d row 7).
+    let docs = documents(&options()).expect("documents");
+    let mut skipping = Vec::new();
+    for (_, objects) in &docs {
+        for o in objects {
+            for w in o["webhooks"].as_array().into_iter().flatten() {
+                let conditions = w["matchConditions"].as_array().cloned().unwrap_or_default();
+                if let Some(c) = conditions.iter().find(|c| c["name"] == "not-allow-listed") {
+                    let e = c["expression"].as_str().unwrap_or_default();
+                    assert!(
+                        e.contains("['system:serviceaccount:capi:o\\'brien']"),
+                        "{e}"
+                    );
+                    skipping.push(w["name"].as_str().unwrap_or_default().to_string());
+                }
+            }
+        }
+    }
+    skipping.sort();
+    assert_eq!(
+        skipping,
+        ["eviction.volguard.io", "force-delete.volguard.io"]
+    );
+}
+
+#[test]
 fn policies_take_no_parameters_and_bindings_name_static_policies() {
     let docs = documents(&options()).expect("documents");
     let mut policies = std::collections::BTreeSet::new();

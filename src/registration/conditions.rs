@@ -434,6 +434,34 @@ oldObject.metadata.annotations[?'",
     };
 }
 
+/// A CEL list literal of `items`, each a single-quoted string (`\\` and `'` escaped): how a value
+/// known when the registration is written (a flag, a chart value) becomes part of an expression.
+pub fn cel_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items
+        .iter()
+        .map(|i| format!("'{}'", i.replace('\\', "\\\\").replace('\'', "\\'")))
+        .collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// The name of the condition that keeps the force-delete allow-list's requests inside the
+/// apiserver (`not_allow_listed`).
+pub const NOT_ALLOW_LISTED: &str = "not-allow-listed";
+
+/// Why `not_allow_listed` exists, written above it.
+pub const NOT_ALLOW_LISTED_COMMENT: &str = "rules.md §2d row 7: an identity of --force-delete-allow-user / --force-delete-allow-group is\n\
+     allowed whatever the pod, so its force deletes are answered here and never wait on volguard.";
+
+/// CEL: the caller is none of `users` and in none of `groups` (`--force-delete-allow-user`,
+/// `--force-delete-allow-group`: rules.md §2d row 7, allowed whatever the pod).
+pub fn not_allow_listed(users: &[String], groups: &[String]) -> String {
+    format!(
+        "!(request.userInfo.username in {} || request.userInfo.groups.exists(g, g in {}))",
+        cel_list(users),
+        cel_list(groups)
+    )
+}
+
 /// CEL: a comma-separated list parameter (empty when absent).
 macro_rules! param_list {
     ($key:literal) => {

@@ -27,7 +27,12 @@ fn live() -> Vec<Value> {
 }
 
 fn expected(policies: bool) -> Vec<(&'static str, Value)> {
-    webhooks::expected("volguard-system", &FailureMode::policies(policies), true)
+    webhooks::expected(
+        "volguard-system",
+        &FailureMode::policies(policies),
+        &Default::default(),
+        true,
+    )
 }
 
 const RWO: &[&str] = &[

@@ -2,7 +2,7 @@
 //! `volguard manifests admission-dir`): no `paramKind`, so what the parameters ConfigMap holds is
 //! written into the expressions as literals.
 
-use super::conditions::param_list;
+use super::conditions::{cel_list, param_list};
 use super::policies::{NAMESPACE, POLICIES, param_list_of};
 use crate::rules::rule::Rule;
 use serde_json::{Value, json};
@@ -46,19 +46,12 @@ impl Inlined {
     /// `expression` with every parameter read replaced by its value; `None` if a read of
     /// `params` is left (a parameter this function does not know: the policy cannot be static).
     pub fn inline(&self, expression: &str) -> Option<String> {
-        let list = |items: &[String]| {
-            let quoted: Vec<String> = items
-                .iter()
-                .map(|i| format!("'{}'", i.replace('\\', "\\\\").replace('\'', "\\'")))
-                .collect();
-            format!("[{}]", quoted.join(", "))
-        };
         let mut out = expression
-            .replace(param_list!("volguard-identities"), &list(&self.identities))
-            .replace(param_list!("force-delete-users"), &list(&self.force_delete_users))
-            .replace(param_list!("force-delete-groups"), &list(&self.force_delete_groups))
-            .replace(param_list!("taint-users"), &list(&self.taint_users))
-            .replace(param_list!("taint-groups"), &list(&self.taint_groups))
+            .replace(param_list!("volguard-identities"), &cel_list(&self.identities))
+            .replace(param_list!("force-delete-users"), &cel_list(&self.force_delete_users))
+            .replace(param_list!("force-delete-groups"), &cel_list(&self.force_delete_groups))
+            .replace(param_list!("taint-users"), &cel_list(&self.taint_users))
+            .replace(param_list!("taint-groups"), &cel_list(&self.taint_groups))
             .replace(
                 "(has(params.data) && params.data[?'human-force-delete'].orValue('confirm') == 'warn')",
                 if self.human_warn { "true" } else { "false" },
@@ -86,11 +79,11 @@ impl Inlined {
             out = out
                 .replace(
                     &param_list_of(&format!("exempt-{}-users", rule.name())),
-                    &list(&of(false)),
+                    &cel_list(&of(false)),
                 )
                 .replace(
                     &param_list_of(&format!("exempt-{}-groups", rule.name())),
-                    &list(&of(true)),
+                    &cel_list(&of(true)),
                 );
         }
         if out.contains("params") {

@@ -50,6 +50,28 @@ pub struct Entry {
 
 pub use super::failure_mode::{FAILURE_MODE_ANNOTATION, FailureMode};
 
+/// The identities the force-delete rule allows whatever the pod (rules.md §2d row 7:
+/// `--force-delete-allow-user`, `--force-delete-allow-group`, the chart's `forceDeleteAllow`).
+/// Registered as one more condition of that rule's entries, so the apiserver answers their force
+/// deletes itself: a fencing controller's or a node agent's deletes never wait on volguard.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowList {
+    pub users: Vec<String>,
+    pub groups: Vec<String>,
+}
+
+impl AllowList {
+    /// The condition, `None` when nobody is allow-listed (nothing to skip).
+    pub fn condition(&self) -> Option<Value> {
+        (!self.users.is_empty() || !self.groups.is_empty()).then(|| {
+            json!({
+                "name": NOT_ALLOW_LISTED,
+                "expression": not_allow_listed(&self.users, &self.groups),
+            })
+        })
+    }
+}
+
 impl Entry {
     pub fn path(&self) -> &'static str {
         TABLE[self.rule as usize].path
@@ -65,6 +87,22 @@ impl Entry {
             FailurePolicy::Fail if !ignored => "Fail",
             _ => "Ignore",
         }
+    }
+
+    /// Whether the entry's rule allows the allow-list whatever the object (`AllowList`): every
+    /// entry of the force-delete rule (a pod's DELETE and its Eviction alike).
+    pub fn skips_allow_list(&self) -> bool {
+        self.rule == Rule::ForceDelete
+    }
+
+    /// `matchConditions` as the apiserver stores them: the table's, then the allow-list's.
+    pub fn match_conditions(&self, namespace: &str, allow: &AllowList) -> Vec<Value> {
+        let allow = self.skips_allow_list().then(|| allow.condition()).flatten();
+        self.conditions
+            .iter()
+            .map(|c| json!({"name": c.name, "expression": c.expression(namespace)}))
+            .chain(allow)
+            .collect()
     }
 
     pub fn side_effects(&self) -> &'static str {
@@ -476,9 +514,31 @@ pub fn entries() -> impl Iterator<Item = &'static Entry> {
 }
 
 impl Entry {
+    /// `rules[]` as the apiserver stores them.
+    fn rules_object(&self) -> Vec<Value> {
+        self.rules
+            .iter()
+            .map(|r| {
+                json!({
+                    "apiGroups": [r.api_group],
+                    "apiVersions": [r.api_versions],
+                    "operations": r.operations,
+                    "resources": r.resources,
+                    "scope": r.scope,
+                })
+            })
+            .collect()
+    }
+
     /// The entry as the apiserver stores it, posting to `client_config` (a `service` or a `url`,
     /// with its `caBundle`): what the static manifests (`admission_dir`) write.
-    pub fn object(&self, namespace: &str, mode: &FailureMode, client_config: Value) -> Value {
+    pub fn object(
+        &self,
+        namespace: &str,
+        mode: &FailureMode,
+        allow: &AllowList,
+        client_config: Value,
+    ) -> Value {
         let mut w = json!({
             "name": self.name,
             "admissionReviewVersions": ["v1"],
@@ -486,13 +546,7 @@ impl Entry {
             "timeoutSeconds": self.rule.def().timeout.seconds(),
             "failurePolicy": self.failure_policy(mode),
             "clientConfig": client_config,
-            "rules": self.rules.iter().map(|r| json!({
-                "apiGroups": [r.api_group],
-                "apiVersions": [r.api_versions],
-                "operations": r.operations,
-                "resources": r.resources,
-                "scope": r.scope,
-            })).collect::<Vec<_>>(),
+            "rules": self.rules_object(),
         });
         if self.rule.mutating() {
             w["reinvocationPolicy"] = json!("Never");
@@ -504,12 +558,9 @@ impl Entry {
                 "values": ["kube-system", namespace],
             }]});
         }
-        if !self.conditions.is_empty() {
-            w["matchConditions"] = self
-                .conditions
-                .iter()
-                .map(|c| json!({"name": c.name, "expression": c.expression(namespace)}))
-                .collect();
+        let conditions = self.match_conditions(namespace, allow);
+        if !conditions.is_empty() {
+            w["matchConditions"] = conditions.into();
         }
         w
     }
@@ -520,29 +571,14 @@ impl Entry {
 pub fn expected(
     namespace: &str,
     mode: &FailureMode,
+    allow: &AllowList,
     rwo_guard: bool,
 ) -> Vec<(&'static str, Value)> {
     entries()
         .filter(|e| rwo_guard || !e.rwo_guard)
         .map(|e| {
-            let rules: Vec<Value> = e
-                .rules
-                .iter()
-                .map(|r| {
-                    json!({
-                        "apiGroups": [r.api_group],
-                        "apiVersions": [r.api_versions],
-                        "operations": r.operations,
-                        "resources": r.resources,
-                        "scope": r.scope,
-                    })
-                })
-                .collect();
-            let conditions: Vec<Value> = e
-                .conditions
-                .iter()
-                .map(|c| json!({"name": c.name, "expression": c.expression(namespace)}))
-                .collect();
+            let rules = e.rules_object();
+            let conditions = e.match_conditions(namespace, allow);
             (
                 e.name,
                 json!({

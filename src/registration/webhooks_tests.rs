@@ -56,6 +56,7 @@ fn the_rendered_yaml_holds_what_the_table_says() {
     let want = expected(
         super::super::policies::NAMESPACE,
         &FailureMode::policies(true),
+        &AllowList::default(),
         true,
     );
     assert_eq!(live.len(), want.len());
@@ -63,6 +64,51 @@ fn the_rendered_yaml_holds_what_the_table_says() {
         assert_eq!(live.get(name), Some(&want), "{name}");
     }
     assert!(!yaml.contains(NAMESPACE_TOKEN));
+}
+
+#[test]
+fn the_allow_list_is_one_more_condition_of_the_force_delete_entries_only() {
+    let allow = AllowList {
+        users: vec!["fencer".into(), "o'brien\\".into()],
+        groups: vec!["ops".into()],
+    };
+    let plain = expected("vg", &FailureMode::default(), &AllowList::default(), true);
+    let with = expected("vg", &FailureMode::default(), &allow, true);
+    for ((name, p), (_, w)) in plain.iter().zip(&with) {
+        let (p, w) = (&p["matchConditions"], &w["matchConditions"]);
+        let entry = entries().find(|e| e.name == *name).expect("entry");
+        if entry.rule == Rule::ForceDelete {
+            let w = w.as_array().expect("conditions");
+            assert_eq!(
+                &w[..w.len() - 1],
+                p.as_array().expect("conditions").as_slice()
+            );
+            assert_eq!(w[w.len() - 1]["name"], "not-allow-listed", "{name}");
+            assert_eq!(
+                w[w.len() - 1]["expression"],
+                "!(request.userInfo.username in ['fencer', 'o\\'brien\\\\'] || \
+                 request.userInfo.groups.exists(g, g in ['ops']))",
+                "{name}"
+            );
+        } else {
+            assert_eq!(
+                p, w,
+                "{name}: only the force-delete rule allows the allow-list"
+            );
+        }
+    }
+    assert_eq!(
+        entries().filter(|e| e.skips_allow_list()).count(),
+        2,
+        "a pod's DELETE and its Eviction"
+    );
+    // One of the two lists is enough; neither: nothing to skip.
+    let users_only = AllowList {
+        users: vec!["u".into()],
+        groups: vec![],
+    };
+    assert!(users_only.condition().is_some());
+    assert_eq!(AllowList::default().condition(), None);
 }
 
 #[test]

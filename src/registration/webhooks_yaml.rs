@@ -2,7 +2,7 @@
 //! the chart's template (`charts/volguard/templates/webhooks.yaml`), both written by
 //! `make manifests` and checked against the table by a unit test.
 
-use super::conditions::NAMESPACE_TOKEN;
+use super::conditions::{NAMESPACE_TOKEN, NOT_ALLOW_LISTED, NOT_ALLOW_LISTED_COMMENT};
 use super::webhooks::{CONFIGURATIONS, Entry, FAILURE_MODE_ANNOTATION, FailureMode};
 use crate::rules::enforcement::Enforcement;
 use crate::rules::rule::Timeout;
@@ -137,6 +137,15 @@ fn render_webhook(out: &mut String, e: &Entry, namespace: &str, f: Flavour) {
         }
     }
     render_conditions(out, e, namespace);
+    if f == Flavour::Chart && e.skips_allow_list() {
+        // The kustomize base allow-lists nobody; the chart whom `forceDeleteAllow` names.
+        out.push_str("  {{- with .Values.forceDeleteAllow }}\n  {{- if or .users .groups }}\n");
+        comment(out, "  ", NOT_ALLOW_LISTED_COMMENT);
+        out.push_str(&format!(
+            "  - name: {NOT_ALLOW_LISTED}\n    expression: {{{{ include \"volguard.notAllowListed\" . | toJson }}}}\n"
+        ));
+        out.push_str("  {{- end }}\n  {{- end }}\n");
+    }
 }
 
 fn render_timeout_and_policy(out: &mut String, e: &Entry, f: Flavour) {

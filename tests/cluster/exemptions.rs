@@ -12,6 +12,19 @@ fn force() -> DeleteParams {
     }
 }
 
+/// Pod force deletes volguard's serve has decided, whatever the decision (its counter).
+fn force_delete_calls(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with(
+                "volguard_admission_requests_total{endpoint=\"force-delete\",kind=\"Pod\",operation=\"DELETE\"",
+            )
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
 async fn running_pods(cp: &ControlPlane, c: &kube::Client, ns: &str, names: &[&str]) {
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     for name in names {
@@ -29,13 +42,22 @@ async fn running_pods(cp: &ControlPlane, c: &kube::Client, ns: &str, names: &[&s
 pub(super) async fn webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &str) {
     let c = cp.admin().await;
     let velero = format!("system:serviceaccount:{ns}:velero");
+    let fencer = format!("system:serviceaccount:{ns}:fencer");
     cp.serve_extra = vec![
         format!("--exempt=force-delete={velero}"),
         "--break-glass-expiry=6s".into(),
     ];
+    // rules.md §2d row 7, registered as the chart's forceDeleteAllow does it.
+    cp.force_delete_allow_users = vec![fencer.clone()];
     cp.stop_webhook();
     cp.ensure_running().await;
-    running_pods(cp, &c, ns, &["backup-0", "other-0", "fresh-0", "stale-0"]).await;
+    running_pods(
+        cp,
+        &c,
+        ns,
+        &["backup-0", "other-0", "fresh-0", "stale-0", "fenced-0"],
+    )
+    .await;
     // Service accounts as their certificates name them (RBAC allows them everything: the answer
     // is admission's).
     let groups = ["system:serviceaccounts", "system:masters"];
@@ -50,6 +72,7 @@ pub(super) async fn webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &str
         .await
         .expect("the exempted service account's force delete");
     let pods_ci = Api::<Pod>::namespaced(sa_ci, ns);
+    let before = force_delete_calls(&metrics_text(cp.serve_probe).await);
     let (code, msg) = denial(
         pods_ci
             .delete("other-0", &force())
@@ -57,6 +80,30 @@ pub(super) async fn webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &str
             .expect_err("refused"),
     );
     assert_eq!(code, 403, "{msg}");
+    // The allow-listed identity's force delete is answered by the apiserver's condition: allowed,
+    // and volguard never called (its counter moved for the refusal above, not for this one).
+    let probe = cp.serve_probe;
+    let counted = cp
+        .eventually(
+            "serve counted the refusal",
+            Duration::from_secs(10),
+            || async move {
+                let n = force_delete_calls(&metrics_text(probe).await);
+                (n > before).then_some(n)
+            },
+        )
+        .await;
+    Api::<Pod>::namespaced(cp.client_as(&fencer, &groups).await, ns)
+        .delete("fenced-0", &force())
+        .await
+        .expect("the allow-listed identity's force delete");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        force_delete_calls(&metrics_text(cp.serve_probe).await),
+        counted,
+        "an allow-listed force delete reached volguard"
+    );
+    println!("allow-list: {fencer}'s force delete of a running pod answered by the apiserver");
     let note = event_note(cp, &c, ns, "backup-0", "Exempted").await;
     assert!(note.contains("force-delete"), "{note}");
     let metrics = metrics_text(cp.serve_probe).await;
@@ -172,6 +219,7 @@ pub(super) async fn webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &str
         .delete("volguard-policies-exempt", &DeleteParams::default())
         .await;
     cp.serve_extra.clear();
+    cp.force_delete_allow_users.clear();
     cp.ensure_running().await;
 }
 

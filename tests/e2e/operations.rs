@@ -418,6 +418,9 @@ pub(crate) async fn policy_manifest_admission() {
         .arg(admission.path().join("static"))
         .arg(format!("--webhook-url=https://127.0.0.1:{port}"))
         .arg(format!("--ca-bundle={}", ca.display()))
+        // Trusted by the policies and skipped by the force-delete entries' condition: the loader
+        // compiles that condition too.
+        .arg("--force-delete-user=system:serviceaccount:ops:o'brien")
         .output()
         .expect("run volguard manifests admission-dir");
     assert!(

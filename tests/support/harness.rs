@@ -66,6 +66,9 @@ pub const SCALE_CLIENT: [&str; 2] = ["--kube-api-qps=500", "--kube-api-burst=100
 /// (a kubelet's default 40 s lease renewed every 10 s would be 500 writes a second on 2 cores).
 pub const FLEET_LEASE_SECONDS: u32 = 120;
 
+/// The user the kwok fleet acts as for every node it plays (`ControlPlane::spawn_kwok_fleet`).
+pub const FLEET_USER: &str = "kwok-fleet";
+
 /// The namespace label that routes `make bench`'s interleaved binds to one mode's webhooks
 /// (`ControlPlane::register_webhooks_by_namespace`).
 pub const BENCH_MODE: &str = "bench.volguard.io/mode";
@@ -91,6 +94,10 @@ pub struct ControlPlane {
     pub metered: std::collections::BTreeMap<String, meter::Meter>,
     /// Extra `volguard serve` flags of the webhook `start_webhook` runs.
     pub serve_extra: Vec<String>,
+    /// Users every serve and controller started from now allows to force-delete
+    /// (`--force-delete-allow-user`), and every registration answers in the apiserver (its
+    /// force-delete entries' allow-list condition), as the chart's `forceDeleteAllow` does.
+    pub force_delete_allow_users: Vec<String>,
     /// Where the registered webhooks send calls (the harness's serve, or a scenario's forwarder).
     pub webhook_port: u16,
     /// Where the harness's own `volguard serve` (`serve`) listens.
@@ -158,6 +165,7 @@ impl ControlPlane {
             controller_extra: Vec::new(),
             metered: Default::default(),
             serve_extra: Vec::new(),
+            force_delete_allow_users: Vec::new(),
             webhook_port: free_port(),
             serve_port: 0,
             serve_probe: 0,

@@ -97,3 +97,19 @@ the controller's drift check) asks this one helper.
 true
 {{- end -}}
 {{- end }}
+
+{{/* A CEL list literal of the strings of `.`, each single-quoted with `\` and `'` escaped (as
+volguard's `registration::conditions::cel_list`: the controller's drift check compares the text). */}}
+{{- define "volguard.celList" -}}
+{{- $q := list -}}
+{{- range . -}}
+{{- $q = append $q (printf "'%s'" (. | replace "\\" "\\\\" | replace "'" "\\'")) -}}
+{{- end -}}
+[{{ join ", " $q }}]
+{{- end }}
+
+{{/* The force-delete entries' condition that answers forceDeleteAllow's identities in the apiserver
+(rules.md §2d row 7: allowed whatever the pod), as volguard's `conditions::not_allow_listed`. */}}
+{{- define "volguard.notAllowListed" -}}
+!(request.userInfo.username in {{ include "volguard.celList" (.users | default (list)) }} || request.userInfo.groups.exists(g, g in {{ include "volguard.celList" (.groups | default (list)) }}))
+{{- end }}

@@ -110,6 +110,7 @@ impl ControlPlane {
                 .args(["--leader-elect", "--lease-namespace=volguard-system"])
                 .args(quick_leases.iter().filter(|d| !overridden(d)))
                 .arg(format!("--identity={identity}"))
+                .args(self.allow_flags())
                 .args(&self.controller_extra),
             &d,
         );

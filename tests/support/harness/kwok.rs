@@ -84,12 +84,12 @@ impl ControlPlane {
     /// One kwok that plays every node labelled `volguard.io/kwok-fleet=true` (`fleet_nodes`), as
     /// kwok runs thousands of nodes on one machine: it reports them Ready, renews their Leases
     /// (40 s, the kubelet's default) and runs their pods through the same stages as `kwok_node`.
-    /// One process cannot hold each node's kubelet identity, so it acts as the user `kwok-fleet`
+    /// One process cannot hold each node's kubelet identity, so it acts as the user `FLEET_USER`
     /// (cluster admin): a webhook in front of it must allow-list that user for the final force
-    /// deletes a kubelet makes (`--force-delete-allow-user=kwok-fleet`).
+    /// deletes a kubelet makes (`force_delete_allow_users`, set before volguard starts).
     pub fn spawn_kwok_fleet(&mut self) {
         let d = self.dir.path().to_path_buf();
-        let kc = self.kubeconfig_file("kwok-fleet", "kwok-fleet", &["system:masters"]);
+        let kc = self.kubeconfig_file("kwok-fleet", FLEET_USER, &["system:masters"]);
         let config = self.kwok_stages(
             "kwok-fleet.yaml",
             "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  \

@@ -55,6 +55,7 @@ impl ControlPlane {
                     d.join("webhook-certs/tls.key").display()
                 ))
                 .arg(format!("--kubeconfig={}", kc.display()))
+                .args(self.allow_flags())
                 .args(extra)
                 // Scenarios read every decision from the log; `make bench-scale` runs serve at
                 // its production level (VOLGUARD_SERVE_LOG=info).
@@ -144,6 +145,7 @@ impl ControlPlane {
                 v["metadata"] =
                     serde_json::json!({"name": format!("volguard-bench-{mode}-{which}")});
                 for h in v["webhooks"].as_array_mut().into_iter().flatten() {
+                    self.with_allow_list(h);
                     // Named per mode (`x.bench-<mode>.volguard.io`): the apiserver's histogram
                     // of each mode's calls is its own series.
                     let name = h["name"].as_str().unwrap_or_default();
@@ -219,6 +221,32 @@ impl ControlPlane {
         }
     }
 
+    /// `--force-delete-allow-user` for each of `force_delete_allow_users` (serve's and the
+    /// controller's flags alike).
+    pub(super) fn allow_flags(&self) -> Vec<String> {
+        self.force_delete_allow_users
+            .iter()
+            .map(|u| format!("--force-delete-allow-user={u}"))
+            .collect()
+    }
+
+    /// `h`, a registered entry, with the allow-list condition its rule earns
+    /// (`force_delete_allow_users`), as the chart renders it.
+    fn with_allow_list(&self, h: &mut serde_json::Value) {
+        let allow = volguard::registration::webhooks::AllowList {
+            users: self.force_delete_allow_users.clone(),
+            groups: Vec::new(),
+        };
+        let skips = volguard::registration::webhooks::entries()
+            .any(|e| h["name"] == e.name && e.skips_allow_list());
+        if let (true, Some(c)) = (skips, allow.condition()) {
+            match h["matchConditions"].as_array_mut() {
+                Some(list) => list.push(c),
+                None => h["matchConditions"] = serde_json::json!([c]),
+            }
+        }
+    }
+
     /// volguard's registrations as shipped, and the CA bundle the apiserver must trust. The base
     /// ships the policies too and registers the entries they cover `Ignore`; the harness installs
     /// the policies only in the scenarios about them, so `register_webhooks` puts back each
@@ -261,6 +289,7 @@ impl ControlPlane {
             }
             // Same rewrite for both kinds: service reference -> loopback URL.
             for h in v["webhooks"].as_array_mut().into_iter().flatten() {
+                self.with_allow_list(h);
                 if let Some(e) =
                     volguard::registration::webhooks::entries().find(|e| h["name"] == e.name)
                 {

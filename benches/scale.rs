@@ -155,8 +155,9 @@ fn stopped_by(
                 .max_by_key(|(_, s)| s.rss_bytes)
                 .map(|(n, s)| format!("{n} at {:.1} GiB", gib(s.rss_bytes)));
             format!(
-                "memory: under {:.1} GiB available after {have} of {want} pods; the largest process: {}",
-                gib(grow::MEMORY_FLOOR),
+                "memory: under {:.1} GiB available (the floor and what the churn windows need) after \
+                 {have} of {want} pods; the largest process: {}",
+                gib(grow::MEMORY_FLOOR + grow::WINDOWS_RESERVE),
                 top.unwrap_or_default()
             )
         }
@@ -567,7 +568,19 @@ async fn run() {
             admission::prepare(&c).await;
         }
         let deadline = Instant::now() + budget;
-        let g = grow::create_pods(&c, have_pods, want, per_node, false, Some(deadline), 0).await;
+        // The growth stops with room left for the churn windows (`WINDOWS_RESERVE`).
+        let floor = grow::MEMORY_FLOOR + grow::WINDOWS_RESERVE;
+        let g = grow::create_pods(
+            &c,
+            have_pods,
+            want,
+            per_node,
+            false,
+            Some(deadline),
+            0,
+            floor,
+        )
+        .await;
         budget = budget.saturating_sub(Duration::from_secs_f64(g.seconds));
         have_pods += g.created;
         have_nodes = nodes;

@@ -96,6 +96,8 @@ pub struct DevCertsArgs {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once at startup: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum ManifestsCommand {
     /// The webhook registration (MutatingWebhookConfiguration and ValidatingWebhookConfiguration)
     /// from the rule table: the kustomize base's `webhooks.yaml` or the chart's template.

@@ -27,6 +27,7 @@ pub mod devcerts;
 pub mod error;
 pub mod explain;
 pub mod fencing;
+pub mod lock_hold;
 pub mod registration;
 pub mod report;
 pub mod runtime;

@@ -22,7 +22,7 @@
 //! clock's answer, whichever is older.
 //!
 //! Each replica also keeps the UIDs its pod watch saw go (`GonePods`): a lock whose pod's UID it
-//! saw go has its pod taken as missing without a read (`Admission::seen_gone`), in every
+//! saw go has its pod taken as missing without a read (`LockHolds::seen_gone`), in every
 //! configuration, as the code does; the users' LIST is still read (a shortcut that skipped it is
 //! a replayed counterexample below, and one judged on the pod cache an exhaustive one).
 //!
@@ -36,9 +36,10 @@
 //! cache's first sight across a change of the lock's value needs 9 (found at depth 11, not here).
 //!
 //! Invariant: no ReadWriteOnce claim is used by non-terminal pods on two nodes of which more than
-//! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 5.1 million
-//! states; with creates: depth 8, 2.4 million states; each about a minute in a debug build on two
-//! cores); deliberately broken rules must each find a counterexample: the take-over judged on the
+//! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 8.3 million
+//! states; with creates: depth 8, 3.6 million states; one name raced: depth 8, 6.5 million; the
+//! three about five minutes in a debug build on two cores, since the controller's cache age and
+//! its two reads in either order joined the model); deliberately broken rules must each find a counterexample: the take-over judged on the
 //! replica's cache (as before the trust review), a placement on the lock's own node admitted
 //! without writing the lock (what the review's point 5 asked for, and why volguard renames the
 //! lock instead), and "seen stored" sampled after the quorum read of the lock's pod (what the
@@ -171,8 +172,13 @@ struct S {
     claim: Claimed,
     replicas: [Replica; 2],
     controller: Quiet,
+    /// How long the controller's cache has held the claim's lock value (as `Replica::cached`:
+    /// the controller reads a hold as the webhook does, `lock_hold::LockHolds::read`).
+    controller_cached: Quiet,
     /// What the controller's pod watch delivered stored (as `Replica::seen`).
     controller_seen: Vec<u8>,
+    /// The UIDs the controller's pod watch saw go (as `Replica::gone`).
+    controller_gone: Vec<u8>,
     flights: Vec<Flight>,
     out_of_service: [bool; 2],
     next_uid: u8,
@@ -225,10 +231,15 @@ enum A {
     /// a request within the grace).
     Tick(u8),
     ControllerTick,
+    /// The controller's claim watch delivers the stored lock value (its cache's age restarts on
+    /// a new value).
+    ControllerSync,
     ControllerWatch,
     ControllerClear {
         mid: Option<u8>,
         late: Option<u8>,
+        /// The lock's pod read before the users (`LockHolds::read` issues both at once).
+        writer_first: bool,
     },
     /// The apiserver's request timeout passes since the stored lock's write (`S::aged`).
     ApiTimeout,
@@ -245,7 +256,7 @@ struct LockModel {
     /// create is in flight: the apiserver admits the create and fails it only when it stores it,
     /// so the other may be deleted in between and the create land.
     same_name_race: bool,
-    /// The webhook's "seen gone" shortcut (`Admission::seen_gone`): a lock whose pod UID this
+    /// The webhook's "seen gone" shortcut (`LockHolds::seen_gone`): a lock whose pod UID this
     /// replica's watch saw go has its pod taken as missing without a read.
     gone: bool,
 }
@@ -414,7 +425,7 @@ impl LockModel {
         let stored_before = current.as_ref().is_some_and(|l| {
             s.replicas[r].seen.contains(&l.uid) || s.replicas[r].gone.contains(&l.uid)
         });
-        // `seen_gone`, sampled before the quorum reads (as `node_hold` and `named_placement`).
+        // `seen_gone`, sampled before the quorum reads (as `LockHolds::read` and `named_placement`).
         let gone = self.gone
             && current.as_ref().is_some_and(|l| match self.rule {
                 Rule::GoneIfUncached => !s.replicas[r].pods.iter().any(|p| p.uid == l.uid),
@@ -437,7 +448,7 @@ impl LockModel {
                         .collect()
                 };
                 // The quorum LIST of the users and the live GET of the lock's pod, in either
-                // order (`node_hold` issues them at once); `mid` lands between the two.
+                // order (`LockHolds::read` issues them at once); `mid` lands between the two.
                 let (users, later) = match t.mid {
                     Some(i) if !broken => {
                         let first = truth.clone();
@@ -571,29 +582,46 @@ impl LockModel {
         }
     }
 
-    /// The controller's cleanup: consistent reads, its own clock, a `test` on the lock's value.
+    /// The controller's cleanup: consistent reads, its own clock taken with its cache's age of
+    /// the lock (as the webhook's), a `test` on the lock's value.
     /// It calls `clearable` on every live read, more eagerly than `cleanup_live` (which also
     /// waits for its grace on a node in service): a superset of its clears.
-    fn clear(&self, s: &mut S, mid: Option<u8>, late: Option<u8>) {
+    fn clear(&self, s: &mut S, mid: Option<u8>, late: Option<u8>, writer_first: bool) {
         let Some(l) = s.claim.lock.clone() else {
             return;
         };
-        // Sampled before the live read of the lock's pod, as `clear_stale_lock` does.
-        let stored_before = s.controller_seen.contains(&l.uid);
+        // Sampled before the live reads, as `clear_stale_lock` does (`pod_stored` counts a UID
+        // seen gone too).
+        let stored_before =
+            s.controller_seen.contains(&l.uid) || s.controller_gone.contains(&l.uid);
+        // `seen_gone`: the lock's pod taken as missing without a read (`LockHolds::read`).
+        let gone = self.gone && s.controller_gone.contains(&l.uid);
         let lock_node = NODES[l.node as usize];
-        let truth: Vec<Pod> = s.pods.iter().map(pod_of).collect();
-        let users: Vec<Pod> = truth
-            .iter()
-            .filter(|p| rwo_lock::uses_on(p, NS, CLAIM, lock_node))
-            .cloned()
-            .collect();
-        let observed = s.controller.look(&l, !users.is_empty());
-        let node = node_of(l.node, s.out_of_service[l.node as usize]);
-        let named = lock_of(&l);
+        let users_in = |pods: &[Pod]| -> Vec<Pod> {
+            pods.iter()
+                .filter(|p| rwo_lock::uses_on(p, NS, CLAIM, lock_node))
+                .cloned()
+                .collect()
+        };
+        // The users' LIST and the lock's pod's GET, in either order; `mid` lands between them.
+        let first: Vec<Pod> = s.pods.iter().map(pod_of).collect();
         if let Some(i) = mid {
             land(s, i);
         }
-        let later: Vec<Pod> = s.pods.iter().map(pod_of).collect();
+        let second: Vec<Pod> = s.pods.iter().map(pod_of).collect();
+        let (users, later) = match writer_first {
+            true => (users_in(&second), first),
+            false => (users_in(&first), second),
+        };
+        // It reconciles the claim its cache holds: the value it judges is the stored one.
+        s.controller_cached
+            .hold(Some(&l), self.rule == Rule::CarryAcrossChange);
+        let observed = s
+            .controller
+            .look(&l, !users.is_empty())
+            .max(s.controller_cached.held(&l));
+        let node = node_of(l.node, s.out_of_service[l.node as usize]);
+        let named = lock_of(&l);
         if let Some(i) = late
             && let Some(uid) = land(s, i)
         {
@@ -606,7 +634,11 @@ impl LockModel {
         let hold = NodeHold {
             claim: CLAIM,
             users: Fact::Found(&users),
-            writer: self.writer(&later, &l),
+            writer: if gone {
+                Fact::Missing
+            } else {
+                self.writer(&later, &l)
+            },
             node: Fact::Found(&node),
             gone_recorded: false,
             observed,
@@ -741,7 +773,9 @@ impl Model for LockModel {
             claim: Claimed { lock: None, rv: 0 },
             replicas: [empty.clone(), empty],
             controller: Quiet::default(),
+            controller_cached: Quiet::default(),
             controller_seen: Vec::new(),
+            controller_gone: Vec::new(),
             flights: Vec::new(),
             out_of_service: [false; 2],
             next_uid: 0,
@@ -810,16 +844,34 @@ impl Model for LockModel {
                 out.push(A::Tick(r));
             }
         }
-        if s.flights.is_empty() && s.controller.0.as_ref().is_some_and(|q| !q.1) {
+        let young = |q: &Quiet| q.0.as_ref().is_some_and(|q| !q.1);
+        if s.flights.is_empty() && (young(&s.controller) || young(&s.controller_cached)) {
             out.push(A::ControllerTick);
         }
-        if self.creates && unseen(&s.controller_seen, &s.pods) {
+        if s.controller_cached.0.as_ref().map(|q| &q.0) != s.claim.lock.as_ref() {
+            out.push(A::ControllerSync);
+        }
+        if (self.creates && unseen(&s.controller_seen, &s.pods))
+            || (self.gone && unseen_gone(&s.controller_gone, &s.deleted))
+        {
             out.push(A::ControllerWatch);
         }
         if s.claim.lock.is_some() {
             for mid in mids(s) {
                 for &late in &lates {
-                    out.push(A::ControllerClear { mid, late });
+                    out.push(A::ControllerClear {
+                        mid,
+                        late,
+                        writer_first: false,
+                    });
+                    // Told apart only when a placement lands between the two reads.
+                    if mid.is_some() {
+                        out.push(A::ControllerClear {
+                            mid,
+                            late,
+                            writer_first: true,
+                        });
+                    }
                 }
             }
             if self.creates && !s.aged {
@@ -946,12 +998,31 @@ impl Model for LockModel {
                 }
             }
             A::ControllerTick => {
-                if let Some(q) = &mut s.controller.0 {
+                for q in [&mut s.controller.0, &mut s.controller_cached.0]
+                    .into_iter()
+                    .flatten()
+                {
                     q.1 = true;
                 }
             }
-            A::ControllerWatch => watch(&mut s.controller_seen, &s.pods),
-            A::ControllerClear { mid, late } => self.clear(&mut s, mid, late),
+            A::ControllerSync => s
+                .controller_cached
+                .hold(s.claim.lock.as_ref(), self.rule == Rule::CarryAcrossChange),
+            A::ControllerWatch => {
+                if self.creates {
+                    watch(&mut s.controller_seen, &s.pods);
+                }
+                if self.gone {
+                    for &u in &s.deleted {
+                        note(&mut s.controller_gone, u);
+                    }
+                }
+            }
+            A::ControllerClear {
+                mid,
+                late,
+                writer_first,
+            } => self.clear(&mut s, mid, late, writer_first),
             A::ApiTimeout => {
                 // Every placement in flight wrote a lock no later than the stored one: its
                 // request arrived before that write, and the apiserver has given up on it.
@@ -968,8 +1039,8 @@ impl Model for LockModel {
     }
 }
 
-/// The depth `make test` checks (debug build, about half a minute); `VOLGUARD_MODEL_DEPTH` goes
-/// deeper (11: 6.3 million states, half a minute in a release build).
+/// The depth `make test` checks (debug build, about two minutes); `VOLGUARD_MODEL_DEPTH` goes
+/// deeper (a release build explores several times as fast).
 fn depth() -> usize {
     std::env::var("VOLGUARD_MODEL_DEPTH")
         .ok()

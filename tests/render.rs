@@ -489,11 +489,15 @@ fn chart_allow_list_is_answered_in_the_apiserver_and_checked_by_the_controller()
     // forceDeleteAllow: the webhook allows its identities whatever the pod (rules.md §2d row 7),
     // so the force-delete entries skip them by one more condition; the controller's flags give
     // its drift check the same condition (text compared whitespace-squashed), quotes escaped
-    // alike and `<&>` as written (helm's toJson escapes them; YAML reads them back).
-    use volguard::registration::webhooks::{AllowList, FailureMode, expected};
-    let users = ["fencer", "o'brien"];
+    // alike, `<&>` as written (helm's toJson escapes them; YAML reads them back), and a value
+    // holding a comma split as the flags split it. Each configuration names the list it was
+    // rendered for, as the controller's flags give it.
+    use volguard::registration::webhooks::{
+        ALLOW_ANNOTATION, AllowList, CONFIGURATIONS, FailureMode, expected,
+    };
+    let users = ["fencer", "o'brien", "x,y"];
     let values = [
-        format!("forceDeleteAllow.users={{{}}}", users.join(",")),
+        "forceDeleteAllow.users={fencer,o'brien,x\\,y}".to_string(),
         "forceDeleteAllow.groups={ops<&>}".to_string(),
     ];
     let values: Vec<&str> = values.iter().map(String::as_str).collect();
@@ -512,9 +516,31 @@ fn chart_allow_list_is_answered_in_the_apiserver_and_checked_by_the_controller()
         );
     }
     let allow = AllowList {
-        users: users.iter().map(|u| u.to_string()).collect(),
+        users: ["fencer", "o'brien", "x", "y"].map(String::from).to_vec(),
         groups: vec!["ops<&>".into()],
     };
+    // What the controller makes of its flags (clap splits each at commas).
+    let controller_args = arg_lists(&objects, "volguard-controller");
+    let from_args = |flag: &str| -> Vec<String> {
+        controller_args
+            .iter()
+            .filter_map(|a| a.strip_prefix(flag))
+            .flat_map(|v| v.split(','))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(from_args("--force-delete-allow-user="), allow.users);
+    assert_eq!(from_args("--force-delete-allow-group="), allow.groups);
+    for (kind, name, _) in CONFIGURATIONS {
+        let a = objects[&format!("{kind}//{name}")]["metadata"]["annotations"][ALLOW_ANNOTATION]
+            .as_str()
+            .map(str::to_string);
+        assert_eq!(
+            AllowList::from_annotation(a.as_deref()),
+            Ok(allow.clone()),
+            "{name}"
+        );
+    }
     let want = expected("ns", &controller_mode(&objects), &allow, true);
     let squash = |v: &Value| -> Vec<(String, String)> {
         v.as_array()
@@ -558,11 +584,8 @@ fn chart_allow_list_is_answered_in_the_apiserver_and_checked_by_the_controller()
             .iter()
             .all(|(_, e)| !e.to_string().contains("not-allow-listed"))
     );
-    assert!(
-        !serde_json::to_string(&objects)
-            .unwrap_or_default()
-            .contains("not-allow-listed")
-    );
+    let text = serde_json::to_string(&objects).unwrap_or_default();
+    assert!(!text.contains("not-allow-listed") && !text.contains(ALLOW_ANNOTATION));
 }
 
 #[test]

@@ -17,6 +17,12 @@ const IN_FLIGHT: usize = 64;
 /// left for what follows: cold starts whose LISTs the apiserver buffers, the churn).
 pub const MEMORY_FLOOR: u64 = 3 << 30;
 
+/// What the growth leaves above `MEMORY_FLOOR` for the churn windows that follow it: their pods
+/// created again, and kube-controller-manager restarted between them, which lists every object
+/// anew (docs/performance.md: a run that grew to where only the floor was left ran out in its
+/// third window).
+pub const WINDOWS_RESERVE: u64 = 4 << 30;
+
 pub fn namespace_of(i: usize) -> String {
     format!("scale-{}", i / PODS_PER_NS)
 }
@@ -191,7 +197,7 @@ pub static RETRIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUs
 /// Why a growth stopped before its last pod.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Stop {
-    /// `MemAvailable` fell under `MEMORY_FLOOR`: the machine is full.
+    /// `MemAvailable` fell under the floor it was given: the machine is full.
     Memory,
     /// The growth's time budget ran out: the cluster's creates had slowed to where the size
     /// would take longer than the run may (on 2 cores, kube-apiserver's CPU).
@@ -206,7 +212,8 @@ pub struct Grown {
 }
 
 /// Create pods `from..to` (with their claims and volumes unless `pod_only`), `IN_FLIGHT` at a
-/// time, stopping early once `MemAvailable` falls under `MEMORY_FLOOR` or at `deadline`.
+/// time, stopping early once `MemAvailable` falls under `floor` or at `deadline`.
+#[allow(clippy::too_many_arguments)]
 pub async fn create_pods(
     c: &kube::Client,
     from: usize,
@@ -215,6 +222,7 @@ pub async fn create_pods(
     pod_only: bool,
     deadline: Option<Instant>,
     generation: usize,
+    floor: u64,
 ) -> Grown {
     let started = Instant::now();
     let mut said = Instant::now();
@@ -241,7 +249,7 @@ pub async fn create_pods(
         }
         created += 1;
         if why.is_none() && created % 500 == 0 {
-            if mem_available() < MEMORY_FLOOR {
+            if mem_available() < floor {
                 why = Some(Stop::Memory);
             } else if deadline.is_some_and(|d| Instant::now() >= d) {
                 why = Some(Stop::Time);
@@ -367,7 +375,7 @@ pub async fn churn(
     delete_pods(cp, c, (from, to), generation, total - (to - from)).await;
     let deleted = started.elapsed().as_secs_f64();
     let generation = generation + 1;
-    let g = create_pods(c, from, to, per_node, true, None, generation).await;
+    let g = create_pods(c, from, to, per_node, true, None, generation, MEMORY_FLOOR).await;
     assert!(
         g.stopped.is_none(),
         "the machine ran out of memory during the churn"

@@ -1,18 +1,20 @@
 //! rules.md §2f: placing a pod takes the RWO lock on each of its ReadWriteOnce claims. The lock's
 //! protocol, as one type around the pure `rules::rwo_lock`: the holders the caches know, the lock
-//! as read, the quorum reads that judge it, the compare-and-swap with its retries, its late
-//! answers, its own clock of how long each lock was seen, and its metrics. It reads through the
-//! view and writes through the writer, and knows nothing else of admission: a bind or a placed
-//! pod CREATE (`facts.rs`) hands it the pod and the node.
+//! as read, the compare-and-swap with its retries, its late answers, and its metrics; what holds
+//! a lock on another node it reads as the controller does (`lock_hold::LockHolds`, with this
+//! process's clock of each lock). It reads through the view and writes through the writer, and
+//! knows nothing else of admission: a bind or a placed pod CREATE (`facts.rs`) hands it the pod
+//! and the node.
 
 use super::objects::deref;
-use crate::model::{Node, Pod, Pvc};
+use crate::lock_hold::LockHolds;
+use crate::model::{Pod, Pvc};
 use crate::rules::rwo::{self, ClaimFacts};
-use crate::rules::rwo_lock::{self, LockStep, Named, NodeHold, RwoLock, Via};
+use crate::rules::rwo_lock::{self, LockStep, Named, RwoLock, Via};
 use crate::rules::{Decision, Fact};
 use crate::state::lock_clock::LockClock;
 use crate::state::writer::Swap;
-use crate::state::{Fresh, PodsIn, View, Writer};
+use crate::state::{Fresh, View, Writer};
 use prometheus_client::metrics::{counter::Counter, family::Family, histogram::Histogram};
 use std::sync::Arc;
 
@@ -22,8 +24,9 @@ pub struct RwoLocks {
     view: View,
     /// The lock's compare-and-swap (in memory for a `--state` file).
     writer: Writer,
-    /// How long each RWO lock has been seen, on this process's own clock (rules.md §2f).
-    clock: LockClock,
+    /// What holds a lock on another node, read as the controller reads it, with this process's
+    /// own clock of how long each lock was seen (rules.md §2f).
+    holds: LockHolds,
     /// The lock's outcomes (`volguard_rwo_locks_total`), registered by whoever serves.
     pub results: Family<LockLabels, Counter>,
     /// How long each compare-and-swap took (`volguard_rwo_lock_write_duration_seconds`): the one
@@ -61,9 +64,9 @@ impl RwoLocks {
             false => LockClock::live(),
         };
         RwoLocks {
+            holds: LockHolds::new(view.clone(), clock),
             view,
             writer,
-            clock,
             results: Default::default(),
             writes: lock_write_histogram(),
         }
@@ -339,29 +342,19 @@ impl RwoLocks {
         // landed, whose pod a quorum read then misses, was deleted. Sampled before that read: a
         // create landing between the read and this sample would look deleted (adversary review).
         // A bind's pod was stored before its lock: there is nothing more to know.
-        let writer_stored = current.as_ref().is_some_and(|l| {
-            l.via != Some(Via::Bind) && self.view.store().pod_stored(ns, &l.pod, &l.uid)
-        });
+        let writer_stored = current
+            .as_ref()
+            .is_some_and(|l| self.holds.writer_stored(ns, l));
         let by = Fresh::LiveUntil(reads);
         let hold = match &current {
             Some(l) if l.node != node => {
-                tokio::time::timeout_at(reads, self.node_hold(ns, claim, pvc, l, by))
+                tokio::time::timeout_at(reads, self.holds.read(pvc, l, by, None))
                     .await
                     .ok()
             }
             _ => None,
         };
-        let hold_ref = hold
-            .as_ref()
-            .map(|(users, writer, n, gone_recorded, observed)| NodeHold {
-                claim,
-                users: users.as_ref().map(Vec::as_slice),
-                writer: deref(writer),
-                node: deref(n),
-                gone_recorded: *gone_recorded,
-                observed: *observed,
-                writer_stored,
-            });
+        let hold_ref = hold.as_ref().map(|h| h.judged(claim, writer_stored));
         let named = match &current {
             Some(l)
                 if l.node == node
@@ -405,7 +398,8 @@ impl RwoLocks {
             self.writes.observe(t.elapsed().as_secs_f64());
             match swap {
                 Swap::Written => {
-                    self.clock
+                    self.holds
+                        .clock()
                         .wrote(&pvc.metadata.namespace, &pvc.metadata.name, &raw);
                     if let Some(why) = took_over {
                         tracing::info!(claim = %pvc.metadata.name, node, took_over = why,
@@ -427,6 +421,17 @@ impl RwoLocks {
                         rwo_lock::unconfirmed_message(pod, node, &pvc.metadata.name, &e),
                     ));
                 }
+                // Refused while a lock stands: allowed without writing, this placement would
+                // leave the lock naming the one before, which a take-over or the controller's
+                // cleanup could judge gone while this pod lands (adversary review). Refused as
+                // an unconfirmed write is; the scheduler retries.
+                Swap::Failed(e) if RwoLock::of(pvc).is_some() => {
+                    self.lock_count("write_failed");
+                    return Locked::Decided(Decision::deny(
+                        "rwo-lock-unconfirmed",
+                        rwo_lock::unconfirmed_message(pod, node, &pvc.metadata.name, &e),
+                    ));
+                }
                 Swap::Failed(e) => {
                     self.lock_count("write_failed");
                     return Locked::Decided(crate::rules::rwo::unknown(format!(
@@ -438,93 +443,6 @@ impl RwoLocks {
             }
         }
         Locked::Decided(Decision::allow(row))
-    }
-
-    /// What holds a lock on another node: the pods there that still use the claim, by a quorum
-    /// read unless the cache already shows one (a cache may show a use that ended, never decide
-    /// a take-over); the pod the lock names, read live; the node, a cached out-of-service taint
-    /// confirmed live as for a force delete; and how long this process has seen the node empty.
-    async fn node_hold(
-        &self,
-        ns: &str,
-        claim: &str,
-        pvc: &Pvc,
-        lock: &RwoLock,
-        reads: Fresh,
-    ) -> (
-        Fact<Vec<Pod>>,
-        Fact<Arc<Pod>>,
-        Fact<Arc<Node>>,
-        bool,
-        std::time::Duration,
-    ) {
-        let mut node = self.view.node(&lock.node, Fresh::CacheOrLive).await;
-        if let Fact::Found(n) = &node
-            && n.is_out_of_service()
-        {
-            node = self.view.node(&lock.node, reads).await;
-        }
-        let cached = match self.view.pods_naming(ns, claim, Fresh::CacheOrLive).await {
-            Fact::Found(pods) => pods
-                .iter()
-                .find(|p| rwo_lock::uses_on(p, ns, claim, &lock.node))
-                .map(|p| (**p).clone()),
-            _ => None,
-        };
-        let raw = pvc
-            .metadata
-            .annotation(rwo_lock::RWO_LOCK)
-            .unwrap_or_default();
-        // The lock's age is taken before the reads are sent: the placement it names must be over
-        // before they are served, or it could land after them (its age read after slow reads
-        // judged a flight still in the air over: adversary review).
-        let (held, issued) = (cache_held(pvc), std::time::Instant::now());
-        // The quorum LIST of the users there and the live GET of the lock's pod are issued at
-        // once: a placement landing between the two is seen by whichever is served second, in
-        // either order (the lock model checks both). The GET's answer is wanted only when nobody
-        // uses the claim there (may the lock's placement still land?): a LIST answering first
-        // with a user, or unsure, drops it.
-        let in_use = |users: &Fact<Vec<Pod>>| !matches!(users, Fact::Found(u) if u.is_empty());
-        let (users, writer) = match cached {
-            Some(p) => (Fact::Found(vec![p]), Fact::Missing),
-            None => {
-                let users = self.view.pods(
-                    PodsIn::NamespaceOnNode(ns, &lock.node),
-                    |p| rwo_lock::uses_on(p, ns, claim, &lock.node),
-                    reads,
-                );
-                if self.seen_gone(lock) {
-                    (users.await, Fact::Missing)
-                } else {
-                    let (mut users, mut writer) = (
-                        std::pin::pin!(users),
-                        std::pin::pin!(self.view.pod(ns, &lock.pod, reads)),
-                    );
-                    tokio::select! {
-                        u = &mut users => match in_use(&u) {
-                            true => (u, Fact::Missing),
-                            false => (u, writer.await),
-                        },
-                        w = &mut writer => (users.await, w),
-                    }
-                }
-            }
-        };
-        let in_use = in_use(&users);
-        let observed = self
-            .clock
-            .quiet_for(ns, &pvc.metadata.name, raw, in_use)
-            .saturating_sub(issued.elapsed())
-            .max(held);
-        let writer = match in_use {
-            true => Fact::Missing,
-            false => writer,
-        };
-        let gone_recorded =
-            crate::fencing::records::gone_record(&self.view, &lock.node, &node, Some(lock.at))
-                .await
-                .is_some();
-        (users, writer, node, gone_recorded, observed)
     }
 
     /// The placement a lock on this very node names, for a rename: its pod from the cache when
@@ -542,11 +460,12 @@ impl RwoLocks {
             .annotation(rwo_lock::RWO_LOCK)
             .unwrap_or_default();
         let observed = self
-            .clock
+            .holds
+            .clock()
             .quiet_for(ns, &pvc.metadata.name, raw, false)
-            .max(cache_held(pvc));
+            .max(crate::lock_hold::cache_held(pvc));
         // Seen gone first: the cache's lookup reads live on a miss.
-        if self.seen_gone(lock) {
+        if self.holds.seen_gone(lock) {
             return (Fact::Missing, observed);
         }
         let cached = match self.view.pod(ns, &lock.pod, Fresh::CacheOrLive).await {
@@ -562,15 +481,6 @@ impl RwoLocks {
             None => self.view.pod(ns, &lock.pod, reads).await,
         };
         (writer, observed)
-    }
-
-    /// This process's pod watch saw the lock's pod (its UID) go: deleted for good (a UID is never
-    /// created twice), so its placement can never land, as a quorum read of its name would show
-    /// (missing, or another UID: either ends a placement this process saw stored). The read is
-    /// not made. Any placement since would have renamed the lock, which the write's
-    /// compare-and-swap sees.
-    fn seen_gone(&self, lock: &RwoLock) -> bool {
-        !lock.uid.is_empty() && self.view.store().gone_pods.contains(&lock.uid)
     }
 
     fn lock_count(&self, result: &'static str) {
@@ -618,15 +528,6 @@ const BUSY_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Another pod naming a claim, with its node as read.
 type Holding = (Arc<Pod>, Fact<Arc<crate::model::Node>>);
-
-/// How long this process's cache has held the claim's lock value (zero for a claim read live):
-/// the value was stored no later, so the request of the placement it names is over once the grace
-/// has passed since, whoever looked in between (the lock model checks it beside this process's
-/// own clock). A webhook started after the lock was written counts from its first list, not from
-/// its first placement there.
-fn cache_held(pvc: &Pvc) -> std::time::Duration {
-    pvc.lock_seen().ago().unwrap_or_default()
-}
 
 /// The claim names of a placement, for a message.
 fn claims_names(claims: &[(crate::rules::claims::Claim, Fact<Arc<Pvc>>)]) -> String {

@@ -20,3 +20,43 @@ fn a_placement_past_its_deadline_gives_its_reads_no_time() {
     let until = now - Duration::from_millis(1);
     assert_eq!(reads_by(now, until), now);
 }
+
+/// A lock write the apiserver refuses (here the claim is gone from the in-memory store, as a 404
+/// would say) while the claim carries a lock refuses the placement: allowed without its write, the
+/// lock would keep naming the placement before it (adversary review). Without a lock it allows,
+/// unjudged, as if volguard were down.
+#[tokio::test]
+async fn a_refused_lock_write_refuses_the_placement_while_a_lock_stands() {
+    use crate::model::testing;
+    use crate::rules::rwo_lock::{RWO_LOCK, RwoLock, Via};
+    use std::sync::Arc;
+    let view = crate::state::View::file(Arc::new(crate::state::Store::default()));
+    let locks = super::RwoLocks::new(view.clone(), view.writer("test", "test".into()));
+    let until = Instant::now() + Duration::from_secs(5);
+    let pod = testing::pod("ns", "new").with_uid("u-new");
+    let old = testing::pod("ns", "old").with_uid("u-old");
+    let mine = RwoLock::new(&pod, "n1", Via::Bind, jiff::Timestamp::now());
+    let mut locked = testing::pvc("ns", "data").with_modes(&["ReadWriteOnce"]);
+    locked
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            RWO_LOCK,
+            &RwoLock::new(&old, "n1", Via::Bind, jiff::Timestamp::now()).encode(),
+        );
+    let bare = testing::pvc("ns", "data").with_modes(&["ReadWriteOnce"]);
+    for (pvc, refused) in [(Arc::new(locked), true), (Arc::new(bare), false)] {
+        let writes = vec![(0, &pvc, mine.clone(), None)];
+        let super::Locked::Decided(d) = locks.write_locks(&pod, "n1", writes, until).await else {
+            panic!("a refused write decides")
+        };
+        assert_eq!(!d.allowed, refused, "{d:?}");
+        let row = if refused {
+            "rwo-lock-unconfirmed"
+        } else {
+            "rwo-unknown"
+        };
+        assert_eq!(d.row, row);
+    }
+}

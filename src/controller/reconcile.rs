@@ -82,8 +82,9 @@ pub struct Reconciler {
     batch: usize,
     unused_grace: Duration,
     limiter: RateLimiter,
-    /// How long each RWO lock has been seen, on this process's clock (rules.md §2f "one clock").
-    lock_clock: crate::state::lock_clock::LockClock,
+    /// What holds a RWO lock on its node, read as the webhook reads it, with this process's
+    /// clock of how long each lock has been seen (rules.md §2f "one clock").
+    holds: crate::lock_hold::LockHolds,
     /// Since when each unmarked Bound claim has been seen unused (the mark written takes the
     /// wall time); dropped once it is used, marked or deleted.
     unused_seen: crate::runtime::seen::Seen<(String, String), ()>,
@@ -98,13 +99,17 @@ impl Reconciler {
         metrics: Arc<ControllerMetrics>,
         config: ReconcilerConfig,
     ) -> Self {
+        let holds = crate::lock_hold::LockHolds::new(
+            view.clone(),
+            crate::state::lock_clock::LockClock::tidying(),
+        );
         Reconciler {
             writer,
             view,
             queue,
             metrics,
             announced: Mutex::new(HashMap::new()),
-            lock_clock: crate::state::lock_clock::LockClock::tidying(),
+            holds,
             unused_seen: crate::runtime::seen::Seen::default(),
             multi_node: Mutex::new(HashMap::new()),
             batch: config.list_batch,

@@ -114,7 +114,7 @@ impl Watch {
             interval: args.registration_check_interval,
             drift: metrics.add(
                 "volguard_registration_drift",
-                "1 while a live webhook entry differs from volguard's registration in field (missing, matchConditions, failurePolicy, rules, caBundle, path; failureMode: the configuration, in label webhook, was rendered for another failure mode than the controller's flags)",
+                "1 while a live webhook entry differs from volguard's registration in field (missing, matchConditions, failurePolicy, rules, caBundle, path; failureMode: the configuration, in label webhook, was rendered for another failure mode or force-delete allow-list than the controller's flags)",
                 Family::default(),
             ),
             repairs: metrics.add(
@@ -172,12 +172,28 @@ impl Watch {
         for (kind, name, entries) in CONFIGURATIONS {
             let mut o = self.writer.registration(kind, name).await?;
             if let Some(obj) = &o {
-                let rendered = obj
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(webhooks::FAILURE_MODE_ANNOTATION));
-                match drift::rendered_for(name, rendered.map(String::as_str), &self.mode, entries) {
+                let annotation = |key: &str| {
+                    obj.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(key))
+                        .map(String::as_str)
+                };
+                let rendered = drift::rendered_for(
+                    name,
+                    annotation(webhooks::FAILURE_MODE_ANNOTATION),
+                    &self.mode,
+                    entries,
+                )
+                .and_then(|note| {
+                    let allow = drift::allow_rendered_for(
+                        name,
+                        annotation(webhooks::ALLOW_ANNOTATION),
+                        &self.allow,
+                    )?;
+                    Ok(note.into_iter().chain(allow).collect::<Vec<_>>())
+                });
+                match rendered {
                     Ok(note) => noted.extend(note),
                     Err(other) => {
                         // Neither compared nor repaired: its entries leave `expected` and it

@@ -42,6 +42,9 @@ pub struct Options {
     /// The kubeconfig the apiserver presents to webhooks (`kubeConfigFile`), if any.
     pub webhook_kubeconfig: Option<PathBuf>,
     pub params: Inlined,
+    /// The webhook's allow-list (its `--force-delete-allow-*`): the force-delete entries' condition.
+    /// The policies trust it too (`params` holds it with whoever else they trust).
+    pub allow: super::webhooks::AllowList,
 }
 
 /// The four plugins' directories, with the kinds each may hold.
@@ -75,11 +78,6 @@ pub fn documents(o: &Options) -> Result<Vec<(&'static str, Vec<Value>)>, Admissi
         return Err(AdmissionDirError::Url(o.webhook_url.clone()));
     }
     let ca = base64::engine::general_purpose::STANDARD.encode(o.ca_pem.as_bytes());
-    // The policies' force-delete trust, inlined, is the webhook entries' allow-list too.
-    let allow = super::webhooks::AllowList {
-        users: o.params.force_delete_users.clone(),
-        groups: o.params.force_delete_groups.clone(),
-    };
     let mut validating = Vec::new();
     let mut mutating = Vec::new();
     for (kind, name, entries) in CONFIGURATIONS {
@@ -91,7 +89,7 @@ pub fn documents(o: &Options) -> Result<Vec<(&'static str, Vec<Value>)>, Admissi
                 e.object(
                     &o.namespace,
                     &super::webhooks::FailureMode::policies(true),
-                    &allow,
+                    &o.allow,
                     json!({"url": format!("{base}{}", e.path()), "caBundle": ca}),
                 )
             })
@@ -217,14 +215,28 @@ pub fn run(a: &crate::registration::args::AdmissionDirArgs) -> anyhow::Result<Ve
         .into());
     }
     let mut params = Inlined::defaults(&a.namespace);
-    params.force_delete_users = a.force_delete_users.clone();
-    params.force_delete_groups = a.force_delete_groups.clone();
+    // Whom the webhook allows, the policies trust as well (the chart's forceDeleteAllow likewise).
+    params.force_delete_users = [&a.force_delete_allow_users, &a.force_delete_users]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+    params.force_delete_groups = [&a.force_delete_allow_groups, &a.force_delete_groups]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+    let allow = super::webhooks::AllowList {
+        users: a.force_delete_allow_users.clone(),
+        groups: a.force_delete_allow_groups.clone(),
+    };
     let o = Options {
         webhook_url: a.webhook_url.clone(),
         ca_pem,
         namespace: a.namespace.clone(),
         webhook_kubeconfig: a.webhook_kubeconfig.clone(),
         params,
+        allow,
     };
     Ok(write(&a.dir, &o)?)
 }

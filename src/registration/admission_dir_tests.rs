@@ -5,13 +5,20 @@ use super::*;
 
 fn options() -> Options {
     let mut params = Inlined::defaults("vg");
-    params.force_delete_users = vec!["system:serviceaccount:capi:o'brien".into()];
+    params.force_delete_users = vec![
+        "system:serviceaccount:capi:o'brien".into(),
+        "system:serviceaccount:ops:remediator".into(),
+    ];
     Options {
         webhook_url: "https://10.0.0.7:8443/".into(),
         ca_pem: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n".into(),
         namespace: "vg".into(),
         webhook_kubeconfig: None,
         params,
+        allow: crate::registration::webhooks::AllowList {
+            users: vec!["system:serviceaccount:capi:o'brien".into()],
+            groups: vec![],
+        },
     }
 }
 
@@ -41,9 +48,10 @@ fn webhooks_post_to_urls_with_their_ca_and_static_names() {
 }
 
 #[test]
-fn the_force_delete_entries_skip_the_identities_the_policies_trust() {
-    // The policies trust --force-delete-user in their inlined lists; the webhook entries of the
-    // same rule answer them in the apiserver too (rules.md §2d row 7).
+fn the_force_delete_entries_skip_the_webhooks_allow_list_only() {
+    // The webhook's allow-list is answered in the apiserver by the entries of its rule (rules.md
+    // §2d row 7); whom only the policies trust (a remediator, whose force deletes the webhook
+    // still judges and records) is not.
     let docs = documents(&options()).expect("documents");
     let mut skipping = Vec::new();
     for (_, objects) in &docs {
@@ -56,6 +64,7 @@ fn the_force_delete_entries_skip_the_identities_the_policies_trust() {
                         e.contains("['system:serviceaccount:capi:o\\'brien']"),
                         "{e}"
                     );
+                    assert!(!e.contains("remediator"), "{e}");
                     skipping.push(w["name"].as_str().unwrap_or_default().to_string());
                 }
             }
@@ -116,7 +125,9 @@ fn inlined_parameters_are_literals_quoted_for_cel() {
         )
         .expect("inlined");
     assert!(
-        e.contains("['system:serviceaccount:capi:o\\'brien']"),
+        e.contains(
+            "['system:serviceaccount:capi:o\\'brien', 'system:serviceaccount:ops:remediator']"
+        ),
         "{e}"
     );
     assert!(p.inline("params.data['unknown']").is_none());

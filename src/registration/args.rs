@@ -20,10 +20,18 @@ pub struct AdmissionDirArgs {
     /// The kubeconfig the apiserver presents to webhooks (`kubeConfigFile`), if any.
     #[arg(long)]
     pub webhook_kubeconfig: Option<PathBuf>,
-    /// Users trusted to force-delete running pods (as the policies' ConfigMap's force-delete-users).
+    /// Users the policies trust to force-delete running pods (as the policies' ConfigMap's
+    /// force-delete-users), such as a remediator the webhook trusts by `--trusted-remediator`.
     #[arg(long = "force-delete-user")]
     pub force_delete_users: Vec<String>,
-    /// Groups trusted to force-delete running pods.
+    /// Groups the policies trust to force-delete running pods.
     #[arg(long = "force-delete-group")]
     pub force_delete_groups: Vec<String>,
+    /// The webhook's `--force-delete-allow-user`: trusted by the policies too, and answered in the
+    /// apiserver by the force-delete entries' `not-allow-listed` condition (volguard not called).
+    #[arg(long = "force-delete-allow-user", value_delimiter = ',')]
+    pub force_delete_allow_users: Vec<String>,
+    /// The webhook's `--force-delete-allow-group`, as `--force-delete-allow-user`.
+    #[arg(long = "force-delete-allow-group", value_delimiter = ',')]
+    pub force_delete_allow_groups: Vec<String>,
 }

@@ -190,6 +190,35 @@ pub fn rendered_for(
     }
 }
 
+/// Whether configuration `name` is to be checked against this controller's allow-list `mine`, by
+/// its `ALLOW_ANNOTATION` (`rendered`, absent: nobody). `Err(_)`: leave it alone, it was rendered
+/// for another allow-list (a rollout in progress, or the controller's flags are not the chart's);
+/// repairing it would put back or take out identities the apiserver lets past volguard.
+/// `Ok(Some(_))`: unreadable, checked against `mine`.
+pub fn allow_rendered_for(
+    name: &str,
+    rendered: Option<&str>,
+    mine: &super::webhooks::AllowList,
+) -> Result<Option<Drift>, Drift> {
+    let drift = |detail: String| Drift {
+        webhook: name.to_string(),
+        field: "failureMode",
+        detail,
+    };
+    match super::webhooks::AllowList::from_annotation(rendered) {
+        Err(e) => Ok(Some(drift(format!(
+            "annotation {:?} unreadable ({e}): checked against this controller's flags",
+            super::webhooks::ALLOW_ANNOTATION
+        )))),
+        Ok(theirs) if theirs == *mine => Ok(None),
+        Ok(theirs) => Err(drift(format!(
+            "its force-delete entries were rendered for the allow-list {theirs:?}, this controller's \
+             --force-delete-allow-user/--force-delete-allow-group say {mine:?}: left alone (a rollout \
+             in progress, or the controller's flags differ from the chart's forceDeleteAllow)"
+        ))),
+    }
+}
+
 /// `expected` with each entry's `caBundle`: `ca_pem`, the serving certificate's CA, as the
 /// apiserver stores it (base64 of the PEM). `compare` then reports a different CA as drift and
 /// `repaired` fills it.

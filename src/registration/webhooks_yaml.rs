@@ -138,8 +138,11 @@ fn render_webhook(out: &mut String, e: &Entry, namespace: &str, f: Flavour) {
     }
     render_conditions(out, e, namespace);
     if f == Flavour::Chart && e.skips_allow_list() {
-        // The kustomize base allow-lists nobody; the chart whom `forceDeleteAllow` names.
-        out.push_str("  {{- with .Values.forceDeleteAllow }}\n  {{- if or .users .groups }}\n");
+        // The kustomize base allow-lists nobody; the chart whom `forceDeleteAllow` names, each
+        // value split at commas as the flags split theirs (`volguard.allowList`).
+        out.push_str(
+            "  {{- with include \"volguard.allowList\" . | fromJson }}\n  {{- if or .users .groups }}\n",
+        );
         comment(out, "  ", NOT_ALLOW_LISTED_COMMENT);
         out.push_str(&format!(
             "  - name: {NOT_ALLOW_LISTED}\n    expression: {{{{ include \"volguard.notAllowListed\" . | toJson }}}}\n"

@@ -47,10 +47,12 @@ pub(super) async fn webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &str
         format!("--exempt=force-delete={velero}"),
         "--break-glass-expiry=6s".into(),
     ];
-    // rules.md §2d row 7, registered as the chart's forceDeleteAllow does it.
+    // rules.md §2d row 7, registered as the chart's forceDeleteAllow does it: serve, the
+    // registration and the controller (whose drift check expects the condition) alike.
     cp.force_delete_allow_users = vec![fencer.clone()];
     cp.stop_webhook();
     cp.ensure_running().await;
+    restart_controllers(cp, &[]).await;
     running_pods(
         cp,
         &c,
@@ -103,7 +105,26 @@ pub(super) async fn webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &str
         counted,
         "an allow-listed force delete reached volguard"
     );
-    println!("allow-list: {fencer}'s force delete of a running pod answered by the apiserver");
+    // The controller, started with the same list, finds the registration as rendered for it:
+    // a check after the restart reports no drift (neither the condition nor the annotation).
+    let controller = *cp.controller_probes.last().expect("a controller runs");
+    cp.eventually(
+        "a registration check with the allow-list that finds no drift",
+        Duration::from_secs(45),
+        || async move {
+            let t = metrics_text(controller).await;
+            let checks = super::policies::series_value(&t, "volguard_registration_checks_total")
+                .unwrap_or(0.0);
+            let drifted = t
+                .lines()
+                .any(|l| l.starts_with("volguard_registration_drift{") && l.ends_with(" 1"));
+            (checks > 0.0 && !drifted).then_some(())
+        },
+    )
+    .await;
+    println!(
+        "allow-list: {fencer}'s force delete of a running pod answered by the apiserver; the controller reports no drift"
+    );
     let note = event_note(cp, &c, ns, "backup-0", "Exempted").await;
     assert!(note.contains("force-delete"), "{note}");
     let metrics = metrics_text(cp.serve_probe).await;
@@ -221,6 +242,7 @@ pub(super) async fn webhook_exemption_and_expiry(cp: &mut ControlPlane, ns: &str
     cp.serve_extra.clear();
     cp.force_delete_allow_users.clear();
     cp.ensure_running().await;
+    restart_controllers(cp, &[]).await;
 }
 
 /// rules.md §8 "Audit that outlives Events": a refusal is in its namespace's AuditReport (summary

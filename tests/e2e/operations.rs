@@ -420,7 +420,7 @@ pub(crate) async fn policy_manifest_admission() {
         .arg(format!("--ca-bundle={}", ca.display()))
         // Trusted by the policies and skipped by the force-delete entries' condition: the loader
         // compiles that condition too.
-        .arg("--force-delete-user=system:serviceaccount:ops:o'brien")
+        .arg("--force-delete-allow-user=system:serviceaccount:ops:o'brien")
         .output()
         .expect("run volguard manifests admission-dir");
     assert!(

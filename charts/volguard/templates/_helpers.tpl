@@ -77,6 +77,11 @@ controller fills caBundle from the serving Secret's ca.crt (--ca-secret). */}}
 {{- define "volguard.configurationAnnotations" -}}
 annotations:
   volguard.io/failure-mode: {{ include "volguard.failureMode" . | quote }}
+  {{- with include "volguard.allowList" . | fromJson }}
+  {{- if or .users .groups }}
+  volguard.io/force-delete-allow: {{ toJson . | quote }}
+  {{- end }}
+  {{- end }}
 {{- end }}
 
 {{/* `enforcement=E; policies=BOOL; forceIgnore=BOOL`, as the controller's flags say it. */}}
@@ -98,6 +103,17 @@ true
 {{- end -}}
 {{- end }}
 
+{{/* forceDeleteAllow with each value split at commas, as the webhook's and the controller's flags
+split theirs, as JSON ({"groups": [...], "users": [...]}: the `volguard.io/force-delete-allow`
+annotation's value; read it back with fromJson). */}}
+{{- define "volguard.allowList" -}}
+{{- $u := list -}}
+{{- range (.Values.forceDeleteAllow.users | default (list)) -}}{{- $u = concat $u (splitList "," .) -}}{{- end -}}
+{{- $g := list -}}
+{{- range (.Values.forceDeleteAllow.groups | default (list)) -}}{{- $g = concat $g (splitList "," .) -}}{{- end -}}
+{{- toJson (dict "groups" $g "users" $u) -}}
+{{- end }}
+
 {{/* A CEL list literal of the strings of `.`, each single-quoted with `\` and `'` escaped (as
 volguard's `registration::conditions::cel_list`: the controller's drift check compares the text). */}}
 {{- define "volguard.celList" -}}
@@ -108,8 +124,9 @@ volguard's `registration::conditions::cel_list`: the controller's drift check co
 [{{ join ", " $q }}]
 {{- end }}
 
-{{/* The force-delete entries' condition that answers forceDeleteAllow's identities in the apiserver
-(rules.md §2d row 7: allowed whatever the pod), as volguard's `conditions::not_allow_listed`. */}}
+{{/* The force-delete entries' condition that answers the allow-list `.` (`volguard.allowList`, read
+back) in the apiserver (rules.md §2d row 7: allowed whatever the pod), as volguard's
+`conditions::not_allow_listed`. */}}
 {{- define "volguard.notAllowListed" -}}
 !(request.userInfo.username in {{ include "volguard.celList" (.users | default (list)) }} || request.userInfo.groups.exists(g, g in {{ include "volguard.celList" (.groups | default (list)) }}))
 {{- end }}

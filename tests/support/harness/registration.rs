@@ -230,13 +230,30 @@ impl ControlPlane {
             .collect()
     }
 
+    fn allow_list(&self) -> volguard::registration::webhooks::AllowList {
+        volguard::registration::webhooks::AllowList {
+            users: self.force_delete_allow_users.clone(),
+            groups: Vec::new(),
+        }
+    }
+
+    /// `v`, a configuration, annotated with the allow-list it is rendered for, as the chart does.
+    fn annotate_allow_list(&self, v: &mut serde_json::Value) {
+        if let (Some(a), Some(list)) = (
+            v["metadata"]["annotations"].as_object_mut(),
+            self.allow_list().annotation(),
+        ) {
+            a.insert(
+                volguard::registration::webhooks::ALLOW_ANNOTATION.into(),
+                list.into(),
+            );
+        }
+    }
+
     /// `h`, a registered entry, with the allow-list condition its rule earns
     /// (`force_delete_allow_users`), as the chart renders it.
     fn with_allow_list(&self, h: &mut serde_json::Value) {
-        let allow = volguard::registration::webhooks::AllowList {
-            users: self.force_delete_allow_users.clone(),
-            groups: Vec::new(),
-        };
+        let allow = self.allow_list();
         let skips = volguard::registration::webhooks::entries()
             .any(|e| h["name"] == e.name && e.skips_allow_list());
         if let (true, Some(c)) = (skips, allow.condition()) {
@@ -287,6 +304,7 @@ impl ControlPlane {
                     "enforcement=deny; policies=false; forceIgnore=false".into(),
                 );
             }
+            self.annotate_allow_list(&mut v);
             // Same rewrite for both kinds: service reference -> loopback URL.
             for h in v["webhooks"].as_array_mut().into_iter().flatten() {
                 self.with_allow_list(h);

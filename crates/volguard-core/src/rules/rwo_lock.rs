@@ -111,7 +111,8 @@ pub struct NodeHold<'a> {
     /// (rules.md §7). Without one, the node's machine may still run the pods.
     pub gone_recorded: bool,
     /// How long this process has seen this exact lock with nobody on its node using the claim
-    /// (its own monotonic clock; zero when this look found a user).
+    /// (its own monotonic clock, restarted by a use), taken with how long its cache has held the
+    /// lock's value, whichever is longer: the webhook and the controller read it alike.
     pub observed: std::time::Duration,
     /// This process saw the pod of the lock's UID stored (its watch delivered it): the placement
     /// the lock was written for landed, so the quorum read that misses it shows it deleted.
@@ -469,8 +470,8 @@ impl NodeHold<'_> {
     }
 }
 
-/// The controller's decision after the live read (`cleanup_cached` said `ReadLive`):
-/// `hold.observed` is the first look's quiet time, or zero when this read found a user.
+/// The controller's decision after the live read (`cleanup_cached` said `ReadLive`), on the hold
+/// read as the webhook reads it for a take-over.
 pub fn cleanup_live(lock: &RwoLock, hold: &NodeHold<'_>) -> Cleanup {
     let released = hold.released();
     if !released {

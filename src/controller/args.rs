@@ -131,21 +131,10 @@ pub struct RegistrationArgs {
     /// volguard, and nothing is refused while it is down.
     #[arg(long, env = "VOLGUARD_FORCE_FAILURE_POLICY_IGNORE")]
     pub force_failure_policy_ignore: bool,
-    /// The webhook's `--force-delete-allow-user`: the force-delete entries carry a condition that
-    /// answers these identities in the apiserver (rules.md §2d row 7), checked like any other.
-    #[arg(
-        long = "force-delete-allow-user",
-        value_delimiter = ',',
-        env = "VOLGUARD_FORCE_DELETE_ALLOW_USERS"
-    )]
-    pub force_delete_allow_users: Vec<String>,
-    /// The webhook's `--force-delete-allow-group`, as `--force-delete-allow-user`.
-    #[arg(
-        long = "force-delete-allow-group",
-        value_delimiter = ',',
-        env = "VOLGUARD_FORCE_DELETE_ALLOW_GROUPS"
-    )]
-    pub force_delete_allow_groups: Vec<String>,
+    /// The webhook's allow-list: the force-delete entries carry a condition that answers these
+    /// identities in the apiserver (rules.md §2d row 7), checked like any other.
+    #[command(flatten)]
+    pub force_delete_allow: crate::registration::allow_list::AllowListArgs,
 }
 
 impl ControllerArgs {

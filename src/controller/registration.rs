@@ -105,10 +105,7 @@ impl Watch {
                 enforcement: args.enforcement,
                 force_ignore: args.force_failure_policy_ignore,
             },
-            allow: webhooks::AllowList {
-                users: args.force_delete_allow_users.clone(),
-                groups: args.force_delete_allow_groups.clone(),
-            },
+            allow: args.force_delete_allow.list(),
             repair: args.repair_registration,
             ca_secret: args.ca_secret.clone().filter(|s| !s.is_empty()),
             interval: args.registration_check_interval,

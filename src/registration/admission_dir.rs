@@ -216,20 +216,17 @@ pub fn run(a: &crate::registration::args::AdmissionDirArgs) -> anyhow::Result<Ve
     }
     let mut params = Inlined::defaults(&a.namespace);
     // Whom the webhook allows, the policies trust as well (the chart's forceDeleteAllow likewise).
-    params.force_delete_users = [&a.force_delete_allow_users, &a.force_delete_users]
+    let allow = a.force_delete_allow.list();
+    params.force_delete_users = [&allow.users, &a.force_delete_users]
         .into_iter()
         .flatten()
         .cloned()
         .collect();
-    params.force_delete_groups = [&a.force_delete_allow_groups, &a.force_delete_groups]
+    params.force_delete_groups = [&allow.groups, &a.force_delete_groups]
         .into_iter()
         .flatten()
         .cloned()
         .collect();
-    let allow = super::webhooks::AllowList {
-        users: a.force_delete_allow_users.clone(),
-        groups: a.force_delete_allow_groups.clone(),
-    };
     let o = Options {
         webhook_url: a.webhook_url.clone(),
         ca_pem,

@@ -27,11 +27,8 @@ pub struct AdmissionDirArgs {
     /// Groups the policies trust to force-delete running pods.
     #[arg(long = "force-delete-group")]
     pub force_delete_groups: Vec<String>,
-    /// The webhook's `--force-delete-allow-user`: trusted by the policies too, and answered in the
-    /// apiserver by the force-delete entries' `not-allow-listed` condition (volguard not called).
-    #[arg(long = "force-delete-allow-user", value_delimiter = ',')]
-    pub force_delete_allow_users: Vec<String>,
-    /// The webhook's `--force-delete-allow-group`, as `--force-delete-allow-user`.
-    #[arg(long = "force-delete-allow-group", value_delimiter = ',')]
-    pub force_delete_allow_groups: Vec<String>,
+    /// The webhook's allow-list: trusted by the policies too, and answered in the apiserver by
+    /// the force-delete entries' `not-allow-listed` condition (volguard not called).
+    #[command(flatten)]
+    pub force_delete_allow: super::allow_list::AllowListArgs,
 }

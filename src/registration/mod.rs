@@ -2,6 +2,7 @@
 //! (`webhooks`) and the CEL policies of the rows that need no other object (`policies`).
 
 pub mod admission_dir;
+pub mod allow_list;
 pub mod args;
 pub mod conditions;
 pub mod drift;

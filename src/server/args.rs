@@ -141,20 +141,8 @@ pub struct ForceDeleteArgs {
         env = "VOLGUARD_HUMAN_FORCE_DELETE"
     )]
     pub human_force_delete: HumanForceDelete,
-    /// Users always allowed to force-delete running pods (e.g. a fencing controller).
-    #[arg(
-        long = "force-delete-allow-user",
-        value_delimiter = ',',
-        env = "VOLGUARD_FORCE_DELETE_ALLOW_USERS"
-    )]
-    pub allow_users: Vec<String>,
-    /// Groups always allowed to force-delete running pods.
-    #[arg(
-        long = "force-delete-allow-group",
-        value_delimiter = ',',
-        env = "VOLGUARD_FORCE_DELETE_ALLOW_GROUPS"
-    )]
-    pub allow_groups: Vec<String>,
+    #[command(flatten)]
+    pub allow: crate::registration::allow_list::AllowListArgs,
     /// A node remediator you run, trusted for what it does after its own fencing (rules.md §7):
     /// `IDENTITY=ACTION[+ACTION]`, ACTION one of `taint` (the out-of-service taint),
     /// `delete-node` (a Node whose pods use claims), `force-delete` (a running pod); IDENTITY a
@@ -172,8 +160,8 @@ impl ServeArgs {
     pub fn force_delete_policy(&self) -> ForceDeletePolicy {
         ForceDeletePolicy {
             human: self.force_delete.human_force_delete,
-            allow_users: self.force_delete.allow_users.clone(),
-            allow_groups: self.force_delete.allow_groups.clone(),
+            allow_users: self.force_delete.allow.users.clone(),
+            allow_groups: self.force_delete.allow.groups.clone(),
             remediators: crate::rules::remediators::Remediators(
                 self.force_delete.trusted_remediators.clone(),
             ),

@@ -17,11 +17,13 @@ const IN_FLIGHT: usize = 64;
 /// left for what follows: cold starts whose LISTs the apiserver buffers, the churn).
 pub const MEMORY_FLOOR: u64 = 3 << 30;
 
-/// What the growth leaves above `MEMORY_FLOOR` for the churn windows that follow it: their pods
+/// What the growth leaves above `MEMORY_FLOOR` for what follows it: the pods created last
+/// starting (their status writes, the scheduler's and kwok's caches), the churn windows' pods
 /// created again, and kube-controller-manager restarted between them, which lists every object
 /// anew (docs/performance.md: a run that grew to where only the floor was left ran out in its
-/// third window).
-pub const WINDOWS_RESERVE: u64 = 4 << 30;
+/// third window; one that kept 4 GiB lost 2 GiB to its last pods starting and ran out in its
+/// first).
+pub const WINDOWS_RESERVE: u64 = 7 << 30;
 
 pub fn namespace_of(i: usize) -> String {
     format!("scale-{}", i / PODS_PER_NS)

@@ -8,7 +8,7 @@
 use super::context::Admission;
 use super::review::Request;
 use crate::rules::Decision;
-use crate::rules::rule::{FailurePolicy, On, Rule};
+use crate::rules::rule::{FailurePolicy, Rule, Target};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -42,75 +42,14 @@ impl Endpoint {
     }
 }
 
-/// What kind of request this is, as far as routing cares (no I/O, no object decoding).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Target {
-    /// A request some rule of the table judges.
-    On(On),
-    /// A kind volguard reads, in an operation or subresource no rule concerns.
-    Other,
-    /// A kind volguard has no rule for: a webhook configuration mistake (rules.md §2e).
-    Unknown,
-}
-
-impl Target {
-    fn of(req: &Request<'_>) -> Target {
-        let (group, kind, op) = (&*req.kind.group, &*req.kind.kind, &*req.operation);
-        let on = match (group, kind, req.subresource(), op) {
-            ("", "Pod", None, "CREATE") => On::PodCreate,
-            ("", "Pod", None, "DELETE") => On::PodDelete,
-            ("policy", "Eviction", Some("eviction"), "CREATE") => On::PodEviction,
-            // `pods/binding`, and the legacy `bindings` resource (POST .../namespaces/NS/bindings,
-            // still served: custom schedulers, client libraries' create_namespaced_binding).
-            ("", "Binding", Some("binding") | None, "CREATE") => On::PodBinding,
-            ("", "PersistentVolumeClaim", None, "CREATE") => On::PvcCreate,
-            ("", "PersistentVolumeClaim", None, "UPDATE") => On::PvcUpdate,
-            ("", "PersistentVolume", None, "CREATE") => On::PvCreate,
-            ("", "PersistentVolume", None, "UPDATE") => On::PvUpdate,
-            ("", "PersistentVolumeClaim", Some("status"), "UPDATE") => On::PvcStatusUpdate,
-            ("", "PersistentVolume", Some("status"), "UPDATE") => On::PvStatusUpdate,
-            ("", "Pod", Some("status"), "UPDATE") => On::PodStatusUpdate,
-            ("", "Node", None, "UPDATE") => On::NodeUpdate,
-            ("", "Node", None, "DELETE") => On::NodeDelete,
-            // Subresources that store a pod's metadata as an update of the pod does.
-            ("", "Pod", None | Some("ephemeralcontainers" | "resize"), "UPDATE") => On::PodUpdate,
-            ("volguard.io", "NodeFence", None, "UPDATE") => On::NodeFenceUpdate,
-            ("", "PersistentVolumeClaim", None, "DELETE") => On::PvcDelete,
-            ("", "PersistentVolume", None, "DELETE") => On::PvDelete,
-            ("", "Namespace", None, "DELETE") => On::NamespaceDelete,
-            ("", "Namespace", None, "UPDATE") => On::NamespaceUpdate,
-            ("", "Node", None, "CREATE") => On::NodeCreate,
-            ("", "Node", Some("status"), "UPDATE") => On::NodeStatusUpdate,
-            ("", "Namespace", None, "CREATE") => On::NamespaceCreate,
-            ("", "Namespace", Some("status"), "UPDATE") => On::NamespaceStatusUpdate,
-            ("", "Namespace", Some("finalize"), "UPDATE") => On::NamespaceFinalize,
-            ("volguard.io", "NodeFence", None, "CREATE") => On::NodeFenceCreate,
-            ("volguard.io", "NodeFence", Some("status"), "UPDATE") => On::NodeFenceStatusUpdate,
-            (
-                "",
-                "Pod"
-                | "PersistentVolumeClaim"
-                | "PersistentVolume"
-                | "Binding"
-                | "Node"
-                | "Namespace",
-                _,
-                _,
-            )
-            | ("policy", "Eviction", _, _)
-            | ("volguard.io", "NodeFence", _, _) => return Target::Other,
-            _ => return Target::Unknown,
-        };
-        Target::On(on)
-    }
-
-    /// The rules that judge this request, in the rule table's order.
-    fn rules(self) -> &'static [Rule] {
-        match self {
-            Target::On(on) => on.rules(),
-            Target::Other | Target::Unknown => &[],
-        }
-    }
+/// What kind of request this is (no I/O, no object decoding): by the doors each `On` declares.
+pub(super) fn target(req: &Request<'_>) -> Target {
+    Target::of(
+        &req.kind.group,
+        &req.kind.kind,
+        req.subresource(),
+        &req.operation,
+    )
 }
 
 /// The answer to one request: the decision, the rule that made it (none when no rule applied),
@@ -135,7 +74,7 @@ pub async fn decide(
     budget: Duration,
 ) -> Verdict {
     let deadline = Instant::now() + budget;
-    let target = Target::of(req);
+    let target = target(req);
     let rules: Vec<Rule> = target
         .rules()
         .iter()
@@ -240,7 +179,7 @@ pub fn late_verdict(
     req: &Request<'_>,
     budget: Duration,
 ) -> Verdict {
-    let rules: Vec<Rule> = Target::of(req)
+    let rules: Vec<Rule> = target(req)
         .rules()
         .iter()
         .copied()

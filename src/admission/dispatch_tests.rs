@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::rules::force_delete::ForceDeletePolicy;
+use crate::rules::rule::On;
 use crate::state::{Store, View};
 use std::sync::Arc;
 
@@ -103,7 +104,7 @@ async fn a_rule_asked_outside_its_row_answers_by_its_failure_policy() {
     let a = admission();
     let body = review("", "PersistentVolumeClaim", "CREATE");
     let req = crate::admission::decode(body.as_bytes()).expect("review");
-    let target = Target::of(&req);
+    let target = target(&req);
     assert!(!target.rules().contains(&Rule::ForceDelete));
     let d =
         crate::admission::facts::judge(&a, Rule::ForceDelete, On::PvcCreate, &req, soon()).await;

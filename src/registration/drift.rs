@@ -8,6 +8,7 @@
 
 use super::webhooks::{Entry, FailureMode};
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 
 /// The fields compared, as the metric's `field` label names them.
 pub const FIELDS: &[&str] = &[
@@ -56,22 +57,37 @@ fn conditions(v: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The apiserver stores defaults (`apiVersions` as sent, `scope` defaulted to "*"): compare
-/// what the entry asks for.
-fn rules(v: &Value) -> Vec<Value> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| {
-            json!({
-                "apiGroups": r["apiGroups"],
-                "apiVersions": r["apiVersions"],
-                "operations": r["operations"],
-                "resources": r["resources"],
-                "scope": r.get("scope").cloned().unwrap_or(json!("*")),
-            })
-        })
-        .collect()
+/// What an entry's `rules[]` send, as the apiserver matches them: each (group, version,
+/// resource, operation, scope) once, whatever the items' order or grouping (the apiserver stores
+/// `scope` defaulted to "*").
+fn rules(v: &Value) -> BTreeSet<[String; 5]> {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| s.as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let mut out = BTreeSet::new();
+    for r in v.as_array().into_iter().flatten() {
+        let scope = r["scope"].as_str().unwrap_or("*").to_string();
+        for g in strings(&r["apiGroups"]) {
+            for version in strings(&r["apiVersions"]) {
+                for resource in strings(&r["resources"]) {
+                    for op in strings(&r["operations"]) {
+                        out.insert([
+                            g.clone(),
+                            version.clone(),
+                            resource.clone(),
+                            op,
+                            scope.clone(),
+                        ]);
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Compare `live` (every `webhooks[]` entry of both live configurations, as JSON) with

@@ -143,6 +143,43 @@ fn missing_entries_ca_paths_and_rules() {
     assert_eq!(compare(&after, &expected(false), RWO).len(), 3);
 }
 
+/// The apiserver matches a request against each (group, version, resource, operation) the items
+/// name: items reordered, split or merged send the same, and are no drift; one operation more or
+/// less is.
+#[test]
+fn rules_are_compared_by_what_they_send_not_how_they_are_grouped() {
+    let mut l = live();
+    for w in &mut l {
+        if w["name"] == "finalizer-guard.volguard.io" {
+            let item = w["rules"][0].clone();
+            let split: Vec<Value> = item["resources"]
+                .as_array()
+                .expect("resources")
+                .iter()
+                .rev()
+                .map(|r| {
+                    let mut one = item.clone();
+                    one["resources"] = json!([r]);
+                    one
+                })
+                .collect();
+            w["rules"] = json!(split);
+        }
+        if w["name"] == "pvc-binding.volguard.io" {
+            w["rules"][0]["operations"] = json!(["UPDATE", "CREATE"]);
+        }
+    }
+    assert_eq!(compare(&l, &expected(false), RWO), vec![]);
+    for w in &mut l {
+        if w["name"] == "finalizer-guard.volguard.io" {
+            w["rules"][0]["operations"] = json!(["UPDATE", "DELETE"]);
+        }
+    }
+    let d = compare(&l, &expected(false), RWO);
+    let got: Vec<(&str, &str)> = d.iter().map(|d| (d.webhook.as_str(), d.field)).collect();
+    assert_eq!(got, vec![("finalizer-guard.volguard.io", "rules")]);
+}
+
 #[test]
 fn erased_conditions_are_put_back_only_with_repair() {
     let mut l = live();
@@ -268,7 +305,8 @@ fn in_warn_only_the_rules_that_cannot_warn_keep_fail_entries() {
         // (fence-record: NodeFences), so nobody else's writes wait on volguard.
         if e.failure_policy(&warn) == "Fail" {
             assert!(
-                !e.conditions.is_empty() || e.rules.iter().all(|r| r.api_group == "volguard.io"),
+                !e.conditions.is_empty()
+                    || e.resource_rules().iter().all(|r| r.group == "volguard.io"),
                 "{}: Fail with no condition",
                 e.name
             );

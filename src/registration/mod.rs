@@ -10,6 +10,7 @@ pub mod failure_mode;
 pub mod policies;
 pub mod policies_static;
 pub mod policy_table;
+pub mod resource_rules;
 pub mod webhooks;
 pub mod webhooks_yaml;
 

@@ -16,6 +16,7 @@
 //! volguard's namespace, written by the chart from the same values as the flags.
 
 use super::conditions::Condition;
+use super::webhooks::{Entry, ResourceRule};
 use crate::rules::rule::{FailurePolicy, Rule};
 use serde_json::{Value, json};
 
@@ -26,20 +27,13 @@ pub use super::conditions::NAMESPACE;
 
 /// One policy: a rule's stateless rows.
 pub struct Policy {
-    pub rule: Rule,
+    /// The webhook entry whose requests it judges inside the apiserver: its rule, its doors
+    /// (`resourceRules`, derived as the entry's `rules[]`) and its namespace selector.
+    pub entry: &'static Entry,
     /// The name when a rule has more than one policy (else `volguard-RULE`).
     pub name: Option<&'static str>,
-    /// The resources' API group and versions (`""`/`v1`: the core group).
-    pub group: (&'static str, &'static str),
     /// Which of the rule's rows it carries (rules.md), for people.
     pub rows: &'static str,
-    pub resources: &'static [&'static str],
-    pub operations: &'static [&'static str],
-    /// Only namespaced objects outside kube-system and volguard's namespace (as the webhook).
-    pub namespaced: bool,
-    /// Cluster-scoped resources too (`scope: "*"`; the namespace selector still applies to the
-    /// namespaced ones and to Namespaces themselves).
-    pub all_scopes: bool,
     /// The requests it judges: its webhook entry's conditions (`webhooks`), shared.
     pub match_conditions: &'static [&'static Condition],
     pub body: Body,
@@ -79,29 +73,30 @@ impl Policy {
     pub fn name(&self) -> String {
         match self.name {
             Some(n) => n.to_string(),
-            None => format!("volguard-{}", self.rule.name()),
+            None => format!("volguard-{}", self.rule().name()),
         }
     }
 
+    /// The rule whose rows it carries.
+    pub fn rule(&self) -> Rule {
+        self.entry.rule
+    }
+
     fn match_constraints(&self) -> Value {
-        let mut rules = json!({
-            "apiGroups": [self.group.0],
-            "apiVersions": [self.group.1],
-            "operations": self.operations,
-            "resources": self.resources,
-        });
-        let mut m = json!({});
-        if self.namespaced {
-            rules["scope"] = json!(if self.all_scopes { "*" } else { "Namespaced" });
+        let rules: Vec<Value> = self
+            .entry
+            .resource_rules()
+            .iter()
+            .map(ResourceRule::object)
+            .collect();
+        let mut m = json!({"resourceRules": rules});
+        if self.entry.namespaced {
             m["namespaceSelector"] = json!({"matchExpressions": [{
                 "key": "kubernetes.io/metadata.name",
                 "operator": "NotIn",
                 "values": ["kube-system", NAMESPACE],
             }]});
-        } else {
-            rules["scope"] = json!("Cluster");
         }
-        m["resourceRules"] = json!([rules]);
         m
     }
 
@@ -114,20 +109,20 @@ impl Policy {
 
     /// The policy object.
     pub fn object(&self) -> Value {
-        let failure = match self.rule.failure_policy() {
+        let failure = match self.rule().failure_policy() {
             FailurePolicy::Fail => "Fail",
             FailurePolicy::Ignore => "Ignore",
         };
         let metadata = json!({
             "name": self.name(),
-            "labels": {"app.kubernetes.io/name": "volguard", "volguard.io/rule": self.rule.name()},
+            "labels": {"app.kubernetes.io/name": "volguard", "volguard.io/rule": self.rule().name()},
             "annotations": {"volguard.io/rows": self.rows},
         });
         match &self.body {
             Body::Validate { allowed, message } => {
                 // An identity exempted from a rule that can be is exempted here too (rules.md §2g).
-                let allowed = match self.rule.def().warnable {
-                    true => format!("{} || ({allowed})", exempted(self.rule)),
+                let allowed = match self.rule().def().warnable {
+                    true => format!("{} || ({allowed})", exempted(self.rule())),
                     false => allowed.to_string(),
                 };
                 json!({
@@ -148,7 +143,7 @@ impl Policy {
                         // In the apiserver's audit log even when the refusal leaves no Event (volguard
                         // down, or the policy refused before the webhook was called).
                         "auditAnnotations": [
-                            {"key": "rule", "valueExpression": format!("'{}'", self.rule.name())},
+                            {"key": "rule", "valueExpression": format!("'{}'", self.rule().name())},
                             {"key": "rows", "valueExpression": format!("'{}'", self.rows.replace('\\', "\\\\").replace('\'', "\\'"))},
                         ],
                     },
@@ -176,7 +171,7 @@ impl Policy {
     pub fn binding(&self, actions: &[&str]) -> Value {
         let metadata = json!({
             "name": self.name(),
-            "labels": {"volguard.io/rule": self.rule.name()},
+            "labels": {"volguard.io/rule": self.rule().name()},
         });
         match &self.body {
             Body::Validate { .. } => json!({

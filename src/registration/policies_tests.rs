@@ -10,7 +10,7 @@ fn each_policy_has_its_own_name_and_its_rules_failure_policy() {
     for p in POLICIES {
         assert!(seen.insert(p.name()), "{} twice", p.name());
         let o = p.object();
-        let want = match p.rule.failure_policy() {
+        let want = match p.rule().failure_policy() {
             FailurePolicy::Fail => "Fail",
             FailurePolicy::Ignore => "Ignore",
         };
@@ -19,7 +19,7 @@ fn each_policy_has_its_own_name_and_its_rules_failure_policy() {
         let kind = o["kind"].as_str().unwrap_or_default();
         assert_eq!(
             kind.starts_with("Mutating"),
-            p.rule.mutating(),
+            p.rule().mutating(),
             "{}: {kind}",
             p.name()
         );
@@ -37,7 +37,7 @@ fn a_policy_judges_what_its_webhook_entry_judges() {
                 continue;
             }
             let found = webhooks::entries()
-                .filter(|e| e.rule == p.rule)
+                .filter(|e| e.rule == p.rule())
                 .flat_map(|e| e.conditions.iter())
                 .any(|w| w.name == c.name && w.expression(NAMESPACE) == c.expression(NAMESPACE));
             assert!(

@@ -9,19 +9,13 @@ use super::conditions::{
 use super::policies::{Body, Policy};
 use super::webhooks;
 use crate::rules::proof::proof_key;
-use crate::rules::rule::Rule;
 
 /// The table. Order: rules.md's.
 pub const POLICIES: &[Policy] = &[
     Policy {
         name: None,
-        group: ("", "v1"),
-        rule: Rule::PvcFinalizer,
+        entry: &webhooks::PVC_FINALIZER,
         rows: "§1 the protection finalizer on PVC CREATE; a carried unused-since mark dropped",
-        resources: &["persistentvolumeclaims"],
-        operations: &["CREATE"],
-        namespaced: true,
-        all_scopes: false,
         match_conditions: &[&conditions::PVC_LACKS_FINALIZER],
         body: Body::Mutate {
             json_patch: "(!has(object.metadata.finalizers) ? \
@@ -34,13 +28,8 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
     },
     Policy {
         name: None,
-        group: ("", "v1"),
-        rule: Rule::PvFinalizer,
+        entry: &webhooks::PV_FINALIZER,
         rows: "§1 the protection finalizer on PV CREATE",
-        resources: &["persistentvolumes"],
-        operations: &["CREATE"],
-        namespaced: false,
-        all_scopes: false,
         match_conditions: &[&conditions::PV_LACKS_FINALIZER],
         body: Body::Mutate {
             json_patch: "!has(object.metadata.finalizers) ? \
@@ -50,13 +39,8 @@ object.metadata.finalizers.exists(f, f == 'kubernetes.io/pvc-protection') ? [] :
     },
     Policy {
         name: None,
-        group: ("", "v1"),
-        rule: Rule::ClaimMetadata,
+        entry: &webhooks::CLAIM_METADATA,
         rows: "§2f the RWO lock annotation: written by volguard only; a person removes a stale one with the break-glass annotation",
-        resources: &["persistentvolumeclaims", "persistentvolumeclaims/status"],
-        operations: &["CREATE", "UPDATE"],
-        namespaced: true,
-        all_scopes: false,
         // The same callers exempt as the webhook's entry: volguard and the garbage collector.
         match_conditions: &[
             &conditions::NOT_VOLGUARD_OR_THE_GC,
@@ -84,13 +68,8 @@ one node). If the lock is stale and volguard has not cleared it, a person may an
     },
     Policy {
         name: None,
-        group: ("", "v1"),
-        rule: Rule::ForceDelete,
+        entry: &webhooks::FORCE_DELETE,
         rows: "§2d rows 2, 3, 6, 7, 8 (rows 4-5 read the Node: the webhook's; PodGC and volguard's controller, which deletes what PodGC would on a node it released, pass here by identity)",
-        resources: &["pods"],
-        operations: &["DELETE"],
-        namespaced: true,
-        all_scopes: false,
         match_conditions: &[
             &conditions::GRACE_PERIOD_ZERO,
             &conditions::SCHEDULED_AND_NOT_TERMINAL,
@@ -129,13 +108,8 @@ accepts the risk can annotate the pod ",
     },
     Policy {
         name: None,
-        group: ("", "v1"),
-        rule: Rule::PodStatus,
+        entry: &webhooks::POD_STATUS,
         rows: "§2h rows 1-3, 6, a terminal phase or every running container ended (rows 4-5 read the Node: the webhook's; PodGC passes here by identity)",
-        resources: &["pods/status"],
-        operations: &["UPDATE"],
-        namespaced: true,
-        all_scopes: false,
         match_conditions: &[
             &conditions::ENDS_A_SCHEDULED_POD,
             &conditions::NOT_ITS_OWN_KUBELET,
@@ -164,14 +138,9 @@ granted volguard\\'s break-glass role (ClusterRole volguard-break-glass), annota
     },
     Policy {
         name: None,
-        group: ("", "v1"),
-        rule: Rule::Proof,
+        entry: &webhooks::PROOF,
         rows: "§8 a confirmation is set only by a person allowed to break glass (the apiserver's authorizer, asked \
 for the setter), stamped with their name; nobody else writes the stamp",
-        resources: webhooks::PROOF_RESOURCES.resources,
-        operations: &["CREATE", "UPDATE"],
-        namespaced: true,
-        all_scopes: true,
         match_conditions: &[&conditions::CHANGES_A_CONFIRMATION],
         body: Body::Validate {
             allowed: concat!(
@@ -230,14 +199,9 @@ with ",
     },
     Policy {
         name: Some("volguard-volume-policy"),
-        group: ("", "v1"),
-        rule: Rule::DeleteProtection,
+        entry: &webhooks::VOLUME_RECLAIM,
         rows: "§2i row delete-protection-volume-policy: a marked volume's reclaim policy is not turned to Delete or \
 Recycle (row delete-protection-volume-released reads the claim and its pods: the webhook's)",
-        resources: &["persistentvolumes"],
-        operations: &["UPDATE"],
-        namespaced: false,
-        all_scopes: false,
         match_conditions: &[&conditions::MAY_RELEASE_A_VOLUME],
         body: Body::Validate {
             allowed: "!(has(oldObject.metadata.annotations) && \
@@ -251,18 +215,13 @@ lifts the protection first (kubectl annotate pv ' + oldObject.metadata.name + ' 
     },
     Policy {
         name: Some("volguard-fence-record"),
-        group: (crate::model::fence::GROUP, "*"),
-        rule: Rule::Proof,
+        entry: &webhooks::FENCE_RECORD,
         rows: concat!(
             "§8 records: a NodeFence's release record (spec.release) and its status are written by volguard alone; \
 its confirmation (",
             proof_key!(confirmed_by),
             ") is set only by a person allowed to break glass, naming themselves"
         ),
-        resources: &["nodefences", "nodefences/status"],
-        operations: &["CREATE", "UPDATE"],
-        namespaced: false,
-        all_scopes: false,
         match_conditions: &[],
         // The status subresource keeps the spec as stored and the object keeps the status, so
         // comparing both on every path is exact; at CREATE the apiserver drops the status.
@@ -298,17 +257,12 @@ NODE` (a person granted volguard\\'s break-glass role, naming themselves), which
     },
     Policy {
         name: None,
-        group: ("", "v1"),
-        rule: Rule::OutOfServiceTaint,
+        entry: &webhooks::OUT_OF_SERVICE_TAINT,
         rows: "§7 the rows the Node itself shows: the out-of-service taint is not added to, nor a node confirmed down \
 on, a Node whose stored Ready condition is True (out-of-service-node-alive, confirm-node-alive); the taint is added \
 only by volguard (its incident is the webhook's to read), a trusted remediator, or a person on a stored confirmation \
 stamped by a person (out-of-service-confirmed; its expiry, the Lease and the record are read by the webhook, whose \
 entry is Ignore so that a person who confirmed can heal a partition while volguard is down)",
-        resources: &["nodes", "nodes/status"],
-        operations: &["CREATE", "UPDATE"],
-        namespaced: false,
-        all_scopes: false,
         match_conditions: &[&conditions::ADDS_OUT_OF_SERVICE],
         // The stored Node's Ready, as the webhook reads it (at CREATE, the object's own); then,
         // for the taint, whoever proves the node down.
@@ -352,21 +306,8 @@ machine is off (or cut from its storage), a person confirms it first (kubectl an
     },
     Policy {
         name: None,
-        group: ("", "v1"),
-        rule: Rule::DeleteProtection,
+        entry: &webhooks::DELETE_PROTECTION,
         rows: "§2i rows 1, 4-6: a protected claim, volume or namespace is not deleted; only a person lifts the protection (row 2, a namespace holding protected claims, reads the claims: the webhook's)",
-        resources: &[
-            "persistentvolumeclaims",
-            "persistentvolumes",
-            "namespaces",
-            "persistentvolumeclaims/status",
-            "persistentvolumes/status",
-            "namespaces/status",
-            "namespaces/finalize",
-        ],
-        operations: &["DELETE", "UPDATE"],
-        namespaced: true,
-        all_scopes: true,
         match_conditions: &[&conditions::DELETES_OR_LIFTS_A_PROTECTION],
         body: Body::Validate {
             allowed: concat!("request.operation == 'UPDATE' && ", person!()),

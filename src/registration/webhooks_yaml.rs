@@ -111,18 +111,13 @@ fn render_webhook(out: &mut String, e: &Entry, namespace: &str, f: Flavour) {
         )),
     }
     out.push_str("  rules:\n");
-    for r in e.rules {
-        comment(out, "  ", r.comment);
+    for r in e.resource_rules() {
         out.push_str(&format!(
             "  - {{apiGroups: [{}], apiVersions: [{}], operations: {}, resources: {}, scope: {}}}\n",
-            if r.api_group.is_empty() {
-                "\"\"".to_string()
-            } else {
-                r.api_group.to_string()
-            },
-            scalar(r.api_versions),
-            flow_list(r.operations),
-            flow_list(r.resources),
+            scalar(r.group),
+            scalar(r.versions),
+            flow_list(&r.operations),
+            flow_list(&r.resources),
             scalar(r.scope),
         ));
     }

@@ -207,7 +207,7 @@ impl Metrics {
     /// operations its row judges and the decisions it can give, break glass per validating
     /// rule, certificate reloads by result.
     fn precreate(&self) {
-        use crate::rules::rule::{On, TABLE};
+        use crate::rules::rule::TABLE;
         for d in TABLE.iter() {
             let decisions: &[&str] = match (d.mutating, d.warnable) {
                 (true, _) => &["patched", "allowed"],
@@ -215,29 +215,7 @@ impl Metrics {
                 (false, false) => &["allowed", "denied"],
             };
             for on in d.on {
-                let (kind, operation) = match on {
-                    On::PodCreate => ("Pod", "CREATE"),
-                    On::PodDelete => ("Pod", "DELETE"),
-                    On::PodEviction => ("Eviction", "CREATE"),
-                    On::PodBinding => ("Binding", "CREATE"),
-                    On::PvcCreate => ("PersistentVolumeClaim", "CREATE"),
-                    On::PvcUpdate | On::PvcStatusUpdate => ("PersistentVolumeClaim", "UPDATE"),
-                    On::PvcDelete => ("PersistentVolumeClaim", "DELETE"),
-                    On::PvCreate => ("PersistentVolume", "CREATE"),
-                    On::PvUpdate | On::PvStatusUpdate => ("PersistentVolume", "UPDATE"),
-                    On::PvDelete => ("PersistentVolume", "DELETE"),
-                    On::PodStatusUpdate | On::PodUpdate => ("Pod", "UPDATE"),
-                    On::NodeUpdate | On::NodeStatusUpdate => ("Node", "UPDATE"),
-                    On::NodeCreate => ("Node", "CREATE"),
-                    On::NodeDelete => ("Node", "DELETE"),
-                    On::NodeFenceUpdate | On::NodeFenceStatusUpdate => ("NodeFence", "UPDATE"),
-                    On::NodeFenceCreate => ("NodeFence", "CREATE"),
-                    On::NamespaceDelete => ("Namespace", "DELETE"),
-                    On::NamespaceCreate => ("Namespace", "CREATE"),
-                    On::NamespaceUpdate | On::NamespaceStatusUpdate | On::NamespaceFinalize => {
-                        ("Namespace", "UPDATE")
-                    }
-                };
+                let (kind, operation) = (on.doors().kind.1, on.doors().operation);
                 for decision in decisions {
                     let (e, k, o, dd) = (
                         slot(&ENDPOINTS, d.name),

@@ -112,44 +112,42 @@ macro_rules! row {
 }
 
 /// The rule table: one row per rule, and nothing about a rule lives anywhere else but its file
-/// under `rules/`, its arm in `admission::facts`' `judge` and, for a new kind of request, `On`.
+/// under `rules/`, its arm in `admission::facts`' `judge` and its webhook entries (their names,
+/// CEL conditions and failure handling) in `registration::webhooks`, which post to its path and
+/// send the requests of its `on` column (their `rules[]` derived from each request's `Doors`).
 /// Adding a rule is its file, one variant, one row, its arm in `judge` (the compiler asks for it)
-/// and its webhook entry in `registration::webhooks` (tests hold the four together).
+/// and its entry (a test asks for it); a new kind of request is one line of `requests!`.
 ///
 /// Columns: `name` is what operators type (`--enforcement NAME=warn`) and read (metric label
 /// `endpoint`, logs) and ends its webhook entries' path (`/mutate/NAME` for a mutating rule,
-/// `/validate/NAME` for the others); `failure_policy` as registered; `webhooks` the entries
-/// (`webhooks[].name`) that post to that path; `on` each kind of request it judges (routing reads
-/// this; a request meets its rules in table order). `rules/` stays pure: the facts are gathered
-/// by `admission`, whose `judge` has one arm per rule and routes by nothing but this column.
+/// `/validate/NAME` for the others); `failure_policy` as registered; `on` each kind of request it
+/// judges (routing reads this, the registration sends it; a request meets its rules in table
+/// order). `rules/` stays pure: the facts are gathered by `admission`, whose `judge` has one arm
+/// per rule and routes by nothing but this column.
 /// In `Rule` order (a test checks it).
 pub const TABLE: [RuleDef; Rule::ALL.len()] = [
     row!(PvcFinalizer "pvc-finalizer" mutate {
         failure_policy: FailurePolicy::Ignore,
         warnable: false,
         timeout: Timeout::Standard,
-        webhooks: &["pvc-finalizer.volguard.io"],
         on: &[On::PvcCreate],
     }),
     row!(PvFinalizer "pv-finalizer" mutate {
         failure_policy: FailurePolicy::Ignore,
         warnable: false,
         timeout: Timeout::Standard,
-        webhooks: &["pv-finalizer.volguard.io"],
         on: &[On::PvCreate],
     }),
     row!(PodOnTerminatingClaim "pod-on-terminating-claim" validate {
         failure_policy: FailurePolicy::Ignore,
         warnable: true,
         timeout: Timeout::Standard,
-        webhooks: &["pod-create.volguard.io"],
         on: &[On::PodCreate],
     }),
     row!(FinalizerRemoval "finalizer-removal" validate {
         failure_policy: FailurePolicy::Fail,
         warnable: true,
         timeout: Timeout::Standard,
-        webhooks: &["finalizer-guard.volguard.io"],
         on: &[
             On::PvcUpdate,
             On::PvcStatusUpdate,
@@ -161,68 +159,54 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         failure_policy: FailurePolicy::Ignore,
         warnable: true,
         timeout: Timeout::Standard,
-        webhooks: &["pvc-binding.volguard.io"],
         on: &[On::PvcCreate, On::PvcUpdate],
     }),
     row!(ClaimMetadata "claim-metadata" validate {
         failure_policy: FailurePolicy::Fail,
         warnable: true,
         timeout: Timeout::Standard,
-        webhooks: &["claim-metadata.volguard.io"],
         on: &[On::PvcUpdate, On::PvcStatusUpdate, On::PvcCreate],
     }),
     row!(ForceDelete "force-delete" validate {
         failure_policy: FailurePolicy::Fail,
         warnable: true,
         timeout: Timeout::Standard,
-        webhooks: &["force-delete.volguard.io", "eviction.volguard.io"],
         on: &[On::PodDelete, On::PodEviction],
     }),
     row!(RwoSingleNode "rwo-single-node" validate {
         failure_policy: FailurePolicy::Ignore,
         warnable: true,
         timeout: Timeout::Placement,
-        webhooks: &["rwo-single-node.volguard.io"],
         on: &[On::PodCreate, On::PodBinding],
     }),
     row!(RwoPlacementHint "rwo-placement-hint" mutate {
         failure_policy: FailurePolicy::Ignore,
         warnable: false,
         timeout: Timeout::Standard,
-        webhooks: &["rwo-placement-hint.volguard.io"],
         on: &[On::PodCreate],
     }),
     row!(PodStatus "pod-status" validate {
         failure_policy: FailurePolicy::Ignore,
         warnable: true,
         timeout: Timeout::Standard,
-        webhooks: &["pod-status.volguard.io"],
         on: &[On::PodStatusUpdate],
     }),
     row!(ConfirmationStamp "confirmation-stamp" mutate {
         failure_policy: FailurePolicy::Ignore,
         warnable: false,
         timeout: Timeout::Standard,
-        webhooks: &["confirmation-stamp.volguard.io"],
         on: PROOF_PATHS,
     }),
     row!(NodeDelete "node-delete" validate {
         failure_policy: FailurePolicy::Ignore,
         warnable: true,
         timeout: Timeout::Standard,
-        webhooks: &["node-delete.volguard.io"],
         on: &[On::NodeDelete],
     }),
     row!(DeleteProtection "delete-protection" validate {
         failure_policy: FailurePolicy::Fail,
         warnable: false,
         timeout: Timeout::Standard,
-        webhooks: &[
-            "delete-protection.volguard.io",
-            "volume-reclaim.volguard.io",
-            "claim-delete.volguard.io",
-            "namespace-delete.volguard.io",
-        ],
         on: &[
             On::PvcDelete,
             On::PvDelete,
@@ -240,24 +224,39 @@ pub const TABLE: [RuleDef; Rule::ALL.len()] = [
         failure_policy: FailurePolicy::Ignore,
         warnable: true,
         timeout: Timeout::Standard,
-        webhooks: &["out-of-service-taint.volguard.io"],
         on: &[On::NodeUpdate, On::NodeCreate, On::NodeStatusUpdate],
     }),
     row!(Proof "proof" validate {
         failure_policy: FailurePolicy::Fail,
         warnable: false,
         timeout: Timeout::Standard,
-        webhooks: &["proof.volguard.io", "fence-record.volguard.io"],
         on: PROOF_PATHS,
     }),
 ];
 
 /// Every write that can store a proof (a confirmation, its stamp, a NodeFence record): CREATE,
 /// UPDATE and each subresource that stores metadata (rules.md §8 "every path").
-/// A Binding (`pods/binding`, the legacy `bindings`) is one: the apiserver copies its
-/// `metadata.annotations` onto the pod (`setPodNodeAndMetadata`), so it is judged as the CREATE
-/// of what it carries.
-const PROOF_PATHS: &[On] = &[
+const PROOF_PATHS: &[On] = &PROOF_PATHS_ARRAY;
+const PROOF_PATHS_ARRAY: [On; METADATA_PATHS.len() + FENCE_PATHS.len()] = {
+    let mut out = [On::PodCreate; METADATA_PATHS.len() + FENCE_PATHS.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = match i < METADATA_PATHS.len() {
+            true => METADATA_PATHS[i],
+            false => FENCE_PATHS[i - METADATA_PATHS.len()],
+        };
+        i += 1;
+    }
+    out
+};
+
+/// Every write that stores the metadata of a core object volguard reads a proof on: the objects,
+/// their status subresources (their strategies reset only `spec`), a namespace's finalize, a
+/// pod's subresources that update it, and its Binding (`pods/binding`, the legacy `bindings`):
+/// the apiserver copies a Binding's `metadata.annotations` onto the pod (`setPodNodeAndMetadata`),
+/// so it is judged as the CREATE of what it carries. The door-matrix scenario reads the
+/// apiserver's discovery and fails on any path that persists a confirmation unjudged.
+pub const METADATA_PATHS: &[On] = &[
     On::PodCreate,
     On::PodBinding,
     On::PodUpdate,
@@ -275,6 +274,10 @@ const PROOF_PATHS: &[On] = &[
     On::NamespaceUpdate,
     On::NamespaceStatusUpdate,
     On::NamespaceFinalize,
+];
+
+/// Every write of a NodeFence (a release record, its status, a person's confirmation).
+pub const FENCE_PATHS: &[On] = &[
     On::NodeFenceCreate,
     On::NodeFenceUpdate,
     On::NodeFenceStatusUpdate,
@@ -296,7 +299,6 @@ pub struct RuleDef {
     /// How long the apiserver waits for this rule's answer (its entries' `timeoutSeconds`), and
     /// so the budget serve decides within.
     pub timeout: Timeout,
-    pub webhooks: &'static [&'static str],
     pub on: &'static [On],
 }
 
@@ -322,9 +324,88 @@ impl Timeout {
     }
 }
 
-/// `On` and `On::ALL` from one list.
+/// Where a kind of request comes in: the doors the apiserver serves it on, as the webhook
+/// registration's `rules[]` (and a policy's `resourceRules[]`) name them, and the `request.kind`
+/// its AdmissionReview carries. Declared once per `On` (`requests!`): routing reads the kind, the
+/// registration and the policies the doors, the metrics both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Doors {
+    /// `rules[].apiGroups` and `rules[].apiVersions`.
+    pub group: &'static str,
+    pub versions: &'static str,
+    /// `rules[].resources`: each path (`resource` or `resource/subresource`) that stores this
+    /// request's write.
+    pub resources: &'static [&'static str],
+    pub operation: &'static str,
+    pub scope: Scope,
+    /// The AdmissionReview's `request.kind`: the group and kind of the object sent.
+    pub kind: (&'static str, &'static str),
+}
+
+/// `rules[].scope` of a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Namespaced,
+    Cluster,
+}
+
+impl Scope {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Scope::Namespaced => "Namespaced",
+            Scope::Cluster => "Cluster",
+        }
+    }
+}
+
+/// A request on objects of the core group.
+const fn core(
+    operation: &'static str,
+    kind: &'static str,
+    resources: &'static [&'static str],
+    scope: Scope,
+) -> Doors {
+    Doors {
+        group: "",
+        versions: "v1",
+        resources,
+        operation,
+        scope,
+        kind: ("", kind),
+    }
+}
+
+/// A request on volguard's NodeFences (every version served).
+const fn fence(operation: &'static str, resources: &'static [&'static str]) -> Doors {
+    Doors {
+        group: crate::model::fence::GROUP,
+        versions: "*",
+        resources,
+        operation,
+        scope: Scope::Cluster,
+        kind: (crate::model::fence::GROUP, "NodeFence"),
+    }
+}
+
+use Scope::{Cluster, Namespaced};
+
+impl Doors {
+    /// Whether an AdmissionReview of this kind, subresource and operation came in by one of
+    /// these doors.
+    pub fn admit(&self, group: &str, kind: &str, subresource: Option<&str>, op: &str) -> bool {
+        self.operation == op
+            && self.kind.1 == kind
+            && self.kind.0 == group
+            && self
+                .resources
+                .iter()
+                .any(|r| r.split_once('/').map(|(_, s)| s) == subresource)
+    }
+}
+
+/// `On`, `On::ALL` and each one's doors from one list.
 macro_rules! requests {
-    ($($(#[$doc:meta])* $on:ident,)+) => {
+    ($($(#[$doc:meta])* $on:ident = $doors:expr,)+) => {
         /// What a request is, as far as routing cares: kind, subresource and operation.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub enum On {
@@ -334,47 +415,98 @@ macro_rules! requests {
         impl On {
             pub const ALL: [On; [$(On::$on),+].len()] = [$(On::$on),+];
         }
+
+        static DOORS: [Doors; On::ALL.len()] = [$($doors),+];
     };
 }
 requests! {
-    PodCreate,
-    PodDelete,
-    /// `CREATE pods/eviction` (an Eviction).
-    PodEviction,
-    /// `CREATE pods/binding`, or the legacy `bindings` resource.
-    PodBinding,
-    PvcCreate,
-    PvcUpdate,
+    PodCreate = core("CREATE", "Pod", &["pods"], Namespaced),
+    PodDelete = core("DELETE", "Pod", &["pods"], Namespaced),
+    /// `CREATE pods/eviction`: an Eviction (policy's kind), which deletes the pod without calling
+    /// pod DELETE webhooks.
+    PodEviction = Doors {
+        kind: ("policy", "Eviction"),
+        ..core("CREATE", "Eviction", &["pods/eviction"], Namespaced)
+    },
+    /// `CREATE pods/binding`, or the legacy `bindings` resource (POST .../namespaces/NS/bindings,
+    /// still served: custom schedulers, client libraries' create_namespaced_binding).
+    PodBinding = core("CREATE", "Binding", &["pods/binding", "bindings"], Namespaced),
+    PvcCreate = core("CREATE", "PersistentVolumeClaim", &["persistentvolumeclaims"], Namespaced),
+    PvcUpdate = core("UPDATE", "PersistentVolumeClaim", &["persistentvolumeclaims"], Namespaced),
     /// `UPDATE persistentvolumeclaims/status`: the status strategy resets only `spec`, so metadata
     /// (finalizers) sent here is stored (rules.md §2c "every write path counts").
-    PvcStatusUpdate,
-    PvCreate,
-    PvUpdate,
-    PvStatusUpdate,
+    PvcStatusUpdate = core(
+        "UPDATE",
+        "PersistentVolumeClaim",
+        &["persistentvolumeclaims/status"],
+        Namespaced
+    ),
+    PvCreate = core("CREATE", "PersistentVolume", &["persistentvolumes"], Cluster),
+    PvUpdate = core("UPDATE", "PersistentVolume", &["persistentvolumes"], Cluster),
+    PvStatusUpdate = core("UPDATE", "PersistentVolume", &["persistentvolumes/status"], Cluster),
     /// `UPDATE pods/status`.
-    PodStatusUpdate,
+    PodStatusUpdate = core("UPDATE", "Pod", &["pods/status"], Namespaced),
     /// `UPDATE nodes`.
-    NodeUpdate,
+    NodeUpdate = core("UPDATE", "Node", &["nodes"], Cluster),
     /// `DELETE nodes`.
-    NodeDelete,
-    /// `UPDATE pods` (not a subresource).
-    PodUpdate,
+    NodeDelete = core("DELETE", "Node", &["nodes"], Cluster),
+    /// `UPDATE pods`, and the subresources that store a pod's metadata as an update of the pod
+    /// does.
+    PodUpdate = core(
+        "UPDATE",
+        "Pod",
+        &["pods", "pods/ephemeralcontainers", "pods/resize"],
+        Namespaced
+    ),
     /// `UPDATE nodefences.volguard.io`.
-    NodeFenceUpdate,
-    PvcDelete,
-    PvDelete,
-    NamespaceDelete,
-    NamespaceUpdate,
-    NodeCreate,
+    NodeFenceUpdate = fence("UPDATE", &["nodefences"]),
+    PvcDelete = core("DELETE", "PersistentVolumeClaim", &["persistentvolumeclaims"], Namespaced),
+    PvDelete = core("DELETE", "PersistentVolume", &["persistentvolumes"], Cluster),
+    NamespaceDelete = core("DELETE", "Namespace", &["namespaces"], Cluster),
+    NamespaceUpdate = core("UPDATE", "Namespace", &["namespaces"], Cluster),
+    NodeCreate = core("CREATE", "Node", &["nodes"], Cluster),
     /// `UPDATE nodes/status` (the kubelet's; metadata sent here is stored too).
-    NodeStatusUpdate,
-    NamespaceCreate,
-    NamespaceStatusUpdate,
+    NodeStatusUpdate = core("UPDATE", "Node", &["nodes/status"], Cluster),
+    NamespaceCreate = core("CREATE", "Namespace", &["namespaces"], Cluster),
+    NamespaceStatusUpdate = core("UPDATE", "Namespace", &["namespaces/status"], Cluster),
     /// `UPDATE namespaces/finalize`.
-    NamespaceFinalize,
-    NodeFenceCreate,
+    NamespaceFinalize = core("UPDATE", "Namespace", &["namespaces/finalize"], Cluster),
+    NodeFenceCreate = fence("CREATE", &["nodefences"]),
     /// `UPDATE nodefences.volguard.io/status`.
-    NodeFenceStatusUpdate,
+    NodeFenceStatusUpdate = fence("UPDATE", &["nodefences/status"]),
+}
+
+/// What an AdmissionReview is, as far as routing cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A request some rule of the table judges.
+    On(On),
+    /// A kind volguard reads, in an operation or subresource no rule concerns.
+    Other,
+    /// A kind volguard has no rule for: a webhook configuration mistake (rules.md §2e).
+    Unknown,
+}
+
+impl Target {
+    /// By the review's `request.kind`, `subResource` and `operation` (no object decoded).
+    pub fn of(group: &str, kind: &str, subresource: Option<&str>, op: &str) -> Target {
+        match On::ALL
+            .into_iter()
+            .find(|on| on.doors().admit(group, kind, subresource, op))
+        {
+            Some(on) => Target::On(on),
+            None if DOORS.iter().any(|d| d.kind == (group, kind)) => Target::Other,
+            None => Target::Unknown,
+        }
+    }
+
+    /// The rules that judge this request, in the rule table's order.
+    pub fn rules(self) -> &'static [Rule] {
+        match self {
+            Target::On(on) => on.rules(),
+            Target::Other | Target::Unknown => &[],
+        }
+    }
 }
 
 /// How many validating rules the table has.
@@ -425,6 +557,11 @@ const ROUTES: [([Rule; TABLE.len()], usize); ON_COUNT] = {
 };
 
 impl On {
+    /// Where this request comes in.
+    pub fn doors(self) -> &'static Doors {
+        &DOORS[self as usize]
+    }
+
     /// The rules that judge this request, in table order.
     pub fn rules(self) -> &'static [Rule] {
         let (rules, n) = &ROUTES[self as usize];

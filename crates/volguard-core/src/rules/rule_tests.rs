@@ -41,7 +41,64 @@ fn routes_are_the_tables() {
 fn table_rows_are_in_rule_order() {
     for (i, d) in TABLE.iter().enumerate() {
         assert_eq!(d.rule as usize, i, "{} is out of place", d.name);
-        assert!(!d.webhooks.is_empty(), "{} has no webhook entry", d.name);
         assert!(!d.on.is_empty(), "{} judges no request", d.name);
     }
+}
+
+#[test]
+fn each_door_routes_to_its_request_and_to_no_other() {
+    for on in On::ALL {
+        let d = on.doors();
+        assert!(!d.resources.is_empty(), "{on:?} has no door");
+        for r in d.resources {
+            let sub = r.split_once('/').map(|(_, s)| s);
+            assert_eq!(
+                Target::of(d.kind.0, d.kind.1, sub, d.operation),
+                Target::On(on),
+                "{on:?} by {r}"
+            );
+        }
+    }
+    // Bindings come by both doors; a pod's metadata by its update and two subresources.
+    assert_eq!(
+        Target::of("", "Binding", None, "CREATE"),
+        Target::On(On::PodBinding)
+    );
+    assert_eq!(
+        Target::of("", "Pod", Some("resize"), "UPDATE"),
+        Target::On(On::PodUpdate)
+    );
+    // The Eviction's kind is policy's; the same kind in the core group is no request of ours.
+    assert_eq!(
+        Target::of("policy", "Eviction", Some("eviction"), "CREATE"),
+        Target::On(On::PodEviction)
+    );
+    assert_eq!(
+        Target::of("", "Eviction", Some("eviction"), "CREATE"),
+        Target::Unknown
+    );
+}
+
+#[test]
+fn a_known_kind_by_another_door_is_no_rules_and_an_unknown_kind_a_mistake() {
+    for (group, kind, sub, op) in [
+        ("", "Pod", Some("exec"), "CONNECT"),
+        ("", "Pod", Some("binding"), "UPDATE"),
+        ("", "Node", Some("proxy"), "CONNECT"),
+        ("", "PersistentVolumeClaim", Some("status"), "CREATE"),
+        ("volguard.io", "NodeFence", None, "DELETE"),
+        ("policy", "Eviction", None, "DELETE"),
+    ] {
+        assert_eq!(
+            Target::of(group, kind, sub, op),
+            Target::Other,
+            "{kind} {sub:?} {op}"
+        );
+        assert!(Target::Other.rules().is_empty());
+    }
+    assert_eq!(
+        Target::of("example.com", "Widget", None, "CREATE"),
+        Target::Unknown
+    );
+    assert_eq!(Target::of("apps", "Pod", None, "CREATE"), Target::Unknown);
 }

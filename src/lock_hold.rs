@@ -6,7 +6,8 @@
 //!
 //! The reading: the pods on the lock's node that use the claim (by a quorum LIST unless the cache
 //! already shows one: a cache may show a use that ended, never decide a release); the pod the
-//! lock names, read live (may the placement the lock was written for still land?); the node, a
+//! lock names, read live (may the placement the lock was written for still land?) unless the
+//! cache has held the lock for the grace (it cannot: landed, it is a user); the node, a
 //! cached out-of-service taint confirmed live as for a force delete; the record of its deletion
 //! on proof when it is gone (`fencing::records`, the one reading of that record); and how long
 //! this process has seen the node empty (`LockClock`, its own clock).
@@ -133,7 +134,9 @@ impl LockHolds {
                     |p| rwo_lock::uses_on(p, ns, claim, &lock.node),
                     reads,
                 );
-                if self.seen_gone(lock) {
+                // A lock the cache has held for the grace names a placement that is over:
+                // landed (a user the LIST shows) or never to land; its pod is not read.
+                if self.seen_gone(lock) || held >= rwo_lock::BIND_GRACE {
                     (users.await, Fact::Missing)
                 } else {
                     paced(pace).await;

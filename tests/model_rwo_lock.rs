@@ -27,7 +27,11 @@
 //! a replayed counterexample below, and one judged on the pod cache an exhaustive one).
 //!
 //! A take-over's two quorum reads (the users on the lock's node, the lock's pod) are issued at
-//! once, so a placement in flight may land between them in either order (`writer_first`).
+//! once, so a placement in flight may land between them in either order (`writer_first`). The
+//! lock's pod is not read for a lock the reader's cache has held for the grace (its placement is
+//! over: landed, a user the LIST shows, or never to land), nor the placement a rename waits on
+//! (`named_placement`: settled by its age whatever its pod shows); a shortcut that never read
+//! the lock's pod is found.
 //!
 //! What it does not show: time passing inside one placement (a placement is one step), which is
 //! why the code takes a lock's age before its reads are sent (an adversary review's variant that
@@ -279,6 +283,9 @@ enum Rule {
     GoneSkipsList,
     /// Broken cache clock: the first sight kept across a change of the lock's value.
     CarryAcrossChange,
+    /// Broken shortcut: the lock's pod never read, taken as missing, however young the lock (the
+    /// sound shortcut skips the read only for a lock its cache has held for the grace).
+    WriterUnread,
 }
 
 /// One placement's request: which replica admits it, where, and what lands meanwhile.
@@ -499,7 +506,7 @@ impl LockModel {
             .map(|(users, later, l, observed)| NodeHold {
                 claim: CLAIM,
                 users: Fact::Found(users),
-                writer: if gone {
+                writer: if gone || self.skips_writer(&s.replicas[r].cached, l) {
                     Fact::Missing
                 } else {
                     self.writer(later, l)
@@ -510,7 +517,9 @@ impl LockModel {
                 writer_stored,
             });
         let named = named_facts.as_ref().map(|(l, observed)| Named {
-            writer: if gone {
+            // Older than the grace, `named_placement` reads nothing: `placement_settled` is
+            // true whatever the pod shows.
+            writer: if gone || *observed >= BIND_GRACE {
                 Fact::Missing
             } else {
                 self.writer(&truth, l)
@@ -634,7 +643,7 @@ impl LockModel {
         let hold = NodeHold {
             claim: CLAIM,
             users: Fact::Found(&users),
-            writer: if gone {
+            writer: if gone || self.skips_writer(&s.controller_cached, &l) {
                 Fact::Missing
             } else {
                 self.writer(&later, &l)
@@ -656,6 +665,15 @@ impl LockModel {
     /// The quorum read of the pod of the name lock `l` names, as the rule is given it.
     fn writer<'a>(&self, pods: &'a [Pod], l: &L) -> Fact<&'a Pod> {
         writer_of(pods, &lock_of(l))
+    }
+
+    /// `LockHolds::read` does not read the lock's pod of a lock its cache has held for the grace:
+    /// the placement it names is over, landed (a user the LIST shows) or never to land.
+    fn skips_writer(&self, cached: &Quiet, l: &L) -> bool {
+        match self.rule {
+            Rule::WriterUnread => true,
+            _ => cached.held(l) >= BIND_GRACE,
+        }
     }
 
     /// Whether pod `name` may be created now: always with `same_name_race`, else only when no
@@ -1176,6 +1194,18 @@ fn model_rwo_lock_finds_gone_if_uncached() {
     let path = found
         .unwrap_or_else(|| panic!("\"not in the cache\" taken as gone survived {states} states"));
     println!("model rwo-lock, \"not in the cache\" taken as gone: counterexample\n{path}");
+}
+
+/// The lock's pod taken as missing without a read whatever the lock's age: found (a bind in
+/// flight taken over as "its pod was deleted"). The sound rule skips the read only once the
+/// cache has held the lock for the grace.
+#[test]
+fn model_rwo_lock_finds_the_unread_writer() {
+    let (states, found) = check(binds(Rule::WriterUnread), depth());
+    let path = found.unwrap_or_else(|| {
+        panic!("the lock's pod never read survived {states} states: the read is not needed")
+    });
+    println!("model rwo-lock, the lock's pod never read: counterexample\n{path}");
 }
 
 /// A placement with no read racing it: a bind (`Place`), or a create (`Admit`).

@@ -155,12 +155,14 @@ pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
     {
         return Standing::Holds("in use on its node");
     }
-    if let Some(why) = placement_gone(lock, &hold.writer, hold.writer_stored) {
-        return Standing::Stale(why);
+    // Past the grace the placement is over whatever its pod shows (a reader may then not have
+    // read it: `LockHolds::read`), so the reason names what was read.
+    if hold.observed >= BIND_GRACE {
+        return Standing::Stale("nobody on its node uses it");
     }
-    match hold.observed < BIND_GRACE {
-        true => Standing::Holds("placement in progress"),
-        false => Standing::Stale("nobody on its node uses it"),
+    match placement_gone(lock, &hold.writer, hold.writer_stored) {
+        Some(why) => Standing::Stale(why),
+        None => Standing::Holds("placement in progress"),
     }
 }
 

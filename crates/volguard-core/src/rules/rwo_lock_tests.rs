@@ -426,9 +426,10 @@ fn a_node_gone_without_a_record_is_not_a_take_over() {
         LockStep::Held(..)
     ));
     assert_eq!(clearable(&l, &h), None);
-    // Nobody there any more, the grace passed: stale as on any node.
+    // Nobody there any more, the grace passed: stale as on any node (past the grace the lock's
+    // pod may not have been read, so the reason names what was).
     let h = hold(Fact::Found(&[]), Fact::Missing, Fact::Missing, OLD);
-    assert_eq!(clearable(&l, &h), Some("its pod was deleted"));
+    assert_eq!(clearable(&l, &h), Some("nobody on its node uses it"));
 }
 
 #[test]
@@ -616,7 +617,10 @@ fn cleanup_live_past_the_grace_clears_what_clearable_says() {
     let l = lock("2026-11-23T09:00:00Z");
     let n = node(false);
     let h = hold(Fact::Found(&[]), Fact::Missing, Fact::Found(&n), OLD);
-    assert_eq!(cleanup_live(&l, &h), Cleanup::Clear("its pod was deleted"));
+    assert_eq!(
+        cleanup_live(&l, &h),
+        Cleanup::Clear("nobody on its node uses it")
+    );
     let unbound = pod("old", "u-old", None, "Pending");
     let h = hold(
         Fact::Found(&[]),

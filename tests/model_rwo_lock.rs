@@ -31,7 +31,9 @@
 //! lock's pod is not read for a lock the reader's cache has held for the grace (its placement is
 //! over: landed, a user the LIST shows, or never to land), nor the placement a rename waits on
 //! (`named_placement`: settled by its age whatever its pod shows); a shortcut that never read
-//! the lock's pod is found.
+//! the lock's pod is found. That the grace ends every placement in flight is the model's
+//! assumption (`Tick` only with nothing in flight, `ApiTimeout` ending every flight), as it is
+//! the rule's: kube-apiserver's request timeout, not something the model can check.
 //!
 //! What it does not show: time passing inside one placement (a placement is one step), which is
 //! why the code takes a lock's age before its reads are sent (an adversary review's variant that

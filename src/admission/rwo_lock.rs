@@ -470,7 +470,7 @@ impl RwoLocks {
             return (Fact::Missing, observed);
         }
         // The cache alone first: a miss is read once, by `reads`, not also by a cache-or-live
-        // lookup (two GETs of one missing pod, one per take-over, at 5,000 nodes).
+        // lookup (two GETs of one missing pod per rename).
         let cached = match self.view.pod(ns, &lock.pod, Fresh::Cache).await {
             Fact::Found(p)
                 if *p.metadata.uid == *lock.uid && (p.node_name().is_some() || p.is_terminal()) =>

@@ -35,7 +35,7 @@ pub fn resource_rules(requests: &[On]) -> Vec<ResourceRule> {
         for r in d.resources {
             let at = doors
                 .iter()
-                .position(|(g, _, res, _, _)| *g == d.group && res == r);
+                .position(|(g, v, res, _, _)| *g == d.group && *v == d.versions && res == r);
             let at = at.unwrap_or_else(|| {
                 doors.push((d.group, d.versions, *r, d.scope.as_str(), Vec::new()));
                 doors.len() - 1

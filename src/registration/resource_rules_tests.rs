@@ -68,15 +68,28 @@ fn the_items_send_the_requests_and_nothing_else() {
         for i in resource_rules(requests) {
             for r in &i.resources {
                 for op in &i.operations {
-                    sent.push((i.group, *r, *op));
+                    sent.push((i.group, i.versions, *r, *op));
                 }
             }
+            // An item's scope is its resources' own, or `*` when they differ.
+            let scopes: Vec<&str> = i
+                .resources
+                .iter()
+                .map(|r| {
+                    let on = requests.iter().find(|on| on.doors().resources.contains(r));
+                    on.map_or("", |on| on.doors().scope.as_str())
+                })
+                .collect();
+            let one = scopes.iter().all(|s| *s == scopes[0]);
+            assert_eq!(i.scope, if one { scopes[0] } else { "*" }, "{i:?}");
         }
         let mut want: Vec<_> = requests
             .iter()
             .flat_map(|on| {
                 let d = on.doors();
-                d.resources.iter().map(move |r| (d.group, *r, d.operation))
+                d.resources
+                    .iter()
+                    .map(move |r| (d.group, d.versions, *r, d.operation))
             })
             .collect();
         sent.sort();

@@ -13,11 +13,35 @@ fn every_rule_has_its_entries_and_every_entry_its_rule() {
             d.name
         );
     }
-    let mut names: Vec<&str> = entries().map(|e| e.name).collect();
-    names.sort_unstable();
-    let n = names.len();
-    names.dedup();
-    assert_eq!(names.len(), n, "an entry's name twice");
+    // The registration's entries, each with its rule: an entry dropped or moved is a change of
+    // what reaches volguard (a rule's other entries may still send its every request, so nothing
+    // else would notice), made here on purpose.
+    let have: Vec<(&str, Rule)> = entries().map(|e| (e.name, e.rule)).collect();
+    assert_eq!(
+        have,
+        [
+            ("pvc-finalizer.volguard.io", Rule::PvcFinalizer),
+            ("pv-finalizer.volguard.io", Rule::PvFinalizer),
+            ("rwo-placement-hint.volguard.io", Rule::RwoPlacementHint),
+            ("confirmation-stamp.volguard.io", Rule::ConfirmationStamp),
+            ("pod-create.volguard.io", Rule::PodOnTerminatingClaim),
+            ("rwo-single-node.volguard.io", Rule::RwoSingleNode),
+            ("pvc-binding.volguard.io", Rule::BindingToTerminatingVolume),
+            ("finalizer-guard.volguard.io", Rule::FinalizerRemoval),
+            ("claim-metadata.volguard.io", Rule::ClaimMetadata),
+            ("force-delete.volguard.io", Rule::ForceDelete),
+            ("eviction.volguard.io", Rule::ForceDelete),
+            ("pod-status.volguard.io", Rule::PodStatus),
+            ("node-delete.volguard.io", Rule::NodeDelete),
+            ("delete-protection.volguard.io", Rule::DeleteProtection),
+            ("volume-reclaim.volguard.io", Rule::DeleteProtection),
+            ("claim-delete.volguard.io", Rule::DeleteProtection),
+            ("namespace-delete.volguard.io", Rule::DeleteProtection),
+            ("out-of-service-taint.volguard.io", Rule::OutOfServiceTaint),
+            ("proof.volguard.io", Rule::Proof),
+            ("fence-record.volguard.io", Rule::Proof),
+        ]
+    );
     for (kind, _, list) in CONFIGURATIONS {
         for e in *list {
             assert_eq!(

@@ -17,7 +17,9 @@ pub const RWO_LOCK: &str = "volguard.io/rwo-lock";
 
 /// How long a lock nobody on its node uses yet still holds: the placement it was written for is
 /// in flight (a bind persists milliseconds after admission; a pod CREATE with `spec.nodeName`
-/// after every webhook). The apiserver gives up on a request after 60 s. Measured on the
+/// after every webhook). The apiserver gives up on a request after 60 s (kube-apiserver's
+/// `--request-timeout`, whose default is that minute: a cluster that raises it must not run
+/// volguard's RWO guard, docs/rules.md §2f). Measured on the
 /// observer's own monotonic clock from when it first saw the lock, never from the lock's `at`
 /// (another process's clock: one running a minute fast, or a forged date, would move it).
 pub const BIND_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -103,7 +105,9 @@ pub struct NodeHold<'a> {
     /// lag: it must never decide a take-over).
     pub users: Fact<&'a [Pod]>,
     /// The pod of the name the lock names, by a quorum read: whether the placement the lock was
-    /// written for can still land.
+    /// written for can still land. `Missing` without a read once `observed` has passed the grace
+    /// (`LockHolds::read`): `standing` then decides on the users alone, before `placement_gone`
+    /// could take the unread pod as deleted.
     pub writer: Fact<&'a Pod>,
     /// The lock's node (a cached out-of-service taint is confirmed live by the caller).
     pub node: Fact<&'a Node>,

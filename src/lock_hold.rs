@@ -14,17 +14,17 @@
 
 use crate::model::{Node, Pod, Pvc};
 use crate::rules::Fact;
-use crate::rules::rwo_lock::{self, NodeHold, RwoLock};
+use crate::rules::rwo_lock::{self, LockPod, NodeHold, RwoLock};
 use crate::runtime::rate_limit::RateLimiter;
 use crate::state::lock_clock::LockClock;
-use crate::state::{Fresh, PodsIn, View};
+use crate::state::{Fresh, PodSeen, PodsIn, View};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The facts of one lock's hold, as read (`LockHolds::read`).
 pub struct Hold {
     pub users: Fact<Vec<Pod>>,
-    pub writer: Fact<Arc<Pod>>,
+    pub writer: LockPod<Arc<Pod>>,
     pub node: Fact<Arc<Node>>,
     pub gone_recorded: bool,
     pub observed: Duration,
@@ -38,7 +38,7 @@ impl Hold {
         NodeHold {
             claim,
             users: self.users.as_ref().map(Vec::as_slice),
-            writer: deref(&self.writer),
+            writer: self.writer.as_ref().map(|a| &**a),
             node: deref(&self.node),
             gone_recorded: self.gone_recorded,
             observed: self.observed,
@@ -54,7 +54,7 @@ impl Hold {
             Fact::Unknown(_) => true,
             Fact::Found(u) if !u.is_empty() => false,
             Fact::Found(_) | Fact::Missing => {
-                matches!(self.writer, Fact::Unknown(_)) || matches!(self.node, Fact::Unknown(_))
+                self.writer.is_unknown() || matches!(self.node, Fact::Unknown(_))
             }
         }
     }
@@ -126,7 +126,7 @@ impl LockHolds {
         // with a user, or unsure, drops it.
         let in_use = |users: &Fact<Vec<Pod>>| !matches!(users, Fact::Found(u) if u.is_empty());
         let (users, writer) = match cached {
-            Some(p) => (Fact::Found(vec![p]), Fact::Missing),
+            Some(p) => (Fact::Found(vec![p]), LockPod::InUse),
             None => {
                 paced(pace).await;
                 let users = self.view.pods(
@@ -136,8 +136,10 @@ impl LockHolds {
                 );
                 // A lock the cache has held for the grace names a placement that is over:
                 // landed (a user the LIST shows) or never to land; its pod is not read.
-                if self.seen_gone(lock) || held >= rwo_lock::BIND_GRACE {
-                    (users.await, Fact::Missing)
+                if self.seen_gone(ns, lock) {
+                    (users.await, LockPod::SeenGone)
+                } else if held >= rwo_lock::BIND_GRACE {
+                    (users.await, LockPod::PastGrace)
                 } else {
                     paced(pace).await;
                     let (mut users, mut writer) = (
@@ -146,10 +148,10 @@ impl LockHolds {
                     );
                     tokio::select! {
                         u = &mut users => match in_use(&u) {
-                            true => (u, Fact::Missing),
-                            false => (u, writer.await),
+                            true => (u, LockPod::InUse),
+                            false => (u, LockPod::Read(writer.await)),
                         },
-                        w = &mut writer => (users.await, w),
+                        w = &mut writer => (users.await, LockPod::Read(w)),
                     }
                 }
             }
@@ -161,7 +163,7 @@ impl LockHolds {
             .saturating_sub(issued.elapsed())
             .max(held);
         let writer = match in_use {
-            true => Fact::Missing,
+            true => LockPod::InUse,
             false => writer,
         };
         // The one reading of a deletion record every door shares (the Lease checked with it),
@@ -189,8 +191,8 @@ impl LockHolds {
     /// (missing, or another UID: either ends a placement this process saw stored). The read is
     /// not made. Any placement since would have renamed the lock, which the write's
     /// compare-and-swap (or the controller's `test`) sees.
-    pub fn seen_gone(&self, lock: &RwoLock) -> bool {
-        !lock.uid.is_empty() && self.view.store().gone_pods.contains(&lock.uid)
+    pub fn seen_gone(&self, ns: &str, lock: &RwoLock) -> bool {
+        self.view.pod_seen(ns, &lock.pod, &lock.uid) == PodSeen::Gone
     }
 
     /// Whether this process saw the pod the lock names stored (a created placement that landed,
@@ -198,7 +200,7 @@ impl LockHolds {
     /// lock: there is nothing more to know. Sample it before the reads.
     pub fn writer_stored(&self, ns: &str, lock: &RwoLock) -> bool {
         lock.via != Some(rwo_lock::Via::Bind)
-            && self.view.store().pod_stored(ns, &lock.pod, &lock.uid)
+            && self.view.pod_seen(ns, &lock.pod, &lock.uid) != PodSeen::Unseen
     }
 }
 

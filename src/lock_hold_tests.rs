@@ -6,7 +6,7 @@ use crate::rules::decision::ReadError;
 fn hold(users: Fact<Vec<Pod>>, writer: Fact<Arc<Pod>>, node: Fact<Arc<Node>>) -> Hold {
     Hold {
         users,
-        writer,
+        writer: writer.into(),
         node,
         gone_recorded: false,
         observed: Duration::ZERO,

@@ -832,7 +832,7 @@ fn uninstall_in_order_keeps_what_the_docs_say_then_reinstall() {
             let c = s.cp.admin().await;
             use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
             // An incident record (a past fence) and an annotated claim, to see what stays.
-            let fences = volguard::state::fences::api(c.clone());
+            let fences = support::objects::fence_api(&c);
             let nf: kube::api::DynamicObject = serde_json::from_value(json!({
                 "apiVersion": "volguard.io/v1alpha1", "kind": "NodeFence",
                 "metadata": {"name": "past-incident"},

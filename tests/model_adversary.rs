@@ -689,9 +689,8 @@ fn admit(s: &S, req: &Req, skip: Option<Rule>) -> Option<Admitted> {
             let p = PODS.iter().position(|p| l["pod"] == *p)? as u8;
             Some((n, p))
         });
-    let mut records: Vec<Rec> = store
-        .fences
-        .all()
+    let mut records: Vec<Rec> = View::file(store.clone())
+        .sweep::<volguard::model::fence::NodeFence>(None)
         .iter()
         .filter_map(|f| {
             let r = f.spec.release.as_ref()?;

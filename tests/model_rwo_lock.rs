@@ -10,7 +10,7 @@
 //! A second configuration adds the pod CREATE with `spec.nodeName` (`Via::Create`): its admission
 //! (the lock step and the lock's write) is one step, the pod stored a later one (or never: the
 //! create fails after admission, a pod of that name still stored included), so other replicas
-//! decide in between. Each process's pod watch (`Store::pod_stored`: what it saw stored) lags in a
+//! decide in between. Each process's pod watch (`View::pod_seen`: what it saw stored) lags in a
 //! step of its own and is sampled where `lock_step` and the controller sample it, before the
 //! quorum reads; the apiserver's request timeout is a step after which every request that arrived
 //! before the stored lock's write is over, so no placement in flight stays (no replica learns it
@@ -62,7 +62,9 @@ use volguard::model::{ClaimSource, Node, Pod, Pvc, Volume};
 use volguard::rules::Fact;
 use volguard::rules::claims::Claim;
 use volguard::rules::rwo::{self, ClaimFacts};
-use volguard::rules::rwo_lock::{self, BIND_GRACE, LockStep, Named, NodeHold, RwoLock, Via};
+use volguard::rules::rwo_lock::{
+    self, BIND_GRACE, LockPod, LockStep, Named, NodeHold, RwoLock, Via,
+};
 
 const NODES: [&str; 2] = ["n1", "n2"];
 const NS: &str = "ns";
@@ -153,7 +155,7 @@ struct Replica {
     quiet: Quiet,
     /// How long its cache has held the claim's lock value (`Pvc::lock_seen`).
     cached: Quiet,
-    /// The UIDs its pod watch delivered stored (`Store::pod_stored`: in the cache, or gone
+    /// The UIDs its pod watch delivered stored (`View::pod_seen`: in the cache, or gone
     /// since), sorted; always empty when the model places by bind only (it decides nothing
     /// there: a bound pod was stored before its lock).
     seen: Vec<u8>,
@@ -508,11 +510,9 @@ impl LockModel {
             .map(|(users, later, l, observed)| NodeHold {
                 claim: CLAIM,
                 users: Fact::Found(users),
-                writer: if gone || self.skips_writer(&s.replicas[r].cached, l) {
-                    Fact::Missing
-                } else {
-                    self.writer(later, l)
-                },
+                writer: self
+                    .unread(gone, &s.replicas[r].cached, l)
+                    .unwrap_or_else(|| self.writer(later, l).into()),
                 node: Fact::Found(&nodes[l.node as usize]),
                 gone_recorded: false,
                 observed: *observed,
@@ -521,10 +521,12 @@ impl LockModel {
         let named = named_facts.as_ref().map(|(l, observed)| Named {
             // Older than the grace, `named_placement` reads nothing: `placement_settled` is
             // true whatever the pod shows.
-            writer: if gone || *observed >= BIND_GRACE {
-                Fact::Missing
+            writer: if *observed >= BIND_GRACE {
+                LockPod::PastGrace
+            } else if gone {
+                LockPod::SeenGone
             } else {
-                self.writer(&truth, l)
+                self.writer(&truth, l).into()
             },
             observed: *observed,
             writer_stored,
@@ -601,7 +603,7 @@ impl LockModel {
         let Some(l) = s.claim.lock.clone() else {
             return;
         };
-        // Sampled before the live reads, as `clear_stale_lock` does (`pod_stored` counts a UID
+        // Sampled before the live reads, as `clear_stale_lock` does (`pod_seen` counts a UID
         // seen gone too).
         let stored_before =
             s.controller_seen.contains(&l.uid) || s.controller_gone.contains(&l.uid);
@@ -645,11 +647,9 @@ impl LockModel {
         let hold = NodeHold {
             claim: CLAIM,
             users: Fact::Found(&users),
-            writer: if gone || self.skips_writer(&s.controller_cached, &l) {
-                Fact::Missing
-            } else {
-                self.writer(&later, &l)
-            },
+            writer: self
+                .unread(gone, &s.controller_cached, &l)
+                .unwrap_or_else(|| self.writer(&later, &l).into()),
             node: Fact::Found(&node),
             gone_recorded: false,
             observed,
@@ -669,12 +669,16 @@ impl LockModel {
         writer_of(pods, &lock_of(l))
     }
 
-    /// `LockHolds::read` does not read the lock's pod of a lock its cache has held for the grace:
-    /// the placement it names is over, landed (a user the LIST shows) or never to land.
-    fn skips_writer(&self, cached: &Quiet, l: &L) -> bool {
+    /// The lock's pod when `LockHolds::read` does not read it: its UID seen deleted (`gone`), or a
+    /// lock its cache has held for the grace (the placement it names is over, landed, a user the
+    /// LIST shows, or never to land). The broken `WriterUnread` never reads it and passes it as
+    /// read missing.
+    fn unread<'a>(&self, gone: bool, cached: &Quiet, l: &L) -> Option<LockPod<&'a Pod>> {
         match self.rule {
-            Rule::WriterUnread => true,
-            _ => cached.held(l) >= BIND_GRACE,
+            Rule::WriterUnread => Some(Fact::Missing.into()),
+            _ if gone => Some(LockPod::SeenGone),
+            _ if cached.held(l) >= BIND_GRACE => Some(LockPod::PastGrace),
+            _ => None,
         }
     }
 
@@ -987,7 +991,7 @@ impl Model for LockModel {
                 replica
                     .cached
                     .hold(s.claim.lock.as_ref(), self.rule == Rule::CarryAcrossChange);
-                // The cache shows what the watch delivered: `pod_stored` reads it.
+                // The cache shows what the watch delivered: `pod_seen` reads it.
                 if self.creates {
                     watch(&mut replica.seen, &s.pods);
                 }

@@ -53,8 +53,10 @@ fuzz_target!(|data: &[u8]| {
     ] {
         // The pod's confirmation as the one proof reader finds it (any annotations the input
         // carries: stamped, expired, forged).
-        let confirmed = volguard::rules::proof::Reader::new(Default::default())
-            .valid(&pod.metadata, volguard::rules::proof::Key::ConfirmForceDelete);
+        let confirmed = volguard::rules::proof::Reader::new(Default::default()).valid(
+            &pod.metadata,
+            volguard::rules::proof::Key::ConfirmForceDelete,
+        );
         for record in [None, Some("rec")] {
             let d = force_delete::pod_delete(
                 &user,
@@ -112,7 +114,7 @@ fuzz_target!(|data: &[u8]| {
         let h = NodeHold {
             claim: "data",
             users: u,
-            writer: w.clone(),
+            writer: w.clone().into(),
             node: n,
             gone_recorded: quiet == 0,
             observed: std::time::Duration::from_secs(quiet),
@@ -120,7 +122,7 @@ fuzz_target!(|data: &[u8]| {
         };
         let node_name = pod.node_name().unwrap_or("n");
         let named = rwo_lock::Named {
-            writer: w,
+            writer: w.into(),
             observed: std::time::Duration::from_secs(quiet),
             writer_stored: quiet == 0,
         };

@@ -7,8 +7,11 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let store = volguard::state::Store::default();
+    let store = std::sync::Arc::new(volguard::state::Store::default());
     if let Ok(summary) = volguard::state::loader::load_str(text, &store) {
-        assert!(store.pvcs.len() <= summary.pvcs && store.pods.len() <= summary.pods);
+        let view = volguard::state::View::file(store);
+        let pvcs = view.sweep::<volguard::model::Pvc>(None).len();
+        let pods = view.sweep::<volguard::model::Pod>(None).len();
+        assert!(pvcs <= summary.pvcs && pods <= summary.pods);
     }
 });

@@ -218,9 +218,7 @@ async fn claim_behind(
 /// The cached volume whose claimRef names the claim `claim` (by namespace, name and UID).
 fn volume_claiming(cx: &Admission, claim: &Meta) -> Fact<Arc<Pv>> {
     cx.cluster
-        .store()
-        .pvs
-        .all()
+        .sweep::<Pv>(None)
         .into_iter()
         .find(|pv| {
             pv.spec.claim_ref.as_ref().is_some_and(|r| {
@@ -244,9 +242,7 @@ fn protected_claims(cx: &Admission, namespace: &str) -> Fact<Vec<String>> {
     }
     Fact::Found(
         cx.cluster
-            .store()
-            .pvcs
-            .in_namespace(namespace)
+            .sweep::<Pvc>(Some(namespace))
             .iter()
             .filter(|p| crate::rules::delete_protection::protected(&p.metadata))
             .map(|p| p.metadata.name.clone())

@@ -10,7 +10,7 @@ use super::objects::deref;
 use crate::lock_hold::LockHolds;
 use crate::model::{Pod, Pvc};
 use crate::rules::rwo::{self, ClaimFacts};
-use crate::rules::rwo_lock::{self, LockStep, Named, RwoLock, Via};
+use crate::rules::rwo_lock::{self, LockPod, LockStep, Named, RwoLock, Via};
 use crate::rules::{Decision, Fact};
 use crate::state::lock_clock::LockClock;
 use crate::state::writer::Swap;
@@ -55,7 +55,7 @@ impl RwoLocks {
     pub fn new(view: View, writer: Writer) -> Self {
         let clock = match view.is_file() {
             true => {
-                let pvcs = view.store().pvcs.all();
+                let pvcs = view.sweep::<Pvc>(None);
                 LockClock::offline(pvcs.iter().filter_map(|p| {
                     let raw = p.metadata.annotation(rwo_lock::RWO_LOCK)?;
                     Some((p.metadata.namespace.as_str(), p.metadata.name.as_str(), raw))
@@ -367,7 +367,7 @@ impl RwoLocks {
             _ => None,
         };
         let named_ref = named.as_ref().map(|(writer, observed)| Named {
-            writer: deref(writer),
+            writer: writer.as_ref().map(|a| &**a),
             observed: *observed,
             writer_stored,
         });
@@ -454,7 +454,7 @@ impl RwoLocks {
         pvc: &Pvc,
         lock: &RwoLock,
         reads: Fresh,
-    ) -> (Fact<Arc<Pod>>, std::time::Duration) {
+    ) -> (LockPod<Arc<Pod>>, std::time::Duration) {
         let raw = pvc
             .metadata
             .annotation(rwo_lock::RWO_LOCK)
@@ -466,8 +466,11 @@ impl RwoLocks {
             .max(crate::lock_hold::cache_held(pvc));
         // Older than the grace, the placement is settled whatever its pod shows
         // (`placement_settled`); seen gone, it is too. Nothing is read.
-        if observed >= rwo_lock::BIND_GRACE || self.holds.seen_gone(lock) {
-            return (Fact::Missing, observed);
+        if observed >= rwo_lock::BIND_GRACE {
+            return (LockPod::PastGrace, observed);
+        }
+        if self.holds.seen_gone(ns, lock) {
+            return (LockPod::SeenGone, observed);
         }
         // The cache alone first: a miss is read once, by `reads`, not also by a cache-or-live
         // lookup (two GETs of one missing pod per rename).
@@ -483,7 +486,7 @@ impl RwoLocks {
             Some(p) => Fact::Found(p),
             None => self.view.pod(ns, &lock.pod, reads).await,
         };
-        (writer, observed)
+        (LockPod::Read(writer), observed)
     }
 
     fn lock_count(&self, result: &'static str) {

@@ -105,11 +105,7 @@ impl Elector {
             let spec = lease.spec.clone().unwrap_or_default();
             let acquired = spec.acquire_time.map(|t| t.0).unwrap_or(now);
             lease.spec = Some(self.spec(acquired, now, spec.lease_transitions.unwrap_or(0)));
-            match self
-                .writer
-                .replace_lease(&self.cfg.namespace, &self.cfg.name, &lease)
-                .await
-            {
+            match self.writer.put_lease(&lease).await {
                 Ok(written) => {
                     *held = Some(written);
                     return Ok(true);
@@ -132,7 +128,7 @@ impl Elector {
                 },
                 spec: Some(self.spec(now, now, 0)),
             };
-            return match self.writer.create_lease(&self.cfg.namespace, &lease).await {
+            return match self.writer.put_lease(&lease).await {
                 Ok(written) => {
                     *held = Some(written);
                     Ok(true)
@@ -162,11 +158,7 @@ impl Elector {
         let transitions = spec.lease_transitions.unwrap_or(0) + i32::from(!ours);
         lease.spec = Some(self.spec(acquired, now, transitions));
         // replace carries resourceVersion: a concurrent taker makes this a 409, not a split brain.
-        match self
-            .writer
-            .replace_lease(&self.cfg.namespace, &self.cfg.name, &lease)
-            .await
-        {
+        match self.writer.put_lease(&lease).await {
             Ok(written) => {
                 *held = Some(written);
                 Ok(true)
@@ -202,11 +194,7 @@ impl Elector {
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
-        match self
-            .writer
-            .replace_lease(&self.cfg.namespace, &self.cfg.name, &lease)
-            .await
-        {
+        match self.writer.put_lease(&lease).await {
             Ok(_) => tracing::info!(lease = %self.cfg.name, "leadership released"),
             Err(e) => tracing::warn!(error = %e, "could not release the lease"),
         }

@@ -51,11 +51,11 @@ async fn follow(mut changes: tokio::sync::broadcast::Receiver<ViewChange>, r: Ar
 }
 
 fn enqueue_all(r: &Reconciler) {
-    for p in r.view.store().pvcs.all() {
+    for p in r.view.sweep::<crate::model::Pvc>(None) {
         r.queue
             .add(Key::pvc(&p.metadata.namespace, &p.metadata.name));
     }
-    for p in r.view.store().pvs.all() {
+    for p in r.view.sweep::<crate::model::Pv>(None) {
         r.queue.add(Key::Pv(p.metadata.name.clone()));
     }
 }
@@ -269,7 +269,7 @@ impl Leading {
     ) -> Leading {
         let mut tasks = vec![
             spawn_unused_gauges(
-                reconciler.view.store().clone(),
+                reconciler.view.clone(),
                 cmetrics.clone(),
                 metrics,
                 args.per_pvc_unused_metrics,
@@ -359,7 +359,7 @@ fn spawn_lift_overrides(
 
 /// Unused-storage gauges, from the leader's caches every 30 s.
 fn spawn_unused_gauges(
-    store: Arc<state::Store>,
+    view: state::View,
     cm: Arc<metrics::ControllerMetrics>,
     metrics: &MetricsRegistry,
     per_pvc: bool,
@@ -372,9 +372,9 @@ fn spawn_unused_gauges(
         loop {
             tick.tick().await;
             let report = crate::report::build(
-                &store.pvcs.all(),
-                &store.pvs.all(),
-                &store.pods.all(),
+                &view.sweep::<crate::model::Pvc>(None),
+                &view.sweep::<crate::model::Pv>(None),
+                &view.sweep::<crate::model::Pod>(None),
                 &crate::report::Filter::default(),
                 jiff::Timestamp::now(),
             );

@@ -8,11 +8,10 @@ use crate::rules::Fact;
 use crate::rules::release::{self, Blocker, PvPlan, PvcPlan, UnusedSince};
 use crate::rules::rwo_lock::{self, RWO_LOCK, RwoLock};
 use crate::state::live::Change;
-use crate::state::{Fresh, PodsIn, View, Writer};
+use crate::state::{Fresh, PodsIn, View, Write, Writer};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as k8s;
 use kube::api::Patch;
-use kube::runtime::events::{Event, EventType};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -126,7 +125,7 @@ impl Reconciler {
             Change::Deleted(old) => (Some(old.as_ref()), None),
             Change::Relisted => {
                 // Deletes may have been missed while the watch was down: look at every PVC again.
-                for p in self.view.store().pvcs.all() {
+                for p in self.view.sweep::<Pvc>(None) {
                     self.queue
                         .add(Key::pvc(&p.metadata.namespace, &p.metadata.name));
                 }
@@ -148,13 +147,7 @@ impl Reconciler {
     }
 
     fn cached_pods(&self, namespace: &str, claim: &str) -> Vec<Arc<Pod>> {
-        self.view
-            .store()
-            .claims
-            .pods_naming(namespace, claim)
-            .into_iter()
-            .filter_map(|n| self.view.store().pods.get(namespace, &n))
-            .collect()
+        self.view.held_naming(namespace, claim)
     }
 
     pub async fn work(self: Arc<Self>) {
@@ -166,7 +159,7 @@ impl Reconciler {
                     self.finish(&key, out);
                 }
                 Key::Pvc { namespace, name } => {
-                    let Some(pvc) = self.view.store().pvcs.get(namespace, name) else {
+                    let Some(pvc) = self.view.held::<Pvc>(namespace, name) else {
                         self.finish(&key, Outcome::Done);
                         continue;
                     };
@@ -184,7 +177,7 @@ impl Reconciler {
                                     namespace: ns,
                                     name: n,
                                 } = &k
-                                    && let Some(p) = self.view.store().pvcs.get(ns, n)
+                                    && let Some(p) = self.view.held::<Pvc>(ns, n)
                                 {
                                     batch.push((k.clone(), p));
                                 } else {
@@ -204,7 +197,7 @@ impl Reconciler {
     }
 
     fn needs_confirm(&self, ns: &str, name: &str) -> bool {
-        self.view.store().pvcs.get(ns, name).is_some_and(|p| {
+        self.view.held::<Pvc>(ns, name).is_some_and(|p| {
             let cached = self.cached_pods(ns, name);
             release::pvc_plan(&p, cached.iter().map(|p| p.as_ref())) == PvcPlan::ConfirmUnused
         })
@@ -247,10 +240,7 @@ impl Reconciler {
                 let Some(patch) = release::finalizer_add_patch(&pvc.metadata, PVC_FINALIZER) else {
                     return Outcome::Done;
                 };
-                if let Err(o) = self
-                    .patch_pvc(ns, name, Patch::Json::<serde_json::Value>(patch))
-                    .await
-                {
+                if let Err(o) = self.write(pvc_patch(pvc, Patch::Json(patch))).await {
                     return o;
                 }
                 self.metrics
@@ -305,7 +295,7 @@ impl Reconciler {
         if !pvc.metadata.uid.is_empty() {
             patch["metadata"]["uid"] = serde_json::Value::from(&*pvc.metadata.uid);
         }
-        match self.patch_pvc(ns, name, Patch::Merge(patch)).await {
+        match self.write(pvc_patch(pvc, Patch::Merge(patch))).await {
             Ok(()) => {
                 self.seen_unused(ns, name, false);
                 Outcome::Done
@@ -327,15 +317,13 @@ impl Reconciler {
     }
 
     async fn reconcile_pv(&self, name: &str) -> Outcome {
-        let Some(pv) = self.view.store().pvs.get("", name) else {
+        let Some(pv) = self.view.held::<Pv>("", name) else {
             return Outcome::Done;
         };
         let cached_claim = |pv: &Pv| match pv.spec.claim_ref.as_ref() {
             Some(r) => self
                 .view
-                .store()
-                .pvcs
-                .get(&r.namespace, &r.name)
+                .held::<Pvc>(&r.namespace, &r.name)
                 .map_or(Fact::Missing, Fact::Found),
             None => Fact::Missing,
         };
@@ -345,7 +333,7 @@ impl Reconciler {
                 let Some(patch) = release::finalizer_add_patch(&pv.metadata, PV_FINALIZER) else {
                     return Outcome::Done;
                 };
-                match self.patch_pv(name, patch).await {
+                match self.write(pv_patch(name, patch)).await {
                     Ok(()) => {
                         self.metrics
                             .finalizers_added
@@ -383,7 +371,7 @@ impl Reconciler {
                 else {
                     return Outcome::Done;
                 };
-                match self.patch_pv(name, patch).await {
+                match self.write(pv_patch(name, patch)).await {
                     Ok(()) => {
                         self.metrics
                             .finalizers_removed
@@ -398,19 +386,10 @@ impl Reconciler {
         }
     }
 
-    async fn patch_pvc(
-        &self,
-        ns: &str,
-        name: &str,
-        patch: Patch<serde_json::Value>,
-    ) -> Result<(), Outcome> {
+    /// Make one write, paced by the controller's limiter; its failure says how the key ends.
+    async fn write(&self, write: Write) -> Result<(), Outcome> {
         self.limiter.acquire().await;
-        classify(self.writer.patch_pvc(ns, name, &patch).await)
-    }
-
-    async fn patch_pv(&self, name: &str, patch: json_patch::Patch) -> Result<(), Outcome> {
-        self.limiter.acquire().await;
-        classify(self.writer.patch_pv(name, patch).await)
+        classify(self.writer.apply(write).await)
     }
 }
 
@@ -421,6 +400,23 @@ fn classify(r: Result<(), kube::Error>) -> Result<(), Outcome> {
         Ok(()) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Err(Outcome::Done),
         Err(e) => Err(Outcome::Retry(Retry::Api(e.to_string()))),
+    }
+}
+
+/// A patch on claim `pvc` (JSON: its ops begin with their `test`s; merge: it carries the uid).
+fn pvc_patch(pvc: &Pvc, patch: Patch<serde_json::Value>) -> Write {
+    Write::Pvc {
+        namespace: pvc.metadata.namespace.clone(),
+        name: pvc.metadata.name.clone(),
+        patch,
+    }
+}
+
+/// A JSON patch on volume `name` (its ops begin with their `test`s).
+fn pv_patch(name: &str, patch: json_patch::Patch) -> Write {
+    Write::Pv {
+        name: name.to_string(),
+        patch: Patch::Json(patch),
     }
 }
 

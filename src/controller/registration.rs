@@ -13,8 +13,8 @@ use crate::controller::args::RegistrationArgs;
 use crate::registration::drift::{self, Drift};
 use crate::registration::webhooks::{self, CONFIGURATIONS};
 use crate::runtime::MetricsRegistry;
+use crate::state::Write;
 use kube::api::DynamicObject;
-use kube::runtime::events::{Event, EventType};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -223,7 +223,12 @@ impl Watch {
             // The resourceVersion read above goes with it: a concurrent write wins, and
             // the next check looks again.
             // A refused write is not a failed read: say what failed and go on checking.
-            if let Err(e) = self.writer.replace_registration(kind, name, &fixed).await {
+            let repair = Write::Registration {
+                kind: kind.to_string(),
+                name: name.to_string(),
+                fixed: Box::new(fixed),
+            };
+            if let Err(e) = self.writer.apply(repair).await {
                 tracing::warn!(configuration = %name, error = %e,
                         "could not repair the webhook registration: volguard's controller needs `update` on \
                          its webhook configurations (the chart grants it with tls.certManager or \
@@ -232,17 +237,18 @@ impl Watch {
             }
             self.repairs.inc();
             tracing::warn!(configuration = %name, "repaired the webhook registration");
-            let ev = Event {
-                type_: EventType::Normal,
-                reason: "RegistrationRepaired".into(),
-                note: Some(format!(
-                    "volguard put back its webhook registration ({})",
-                    drift::summary(&drifts)
-                )),
-                action: "Repair".into(),
-                secondary: None,
-            };
-            if let Err(e) = self.writer.event(&ev, &reference(kind, name)).await {
+            let note = format!(
+                "volguard put back its webhook registration ({})",
+                drift::summary(&drifts)
+            );
+            let ev = Write::event(
+                reference(kind, name),
+                false,
+                "RegistrationRepaired",
+                note,
+                "Repair",
+            );
+            if let Err(e) = self.writer.apply(ev).await {
                 tracing::warn!(error = %e, "could not publish RegistrationRepaired event");
             }
         }
@@ -331,22 +337,23 @@ impl Watch {
 
     /// One Warning Event on configuration `kind`/`name` for its drifts.
     async fn announce(&self, kind: &str, name: &str, mine: &[Drift]) {
-        let ev = Event {
-            type_: EventType::Warning,
-            reason: "RegistrationDrift".into(),
-            note: Some(format!(
-                "the webhook registration differs from volguard's: {}. {}",
-                drift::summary(mine),
-                if self.repair {
-                    "volguard puts it back."
-                } else {
-                    "Re-apply volguard's manifests (helm upgrade, or kubectl apply -k), or run the controller with --repair-registration. An erased matchCondition sends every matching request to volguard; a Fail entry then refuses them while volguard is down."
-                }
-            )),
-            action: action(mine),
-            secondary: None,
-        };
-        if let Err(e) = self.writer.event(&ev, &reference(kind, name)).await {
+        let note = format!(
+            "the webhook registration differs from volguard's: {}. {}",
+            drift::summary(mine),
+            if self.repair {
+                "volguard puts it back."
+            } else {
+                "Re-apply volguard's manifests (helm upgrade, or kubectl apply -k), or run the controller with --repair-registration. An erased matchCondition sends every matching request to volguard; a Fail entry then refuses them while volguard is down."
+            }
+        );
+        let ev = Write::event(
+            reference(kind, name),
+            true,
+            "RegistrationDrift",
+            note,
+            &action(mine),
+        );
+        if let Err(e) = self.writer.apply(ev).await {
             tracing::warn!(error = %e, "could not publish RegistrationDrift event");
         }
     }

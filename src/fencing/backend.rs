@@ -2,8 +2,10 @@
 //! incident, and can undo its fence. Every call is idempotent by incident: a controller that
 //! restarts asks again and the backend fences once.
 
+use crate::fencing::incident::Records;
 use crate::model::fence::{BackendKind, NodeFence};
-use crate::state::Writer;
+use crate::rules::Fact;
+use crate::state::Write;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -125,14 +127,14 @@ impl Backends {
     /// Ask `kind` to fence the incident's node, waiting at most `budget`.
     pub async fn fence(
         &self,
-        writer: &Writer,
+        records: &Records,
         kind: BackendKind,
         incident: &NodeFence,
         budget: Duration,
     ) -> Answer {
         match kind {
             BackendKind::Webhook => self.call_agent(incident, "fence", budget).await,
-            BackendKind::Networkfence => self.network_fence(writer, incident).await,
+            BackendKind::Networkfence => self.network_fence(records, incident).await,
             BackendKind::Manual => manual(incident),
         }
     }
@@ -140,14 +142,14 @@ impl Backends {
     /// Undo `kind`'s fence (the node came back): done when the backend says so.
     pub async fn unfence(
         &self,
-        writer: &Writer,
+        records: &Records,
         kind: BackendKind,
         incident: &NodeFence,
         budget: Duration,
     ) -> Answer {
         match kind {
             BackendKind::Webhook => self.call_agent(incident, "unfence", budget).await,
-            BackendKind::Networkfence => network_unfence(writer, incident).await,
+            BackendKind::Networkfence => network_unfence(records, incident).await,
             // The person who confirmed the node down brought it back.
             BackendKind::Manual => Answer::Done("nothing to undo for a manual fence".into()),
         }
@@ -194,11 +196,11 @@ impl Backends {
         }
     }
 
-    async fn network_fence(&self, writer: &Writer, incident: &NodeFence) -> Answer {
+    async fn network_fence(&self, records: &Records, incident: &NodeFence) -> Answer {
         let name = network_fence_name(incident);
-        match writer.network_fence(&name).await {
-            Err(e) => Answer::Pending(format!("reading NetworkFence {name}: {e}")),
-            Ok(Some(seen)) => match seen.result.as_deref() {
+        match records.view.network_fence(&name).await {
+            Fact::Unknown(e) => Answer::Pending(e.to_string()),
+            Fact::Found(seen) => match seen.result.as_deref() {
                 Some("Succeeded") => Answer::Done(format!(
                     "NetworkFence {name} result Succeeded: {}",
                     seen.message
@@ -209,7 +211,7 @@ impl Backends {
                 )),
                 _ => Answer::Pending(format!("NetworkFence {name} has no result yet")),
             },
-            Ok(None) => {
+            Fact::Missing => {
                 let cidrs: Vec<String> = incident.spec.addresses.iter().map(|a| cidr(a)).collect();
                 if cidrs.is_empty() {
                     return Answer::Failed(format!(
@@ -228,10 +230,12 @@ impl Backends {
                 if let Some((ns, n)) = &c.secret {
                     spec["secret"] = serde_json::json!({"name": n, "namespace": ns});
                 }
-                match writer
-                    .create_network_fence(&name, &incident.spec.node, spec)
-                    .await
-                {
+                let create = Write::NetworkFence {
+                    name: name.clone(),
+                    node: incident.spec.node.clone(),
+                    spec,
+                };
+                match records.writer.apply(create).await {
                     Ok(()) => Answer::Pending(format!("NetworkFence {name} created for {cidrs:?}")),
                     Err(e) => Answer::Pending(format!("creating NetworkFence {name}: {e}")),
                 }
@@ -251,18 +255,21 @@ fn manual(incident: &NodeFence) -> Answer {
     }
 }
 
-async fn network_unfence(writer: &Writer, incident: &NodeFence) -> Answer {
+async fn network_unfence(records: &Records, incident: &NodeFence) -> Answer {
     let name = network_fence_name(incident);
-    match writer.network_fence(&name).await {
-        Ok(None) => Answer::Done(format!("NetworkFence {name} deleted (unfenced)")),
-        Ok(Some(seen)) if seen.deleting => {
+    match records.view.network_fence(&name).await {
+        Fact::Missing => Answer::Done(format!("NetworkFence {name} deleted (unfenced)")),
+        Fact::Found(seen) if seen.deleting => {
             Answer::Pending(format!("NetworkFence {name} is being unfenced"))
         }
-        Ok(Some(_)) => match writer.delete_network_fence(&name).await {
-            Ok(()) => Answer::Pending(format!("NetworkFence {name} deleted: unfencing")),
-            Err(e) => Answer::Pending(format!("deleting NetworkFence {name}: {e}")),
-        },
-        Err(e) => Answer::Pending(format!("reading NetworkFence {name}: {e}")),
+        Fact::Found(_) => {
+            let delete = Write::DeleteNetworkFence { name: name.clone() };
+            match records.writer.apply(delete).await {
+                Ok(()) => Answer::Pending(format!("NetworkFence {name} deleted: unfencing")),
+                Err(e) => Answer::Pending(format!("deleting NetworkFence {name}: {e}")),
+            }
+        }
+        Fact::Unknown(e) => Answer::Pending(e.to_string()),
     }
 }
 

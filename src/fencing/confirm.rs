@@ -8,7 +8,7 @@ use crate::model::fence::NodeFence;
 use crate::rules::proof::Key;
 
 const CONFIRM_NODE_DOWN: Key = Key::ConfirmNodeDown;
-use crate::state::Writer;
+use crate::state::{Write, Writer};
 
 /// The field manager of a person's confirmation.
 const FIELD_MANAGER: &str = "volguard-fence-confirm";
@@ -85,15 +85,17 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
 /// Record `user`'s confirmation on incident `f`, and say when it counts.
 async fn confirm(writer: &Writer, f: &NodeFence, user: &str) -> anyhow::Result<()> {
     let at = jiff::Timestamp::now();
-    writer
-        .confirm_fence(f, &format!("{user} at {at}"))
-        .await
-        .with_context(|| {
-            format!(
-                "recording your confirmation on NodeFence {}",
-                f.metadata.name
-            )
-        })?;
+    let stamp = Write::ConfirmFence {
+        name: f.metadata.name.clone(),
+        resource_version: f.metadata.resource_version.as_deref().map(str::to_string),
+        by: format!("{user} at {at}"),
+    };
+    writer.apply(stamp).await.with_context(|| {
+        format!(
+            "recording your confirmation on NodeFence {}",
+            f.metadata.name
+        )
+    })?;
     let backend = f.status.backend.map(|b| b.as_str()).unwrap_or("none yet");
     println!(
         "nodefence/{} confirmed: node {} is down, by {user} at {at}",

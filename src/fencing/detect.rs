@@ -13,7 +13,7 @@ impl Fencer {
         if !self.view().synced() {
             return Ok(());
         }
-        let nodes = self.view().store().nodes.all();
+        let nodes = self.view().sweep::<crate::model::Node>(None);
         let incidents = self.records.list().await?;
         self.gauge_incidents(&incidents);
         let open = |f: &&NodeFence| !f.status.phase.is_final() && !f.is_release_record();
@@ -112,9 +112,7 @@ impl Fencer {
     /// The Lease's renewTime as the view's watch last saw it.
     fn renewed(&self, name: &str) -> Option<Option<String>> {
         self.view()
-            .store()
-            .leases
-            .get(observe::LEASE_NAMESPACE, name)
+            .held::<crate::model::Lease>(observe::LEASE_NAMESPACE, name)
             .map(|l| l.spec.renew_time.clone())
     }
 

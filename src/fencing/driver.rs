@@ -109,7 +109,7 @@ impl Fencer {
                     .cfg
                     .backends
                     .unfence(
-                        self.writer(),
+                        &self.records,
                         kind,
                         &f,
                         self.cfg.backends.timeout(kind).max(Duration::from_secs(5)),
@@ -196,7 +196,7 @@ impl Fencer {
             let budget = Duration::from_secs_f64(remaining.max(LAST_ASK.as_secs_f64()));
             self.cfg
                 .backends
-                .fence(self.writer(), kind, f, budget)
+                .fence(&self.records, kind, f, budget)
                 .await
         }
     }
@@ -217,7 +217,7 @@ impl Fencer {
             let _ = self
                 .cfg
                 .backends
-                .unfence(self.writer(), kind, f, Duration::from_secs(10))
+                .unfence(&self.records, kind, f, Duration::from_secs(10))
                 .await;
         }
         if e.backend_failed {

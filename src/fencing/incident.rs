@@ -9,9 +9,8 @@ use crate::model::fence::{
 };
 use crate::rules::Fact;
 use crate::state::writer::Writer;
-use crate::state::{Fresh, View};
+use crate::state::{Fresh, View, Write};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType};
 use std::sync::Arc;
 
 pub const FIELD_MANAGER: &str = "volguard-fencing";
@@ -84,20 +83,29 @@ impl Records {
 
     /// Add the out-of-service taint, naming the incident.
     pub async fn taint(&self, f: &NodeFence) -> Result<(), Error> {
-        Ok(self
-            .writer
-            .taint_out_of_service(&f.spec.node, &f.metadata.name)
-            .await?)
+        let taint = Write::Taint {
+            node: f.spec.node.clone(),
+            incident: f.metadata.name.clone(),
+        };
+        Ok(self.writer.apply(taint).await?)
     }
 
-    /// Delete a terminating pod of a released node at once (`Fencer::release_pods`).
+    /// Delete a terminating pod of a released node at once (`Fencer::release_pods`), only the
+    /// pod that was read.
     pub async fn delete_pod_now(&self, pod: &crate::model::Pod) -> Result<(), Error> {
-        Ok(self.writer.delete_pod_now(pod).await?)
+        let delete = Write::DeletePodNow {
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.to_string(),
+            resource_version: pod.metadata.resource_version.as_deref().map(str::to_string),
+        };
+        Ok(self.writer.apply(delete).await?)
     }
 
     /// Remove the out-of-service taint (and the annotations that went with it).
     pub async fn untaint(&self, node: &str) -> Result<(), Error> {
-        Ok(self.writer.untaint_out_of_service(node).await?)
+        let node = node.to_string();
+        Ok(self.writer.apply(Write::Untaint { node }).await?)
     }
 
     /// An Event on the incident itself and on its Node.
@@ -121,18 +129,8 @@ impl Records {
     }
 
     pub async fn event(&self, on: &ObjectReference, warning: bool, reason: &str, note: String) {
-        let ev = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.into(),
-            note: Some(note),
-            action: "Fencing".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.writer.event(&ev, on).await {
+        let ev = Write::event(on.clone(), warning, reason, note, "Fencing");
+        if let Err(e) = self.writer.apply(ev).await {
             tracing::warn!(error = %e, reason, "could not record an Event");
         }
     }

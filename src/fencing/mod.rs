@@ -112,11 +112,6 @@ impl Fencer {
         &self.records.view
     }
 
-    /// The writer backends act through (`state::network_fences`).
-    fn writer(&self) -> &crate::state::Writer {
-        &self.records.writer
-    }
-
     /// Look every `interval`: resume open incidents, open new ones (until the task is dropped).
     pub async fn run(self: Arc<Self>) {
         loop {

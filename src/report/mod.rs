@@ -3,8 +3,8 @@
 pub mod args;
 pub mod render;
 
-use crate::model::quantity;
 use crate::model::selector::Selector;
+use crate::model::{Pod, Pv, Pvc, quantity};
 pub use crate::rules::unused::{Filter, Report, Row, SinceSource, Total, build, unused_since};
 use crate::state;
 
@@ -80,11 +80,10 @@ pub async fn run(args: crate::report::args::ReportArgs) -> anyhow::Result<()> {
             }
         }
     };
-    let store = view.store();
     let report = build(
-        &store.pvcs.all(),
-        &store.pvs.all(),
-        &store.pods.all(),
+        &view.sweep::<Pvc>(None),
+        &view.sweep::<Pv>(None),
+        &view.sweep::<Pod>(None),
         &filter,
         now,
     );

@@ -67,7 +67,7 @@ impl ClaimIndex {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn remove(&self, pod: &Pod) {
+    pub(super) fn remove(&self, pod: &Pod) {
         let mut m = self.lock();
         let ns = &pod.metadata.namespace;
         let Some(claims) = m.get_mut(ns.as_str()) else {
@@ -98,7 +98,7 @@ impl ClaimIndex {
         *self.lock() = fresh;
     }
 
-    pub fn pods_naming(&self, namespace: &str, claim: &str) -> Vec<String> {
+    pub(super) fn pods_naming(&self, namespace: &str, claim: &str) -> Vec<String> {
         self.lock()
             .get(namespace)
             .and_then(|claims| claims.get(claim))

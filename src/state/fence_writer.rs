@@ -1,7 +1,9 @@
-//! Fencing's writes (rules.md §7), made by the one writer: NodeFence create and status (each
-//! status write carries the object's resourceVersion, so two controllers never both advance one
-//! incident), a person's confirmation, and the out-of-service taint and its removal (a JSON patch
-//! that tests the Node's resourceVersion: the node read is the node written).
+//! Fencing's writes (rules.md §7), made by the one writer. Its own calls, whose answer is the
+//! stored incident: NodeFence create and status (each status write carries the object's
+//! resourceVersion, so two controllers never both advance one incident) and a deleted node's
+//! confirmation. As `Write`s: a person's confirmation on an incident, and the out-of-service
+//! taint and its removal (a JSON patch that tests the Node's resourceVersion: the node read is
+//! the node written).
 
 use super::fences;
 use super::writer::Writer;
@@ -62,118 +64,98 @@ impl Writer {
             .await?;
         fences::decode(o).map_err(kube::Error::SerdeError)
     }
+}
 
-    /// Stamp a person's confirmation on an incident (as read: resourceVersion-checked).
-    pub async fn confirm_fence(&self, f: &NodeFence, by: &str) -> Result<(), kube::Error> {
-        let patch = serde_json::json!({"metadata": {
-            "resourceVersion": f.metadata.resource_version,
-            "annotations": {CONFIRMED_BY: by},
-        }});
-        fences::api(self.client()?.clone())
-            .patch(
-                &f.metadata.name,
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map(|_| ())
-    }
-
-    /// Delete a pod at once (grace period 0), only the pod that was read (its UID and
-    /// resourceVersion as preconditions): what PodGC does to a released node's terminating pods.
-    /// Gone already is done.
-    pub async fn delete_pod_now(&self, pod: &crate::model::Pod) -> Result<(), kube::Error> {
-        let params = kube::api::DeleteParams {
-            grace_period_seconds: Some(0),
-            preconditions: Some(kube::api::Preconditions {
-                uid: Some(pod.metadata.uid.to_string()),
-                resource_version: pod.metadata.resource_version.as_deref().map(str::to_string),
-            }),
-            ..Default::default()
-        };
-        match Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
-            self.client()?.clone(),
-            &pod.metadata.namespace,
-        )
-        .delete(&pod.metadata.name, &params)
+/// Stamp a person's confirmation on incident `name` as read (resourceVersion-checked).
+pub(super) async fn confirm_fence(
+    w: &Writer,
+    name: &str,
+    resource_version: Option<String>,
+    by: &str,
+) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": resource_version,
+        "annotations": {CONFIRMED_BY: by},
+    }});
+    fences::api(w.client()?.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
+        .map(drop)
+}
 
-    /// Add the out-of-service taint, naming the incident (the webhook checks that it is
-    /// `Fenced`).
-    pub async fn taint_out_of_service(
-        &self,
-        node_name: &str,
-        incident: &str,
-    ) -> Result<(), kube::Error> {
-        let nodes = Api::<Node>::all(self.client()?.clone());
-        let node = nodes.get(node_name).await?;
-        let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
-        if taints.is_some_and(|t| t.iter().any(|t| t.key == OUT_OF_SERVICE_TAINT)) {
-            return Ok(());
-        }
-        let taint = serde_json::json!({"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"});
-        let mut ops = vec![test_version(&node)];
-        ops.push(match taints {
-            Some(_) => serde_json::json!({"op": "add", "path": "/spec/taints/-", "value": taint}),
-            None => serde_json::json!({"op": "add", "path": "/spec/taints", "value": [taint]}),
-        });
-        ops.push(annotation_op(&node, FENCE_INCIDENT, Some(incident)));
-        self.patch_node(node_name, ops).await
+/// Add the out-of-service taint, naming the incident (the webhook checks that it is
+/// `Fenced`).
+pub(super) async fn taint_out_of_service(
+    w: &Writer,
+    node_name: &str,
+    incident: &str,
+) -> Result<(), kube::Error> {
+    let nodes = Api::<Node>::all(w.client()?.clone());
+    let node = nodes.get(node_name).await?;
+    let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
+    if taints.is_some_and(|t| t.iter().any(|t| t.key == OUT_OF_SERVICE_TAINT)) {
+        return Ok(());
     }
+    let taint = serde_json::json!({"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"});
+    let mut ops = vec![test_version(&node)];
+    ops.push(match taints {
+        Some(_) => serde_json::json!({"op": "add", "path": "/spec/taints/-", "value": taint}),
+        None => serde_json::json!({"op": "add", "path": "/spec/taints", "value": [taint]}),
+    });
+    ops.push(annotation_op(&node, FENCE_INCIDENT, Some(incident)));
+    patch_node(w, node_name, ops).await
+}
 
-    /// Remove the out-of-service taint (and the annotations that went with it).
-    pub async fn untaint_out_of_service(&self, node_name: &str) -> Result<(), kube::Error> {
-        let Some(node) = Api::<Node>::all(self.client()?.clone())
-            .get_opt(node_name)
-            .await?
-        else {
-            return Ok(());
-        };
-        let mut ops = vec![test_version(&node)];
-        let taints = node
-            .spec
+/// Remove the out-of-service taint (and the annotations that went with it).
+pub(super) async fn untaint_out_of_service(w: &Writer, node_name: &str) -> Result<(), kube::Error> {
+    let Some(node) = Api::<Node>::all(w.client()?.clone())
+        .get_opt(node_name)
+        .await?
+    else {
+        return Ok(());
+    };
+    let mut ops = vec![test_version(&node)];
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    // Highest index first, so earlier removals do not shift later ones.
+    for (i, _) in taints
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, t)| t.key == OUT_OF_SERVICE_TAINT)
+    {
+        ops.push(serde_json::json!({"op": "remove", "path": format!("/spec/taints/{i}")}));
+    }
+    for key in [FENCE_INCIDENT, Key::ConfirmNodeDown.annotation()] {
+        if node
+            .metadata
+            .annotations
             .as_ref()
-            .and_then(|s| s.taints.clone())
-            .unwrap_or_default();
-        // Highest index first, so earlier removals do not shift later ones.
-        for (i, _) in taints
-            .iter()
-            .enumerate()
-            .rev()
-            .filter(|(_, t)| t.key == OUT_OF_SERVICE_TAINT)
+            .is_some_and(|a| a.contains_key(key))
         {
-            ops.push(serde_json::json!({"op": "remove", "path": format!("/spec/taints/{i}")}));
+            ops.push(annotation_op(&node, key, None));
         }
-        for key in [FENCE_INCIDENT, Key::ConfirmNodeDown.annotation()] {
-            if node
-                .metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key(key))
-            {
-                ops.push(annotation_op(&node, key, None));
-            }
-        }
-        if ops.len() == 1 {
-            return Ok(());
-        }
-        self.patch_node(node_name, ops).await
     }
+    if ops.len() == 1 {
+        return Ok(());
+    }
+    patch_node(w, node_name, ops).await
+}
 
-    async fn patch_node(&self, name: &str, ops: Vec<serde_json::Value>) -> Result<(), kube::Error> {
-        let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))
-            .map_err(kube::Error::SerdeError)?;
-        Api::<Node>::all(self.client()?.clone())
-            .patch(name, &self.params, &Patch::Json::<()>(patch))
-            .await
-            .map(|_| ())
-    }
+async fn patch_node(
+    w: &Writer,
+    name: &str,
+    ops: Vec<serde_json::Value>,
+) -> Result<(), kube::Error> {
+    let patch: json_patch::Patch =
+        serde_json::from_value(serde_json::Value::Array(ops)).map_err(kube::Error::SerdeError)?;
+    Api::<Node>::all(w.client()?.clone())
+        .patch(name, &w.params, &Patch::Json::<()>(patch))
+        .await
+        .map(|_| ())
 }
 
 fn test_version(node: &Node) -> serde_json::Value {

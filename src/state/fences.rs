@@ -10,16 +10,16 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::core::GroupVersionKind;
 use std::sync::Arc;
 
-pub fn resource() -> ApiResource {
+pub(super) fn resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, KIND), PLURAL)
 }
 
-pub fn api(client: kube::Client) -> Api<DynamicObject> {
+pub(super) fn api(client: kube::Client) -> Api<DynamicObject> {
     Api::all_with(client, &resource())
 }
 
 /// The typed incident from the apiserver's object.
-pub fn decode(o: DynamicObject) -> Result<NodeFence, serde_json::Error> {
+pub(super) fn decode(o: DynamicObject) -> Result<NodeFence, serde_json::Error> {
     serde_json::to_value(o).and_then(serde_json::from_value)
 }
 

@@ -43,17 +43,19 @@ impl GonePods {
         }
     }
 
-    pub fn contains(&self, uid: &str) -> bool {
+    pub(super) fn contains(&self, uid: &str) -> bool {
         let mut m = self.lock();
         m.expire(Instant::now());
         m.uids.contains(uid)
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.lock().uids.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

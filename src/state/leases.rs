@@ -18,21 +18,18 @@ impl Writer {
         self.leases(namespace)?.get_opt(name).await
     }
 
-    pub async fn create_lease(&self, namespace: &str, lease: &Lease) -> Result<Lease, kube::Error> {
-        self.leases(namespace)?
-            .create(&PostParams::default(), lease)
-            .await
-    }
-
-    /// Replace it if nobody wrote it since `lease` was read (its resourceVersion).
-    pub async fn replace_lease(
-        &self,
-        namespace: &str,
-        name: &str,
-        lease: &Lease,
-    ) -> Result<Lease, kube::Error> {
-        self.leases(namespace)?
-            .replace(name, &PostParams::default(), lease)
-            .await
+    /// Write `lease` (its namespace and name are its own): created when it carries no
+    /// resourceVersion (it was not there when read), else replaced only if nobody wrote it
+    /// since it was read (409 otherwise).
+    pub async fn put_lease(&self, lease: &Lease) -> Result<Lease, kube::Error> {
+        let meta = &lease.metadata;
+        let leases = self.leases(meta.namespace.as_deref().unwrap_or_default())?;
+        match meta.resource_version {
+            None => leases.create(&PostParams::default(), lease).await,
+            Some(_) => {
+                let name = meta.name.as_deref().unwrap_or_default();
+                leases.replace(name, &PostParams::default(), lease).await
+            }
+        }
     }
 }

@@ -50,7 +50,7 @@ pub fn register(registry: &MetricsRegistry) {
 }
 
 /// Count one answered read.
-pub fn count<T>(read: &'static str, kind: &'static str, fact: &Fact<T>) {
+pub(super) fn count<T>(read: &'static str, kind: &'static str, fact: &Fact<T>) {
     let result = match fact {
         Fact::Found(_) => "found",
         Fact::Missing => "missing",

@@ -5,28 +5,30 @@
 
 pub mod audit;
 pub mod authorizer;
-pub mod change;
+mod change;
 pub mod claim_index;
 pub mod decoded;
-pub mod fence_writer;
-pub mod fences;
+mod fence_writer;
+mod fences;
 pub mod gone_pods;
-pub mod leases;
+mod leases;
 pub mod live;
 pub mod live_reads;
 pub mod loader;
 pub mod lock_clock;
 pub mod network_fences;
-pub mod operator_reads;
+mod operator_reads;
 pub mod reads;
-pub mod registrations;
+mod registrations;
 pub mod store;
 mod view;
 mod watch;
+mod write;
 pub mod writer;
 
 pub use live::{NODE_PAGE, Needs, ViewChange};
 pub use view::{Fresh, PodsIn, View};
+pub use write::{Note, Write};
 pub use writer::Writer;
 
 /// Where a view comes from.
@@ -68,4 +70,4 @@ pub async fn open_once(source: Source<'_>, needs: Needs) -> anyhow::Result<View>
         Source::Live(client) => Ok(live::Live::snapshot(client, needs).await?),
     }
 }
-pub use store::{Object, ObjectMap, Store};
+pub use store::{Held, Object, ObjectMap, PodSeen, Store};

@@ -1,13 +1,14 @@
 //! volguard's own webhook configurations as the apiserver stores them, kept by the writer: read
-//! live for the drift check, and replaced (resourceVersion-guarded, so a concurrent writer such as cainjector is
-//! never overwritten blind) when the drift is repaired; and the serving certificate's CA, which
+//! live for the drift check (the read of the repair's compare-and-swap: `Write::Registration`
+//! replaces them resourceVersion-guarded, so a concurrent writer such as cainjector is never
+//! overwritten blind); and the serving certificate's CA, which
 //! the controller keeps in their `caBundle`.
 
 use super::Writer;
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 
-fn api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
+pub(super) fn api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
@@ -21,26 +22,6 @@ impl Writer {
         name: &str,
     ) -> Result<Option<DynamicObject>, kube::Error> {
         api(self.client()?, kind).get_opt(name).await
-    }
-
-    /// Write `fixed` back if nobody wrote the configuration since it was read.
-    pub async fn replace_registration(
-        &self,
-        kind: &str,
-        name: &str,
-        fixed: &DynamicObject,
-    ) -> Result<DynamicObject, kube::Error> {
-        api(self.client()?, kind)
-            .replace(
-                name,
-                &PostParams {
-                    // Named, so a conflict Helm reports says who wrote (not "unknown").
-                    field_manager: Some("volguard-controller".into()),
-                    ..PostParams::default()
-                },
-                fixed,
-            )
-            .await
     }
 
     /// The PEM of the CA that signed volguard's serving certificate: `ca.crt` of Secret `name` in

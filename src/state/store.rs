@@ -229,7 +229,7 @@ impl<T: Object> ObjectMap<T> {
         set.replace(ByName(Arc::new(obj))).map(|e| e.0)
     }
 
-    pub fn delete(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
+    pub(super) fn delete(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
         let mut w = self.write();
         let ns = w.get_mut(namespace)?;
         let old = ns.take(name).map(|e| e.0);
@@ -240,7 +240,7 @@ impl<T: Object> ObjectMap<T> {
     }
 
     /// Replace the whole content (a watch relist).
-    pub fn replace(&self, objs: Vec<T>) {
+    pub(super) fn replace(&self, objs: Vec<T>) {
         let mut fresh: Inner<T> = HashMap::default();
         // Read only by a kind that carries something (a relist of every pod takes no lock here).
         let old = T::CARRIES.then(|| self.read());
@@ -261,28 +261,49 @@ impl<T: Object> ObjectMap<T> {
         *self.write() = fresh;
     }
 
-    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<T>> {
+    pub(super) fn in_namespace(&self, namespace: &str) -> Vec<Arc<T>> {
         self.read()
             .get(namespace)
             .map(|m| m.iter().map(|e| e.0.clone()).collect())
             .unwrap_or_default()
     }
 
-    pub fn all(&self) -> Vec<Arc<T>> {
+    pub(super) fn all(&self) -> Vec<Arc<T>> {
         self.read()
             .values()
             .flat_map(|m| m.iter().map(|e| e.0.clone()))
             .collect()
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.read().values().map(HashSet::len).sum()
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
+
+/// A kind the store holds a map of: what `View::sweep` and `View::held` read.
+pub trait Held: Object {
+    fn map(store: &Store) -> &ObjectMap<Self>;
+}
+
+macro_rules! held {
+    ($($kind:ty => $field:ident),* $(,)?) => {$(
+        impl Held for $kind {
+            fn map(store: &Store) -> &ObjectMap<Self> {
+                &store.$field
+            }
+        }
+    )*};
+}
+
+held!(
+    Pvc => pvcs,
+    Pv => pvs,
+    Node => nodes,
+    Pod => pods,
+    Lease => leases,
+    StorageClass => classes,
+    crate::model::fence::NodeFence => fences,
+);
 
 /// All the objects volguard reads.
 #[derive(Default)]
@@ -305,20 +326,40 @@ pub struct Store {
     pub(super) swap: std::sync::Mutex<()>,
 }
 
+/// What this process's pod watch saw of one pod (a UID is never created twice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodSeen {
+    /// Stored and then deleted: deleted for good.
+    Gone,
+    /// In the cache now.
+    Stored,
+    /// Never seen (or no UID to know it by).
+    Unseen,
+}
+
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
 
 impl Store {
-    /// Whether this process saw the pod `ns/name` of `uid` stored: in the cache now, or gone
-    /// since (`GonePods`).
-    pub fn pod_stored(&self, ns: &str, name: &str, uid: &str) -> bool {
-        !uid.is_empty()
-            && (self
-                .pods
-                .get(ns, name)
-                .is_some_and(|p| *p.metadata.uid == *uid)
-                || self.gone_pods.contains(uid))
+    /// What this process saw of the pod `ns/name` of `uid` (`View::pod_seen`).
+    pub(super) fn pod_seen(&self, ns: &str, name: &str, uid: &str) -> PodSeen {
+        if uid.is_empty() {
+            return PodSeen::Unseen;
+        }
+        // The cache first: the watch deletes a pod from it before it notes the UID gone, so a
+        // delete landing between the two looks is seen by one of them.
+        let cached = self
+            .pods
+            .get(ns, name)
+            .is_some_and(|p| *p.metadata.uid == *uid);
+        if self.gone_pods.contains(uid) {
+            PodSeen::Gone
+        } else if cached {
+            PodSeen::Stored
+        } else {
+            PodSeen::Unseen
+        }
     }
 
     /// A store whose PVCs keep their labels (for label selectors in reports).

@@ -60,3 +60,24 @@ fn a_claims_lock_keeps_the_time_the_cache_first_held_it_until_it_changes() {
     map.replace(vec![locked("c")]);
     assert!(held(&map) < std::time::Duration::from_secs(1));
 }
+
+/// What the pod watch saw of a pod: by its UID, whatever its name now holds.
+#[test]
+fn a_pod_is_seen_stored_then_gone_by_its_uid() {
+    let store = Store::default();
+    let pod = crate::model::testing::pod("ns", "web-0").with_uid("u-1");
+    store.pods.apply(pod);
+    assert_eq!(store.pod_seen("ns", "web-0", "u-1"), PodSeen::Stored);
+    // Another UID under that name, or no UID at all, was never seen.
+    assert_eq!(store.pod_seen("ns", "web-0", "u-2"), PodSeen::Unseen);
+    assert_eq!(store.pod_seen("ns", "web-0", ""), PodSeen::Unseen);
+    store.pods.delete("ns", "web-0");
+    store.gone_pods.note("u-1");
+    assert_eq!(store.pod_seen("ns", "web-0", "u-1"), PodSeen::Gone);
+    // Its name taken again by another UID: the first is still gone.
+    store
+        .pods
+        .apply(crate::model::testing::pod("ns", "web-0").with_uid("u-3"));
+    assert_eq!(store.pod_seen("ns", "web-0", "u-1"), PodSeen::Gone);
+    assert_eq!(store.pod_seen("ns", "web-0", "u-3"), PodSeen::Stored);
+}

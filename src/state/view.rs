@@ -6,7 +6,7 @@
 use super::Store;
 use super::decoded::{Decoded, Wire};
 use super::live::{self, By, Live, Needs};
-use super::store::ObjectMap;
+use super::store::{Held, ObjectMap, PodSeen};
 use crate::model::fence::NodeFence;
 use crate::model::{LEASE_NAMESPACE, Lease, Namespace, Node, Pod, Pv, Pvc, StorageClass};
 use crate::rules::Fact;
@@ -86,11 +86,43 @@ impl View {
         }
     }
 
-    /// The stores behind the view, whole: what a one-shot reader walks (`report`), and the
-    /// controller's and fencing's cache sweeps. A cache read, whatever the source.
-    pub fn store(&self) -> &Arc<Store> {
+    /// Every object of kind `K` this view holds in memory (its watch caches; a file's
+    /// contents), in `namespace` or in all: a sweep with no request (the controller's and
+    /// fencing's passes, report's walk). A kind not watched, or a watch not yet synced, holds
+    /// less: a sweep finds work, and what a decision needs is read again at its freshness.
+    pub fn sweep<K: Held>(&self, namespace: Option<&str>) -> Vec<Arc<K>> {
         super::reads::note();
-        &self.store
+        let map = K::map(&self.store);
+        match namespace {
+            Some(ns) => map.in_namespace(ns),
+            None => map.all(),
+        }
+    }
+
+    /// One object of kind `K` as this view holds it in memory now, with no request: the
+    /// synchronous `Fresh::Cache` read of a sweep or a queue's predicate (`None`: not held).
+    pub fn held<K: Held>(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        super::reads::note();
+        K::map(&self.store).get(namespace, name)
+    }
+
+    /// The pods held in memory that name claim `namespace/claim` (the pod-by-claim index): the
+    /// synchronous `Fresh::Cache` read of `pods_naming`.
+    pub fn held_naming(&self, namespace: &str, claim: &str) -> Vec<Arc<Pod>> {
+        super::reads::note();
+        self.store
+            .claims
+            .pods_naming(namespace, claim)
+            .into_iter()
+            .filter_map(|n| self.store.pods.get(namespace, &n))
+            .collect()
+    }
+
+    /// What this process's pod watch saw of pod `namespace/name` of `uid`: stored now, gone
+    /// since (deleted for good), or never.
+    pub fn pod_seen(&self, namespace: &str, name: &str, uid: &str) -> PodSeen {
+        super::reads::note();
+        self.store.pod_seen(namespace, name, uid)
     }
 
     /// Whether this view is a `--state` file (its contents the whole truth, never refreshed).
@@ -238,14 +270,7 @@ impl View {
         fresh: Fresh,
     ) -> Fact<Vec<Arc<Pod>>> {
         super::reads::note();
-        let indexed = || {
-            self.store
-                .claims
-                .pods_naming(namespace, claim)
-                .into_iter()
-                .filter_map(|n| self.store.pods.get(namespace, &n))
-                .collect()
-        };
+        let indexed = || self.held_naming(namespace, claim);
         let Some(l) = &self.live else {
             return Fact::Found(indexed());
         };

@@ -1,8 +1,9 @@
 //! The one writer: every write volguard makes, over the view's source. The RWO lock's
 //! compare-and-swap on a claim (rules.md §2f) and a release record (on a `--state` file both in
-//! memory); the controller's patches (each carrying a `test` or a resourceVersion) and Events;
-//! fencing's (`fence_writer`), the Lease (`leases`), the registration's repair
-//! (`registrations`), NetworkFences (`network_fences`) and the webhook's audit trail (`audit`).
+//! memory); every other write as a value (`Write`, made by `Writer::apply`: the controller's
+//! patches, each carrying a `test` or a resourceVersion, Events, fencing's taints, pod deletes
+//! and NetworkFences, the registration's repair); the incidents' own compare-and-swap
+//! (`fence_writer`), the Lease (`leases`) and the webhook's audit trail (`audit`).
 //!
 //! Live, the swap is a merge patch carrying the claim's `resourceVersion` as read: the apiserver
 //! stores it only if nobody wrote the claim since (409 otherwise). Offline (`--state`), the lock
@@ -196,55 +197,16 @@ impl Writer {
             .ok_or_else(|| kube::Error::Service(Box::new(Offline)))
     }
 
-    pub async fn patch_pvc(
+    /// Publish an Event under this writer's reporter.
+    pub(super) async fn publish(
         &self,
-        namespace: &str,
-        name: &str,
-        patch: &Patch<serde_json::Value>,
-    ) -> Result<(), kube::Error> {
-        Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
-            self.client()?.clone(),
-            namespace,
-        )
-        .patch(name, &self.params, patch)
-        .await
-        .map(|_| ())
-    }
-
-    pub async fn patch_pv(&self, name: &str, patch: json_patch::Patch) -> Result<(), kube::Error> {
-        Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(self.client()?.clone())
-            .patch(name, &self.params, &Patch::Json::<()>(patch))
-            .await
-            .map(|_| ())
-    }
-
-    /// A JSON patch (each carrying its `test`s) on object `name` of kind `K`, in `namespace` or
-    /// cluster-scoped.
-    pub async fn patch_json<K: kube::Resource<DynamicType = ()>>(
-        &self,
-        namespace: Option<&str>,
-        name: &str,
-        patch: json_patch::Patch,
-    ) -> Result<(), kube::Error> {
-        let ar = kube::api::ApiResource::erase::<K>(&());
-        let api: Api<kube::api::DynamicObject> = match namespace {
-            Some(ns) => Api::namespaced_with(self.client()?.clone(), ns, &ar),
-            None => Api::all_with(self.client()?.clone(), &ar),
-        };
-        api.patch(name, &self.params, &Patch::Json::<()>(patch))
-            .await
-            .map(|_| ())
-    }
-
-    pub async fn event(
-        &self,
-        ev: &kube::runtime::events::Event,
+        note: super::write::Note,
         on: &k8s_openapi::api::core::v1::ObjectReference,
     ) -> Result<(), kube::Error> {
         let Some(remote) = &self.remote else {
             return Err(kube::Error::Service(Box::new(Offline)));
         };
-        remote.recorder.publish(ev, on).await
+        remote.recorder.publish(&note.event(), on).await
     }
 }
 

@@ -81,14 +81,14 @@ pub(super) async fn node_delete_guard(cp: &mut ControlPlane, ns: &str) {
         .delete(&node, &DeleteParams::default())
         .await
         .expect("deletion on the stored confirmation");
-    let records = volguard::state::fences::api(c.clone())
+    let records = support::objects::fence_api(&c)
         .list(&ListParams::default())
         .await
         .expect("nodefences");
     let record = records
         .items
         .iter()
-        .filter_map(|o| volguard::state::fences::decode(o.clone()).ok())
+        .filter_map(|o| support::objects::decode_fence(o.clone()))
         .find(|f| f.spec.node == node && f.spec.release.is_some())
         .expect("the deletion is recorded as a NodeFence");
     let release = record.spec.release.clone().expect("release");

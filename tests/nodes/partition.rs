@@ -91,13 +91,13 @@ pub(super) async fn s_force_delete_partitioned(s: &mut Shared) {
 // ---------------------------------------------------------------- partition healing
 
 async fn incident(c: &kube::Client, node: &str) -> Option<NodeFence> {
-    volguard::state::fences::api(c.clone())
+    support::objects::fence_api(c)
         .list(&ListParams::default())
         .await
         .ok()?
         .items
         .into_iter()
-        .filter_map(|o| volguard::state::fences::decode(o).ok())
+        .filter_map(support::objects::decode_fence)
         .filter(|f| f.spec.node == node)
         .max_by_key(|f| f.metadata.creation_timestamp)
 }

@@ -6,10 +6,7 @@ use super::*;
 /// What a storage system with csi-addons does, played by the test: a NetworkFence asking to fence
 /// is carried out (the node's marker file) and reported `Succeeded`; a deleted one is unfenced.
 pub(crate) fn storage_system(c: &kube::Client, fenced_dir: PathBuf) -> tokio::task::JoinHandle<()> {
-    let api = Api::<kube::api::DynamicObject>::all_with(
-        c.clone(),
-        &volguard::state::network_fences::resource(),
-    );
+    let api = support::objects::network_fence_api(c);
     tokio::spawn(async move {
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         loop {
@@ -135,13 +132,10 @@ pub(crate) async fn partition_networkfence(s: &mut Shared) {
         "the class's own backends"
     );
     let nf_name = volguard::fencing::backend::network_fence_name(&f);
-    let nf = Api::<kube::api::DynamicObject>::all_with(
-        c.clone(),
-        &volguard::state::network_fences::resource(),
-    )
-    .get(&nf_name)
-    .await
-    .expect("the incident's NetworkFence");
+    let nf = support::objects::network_fence_api(&c)
+        .get(&nf_name)
+        .await
+        .expect("the incident's NetworkFence");
     assert_eq!(nf.data["spec"]["driver"], "e2e.csi.volguard.io");
     assert!(
         nf.data["spec"]["cidrs"]
@@ -156,14 +150,11 @@ pub(crate) async fn partition_networkfence(s: &mut Shared) {
     let done = incident_in(&s.cp, node, Phase::Done, LONG).await;
     assert!(!tainted(&c, node).await);
     assert!(
-        Api::<kube::api::DynamicObject>::all_with(
-            c.clone(),
-            &volguard::state::network_fences::resource()
-        )
-        .get_opt(&nf_name)
-        .await
-        .expect("read")
-        .is_none(),
+        support::objects::network_fence_api(&c)
+            .get_opt(&nf_name)
+            .await
+            .expect("read")
+            .is_none(),
         "unfencing deletes the NetworkFence"
     );
     storage.abort();

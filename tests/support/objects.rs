@@ -189,14 +189,37 @@ pub async fn run_or_dump<F: std::future::Future<Output = ()>>(cp: &ControlPlane,
     );
 }
 
+/// The NodeFence incidents and records, as the apiserver serves them.
+pub fn fence_api(c: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    use volguard::model::fence::{GROUP, KIND, PLURAL, VERSION};
+    let gvk = kube::api::GroupVersionKind::gvk(GROUP, VERSION, KIND);
+    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, PLURAL);
+    kube::Api::all_with(c.clone(), &ar)
+}
+
+/// csi-addons NetworkFences (the networkfence backend's), as the apiserver serves them.
+pub fn network_fence_api(c: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    let gvk =
+        kube::api::GroupVersionKind::gvk("csiaddons.openshift.io", "v1alpha1", "NetworkFence");
+    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "networkfences");
+    kube::Api::all_with(c.clone(), &ar)
+}
+
+/// A NodeFence as the apiserver stores it, typed (`None`: it does not decode).
+pub fn decode_fence(o: kube::api::DynamicObject) -> Option<volguard::model::fence::NodeFence> {
+    serde_json::to_value(o)
+        .and_then(serde_json::from_value)
+        .ok()
+}
+
 /// Every NodeFence the apiserver holds, decoded (one that does not decode is left out).
 pub async fn node_fences(c: &kube::Client) -> Vec<volguard::model::fence::NodeFence> {
-    volguard::state::fences::api(c.clone())
+    fence_api(c)
         .list(&kube::api::ListParams::default())
         .await
         .map(|l| l.items)
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|o| volguard::state::fences::decode(o).ok())
+        .filter_map(decode_fence)
         .collect()
 }

@@ -25,15 +25,9 @@ impl Reconciler {
         }
         let message = crate::rules::rwo::multi_node_message(pvc, &nodes);
         tracing::warn!(pvc = %format!("{}/{}", pvc.metadata.namespace, pvc.metadata.name), ?nodes, "{message}");
-        let ev = Event {
-            type_: EventType::Warning,
-            reason: "MultiNodeRWO".into(),
-            note: Some(message),
-            action: "Detect".into(),
-            secondary: None,
-        };
+        let ev = Write::event(pvc_reference(pvc), true, "MultiNodeRWO", message, "Detect");
         self.limiter.acquire().await;
-        if let Err(e) = self.writer.event(&ev, &pvc_reference(pvc)).await {
+        if let Err(e) = self.writer.apply(ev).await {
             tracing::warn!(error = %e, "could not publish MultiNodeRWO event");
         }
     }
@@ -55,16 +49,16 @@ impl Reconciler {
             a.insert(key.clone(), blockers.clone());
             self.metrics.blocked_pvcs.set(a.len() as i64);
         }
-        let reference = pvc_reference(pvc);
-        let ev = Event {
-            type_: EventType::Normal,
-            reason: "DeletionPostponed".into(),
-            note: Some(release::postponed_message(pvc, &blockers)),
-            action: "KeepFinalizer".into(),
-            secondary: None,
-        };
+        let note = release::postponed_message(pvc, &blockers);
+        let ev = Write::event(
+            pvc_reference(pvc),
+            false,
+            "DeletionPostponed",
+            note,
+            "KeepFinalizer",
+        );
         self.limiter.acquire().await;
-        if let Err(e) = self.writer.event(&ev, &reference).await {
+        if let Err(e) = self.writer.apply(ev).await {
             tracing::warn!(error = %e, "could not publish DeletionPostponed event");
             // Allow a retry on the next change.
             self.lock_announced().remove(&key);

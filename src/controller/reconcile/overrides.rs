@@ -36,32 +36,45 @@ impl Reconciler {
     /// One pass over the cached claims and volumes; returns the overrides lifted.
     pub async fn lift_overrides(&self, reader: Reader, refused: &Refused) -> u64 {
         let mut lifted = 0;
-        for pvc in self.view.store().pvcs.all() {
+        for pvc in self.view.sweep::<Pvc>(None) {
             let m = &pvc.metadata;
             if let Some(l) = lift(m, reader.mode, reader.expiry) {
                 lifted += self
-                    .lift_one::<k8s::PersistentVolumeClaim>("pvc", m, l, refused)
+                    .lift_one::<k8s::PersistentVolumeClaim>("pvc", m, l, refused, |patch| {
+                        Write::Pvc {
+                            namespace: m.namespace.clone(),
+                            name: m.name.clone(),
+                            patch,
+                        }
+                    })
                     .await;
             }
         }
-        for pv in self.view.store().pvs.all() {
+        for pv in self.view.sweep::<Pv>(None) {
             if let Some(l) = lift(&pv.metadata, reader.mode, reader.expiry) {
                 lifted += self
-                    .lift_one::<k8s::PersistentVolume>("pv", &pv.metadata, l, refused)
+                    .lift_one::<k8s::PersistentVolume>("pv", &pv.metadata, l, refused, |patch| {
+                        Write::Pv {
+                            name: pv.metadata.name.clone(),
+                            patch,
+                        }
+                    })
                     .await;
             }
         }
         lifted
     }
 
-    /// Lift `l` from one object and say so in an Event on it. A failed `test` (the object
-    /// changed since the cache read it) lifts nothing: the next pass looks again.
+    /// Lift `l` from one object (`write`: its patch on that object) and say so in an Event on it.
+    /// A failed `test` (the object changed since the cache read it) lifts nothing: the next pass
+    /// looks again.
     async fn lift_one<K: kube::Resource<DynamicType = ()>>(
         &self,
         resource: &'static str,
         meta: &crate::model::Meta,
         l: Lift,
         refused: &Refused,
+        write: impl FnOnce(Patch<serde_json::Value>) -> Write,
     ) -> u64 {
         let namespace = (!meta.namespace.is_empty()).then_some(meta.namespace.as_str());
         let key = (resource, meta.namespace.clone(), meta.name.clone());
@@ -71,11 +84,7 @@ impl Reconciler {
         self.limiter.acquire().await;
         let n = l.keys.len() as u64;
         let labels = ResourceLabel { resource };
-        match self
-            .writer
-            .patch_json::<K>(namespace, &meta.name, l.patch)
-            .await
-        {
+        match self.writer.apply(write(Patch::Json(l.patch))).await {
             Ok(()) => {}
             // The `test` failed or the object is gone: it changed since the cache read it.
             Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409 | 422) => return 0,
@@ -108,16 +117,9 @@ impl Reconciler {
             uid: (!meta.uid.is_empty()).then(|| meta.uid.to_string()),
             ..Default::default()
         };
-        let ev = Event {
-            type_: EventType::Normal,
-            reason: "OverrideLifted".into(),
-            // Events cap their note at 1 KiB.
-            note: Some(note.chars().take(1000).collect()),
-            action: "Lift".into(),
-            secondary: None,
-        };
+        let ev = Write::event(reference, false, "OverrideLifted", note, "Lift");
         self.limiter.acquire().await;
-        if let Err(e) = self.writer.event(&ev, &reference).await {
+        if let Err(e) = self.writer.apply(ev).await {
             tracing::warn!(error = %e, "could not publish OverrideLifted event");
         }
         n

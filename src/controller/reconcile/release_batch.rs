@@ -59,10 +59,7 @@ impl Reconciler {
         let Some(patch) = release::finalizer_removal_patch(&pvc.metadata, PVC_FINALIZER) else {
             return Outcome::Done;
         };
-        if let Err(o) = self
-            .patch_pvc(ns, name, Patch::Json::<serde_json::Value>(patch))
-            .await
-        {
+        if let Err(o) = self.write(pvc_patch(pvc, Patch::Json(patch))).await {
             return o;
         }
         self.forget_pvc(ns, name);

@@ -20,14 +20,10 @@ impl Reconciler {
             return Outcome::Done;
         };
         let in_use = self
-            .view
-            .store()
-            .claims
-            .pods_naming(ns, name)
-            .into_iter()
-            .filter_map(|n| self.view.store().pods.get(ns, &n))
-            .any(|p| rwo_lock::uses_on(&p, ns, name, &lock.node));
-        let node = self.view.store().nodes.get("", &lock.node);
+            .cached_pods(ns, name)
+            .iter()
+            .any(|p| rwo_lock::uses_on(p, ns, name, &lock.node));
+        let node = self.view.held::<crate::model::Node>("", &lock.node);
         let cached = rwo_lock::CachedHold {
             in_use,
             node: node.as_deref(),
@@ -88,10 +84,12 @@ impl Reconciler {
             Ok(p) => p,
             Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
         };
-        if let Err(o) = self
-            .patch_pvc(ns, name, Patch::Json::<serde_json::Value>(patch))
-            .await
-        {
+        let write = Write::Pvc {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            patch: Patch::Json(patch),
+        };
+        if let Err(o) = self.write(write).await {
             return o;
         }
         self.metrics.locks_cleared.inc();

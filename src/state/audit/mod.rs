@@ -36,7 +36,6 @@ pub const PER_NAMESPACE: usize = CAPACITY / 16;
 pub const WRITES_PER_SECOND: f64 = 5.0;
 pub const BURST: f64 = 25.0;
 const CHANNEL: usize = 1024;
-const NOTE_MAX: usize = 1024;
 pub const CONTROLLER: &str = "volguard.io/webhook";
 
 /// One refused (`Denied`) or warned (`WouldDeny`) request.
@@ -140,7 +139,7 @@ struct Entry {
 
 /// What the writer should send now.
 #[derive(Debug, PartialEq)]
-pub enum Write {
+enum Write {
     /// A new Event (`count` > 1 when repeats came before it could be written).
     Create {
         key: usize,
@@ -158,7 +157,7 @@ pub enum Write {
 }
 
 /// The pure part: which Events to create or update, given what was seen and the time.
-pub struct Aggregator {
+struct Aggregator {
     entries: Vec<Option<(Key, Entry)>>,
     index: HashMap<Key, usize>,
     per_namespace: HashMap<String, usize>,
@@ -167,14 +166,14 @@ pub struct Aggregator {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-pub enum Observed {
+enum Observed {
     New,
     Repeat,
     Dropped,
 }
 
 impl Aggregator {
-    pub fn new(now: Instant) -> Self {
+    fn new(now: Instant) -> Self {
         Aggregator {
             entries: Vec::new(),
             index: HashMap::new(),
@@ -184,7 +183,7 @@ impl Aggregator {
         }
     }
 
-    pub fn observe(&mut self, r: Refusal, now: Instant, wall: jiff::Timestamp) -> Observed {
+    fn observe(&mut self, r: Refusal, now: Instant, wall: jiff::Timestamp) -> Observed {
         let key = Key {
             regarding: r.regarding.clone(),
             user: r.user.clone(),
@@ -242,7 +241,7 @@ impl Aggregator {
 
     /// The writes due now: new entries at once, repeats every `FLUSH`, within the token bucket.
     /// Forgets entries idle for `IDLE`.
-    pub fn due(&mut self, now: Instant) -> Vec<Write> {
+    fn due(&mut self, now: Instant) -> Vec<Write> {
         let mut out = Vec::new();
         for i in 0..self.entries.len() {
             let Some((key, e)) = self.entries[i].as_ref() else {
@@ -297,17 +296,19 @@ impl Aggregator {
     }
 
     /// The Event an entry created (so its repeats become series updates).
-    pub fn created(&mut self, key: usize, event: String) {
+    fn created(&mut self, key: usize, event: String) {
         if let Some((_, e)) = self.entries.get_mut(key).and_then(Option::as_mut) {
             e.event = Some(event);
         }
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.index.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.index.is_empty()
     }
 }
@@ -357,8 +358,9 @@ impl AuditMetrics {
         self.0.get_or_create(&ResultLabels { record, result }).inc();
     }
 
-    /// The count of one series (tests).
-    pub fn get(&self, record: &str, result: &str) -> u64 {
+    /// The count of one series.
+    #[cfg(test)]
+    fn get(&self, record: &str, result: &str) -> u64 {
         let record = [EVENT, REPORT].into_iter().find(|r| *r == record);
         let result = EVENT_RESULTS
             .iter()
@@ -543,14 +545,7 @@ async fn create(
 ) -> Result<String, kube::Error> {
     let now = jiff::Timestamp::now();
     let namespace = event_namespace(&r.regarding);
-    let mut note = r.note.clone();
-    if note.len() > NOTE_MAX {
-        let mut end = NOTE_MAX;
-        while !note.is_char_boundary(end) {
-            end -= 1;
-        }
-        note.truncate(end);
-    }
+    let note = super::write::cut_note(r.note.clone());
     let ev = Event {
         metadata: ObjectMeta {
             // As kubectl's events are named: the object's name and a unique suffix (the

@@ -105,10 +105,8 @@ pub struct NodeHold<'a> {
     /// lag: it must never decide a take-over).
     pub users: Fact<&'a [Pod]>,
     /// The pod of the name the lock names, by a quorum read: whether the placement the lock was
-    /// written for can still land. `Missing` without a read once `observed` has passed the grace
-    /// (`LockHolds::read`): `standing` then decides on the users alone, before `placement_gone`
-    /// could take the unread pod as deleted.
-    pub writer: Fact<&'a Pod>,
+    /// written for can still land; or not read, and why (`LockPod`).
+    pub writer: LockPod<&'a Pod>,
     /// The lock's node (a cached out-of-service taint is confirmed live by the caller).
     pub node: Fact<&'a Node>,
     /// When the node is gone: a NodeFence records its deletion on proof, made after the lock
@@ -121,6 +119,56 @@ pub struct NodeHold<'a> {
     /// This process saw the pod of the lock's UID stored (its watch delivered it): the placement
     /// the lock was written for landed, so the quorum read that misses it shows it deleted.
     pub writer_stored: bool,
+}
+
+/// The pod of the name a lock names, as a reader knows it. A pod not read is never a pod read
+/// missing: after a bind, missing means deleted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LockPod<P> {
+    /// What a quorum read answered (or the cache, when it shows that very UID: `Named`).
+    Read(Fact<P>),
+    /// Not read: this process's pod watch saw its UID deleted, and a UID is never created
+    /// twice, so its placement can never land.
+    SeenGone,
+    /// Not read: this reader has held the lock for the grace, so its placement is over (landed,
+    /// then a user on its node, or never to land). Says nothing of the pod: only `observed`
+    /// past the grace decides on it.
+    PastGrace,
+    /// Not read: the users on the lock's node decide (one uses the claim, or their read failed):
+    /// the lock holds whatever its pod shows.
+    InUse,
+}
+
+impl<P> From<Fact<P>> for LockPod<P> {
+    fn from(read: Fact<P>) -> Self {
+        LockPod::Read(read)
+    }
+}
+
+impl<P> LockPod<P> {
+    /// The same knowledge of another form of the pod.
+    pub fn map<Q>(self, f: impl FnOnce(P) -> Q) -> LockPod<Q> {
+        match self {
+            LockPod::Read(read) => LockPod::Read(read.map(f)),
+            LockPod::SeenGone => LockPod::SeenGone,
+            LockPod::PastGrace => LockPod::PastGrace,
+            LockPod::InUse => LockPod::InUse,
+        }
+    }
+
+    pub fn as_ref(&self) -> LockPod<&P> {
+        match self {
+            LockPod::Read(read) => LockPod::Read(read.as_ref()),
+            LockPod::SeenGone => LockPod::SeenGone,
+            LockPod::PastGrace => LockPod::PastGrace,
+            LockPod::InUse => LockPod::InUse,
+        }
+    }
+
+    /// Read, and the read failed: unsure.
+    pub fn is_unknown(&self) -> bool {
+        matches!(self, LockPod::Read(Fact::Unknown(_)))
+    }
 }
 
 /// Why a lock still holds, or why it does not.
@@ -154,13 +202,13 @@ pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
     // user (found by the e2e race: taken over as "its pod does not use the claim").
     // Whatever its UID: a pod there using the claim is a user (the lock model's race, where a
     // pod of the lock's name landed under another UID between the two reads).
-    if let Fact::Found(w) = hold.writer
+    if let LockPod::Read(Fact::Found(w)) = hold.writer
         && uses_on(w, &w.metadata.namespace, hold.claim, &lock.node)
     {
         return Standing::Holds("in use on its node");
     }
     // Past the grace the placement is over whatever its pod shows (a reader may then not have
-    // read it: `LockHolds::read`), so the reason names what was read.
+    // read it: `LockPod::PastGrace`), so the reason names what was read.
     if hold.observed >= BIND_GRACE {
         return Standing::Stale("nobody on its node uses it");
     }
@@ -175,7 +223,12 @@ pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
 /// after a bind was deleted (a bound pod was stored first); after a create only when this process
 /// saw that very pod stored (`stored`): a UID is never created twice, so its create cannot still
 /// be in flight.
-fn placement_gone(lock: &RwoLock, writer: &Fact<&Pod>, stored: bool) -> Option<&'static str> {
+fn placement_gone(lock: &RwoLock, writer: &LockPod<&Pod>, stored: bool) -> Option<&'static str> {
+    let writer = match writer {
+        LockPod::Read(read) => read,
+        LockPod::SeenGone => return Some("its pod was deleted"),
+        LockPod::PastGrace | LockPod::InUse => return None,
+    };
     match writer {
         Fact::Unknown(_) => None,
         Fact::Missing => (lock.via == Some(Via::Bind) || (stored && !lock.uid.is_empty()))
@@ -200,8 +253,8 @@ fn placement_gone(lock: &RwoLock, writer: &Fact<&Pod>, stored: bool) -> Option<&
 /// What is known, for a placement on the lock's own node, of the placement the lock names.
 pub struct Named<'a> {
     /// The pod of the name the lock names: from the cache when it shows that very UID, else by a
-    /// quorum read (a cache showing another UID may be older than the lock).
-    pub writer: Fact<&'a Pod>,
+    /// quorum read (a cache showing another UID may be older than the lock); or not read.
+    pub writer: LockPod<&'a Pod>,
     /// How long this process has seen this exact lock (its own monotonic clock).
     pub observed: std::time::Duration,
     /// This process saw the pod of the lock's UID stored (as `NodeHold::writer_stored`).
@@ -212,7 +265,7 @@ pub struct Named<'a> {
 /// from then on), or never to land (deleted after a bind, replaced, ended, bound elsewhere), or
 /// older than any request the apiserver still waits on. Unsure means in flight.
 pub fn placement_settled(lock: &RwoLock, named: &Named<'_>) -> bool {
-    if let Fact::Found(p) = named.writer
+    if let LockPod::Read(Fact::Found(p)) = named.writer
         && (lock.uid.is_empty() || *p.metadata.uid == *lock.uid)
         && p.node_name().is_some()
     {

@@ -90,7 +90,7 @@ fn hold<'a>(
     NodeHold {
         claim: "data",
         users,
-        writer,
+        writer: writer.into(),
         node,
         gone_recorded: false,
         observed,
@@ -134,7 +134,7 @@ fn a_placement_on_the_locks_node_writes_only_when_the_lock_names_another_settled
         ("deleted after its bind", Fact::Missing),
     ] {
         let n = Named {
-            writer,
+            writer: writer.into(),
             observed: YOUNG,
             writer_stored: false,
         };
@@ -157,7 +157,7 @@ fn a_placement_on_the_locks_node_waits_while_the_named_one_is_in_flight() {
         ("unread", Fact::Unknown(err)),
     ] {
         let n = Named {
-            writer,
+            writer: writer.into(),
             observed: YOUNG,
             writer_stored: false,
         };
@@ -170,7 +170,7 @@ fn a_placement_on_the_locks_node_waits_while_the_named_one_is_in_flight() {
     );
     // Past the grace on this process's clock, no request is still in flight.
     let n = Named {
-        writer: Fact::Found(&unbound),
+        writer: Fact::Found(&unbound).into(),
         observed: OLD,
         writer_stored: false,
     };
@@ -181,14 +181,14 @@ fn a_placement_on_the_locks_node_waits_while_the_named_one_is_in_flight() {
         ..lock("2026-11-23T09:00:00Z")
     };
     let n = Named {
-        writer: Fact::Missing,
+        writer: Fact::Missing.into(),
         observed: YOUNG,
         writer_stored: false,
     };
     assert!(matches!(step_here(&created, Some(&n)), LockStep::Busy(_)));
     // Unless this process saw that very pod stored: its create landed, a missing pod was deleted.
     let n = Named {
-        writer: Fact::Missing,
+        writer: Fact::Missing.into(),
         observed: YOUNG,
         writer_stored: true,
     };
@@ -696,4 +696,62 @@ fn a_created_placement_seen_stored_and_now_missing_was_deleted() {
         standing(&created, &held),
         Standing::Holds("in use on its node")
     );
+}
+
+/// Nobody on n1 uses the claim, seen for less than the grace; the lock's pod as `writer` says.
+fn nobody_there<'a>(none: &'a [Pod], n: &'a Node, writer: LockPod<&'a Pod>) -> NodeHold<'a> {
+    NodeHold {
+        writer,
+        ..hold(Fact::Found(none), Fact::Missing, Fact::Found(n), YOUNG)
+    }
+}
+
+#[test]
+fn a_lock_pod_not_read_is_never_taken_as_deleted() {
+    // After a bind, a pod read missing was deleted; a pod not read says nothing, whatever
+    // the reason it was not read, except a UID this process saw deleted.
+    let bound = lock("2026-11-23T09:00:00Z");
+    let (n, none): (Node, [Pod; 0]) = (node(false), []);
+    assert_eq!(
+        standing(&bound, &nobody_there(&none, &n, Fact::Missing.into())),
+        Standing::Stale("its pod was deleted")
+    );
+    for (what, unread) in [
+        ("past the grace", LockPod::PastGrace),
+        ("in use", LockPod::InUse),
+    ] {
+        assert_eq!(
+            standing(&bound, &nobody_there(&none, &n, unread)),
+            Standing::Holds("placement in progress"),
+            "{what}: judged before the grace passed"
+        );
+    }
+    assert_eq!(
+        standing(&bound, &nobody_there(&none, &n, LockPod::SeenGone)),
+        Standing::Stale("its pod was deleted")
+    );
+    // A created pod's too, though this process had not seen it stored when it began to read:
+    // its UID was stored to be deleted, and is never created again.
+    let created = RwoLock {
+        via: Some(Via::Create),
+        ..bound.clone()
+    };
+    assert_eq!(
+        standing(&created, &nobody_there(&none, &n, LockPod::SeenGone)),
+        Standing::Stale("its pod was deleted")
+    );
+    assert_eq!(
+        standing(&created, &nobody_there(&none, &n, Fact::Missing.into())),
+        Standing::Holds("placement in progress"),
+        "read missing, never seen stored: its create may still land"
+    );
+    // A rename alike: a pod not read settles nothing before the grace.
+    let named = |writer| Named {
+        writer,
+        observed: YOUNG,
+        writer_stored: false,
+    };
+    assert!(!placement_settled(&bound, &named(LockPod::PastGrace)));
+    assert!(placement_settled(&bound, &named(LockPod::SeenGone)));
+    assert!(placement_settled(&bound, &named(Fact::Missing.into())));
 }

@@ -1,0 +1,238 @@
+//! A write as a value: what a job decided to change, made by `Writer::apply`, the one door of
+//! every effect the controller and fencing have. A plan is then data: a job decides its writes
+//! (each carrying the `test`, resourceVersion or uid it was decided on) and hands them over; the
+//! writer knows how each reaches the apiserver.
+//!
+//! The writes whose answer decides the next step keep their own calls on `Writer`: the lock's
+//! swap (`Swap`), a NodeFence created or its status advanced (the stored incident), a release
+//! record (its name), the Lease (its resourceVersion).
+
+use super::writer::Writer;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PostParams};
+use kube::runtime::events::{Event, EventType};
+
+/// One write.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// A patch on a claim: JSON (its ops begin with their `test`s) or merge (carrying the uid or
+    /// resourceVersion it was decided on).
+    Pvc {
+        namespace: String,
+        name: String,
+        patch: Patch<serde_json::Value>,
+    },
+    /// A patch on a volume, as on a claim.
+    Pv {
+        name: String,
+        patch: Patch<serde_json::Value>,
+    },
+    /// An Event about `on` (its reporter is the writer's).
+    Event { note: Note, on: ObjectReference },
+    /// Delete a pod at once (grace period 0), only the pod that was read (its UID and
+    /// resourceVersion as preconditions): what PodGC does to a released node's terminating pods.
+    /// Gone already is done.
+    DeletePodNow {
+        namespace: String,
+        name: String,
+        uid: String,
+        resource_version: Option<String>,
+    },
+    /// Add the out-of-service taint, naming the incident (the webhook checks that it is
+    /// `Fenced`); a JSON patch testing the Node's resourceVersion as read.
+    Taint { node: String, incident: String },
+    /// Remove the out-of-service taint and the annotations that went with it.
+    Untaint { node: String },
+    /// Stamp a person's confirmation on an incident, as read (resourceVersion-checked).
+    ConfirmFence {
+        name: String,
+        resource_version: Option<String>,
+        by: String,
+    },
+    /// Create csi-addons NetworkFence `name` with `spec`, labelled with the node it fences.
+    NetworkFence {
+        name: String,
+        node: String,
+        spec: serde_json::Value,
+    },
+    /// Delete NetworkFence `name` (csi-addons unfences, then lets it go).
+    DeleteNetworkFence { name: String },
+    /// Write one of volguard's webhook configurations back (`kind`: Validating… or
+    /// Mutating…), if nobody wrote it since it was read (its resourceVersion rides in `fixed`).
+    Registration {
+        kind: String,
+        name: String,
+        fixed: Box<DynamicObject>,
+    },
+}
+
+/// What an Event says (kube-runtime's `Event`, as a value a plan can hold and a test compare).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub warning: bool,
+    /// PascalCase, at most 128 characters.
+    pub reason: String,
+    /// Cut to `NOTE_MAX` bytes when published.
+    pub note: String,
+    pub action: String,
+}
+
+impl Write {
+    /// The Event `note` on `on`.
+    pub fn event(
+        on: ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: String,
+        action: &str,
+    ) -> Write {
+        Write::Event {
+            on,
+            note: Note {
+                warning,
+                reason: reason.to_string(),
+                note,
+                action: action.to_string(),
+            },
+        }
+    }
+}
+
+impl Writer {
+    /// Make `write`. Each write is checked by the apiserver against what it was decided on (a
+    /// `test`, a resourceVersion, a uid): a write that finds its object changed fails (409 or
+    /// 422) and the job decides again from what it reads next. On a `--state` file every write
+    /// here fails (`Offline`).
+    pub async fn apply(&self, write: Write) -> Result<(), kube::Error> {
+        super::reads::note();
+        let client = self.client()?.clone();
+        match write {
+            Write::Pvc {
+                namespace,
+                name,
+                patch,
+            } => Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
+                client, &namespace,
+            )
+            .patch(&name, &self.params, &patch)
+            .await
+            .map(drop),
+            Write::Pv { name, patch } => {
+                Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(client)
+                    .patch(&name, &self.params, &patch)
+                    .await
+                    .map(drop)
+            }
+            Write::Event { note, on } => self.publish(note, &on).await,
+            Write::DeletePodNow {
+                namespace,
+                name,
+                uid,
+                resource_version,
+            } => {
+                let params = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    preconditions: Some(kube::api::Preconditions {
+                        uid: Some(uid),
+                        resource_version,
+                    }),
+                    ..Default::default()
+                };
+                let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client, &namespace);
+                match pods.delete(&name, &params).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Write::Taint { node, incident } => {
+                super::fence_writer::taint_out_of_service(self, &node, &incident).await
+            }
+            Write::Untaint { node } => {
+                super::fence_writer::untaint_out_of_service(self, &node).await
+            }
+            Write::ConfirmFence {
+                name,
+                resource_version,
+                by,
+            } => super::fence_writer::confirm_fence(self, &name, resource_version, &by).await,
+            Write::NetworkFence { name, node, spec } => {
+                super::network_fences::create(&client, &name, &node, spec).await
+            }
+            Write::DeleteNetworkFence { name } => super::network_fences::api(&client)
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(drop),
+            Write::Registration { kind, name, fixed } => {
+                let params = PostParams {
+                    // Named, so a conflict Helm reports says who wrote (not "unknown").
+                    field_manager: Some("volguard-controller".into()),
+                    ..PostParams::default()
+                };
+                super::registrations::api(&client, &kind)
+                    .replace(&name, &params, &fixed)
+                    .await
+                    .map(drop)
+            }
+        }
+    }
+}
+
+impl Note {
+    pub(super) fn event(self) -> Event {
+        Event {
+            type_: if self.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: self.reason,
+            note: Some(cut_note(self.note)),
+            action: self.action,
+            secondary: None,
+        }
+    }
+}
+
+/// The apiserver refuses an Event whose note is longer (events.k8s.io/v1 validation, in bytes).
+const NOTE_MAX: usize = 1024;
+
+/// An Event's note cut to at most `NOTE_MAX` bytes, at a character boundary (the webhook's audit
+/// Events too).
+pub(super) fn cut_note(mut s: String) -> String {
+    if s.len() > NOTE_MAX {
+        let mut at = NOTE_MAX;
+        while !s.is_char_boundary(at) {
+            at -= 1;
+        }
+        s.truncate(at);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_is_cut_to_what_the_apiserver_accepts_at_a_character_boundary() {
+        assert_eq!(cut_note("short".into()), "short");
+        let long = "é".repeat(600); // 1,200 bytes
+        let c = cut_note(long);
+        assert!(
+            c.len() <= NOTE_MAX && c.len() >= NOTE_MAX - 1,
+            "{}",
+            c.len()
+        );
+        assert!(c.chars().all(|ch| ch == 'é'));
+        let note = Note {
+            warning: true,
+            reason: "DeletionPostponed".into(),
+            note: "x".repeat(5000),
+            action: "KeepFinalizer".into(),
+        };
+        let ev = note.event();
+        assert_eq!(ev.note.map(|n| n.len()), Some(NOTE_MAX));
+        assert!(matches!(ev.type_, EventType::Warning));
+    }
+}

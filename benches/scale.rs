@@ -155,7 +155,8 @@ fn stopped_by(
                 .max_by_key(|(_, s)| s.rss_bytes)
                 .map(|(n, s)| format!("{n} at {:.1} GiB", gib(s.rss_bytes)));
             format!(
-                "memory: under {:.1} GiB available (the floor and what the churn windows need) after \
+                "memory: under {:.1} GiB available once the pods made run (the floor and what the \
+                 churn windows need) after \
                  {have} of {want} pods; the largest process: {}",
                 gib(grow::MEMORY_FLOOR + grow::WINDOWS_RESERVE),
                 top.unwrap_or_default()
@@ -568,8 +569,9 @@ async fn run() {
             admission::prepare(&c).await;
         }
         let deadline = Instant::now() + budget;
-        // The growth stops with room left for the churn windows (`WINDOWS_RESERVE`).
-        let floor = grow::MEMORY_FLOOR + grow::WINDOWS_RESERVE;
+        // The growth stops with room left for the churn windows (`WINDOWS_RESERVE`) once the
+        // pods it made run.
+        let floor = grow::Floor::Settled(grow::MEMORY_FLOOR + grow::WINDOWS_RESERVE);
         let g = grow::create_pods(
             &c,
             have_pods,

@@ -17,14 +17,29 @@ const IN_FLIGHT: usize = 64;
 /// left for what follows: cold starts whose LISTs the apiserver buffers, the churn).
 pub const MEMORY_FLOOR: u64 = 3 << 30;
 
-/// What the growth leaves above `MEMORY_FLOOR` for what follows it: the pods created last
-/// starting (their status writes, the scheduler's and kwok's caches), the churn windows' pods
-/// created again, and kube-controller-manager restarted between them, which lists every object
-/// anew (docs/performance.md: a run that grew to where only the floor was left ran out in its
-/// third window; one that kept 4 GiB lost 4 more to the 24,000 pods still starting when it
-/// stopped (7.1 GiB left then, 3.0 once they ran) and ran out in its first). With 9 GiB, about
-/// 8 are left once the last pods run: the run of record that finished had 7.3.
-pub const WINDOWS_RESERVE: u64 = 9 << 30;
+/// What the growth leaves above `MEMORY_FLOOR`, once every pod it made runs, for what follows:
+/// the churn windows' pods created again, and kube-controller-manager restarted between them,
+/// which lists every object anew (docs/performance.md: a run that grew to where only the floor
+/// was left ran out in its third window; the run of record that finished began its windows with
+/// 7.3 GiB).
+pub const WINDOWS_RESERVE: u64 = 4 << 30;
+
+/// What a pod created and not yet running still takes once it starts (its status writes, the
+/// scheduler's and kwok's caches): a run stopped with 24,000 pods starting had 7.1 GiB left, and
+/// 3.0 once they ran (about 175 KiB each). The growth's memory stop counts it (`Floor::Settled`):
+/// a stop on what is available now, with a fixed margin, either stopped at once at 5,000 nodes
+/// (9 GiB kept: 45,563 pods) or ran out in the first window (4 GiB kept).
+const STARTING_POD: u64 = 192 << 10;
+
+/// When a creation stops for memory.
+#[derive(Debug, Clone, Copy)]
+pub enum Floor {
+    /// `MemAvailable` under this (a churn's creates: their pods start as they go).
+    Now(u64),
+    /// `MemAvailable` less what the pods not yet running will take (`STARTING_POD` each) under
+    /// this, or `MemAvailable` under `MEMORY_FLOOR` (the growth).
+    Settled(u64),
+}
 
 pub fn namespace_of(i: usize) -> String {
     format!("scale-{}", i / PODS_PER_NS)
@@ -215,7 +230,7 @@ pub struct Grown {
 }
 
 /// Create pods `from..to` (with their claims and volumes unless `pod_only`), `IN_FLIGHT` at a
-/// time, stopping early once `MemAvailable` falls under `floor` or at `deadline`.
+/// time, stopping early once memory falls under `floor` or at `deadline`.
 #[allow(clippy::too_many_arguments)]
 pub async fn create_pods(
     c: &kube::Client,
@@ -225,7 +240,7 @@ pub async fn create_pods(
     pod_only: bool,
     deadline: Option<Instant>,
     generation: usize,
-    floor: u64,
+    floor: Floor,
 ) -> Grown {
     let started = Instant::now();
     let mut said = Instant::now();
@@ -252,7 +267,7 @@ pub async fn create_pods(
         }
         created += 1;
         if why.is_none() && created % 500 == 0 {
-            if mem_available() < floor {
+            if short_of_memory(c, floor, created).await {
                 why = Some(Stop::Memory);
             } else if deadline.is_some_and(|d| Instant::now() >= d) {
                 why = Some(Stop::Time);
@@ -276,6 +291,28 @@ pub async fn create_pods(
         created,
         seconds: started.elapsed().as_secs_f64(),
         stopped: why,
+    }
+}
+
+/// Whether memory is under `floor` (the pods not yet running counted every 2,000 creations: a
+/// LIST of the apiserver's watch cache).
+async fn short_of_memory(c: &kube::Client, floor: Floor, created: usize) -> bool {
+    let available = mem_available();
+    match floor {
+        Floor::Now(f) => available < f,
+        Floor::Settled(f) => {
+            if available < MEMORY_FLOOR {
+                return true;
+            }
+            if !created.is_multiple_of(2000) {
+                return false;
+            }
+            // Unknown (the LIST failed): decided on the next count.
+            match not_running(c).await {
+                usize::MAX => false,
+                starting => available.saturating_sub(starting as u64 * STARTING_POD) < f,
+            }
+        }
     }
 }
 
@@ -378,7 +415,8 @@ pub async fn churn(
     delete_pods(cp, c, (from, to), generation, total - (to - from)).await;
     let deleted = started.elapsed().as_secs_f64();
     let generation = generation + 1;
-    let g = create_pods(c, from, to, per_node, true, None, generation, MEMORY_FLOOR).await;
+    let floor = Floor::Now(MEMORY_FLOOR);
+    let g = create_pods(c, from, to, per_node, true, None, generation, floor).await;
     assert!(
         g.stopped.is_none(),
         "the machine ran out of memory during the churn"

@@ -4,8 +4,9 @@
 //! `step` or `cleanup_live`); reading the facts two ways had let the controller read them
 //! without what the webhook had learnt (the cache's user, the pod seen gone, the lock's age).
 //!
-//! The reading: the pods on the lock's node that use the claim (by a quorum LIST unless the cache
-//! already shows one: a cache may show a use that ended, never decide a release); the pod the
+//! The reading: the pods on the lock's node that use the claim (by a LIST unless the cache
+//! already shows one: a cache may show a use that ended, never decide a release; the LIST at
+//! least as fresh as the claim when the lock's pod is read or seen gone, else consistent); the pod the
 //! lock names, read live (may the placement the lock was written for still land?) unless the
 //! cache has held the lock for the grace (it cannot: landed, it is a user); the node, a
 //! cached out-of-service taint confirmed live as for a force delete; the record of its deletion
@@ -129,17 +130,33 @@ impl LockHolds {
             Some(p) => (Fact::Found(vec![p]), LockPod::InUse),
             None => {
                 paced(pace).await;
+                // A lock the cache has held for the grace names a placement that is over:
+                // landed (a user the LIST shows) or never to land; its pod is not read.
+                let unread = if self.seen_gone(ns, lock) {
+                    Some(LockPod::SeenGone)
+                } else if held >= rwo_lock::BIND_GRACE {
+                    Some(LockPod::PastGrace)
+                } else {
+                    None
+                };
+                // Every user on the lock's node but the lock's own pod was stored before the
+                // lock's value was written (each placement there wrote the lock, and a rename or
+                // take-over waited for the placement it replaced to settle), so a LIST at least as
+                // fresh as the claim shows them: the apiserver's watch cache, no quorum read. The
+                // lock's pod is then judged by its own read, or seen deleted. Not read (past the
+                // grace), its placement may have landed after the claim's version: only a
+                // consistent LIST shows it (the lock model checks both).
+                let users_read = match unread {
+                    Some(LockPod::PastGrace) => reads,
+                    _ => reads.not_older_than(pvc.metadata.resource_version.as_deref()),
+                };
                 let users = self.view.pods(
                     PodsIn::NamespaceOnNode(ns, &lock.node),
                     |p| rwo_lock::uses_on(p, ns, claim, &lock.node),
-                    reads,
+                    users_read,
                 );
-                // A lock the cache has held for the grace names a placement that is over:
-                // landed (a user the LIST shows) or never to land; its pod is not read.
-                if self.seen_gone(ns, lock) {
-                    (users.await, LockPod::SeenGone)
-                } else if held >= rwo_lock::BIND_GRACE {
-                    (users.await, LockPod::PastGrace)
+                if let Some(unread) = unread {
+                    (users.await, unread)
                 } else {
                     paced(pace).await;
                     let (mut users, mut writer) = (

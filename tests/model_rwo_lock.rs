@@ -26,8 +26,13 @@
 //! configuration, as the code does; the users' LIST is still read (a shortcut that skipped it is
 //! a replayed counterexample below, and one judged on the pod cache an exhaustive one).
 //!
-//! A take-over's two quorum reads (the users on the lock's node, the lock's pod) are issued at
+//! A take-over's two reads (the users on the lock's node, the lock's pod) are issued at
 //! once, so a placement in flight may land between them in either order (`writer_first`). The
+//! users' LIST is read "not older than" the claim's resourceVersion when the lock's pod is read
+//! or seen gone: here its oldest answer, the pods stored when the claim was last written
+//! (`S::at_claim`), which misses every user stored since (an answer between shows more, which
+//! only holds the lock longer); for a lock whose pod is not read for its age it is a quorum read,
+//! and the broken `ClaimListPastGrace` (the claim's version there too) is found. The
 //! lock's pod is not read for a lock the reader's cache has held for the grace (its placement is
 //! over: landed, a user the LIST shows, or never to land), nor the placement a rename waits on
 //! (`named_placement`: settled by its age whatever its pod shows); a shortcut that never read
@@ -42,8 +47,8 @@
 //! cache's first sight across a change of the lock's value needs 9 (found at depth 11, not here).
 //!
 //! Invariant: no ReadWriteOnce claim is used by non-terminal pods on two nodes of which more than
-//! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 8.3 million
-//! states; with creates: depth 8, 3.6 million states; one name raced: depth 8, 6.5 million; the
+//! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 10.6 million
+//! states; with creates: depth 8, 3.2 million states; one name raced: depth 8, 6.4 million; the
 //! three about five minutes in a debug build on two cores, since the controller's cache age and
 //! its two reads in either order joined the model); deliberately broken rules must each find a counterexample: the take-over judged on the
 //! replica's cache (as before the trust review), a placement on the lock's own node admitted
@@ -196,6 +201,9 @@ struct S {
     aged: bool,
     /// UIDs of pods stored and then deleted (what a watch may report gone).
     deleted: Vec<u8>,
+    /// The pods stored when the claim was last written: the oldest answer a LIST "not older than
+    /// the claim's resourceVersion" may give (the apiserver's watch cache at that version).
+    at_claim: Vec<P>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -290,6 +298,9 @@ enum Rule {
     /// Broken shortcut: the lock's pod never read, taken as missing, however young the lock (the
     /// sound shortcut skips the read only for a lock its cache has held for the grace).
     WriterUnread,
+    /// Broken: the users' LIST not older than the claim also for a lock whose pod is not read for
+    /// its age (its placement may have landed after the claim's version).
+    ClaimListPastGrace,
 }
 
 /// One placement's request: which replica admits it, where, and what lands meanwhile.
@@ -472,6 +483,11 @@ impl LockModel {
                     }
                     _ => (users_in(seen), seen.to_vec()),
                 };
+                let unread = self.unread(gone, &s.replicas[r].cached, l);
+                let users = match !broken && self.at_claim(&unread) {
+                    true => users_in(&s.at_claim.iter().map(pod_of).collect::<Vec<_>>()),
+                    false => users,
+                };
                 let users = match gone && self.rule == Rule::GoneSkipsList {
                     true => Vec::new(),
                     false => users,
@@ -480,7 +496,7 @@ impl LockModel {
                     .quiet
                     .look(l, !users.is_empty())
                     .max(s.replicas[r].cached.held(l));
-                hold_facts = Some((users, later, l.clone(), observed));
+                hold_facts = Some((users, later, l.clone(), observed, unread));
             }
             // On the lock's node, naming another placement: that one's pod by a quorum read.
             Some(l) if l.name != target.name || l.uid != target.uid => {
@@ -507,11 +523,11 @@ impl LockModel {
         };
         let hold = hold_facts
             .as_ref()
-            .map(|(users, later, l, observed)| NodeHold {
+            .map(|(users, later, l, observed, unread)| NodeHold {
                 claim: CLAIM,
                 users: Fact::Found(users),
-                writer: self
-                    .unread(gone, &s.replicas[r].cached, l)
+                writer: unread
+                    .clone()
                     .unwrap_or_else(|| self.writer(later, l).into()),
                 node: Fact::Found(&nodes[l.node as usize]),
                 gone_recorded: false,
@@ -576,6 +592,7 @@ impl LockModel {
                     lock: Some(l.clone()),
                     rv: s.claim.rv.wrapping_add(1),
                 };
+                s.at_claim = s.pods.clone();
                 s.aged = false;
                 s.replicas[r].claim = s.claim.clone();
                 // Written here: young on this process's clock.
@@ -626,6 +643,11 @@ impl LockModel {
             true => (users_in(&second), first),
             false => (users_in(&first), second),
         };
+        let unread = self.unread(gone, &s.controller_cached, &l);
+        let users = match self.at_claim(&unread) {
+            true => users_in(&s.at_claim.iter().map(pod_of).collect::<Vec<_>>()),
+            false => users,
+        };
         // It reconciles the claim its cache holds: the value it judges is the stored one.
         s.controller_cached
             .hold(Some(&l), self.rule == Rule::CarryAcrossChange);
@@ -647,9 +669,7 @@ impl LockModel {
         let hold = NodeHold {
             claim: CLAIM,
             users: Fact::Found(&users),
-            writer: self
-                .unread(gone, &s.controller_cached, &l)
-                .unwrap_or_else(|| self.writer(&later, &l).into()),
+            writer: unread.unwrap_or_else(|| self.writer(&later, &l).into()),
             node: Fact::Found(&node),
             gone_recorded: false,
             observed,
@@ -660,6 +680,7 @@ impl LockModel {
                 lock: None,
                 rv: s.claim.rv.wrapping_add(1),
             };
+            s.at_claim = s.pods.clone();
             s.aged = false;
         }
     }
@@ -679,6 +700,19 @@ impl LockModel {
             _ if gone => Some(LockPod::SeenGone),
             _ if cached.held(l) >= BIND_GRACE => Some(LockPod::PastGrace),
             _ => None,
+        }
+    }
+
+    /// Whether the users' LIST is read "not older than the claim's resourceVersion" (the
+    /// apiserver's watch cache; here its oldest answer, the pods stored when the claim was last
+    /// written), as `LockHolds::read` reads it when the lock's pod is read live or seen gone: every
+    /// other user there was stored before the lock's value. For a lock whose pod is not read for
+    /// its age the LIST is a quorum read (that placement may have landed after the claim's
+    /// version), except in the broken `ClaimListPastGrace`.
+    fn at_claim(&self, unread: &Option<LockPod<&Pod>>) -> bool {
+        match unread {
+            Some(LockPod::PastGrace) => self.rule == Rule::ClaimListPastGrace,
+            _ => true,
         }
     }
 
@@ -805,6 +839,7 @@ impl Model for LockModel {
             next_uid: 0,
             aged: false,
             deleted: Vec::new(),
+            at_claim: Vec::new(),
         }]
     }
 
@@ -1205,6 +1240,17 @@ fn model_rwo_lock_finds_gone_if_uncached() {
 /// The lock's pod taken as missing without a read whatever the lock's age: found (a bind in
 /// flight taken over as "its pod was deleted"). The sound rule skips the read only once the
 /// cache has held the lock for the grace.
+#[test]
+fn model_rwo_lock_finds_the_claim_list_past_grace() {
+    let (states, found) = check(binds(Rule::ClaimListPastGrace), depth());
+    let path = found.unwrap_or_else(|| {
+        panic!("the users' LIST at the claim's version for a lock not read for its age survived {states} states")
+    });
+    println!(
+        "model rwo-lock, the users' LIST at the claim's version past the grace: counterexample\n{path}"
+    );
+}
+
 #[test]
 fn model_rwo_lock_finds_the_unread_writer() {
     let (states, found) = check(binds(Rule::WriterUnread), depth());

@@ -58,6 +58,12 @@ pub struct ControllerArgs {
     pub qps: f64,
     #[arg(long, default_value_t = 100, env = "VOLGUARD_BURST")]
     pub burst: u32,
+    /// Read a ReadWriteOnce lock's users by consistent LISTs only. By default a take-over lists
+    /// them "not older than" the claim's resourceVersion (the apiserver's watch cache), which
+    /// needs one etcd revision to number pods and claims alike: set this on a cluster that keeps
+    /// pods or PersistentVolumeClaims in an etcd of their own (`--etcd-servers-overrides`).
+    #[arg(long, env = "VOLGUARD_CONSISTENT_LISTS")]
+    pub consistent_lists: bool,
     /// Most terminating PVCs of one namespace released on one consistent pod LIST.
     #[arg(long, default_value_t = 100, env = "VOLGUARD_LIST_BATCH")]
     pub list_batch: usize,

@@ -77,7 +77,10 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     // Followers keep warm caches too, so a takeover starts from synced state.
     let view = state::open(
         state::Source::Live(crate::runtime::kube::client(args.kubeconfig.as_deref()).await?),
-        Needs::controller(args.fencing.enabled),
+        Needs {
+            consistent_lists: args.consistent_lists,
+            ..Needs::controller(args.fencing.enabled)
+        },
     )?;
     // Each writer its own (its own Events' series), as each job wrote before.
     let writer = |field_manager: &str| view.writer(field_manager, args.identity());

@@ -116,6 +116,12 @@ pub struct ServeArgs {
     /// `all`: a ReadWriteOnce claim is used on one node at a time (rules.md §2f); `off`: not checked.
     #[arg(long, value_enum, default_value_t = RwoGuard::All, env = "VOLGUARD_RWO_GUARD")]
     pub rwo_guard: RwoGuard,
+    /// Read a ReadWriteOnce lock's users by consistent LISTs only. By default a take-over lists
+    /// them "not older than" the claim's resourceVersion (the apiserver's watch cache), which
+    /// needs one etcd revision to number pods and claims alike: set this on a cluster that keeps
+    /// pods or PersistentVolumeClaims in an etcd of their own (`--etcd-servers-overrides`).
+    #[arg(long, env = "VOLGUARD_CONSISTENT_LISTS")]
+    pub consistent_lists: bool,
     /// On SIGTERM, report not ready and keep serving this long before closing the listener
     /// (`15s`, `1m`): longer than the Service endpoints take to drop this replica, so the
     /// apiserver's calls during a rollout never meet a closed port. Keep the pod's

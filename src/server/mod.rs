@@ -162,7 +162,11 @@ async fn open_admission(
         Some(path) => state::Source::File(path),
         None => state::Source::Live(runtime::kube::client(args.kubeconfig.as_deref()).await?),
     };
-    let cluster = state::open(source, state::Needs::admission(rwo_guard))?;
+    let needs = state::Needs {
+        consistent_lists: args.consistent_lists,
+        ..state::Needs::admission(rwo_guard)
+    };
+    let cluster = state::open(source, needs)?;
     // The audit trail's writer (none for a `--state` file).
     let audit = (!cluster.is_file()).then(|| {
         cluster

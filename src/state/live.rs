@@ -1,6 +1,7 @@
 //! Live cluster state: kube-rs watches feeding the pruned stores, plus live reads for what a cache
 //! must not answer alone.
 
+use super::PodsIn;
 use super::Store;
 pub use super::change::{Change, ViewChange};
 use super::decoded::{Decoded, Wire};
@@ -44,6 +45,14 @@ impl By {
             By::Cap => Some(tokio::time::Instant::now() + LIVE_READ_TIMEOUT),
             By::Until(t) => Some(t),
             By::Unbounded => None,
+        }
+    }
+
+    /// This deadline, or `d` from now if that is sooner (a `Cap` keeps its own).
+    pub(super) fn at_most(self, d: Duration) -> By {
+        match self {
+            By::Until(t) => By::Until(t.min(tokio::time::Instant::now() + d)),
+            By::Cap | By::Unbounded => self,
         }
     }
 
@@ -94,6 +103,11 @@ pub struct Needs {
     pub fencing: bool,
     /// Only this namespace's claims and pods (a user who may read one namespace).
     pub namespace: Option<String>,
+    /// Every live LIST consistent, never one "not older than" an object's resourceVersion
+    /// (`Fresh::LiveSince`): for a cluster that keeps pods or PersistentVolumeClaims in an etcd
+    /// of their own (kube-apiserver's `--etcd-servers-overrides`), whose versions are then
+    /// numbered apart (`--consistent-lists`).
+    pub consistent_lists: bool,
 }
 
 impl Needs {
@@ -260,6 +274,11 @@ static LIVE_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MA
 pub const MAX_PATIENT_READS: usize = 16;
 static PATIENT_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_PATIENT_READS);
 
+/// How long a LIST "not older than" a version may wait before it is read again consistently:
+/// kube-apiserver's watch cache waits 3 s to catch up with a version it lags, then answers 504
+/// (which kube's client retries); a cache lagging that long is better bypassed.
+pub const SINCE_WAIT: Duration = Duration::from_millis(3500);
+
 /// Pods per page of a consistent LIST: a 20,000-pod namespace is ~200 MB of JSON in one
 /// response; paged, at most one page is held at a time (rules.md §2c "bounded reads").
 pub const LIST_PAGE: u32 = 500;
@@ -272,81 +291,86 @@ pub const LIST_PAGE: u32 = 500;
 /// the first.
 pub const NODE_PAGE: u32 = 50;
 
-/// LIST pods of a namespace with no resourceVersion: served from etcd by quorum read, never from
-/// the apiserver's watch cache (#75980). Paged with `limit`/`continue`: every page is served at the
-/// first page's resourceVersion, so the whole list stays one consistent snapshot; an expired
-/// continue token (410) makes the answer unknown, never a partial "unused". Only the pods `keep`
-/// accepts are kept, so memory follows the pods that matter, not the namespace.
-/// Boxed, as `get` is.
-pub(super) fn list_pods_in<'a>(
+/// `list_pods`, and with `since` first at least as fresh as that version within `SINCE_WAIT`: a
+/// LIST the watch cache could not serve in time (it lags that version) is read again
+/// consistently, by `by`. Boxed: inline, the second read made every rule's future larger.
+pub(super) fn read_pods<'a>(
     client: &'a kube::Client,
-    namespace: &'a str,
-    keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
+    which: PodsIn<'a>,
+    keep: &'a (dyn Fn(&Pod) -> bool + Send + Sync + 'a),
+    since: Option<u64>,
     by: By,
 ) -> BoxFuture<'a, Fact<Vec<Pod>>> {
-    let api = Api::<Decoded<Pod>>::namespaced(client.clone(), namespace);
-    list_pods(
-        api,
-        ListParams::default(),
-        LIST_PAGE,
-        format!("listing pods of {namespace:?}"),
-        keep,
-        by,
-    )
+    Box::pin(async move {
+        let Some(v) = since else {
+            return list_pods(client, which, keep, None, by).await;
+        };
+        match list_pods(client, which, keep, Some(v), by.at_most(SINCE_WAIT)).await {
+            Fact::Unknown(_) => list_pods(client, which, keep, None, by).await,
+            read => read,
+        }
+    })
 }
 
-/// The pods of `namespace` scheduled on `node` that `keep` accepts, read as
-/// `list_pods_in` reads, with the node as a field selector: whether a lock's node still
-/// runs a user of its claim. The apiserver filters (it indexes `spec.nodeName`), so the answer is
-/// the few pods of one node, not the whole namespace: in `make bench-scale`, the stale locks a
-/// churn left while volguard was stopped were cleared at ~30 MB/s of LIST bytes with one
-/// namespace-wide LIST each.
-pub(super) fn list_pods_on_node_in<'a>(
+/// LIST the pods `which` names, `keep`ing only those it accepts, so memory follows the pods that
+/// matter, not the namespace. With no `since`, no resourceVersion: served as a consistent read
+/// (from etcd by quorum, or the watch cache once it has caught up with etcd's current
+/// revision), never an older cache (#75980). With `since`, at least as fresh as that version
+/// (`resourceVersionMatch=NotOlderThan`): the watch cache once it holds it. Paged with
+/// `limit`/`continue`: every page is served at the first page's resourceVersion, so the whole
+/// list stays one snapshot; an expired continue token (410) makes the answer unknown, never a
+/// partial "unused". A node's pods are filtered by the apiserver (it indexes `spec.nodeName`):
+/// the answer is the few pods of one node, not the namespace (in `make bench-scale`, the stale
+/// locks a churn left while volguard was stopped were cleared at ~30 MB/s of LIST bytes with one
+/// namespace-wide LIST each). Boxed, as `get` is.
+pub(super) fn list_pods<'a>(
     client: &'a kube::Client,
-    namespace: &'a str,
-    node: &'a str,
-    keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
+    which: PodsIn<'a>,
+    keep: &'a (dyn Fn(&Pod) -> bool + Send + Sync + 'a),
+    since: Option<u64>,
     by: By,
 ) -> BoxFuture<'a, Fact<Vec<Pod>>> {
-    let api = Api::<Decoded<Pod>>::namespaced(client.clone(), namespace);
-    let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
-    list_pods(
-        api,
-        params,
-        NODE_PAGE,
-        format!("listing the pods of {namespace:?} on node {node:?}"),
-        keep,
-        by,
-    )
+    let (api, params, page, what) = match which {
+        PodsIn::Namespace(ns) => (
+            Api::<Decoded<Pod>>::namespaced(client.clone(), ns),
+            ListParams::default(),
+            LIST_PAGE,
+            format!("listing pods of {ns:?}"),
+        ),
+        PodsIn::NamespaceOnNode(ns, node) => (
+            Api::namespaced(client.clone(), ns),
+            ListParams::default().fields(&format!("spec.nodeName={node}")),
+            NODE_PAGE,
+            format!("listing the pods of {ns:?} on node {node:?}"),
+        ),
+        PodsIn::Node(node) => (
+            Api::all(client.clone()),
+            ListParams::default().fields(&format!("spec.nodeName={node}")),
+            NODE_PAGE,
+            format!("listing the pods on node {node:?}"),
+        ),
+    };
+    let params = match since {
+        Some(v) => params
+            .at(&v.to_string())
+            .matching(kube::api::VersionMatch::NotOlderThan),
+        None => params,
+    };
+    let read = match since {
+        Some(_) => "list_since",
+        None => "list",
+    };
+    pages(api, params, page, what, keep, by, read)
 }
 
-/// The pods scheduled on `node` in every namespace that `keep` accepts, read as
-/// `list_pods_in` reads (a Node DELETE releases them: rules.md §7).
-pub(super) fn list_pods_on_node<'a>(
-    client: &'a kube::Client,
-    node: &'a str,
-    keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
-    by: By,
-) -> BoxFuture<'a, Fact<Vec<Pod>>> {
-    let api = Api::<Decoded<Pod>>::all(client.clone());
-    let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
-    list_pods(
-        api,
-        params,
-        NODE_PAGE,
-        format!("listing the pods on node {node:?}"),
-        keep,
-        by,
-    )
-}
-
-fn list_pods<'a>(
+fn pages<'a>(
     api: Api<Decoded<Pod>>,
     first: ListParams,
     page: u32,
     what: String,
     keep: impl Fn(&Pod) -> bool + Send + Sync + 'a,
     by: By,
+    read: &'static str,
 ) -> BoxFuture<'a, Fact<Vec<Pod>>> {
     Box::pin(async move {
         let what = || what.clone();
@@ -381,7 +405,7 @@ fn list_pods<'a>(
             Err(e) => Fact::Unknown(e),
             Ok(pods) => Fact::Found(pods),
         };
-        by.count("list", <Pod as super::Object>::KIND, &fact);
+        by.count(read, <Pod as super::Object>::KIND, &fact);
         fact
     })
 }

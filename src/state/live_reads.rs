@@ -12,7 +12,9 @@ use std::sync::LazyLock;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReadLabels {
-    /// `get` or `list` (a paged LIST counts once).
+    /// `get`, `list` (a paged LIST counts once), or `list_since` (a LIST not older than an
+    /// object's resourceVersion: the apiserver's watch cache; one not answered is read again as
+    /// a `list`).
     read: &'static str,
     kind: &'static str,
     result: &'static str,
@@ -35,14 +37,19 @@ pub const RESULTS: [&str; 7] = [
 
 /// Register the family in `registry`, with the reads the admission and release paths make at 0.
 pub fn register(registry: &MetricsRegistry) {
-    for (read, kind) in [("get", "Pod"), ("get", "Node"), ("list", "Pod")] {
+    for (read, kind) in [
+        ("get", "Pod"),
+        ("get", "Node"),
+        ("list", "Pod"),
+        ("list_since", "Pod"),
+    ] {
         for result in RESULTS {
             let _ = READS.get_or_create(&ReadLabels { read, kind, result });
         }
     }
     registry.register(
         "volguard_live_reads",
-        "Live reads of the apiserver (never a cache) by read (get, list), kind and result (found, missing, \
+        "Live reads of the apiserver (never a cache) by read (get, list, list_since: not older than a version), kind and result (found, missing, \
          timeout: no answer by the reader's deadline, throttled: 429 after the client's retries, refused, \
          error, decode)",
         READS.clone(),

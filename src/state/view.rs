@@ -35,6 +35,14 @@ pub enum Fresh {
     /// for which waiting out the apiserver's throttling costs less than a refusal. Such reads
     /// draw from a pool of permits of their own; NodeFence reads keep the cap.
     LiveUntil(tokio::time::Instant),
+    /// A LIST at least as fresh as resourceVersion `.0` (`resourceVersionMatch=NotOlderThan`):
+    /// served by the apiserver's watch cache once it holds that version, with no quorum read;
+    /// answered by `.1` (`None`: within the live read's cap). A GET reads as `Live` /
+    /// `LiveUntil` do. A LIST the watch cache cannot serve in time (it lags that version) is read
+    /// again as a consistent one. Only as good as the version: a pod LIST at a claim's
+    /// resourceVersion shows every pod stored before that claim's value was written, as long as
+    /// one etcd revision numbers both (`Fresh::not_older_than`).
+    LiveSince(u64, Option<tokio::time::Instant>),
     /// As `Live`, a GET keeping what caches prune (a node's labels and volume lists, a pod's
     /// nodeSelector and affinity): explain's reads and a fence's proof.
     Whole,
@@ -43,6 +51,28 @@ pub enum Fresh {
     /// (the controller's re-reads before a release, paced by its own limiter; fencing's
     /// incidents; explain's VolumeAttachments and incidents).
     Unbounded,
+}
+
+impl Fresh {
+    /// This live freshness, for a LIST, at least as fresh as `version` (an object's
+    /// resourceVersion); unchanged when the version is not a number (resourceVersions are opaque:
+    /// the read stays consistent), or for a cache's freshness. A view opened with
+    /// `Needs::consistent_lists` reads every LIST consistently whatever it is asked.
+    pub fn not_older_than(self, version: Option<&str>) -> Fresh {
+        let Some(v) = version.and_then(|v| v.parse::<u64>().ok()) else {
+            return self;
+        };
+        match self {
+            _ if v == 0 => self,
+            Fresh::Live => Fresh::LiveSince(v, None),
+            Fresh::LiveUntil(t) => Fresh::LiveSince(v, Some(t)),
+            Fresh::Cache
+            | Fresh::CacheOrLive
+            | Fresh::LiveSince(..)
+            | Fresh::Whole
+            | Fresh::Unbounded => self,
+        }
+    }
 }
 
 /// Which pods a list reads.
@@ -261,8 +291,8 @@ impl View {
     }
 
     /// The pods that name `claim` in their volumes (the RWO guard's candidate holders): the
-    /// pod-by-claim index when pods are watched, else (or `Live`) a consistent LIST of the
-    /// namespace.
+    /// pod-by-claim index when pods are watched, else (or any live freshness) a consistent LIST
+    /// of the namespace.
     pub async fn pods_naming(
         &self,
         namespace: &str,
@@ -279,7 +309,8 @@ impl View {
             (Fresh::Cache, false) => not_watched("Pod", claim),
             (_, _) => {
                 let names = |p: &Pod| crate::rules::claims::claims_of(p).any(|c| c.name == claim);
-                live::list_pods_in(&l.client, namespace, names, by(fresh))
+                let which = PodsIn::Namespace(namespace);
+                live::list_pods(&l.client, which, &names, None, by(fresh))
                     .await
                     .map(|pods| pods.into_iter().map(Arc::new).collect())
             }
@@ -287,7 +318,8 @@ impl View {
     }
 
     /// The pods `which` names that `keep` accepts. `Live` (and `Whole`): a paged LIST with no
-    /// resourceVersion, only the pods `keep` accepts held while the pages stream by.
+    /// resourceVersion, only the pods `keep` accepts held while the pages stream by; `LiveSince`:
+    /// one not older than its version, read again consistently if the apiserver cannot serve it.
     pub async fn pods(
         &self,
         which: PodsIn<'_>,
@@ -321,16 +353,17 @@ impl View {
         match (fresh, l.holds_pods(namespace)) {
             (Fresh::Cache | Fresh::CacheOrLive, true) => Fact::Found(cached()),
             (Fresh::Cache, false) => not_watched("Pod", "pods"),
-            (_, _) => match which {
-                PodsIn::Namespace(ns) => live::list_pods_in(&l.client, ns, keep, by(fresh)).await,
-                PodsIn::NamespaceOnNode(ns, node) => {
-                    live::list_pods_on_node_in(&l.client, ns, node, keep, by(fresh)).await
-                }
-                PodsIn::Node(node) => {
-                    let keep = move |p: &Pod| on(p, node) && keep(p);
-                    live::list_pods_on_node(&l.client, node, keep, by(fresh)).await
-                }
-            },
+            (_, _) => {
+                let since = match fresh {
+                    Fresh::LiveSince(v, _) if !l.watched.consistent_lists => Some(v),
+                    _ => None,
+                };
+                let keep = move |p: &Pod| match which {
+                    PodsIn::Node(n) => on(p, n) && keep(p),
+                    PodsIn::Namespace(_) | PodsIn::NamespaceOnNode(..) => keep(p),
+                };
+                live::read_pods(&l.client, which, &keep, since, by(fresh)).await
+            }
         }
     }
 
@@ -381,7 +414,8 @@ where
 /// How long a live read waits: until the caller's instant, as long as it takes, or the cap.
 pub(super) fn by(fresh: Fresh) -> By {
     match fresh {
-        Fresh::LiveUntil(t) => By::Until(t),
+        Fresh::LiveUntil(t) | Fresh::LiveSince(_, Some(t)) => By::Until(t),
+        Fresh::LiveSince(_, None) => By::Cap,
         Fresh::Unbounded => By::Unbounded,
         Fresh::Cache | Fresh::CacheOrLive | Fresh::Live | Fresh::Whole => By::Cap,
     }

@@ -208,3 +208,113 @@ async fn a_file_answers_an_unbounded_read_from_its_contents() {
         Fact::Found(a) if a.is_empty()
     ));
 }
+
+/// A client that records each request's target (path and query) and answers a LIST "not older
+/// than" a version as a watch cache lagging it does (504, "Too large resource version"), any
+/// other with an empty PodList.
+fn lagging_cache_client() -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).to_string();
+            let target = head.split(' ').nth(1).unwrap_or_default().to_string();
+            let lagging = target.contains("resourceVersionMatch=NotOlderThan");
+            log.lock().expect("log").push(target);
+            let (status, body) = match lagging {
+                true => (
+                    "504 Gateway Timeout",
+                    r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Timeout","message":"Too large resource version","code":504}"#,
+                ),
+                false => (
+                    "200 OK",
+                    r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"50"},"items":[]}"#,
+                ),
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let cfg = kube::Config::new(format!("http://{addr}").parse().expect("uri"));
+    (kube::Client::try_from(cfg).expect("client"), seen)
+}
+
+/// A LIST "not older than" a claim's version asks the watch cache for it, and one the cache
+/// cannot serve is read again consistently (no resourceVersion): never an answer from an older
+/// cache, never unknown for the cache's lag alone.
+#[tokio::test]
+async fn a_list_not_older_than_a_version_falls_back_to_a_consistent_one() {
+    let (client, requests) = lagging_cache_client();
+    let view = View::from_store(client, store(), Needs::admission(true));
+    // kube's client retries the 504 for `SINCE_WAIT` first: the cache gets its time.
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let fresh = Fresh::LiveUntil(until).not_older_than(Some("42"));
+    assert_eq!(fresh, Fresh::LiveSince(42, Some(until)));
+    let users = view
+        .pods(PodsIn::NamespaceOnNode("ns", "n1"), |_| true, fresh)
+        .await;
+    assert!(
+        matches!(users, Fact::Found(ref p) if p.is_empty()),
+        "{users:?}"
+    );
+    let seen = requests.lock().expect("log").clone();
+    let (last, lagged) = seen.split_last().expect("requests");
+    assert!(!lagged.is_empty(), "{seen:?}");
+    for l in lagged {
+        assert!(l.contains("resourceVersion=42"), "{seen:?}");
+        assert!(l.contains("fieldSelector=spec.nodeName%3Dn1"), "{seen:?}");
+    }
+    assert!(!last.contains("resourceVersion"), "{seen:?}");
+}
+
+/// A view opened with `consistent_lists` (pods and claims in etcds of their own) never sends a
+/// version to compare across kinds.
+#[tokio::test]
+async fn a_view_with_consistent_lists_never_lists_at_a_version() {
+    let (client, requests) = lagging_cache_client();
+    let holds = Needs {
+        consistent_lists: true,
+        ..Needs::admission(true)
+    };
+    let view = View::from_store(client, store(), holds);
+    let fresh = Fresh::Live.not_older_than(Some("42"));
+    let users = view
+        .pods(PodsIn::NamespaceOnNode("ns", "n1"), |_| true, fresh)
+        .await;
+    assert!(matches!(users, Fact::Found(p) if p.is_empty()));
+    let seen = requests.lock().expect("log").clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(!seen[0].contains("resourceVersion"), "{seen:?}");
+}
+
+/// Only a live read takes a version, and only one that is a number (resourceVersions are
+/// opaque: another stays consistent); a cache's freshness is unchanged.
+#[test]
+fn only_a_live_read_takes_a_numeric_version() {
+    let t = tokio::time::Instant::now();
+    assert_eq!(
+        Fresh::Live.not_older_than(Some("7")),
+        Fresh::LiveSince(7, None)
+    );
+    assert_eq!(by(Fresh::LiveSince(7, None)), By::Cap);
+    assert_eq!(by(Fresh::LiveSince(7, Some(t))), By::Until(t));
+    for v in [None, Some(""), Some("0"), Some("abc")] {
+        assert_eq!(Fresh::Live.not_older_than(v), Fresh::Live);
+    }
+    for f in [
+        Fresh::Cache,
+        Fresh::CacheOrLive,
+        Fresh::Whole,
+        Fresh::Unbounded,
+    ] {
+        assert_eq!(f.not_older_than(Some("7")), f);
+    }
+}

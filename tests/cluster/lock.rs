@@ -36,6 +36,32 @@ pub(super) fn frozen_replica(
     volguard::admission::Admission::new(view, Default::default(), vec![])
 }
 
+/// This process's LISTs of pods "not older than" a version (`volguard_live_reads_total{read=
+/// "list_since"}`): (found, every other result).
+fn list_since_reads() -> (u64, u64) {
+    let registry = volguard::runtime::MetricsRegistry::default();
+    volguard::state::live_reads::register(&registry);
+    let mut counts = (0, 0);
+    for line in registry.render_prometheus().lines() {
+        let Some(rest) = line.strip_prefix("volguard_live_reads_total{") else {
+            continue;
+        };
+        if !rest.contains("read=\"list_since\"") {
+            continue;
+        }
+        let n: u64 = rest
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0) as u64;
+        match rest.contains("result=\"found\"") {
+            true => counts.0 += n,
+            false => counts.1 += n,
+        }
+    }
+    counts
+}
+
 /// `o` as volguard's model of it (what a watch would have stored).
 pub(super) fn modelled<T: serde::Serialize, M: serde::de::DeserializeOwned>(o: &T) -> M {
     serde_json::from_value(serde_json::to_value(o).expect("json")).expect("model")
@@ -121,10 +147,19 @@ pub(super) async fn rwo_takeover_reads_every_page(cp: &ControlPlane, ns: &str) {
     let replica = frozen_replica(c.clone(), store);
     let body = bind_review(ns, "rival", &uid, "kwok-2");
     let req = decode(body.as_bytes()).expect("review");
+    let since_before = list_since_reads();
     let v = replica
         .decide(Endpoint::Validate, &req, Duration::from_secs(9))
         .await;
     let msg = v.decision.message.clone().unwrap_or_default();
+    // The lock's pod was read (missing): the users were listed "not older than" the claim, by the
+    // watch cache, every page of it, and that LIST was answered (not read again consistently).
+    let since = list_since_reads();
+    assert_eq!(
+        (since.0 - since_before.0, since.1 - since_before.1),
+        (1, 0),
+        "one LIST not older than the claim, answered: {since_before:?} -> {since:?}"
+    );
     assert_eq!(
         (v.decision.allowed, v.decision.row),
         (false, "rwo-locked-on-other-node"),

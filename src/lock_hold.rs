@@ -4,14 +4,14 @@
 //! `step` or `cleanup_live`); reading the facts two ways had let the controller read them
 //! without what the webhook had learnt (the cache's user, the pod seen gone, the lock's age).
 //!
-//! The reading: the pods on the lock's node that use the claim (by a LIST unless the cache
-//! already shows one: a cache may show a use that ended, never decide a release; the LIST at
-//! least as fresh as the claim when the lock's pod is read or seen gone, else consistent); the pod the
-//! lock names, read live (may the placement the lock was written for still land?) unless the
-//! cache has held the lock for the grace (it cannot: landed, it is a user); the node, a
-//! cached out-of-service taint confirmed live as for a force delete; the record of its deletion
-//! on proof when it is gone (`fencing::records`, the one reading of that record); and how long
-//! this process has seen the node empty (`LockClock`, its own clock).
+//! The reading: the pods on the lock's node that use the claim (by a LIST at least as fresh as
+//! the claim, the apiserver's watch cache, unless the cache already shows one: a cache may show
+//! a use that ended, never decide a release); the pod the lock names, read live (may the
+//! placement the lock was written for still land, or has it landed since the claim's version?)
+//! unless this process saw it deleted; the node, a cached out-of-service taint confirmed live as
+//! for a force delete; the record of its deletion on proof when it is gone (`fencing::records`,
+//! the one reading of that record); and how long this process has seen the node empty
+//! (`LockClock`, its own clock) or its cache has held the lock.
 
 use crate::model::{Node, Pod, Pvc};
 use crate::rules::Fact;
@@ -120,7 +120,7 @@ impl LockHolds {
         // before they are served, or it could land after them (its age read after slow reads
         // judged a flight still in the air over: adversary review).
         let (held, issued) = (cache_held(pvc), std::time::Instant::now());
-        // The quorum LIST of the users there and the live GET of the lock's pod are issued at
+        // The LIST of the users there and the live GET of the lock's pod are issued at
         // once: a placement landing between the two is seen by whichever is served second, in
         // either order (the lock model checks both). The GET's answer is wanted only when nobody
         // uses the claim there (may the lock's placement still land?): a LIST answering first
@@ -130,33 +130,23 @@ impl LockHolds {
             Some(p) => (Fact::Found(vec![p]), LockPod::InUse),
             None => {
                 paced(pace).await;
-                // A lock the cache has held for the grace names a placement that is over:
-                // landed (a user the LIST shows) or never to land; its pod is not read.
-                let unread = if self.seen_gone(ns, lock) {
-                    Some(LockPod::SeenGone)
-                } else if held >= rwo_lock::BIND_GRACE {
-                    Some(LockPod::PastGrace)
-                } else {
-                    None
-                };
                 // Every user on the lock's node but the lock's own pod was stored before the
                 // lock's value was written (each placement there wrote the lock, and a rename or
                 // take-over waited for the placement it replaced to settle), so a LIST at least as
                 // fresh as the claim shows them: the apiserver's watch cache, no quorum read. The
-                // lock's pod is then judged by its own read, or seen deleted. Not read (past the
-                // grace), its placement may have landed after the claim's version: only a
-                // consistent LIST shows it (the lock model checks both).
-                let users_read = match unread {
-                    Some(LockPod::PastGrace) => reads,
-                    _ => reads.not_older_than(pvc.metadata.resource_version.as_deref()),
-                };
+                // lock's own pod is read with it (its placement may have landed after the claim's
+                // version, even one past the grace), unless this process saw it deleted: a
+                // consistent LIST instead, skipping that GET, waited for the watch cache to catch
+                // up with etcd, and fell back to etcd itself when it did not in time (at 5,000
+                // nodes, a quarter of the take-overs' LISTs). The lock model checks it, and finds
+                // the LIST at the claim's version with the pod unread for its age.
                 let users = self.view.pods(
                     PodsIn::NamespaceOnNode(ns, &lock.node),
                     |p| rwo_lock::uses_on(p, ns, claim, &lock.node),
-                    users_read,
+                    reads.not_older_than(pvc.metadata.resource_version.as_deref()),
                 );
-                if let Some(unread) = unread {
-                    (users.await, unread)
+                if self.seen_gone(ns, lock) {
+                    (users.await, LockPod::SeenGone)
                 } else {
                     paced(pace).await;
                     let (mut users, mut writer) = (

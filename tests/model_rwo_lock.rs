@@ -28,16 +28,17 @@
 //!
 //! A take-over's two reads (the users on the lock's node, the lock's pod) are issued at
 //! once, so a placement in flight may land between them in either order (`writer_first`). The
-//! users' LIST is read "not older than" the claim's resourceVersion when the lock's pod is read
-//! or seen gone: here its oldest answer, the pods stored when the claim was last written
+//! users' LIST is read "not older than" the claim's resourceVersion (the apiserver's watch
+//! cache): here its oldest answer, the pods stored when the claim was last written
 //! (`S::at_claim`), which misses every user stored since (an answer between shows more, which
-//! only holds the lock longer); for a lock whose pod is not read for its age it is a quorum read,
-//! and the broken `ClaimListPastGrace` (the claim's version there too) is found. The
-//! lock's pod is not read for a lock the reader's cache has held for the grace (its placement is
-//! over: landed, a user the LIST shows, or never to land), nor the placement a rename waits on
-//! (`named_placement`: settled by its age whatever its pod shows); a shortcut that never read
-//! the lock's pod is found. That the grace ends every placement in flight is the model's
-//! assumption (`Tick` only with nothing in flight, `ApiTimeout` ending every flight), as it is
+//! only holds the lock longer). The lock's pod is read with it however old the lock (a placement
+//! past the grace may have landed after the claim's version), unless seen gone; the broken
+//! `ClaimListPastGrace` skips that read for a lock the reader's cache has held for the grace,
+//! as volguard did while its LIST was a quorum read, and is found. The placement a rename waits
+//! on is not read past the grace (`named_placement`: settled by its age whatever its pod shows);
+//! a shortcut that never read the lock's pod is found. That the grace ends every placement in
+//! flight is the model's assumption (`Tick` only with nothing in flight, `ApiTimeout` ending
+//! every flight), as it is
 //! the rule's: kube-apiserver's request timeout, not something the model can check.
 //!
 //! What it does not show: time passing inside one placement (a placement is one step), which is
@@ -48,7 +49,7 @@
 //!
 //! Invariant: no ReadWriteOnce claim is used by non-terminal pods on two nodes of which more than
 //! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 10.6 million
-//! states; with creates: depth 8, 3.2 million states; one name raced: depth 8, 6.4 million; the
+//! states; with creates: depth 8, 3.1 million states; one name raced: depth 8, 6.3 million; the
 //! three about five minutes in a debug build on two cores, since the controller's cache age and
 //! its two reads in either order joined the model); deliberately broken rules must each find a counterexample: the take-over judged on the
 //! replica's cache (as before the trust review), a placement on the lock's own node admitted
@@ -298,8 +299,9 @@ enum Rule {
     /// Broken shortcut: the lock's pod never read, taken as missing, however young the lock (the
     /// sound shortcut skips the read only for a lock its cache has held for the grace).
     WriterUnread,
-    /// Broken: the users' LIST not older than the claim also for a lock whose pod is not read for
-    /// its age (its placement may have landed after the claim's version).
+    /// Broken: the users' LIST not older than the claim with the lock's pod not read for the
+    /// lock's age (its placement may have landed after the claim's version): the LIST at the
+    /// claim's version with the GET skip volguard had while its LIST was consistent.
     ClaimListPastGrace,
 }
 
@@ -484,9 +486,10 @@ impl LockModel {
                     _ => (users_in(seen), seen.to_vec()),
                 };
                 let unread = self.unread(gone, &s.replicas[r].cached, l);
-                let users = match !broken && self.at_claim(&unread) {
-                    true => users_in(&s.at_claim.iter().map(pod_of).collect::<Vec<_>>()),
-                    false => users,
+                // The LIST not older than the claim: its oldest answer.
+                let users = match broken {
+                    true => users,
+                    false => users_in(&s.at_claim.iter().map(pod_of).collect::<Vec<_>>()),
                 };
                 let users = match gone && self.rule == Rule::GoneSkipsList {
                     true => Vec::new(),
@@ -634,20 +637,19 @@ impl LockModel {
                 .collect()
         };
         // The users' LIST and the lock's pod's GET, in either order; `mid` lands between them.
+        // The LIST is not older than the claim: its oldest answer, whatever lands; the order
+        // decides what the GET shows.
+        let users = users_in(&s.at_claim.iter().map(pod_of).collect::<Vec<_>>());
         let first: Vec<Pod> = s.pods.iter().map(pod_of).collect();
         if let Some(i) = mid {
             land(s, i);
         }
         let second: Vec<Pod> = s.pods.iter().map(pod_of).collect();
-        let (users, later) = match writer_first {
-            true => (users_in(&second), first),
-            false => (users_in(&first), second),
+        let later = match writer_first {
+            true => first,
+            false => second,
         };
         let unread = self.unread(gone, &s.controller_cached, &l);
-        let users = match self.at_claim(&unread) {
-            true => users_in(&s.at_claim.iter().map(pod_of).collect::<Vec<_>>()),
-            false => users,
-        };
         // It reconciles the claim its cache holds: the value it judges is the stored one.
         s.controller_cached
             .hold(Some(&l), self.rule == Rule::CarryAcrossChange);
@@ -690,29 +692,15 @@ impl LockModel {
         writer_of(pods, &lock_of(l))
     }
 
-    /// The lock's pod when `LockHolds::read` does not read it: its UID seen deleted (`gone`), or a
-    /// lock its cache has held for the grace (the placement it names is over, landed, a user the
-    /// LIST shows, or never to land). The broken `WriterUnread` never reads it and passes it as
-    /// read missing.
+    /// The lock's pod when `LockHolds::read` does not read it: its UID seen deleted (`gone`). The
+    /// broken `WriterUnread` never reads it and passes it as read missing; the broken
+    /// `ClaimListPastGrace` does not read it for a lock its cache has held for the grace.
     fn unread<'a>(&self, gone: bool, cached: &Quiet, l: &L) -> Option<LockPod<&'a Pod>> {
         match self.rule {
             Rule::WriterUnread => Some(Fact::Missing.into()),
             _ if gone => Some(LockPod::SeenGone),
-            _ if cached.held(l) >= BIND_GRACE => Some(LockPod::PastGrace),
+            Rule::ClaimListPastGrace if cached.held(l) >= BIND_GRACE => Some(LockPod::PastGrace),
             _ => None,
-        }
-    }
-
-    /// Whether the users' LIST is read "not older than the claim's resourceVersion" (the
-    /// apiserver's watch cache; here its oldest answer, the pods stored when the claim was last
-    /// written), as `LockHolds::read` reads it when the lock's pod is read live or seen gone: every
-    /// other user there was stored before the lock's value. For a lock whose pod is not read for
-    /// its age the LIST is a quorum read (that placement may have landed after the claim's
-    /// version), except in the broken `ClaimListPastGrace`.
-    fn at_claim(&self, unread: &Option<LockPod<&Pod>>) -> bool {
-        match unread {
-            Some(LockPod::PastGrace) => self.rule == Rule::ClaimListPastGrace,
-            _ => true,
         }
     }
 
@@ -1237,9 +1225,9 @@ fn model_rwo_lock_finds_gone_if_uncached() {
     println!("model rwo-lock, \"not in the cache\" taken as gone: counterexample\n{path}");
 }
 
-/// The lock's pod taken as missing without a read whatever the lock's age: found (a bind in
-/// flight taken over as "its pod was deleted"). The sound rule skips the read only once the
-/// cache has held the lock for the grace.
+/// The users listed "not older than" the claim with the lock's pod unread for the lock's age:
+/// found (that pod's bind landed after the claim's version, the LIST does not show it, the
+/// lock is taken over). The sound rule reads the pod however old the lock.
 #[test]
 fn model_rwo_lock_finds_the_claim_list_past_grace() {
     let (states, found) = check(binds(Rule::ClaimListPastGrace), depth());
@@ -1251,6 +1239,9 @@ fn model_rwo_lock_finds_the_claim_list_past_grace() {
     );
 }
 
+/// The lock's pod taken as missing without a read whatever the lock's age: found (a bind in
+/// flight taken over as "its pod was deleted"). The sound rule reads it unless this process saw
+/// its UID go.
 #[test]
 fn model_rwo_lock_finds_the_unread_writer() {
     let (states, found) = check(binds(Rule::WriterUnread), depth());

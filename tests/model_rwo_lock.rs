@@ -29,16 +29,16 @@
 //! A take-over's two reads (the users on the lock's node, the lock's pod) are issued at
 //! once, so a placement in flight may land between them in either order (`writer_first`). The
 //! users' LIST is read "not older than" the claim's resourceVersion (the apiserver's watch
-//! cache): here its oldest answer, the pods stored when the claim was last written
-//! (`S::at_claim`), which misses every user stored since (an answer between shows more, which
-//! only holds the lock longer). The lock's pod is read with it however old the lock (a placement
-//! past the grace may have landed after the claim's version), unless seen gone; the broken
-//! `ClaimListPastGrace` skips that read for a lock the reader's cache has held for the grace,
-//! as volguard did while its LIST was a quorum read, and is found. The placement a rename waits
-//! on is not read past the grace (`named_placement`: settled by its age whatever its pod shows);
-//! a shortcut that never read the lock's pod is found. That the grace ends every placement in
-//! flight is the model's assumption (`Tick` only with nothing in flight, `ApiTimeout` ending
-//! every flight), as it is
+//! cache) when the lock's pod is read or seen gone: here its least answer (`least_users`), the
+//! users both when the claim was last written (`S::at_claim`) and when the LIST is served, which
+//! misses every user stored since and every one ended or gone since (any real answer shows at
+//! least these, which only holds the lock longer). The lock's pod is not read for a lock the
+//! reader's cache has held for the grace (its placement is over: landed, a user the LIST shows,
+//! or never to land); the LIST is then a quorum read, and the broken `ClaimListPastGrace` (at the
+//! claim's version there too) is found. Nor is the placement a rename waits on read past the
+//! grace (`named_placement`: settled by its age whatever its pod shows); a shortcut that never
+//! read the lock's pod is found. That the grace ends every placement in flight is the model's
+//! assumption (`Tick` only with nothing in flight, `ApiTimeout` ending every flight), as it is
 //! the rule's: kube-apiserver's request timeout, not something the model can check.
 //!
 //! What it does not show: time passing inside one placement (a placement is one step), which is
@@ -49,7 +49,7 @@
 //!
 //! Invariant: no ReadWriteOnce claim is used by non-terminal pods on two nodes of which more than
 //! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 10.6 million
-//! states; with creates: depth 8, 3.1 million states; one name raced: depth 8, 6.3 million; the
+//! states; with creates: depth 8, 3.2 million states; one name raced: depth 8, 6.4 million; the
 //! three about five minutes in a debug build on two cores, since the controller's cache age and
 //! its two reads in either order joined the model); deliberately broken rules must each find a counterexample: the take-over judged on the
 //! replica's cache (as before the trust review), a placement on the lock's own node admitted
@@ -299,9 +299,8 @@ enum Rule {
     /// Broken shortcut: the lock's pod never read, taken as missing, however young the lock (the
     /// sound shortcut skips the read only for a lock its cache has held for the grace).
     WriterUnread,
-    /// Broken: the users' LIST not older than the claim with the lock's pod not read for the
-    /// lock's age (its placement may have landed after the claim's version): the LIST at the
-    /// claim's version with the GET skip volguard had while its LIST was consistent.
+    /// Broken: the users' LIST not older than the claim also for a lock whose pod is not read for
+    /// its age (its placement may have landed after the claim's version).
     ClaimListPastGrace,
 }
 
@@ -486,10 +485,10 @@ impl LockModel {
                     _ => (users_in(seen), seen.to_vec()),
                 };
                 let unread = self.unread(gone, &s.replicas[r].cached, l);
-                // The LIST not older than the claim: its oldest answer.
-                let users = match broken {
+                // The LIST not older than the claim: its least answer.
+                let users = match broken || self.quorum_list(&unread) {
                     true => users,
-                    false => users_in(&s.at_claim.iter().map(pod_of).collect::<Vec<_>>()),
+                    false => least_users(&s.at_claim, &truth, lock_node),
                 };
                 let users = match gone && self.rule == Rule::GoneSkipsList {
                     true => Vec::new(),
@@ -630,26 +629,30 @@ impl LockModel {
         // `seen_gone`: the lock's pod taken as missing without a read (`LockHolds::read`).
         let gone = self.gone && s.controller_gone.contains(&l.uid);
         let lock_node = NODES[l.node as usize];
+        // The users' LIST and the lock's pod's GET, in either order; `mid` lands between them.
+        // The LIST is not older than the claim: its oldest answer, whatever lands; the order
+        // decides what the GET shows.
         let users_in = |pods: &[Pod]| -> Vec<Pod> {
             pods.iter()
                 .filter(|p| rwo_lock::uses_on(p, NS, CLAIM, lock_node))
                 .cloned()
                 .collect()
         };
-        // The users' LIST and the lock's pod's GET, in either order; `mid` lands between them.
-        // The LIST is not older than the claim: its oldest answer, whatever lands; the order
-        // decides what the GET shows.
-        let users = users_in(&s.at_claim.iter().map(pod_of).collect::<Vec<_>>());
         let first: Vec<Pod> = s.pods.iter().map(pod_of).collect();
+        let least = least_users(&s.at_claim, &first, lock_node);
         if let Some(i) = mid {
             land(s, i);
         }
         let second: Vec<Pod> = s.pods.iter().map(pod_of).collect();
-        let later = match writer_first {
-            true => first,
-            false => second,
+        let (quorum, later) = match writer_first {
+            true => (users_in(&second), first),
+            false => (users_in(&first), second),
         };
         let unread = self.unread(gone, &s.controller_cached, &l);
+        let users = match self.quorum_list(&unread) {
+            true => quorum,
+            false => least,
+        };
         // It reconciles the claim its cache holds: the value it judges is the stored one.
         s.controller_cached
             .hold(Some(&l), self.rule == Rule::CarryAcrossChange);
@@ -692,16 +695,24 @@ impl LockModel {
         writer_of(pods, &lock_of(l))
     }
 
-    /// The lock's pod when `LockHolds::read` does not read it: its UID seen deleted (`gone`). The
-    /// broken `WriterUnread` never reads it and passes it as read missing; the broken
-    /// `ClaimListPastGrace` does not read it for a lock its cache has held for the grace.
+    /// The lock's pod when `LockHolds::read` does not read it: its UID seen deleted (`gone`), or a
+    /// lock its cache has held for the grace (the placement it names is over, landed, a user the
+    /// consistent LIST shows, or never to land). The broken `WriterUnread` never reads it and
+    /// passes it as read missing.
     fn unread<'a>(&self, gone: bool, cached: &Quiet, l: &L) -> Option<LockPod<&'a Pod>> {
         match self.rule {
             Rule::WriterUnread => Some(Fact::Missing.into()),
             _ if gone => Some(LockPod::SeenGone),
-            Rule::ClaimListPastGrace if cached.held(l) >= BIND_GRACE => Some(LockPod::PastGrace),
+            _ if cached.held(l) >= BIND_GRACE => Some(LockPod::PastGrace),
             _ => None,
         }
+    }
+
+    /// Whether the users' LIST is the quorum one: for a lock whose pod is not read for its age
+    /// (that placement may have landed after the claim's version); else "not older than" the
+    /// claim, but in the broken `ClaimListPastGrace` there too.
+    fn quorum_list(&self, unread: &Option<LockPod<&Pod>>) -> bool {
+        matches!(unread, Some(LockPod::PastGrace)) && self.rule != Rule::ClaimListPastGrace
     }
 
     /// Whether pod `name` may be created now: always with `same_name_race`, else only when no
@@ -749,6 +760,26 @@ fn land(s: &mut S, i: u8) -> Option<u8> {
         .find(|p| p.uid == f.uid && p.node.is_none())?;
     p.node = Some(f.node);
     Some(f.uid)
+}
+
+/// The least a LIST "not older than" the claim may show of the users on `node`: those that used
+/// the claim there both when the claim was last written (`at_claim`) and when the LIST is served
+/// (`now`, before anything lands in the take-over's middle). A pod is a user at every moment
+/// between two at which it is one (a bind is never undone, an end never either, a UID never
+/// comes back), so every snapshot between shows at least these; an earlier one may also show a
+/// user that has ended or gone since, a later one a user stored since. Fewer users only let a
+/// take-over through sooner: the model answers with the least.
+fn least_users(at_claim: &[P], now: &[Pod], node: &str) -> Vec<Pod> {
+    let users_now: Vec<&Pod> = now
+        .iter()
+        .filter(|p| rwo_lock::uses_on(p, NS, CLAIM, node))
+        .collect();
+    at_claim
+        .iter()
+        .map(pod_of)
+        .filter(|p| rwo_lock::uses_on(p, NS, CLAIM, node))
+        .filter(|p| users_now.iter().any(|n| n.metadata.uid == p.metadata.uid))
+        .collect()
 }
 
 /// The invariant: non-terminal stored pods run on at most one in-service node.
@@ -1227,7 +1258,7 @@ fn model_rwo_lock_finds_gone_if_uncached() {
 
 /// The users listed "not older than" the claim with the lock's pod unread for the lock's age:
 /// found (that pod's bind landed after the claim's version, the LIST does not show it, the
-/// lock is taken over). The sound rule reads the pod however old the lock.
+/// lock is taken over). The sound rule lists them consistently there.
 #[test]
 fn model_rwo_lock_finds_the_claim_list_past_grace() {
     let (states, found) = check(binds(Rule::ClaimListPastGrace), depth());
@@ -1240,8 +1271,8 @@ fn model_rwo_lock_finds_the_claim_list_past_grace() {
 }
 
 /// The lock's pod taken as missing without a read whatever the lock's age: found (a bind in
-/// flight taken over as "its pod was deleted"). The sound rule reads it unless this process saw
-/// its UID go.
+/// flight taken over as "its pod was deleted"). The sound rule skips the read only once the
+/// cache has held the lock for the grace, or this process saw its UID go.
 #[test]
 fn model_rwo_lock_finds_the_unread_writer() {
     let (states, found) = check(binds(Rule::WriterUnread), depth());

@@ -123,7 +123,7 @@ async fn eviction(cx: &Admission, req: &Request<'_>) -> Result<Decision, Decisio
         return Ok(Decision::allow("graceful-delete"));
     }
     let (ns, name) = name_of(&ev.metadata, req);
-    let pod = match cx.cluster.pod(&ns, &name, Fresh::CacheOrLive).await {
+    let pod = match cx.cluster.get::<Pod>(&ns, &name, Fresh::CacheOrLive).await {
         Fact::Found(p) => p,
         // Nothing to force-delete; the apiserver answers 404 itself.
         Fact::Missing => return Ok(Decision::allow("eviction-pod-missing")),
@@ -158,7 +158,7 @@ async fn force_delete(
 ) -> Decision {
     // The node is only read when the cheap rows did not decide (force delete of a scheduled pod).
     let mut node = match pod.node_name() {
-        Some(n) if is_force(grace) => cx.cluster.node(n, Fresh::CacheOrLive).await,
+        Some(n) if is_force(grace) => cx.cluster.get::<Node>("", n, Fresh::CacheOrLive).await,
         _ => Fact::Missing,
     };
     // Rows 4 and 5 allow: a cached out-of-service taint is confirmed live first (a cache miss
@@ -167,7 +167,7 @@ async fn force_delete(
     if let (Some(n), Fact::Found(cached)) = (pod.node_name(), &node)
         && cached.is_out_of_service()
     {
-        node = cx.cluster.node(n, Fresh::Live).await;
+        node = cx.cluster.get::<Node>("", n, Fresh::Live).await;
     }
     let gone = match pod.node_name() {
         // Boxed: a read taken only for a node gone, kept out of every review's future.
@@ -244,7 +244,7 @@ async fn pod_status(cx: &Admission, req: &Request<'_>) -> Result<Decision, Decis
         Some(n) if ends => {
             // Boxed: both reads in one future, kept out of every review's future.
             Box::pin(async {
-                let node = cx.cluster.node(n, Fresh::Live).await;
+                let node = cx.cluster.get::<Node>("", n, Fresh::Live).await;
                 let gone = crate::fencing::records::gone_record(
                     &cx.cluster,
                     n,
@@ -349,7 +349,7 @@ async fn claim_metadata(cx: &Admission, req: &Request<'_>) -> Result<Decision, D
     let pod = match crate::rules::claim_metadata::owner_changed(&old, &new) {
         Some(owner) => {
             cx.cluster
-                .pod(&old.metadata.namespace, &owner.name, Fresh::CacheOrLive)
+                .get::<Pod>(&old.metadata.namespace, &owner.name, Fresh::CacheOrLive)
                 .await
         }
         None => Fact::Missing,
@@ -384,7 +384,11 @@ async fn pv_finalizer(cx: &Admission, req: &Request<'_>) -> Result<Decision, Dec
     }
     // The claim its claimRef names, read live: a forged phase must not decide (rules.md §2c).
     let claim = match old.spec.claim_ref.as_ref() {
-        Some(r) if !r.name.is_empty() => cx.cluster.pvc(&r.namespace, &r.name, Fresh::Live).await,
+        Some(r) if !r.name.is_empty() => {
+            cx.cluster
+                .get::<Pvc>(&r.namespace, &r.name, Fresh::Live)
+                .await
+        }
         _ => Fact::Missing,
     };
     Ok(with_warning(
@@ -433,7 +437,7 @@ async fn pvc_binding(cx: &Admission, req: &Request<'_>) -> Result<Decision, Deci
     };
     Ok(match binding::newly_bound_volume(old.as_deref(), &new) {
         Some(pv_name) => {
-            let pv = cx.cluster.pv(pv_name, Fresh::CacheOrLive).await;
+            let pv = cx.cluster.get::<Pv>("", pv_name, Fresh::CacheOrLive).await;
             binding::pvc_binding(&new, pv_name, deref(&pv))
         }
         None => Decision::allow("no-new-binding"),
@@ -475,8 +479,8 @@ async fn rwo_binding(
     // missing or replaced proves nothing until the grace has passed (adversary review).
     let uidless = b.metadata.uid.is_empty();
     let mut pod = match uidless {
-        true => cx.cluster.pod(&ns, &name, Fresh::Live).await,
-        false => cx.cluster.pod(&ns, &name, Fresh::CacheOrLive).await,
+        true => cx.cluster.get::<Pod>(&ns, &name, Fresh::Live).await,
+        false => cx.cluster.get::<Pod>(&ns, &name, Fresh::CacheOrLive).await,
     };
     // The bind names the pod's UID: a cached pod of that name with another UID is an older
     // pod (recreated, or a lagging cache), whose claims are not this pod's. Read it live.
@@ -484,7 +488,7 @@ async fn rwo_binding(
         && !uidless
         && p.metadata.uid != b.metadata.uid
     {
-        pod = cx.cluster.pod(&ns, &name, Fresh::Live).await;
+        pod = cx.cluster.get::<Pod>(&ns, &name, Fresh::Live).await;
     }
     let pod = match pod {
         Fact::Found(p) => p,
@@ -548,7 +552,7 @@ pub(super) async fn claim_facts(
     let mut facts: Vec<Option<Fact<Arc<Pvc>>>> = claims
         .iter()
         .map(
-            |c| match view.pvc(ns, &c.name, Fresh::Cache).now_or_never() {
+            |c| match view.get::<Pvc>(ns, &c.name, Fresh::Cache).now_or_never() {
                 Some(Fact::Found(p)) => Some(Fact::Found(p)),
                 _ => None,
             },
@@ -566,7 +570,7 @@ pub(super) async fn claim_facts(
                 futures::future::join_all(
                     chunk
                         .iter()
-                        .map(|&i| view.pvc(ns, &claims[i].name, Fresh::CacheOrLive)),
+                        .map(|&i| view.get::<Pvc>(ns, &claims[i].name, Fresh::CacheOrLive)),
                 )
                 .await,
             );

@@ -126,7 +126,11 @@ async fn volume_outcome(cx: &Admission, req: &Request<'_>) -> Result<Option<Deci
         let r = r.filter(|r| !r.name.is_empty()).cloned();
         async move {
             match r {
-                Some(r) => cx.cluster.pvc(&r.namespace, &r.name, Fresh::Live).await,
+                Some(r) => {
+                    cx.cluster
+                        .get::<Pvc>(&r.namespace, &r.name, Fresh::Live)
+                        .await
+                }
                 None => Fact::Missing,
             }
         }
@@ -192,7 +196,7 @@ async fn claim_behind(
     };
     let (volume, namespace) = Box::pin(async {
         let volume = match volume_name.as_deref().filter(|v| !v.is_empty()) {
-            Some(v) => cx.cluster.pv(v, Fresh::CacheOrLive).await,
+            Some(v) => cx.cluster.get::<Pv>("", v, Fresh::CacheOrLive).await,
             // Bound from the volume's side only (its claimRef names this claim, the claim's
             // volumeName not yet set): the PV controller releases that volume when the claim
             // goes, as it would a fully bound one (rules.md §2i).

@@ -7,12 +7,12 @@
 //! and the node.
 
 use super::objects::deref;
+use crate::lock_hold::LockClock;
 use crate::lock_hold::LockHolds;
-use crate::model::{Pod, Pvc};
+use crate::model::{Node, Pod, Pvc};
 use crate::rules::rwo::{self, ClaimFacts};
 use crate::rules::rwo_lock::{self, LockPod, LockStep, Named, RwoLock, Via};
 use crate::rules::{Decision, Fact};
-use crate::state::lock_clock::LockClock;
 use crate::state::writer::Swap;
 use crate::state::{Fresh, View, Writer};
 use prometheus_client::metrics::{counter::Counter, family::Family, histogram::Histogram};
@@ -122,7 +122,8 @@ impl RwoLocks {
                     let name = claims[i].0.name.clone();
                     match tokio::time::timeout_at(
                         until,
-                        self.view.pvc(&pod.metadata.namespace, &name, Fresh::Live),
+                        self.view
+                            .get::<Pvc>(&pod.metadata.namespace, &name, Fresh::Live),
                     )
                     .await
                     {
@@ -139,7 +140,8 @@ impl RwoLocks {
             // reason to allow (rules.md §2f). The scheduler retries.
             let fresh = tokio::time::timeout_at(
                 until,
-                self.view.pvc(&pod.metadata.namespace, &name, Fresh::Live),
+                self.view
+                    .get::<Pvc>(&pod.metadata.namespace, &name, Fresh::Live),
             )
             .await;
             match fresh {
@@ -229,7 +231,7 @@ impl RwoLocks {
                         && other.node_name().is_some_and(|n| n != node);
                     if elsewhere {
                         let n = other.node_name().unwrap_or_default().to_string();
-                        let mut fact = self.view.node(&n, Fresh::CacheOrLive).await;
+                        let mut fact = self.view.get::<Node>("", &n, Fresh::CacheOrLive).await;
                         // A node gone counts only with a record of its deletion on proof; without
                         // one its machine may still run the holder: unsure, so it holds.
                         if matches!(fact, Fact::Missing)
@@ -474,7 +476,7 @@ impl RwoLocks {
         }
         // The cache alone first: a miss is read once, by `reads`, not also by a cache-or-live
         // lookup (two GETs of one missing pod per rename).
-        let cached = match self.view.pod(ns, &lock.pod, Fresh::Cache).await {
+        let cached = match self.view.get::<Pod>(ns, &lock.pod, Fresh::Cache).await {
             Fact::Found(p)
                 if *p.metadata.uid == *lock.uid && (p.node_name().is_some() || p.is_terminal()) =>
             {
@@ -484,7 +486,7 @@ impl RwoLocks {
         };
         let writer = match cached {
             Some(p) => Fact::Found(p),
-            None => self.view.pod(ns, &lock.pod, reads).await,
+            None => self.view.get::<Pod>(ns, &lock.pod, reads).await,
         };
         (LockPod::Read(writer), observed)
     }

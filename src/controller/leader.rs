@@ -78,6 +78,7 @@ pub fn can_acquire(observed: Option<&Observed>, me: &str, now: std::time::Instan
 }
 
 pub struct Elector {
+    view: crate::state::View,
     writer: crate::state::Writer,
     cfg: LeaseConfig,
     /// The Lease as we last wrote it: a renewal is then one conditional PUT (its resourceVersion
@@ -88,8 +89,9 @@ pub struct Elector {
 }
 
 impl Elector {
-    pub fn new(writer: crate::state::Writer, cfg: LeaseConfig) -> Self {
+    pub fn new(view: crate::state::View, writer: crate::state::Writer, cfg: LeaseConfig) -> Self {
         Elector {
+            view,
             writer,
             cfg,
             held: tokio::sync::Mutex::new(None),
@@ -115,10 +117,7 @@ impl Elector {
                 Err(e) => return Err(e),
             }
         }
-        let existing = self
-            .writer
-            .lease(&self.cfg.namespace, &self.cfg.name)
-            .await?;
+        let existing = self.view.lease(&self.cfg.namespace, &self.cfg.name).await?;
         let Some(mut lease) = existing else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -182,8 +181,7 @@ impl Elector {
     /// Give the lease up (holder cleared) so a follower need not wait for expiry.
     pub async fn release(&self) {
         *self.held.lock().await = None;
-        let Ok(Some(mut lease)) = self.writer.lease(&self.cfg.namespace, &self.cfg.name).await
-        else {
+        let Ok(Some(mut lease)) = self.view.lease(&self.cfg.namespace, &self.cfg.name).await else {
             return;
         };
         let Some(spec) = lease.spec.as_mut() else {

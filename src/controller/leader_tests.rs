@@ -110,10 +110,10 @@ async fn a_hanging_renewal_ends_leadership_at_the_deadline() {
         retry: Duration::from_secs(2),
         renew_deadline: Duration::from_secs(10),
     };
-    let writer =
-        crate::state::View::from_store(client, Default::default(), crate::state::Needs::default())
-            .writer("volguard-controller", "me".into());
-    let elector = Elector::new(writer, cfg);
+    let view =
+        crate::state::View::from_store(client, Default::default(), crate::state::Needs::default());
+    let writer = view.writer("volguard-controller", "me".into());
+    let elector = Elector::new(view, writer, cfg);
     let start = tokio::time::Instant::now();
     tokio::time::timeout(Duration::from_secs(14), elector.hold())
         .await

@@ -105,7 +105,7 @@ impl ControllerMetrics {
             ),
             locks_cleared: r.add(
                 "volguard_controller_rwo_locks_cleared",
-                "ReadWriteOnce locks removed because their pod is gone, ended, replaced or never bound (consistent read)",
+                "ReadWriteOnce locks removed because their pod is gone, ended, replaced or never bound (read live)",
                 Counter::default(),
             ),
             overrides_lifted: r.add(

@@ -96,7 +96,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         &metrics,
         &view,
     )?;
-    let elector = elector(&args, writer("volguard-controller"))?;
+    let elector = elector(&args, &view, writer("volguard-controller"))?;
     let registration_writer = writer("volguard-controller");
 
     let shutdown = shutdown_signal();
@@ -232,6 +232,7 @@ fn fencer(
 
 fn elector(
     args: &ControllerArgs,
+    view: &state::View,
     writer: state::Writer,
 ) -> anyhow::Result<Option<leader::Elector>> {
     if !args.leader_elect {
@@ -249,7 +250,7 @@ fn elector(
         renew_deadline: args.lease_renew_deadline(),
     };
     lease.validate().map_err(anyhow::Error::msg)?;
-    Ok(Some(leader::Elector::new(writer, lease)))
+    Ok(Some(leader::Elector::new(view.clone(), writer, lease)))
 }
 
 /// What only the leader runs: the workers, the unused-storage gauges, partition healing
@@ -296,6 +297,7 @@ impl Leading {
         }
         // One Event per drift of the registration.
         let watch = Arc::new(registration::Watch::new(
+            reconciler.view.clone(),
             writer,
             &args.registration,
             metrics,

@@ -98,10 +98,8 @@ impl Reconciler {
         metrics: Arc<ControllerMetrics>,
         config: ReconcilerConfig,
     ) -> Self {
-        let holds = crate::lock_hold::LockHolds::new(
-            view.clone(),
-            crate::state::lock_clock::LockClock::tidying(),
-        );
+        let holds =
+            crate::lock_hold::LockHolds::new(view.clone(), crate::lock_hold::LockClock::tidying());
         Reconciler {
             writer,
             view,
@@ -348,7 +346,7 @@ impl Reconciler {
                 // Confirm on a live read: the cache may lag a binding.
                 self.limiter.acquire().await;
                 // Unbounded: these reads never had a deadline (the limiter paces them).
-                let live: Pv = match self.view.pv(name, Fresh::Unbounded).await {
+                let live: Pv = match self.view.get::<Pv>("", name, Fresh::Unbounded).await {
                     Fact::Found(d) => Arc::unwrap_or_clone(d),
                     Fact::Missing => return Outcome::Done,
                     Fact::Unknown(e) => return Outcome::Retry(Retry::Api(e.to_string())),
@@ -357,7 +355,11 @@ impl Reconciler {
                 let claim = match live.spec.claim_ref.as_ref() {
                     Some(r) => {
                         self.limiter.acquire().await;
-                        match self.view.pvc(&r.namespace, &r.name, Fresh::Unbounded).await {
+                        match self
+                            .view
+                            .get::<Pvc>(&r.namespace, &r.name, Fresh::Unbounded)
+                            .await
+                        {
                             Fact::Unknown(e) => return Outcome::Retry(Retry::Api(e.to_string())),
                             c => c.map(Arc::unwrap_or_clone),
                         }

@@ -42,8 +42,10 @@ impl Status {
 }
 
 pub struct Watch {
-    /// Reads the configurations and the serving CA live, repairs, and announces drift (Events
-    /// under "volguard-controller"; a writer of its own, so its Events' series are its own).
+    /// Reads the configurations and the serving CA live.
+    view: crate::state::View,
+    /// Repairs, and announces drift (Events under "volguard-controller"; a writer of its own, so
+    /// its Events' series are its own).
     writer: crate::state::Writer,
     namespace: String,
     /// The failure policies volguard's registration must hold (policies, warn, forced Ignore).
@@ -92,12 +94,14 @@ fn action(drifts: &[Drift]) -> String {
 
 impl Watch {
     pub fn new(
+        view: crate::state::View,
         writer: crate::state::Writer,
         args: &RegistrationArgs,
         metrics: &MetricsRegistry,
         status: Status,
     ) -> Watch {
         Watch {
+            view,
             writer,
             namespace: crate::runtime::identity::install_namespace(),
             mode: webhooks::FailureMode {
@@ -150,7 +154,7 @@ impl Watch {
         if let Some(secret) = &self.ca_secret {
             // Unknown CA (not issued yet, or not readable): nothing filled, an empty caBundle
             // still reported; the configurations are still compared.
-            match self.writer.serving_ca(&self.namespace, secret).await {
+            match self.view.serving_ca(&self.namespace, secret).await {
                 Ok(Some(ca)) => drift::with_ca(&mut expected, &ca),
                 Ok(None) => tracing::info!(secret = %secret,
                     "no ca.crt in the serving certificate's Secret yet: caBundle not filled"),
@@ -167,7 +171,7 @@ impl Watch {
         let mut live = Vec::new();
         let mut noted = Vec::new();
         for (kind, name, entries) in CONFIGURATIONS {
-            let mut o = self.writer.registration(kind, name).await?;
+            let mut o = self.view.registration(kind, name).await?;
             if let Some(obj) = &o {
                 let annotation = |key: &str| {
                     obj.metadata

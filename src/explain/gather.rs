@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::explain::args::ExplainArgs;
+use crate::model::Node;
 use crate::rules::decision::ReadError;
 use crate::state::{Fresh, PodsIn};
 
@@ -14,12 +15,13 @@ pub(super) async fn gather_pod(
     args: &ExplainArgs,
     file: Option<String>,
 ) -> anyhow::Result<pod::PodExplanation> {
-    let p = found(view.pod(ns, &args.name, Fresh::Whole).await)?.ok_or_else(|| NotFound {
-        resource: "pods",
-        name: args.name.clone(),
-        namespace: Some(ns.to_string()),
-        file: file.clone(),
-    })?;
+    let p =
+        found(view.get::<Pod>(ns, &args.name, Fresh::Whole).await)?.ok_or_else(|| NotFound {
+            resource: "pods",
+            name: args.name.clone(),
+            namespace: Some(ns.to_string()),
+            file: file.clone(),
+        })?;
     let names: Vec<String> = crate::rules::claims::claims_of(&p)
         .map(|c| c.name)
         .collect();
@@ -28,9 +30,9 @@ pub(super) async fn gather_pod(
     let mut pvs = Vec::new();
     let mut vas = Vec::new();
     for c in &names {
-        let pvc = found(view.pvc(ns, c, Fresh::CacheOrLive).await)?;
+        let pvc = found(view.get::<Pvc>(ns, c, Fresh::CacheOrLive).await)?;
         let pv = match pvc.as_ref().and_then(|p| p.volume_name()) {
-            Some(v) => match view.pv(v, Fresh::CacheOrLive).await {
+            Some(v) => match view.get::<Pv>("", v, Fresh::CacheOrLive).await {
                 Fact::Unknown(crate::rules::decision::ReadError::Refused { code: 403, .. }) => None,
                 f => found(f)?,
             },
@@ -79,7 +81,7 @@ async fn holder_nodes(
     pod: &Pod,
     pvcs: &[Option<std::sync::Arc<Pvc>>],
     others: &[Pod],
-) -> Vec<crate::model::Node> {
+) -> Vec<Node> {
     if !pod.has_node_constraints() {
         return Vec::new();
     }
@@ -96,7 +98,7 @@ async fn holder_nodes(
     names.dedup();
     let mut nodes = Vec::new();
     for n in names {
-        if let Fact::Found(node) = view.node(&n, Fresh::Whole).await {
+        if let Fact::Found(node) = view.get::<Node>("", &n, Fresh::Whole).await {
             nodes.push((*node).clone());
         }
     }
@@ -112,7 +114,7 @@ pub(super) async fn gather_node(
     file: Option<String>,
 ) -> anyhow::Result<node::NodeExplanation> {
     let name = args.name.as_str();
-    let n = found(view.node(name, Fresh::Live).await)?;
+    let n = found(view.get::<Node>("", name, Fresh::Live).await)?;
     let lease = match view.lease_renew_time(name, Fresh::Live).await {
         Fact::Found(t) => Fact::Found(t.and_then(|t| t.parse().ok())),
         Fact::Missing => Fact::Found(None),
@@ -171,15 +173,19 @@ pub(super) async fn gather(
     match args.kind {
         ExplainKind::Pvc => gather_pvc(view, ns, &args.name, file).await,
         ExplainKind::Pv => {
-            let pv =
-                found(view.pv(&args.name, Fresh::CacheOrLive).await)?.ok_or_else(|| NotFound {
+            let pv = found(view.get::<Pv>("", &args.name, Fresh::CacheOrLive).await)?.ok_or_else(
+                || NotFound {
                     resource: "persistentvolumes",
                     name: args.name.clone(),
                     namespace: None,
                     file: file.clone(),
-                })?;
+                },
+            )?;
             let claim = match &pv.spec.claim_ref {
-                Some(c) => found(view.pvc(&c.namespace, &c.name, Fresh::CacheOrLive).await)?,
+                Some(c) => found(
+                    view.get::<Pvc>(&c.namespace, &c.name, Fresh::CacheOrLive)
+                        .await,
+                )?,
                 None => None,
             };
             let mut not_read = Vec::new();
@@ -202,15 +208,16 @@ async fn gather_pvc(
     name: &str,
     file: Option<String>,
 ) -> anyhow::Result<Explanation> {
-    let pvc = found(view.pvc(ns, name, Fresh::CacheOrLive).await)?.ok_or_else(|| NotFound {
-        resource: "persistentvolumeclaims",
-        name: name.to_string(),
-        namespace: Some(ns.to_string()),
-        file,
-    })?;
+    let pvc =
+        found(view.get::<Pvc>(ns, name, Fresh::CacheOrLive).await)?.ok_or_else(|| NotFound {
+            resource: "persistentvolumeclaims",
+            name: name.to_string(),
+            namespace: Some(ns.to_string()),
+            file,
+        })?;
     let mut not_read = Vec::new();
     let pv = match pvc.volume_name() {
-        Some(v) => match view.pv(v, Fresh::CacheOrLive).await {
+        Some(v) => match view.get::<Pv>("", v, Fresh::CacheOrLive).await {
             // A namespace's user may not read PersistentVolumes (cluster-scoped).
             Fact::Unknown(crate::rules::decision::ReadError::Refused { code: 403, .. }) => {
                 not_read.push("persistentvolumes (forbidden)".to_string());

@@ -15,9 +15,8 @@ const FIELD_MANAGER: &str = "volguard-fence-confirm";
 use anyhow::Context;
 
 /// Who the apiserver says the caller is.
-async fn whoami(writer: &Writer) -> anyhow::Result<String> {
-    writer
-        .whoami()
+async fn whoami(view: &crate::state::View) -> anyhow::Result<String> {
+    view.whoami()
         .await
         .context("asking the apiserver who you are (SelfSubjectReview)")?
         .context("the apiserver did not say who you are")
@@ -39,7 +38,7 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
         crate::state::View::from_store(client, Default::default(), crate::state::Needs::default());
     let writer = |identity: String| view.writer(FIELD_MANAGER, identity);
     // Asking who we are publishes no Event: no identity needed yet.
-    let user = whoami(&writer(String::new())).await?;
+    let user = whoami(&view).await?;
     let node = args.node.as_str();
     let live = super::observe::node(&view, node)
         .await

@@ -6,7 +6,7 @@
 
 use super::Error;
 use crate::model::fence::{BackendKind, FENCE_BACKENDS, FENCING};
-use crate::model::{Node, Pod};
+use crate::model::{Node, Pod, Pv, Pvc, StorageClass};
 use crate::rules::Fact;
 use crate::rules::fencing::{self, Mode, NodeHealth, Storage, Tolerates};
 use crate::state::{Fresh, PodsIn, View};
@@ -63,7 +63,7 @@ fn known<T>(f: Fact<T>) -> Result<Option<T>, Error> {
 
 /// The node whole, read live (`None`: gone).
 pub async fn node(view: &View, name: &str) -> Result<Option<std::sync::Arc<Node>>, Error> {
-    known(view.node(name, Fresh::Whole).await)
+    known(view.get::<Node>("", name, Fresh::Whole).await)
 }
 
 /// One node's Lease renewTime, read live (quorum): what proof and recovery rest on.
@@ -117,14 +117,14 @@ pub async fn affected(view: &View, node: &str) -> Result<Affected, Error> {
         let mut held = Vec::new();
         let mut pod_mode = Mode::Off;
         for c in claims {
-            let Some(pvc) = known(view.pvc(&ns, &c, Fresh::CacheOrLive).await)? else {
+            let Some(pvc) = known(view.get::<Pvc>(&ns, &c, Fresh::CacheOrLive).await)? else {
                 continue;
             };
             if !pvc.is_rwo() {
                 continue;
             }
             let class = match pvc.class_name() {
-                Some(name) => known(view.class(name, Fresh::CacheOrLive).await)?,
+                Some(name) => known(view.get::<StorageClass>("", name, Fresh::CacheOrLive).await)?,
                 None => None,
             };
             let annotation = |key| class.as_ref().and_then(|c| c.metadata.annotation(key));
@@ -166,10 +166,10 @@ pub async fn storage_on(view: &View, node: &str) -> Result<Vec<Storage>, Error> 
     for (p, claims) in claim_users(view, node).await? {
         let ns = &p.metadata.namespace;
         for claim in claims {
-            let volume = known(view.pvc(ns, &claim, Fresh::CacheOrLive).await)?
+            let volume = known(view.get::<Pvc>(ns, &claim, Fresh::CacheOrLive).await)?
                 .and_then(|c| c.volume_name().map(str::to_string));
             let pv = match volume {
-                Some(v) => known(view.pv(&v, Fresh::CacheOrLive).await)?,
+                Some(v) => known(view.get::<Pv>("", &v, Fresh::CacheOrLive).await)?,
                 None => None,
             };
             out.push(match pv {

@@ -16,11 +16,6 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 
 impl Writer {
-    /// Who the apiserver says the caller is (a SelfSubjectReview).
-    pub async fn whoami(&self) -> Result<Option<String>, kube::Error> {
-        fences::whoami(self.client()?).await
-    }
-
     /// A person's confirmation that the machine of a deleted Node is down (`fence confirm`),
     /// as an incident volguard's controller verifies before it writes the release.
     pub async fn confirm_gone(&self, node: &str, by: &str) -> Result<NodeFence, kube::Error> {

@@ -1,9 +1,9 @@
-//! The coordination.k8s.io Leases a process holds itself (the controller's leadership), written
-//! by the writer: read, created and replaced with the resourceVersion they were read at, so a
-//! concurrent taker makes a write fail (409) instead of splitting the brain. Every read here is
-//! live (the read of a compare-and-swap).
+//! The coordination.k8s.io Leases a process holds itself (the controller's leadership): read
+//! live by the view (the read of a compare-and-swap), created and replaced by the writer with the
+//! resourceVersion they were read at, so a concurrent taker makes a write fail (409) instead of
+//! splitting the brain.
 
-use super::Writer;
+use super::{View, Writer};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::PostParams;
@@ -11,11 +11,6 @@ use kube::api::PostParams;
 impl Writer {
     fn leases(&self, namespace: &str) -> Result<Api<Lease>, kube::Error> {
         Ok(Api::namespaced(self.client()?.clone(), namespace))
-    }
-
-    /// The Lease as the apiserver has it now.
-    pub async fn lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, kube::Error> {
-        self.leases(namespace)?.get_opt(name).await
     }
 
     /// Write `lease` (its namespace and name are its own): created when it carries no
@@ -31,5 +26,13 @@ impl Writer {
                 leases.replace(name, &PostParams::default(), lease).await
             }
         }
+    }
+}
+
+impl View {
+    /// The Lease as the apiserver has it now.
+    pub async fn lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, kube::Error> {
+        let leases: Api<Lease> = Api::namespaced(self.client()?.clone(), namespace);
+        leases.get_opt(name).await
     }
 }

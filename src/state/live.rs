@@ -291,9 +291,12 @@ pub const LIST_PAGE: u32 = 500;
 /// the first.
 pub const NODE_PAGE: u32 = 50;
 
-/// `list_pods`, and with `since` first at least as fresh as that version within `SINCE_WAIT`: a
-/// LIST the watch cache could not serve in time (it lags that version) is read again
-/// consistently, by `by`. Boxed: inline, the second read made every rule's future larger.
+/// `list_pods`, and with `since` first at least as fresh as that version (within `SINCE_WAIT` of a
+/// longer deadline; a capped read keeps its cap): a LIST the watch cache could not serve in time
+/// (it lags that version: 504 after the client's retries, or no answer by then) or whose pages
+/// expired (410) is read again consistently, by `by`. Any other refusal (429 from priority and
+/// fairness included) is the answer: a second, dearer read would only add to the load. Boxed:
+/// inline, the second read made every rule's future larger.
 pub(super) fn read_pods<'a>(
     client: &'a kube::Client,
     which: PodsIn<'a>,
@@ -306,7 +309,12 @@ pub(super) fn read_pods<'a>(
             return list_pods(client, which, keep, None, by).await;
         };
         match list_pods(client, which, keep, Some(v), by.at_most(SINCE_WAIT)).await {
-            Fact::Unknown(_) => list_pods(client, which, keep, None, by).await,
+            Fact::Unknown(
+                ReadError::Timeout { .. }
+                | ReadError::Refused {
+                    code: 504 | 410, ..
+                },
+            ) => list_pods(client, which, keep, None, by).await,
             read => read,
         }
     })

@@ -15,7 +15,6 @@ mod leases;
 pub mod live;
 pub mod live_reads;
 pub mod loader;
-pub mod lock_clock;
 pub mod network_fences;
 mod operator_reads;
 pub mod reads;
@@ -27,7 +26,7 @@ mod write;
 pub mod writer;
 
 pub use live::{NODE_PAGE, Needs, ViewChange};
-pub use view::{Fresh, PodsIn, View};
+pub use view::{Fresh, PodsIn, Readable, View};
 pub use write::{Note, Write};
 pub use writer::Writer;
 

@@ -1,6 +1,6 @@
-//! What the operator tools (`explain`) read beyond the kinds the view caches: a volume's
-//! VolumeAttachments, read live with the caller's own credentials (never cached, never in a
-//! `--state` file).
+//! What the operator tools (`explain`, `fence confirm`) read beyond the kinds the view caches: a
+//! volume's VolumeAttachments, read live with the caller's own credentials (never cached, never in
+//! a `--state` file), and who the apiserver says the caller is.
 
 use super::{Fresh, View};
 use crate::model::Attachment;
@@ -9,6 +9,11 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, ListParams};
 
 impl View {
+    /// Who the apiserver says the caller is (a SelfSubjectReview).
+    pub async fn whoami(&self) -> Result<Option<String>, kube::Error> {
+        super::fences::whoami(self.client()?).await
+    }
+
     /// The VolumeAttachments naming PV `pv` (one LIST; a file holds none: empty). A refusal
     /// keeps its status code (`Refused`), so a caller without RBAC to list them can say what it
     /// did not read.

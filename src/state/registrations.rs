@@ -1,10 +1,9 @@
-//! volguard's own webhook configurations as the apiserver stores them, kept by the writer: read
-//! live for the drift check (the read of the repair's compare-and-swap: `Write::Registration`
-//! replaces them resourceVersion-guarded, so a concurrent writer such as cainjector is never
-//! overwritten blind); and the serving certificate's CA, which
-//! the controller keeps in their `caBundle`.
+//! volguard's own webhook configurations as the apiserver stores them, read by the view, live,
+//! for the drift check (the read of the repair's compare-and-swap: `Write::Registration` replaces
+//! them resourceVersion-guarded, so a concurrent writer such as cainjector is never overwritten
+//! blind); and the serving certificate's CA, which the controller keeps in their `caBundle`.
 
-use super::Writer;
+use super::View;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 
@@ -13,7 +12,7 @@ pub(super) fn api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
-impl Writer {
+impl View {
     /// The configuration of `kind` (`ValidatingWebhookConfiguration`, ...) named `name`, as the
     /// apiserver has it now (never cached: its resourceVersion guards the repair).
     pub async fn registration(

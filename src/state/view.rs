@@ -6,7 +6,7 @@
 use super::Store;
 use super::decoded::{Decoded, Wire};
 use super::live::{self, By, Live, Needs};
-use super::store::{Held, ObjectMap, PodSeen};
+use super::store::{Held, PodSeen};
 use crate::model::fence::NodeFence;
 use crate::model::{LEASE_NAMESPACE, Lease, Namespace, Node, Pod, Pv, Pvc, StorageClass};
 use crate::rules::Fact;
@@ -53,6 +53,16 @@ pub enum Fresh {
     Unbounded,
 }
 
+impl View {
+    /// The live client, or `Offline` over a file (a read only the cluster answers).
+    pub(super) fn client(&self) -> Result<&kube::Client, kube::Error> {
+        self.live
+            .as_ref()
+            .map(|l| &l.client)
+            .ok_or_else(|| kube::Error::Service(Box::new(super::writer::Offline)))
+    }
+}
+
 impl Fresh {
     /// This live freshness, for a LIST, at least as fresh as `version` (an object's
     /// resourceVersion); unchanged when the version is not a number (resourceVersions are opaque:
@@ -74,6 +84,39 @@ impl Fresh {
         }
     }
 }
+
+/// A kind `View::get` reads one object of: the store's map of it (`Held`), whether a live view
+/// watches it, and where the apiserver serves it.
+pub trait Readable:
+    Held + Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+    fn watched(needs: &Needs) -> bool;
+    fn api(client: kube::Client, namespace: &str) -> Api<Decoded<Self>>;
+}
+
+macro_rules! readable {
+    ($($kind:ty: $watched:ident, $scope:ident);* $(;)?) => {$(
+        impl Readable for $kind {
+            fn watched(needs: &Needs) -> bool {
+                needs.$watched
+            }
+            fn api(client: kube::Client, namespace: &str) -> Api<Decoded<Self>> {
+                readable!(@$scope client, namespace)
+            }
+        }
+    )*};
+    (@namespaced $client:ident, $namespace:ident) => { Api::namespaced($client, $namespace) };
+    (@cluster $client:ident, $namespace:ident) => {{ let _ = $namespace; Api::all($client) }};
+}
+
+readable!(
+    Pvc: pvcs, namespaced;
+    Pod: pods, namespaced;
+    Lease: fencing, namespaced;
+    Pv: pvs, cluster;
+    Node: nodes, cluster;
+    StorageClass: fencing, cluster;
+);
 
 /// Which pods a list reads.
 #[derive(Debug, Clone, Copy)]
@@ -175,37 +218,29 @@ impl View {
         }
     }
 
-    pub async fn pvc(&self, namespace: &str, name: &str, fresh: Fresh) -> Fact<Arc<Pvc>> {
+    /// One object of a kind the caches may hold (`namespace` empty for a cluster-scoped kind):
+    /// from the cache or the apiserver as `fresh` asks. A kind this live view does not watch (or
+    /// a namespace it does not) is read live, and answers `Unknown` to a cache read.
+    pub async fn get<K: Readable>(
+        &self,
+        namespace: &str,
+        name: &str,
+        fresh: Fresh,
+    ) -> Fact<Arc<K>> {
         super::reads::note();
-        let api = |c| Api::namespaced(c, namespace);
-        self.get(|s| &s.pvcs, |w| w.pvcs, namespace, name, fresh, api)
-            .await
-    }
-
-    pub async fn pv(&self, name: &str, fresh: Fresh) -> Fact<Arc<Pv>> {
-        super::reads::note();
-        self.get(|s| &s.pvs, |w| w.pvs, "", name, fresh, Api::all)
-            .await
-    }
-
-    pub async fn node(&self, name: &str, fresh: Fresh) -> Fact<Arc<Node>> {
-        super::reads::note();
-        self.get(|s| &s.nodes, |w| w.nodes, "", name, fresh, Api::all)
-            .await
-    }
-
-    pub async fn pod(&self, namespace: &str, name: &str, fresh: Fresh) -> Fact<Arc<Pod>> {
-        super::reads::note();
-        let api = |c| Api::namespaced(c, namespace);
-        self.get(|s| &s.pods, |w| w.pods, namespace, name, fresh, api)
-            .await
-    }
-
-    /// A StorageClass (watched with fencing).
-    pub async fn class(&self, name: &str, fresh: Fresh) -> Fact<Arc<StorageClass>> {
-        super::reads::note();
-        self.get(|s| &s.classes, |w| w.fencing, "", name, fresh, Api::all)
-            .await
+        let Some(l) = &self.live else {
+            return from_cache(K::map(&self.store).get(namespace, name));
+        };
+        // Namespaced kinds may be watched in one namespace only (`Needs::namespace`).
+        let held =
+            K::watched(&l.watched) && (namespace.is_empty() || l.holds_namespace(Some(namespace)));
+        let cached = held.then(|| K::map(&self.store).get(namespace, name));
+        match (fresh, cached) {
+            (Fresh::Cache, None) => not_watched(K::KIND, name),
+            (Fresh::Cache, Some(hit)) => from_cache(hit),
+            (Fresh::CacheOrLive, Some(Some(hit))) => Fact::Found(hit),
+            (_, _) => from_apiserver(K::api(l.client.clone(), namespace), name, fresh).await,
+        }
     }
 
     /// A Namespace (never watched; a file holds none: `Missing`).
@@ -224,26 +259,8 @@ impl View {
     /// The node's Lease renewTime as written (`None`: no Lease, or never renewed; a file holds
     /// no Leases). Leases are watched with fencing.
     pub async fn lease_renew_time(&self, node: &str, fresh: Fresh) -> Fact<Option<String>> {
-        super::reads::note();
-        let renew = |l: Arc<Lease>| l.spec.renew_time.clone();
-        let Some(l) = &self.live else {
-            return Fact::Found(None);
-        };
-        let cached = l
-            .watched
-            .fencing
-            .then(|| self.store.leases.get(LEASE_NAMESPACE, node));
-        let read = match (fresh, cached) {
-            (Fresh::Cache, None) => return not_watched("Lease", node),
-            (Fresh::Cache, Some(hit)) => hit.map_or(Fact::Missing, Fact::Found),
-            (Fresh::CacheOrLive, Some(Some(hit))) => Fact::Found(hit),
-            (_, _) => {
-                let api = Api::<Decoded<Lease>>::namespaced(l.client.clone(), LEASE_NAMESPACE);
-                from_apiserver(api, node, fresh).await
-            }
-        };
-        match read {
-            Fact::Found(l) => Fact::Found(renew(l)),
+        match self.get::<Lease>(LEASE_NAMESPACE, node, fresh).await {
+            Fact::Found(l) => Fact::Found(l.spec.renew_time.clone()),
             Fact::Missing => Fact::Found(None),
             Fact::Unknown(e) => Fact::Unknown(e),
         }
@@ -364,35 +381,6 @@ impl View {
                 };
                 live::read_pods(&l.client, which, &keep, since, by(fresh)).await
             }
-        }
-    }
-
-    /// One object of a kind the caches may hold: `pick` its map, `watched` whether this view
-    /// watches it, `api` where it is read live.
-    async fn get<T>(
-        &self,
-        pick: fn(&Store) -> &ObjectMap<T>,
-        watched: fn(&Needs) -> bool,
-        namespace: &str,
-        name: &str,
-        fresh: Fresh,
-        api: impl FnOnce(kube::Client) -> Api<Decoded<T>>,
-    ) -> Fact<Arc<T>>
-    where
-        T: Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    {
-        let Some(l) = &self.live else {
-            return from_cache(pick(&self.store).get(namespace, name));
-        };
-        // Namespaced kinds may be watched in one namespace only (`Needs::namespace`).
-        let held =
-            watched(&l.watched) && (namespace.is_empty() || l.holds_namespace(Some(namespace)));
-        let cached = held.then(|| pick(&self.store).get(namespace, name));
-        match (fresh, cached) {
-            (Fresh::Cache, None) => not_watched(T::KIND, name),
-            (Fresh::Cache, Some(hit)) => from_cache(hit),
-            (Fresh::CacheOrLive, Some(Some(hit))) => Fact::Found(hit),
-            (_, _) => from_apiserver(api(l.client.clone()), name, fresh).await,
         }
     }
 }

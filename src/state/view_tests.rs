@@ -46,15 +46,21 @@ async fn a_file_answers_every_freshness_from_its_contents() {
     let view = View::file(store());
     for fresh in ALL {
         assert!(matches!(
-            view.pvc("ns", "data", fresh).await,
+            view.get::<Pvc>("ns", "data", fresh).await,
             Fact::Found(_)
         ));
         assert!(matches!(
-            view.pvc("ns", "other", fresh).await,
+            view.get::<Pvc>("ns", "other", fresh).await,
             Fact::Missing
         ));
-        assert!(matches!(view.node("n1", fresh).await, Fact::Found(_)));
-        assert!(matches!(view.pv("v", fresh).await, Fact::Missing));
+        assert!(matches!(
+            view.get::<Node>("", "n1", fresh).await,
+            Fact::Found(_)
+        ));
+        assert!(matches!(
+            view.get::<Pv>("", "v", fresh).await,
+            Fact::Missing
+        ));
         let naming = view.pods_naming("ns", "data", fresh).await;
         assert!(matches!(naming, Fact::Found(p) if p.len() == 1));
         let on = view.pods(PodsIn::Node("n1"), |_| true, fresh).await;
@@ -77,17 +83,23 @@ async fn a_cache_read_of_a_kind_not_held_is_unknown_and_reads_nothing() {
     let unknown = |f: bool, what: &str| assert!(f, "{what}: a cache read not held must be Unknown");
     let c = Fresh::Cache;
     unknown(
-        matches!(view.pvc("ns", "data", c).await, Fact::Unknown(_)),
+        matches!(view.get::<Pvc>("ns", "data", c).await, Fact::Unknown(_)),
         "pvc",
     );
-    unknown(matches!(view.pv("v", c).await, Fact::Unknown(_)), "pv");
-    unknown(matches!(view.node("n1", c).await, Fact::Unknown(_)), "node");
     unknown(
-        matches!(view.pod("ns", "p", c).await, Fact::Unknown(_)),
+        matches!(view.get::<Pv>("", "v", c).await, Fact::Unknown(_)),
+        "pv",
+    );
+    unknown(
+        matches!(view.get::<Node>("", "n1", c).await, Fact::Unknown(_)),
+        "node",
+    );
+    unknown(
+        matches!(view.get::<Pod>("ns", "p", c).await, Fact::Unknown(_)),
         "pod",
     );
     unknown(
-        matches!(view.class("c", c).await, Fact::Unknown(_)),
+        matches!(view.get::<StorageClass>("", "c", c).await, Fact::Unknown(_)),
         "class",
     );
     unknown(
@@ -130,13 +142,19 @@ async fn a_cache_read_of_a_held_kind_answers_from_memory() {
     };
     let view = View::from_store(client, store(), holds);
     let c = Fresh::Cache;
-    assert!(matches!(view.pvc("ns", "data", c).await, Fact::Found(_)));
-    assert!(matches!(view.pvc("ns", "other", c).await, Fact::Missing));
     assert!(matches!(
-        view.pvc("elsewhere", "data", c).await,
+        view.get::<Pvc>("ns", "data", c).await,
+        Fact::Found(_)
+    ));
+    assert!(matches!(
+        view.get::<Pvc>("ns", "other", c).await,
+        Fact::Missing
+    ));
+    assert!(matches!(
+        view.get::<Pvc>("elsewhere", "data", c).await,
         Fact::Unknown(_)
     ));
-    assert!(matches!(view.node("n2", c).await, Fact::Missing));
+    assert!(matches!(view.get::<Node>("", "n2", c).await, Fact::Missing));
     let naming = view.pods_naming("ns", "data", c).await;
     assert!(matches!(naming, Fact::Found(p) if p.len() == 1));
     // Every namespace's pods on a node: a view of one namespace does not hold them.
@@ -151,18 +169,18 @@ async fn a_miss_and_a_live_read_go_to_the_apiserver() {
     let (client, requests) = counting_client();
     let view = View::from_store(client, store(), Needs::admission(true));
     assert!(matches!(
-        view.pvc("ns", "data", Fresh::CacheOrLive).await,
+        view.get::<Pvc>("ns", "data", Fresh::CacheOrLive).await,
         Fact::Found(_)
     ));
     assert_eq!(requests.load(Ordering::SeqCst), 0);
     // The apiserver fails: unknown, never the cache's absence.
     assert!(matches!(
-        view.pvc("ns", "other", Fresh::CacheOrLive).await,
+        view.get::<Pvc>("ns", "other", Fresh::CacheOrLive).await,
         Fact::Unknown(_)
     ));
     assert_eq!(requests.load(Ordering::SeqCst), 1);
     assert!(matches!(
-        view.pvc("ns", "data", Fresh::Live).await,
+        view.get::<Pvc>("ns", "data", Fresh::Live).await,
         Fact::Unknown(_)
     ));
     assert!(matches!(
@@ -173,7 +191,7 @@ async fn a_miss_and_a_live_read_go_to_the_apiserver() {
     assert_eq!(requests.load(Ordering::SeqCst), 3);
     // An unbounded read never answers from the cache either.
     assert!(matches!(
-        view.pvc("ns", "data", Fresh::Unbounded).await,
+        view.get::<Pvc>("ns", "data", Fresh::Unbounded).await,
         Fact::Unknown(_)
     ));
     assert_eq!(requests.load(Ordering::SeqCst), 4);
@@ -196,7 +214,7 @@ fn only_live_until_and_unbounded_lift_the_cap() {
 async fn a_file_answers_an_unbounded_read_from_its_contents() {
     let view = View::file(store());
     assert!(matches!(
-        view.pvc("ns", "data", Fresh::Unbounded).await,
+        view.get::<Pvc>("ns", "data", Fresh::Unbounded).await,
         Fact::Found(_)
     ));
     assert!(matches!(
@@ -213,6 +231,18 @@ async fn a_file_answers_an_unbounded_read_from_its_contents() {
 /// than" a version as a watch cache lagging it does (504, "Too large resource version"), any
 /// other with an empty PodList.
 fn lagging_cache_client() -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) {
+    recording_client(
+        "504 Gateway Timeout",
+        r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Timeout","message":"Too large resource version","code":504}"#,
+    )
+}
+
+/// As `lagging_cache_client`, answering a LIST "not older than" a version with `status` and
+/// `body`.
+fn recording_client(
+    status: &'static str,
+    body: &'static str,
+) -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -227,10 +257,7 @@ fn lagging_cache_client() -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) 
             let lagging = target.contains("resourceVersionMatch=NotOlderThan");
             log.lock().expect("log").push(target);
             let (status, body) = match lagging {
-                true => (
-                    "504 Gateway Timeout",
-                    r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Timeout","message":"Too large resource version","code":504}"#,
-                ),
+                true => (status, body),
                 false => (
                     "200 OK",
                     r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"50"},"items":[]}"#,
@@ -317,4 +344,24 @@ fn only_a_live_read_takes_a_numeric_version() {
     ] {
         assert_eq!(f.not_older_than(Some("7")), f);
     }
+}
+
+/// A refusal that is not the cache's lag (403 here; 429 after the client's retries alike) is the
+/// answer: read again consistently, it would only add a dearer read to the load.
+#[tokio::test]
+async fn a_refused_list_not_older_than_a_version_is_not_read_again() {
+    let (client, requests) = recording_client(
+        "403 Forbidden",
+        r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","message":"no","code":403}"#,
+    );
+    let view = View::from_store(client, store(), Needs::admission(true));
+    let fresh = Fresh::Live.not_older_than(Some("42"));
+    let users = view
+        .pods(PodsIn::NamespaceOnNode("ns", "n1"), |_| true, fresh)
+        .await;
+    assert!(
+        matches!(users, Fact::Unknown(ReadError::Refused { code: 403, .. })),
+        "{users:?}"
+    );
+    assert_eq!(requests.lock().expect("log").len(), 1);
 }

@@ -1,12 +1,12 @@
 //! rules.md §2f "the controller cleans up": a RWO lock whose node holds no user of the claim, as
-//! a quorum read shows it, is cleared by a patch that `test`s the lock's value.
+//! the apiserver shows it (the webhook's reading, `lock_hold`), is cleared by a patch that `test`s the lock's value.
 
 use super::*;
 use crate::rules::rwo_lock::Cleanup;
 
 impl Reconciler {
     /// rules.md §2f "the controller cleans up": remove the RWO lock once no pod on its node uses
-    /// the claim (a consistent LIST confirms what the cache suggests) and this process has seen
+    /// the claim (the apiserver confirms what the cache suggests, read as a take-over reads it) and this process has seen
     /// it so for the grace (a bind's lock: `BIND_LOCK_TIDY`, the next placement takes it over by
     /// itself), or its node is gone (with its record) or out of service (confirmed live). The removal `test`s the lock's
     /// value, so a lock retaken meanwhile stays. A lock too young to judge is looked at again when
@@ -94,7 +94,7 @@ impl Reconciler {
         }
         self.metrics.locks_cleared.inc();
         tracing::info!(pvc = %format!("{ns}/{name}"), first_holder = %lock.pod, node = %lock.node, reason = why,
-            "ReadWriteOnce lock cleared (consistent read)");
+            "ReadWriteOnce lock cleared (read live)");
         Outcome::Done
     }
 }

@@ -5,7 +5,8 @@
 //! a lock onto the claim (annotation `volguard.io/rwo-lock`: node, pod, UID, time) with a
 //! compare-and-swap; whoever loses the swap reads again and decides again. The lock names the
 //! node and the one placement on it that may still be in flight; whether it still holds is "does
-//! a pod on that node still use the claim", read by quorum. This file decides what to do with the
+//! a pod on that node still use the claim", read from the apiserver (the users at least as fresh
+//! as the claim, or consistently). This file decides what to do with the
 //! lock as read; the caller does the reads and the swap.
 
 use super::Fact;
@@ -101,8 +102,10 @@ pub fn uses_on(pod: &Pod, ns: &str, claim: &str, node: &str) -> bool {
 pub struct NodeHold<'a> {
     /// The claim's name (in the namespace of the pods below).
     pub claim: &'a str,
-    /// The non-terminal pods on the lock's node that use the claim, by a quorum read (a cache may
-    /// lag: it must never decide a take-over).
+    /// The non-terminal pods on the lock's node that use the claim, by a LIST at least as fresh as
+    /// the claim when the lock's own pod is read or seen gone (every other user was stored before
+    /// the lock's value), else a consistent one; a cache of this process may lag either: it must
+    /// never decide a take-over.
     pub users: Fact<&'a [Pod]>,
     /// The pod of the name the lock names, by a quorum read: whether the placement the lock was
     /// written for can still land; or not read, and why (`LockPod`).
@@ -131,8 +134,8 @@ pub enum LockPod<P> {
     /// twice, so its placement can never land.
     SeenGone,
     /// Not read: this reader has held the lock for the grace, so its placement is over (landed,
-    /// then a user on its node, or never to land). Says nothing of the pod: only `observed`
-    /// past the grace decides on it.
+    /// then a user on its node the consistent LIST shows, or never to land). Says nothing of the
+    /// pod: only `observed` past the grace decides on it.
     PastGrace,
     /// Not read: the users on the lock's node decide (one uses the claim, or their read failed):
     /// the lock holds whatever its pod shows.

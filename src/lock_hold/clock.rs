@@ -68,5 +68,5 @@ impl LockClock {
 }
 
 #[cfg(test)]
-#[path = "lock_clock_tests.rs"]
+#[path = "clock_tests.rs"]
 mod tests;

@@ -4,20 +4,24 @@
 //! `step` or `cleanup_live`); reading the facts two ways had let the controller read them
 //! without what the webhook had learnt (the cache's user, the pod seen gone, the lock's age).
 //!
-//! The reading: the pods on the lock's node that use the claim (by a LIST at least as fresh as
-//! the claim, the apiserver's watch cache, unless the cache already shows one: a cache may show
-//! a use that ended, never decide a release); the pod the lock names, read live (may the
-//! placement the lock was written for still land, or has it landed since the claim's version?)
-//! unless this process saw it deleted; the node, a cached out-of-service taint confirmed live as
-//! for a force delete; the record of its deletion on proof when it is gone (`fencing::records`,
-//! the one reading of that record); and how long this process has seen the node empty
-//! (`LockClock`, its own clock) or its cache has held the lock.
+//! The reading: the pods on the lock's node that use the claim (by a LIST unless the cache
+//! already shows one: a cache may show a use that ended, never decide a release; the LIST at
+//! least as fresh as the claim, the apiserver's watch cache, when the lock's pod is read or seen
+//! gone, else consistent); the pod the lock names, read live (may the placement the lock was
+//! written for still land?) unless this process saw it deleted or its cache has held the lock
+//! for the grace (it cannot: landed, it is a user the consistent LIST shows); the node, a cached
+//! out-of-service taint confirmed live as for a force delete; the record of its deletion on
+//! proof when it is gone (`fencing::records`, the one reading of that record); and how long this
+//! process has seen the node empty (`LockClock`, its own clock) or its cache has held the lock.
+
+mod clock;
+
+pub use clock::LockClock;
 
 use crate::model::{Node, Pod, Pvc};
 use crate::rules::Fact;
 use crate::rules::rwo_lock::{self, LockPod, NodeHold, RwoLock};
 use crate::runtime::rate_limit::RateLimiter;
-use crate::state::lock_clock::LockClock;
 use crate::state::{Fresh, PodSeen, PodsIn, View};
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,16 +98,19 @@ impl LockHolds {
     ) -> Hold {
         let (ns, claim) = (&pvc.metadata.namespace, &pvc.metadata.name);
         // A node the cache lacks is read live (gone, or not watched): paced as any live read.
-        let mut node = self.view.node(&lock.node, Fresh::Cache).await;
+        let mut node = self.view.get::<Node>("", &lock.node, Fresh::Cache).await;
         if !matches!(node, Fact::Found(_)) {
             paced(pace).await;
-            node = self.view.node(&lock.node, Fresh::CacheOrLive).await;
+            node = self
+                .view
+                .get::<Node>("", &lock.node, Fresh::CacheOrLive)
+                .await;
         }
         if let Fact::Found(n) = &node
             && n.is_out_of_service()
         {
             paced(pace).await;
-            node = self.view.node(&lock.node, reads).await;
+            node = self.view.get::<Node>("", &lock.node, reads).await;
         }
         let cached = match self.view.pods_naming(ns, claim, Fresh::CacheOrLive).await {
             Fact::Found(pods) => pods
@@ -130,28 +137,40 @@ impl LockHolds {
             Some(p) => (Fact::Found(vec![p]), LockPod::InUse),
             None => {
                 paced(pace).await;
+                // A lock the cache has held for the grace names a placement that is over:
+                // landed (a user the LIST shows) or never to land; its pod is not read.
+                let unread = if self.seen_gone(ns, lock) {
+                    Some(LockPod::SeenGone)
+                } else if held >= rwo_lock::BIND_GRACE {
+                    Some(LockPod::PastGrace)
+                } else {
+                    None
+                };
                 // Every user on the lock's node but the lock's own pod was stored before the
                 // lock's value was written (each placement there wrote the lock, and a rename or
                 // take-over waited for the placement it replaced to settle), so a LIST at least as
                 // fresh as the claim shows them: the apiserver's watch cache, no quorum read. The
-                // lock's own pod is read with it (its placement may have landed after the claim's
-                // version, even one past the grace), unless this process saw it deleted: a
-                // consistent LIST instead, skipping that GET, waited for the watch cache to catch
-                // up with etcd, and fell back to etcd itself when it did not in time (at 5,000
-                // nodes, a quarter of the take-overs' LISTs). The lock model checks it, and finds
-                // the LIST at the claim's version with the pod unread for its age.
+                // lock's pod is then judged by its own read, or seen deleted. Not read (past the
+                // grace), its placement may have landed after the claim's version: only a
+                // consistent LIST shows it (the lock model checks both, and finds the LIST at the
+                // claim's version there). Reading that pod to list from the cache instead cost
+                // more than it saved at 5,000 nodes (docs/performance.md).
+                let users_read = match unread {
+                    Some(LockPod::PastGrace) => reads,
+                    _ => reads.not_older_than(pvc.metadata.resource_version.as_deref()),
+                };
                 let users = self.view.pods(
                     PodsIn::NamespaceOnNode(ns, &lock.node),
                     |p| rwo_lock::uses_on(p, ns, claim, &lock.node),
-                    reads.not_older_than(pvc.metadata.resource_version.as_deref()),
+                    users_read,
                 );
-                if self.seen_gone(ns, lock) {
-                    (users.await, LockPod::SeenGone)
+                if let Some(unread) = unread {
+                    (users.await, unread)
                 } else {
                     paced(pace).await;
                     let (mut users, mut writer) = (
                         std::pin::pin!(users),
-                        std::pin::pin!(self.view.pod(ns, &lock.pod, reads)),
+                        std::pin::pin!(self.view.get::<Pod>(ns, &lock.pod, reads)),
                     );
                     tokio::select! {
                         u = &mut users => match in_use(&u) {
@@ -228,5 +247,4 @@ pub fn cache_held(pvc: &Pvc) -> Duration {
 }
 
 #[cfg(test)]
-#[path = "lock_hold_tests.rs"]
 mod tests;

@@ -1,4 +1,4 @@
-//! Unit tests of `src/lock_hold.rs`: when a hold read in part is still decided.
+//! Unit tests of `src/lock_hold/mod.rs`: when a hold read in part is still decided.
 
 use super::*;
 use crate::rules::decision::ReadError;

@@ -1,4 +1,4 @@
-//! Unit tests of `src/state/lock_clock.rs`.
+//! Unit tests of `src/lock_hold/clock.rs`.
 
 use super::*;
 use crate::runtime::seen::PRUNE_ABOVE;

@@ -3,24 +3,48 @@
 
 use super::*;
 use crate::model::testing;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A client whose every request is answered 500 at once, and how many requests it made.
-fn counting_client() -> (kube::Client, Arc<AtomicUsize>) {
+fn counting_client() -> (kube::Client, Counted) {
+    let (client, log) = answering_client(|_| {
+        (
+            "500 Internal Server Error",
+            r#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":500}"#,
+        )
+    });
+    (client, Counted(log))
+}
+
+/// How many requests a `counting_client` made.
+struct Counted(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Counted {
+    fn count(&self) -> usize {
+        self.0.lock().expect("log").len()
+    }
+}
+
+/// A client whose every request is answered by `answer` (given its target: path and query, as a
+/// status line's end and a JSON body), and the targets in the order they came.
+fn answering_client(
+    answer: impl Fn(&str) -> (&'static str, &'static str) + Send + 'static,
+) -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let seen = Arc::new(AtomicUsize::new(0));
-    let count = seen.clone();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
     std::thread::spawn(move || {
         for mut stream in listener.incoming().flatten() {
             let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf);
-            count.fetch_add(1, Ordering::SeqCst);
-            let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":500}"#;
+            let n = stream.read(&mut buf).unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).to_string();
+            let target = head.split(' ').nth(1).unwrap_or_default().to_string();
+            let (status, body) = answer(&target);
+            log.lock().expect("log").push(target);
             let _ = write!(
                 stream,
-                "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
         }
@@ -124,11 +148,7 @@ async fn a_cache_read_of_a_kind_not_held_is_unknown_and_reads_nothing() {
     );
     let on = view.pods(PodsIn::Node("n1"), |_| true, c).await;
     unknown(matches!(on, Fact::Unknown(_)), "pods on a node");
-    assert_eq!(
-        requests.load(Ordering::SeqCst),
-        0,
-        "a cache read sent a request"
-    );
+    assert_eq!(requests.count(), 0, "a cache read sent a request");
 }
 
 /// A held kind: the cache answers, an absence included; a claim of a namespace the view does not
@@ -160,7 +180,7 @@ async fn a_cache_read_of_a_held_kind_answers_from_memory() {
     // Every namespace's pods on a node: a view of one namespace does not hold them.
     let on = view.pods(PodsIn::Node("n1"), |_| true, c).await;
     assert!(matches!(on, Fact::Unknown(_)));
-    assert_eq!(requests.load(Ordering::SeqCst), 0);
+    assert_eq!(requests.count(), 0);
 }
 
 /// `CacheOrLive` answers a hit from memory and confirms a miss live; `Live` always reads live.
@@ -172,13 +192,13 @@ async fn a_miss_and_a_live_read_go_to_the_apiserver() {
         view.get::<Pvc>("ns", "data", Fresh::CacheOrLive).await,
         Fact::Found(_)
     ));
-    assert_eq!(requests.load(Ordering::SeqCst), 0);
+    assert_eq!(requests.count(), 0);
     // The apiserver fails: unknown, never the cache's absence.
     assert!(matches!(
         view.get::<Pvc>("ns", "other", Fresh::CacheOrLive).await,
         Fact::Unknown(_)
     ));
-    assert_eq!(requests.load(Ordering::SeqCst), 1);
+    assert_eq!(requests.count(), 1);
     assert!(matches!(
         view.get::<Pvc>("ns", "data", Fresh::Live).await,
         Fact::Unknown(_)
@@ -188,13 +208,13 @@ async fn a_miss_and_a_live_read_go_to_the_apiserver() {
             .await,
         Fact::Unknown(_)
     ));
-    assert_eq!(requests.load(Ordering::SeqCst), 3);
+    assert_eq!(requests.count(), 3);
     // An unbounded read never answers from the cache either.
     assert!(matches!(
         view.get::<Pvc>("ns", "data", Fresh::Unbounded).await,
         Fact::Unknown(_)
     ));
-    assert_eq!(requests.load(Ordering::SeqCst), 4);
+    assert_eq!(requests.count(), 4);
 }
 
 /// A take-over's reads wait until the caller's instant, and the reads that never had a deadline
@@ -238,40 +258,20 @@ fn lagging_cache_client() -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) 
 }
 
 /// As `lagging_cache_client`, answering a LIST "not older than" a version with `status` and
-/// `body`.
+/// `body`, any other with an empty PodList.
 fn recording_client(
     status: &'static str,
     body: &'static str,
 ) -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let log = seen.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let mut buf = [0u8; 4096];
-            let n = stream.read(&mut buf).unwrap_or(0);
-            let head = String::from_utf8_lossy(&buf[..n]).to_string();
-            let target = head.split(' ').nth(1).unwrap_or_default().to_string();
-            let lagging = target.contains("resourceVersionMatch=NotOlderThan");
-            log.lock().expect("log").push(target);
-            let (status, body) = match lagging {
-                true => (status, body),
-                false => (
-                    "200 OK",
-                    r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"50"},"items":[]}"#,
-                ),
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    let cfg = kube::Config::new(format!("http://{addr}").parse().expect("uri"));
-    (kube::Client::try_from(cfg).expect("client"), seen)
+    answering_client(
+        move |target| match target.contains("resourceVersionMatch=NotOlderThan") {
+            true => (status, body),
+            false => (
+                "200 OK",
+                r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"50"},"items":[]}"#,
+            ),
+        },
+    )
 }
 
 /// A LIST "not older than" a claim's version asks the watch cache for it, and one the cache

@@ -301,6 +301,7 @@ async fn start_cluster() -> Shared {
         "eph-owner",
         "rwo-missing",
         "rwo-restarted",
+        "rwo-cache-since",
         "flood",
         "mtls",
         "policy",
@@ -364,6 +365,7 @@ crate::scenarios! { scenario:
     proof_door_matrix => |s| doors::proof_door_matrix(&mut s.cp, "doors");
     rwo_missing_claim => |s| lock::rwo_missing_claim(&s.cp, "rwo-missing");
     rwo_restarted_replica => |s| lock::rwo_restarted_replica(&s.cp, "rwo-restarted");
+    rwo_restarted_replica_reads_its_cache => |s| lock::rwo_restarted_replica_reads_its_cache(&s.cp, "rwo-cache-since");
     rwo_same_node_creates => |s| lock::rwo_same_node_creates(&s.cp, "rwo-same-node");
     webhook_idle_flood => |s| webhook::webhook_idle_flood(&s.cp, "flood");
     // Named to run after the policy scenarios (see proof_door_matrix): it installs them with

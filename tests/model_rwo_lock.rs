@@ -26,6 +26,13 @@
 //! configuration, as the code does; the users' LIST is still read (a shortcut that skipped it is
 //! a replayed counterexample below, and one judged on the pod cache an exhaustive one).
 //!
+//! A fourth configuration (`cache_since`) lets each process's pod cache catch up on its own
+//! (`PodSync`, `ControllerPods`: a cache then at least as new as every claim version that process
+//! holds, as `View::pod_absent_since` asks of its pod watch) and takes the shortcut of a process
+//! that never saw a lock's pod go (`LockHolds::absent_since`): a bind's lock whose pod UID such a
+//! cache lacks has its pod taken as gone without a read. The broken `CacheSinceCreates` (the same
+//! for a create's lock, whose pod is stored after it) is found.
+//!
 //! A take-over's two reads (the users on the lock's node, the lock's pod) are issued at
 //! once, so a placement in flight may land between them in either order (`writer_first`). The
 //! users' LIST is read "not older than" the claim's resourceVersion (the apiserver's watch
@@ -49,7 +56,8 @@
 //!
 //! Invariant: no ReadWriteOnce claim is used by non-terminal pods on two nodes of which more than
 //! one is in service. Checked exhaustively to a stated depth (binds only: depth 10, 10.6 million
-//! states; with creates: depth 8, 3.2 million states; one name raced: depth 8, 6.4 million; the
+//! states; with creates: depth 8, 3.2 million states; one name raced: depth 8, 6.4 million; caches
+//! catching up: depth 7, 1.3 million, and by hand at depth 8, 9.4 million; the
 //! three about five minutes in a debug build on two cores, since the controller's cache age and
 //! its two reads in either order joined the model); deliberately broken rules must each find a counterexample: the take-over judged on the
 //! replica's cache (as before the trust review), a placement on the lock's own node admitted
@@ -168,6 +176,9 @@ struct Replica {
     /// The UIDs its pod watch saw go (`GonePods`): stored, then deleted. Empty unless the model
     /// has `gone`.
     gone: Vec<u8>,
+    /// Its pod cache (`pods`) is at least as new as its claim's version (`View::pod_absent_since`:
+    /// the pod watch has applied that version). Set by a sync; cleared when its claim moves ahead.
+    pods_fresh: bool,
 }
 
 /// A placement volguard allowed that the apiserver has not stored yet.
@@ -205,6 +216,10 @@ struct S {
     /// The pods stored when the claim was last written: the oldest answer a LIST "not older than
     /// the claim's resourceVersion" may give (the apiserver's watch cache at that version).
     at_claim: Vec<P>,
+    /// The controller's pod cache, and whether it is at least as new as the stored claim's version
+    /// (it judges the stored claim): empty and stale unless the model has `cache_since`.
+    controller_pods: Vec<P>,
+    controller_pods_fresh: bool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -244,6 +259,11 @@ enum A {
     /// A replica's pod watch delivers what is stored (its "seen stored" only: ahead of its
     /// cache, the most it can know).
     Watch(u8),
+    /// A replica's pod watch catches up with what is stored (`cache_since`): its pod cache is
+    /// then at least as new as any claim's version it holds.
+    PodSync(u8),
+    /// The controller's pod watch catches up (`cache_since`).
+    ControllerPods,
     /// Time passes for a replica (only while no placement is in flight: the apiserver gives up on
     /// a request within the grace).
     Tick(u8),
@@ -276,6 +296,10 @@ struct LockModel {
     /// The webhook's "seen gone" shortcut (`LockHolds::seen_gone`): a lock whose pod UID this
     /// replica's watch saw go has its pod taken as missing without a read.
     gone: bool,
+    /// The shortcut of a restarted process (`LockHolds::absent_since`): a bind's lock whose pod the
+    /// pod cache lacks, that cache at least as new as the claim's version, has its pod taken as
+    /// gone without a read.
+    cache_since: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -302,6 +326,9 @@ enum Rule {
     /// Broken: the users' LIST not older than the claim also for a lock whose pod is not read for
     /// its age (its placement may have landed after the claim's version).
     ClaimListPastGrace,
+    /// Broken: `cache_since`'s "absent at the claim's version, so gone" for a create's lock too
+    /// (its pod is stored after the lock: absent, it may still land).
+    CacheSinceCreates,
 }
 
 /// One placement's request: which replica admits it, where, and what lands meanwhile.
@@ -454,6 +481,10 @@ impl LockModel {
                 Rule::GoneIfUncached => !s.replicas[r].pods.iter().any(|p| p.uid == l.uid),
                 _ => s.replicas[r].gone.contains(&l.uid),
             });
+        // A take-over's reading only (`LockHolds::read`; a rename's `named_placement` does not).
+        let absent = current
+            .as_ref()
+            .is_some_and(|l| self.absent_since(s.replicas[r].pods_fresh, &s.replicas[r].pods, l));
         let truth: Vec<Pod> = s.pods.iter().map(pod_of).collect();
         // What the replica reads: the lock's node when it names another (`hold`), the placement
         // it names when it names another on this node (`named`).
@@ -484,13 +515,13 @@ impl LockModel {
                     }
                     _ => (users_in(seen), seen.to_vec()),
                 };
-                let unread = self.unread(gone, &s.replicas[r].cached, l);
+                let unread = self.unread(gone || absent, &s.replicas[r].cached, l);
                 // The LIST not older than the claim: its least answer.
                 let users = match broken || self.quorum_list(&unread) {
                     true => users,
                     false => least_users(&s.at_claim, &truth, lock_node),
                 };
-                let users = match gone && self.rule == Rule::GoneSkipsList {
+                let users = match (gone || absent) && self.rule == Rule::GoneSkipsList {
                     true => Vec::new(),
                     false => users,
                 };
@@ -579,6 +610,7 @@ impl LockModel {
                     // Lost: read again; this request is refused (the scheduler retries; a create
                     // decided again is another admission of that pod, as good as a new UID).
                     s.replicas[r].claim = s.claim.clone();
+                    s.replicas[r].pods_fresh = false;
                     let carry = self.rule == Rule::CarryAcrossChange;
                     s.replicas[r].cached.hold(s.claim.lock.as_ref(), carry);
                     return;
@@ -597,6 +629,8 @@ impl LockModel {
                 s.at_claim = s.pods.clone();
                 s.aged = false;
                 s.replicas[r].claim = s.claim.clone();
+                s.replicas[r].pods_fresh = false;
+                s.controller_pods_fresh = false;
                 // Written here: young on this process's clock.
                 s.replicas[r].quiet = Quiet(Some((l.clone(), false)));
                 let carry = self.rule == Rule::CarryAcrossChange;
@@ -627,7 +661,8 @@ impl LockModel {
         let stored_before =
             s.controller_seen.contains(&l.uid) || s.controller_gone.contains(&l.uid);
         // `seen_gone`: the lock's pod taken as missing without a read (`LockHolds::read`).
-        let gone = self.gone && s.controller_gone.contains(&l.uid);
+        let gone = (self.gone && s.controller_gone.contains(&l.uid))
+            || self.absent_since(s.controller_pods_fresh, &s.controller_pods, &l);
         let lock_node = NODES[l.node as usize];
         // The users' LIST and the lock's pod's GET, in either order; `mid` lands between them.
         // The LIST is not older than the claim: its oldest answer, whatever lands; the order
@@ -687,7 +722,17 @@ impl LockModel {
             };
             s.at_claim = s.pods.clone();
             s.aged = false;
+            s.controller_pods_fresh = false;
         }
+    }
+
+    /// `LockHolds::absent_since`: a bind's lock (or, broken, any) whose pod a pod cache at least
+    /// as new as the claim's version lacks.
+    fn absent_since(&self, fresh: bool, pods: &[P], l: &L) -> bool {
+        self.cache_since
+            && fresh
+            && (!l.create || self.rule == Rule::CacheSinceCreates)
+            && !pods.iter().any(|p| p.uid == l.uid)
     }
 
     /// The quorum read of the pod of the name lock `l` names, as the rule is given it.
@@ -844,6 +889,7 @@ impl Model for LockModel {
             cached: Quiet::default(),
             seen: Vec::new(),
             gone: Vec::new(),
+            pods_fresh: false,
         };
         vec![S {
             pods: Vec::new(),
@@ -859,6 +905,8 @@ impl Model for LockModel {
             aged: false,
             deleted: Vec::new(),
             at_claim: Vec::new(),
+            controller_pods: Vec::new(),
+            controller_pods_fresh: false,
         }]
     }
 
@@ -910,6 +958,10 @@ impl Model for LockModel {
         }
         for r in 0..2 {
             out.push(A::Sync(r));
+            let replica = &s.replicas[r as usize];
+            if self.cache_since && !(replica.pods_fresh && replica.pods == s.pods) {
+                out.push(A::PodSync(r));
+            }
             if (self.creates && unseen(&s.replicas[r as usize].seen, &s.pods))
                 || (self.gone && unseen_gone(&s.replicas[r as usize].gone, &s.deleted))
             {
@@ -928,6 +980,9 @@ impl Model for LockModel {
         }
         if s.controller_cached.0.as_ref().map(|q| &q.0) != s.claim.lock.as_ref() {
             out.push(A::ControllerSync);
+        }
+        if self.cache_since && !(s.controller_pods_fresh && s.controller_pods == s.pods) {
+            out.push(A::ControllerPods);
         }
         if (self.creates && unseen(&s.controller_seen, &s.pods))
             || (self.gone && unseen_gone(&s.controller_gone, &s.deleted))
@@ -1042,6 +1097,7 @@ impl Model for LockModel {
                 let replica = &mut s.replicas[r as usize];
                 replica.pods = s.pods.clone();
                 replica.claim = s.claim.clone();
+                replica.pods_fresh = self.cache_since;
                 replica
                     .cached
                     .hold(s.claim.lock.as_ref(), self.rule == Rule::CarryAcrossChange);
@@ -1065,6 +1121,15 @@ impl Model for LockModel {
                         note(&mut replica.gone, u);
                     }
                 }
+            }
+            A::PodSync(r) => {
+                let replica = &mut s.replicas[r as usize];
+                replica.pods = s.pods.clone();
+                replica.pods_fresh = true;
+            }
+            A::ControllerPods => {
+                s.controller_pods = s.pods.clone();
+                s.controller_pods_fresh = true;
             }
             A::Tick(r) => {
                 let replica = &mut s.replicas[r as usize];
@@ -1151,6 +1216,7 @@ fn binds(rule: Rule) -> LockModel {
         creates: false,
         same_name_race: false,
         gone: true,
+        cache_since: false,
     }
 }
 
@@ -1163,7 +1229,39 @@ fn creates(rule: Rule) -> LockModel {
         creates: true,
         same_name_race: false,
         gone: true,
+        cache_since: false,
     }
+}
+
+/// Placements by bind and by create, each process's pod cache catching up on its own
+/// (`PodSync`, `ControllerPods`), and the shortcut of a process that never saw a lock's pod go
+/// (`LockHolds::absent_since`). Its own configuration: the two actions more per state would take
+/// the others past the machine's memory at their depths.
+fn cache_since(rule: Rule) -> LockModel {
+    LockModel {
+        cache_since: true,
+        ..creates(rule)
+    }
+}
+
+/// The depth of `cache_since`; `VOLGUARD_MODEL_CACHE_DEPTH` goes deeper.
+fn cache_since_depth() -> usize {
+    std::env::var("VOLGUARD_MODEL_CACHE_DEPTH")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(7)
+}
+
+#[test]
+fn model_rwo_lock_with_caches_catching_up_holds_to_its_depth() {
+    let depth = cache_since_depth();
+    let (states, found) = check(cache_since(Rule::Sound), depth);
+    if let Some(path) = found {
+        panic!("model rwo-lock, caches catching up: counterexample after {states} states:\n{path}");
+    }
+    println!(
+        "model rwo-lock, caches catching up: {states} states explored (depth {depth}), invariant holds"
+    );
 }
 
 #[test]
@@ -1254,6 +1352,22 @@ fn model_rwo_lock_finds_gone_if_uncached() {
     let path = found
         .unwrap_or_else(|| panic!("\"not in the cache\" taken as gone survived {states} states"));
     println!("model rwo-lock, \"not in the cache\" taken as gone: counterexample\n{path}");
+}
+
+/// A restarted process's shortcut (`LockHolds::absent_since`: the lock's pod absent from a pod
+/// cache at least as new as the claim's version, so gone) taken for a create's lock too: found
+/// (the create is admitted and its lock written, a cache synced before it lands lacks its pod,
+/// the lock is taken over, and the create lands). A bind's pod is stored before its lock.
+#[test]
+fn model_rwo_lock_finds_cache_since_for_a_create() {
+    let (states, found) = check(cache_since(Rule::CacheSinceCreates), cache_since_depth());
+    let path = found.unwrap_or_else(|| {
+        panic!("\"absent at the claim's version, so gone\" for a create's lock survived {states} states")
+    });
+    println!(
+        "model rwo-lock, \"absent at the claim's version, so gone\" for a create's lock: counterexample \
+         after {states} states\n{path}"
+    );
 }
 
 /// The users listed "not older than" the claim with the lock's pod unread for the lock's age:

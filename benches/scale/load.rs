@@ -284,20 +284,28 @@ pub struct WindowLine {
 }
 
 /// How many of serve's live reads each series counted between two scrapes of its metrics
-/// (`read kind result`), the series that moved only: whether a window's refusals unsure came
-/// from the apiserver's throttling or from the reads' deadline.
+/// (`read kind result`; `cache read` for those its own cache answered), the series that moved
+/// only: whether a window's refusals unsure came from the apiserver's throttling or from the
+/// reads' deadline.
 pub fn live_reads(before: &str, after: &str) -> Vec<(String, f64)> {
     let series = |text: &str| -> std::collections::BTreeMap<String, f64> {
         text.lines()
-            .filter_map(|l| l.strip_prefix("volguard_live_reads_total{"))
             .filter_map(|l| {
+                // The reads volguard's own cache answered are named as such.
+                let (prefix, l) = match l.strip_prefix("volguard_live_reads_total{") {
+                    Some(rest) => ("", rest),
+                    None => (
+                        "cache ",
+                        l.strip_prefix("volguard_cache_since_reads_total{")?,
+                    ),
+                };
                 let (labels, value) = l.split_once("} ")?;
                 let key = labels
                     .split(',')
                     .filter_map(|kv| Some(kv.split_once('=')?.1.trim_matches('"')))
                     .collect::<Vec<_>>()
                     .join(" ");
-                Some((key, value.trim().parse::<f64>().ok()?))
+                Some((format!("{prefix}{key}"), value.trim().parse::<f64>().ok()?))
             })
             .collect()
     };

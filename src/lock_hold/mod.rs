@@ -6,10 +6,12 @@
 //!
 //! The reading: the pods on the lock's node that use the claim (by a LIST unless the cache
 //! already shows one: a cache may show a use that ended, never decide a release; the LIST at
-//! least as fresh as the claim, the apiserver's watch cache, when the lock's pod is read or seen
-//! gone, else consistent); the pod the lock names, read live (may the placement the lock was
-//! written for still land?) unless this process saw it deleted or its cache has held the lock
-//! for the grace (it cannot: landed, it is a user the consistent LIST shows); the node, a cached
+//! least as fresh as the claim, the apiserver's watch cache or this process's own once its watch
+//! has applied the claim's version, when the lock's pod is read or seen gone, else consistent);
+//! the pod the lock names, read live (may the placement the lock was written for still land?)
+//! unless this process saw it deleted, its cache at the claim's version lacks a bind's pod, or
+//! its cache has held the lock for the grace (it cannot: landed, it is a user the consistent
+//! LIST shows); the node, a cached
 //! out-of-service taint confirmed live as for a force delete; the record of its deletion on
 //! proof when it is gone (`fencing::records`, the one reading of that record); and how long this
 //! process has seen the node empty (`LockClock`, its own clock) or its cache has held the lock.
@@ -139,7 +141,8 @@ impl LockHolds {
                 paced(pace).await;
                 // A lock the cache has held for the grace names a placement that is over:
                 // landed (a user the LIST shows) or never to land; its pod is not read.
-                let unread = if self.seen_gone(ns, lock) {
+                let since = reads.not_older_than(pvc.metadata.resource_version.as_deref());
+                let unread = if self.seen_gone(ns, lock) || self.absent_since(ns, lock, since) {
                     Some(LockPod::SeenGone)
                 } else if held >= rwo_lock::BIND_GRACE {
                     Some(LockPod::PastGrace)
@@ -154,10 +157,12 @@ impl LockHolds {
                 // grace), its placement may have landed after the claim's version: only a
                 // consistent LIST shows it (the lock model checks both, and finds the LIST at the
                 // claim's version there). Reading that pod to list from the cache instead cost
-                // more than it saved at 5,000 nodes (docs/performance.md).
+                // more than it saved at 5,000 nodes (docs/performance.md). The LIST at the claim's
+                // version is this process's own cache once its pod watch has applied that version
+                // (`View::pods`): no request.
                 let users_read = match unread {
                     Some(LockPod::PastGrace) => reads,
-                    _ => reads.not_older_than(pvc.metadata.resource_version.as_deref()),
+                    _ => since,
                 };
                 let users = self.view.pods(
                     PodsIn::NamespaceOnNode(ns, &lock.node),
@@ -219,6 +224,19 @@ impl LockHolds {
     /// compare-and-swap (or the controller's `test`) sees.
     pub fn seen_gone(&self, ns: &str, lock: &RwoLock) -> bool {
         self.view.pod_seen(ns, &lock.pod, &lock.uid) == PodSeen::Gone
+    }
+
+    /// A bind's lock whose pod this process's cache lacks at the claim's version or later (its
+    /// pod watch has applied that version, `View::pod_absent_since`): a bind reads its pod, so
+    /// the pod was stored before the lock was written, and absent since, it was deleted: its
+    /// placement can never land, as with `seen_gone` (a restarted process never saw the delete;
+    /// this is what it knows instead). Not for a create's lock: its pod is stored after the lock,
+    /// so absent it may still land (the lock model finds that variant).
+    fn absent_since(&self, ns: &str, lock: &RwoLock, since: Fresh) -> bool {
+        lock.via == Some(rwo_lock::Via::Bind)
+            && since
+                .version()
+                .is_some_and(|v| self.view.pod_absent_since(ns, &lock.pod, &lock.uid, v))
     }
 
     /// Whether this process saw the pod the lock names stored (a created placement that landed,

@@ -35,6 +35,22 @@ pub const RESULTS: [&str; 7] = [
     "decode",
 ];
 
+/// Reads "not older than" a version that this process's own cache answered (its watch had
+/// applied that version): no request made.
+static BY_CACHE: LazyLock<Family<CacheLabels, Counter>> = LazyLock::new(Family::default);
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheLabels {
+    /// `list`: the pods a LIST would have shown; `absent`: a pod the cache lacks, so deleted by
+    /// that version (a GET of it not made).
+    read: &'static str,
+}
+
+/// Count one read not older than a version answered by this process's cache.
+pub(super) fn answered_by_cache(read: &'static str) {
+    BY_CACHE.get_or_create(&CacheLabels { read }).inc();
+}
+
 /// Register the family in `registry`, with the reads the admission and release paths make at 0.
 pub fn register(registry: &MetricsRegistry) {
     for (read, kind) in [
@@ -53,6 +69,15 @@ pub fn register(registry: &MetricsRegistry) {
          timeout: no answer by the reader's deadline, throttled: 429 after the client's retries, refused, \
          error, decode)",
         READS.clone(),
+    );
+    for read in ["list", "absent"] {
+        let _ = BY_CACHE.get_or_create(&CacheLabels { read });
+    }
+    registry.register(
+        "volguard_cache_since_reads",
+        "Pod reads not older than a version that this process's own cache answered, its watch having applied \
+         that version, by read (list: the pods a LIST shows; absent: a pod the cache lacks, so deleted): no request made",
+        BY_CACHE.clone(),
     );
 }
 

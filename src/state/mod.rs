@@ -15,6 +15,7 @@ mod leases;
 pub mod live;
 pub mod live_reads;
 pub mod loader;
+mod mark;
 pub mod network_fences;
 mod operator_reads;
 pub mod reads;

@@ -184,6 +184,8 @@ pub struct ObjectMap<T> {
     inner: RwLock<Inner<T>>,
     /// Labels are only read by `report unused -l`; every other cache drops them.
     keep_labels: bool,
+    /// How far its watch has caught up (a map no watch fills stays at none).
+    pub(super) mark: super::mark::Mark,
 }
 
 impl<T: Object> Default for ObjectMap<T> {
@@ -191,6 +193,7 @@ impl<T: Object> Default for ObjectMap<T> {
         ObjectMap {
             inner: RwLock::new(HashMap::default()),
             keep_labels: false,
+            mark: Default::default(),
         }
     }
 }
@@ -368,6 +371,7 @@ impl Store {
             pvcs: ObjectMap {
                 inner: RwLock::new(HashMap::default()),
                 keep_labels: true,
+                mark: Default::default(),
             },
             ..Default::default()
         }

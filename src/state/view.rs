@@ -64,6 +64,14 @@ impl View {
 }
 
 impl Fresh {
+    /// The version a `LiveSince` read is not older than.
+    pub fn version(self) -> Option<u64> {
+        match self {
+            Fresh::LiveSince(v, _) => Some(v),
+            _ => None,
+        }
+    }
+
     /// This live freshness, for a LIST, at least as fresh as `version` (an object's
     /// resourceVersion); unchanged when the version is not a number (resourceVersions are opaque:
     /// the read stays consistent), or for a cache's freshness. A view opened with
@@ -196,6 +204,29 @@ impl View {
     pub fn pod_seen(&self, namespace: &str, name: &str, uid: &str) -> PodSeen {
         super::reads::note();
         self.store.pod_seen(namespace, name, uid)
+    }
+
+    /// Whether pod `namespace/name` of `uid` was not stored at a version at least `version`
+    /// (this process's pod watch has applied that version and its cache lacks the pod): deleted
+    /// by then, if it was stored before. False when the cache cannot tell (pods not watched
+    /// there, behind that version, relisted meanwhile, no UID, or resourceVersions of pods and
+    /// claims not comparable: `Needs::consistent_lists`), and over a file.
+    pub fn pod_absent_since(&self, namespace: &str, name: &str, uid: &str, version: u64) -> bool {
+        super::reads::note();
+        let Some(l) = &self.live else {
+            return false;
+        };
+        if uid.is_empty() || l.watched.consistent_lists || !l.holds_pods(Some(namespace)) {
+            return false;
+        }
+        let mark = &self.store.pods.mark;
+        let absent = mark.at_least(version).is_some_and(|caught| {
+            self.store.pod_seen(namespace, name, uid) != PodSeen::Stored && mark.still(caught)
+        });
+        if absent {
+            super::live_reads::answered_by_cache("absent");
+        }
+        absent
     }
 
     /// Whether this view is a `--state` file (its contents the whole truth, never refreshed).
@@ -367,14 +398,26 @@ impl View {
             PodsIn::Namespace(ns) | PodsIn::NamespaceOnNode(ns, _) => Some(ns),
             PodsIn::Node(_) => None,
         };
+        let since = match fresh {
+            Fresh::LiveSince(v, _) if !l.watched.consistent_lists => Some(v),
+            _ => None,
+        };
+        // This process's pod watch has applied the version asked: its cache answers as the
+        // apiserver's watch cache would, with no request.
+        let mark = &self.store.pods.mark;
+        if l.holds_pods(namespace)
+            && let Some(caught) = since.and_then(|v| mark.at_least(v))
+        {
+            let pods = cached();
+            if mark.still(caught) {
+                super::live_reads::answered_by_cache("list");
+                return Fact::Found(pods);
+            }
+        }
         match (fresh, l.holds_pods(namespace)) {
             (Fresh::Cache | Fresh::CacheOrLive, true) => Fact::Found(cached()),
             (Fresh::Cache, false) => not_watched("Pod", "pods"),
             (_, _) => {
-                let since = match fresh {
-                    Fresh::LiveSince(v, _) if !l.watched.consistent_lists => Some(v),
-                    _ => None,
-                };
                 let keep = move |p: &Pod| match which {
                     PodsIn::Node(n) => on(p, n) && keep(p),
                     PodsIn::Namespace(_) | PodsIn::NamespaceOnNode(..) => keep(p),

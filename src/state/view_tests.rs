@@ -365,3 +365,90 @@ async fn a_refused_list_not_older_than_a_version_is_not_read_again() {
     );
     assert_eq!(requests.lock().expect("log").len(), 1);
 }
+
+/// A LIST "not older than" a version is answered by this process's own cache once its pod watch
+/// has applied that version (no request), and by the apiserver while it lags that version or
+/// after a relist replaced what it had applied.
+#[tokio::test]
+async fn a_cache_caught_up_with_a_version_answers_a_list_not_older_than_it() {
+    let (client, counted) = counting_client();
+    let store = store();
+    store.pods.mark.applied(Some("100"));
+    let view = View::from_store(client, store.clone(), Needs::admission(true));
+    let on_n1 = || PodsIn::NamespaceOnNode("ns", "n1");
+    for v in ["42", "100"] {
+        let users = view
+            .pods(on_n1(), |_| true, Fresh::Live.not_older_than(Some(v)))
+            .await;
+        assert!(
+            matches!(&users, Fact::Found(p) if p.len() == 1 && p[0].metadata.name == "p"),
+            "at {v}: {users:?}"
+        );
+    }
+    assert_eq!(counted.count(), 0, "the cache answered");
+    let ahead = view
+        .pods(on_n1(), |_| true, Fresh::Live.not_older_than(Some("101")))
+        .await;
+    assert!(matches!(ahead, Fact::Unknown(_)), "{ahead:?}");
+    let asked = counted.count();
+    assert!(
+        asked > 0,
+        "a version the cache lags is asked of the apiserver"
+    );
+    store.pods.mark.relisting();
+    let relisted = view
+        .pods(on_n1(), |_| true, Fresh::Live.not_older_than(Some("42")))
+        .await;
+    assert!(matches!(relisted, Fact::Unknown(_)), "{relisted:?}");
+    assert!(counted.count() > asked, "a relist vouches for nothing yet");
+}
+
+/// A pod the cache lacks is absent "since" a version only when the cache has applied that
+/// version, holds that namespace's pods, and the resourceVersions of pods and claims compare;
+/// never for a pod stored under that UID, nor without a UID, nor over a file.
+#[tokio::test]
+async fn a_pod_is_absent_since_a_version_only_where_the_cache_can_tell() {
+    let (client, counted) = counting_client();
+    let s = Store::default();
+    let mut held = testing::pod("ns", "p").on(Some("n1")).mounting("data");
+    held.metadata.uid = "u-p".into();
+    s.claims.add(&held);
+    s.pods.apply(held);
+    s.pods.mark.applied(Some("100"));
+    let store = Arc::new(s);
+    let view = View::from_store(client.clone(), store.clone(), Needs::admission(true));
+    assert!(view.pod_absent_since("ns", "q", "u-q", 100), "never stored");
+    assert!(
+        view.pod_absent_since("ns", "p", "u-old", 100),
+        "its name taken by another UID"
+    );
+    assert!(!view.pod_absent_since("ns", "p", "u-p", 100), "stored");
+    assert!(
+        !view.pod_absent_since("ns", "q", "u-q", 101),
+        "the cache lags"
+    );
+    assert!(!view.pod_absent_since("ns", "q", "", 100), "no UID");
+    let other_namespace = Needs {
+        namespace: Some("elsewhere".into()),
+        ..Needs::admission(true)
+    };
+    let scoped = View::from_store(client.clone(), store.clone(), other_namespace);
+    assert!(
+        !scoped.pod_absent_since("ns", "q", "u-q", 100),
+        "pods of ns not held"
+    );
+    let consistent = Needs {
+        consistent_lists: true,
+        ..Needs::admission(true)
+    };
+    let apart = View::from_store(client, store.clone(), consistent);
+    assert!(
+        !apart.pod_absent_since("ns", "q", "u-q", 100),
+        "versions not comparable"
+    );
+    assert!(
+        !View::file(store).pod_absent_since("ns", "q", "u-q", 100),
+        "a file"
+    );
+    assert_eq!(counted.count(), 0, "nothing read");
+}

@@ -139,6 +139,15 @@ pub(super) async fn run_watch<T>(
     let stream = watcher::watcher(api, config).default_backoff();
     futures::pin_mut!(stream);
     let mut buffer: Vec<T> = Vec::new();
+    // The newest resourceVersion of the listing being buffered (what its `Mark` vouches for).
+    let mut listed: Option<Box<str>> = None;
+    let newer = |a: Option<Box<str>>, b: Option<&str>| -> Option<Box<str>> {
+        let n = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        match n(b) > n(a.as_deref()) {
+            true => b.map(Box::from),
+            false => a,
+        }
+    };
     while let Some(ev) = next(&mut stream).await {
         let ev = match ev {
             Ok(ev) => ev,
@@ -149,28 +158,42 @@ pub(super) async fn run_watch<T>(
         };
         let map = target.map();
         match ev {
-            Event::Init => buffer.clear(),
-            Event::InitApply(d) => buffer.push(d.into_inner()),
+            Event::Init => {
+                buffer.clear();
+                listed = None;
+            }
+            Event::InitApply(d) => {
+                let t = d.into_inner();
+                listed = newer(listed, t.meta().resource_version.as_deref());
+                buffer.push(t);
+            }
             Event::InitDone => {
+                map.mark.relisting();
                 map.replace(std::mem::take(&mut buffer));
                 synced.store(true, Ordering::Release);
                 tracing::info!(kind = T::KIND, objects = map.len(), "cache synced");
                 notify(Change::Relisted);
+                map.mark.applied(listed.take().as_deref());
             }
+            // Marked once the map and the indexes `notify` keeps hold the change.
             Event::Apply(d) => {
                 let t = d.into_inner();
+                let version = t.meta().resource_version.clone();
                 let (ns, name) = (t.meta().namespace.clone(), t.meta().name.clone());
                 let old = map.apply(t);
                 if let Some(new) = map.get(&ns, &name) {
                     notify(Change::Applied { old, new });
                 }
+                map.mark.applied(version.as_deref());
             }
             Event::Delete(d) => {
                 let mut t = d.into_inner();
+                let version = t.meta().resource_version.clone();
                 let m = t.meta();
                 let old = map.delete(&m.namespace, &m.name);
                 t.prune();
                 notify(Change::Deleted(old.unwrap_or_else(|| Arc::new(t))));
+                map.mark.applied(version.as_deref());
             }
         }
     }

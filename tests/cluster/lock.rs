@@ -39,27 +39,24 @@ pub(super) fn frozen_replica(
 /// This process's LISTs of pods "not older than" a version (`volguard_live_reads_total{read=
 /// "list_since"}`): (found, every other result).
 fn list_since_reads() -> (u64, u64) {
+    let since = "read=\"list_since\"";
+    let found = reads_of("volguard_live_reads_total", &[since, "result=\"found\""]);
+    let all = reads_of("volguard_live_reads_total", &[since]);
+    (found, all - found)
+}
+
+/// Every series of this process's metric `name` (`volguard_live_reads_total`,
+/// `volguard_cache_since_reads_total`) whose labels contain each of `labels`, summed.
+fn reads_of(name: &str, labels: &[&str]) -> u64 {
     let registry = volguard::runtime::MetricsRegistry::default();
     volguard::state::live_reads::register(&registry);
-    let mut counts = (0, 0);
-    for line in registry.render_prometheus().lines() {
-        let Some(rest) = line.strip_prefix("volguard_live_reads_total{") else {
-            continue;
-        };
-        if !rest.contains("read=\"list_since\"") {
-            continue;
-        }
-        let n: u64 = rest
-            .rsplit(' ')
-            .next()
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0) as u64;
-        match rest.contains("result=\"found\"") {
-            true => counts.0 += n,
-            false => counts.1 += n,
-        }
-    }
-    counts
+    registry
+        .render_prometheus()
+        .lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+        .filter(|rest| labels.iter().all(|l| rest.contains(l)))
+        .filter_map(|rest| rest.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
 }
 
 /// `o` as volguard's model of it (what a watch would have stored).
@@ -961,4 +958,164 @@ async fn fresh_replica(
         store.gone_pods.note(uid);
     }
     frozen_replica(c.clone(), store)
+}
+
+/// A webhook replica started after a lock's pod was deleted (it never saw it go) judges a bind
+/// to another node from its own cache once its pod watch has applied the claim's version: a
+/// bind's pod was stored before its lock, so absent there it was deleted; the users on the lock's
+/// node are what that cache shows. The take-over reads nothing from the apiserver. A lock written
+/// by a pod CREATE with `spec.nodeName`, its pod deleted too, is not judged so (that pod is stored
+/// after its lock: absent, it may still land): the replica reads it live and refuses the young
+/// lock.
+pub(super) async fn rwo_restarted_replica_reads_its_cache(cp: &ControlPlane, ns: &str) {
+    use volguard::admission::{Admission, Endpoint, decode};
+    use volguard::rules::rwo_lock::{RWO_LOCK, RwoLock, Via};
+    use volguard::state::{Needs, Source};
+    let c = cp.admin().await;
+    let pods = Api::<Pod>::namespaced(c.clone(), ns);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+    let lock_of = |pvc: PersistentVolumeClaim| {
+        let raw = pvc
+            .metadata
+            .annotations
+            .and_then(|a| a.get(RWO_LOCK).cloned());
+        RwoLock::parse(&raw.expect("the webhook locked the claim")).expect("lock")
+    };
+    // A bind's lock: "first" bound to kwok-1 through pods/binding (the webhook writes the lock).
+    claim(cp, ns, "bound").await;
+    let first = pods
+        .create(&PostParams::default(), &unscheduled_pod("first", "bound"))
+        .await
+        .expect("first");
+    // Naming the pod's UID, as the scheduler does (a bind without one is locked as a create).
+    let binding = json!({"apiVersion": "v1", "kind": "Binding",
+                         "metadata": {"name": "first", "uid": first.metadata.uid},
+                         "target": {"apiVersion": "v1", "kind": "Node", "name": "kwok-1"}});
+    pods.create_subresource::<_, serde_json::Value>(
+        "binding",
+        "first",
+        &PostParams::default(),
+        &binding,
+    )
+    .await
+    .expect("bind first");
+    running(cp, ns, "first").await;
+    let lock = lock_of(pvcs.get("bound").await.expect("claim"));
+    assert_eq!(
+        (lock.node.as_str(), lock.pod.as_str(), lock.via),
+        ("kwok-1", "first", Some(Via::Bind))
+    );
+    // A create's lock: "made" created on kwok-1.
+    claim(cp, ns, "created").await;
+    let mut made = claim_pod("made", "created", None);
+    if let Some(spec) = made.spec.as_mut() {
+        spec.node_name = Some("kwok-1".into());
+    }
+    pods.create(&PostParams::default(), &made)
+        .await
+        .expect("made");
+    running(cp, ns, "made").await;
+    let made = lock_of(pvcs.get("created").await.expect("claim"));
+    assert_eq!(made.via, Some(Via::Create));
+    for name in ["first", "made"] {
+        pods.delete(name, &DeleteParams::default())
+            .await
+            .expect("delete");
+        gone_within(cp, &pods, "pod", name, LONG).await;
+    }
+    // The replica starts now: its pod watch never saw either pod.
+    let view =
+        volguard::state::open(Source::Live(c.clone()), Needs::admission(true)).expect("view");
+    let replica = Admission::new(view.clone(), Default::default(), vec![]);
+    let mut uids = Vec::new();
+    for (pod, claim) in [("second", "bound"), ("other", "created")] {
+        let p = pods
+            .create(&PostParams::default(), &unscheduled_pod(pod, claim))
+            .await
+            .expect("pod");
+        uids.push(p.metadata.uid.expect("uid"));
+    }
+    let judge = |pod: &'static str, uid: String| {
+        let replica = &replica;
+        async move {
+            let mut r: serde_json::Value =
+                serde_json::from_str(&bind_review(ns, pod, &uid, "kwok-2")).expect("review");
+            r["request"]["dryRun"] = json!(true);
+            let body = r.to_string();
+            let req = decode(body.as_bytes()).expect("review");
+            let v = replica
+                .decide(Endpoint::Validate, &req, Duration::from_secs(9))
+                .await;
+            (v.decision.allowed, v.decision.row)
+        }
+    };
+    let live = || reads_of("volguard_live_reads_total", &["kind=\"Pod\""]);
+    let cached = |read: &str| {
+        reads_of(
+            "volguard_cache_since_reads_total",
+            &[&format!("read=\"{read}\"")],
+        )
+    };
+    // The claim's version as the replica holds it (the controller may still write the claim, its
+    // "unused since", after "first" went).
+    let claim_version = || {
+        view.held::<volguard::model::Pvc>(ns, "bound")
+            .and_then(|p| p.metadata.resource_version.as_deref()?.parse::<u64>().ok())
+    };
+    let first_uid = first.metadata.uid.clone().expect("uid");
+    let (mut before, mut after) = ((0, 0, 0), (0, 0, 0));
+    for attempt in 0.. {
+        // Until the replica's pod watch has applied the claim's version (a pod event after it:
+        // "other" is touched until one arrives).
+        let mut version = None;
+        for poke in 0..60 {
+            if let Some(v) = claim_version()
+                && view.synced()
+                && view.pod_absent_since(ns, "first", &first_uid, v)
+            {
+                version = Some(v);
+                break;
+            }
+            let touch = json!({"metadata": {"annotations": {"e2e-poke": poke.to_string()}}});
+            let _ = pods
+                .patch("other", &PatchParams::default(), &Patch::Merge(&touch))
+                .await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let version = version.expect("the replica's pod watch never passed the claim's version");
+        before = (live(), cached("list"), cached("absent"));
+        assert_eq!(
+            judge("second", uids[0].clone()).await,
+            (true, "rwo-lock-dry-run"),
+            "a bind's lock whose pod the caught-up cache lacks is taken over"
+        );
+        after = (live(), cached("list"), cached("absent"));
+        // The claim written meanwhile (its version past the pod watch's again): judged again.
+        if claim_version() == Some(version) || attempt == 3 {
+            break;
+        }
+    }
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1, after.2 - before.2),
+        (0, 1, 1),
+        "no live pod read; the users and the lock's pod from the cache: {before:?} -> {after:?}"
+    );
+    assert_eq!(
+        judge("other", uids[1].clone()).await,
+        (false, "rwo-locked-on-other-node"),
+        "a young create's lock whose pod is missing may still be in flight"
+    );
+    let last = (live(), cached("absent"));
+    assert!(
+        last.0 > after.0,
+        "the create's pod read live: {after:?} -> {last:?}"
+    );
+    assert_eq!(last.1, after.2, "never taken as absent from the cache");
+    println!(
+        "rwo-restarted-replica-reads-its-cache: bind's lock taken over with no live pod read; create's lock refused after {} live pod reads",
+        last.0 - after.0
+    );
+    for name in ["second", "other"] {
+        let _ = pods.delete(name, &DeleteParams::default()).await;
+    }
 }

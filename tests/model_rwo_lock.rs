@@ -31,7 +31,11 @@
 //! holds, as `View::pod_absent_since` asks of its pod watch) and takes the shortcut of a process
 //! that never saw a lock's pod go (`LockHolds::absent_since`): a bind's lock whose pod UID such a
 //! cache lacks has its pod taken as gone without a read. The broken `CacheSinceCreates` (the same
-//! for a create's lock, whose pod is stored after it) is found.
+//! for a create's lock, whose pod is stored after it) is found. A cache catches up whole: one
+//! whose watch skipped an event vouches for no version (`state::watch`), so it is not modelled.
+//! The controller's cache counts as fresh against the stored claim (every claim write clears
+//! it); the code compares its cached claim's version, older or equal, which takes the shortcut
+//! in more states, each of which judges a lock value already replaced, so its `test` fails.
 //!
 //! A take-over's two reads (the users on the lock's node, the lock's pod) are issued at
 //! once, so a placement in flight may land between them in either order (`writer_first`). The

@@ -8,7 +8,8 @@
 //! A relist replaces the map with a listing that may be older than what the last watch applied (a
 //! watch cache served it, and in an HA control plane another apiserver's): the listing starts a
 //! new epoch, and a read that saw the epoch change between its sample and its answer is not
-//! answered from the map.
+//! answered from the map. A watch that skipped an event (one that did not decode: kube's client
+//! reports it and goes on) vouches for nothing until its next listing (`run_watch`).
 
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
@@ -27,16 +28,17 @@ impl Mark {
     /// A relist is about to replace the map: nothing it held is vouched for until the listing's
     /// versions are known.
     pub(super) fn relisting(&self) {
-        self.epoch.fetch_add(1, SeqCst);
+        // The version first: a reader that sees the new epoch then sees no version from before
+        // it (the other order let a reader pair the new epoch with the old version, then read
+        // the new, possibly older, listing: adversary review).
         self.version.store(0, SeqCst);
+        self.epoch.fetch_add(1, SeqCst);
     }
 
-    /// A change of `version` (an object's resourceVersion, a number) is in the map, and in every
-    /// index kept beside it.
-    pub(super) fn applied(&self, version: Option<&str>) {
-        if let Some(v) = version.and_then(|v| v.parse::<u64>().ok()) {
-            self.version.fetch_max(v, SeqCst);
-        }
+    /// A change of `version` (an object's resourceVersion as a number; 0: none) is in the map,
+    /// and in every index kept beside it.
+    pub(super) fn applied(&self, version: u64) {
+        self.version.fetch_max(version, SeqCst);
     }
 
     /// Whether the map holds every change up to `version`: sampled before the map is read.
@@ -60,10 +62,9 @@ mod tests {
     fn caught_up_only_to_what_was_applied_within_one_listing() {
         let m = Mark::default();
         assert_eq!(m.at_least(1), None, "nothing applied");
-        m.applied(Some("120"));
-        m.applied(Some("not-a-number"));
-        m.applied(None);
-        m.applied(Some("90"));
+        m.applied(120);
+        m.applied(0);
+        m.applied(90);
         let c = m.at_least(120).expect("caught up to 120");
         assert!(m.at_least(121).is_none());
         assert!(m.at_least(0).is_none(), "version 0 is no version");
@@ -71,7 +72,7 @@ mod tests {
         m.relisting();
         assert!(!m.still(c), "a relist ends the sample");
         assert!(m.at_least(1).is_none(), "a relist vouches for nothing yet");
-        m.applied(Some("100"));
+        m.applied(100);
         let d = m.at_least(100).expect("the new listing's version");
         assert!(m.at_least(120).is_none(), "the relist may be older");
         assert!(m.still(d) && d != c);

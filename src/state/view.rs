@@ -65,7 +65,7 @@ impl View {
 
 impl Fresh {
     /// The version a `LiveSince` read is not older than.
-    pub fn version(self) -> Option<u64> {
+    pub(crate) fn version(self) -> Option<u64> {
         match self {
             Fresh::LiveSince(v, _) => Some(v),
             _ => None,

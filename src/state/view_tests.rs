@@ -373,7 +373,7 @@ async fn a_refused_list_not_older_than_a_version_is_not_read_again() {
 async fn a_cache_caught_up_with_a_version_answers_a_list_not_older_than_it() {
     let (client, counted) = counting_client();
     let store = store();
-    store.pods.mark.applied(Some("100"));
+    store.pods.mark.applied(100);
     let view = View::from_store(client, store.clone(), Needs::admission(true));
     let on_n1 = || PodsIn::NamespaceOnNode("ns", "n1");
     for v in ["42", "100"] {
@@ -414,7 +414,7 @@ async fn a_pod_is_absent_since_a_version_only_where_the_cache_can_tell() {
     held.metadata.uid = "u-p".into();
     s.claims.add(&held);
     s.pods.apply(held);
-    s.pods.mark.applied(Some("100"));
+    s.pods.mark.applied(100);
     let store = Arc::new(s);
     let view = View::from_store(client.clone(), store.clone(), Needs::admission(true));
     assert!(view.pod_absent_since("ns", "q", "u-q", 100), "never stored");

@@ -138,67 +138,125 @@ pub(super) async fn run_watch<T>(
 {
     let stream = watcher::watcher(api, config).default_backoff();
     futures::pin_mut!(stream);
-    let mut buffer: Vec<T> = Vec::new();
-    // The newest resourceVersion of the listing being buffered (what its `Mark` vouches for).
-    let mut listed: Option<Box<str>> = None;
-    let newer = |a: Option<Box<str>>, b: Option<&str>| -> Option<Box<str>> {
-        let n = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        match n(b) > n(a.as_deref()) {
-            true => b.map(Box::from),
-            false => a,
-        }
-    };
+    let mut listing = Listing::default();
     while let Some(ev) = next(&mut stream).await {
+        if listing.on(ev, target.map(), &mut notify) {
+            synced.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// What a watch has read of its current listing: the objects buffered until the listing is
+/// whole, the newest resourceVersion among them, and whether an event was skipped since it began.
+struct Listing<T> {
+    buffer: Vec<T>,
+    listed: u64,
+    /// The map may lack a change its mark would vouch for: it vouches for nothing until the next
+    /// listing.
+    skipped: bool,
+}
+
+impl<T> Default for Listing<T> {
+    fn default() -> Self {
+        Listing {
+            buffer: Vec::new(),
+            listed: 0,
+            skipped: false,
+        }
+    }
+}
+
+impl<T: Wire> Listing<T> {
+    /// Apply one item of the watch to `map`, then `notify`, then its `Mark` (so a reader that
+    /// sees the version sees the map and the indexes `notify` keeps). True once a listing is
+    /// whole (the map synced).
+    fn on(
+        &mut self,
+        ev: Result<Event<Decoded<T>>, watcher::Error>,
+        map: &ObjectMap<T>,
+        notify: &mut impl FnMut(Change<T>),
+    ) -> bool {
         let ev = match ev {
             Ok(ev) => ev,
             Err(e) => {
-                tracing::warn!(kind = T::KIND, error = %e, "watch error; retrying");
-                continue;
+                if skips_an_event(&e) {
+                    self.skipped = true;
+                    map.mark.relisting();
+                }
+                let skipped = self.skipped;
+                tracing::warn!(kind = T::KIND, error = %e, skipped, "watch error; retrying");
+                return false;
             }
         };
-        let map = target.map();
+        let version = |t: &T| version_of(t.meta().resource_version.as_deref());
         match ev {
             Event::Init => {
-                buffer.clear();
-                listed = None;
+                *self = Listing::default();
             }
             Event::InitApply(d) => {
                 let t = d.into_inner();
-                listed = newer(listed, t.meta().resource_version.as_deref());
-                buffer.push(t);
+                self.listed = self.listed.max(version(&t));
+                self.buffer.push(t);
             }
             Event::InitDone => {
                 map.mark.relisting();
-                map.replace(std::mem::take(&mut buffer));
-                synced.store(true, Ordering::Release);
+                map.replace(std::mem::take(&mut self.buffer));
                 tracing::info!(kind = T::KIND, objects = map.len(), "cache synced");
                 notify(Change::Relisted);
-                map.mark.applied(listed.take().as_deref());
+                self.vouch(map, self.listed);
+                return true;
             }
-            // Marked once the map and the indexes `notify` keeps hold the change.
             Event::Apply(d) => {
                 let t = d.into_inner();
-                let version = t.meta().resource_version.clone();
+                let v = version(&t);
                 let (ns, name) = (t.meta().namespace.clone(), t.meta().name.clone());
                 let old = map.apply(t);
                 if let Some(new) = map.get(&ns, &name) {
                     notify(Change::Applied { old, new });
                 }
-                map.mark.applied(version.as_deref());
+                self.vouch(map, v);
             }
             Event::Delete(d) => {
                 let mut t = d.into_inner();
-                let version = t.meta().resource_version.clone();
+                let v = version(&t);
                 let m = t.meta();
                 let old = map.delete(&m.namespace, &m.name);
                 t.prune();
                 notify(Change::Deleted(old.unwrap_or_else(|| Arc::new(t))));
-                map.mark.applied(version.as_deref());
+                self.vouch(map, v);
             }
         }
+        false
     }
+
+    fn vouch(&self, map: &ObjectMap<T>, version: u64) {
+        if !self.skipped {
+            map.mark.applied(version);
+        }
+    }
+}
+
+/// A resourceVersion as a number (0: none, or not a number).
+fn version_of(v: Option<&str>) -> u64 {
+    v.and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// Whether a watch error means an event was skipped, the stream going on without it: a line
+/// that did not decode (kube's client reports it and reads the next). A failed connection or
+/// request is resumed from the last version received, and an expired one relisted: nothing lost.
+fn skips_an_event(e: &watcher::Error) -> bool {
+    matches!(
+        e,
+        watcher::Error::WatchFailed(
+            kube::Error::SerdeError(_) | kube::Error::LinesCodecMaxLineLengthExceeded
+        )
+    )
 }
 
 async fn next<S: Stream + Unpin>(s: &mut S) -> Option<S::Item> {
     s.next().await
 }
+
+#[cfg(test)]
+#[path = "watch_tests.rs"]
+mod tests;

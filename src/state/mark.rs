@@ -47,6 +47,14 @@ impl Mark {
         (version > 0 && self.version.load(SeqCst) >= version).then_some(Caught(epoch))
     }
 
+    /// `read` of the map, answered only if the map held every change up to `version` before it and
+    /// is the same listing after it (the one way a read leans on the mark).
+    pub(super) fn read_at_least<T>(&self, version: u64, read: impl FnOnce() -> T) -> Option<T> {
+        let caught = self.at_least(version)?;
+        let answer = read();
+        self.still(caught).then_some(answer)
+    }
+
     /// Whether the map read since `caught` was sampled is the same listing (no relist replaced
     /// it meanwhile): checked after the map is read.
     pub(super) fn still(&self, caught: Caught) -> bool {
@@ -76,5 +84,12 @@ mod tests {
         let d = m.at_least(100).expect("the new listing's version");
         assert!(m.at_least(120).is_none(), "the relist may be older");
         assert!(m.still(d) && d != c);
+        assert_eq!(m.read_at_least(100, || 7), Some(7));
+        assert_eq!(m.read_at_least(101, || 7), None, "behind");
+        assert_eq!(
+            m.read_at_least(100, || m.relisting()),
+            None,
+            "relisted meanwhile"
+        );
     }
 }

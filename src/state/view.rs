@@ -219,10 +219,12 @@ impl View {
         if uid.is_empty() || l.watched.consistent_lists || !l.holds_pods(Some(namespace)) {
             return false;
         }
-        let mark = &self.store.pods.mark;
-        let absent = mark.at_least(version).is_some_and(|caught| {
-            self.store.pod_seen(namespace, name, uid) != PodSeen::Stored && mark.still(caught)
-        });
+        let absent = self
+            .store
+            .pods
+            .mark
+            .read_at_least(version, || self.store.pod_seen(namespace, name, uid))
+            .is_some_and(|seen| seen != PodSeen::Stored);
         if absent {
             super::live_reads::answered_by_cache("absent");
         }
@@ -404,15 +406,11 @@ impl View {
         };
         // This process's pod watch has applied the version asked: its cache answers as the
         // apiserver's watch cache would, with no request.
-        let mark = &self.store.pods.mark;
         if l.holds_pods(namespace)
-            && let Some(caught) = since.and_then(|v| mark.at_least(v))
+            && let Some(pods) = since.and_then(|v| self.store.pods.mark.read_at_least(v, cached))
         {
-            let pods = cached();
-            if mark.still(caught) {
-                super::live_reads::answered_by_cache("list");
-                return Fact::Found(pods);
-            }
+            super::live_reads::answered_by_cache("list");
+            return Fact::Found(pods);
         }
         match (fresh, l.holds_pods(namespace)) {
             (Fresh::Cache | Fresh::CacheOrLive, true) => Fact::Found(cached()),

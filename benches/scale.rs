@@ -27,6 +27,8 @@ mod calls;
 mod grow;
 #[path = "scale/load.rs"]
 mod load;
+#[path = "scale/pace.rs"]
+mod pace;
 #[path = "scale/procs.rs"]
 mod procs;
 #[path = "scale/release.rs"]
@@ -303,9 +305,13 @@ async fn window(
             .map_or(0.0, |p| proc_stat(p.child.id()).cpu_seconds)
     };
     let api0 = api_cpu(cp);
-    grow::churn(cp, &c, churn.start, churn.end, per_node).await;
+    let kcm_pid = kcm.as_ref().map(|p| p.child.id());
+    let cluster0 = pace::cpu(cp, kcm_pid);
+    let (_, generation) = grow::churn(cp, &c, churn.start, churn.end, per_node).await;
     let apiserver_cpu_seconds = api_cpu(cp) - api0;
+    let cluster1 = pace::cpu(cp, kcm_pid);
     let s2 = load::sample(&c).await;
+    let mut pace = pace::Pace::between(&cluster0, &cluster1, &s1, &s2);
     let t2 = jiff::Timestamp::now();
     let kinds = |from, to, seconds| {
         let all = audit::breakdown(log, from, to);
@@ -335,6 +341,10 @@ async fn window(
         _ => Default::default(),
     };
     let live_reads = load::live_reads(&serve0, &serve1);
+    pace.pods = pace::timings(&c, churn.start, churn.end, generation).await;
+    for line in pace.lines() {
+        println!("    {line}");
+    }
     let (w0, w1) = (writes(serve0), writes(serve1));
     let churn_cpu_seconds = volguard_cpu(cp) - cpu0;
     if let Some(mut p) = kcm {
@@ -357,6 +367,7 @@ async fn window(
         catch_up,
         live_reads,
         serve_apf: load::apf(&s1, &s2, load::SERVE),
+        pace,
     }
 }
 
@@ -445,6 +456,7 @@ async fn apiserver_load(
                 apiserver_cpu_seconds: w.apiserver_cpu_seconds,
                 live_reads: w.live_reads.clone(),
                 serve_apf: w.serve_apf,
+                pace: w.pace.clone(),
             })
             .collect(),
         churn_seconds: [

@@ -401,14 +401,14 @@ pub async fn delete_pods(
 }
 
 /// The churn of one window: pods `from..to` deleted and created again (their claims kept), as a
-/// rollout of that many pods would. Returns its seconds.
+/// rollout of that many pods would. Returns its seconds and the generation it created.
 pub async fn churn(
     cp: &ControlPlane,
     c: &kube::Client,
     from: usize,
     to: usize,
     per_node: usize,
-) -> f64 {
+) -> (f64, usize) {
     let started = Instant::now();
     let mut total = pod_total(c).await;
     let generation = CHURNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -470,7 +470,7 @@ pub async fn churn(
         g.seconds,
         all - deleted - g.seconds
     );
-    all
+    (all, generation)
 }
 
 /// Churned pods made again after kwok's late final DELETE removed them.

@@ -271,6 +271,8 @@ pub struct Window {
     /// volguard only: serve's mean APF seats per request and its requests APF rejected, during
     /// the churn.
     pub serve_apf: (f64, f64),
+    /// Where the churn's time went, from the cluster's side.
+    pub pace: crate::pace::Pace,
 }
 
 /// One window as the report prints it.
@@ -281,6 +283,7 @@ pub struct WindowLine {
     pub apiserver_cpu_seconds: f64,
     pub live_reads: Vec<(String, f64)>,
     pub serve_apf: (f64, f64),
+    pub pace: crate::pace::Pace,
 }
 
 /// How many of serve's live reads each series counted between two scrapes of its metrics

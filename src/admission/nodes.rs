@@ -10,7 +10,7 @@ use crate::model::Node;
 use crate::model::fence::{FENCE_INCIDENT, Release, ReleaseAction};
 use crate::rules::proof::{self, Key, Read};
 use crate::rules::{Decision, Fact, node_taint};
-use crate::state::{Fresh, PodsIn};
+use crate::state::{FencesOf, Fresh, PodsIn, ReleaseRecord};
 
 /// rules.md §7 guards: the incident is read live, and only for volguard's own controller; a
 /// confirmation or a taint is judged against the node's heartbeat (a live read of its Lease,
@@ -45,7 +45,10 @@ pub(super) async fn out_of_service(
     let (incident, alive) = Box::pin(async {
         let own = cx.own_controllers.contains(&req.user_info.username);
         let incident = match new.metadata.annotation(FENCE_INCIDENT) {
-            Some(i) if own && adds_taint => cx.cluster.node_fence(i, Fresh::Live).await,
+            Some(i) if own && adds_taint => {
+                let named = cx.cluster.fences(FencesOf::Named(i), Fresh::Live).await;
+                named.first()
+            }
             _ => Fact::Missing,
         };
         // The stored Ready: at CREATE, the object's own (what is stored, as the policy reads it).
@@ -92,7 +95,9 @@ pub(super) async fn node_delete(cx: &Admission, req: &Request<'_>) -> Result<Dec
             .pods(PodsIn::Node(&name), claim_user, Fresh::Live)
             .await;
         let fences = match &users {
-            Fact::Found(u) if !u.is_empty() => cx.cluster.fences_of_node(&name, Fresh::Live).await,
+            Fact::Found(u) if !u.is_empty() => {
+                cx.cluster.fences(FencesOf::Node(&name), Fresh::Live).await
+            }
             _ => Fact::Found(Vec::new()),
         };
         let alive = match &users {
@@ -137,7 +142,7 @@ pub(super) async fn record(
     if req.dry_run.unwrap_or(false) {
         return d;
     }
-    match cx.writer.record_release(node, release).await {
+    match cx.writer.apply(ReleaseRecord { node, release }).await {
         Ok(name) => {
             tracing::warn!(node, record = %name, row = d.row, "release of a node recorded");
             d.with_warning(format!("recorded as NodeFence {name}"))

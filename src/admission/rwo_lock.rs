@@ -14,7 +14,7 @@ use crate::rules::rwo::{self, ClaimFacts};
 use crate::rules::rwo_lock::{self, LockPod, LockStep, Named, RwoLock, Via};
 use crate::rules::{Decision, Fact};
 use crate::state::writer::Swap;
-use crate::state::{Fresh, View, Writer};
+use crate::state::{Fresh, LockSwap, View, Writer};
 use prometheus_client::metrics::{counter::Counter, family::Family, histogram::Histogram};
 use std::sync::Arc;
 
@@ -396,7 +396,14 @@ impl RwoLocks {
         for (i, pvc, lock, took_over) in writes {
             let raw = lock.encode();
             let t = std::time::Instant::now();
-            let swap = self.writer.swap_lock(pvc, &raw, until).await;
+            let swap = self
+                .writer
+                .apply(LockSwap {
+                    pvc,
+                    lock: &raw,
+                    until,
+                })
+                .await;
             self.writes.observe(t.elapsed().as_secs_f64());
             match swap {
                 Swap::Written => {
@@ -505,7 +512,7 @@ const LOCK_MARGIN: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// When a lock step's reads must have their answers, sent at `now` in a placement answered by
 /// `until`: two thirds of what is left, the last third kept for the lock's write (an unanswered
-/// write may still land and hold its node: `swap_lock`). Reads cut sooner, at the 2 s of a short
+/// write may still land and hold its node: `LockSwap`). Reads cut sooner, at the 2 s of a short
 /// webhook, were refused unsure by the thousand under throttling at 5,000 nodes, each refusal
 /// retried by the scheduler with the same reads (`make bench-scale`).
 fn reads_by(now: tokio::time::Instant, until: tokio::time::Instant) -> tokio::time::Instant {

@@ -7,6 +7,7 @@
 //! native library), and judge expiry by comparing the holder's `renewTime` with the local clock,
 //! which clock skew turns into two leaders; this file is the client-go algorithm in 150 lines.
 
+use crate::state::LeasePut;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -107,7 +108,7 @@ impl Elector {
             let spec = lease.spec.clone().unwrap_or_default();
             let acquired = spec.acquire_time.map(|t| t.0).unwrap_or(now);
             lease.spec = Some(self.spec(acquired, now, spec.lease_transitions.unwrap_or(0)));
-            match self.writer.put_lease(&lease).await {
+            match self.writer.apply(LeasePut(&lease)).await {
                 Ok(written) => {
                     *held = Some(written);
                     return Ok(true);
@@ -127,7 +128,7 @@ impl Elector {
                 },
                 spec: Some(self.spec(now, now, 0)),
             };
-            return match self.writer.put_lease(&lease).await {
+            return match self.writer.apply(LeasePut(&lease)).await {
                 Ok(written) => {
                     *held = Some(written);
                     Ok(true)
@@ -157,7 +158,7 @@ impl Elector {
         let transitions = spec.lease_transitions.unwrap_or(0) + i32::from(!ours);
         lease.spec = Some(self.spec(acquired, now, transitions));
         // replace carries resourceVersion: a concurrent taker makes this a 409, not a split brain.
-        match self.writer.put_lease(&lease).await {
+        match self.writer.apply(LeasePut(&lease)).await {
             Ok(written) => {
                 *held = Some(written);
                 Ok(true)
@@ -192,7 +193,7 @@ impl Elector {
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
-        match self.writer.put_lease(&lease).await {
+        match self.writer.apply(LeasePut(&lease)).await {
             Ok(_) => tracing::info!(lease = %self.cfg.name, "leadership released"),
             Err(e) => tracing::warn!(error = %e, "could not release the lease"),
         }

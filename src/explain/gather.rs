@@ -4,7 +4,7 @@ use super::*;
 use crate::explain::args::ExplainArgs;
 use crate::model::Node;
 use crate::rules::decision::ReadError;
-use crate::state::{Fresh, PodsIn};
+use crate::state::{FencesOf, Fresh, PodsIn};
 
 /// The facts of `explain pod`: the pod, each of its claims and their volumes, the volumes'
 /// VolumeAttachments (live), the namespace's pods that name the same claims (a consistent read),
@@ -121,7 +121,7 @@ pub(super) async fn gather_node(
         Fact::Unknown(e) => Fact::Unknown(e),
     };
     let renewed = lease.found().copied().flatten();
-    let fences: Vec<NodeFence> = match view.fences_of_node(name, Fresh::Live).await {
+    let fences: Vec<NodeFence> = match view.fences(FencesOf::Node(name), Fresh::Live).await {
         Fact::Found(f) => f.iter().map(|f| (**f).clone()).collect(),
         Fact::Missing => Vec::new(),
         Fact::Unknown(e) => {
@@ -265,7 +265,7 @@ async fn all_fences(
     view: &state::View,
     not_read: &mut Vec<String>,
 ) -> anyhow::Result<Vec<NodeFence>> {
-    match view.node_fences(Fresh::Unbounded).await {
+    match view.fences(FencesOf::All, Fresh::Unbounded).await {
         Fact::Found(all) => Ok(all.iter().map(|f| (**f).clone()).collect()),
         Fact::Missing | Fact::Unknown(ReadError::Refused { code: 404, .. }) => Ok(Vec::new()),
         Fact::Unknown(e) => unreadable("nodefences", e, not_read),

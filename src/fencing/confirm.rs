@@ -8,7 +8,7 @@ use crate::model::fence::NodeFence;
 use crate::rules::proof::Key;
 
 const CONFIRM_NODE_DOWN: Key = Key::ConfirmNodeDown;
-use crate::state::{Write, Writer};
+use crate::state::{GoneConfirmation, Write, Writer};
 
 /// The field manager of a person's confirmation.
 const FIELD_MANAGER: &str = "volguard-fence-confirm";
@@ -47,7 +47,10 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
     if let Some(n) = &live {
         refuse_if_alive(&view, n, node, args.partition_after).await?;
     }
-    let all: Vec<NodeFence> = match view.node_fences(crate::state::Fresh::Unbounded).await {
+    let all: Vec<NodeFence> = match view
+        .fences(crate::state::FencesOf::All, crate::state::Fresh::Unbounded)
+        .await
+    {
         crate::rules::Fact::Found(all) => all.iter().map(|f| (**f).clone()).collect(),
         crate::rules::Fact::Missing => Vec::new(),
         crate::rules::Fact::Unknown(e) => {
@@ -60,7 +63,7 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
             // volguard's controller verifies (the Node gone, its Lease silent) before it writes
             // the release (rules.md §8: a confirmation is an input, never a record).
             let rec = writer(user.clone())
-                .confirm_gone(node, &user)
+                .apply(GoneConfirmation { node, by: &user })
                 .await
                 .with_context(|| {
                     format!("recording your confirmation for the deleted node {node:?}")

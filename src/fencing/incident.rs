@@ -9,7 +9,7 @@ use crate::model::fence::{
 };
 use crate::rules::Fact;
 use crate::state::writer::Writer;
-use crate::state::{Fresh, View, Write};
+use crate::state::{FenceStatus, FencesOf, Fresh, NewFence, View, Write};
 use k8s_openapi::api::core::v1::ObjectReference;
 use std::sync::Arc;
 
@@ -35,7 +35,7 @@ impl Records {
     /// Every incident, typed (one that does not decode is skipped with a warning), read live
     /// with no deadline, as fencing always read them.
     pub async fn list(&self) -> Result<Vec<NodeFence>, Error> {
-        match self.view.node_fences(Fresh::Unbounded).await {
+        match self.view.fences(FencesOf::All, Fresh::Unbounded).await {
             Fact::Found(all) => Ok(all.into_iter().map(Arc::unwrap_or_clone).collect()),
             Fact::Missing => Ok(Vec::new()),
             Fact::Unknown(e) => Err(e.into()),
@@ -44,7 +44,12 @@ impl Records {
 
     /// One incident, read live with no deadline (`None`: gone).
     pub async fn get(&self, name: &str) -> Result<Option<NodeFence>, Error> {
-        match self.view.node_fence(name, Fresh::Unbounded).await {
+        match self
+            .view
+            .fences(FencesOf::Named(name), Fresh::Unbounded)
+            .await
+            .first()
+        {
             Fact::Found(f) => Ok(Some(Arc::unwrap_or_clone(f))),
             Fact::Missing => Ok(None),
             Fact::Unknown(e) => Err(e.into()),
@@ -57,7 +62,7 @@ impl Records {
         spec: NodeFenceSpec,
         status: NodeFenceStatus,
     ) -> Result<NodeFence, Error> {
-        Ok(self.writer.create_fence(spec, status).await?)
+        Ok(self.writer.apply(NewFence { spec, status }).await?)
     }
 
     /// Record a step: the phase, the evidence line, then write (resourceVersion-checked).
@@ -77,7 +82,7 @@ impl Records {
             step: step.into(),
             message,
         });
-        *f = self.writer.write_fence_status(f).await?;
+        *f = self.writer.apply(FenceStatus(f)).await?;
         Ok(())
     }
 

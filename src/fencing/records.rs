@@ -4,7 +4,7 @@
 //! `rules::fencing::gone_on_record`'s.
 
 use crate::rules::Fact;
-use crate::state::{Fresh, View};
+use crate::state::{FencesOf, Fresh, View};
 
 /// When `node` is gone (`fact`, as read), the NodeFence that records its deletion on proof, made
 /// after `since`, read live with the node's Lease. `None` when the node is there, or gone without
@@ -19,7 +19,7 @@ pub async fn gone_record<N>(
     if !matches!(fact, Fact::Missing) {
         return None;
     }
-    let Fact::Found(records) = view.fences_of_node(node, Fresh::Live).await else {
+    let Fact::Found(records) = view.fences(FencesOf::Node(node), Fresh::Live).await else {
         return None;
     };
     // The Lease is read only when a record could prove something.

@@ -1,11 +1,12 @@
-//! Fencing's writes (rules.md §7), made by the one writer. Its own calls, whose answer is the
-//! stored incident: NodeFence create and status (each status write carries the object's
-//! resourceVersion, so two controllers never both advance one incident) and a deleted node's
-//! confirmation. As `Write`s: a person's confirmation on an incident, and the out-of-service
-//! taint and its removal (a JSON patch that tests the Node's resourceVersion: the node read is
-//! the node written).
+//! Fencing's writes (rules.md §7), made by the one writer. Those whose answer is the stored
+//! incident: NodeFence create (`NewFence`) and status (`FenceStatus`: each status write carries
+//! the object's resourceVersion, so two controllers never both advance one incident) and a
+//! deleted node's confirmation (`GoneConfirmation`). As `Write`s: a person's confirmation on an
+//! incident, and the out-of-service taint and its removal (a JSON patch that tests the Node's
+//! resourceVersion: the node read is the node written).
 
 use super::fences;
+use super::write::Apply;
 use super::writer::Writer;
 use crate::model::OUT_OF_SERVICE_TAINT;
 use crate::model::fence::{
@@ -15,19 +16,32 @@ use crate::rules::proof::{CONFIRMED_BY, Key};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 
-impl Writer {
-    /// A person's confirmation that the machine of a deleted Node is down (`fence confirm`),
-    /// as an incident volguard's controller verifies before it writes the release.
-    pub async fn confirm_gone(&self, node: &str, by: &str) -> Result<NodeFence, kube::Error> {
-        fences::confirm_gone(self.client()?, node, by).await
-    }
+/// A person's confirmation that the machine of deleted Node `node` is down (`fence confirm`),
+/// as an incident volguard's controller verifies before it writes the release.
+pub struct GoneConfirmation<'a> {
+    pub node: &'a str,
+    pub by: &'a str,
+}
 
-    /// Create an incident with its first status (the status subresource is written right after).
-    pub async fn create_fence(
-        &self,
-        spec: NodeFenceSpec,
-        status: NodeFenceStatus,
-    ) -> Result<NodeFence, kube::Error> {
+impl Apply for GoneConfirmation<'_> {
+    type Answer = Result<NodeFence, kube::Error>;
+
+    async fn apply_to(self, w: &Writer) -> Result<NodeFence, kube::Error> {
+        fences::confirm_gone(w.client()?, self.node, self.by).await
+    }
+}
+
+/// Create an incident with its first status (the status subresource is written right after).
+pub struct NewFence {
+    pub spec: NodeFenceSpec,
+    pub status: NodeFenceStatus,
+}
+
+impl Apply for NewFence {
+    type Answer = Result<NodeFence, kube::Error>;
+
+    async fn apply_to(self, w: &Writer) -> Result<NodeFence, kube::Error> {
+        let NewFence { spec, status } = self;
         let stamp = jiff::Timestamp::now().as_second();
         let node: String = spec.node.chars().take(230).collect();
         let name = format!("{node}-{stamp}");
@@ -35,22 +49,29 @@ impl Writer {
         o.metadata.labels =
             Some([(NODE_LABEL.to_string(), fences::label_value(&spec.node))].into());
         o.data = serde_json::json!({"spec": spec});
-        let created = fences::api(self.client()?.clone())
+        let created = fences::api(w.client()?.clone())
             .create(&PostParams::default(), &o)
             .await?;
         let mut f = fences::decode(created).map_err(kube::Error::SerdeError)?;
         f.status = status;
-        self.write_fence_status(&f).await
+        FenceStatus(&f).apply_to(w).await
     }
+}
 
-    /// Replace the incident's status, only if nobody changed the incident since it was read.
-    pub async fn write_fence_status(&self, f: &NodeFence) -> Result<NodeFence, kube::Error> {
+/// Replace the incident's status, only if nobody changed the incident since it was read.
+pub struct FenceStatus<'a>(pub &'a NodeFence);
+
+impl Apply for FenceStatus<'_> {
+    type Answer = Result<NodeFence, kube::Error>;
+
+    async fn apply_to(self, w: &Writer) -> Result<NodeFence, kube::Error> {
+        let f = self.0;
         let patch = serde_json::json!({
             "apiVersion": format!("{GROUP}/{VERSION}"), "kind": KIND,
             "metadata": {"name": f.metadata.name, "resourceVersion": f.metadata.resource_version},
             "status": f.status,
         });
-        let o = fences::api(self.client()?.clone())
+        let o = fences::api(w.client()?.clone())
             .patch_status(
                 &f.metadata.name,
                 &PatchParams::default(),

@@ -3,22 +3,27 @@
 //! resourceVersion they were read at, so a concurrent taker makes a write fail (409) instead of
 //! splitting the brain.
 
+use super::write::Apply;
 use super::{View, Writer};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::PostParams;
 
-impl Writer {
-    fn leases(&self, namespace: &str) -> Result<Api<Lease>, kube::Error> {
-        Ok(Api::namespaced(self.client()?.clone(), namespace))
-    }
+/// Write a Lease (its namespace and name are its own): created when it carries no
+/// resourceVersion (it was not there when read), else replaced only if nobody wrote it since it
+/// was read (409 otherwise). Answers the Lease as stored.
+pub struct LeasePut<'a>(pub &'a Lease);
 
-    /// Write `lease` (its namespace and name are its own): created when it carries no
-    /// resourceVersion (it was not there when read), else replaced only if nobody wrote it
-    /// since it was read (409 otherwise).
-    pub async fn put_lease(&self, lease: &Lease) -> Result<Lease, kube::Error> {
+impl Apply for LeasePut<'_> {
+    type Answer = Result<Lease, kube::Error>;
+
+    async fn apply_to(self, w: &Writer) -> Result<Lease, kube::Error> {
+        let lease = self.0;
         let meta = &lease.metadata;
-        let leases = self.leases(meta.namespace.as_deref().unwrap_or_default())?;
+        let leases: Api<Lease> = Api::namespaced(
+            w.client()?.clone(),
+            meta.namespace.as_deref().unwrap_or_default(),
+        );
         match meta.resource_version {
             None => leases.create(&PostParams::default(), lease).await,
             Some(_) => {

@@ -26,10 +26,12 @@ mod watch;
 mod write;
 pub mod writer;
 
+pub use fence_writer::{FenceStatus, GoneConfirmation, NewFence};
+pub use leases::LeasePut;
 pub use live::{NODE_PAGE, Needs, ViewChange};
-pub use view::{Fresh, PodsIn, Readable, View};
-pub use write::{Note, Write};
-pub use writer::Writer;
+pub use view::{FencesOf, Fresh, PodsIn, Readable, View};
+pub use write::{Apply, Note, Write};
+pub use writer::{LockSwap, ReleaseRecord, Writer};
 
 /// Where a view comes from.
 pub enum Source<'a> {

@@ -53,6 +53,26 @@ pub enum Fresh {
     Unbounded,
 }
 
+/// Which NodeFence records a read asks for (`View::fences`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FencesOf<'a> {
+    /// The one of this name.
+    Named(&'a str),
+    /// A node's incidents and release records.
+    Node(&'a str),
+    /// Every incident and record.
+    All,
+}
+
+impl FencesOf<'_> {
+    fn name(&self) -> &str {
+        match self {
+            FencesOf::Named(n) | FencesOf::Node(n) => n,
+            FencesOf::All => "incidents",
+        }
+    }
+}
+
 impl View {
     /// The live client, or `Offline` over a file (a read only the cluster answers).
     pub(super) fn client(&self) -> Result<&kube::Client, kube::Error> {
@@ -299,44 +319,35 @@ impl View {
         }
     }
 
-    /// A NodeFence incident (never watched: read live whatever the freshness asked, since it
-    /// decides a release).
-    pub async fn node_fence(&self, name: &str, fresh: Fresh) -> Fact<Arc<NodeFence>> {
+    /// The NodeFence incidents and records `which` names (never watched: read live whatever the
+    /// freshness asked, since they decide a release; `Unbounded` waits as long as the apiserver
+    /// takes). `FencesOf::Named` answers `Missing` when there is none; a node's records fail
+    /// on one that does not decode, the whole list skips it with a warning.
+    pub async fn fences(&self, which: FencesOf<'_>, fresh: Fresh) -> Fact<Vec<Arc<NodeFence>>> {
         super::reads::note();
+        let capped = fresh != Fresh::Unbounded;
         match (&self.live, fresh) {
-            (None, _) => from_cache(self.store.fences.get("", name)),
-            (Some(_), Fresh::Cache) => not_watched("NodeFence", name),
-            (Some(l), _) => super::fences::get(&l.client, name, fresh != Fresh::Unbounded).await,
-        }
-    }
-
-    /// The NodeFence incidents and deletion records of `node` (read as `node_fence` reads).
-    pub async fn fences_of_node(&self, node: &str, fresh: Fresh) -> Fact<Vec<Arc<NodeFence>>> {
-        super::reads::note();
-        match (&self.live, fresh) {
-            (None, _) => Fact::Found(
-                self.store
-                    .fences
-                    .all()
-                    .into_iter()
-                    .filter(|f| f.spec.node == node)
-                    .collect(),
-            ),
-            (Some(_), Fresh::Cache) => not_watched("NodeFence", node),
-            (Some(l), _) => {
-                super::fences::of_node(&l.client, node, fresh != Fresh::Unbounded).await
+            (None, _) => {
+                let all = self.store.fences.all().into_iter();
+                match which {
+                    FencesOf::Named(name) => match self.store.fences.get("", name) {
+                        Some(f) => Fact::Found(vec![f]),
+                        None => Fact::Missing,
+                    },
+                    FencesOf::Node(node) => {
+                        Fact::Found(all.filter(|f| f.spec.node == node).collect())
+                    }
+                    FencesOf::All => Fact::Found(all.collect()),
+                }
             }
-        }
-    }
-
-    /// Every NodeFence incident and record (read as `node_fence` reads; one that does not
-    /// decode is skipped with a warning).
-    pub async fn node_fences(&self, fresh: Fresh) -> Fact<Vec<Arc<NodeFence>>> {
-        super::reads::note();
-        match (&self.live, fresh) {
-            (None, _) => Fact::Found(self.store.fences.all()),
-            (Some(_), Fresh::Cache) => not_watched("NodeFence", "incidents"),
-            (Some(l), _) => super::fences::all(&l.client, fresh != Fresh::Unbounded).await,
+            (Some(_), Fresh::Cache) => not_watched("NodeFence", which.name()),
+            (Some(l), _) => match which {
+                FencesOf::Named(name) => super::fences::get(&l.client, name, capped)
+                    .await
+                    .map(|f| vec![f]),
+                FencesOf::Node(node) => super::fences::of_node(&l.client, node, capped).await,
+                FencesOf::All => super::fences::all(&l.client, capped).await,
+            },
         }
     }
 

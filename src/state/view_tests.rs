@@ -135,11 +135,11 @@ async fn a_cache_read_of_a_kind_not_held_is_unknown_and_reads_nothing() {
         "lease",
     );
     unknown(
-        matches!(view.node_fence("f", c).await, Fact::Unknown(_)),
+        matches!(view.fences(FencesOf::Named("f"), c).await, Fact::Unknown(_)),
         "fence",
     );
     unknown(
-        matches!(view.fences_of_node("n1", c).await, Fact::Unknown(_)),
+        matches!(view.fences(FencesOf::Node("n1"), c).await, Fact::Unknown(_)),
         "fences",
     );
     unknown(
@@ -238,7 +238,7 @@ async fn a_file_answers_an_unbounded_read_from_its_contents() {
         Fact::Found(_)
     ));
     assert!(matches!(
-        view.node_fences(Fresh::Unbounded).await,
+        view.fences(FencesOf::All, Fresh::Unbounded).await,
         Fact::Found(f) if f.is_empty()
     ));
     assert!(matches!(

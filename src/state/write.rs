@@ -1,11 +1,13 @@
 //! A write as a value: what a job decided to change, made by `Writer::apply`, the one door of
-//! every effect the controller and fencing have. A plan is then data: a job decides its writes
-//! (each carrying the `test`, resourceVersion or uid it was decided on) and hands them over; the
-//! writer knows how each reaches the apiserver.
+//! every effect volguard has. A plan is then data: a job decides its writes (each carrying the
+//! `test`, resourceVersion or uid it was decided on) and hands them over; the writer knows how
+//! each reaches the apiserver.
 //!
-//! The writes whose answer decides the next step keep their own calls on `Writer`: the lock's
-//! swap (`Swap`), a NodeFence created or its status advanced (the stored incident), a release
-//! record (its name), the Lease (its resourceVersion).
+//! Each kind of write names the answer its caller acts on (`Apply::Answer`): a `Write` answers
+//! done or not; the writes whose answer decides the next step answer with what was stored: the
+//! lock's swap how it ended (`LockSwap`), an incident as stored (`NewFence`, `FenceStatus`,
+//! `GoneConfirmation`), a release record its name (`ReleaseRecord`), the Lease its new
+//! resourceVersion (`LeasePut`).
 
 use super::writer::Writer;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -98,15 +100,32 @@ impl Write {
     }
 }
 
+/// A write the writer makes, and the answer its caller acts on.
+pub trait Apply: Send {
+    type Answer;
+    /// Make this write through `w` (called by `Writer::apply`, which counts it as touching the
+    /// cluster).
+    fn apply_to(self, w: &Writer) -> impl std::future::Future<Output = Self::Answer> + Send;
+}
+
 impl Writer {
-    /// Make `write`. Each write is checked by the apiserver against what it was decided on (a
-    /// `test`, a resourceVersion, a uid): a write that finds its object changed fails (409 or
-    /// 422) and the job decides again from what it reads next. On a `--state` file every write
-    /// here fails (`Offline`).
-    pub async fn apply(&self, write: Write) -> Result<(), kube::Error> {
+    /// Make `write`: the one door of every write. Each is checked by the apiserver against what
+    /// it was decided on (a `test`, a resourceVersion, a uid): a write that finds its object
+    /// changed fails (409 or 422, or `Swap::Conflict`) and the job decides again from what it
+    /// reads next. On a `--state` file the lock's swap and release records are kept in memory,
+    /// and any other write fails (`Offline`).
+    pub async fn apply<A: Apply>(&self, write: A) -> A::Answer {
         super::reads::note();
-        let client = self.client()?.clone();
-        match write {
+        write.apply_to(self).await
+    }
+}
+
+impl Apply for Write {
+    type Answer = Result<(), kube::Error>;
+
+    async fn apply_to(self, w: &Writer) -> Result<(), kube::Error> {
+        let client = w.client()?.clone();
+        match self {
             Write::Pvc {
                 namespace,
                 name,
@@ -114,16 +133,16 @@ impl Writer {
             } => Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
                 client, &namespace,
             )
-            .patch(&name, &self.params, &patch)
+            .patch(&name, &w.params, &patch)
             .await
             .map(drop),
             Write::Pv { name, patch } => {
                 Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(client)
-                    .patch(&name, &self.params, &patch)
+                    .patch(&name, &w.params, &patch)
                     .await
                     .map(drop)
             }
-            Write::Event { note, on } => self.publish(note, &on).await,
+            Write::Event { note, on } => w.publish(note, &on).await,
             Write::DeletePodNow {
                 namespace,
                 name,
@@ -146,16 +165,14 @@ impl Writer {
                 }
             }
             Write::Taint { node, incident } => {
-                super::fence_writer::taint_out_of_service(self, &node, &incident).await
+                super::fence_writer::taint_out_of_service(w, &node, &incident).await
             }
-            Write::Untaint { node } => {
-                super::fence_writer::untaint_out_of_service(self, &node).await
-            }
+            Write::Untaint { node } => super::fence_writer::untaint_out_of_service(w, &node).await,
             Write::ConfirmFence {
                 name,
                 resource_version,
                 by,
-            } => super::fence_writer::confirm_fence(self, &name, resource_version, &by).await,
+            } => super::fence_writer::confirm_fence(w, &name, resource_version, &by).await,
             Write::NetworkFence { name, node, spec } => {
                 super::network_fences::create(&client, &name, &node, spec).await
             }

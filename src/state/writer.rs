@@ -1,15 +1,18 @@
-//! The one writer: every write volguard makes, over the view's source. The RWO lock's
-//! compare-and-swap on a claim (rules.md §2f) and a release record (on a `--state` file both in
-//! memory); every other write as a value (`Write`, made by `Writer::apply`: the controller's
-//! patches, each carrying a `test` or a resourceVersion, Events, fencing's taints, pod deletes
-//! and NetworkFences, the registration's repair); the incidents' own compare-and-swap
-//! (`fence_writer`), the Lease (`leases`) and the webhook's audit trail (`audit`).
+//! The one writer: every write volguard makes, over the view's source, through one door
+//! (`Writer::apply`, each write a value naming its answer: `write::Apply`). Here the RWO lock's
+//! compare-and-swap on a claim (rules.md §2f, `LockSwap`) and a release record (`ReleaseRecord`;
+//! on a `--state` file both in memory); in `write` every write answered done or not (`Write`:
+//! the controller's patches, each carrying a `test` or a resourceVersion, Events, fencing's
+//! taints, pod deletes and NetworkFences, the registration's repair); the incidents' own
+//! compare-and-swap (`fence_writer`), the Lease (`leases`) and the webhook's audit trail
+//! (`audit`).
 //!
 //! Live, the swap is a merge patch carrying the claim's `resourceVersion` as read: the apiserver
 //! stores it only if nobody wrote the claim since (409 otherwise). Offline (`--state`), the lock
 //! lives in memory: the same compare and set under the store's lock.
 
 use super::decoded::Decoded;
+use super::write::Apply;
 use super::{Store, View};
 use crate::model::Pvc;
 use crate::rules::rwo_lock::RWO_LOCK;
@@ -30,16 +33,24 @@ pub enum Swap {
     Failed(String),
 }
 
-impl Writer {
-    /// Put `lock` (encoded) on `pvc`, if `pvc` is still what the cluster holds, answered by
-    /// `until` at the latest (the decision's deadline less its margin). The write gets all of
-    /// it: an unanswered write may still land and then holds its node for the lock's grace, so
-    /// a late answer is worth more than time kept for a retry (at 5,000 nodes a 1.5 s cap left
-    /// 4,612 writes unconfirmed and their pods refused elsewhere for up to 703 s).
-    pub async fn swap_lock(&self, pvc: &Pvc, lock: &str, until: tokio::time::Instant) -> Swap {
-        super::reads::note();
-        let Some(remote) = &self.remote else {
-            return swap_in_memory(&self.store, pvc, lock);
+/// Put `lock` (encoded) on `pvc`, if `pvc` is still what the cluster holds, answered by `until`
+/// at the latest (the decision's deadline less its margin). The write gets all of it: an
+/// unanswered write may still land and then holds its node for the lock's grace, so a late
+/// answer is worth more than time kept for a retry (at 5,000 nodes a 1.5 s cap left 4,612 writes
+/// unconfirmed and their pods refused elsewhere for up to 703 s).
+pub struct LockSwap<'a> {
+    pub pvc: &'a Pvc,
+    pub lock: &'a str,
+    pub until: tokio::time::Instant,
+}
+
+impl Apply for LockSwap<'_> {
+    type Answer = Swap;
+
+    async fn apply_to(self, w: &Writer) -> Swap {
+        let LockSwap { pvc, lock, until } = self;
+        let Some(remote) = &w.remote else {
+            return swap_in_memory(&w.store, pvc, lock);
         };
         let Some(rv) = pvc.metadata.resource_version.as_deref() else {
             return Swap::Conflict;
@@ -55,7 +66,7 @@ impl Writer {
             Err(_) => Swap::Unconfirmed("the apiserver did not answer the write in time".into()),
             Ok(Ok(stored)) => {
                 // The next placement on this replica reads the lock from memory at once.
-                self.store.pvcs.apply(stored.into_inner());
+                w.store.pvcs.apply(stored.into_inner());
                 Swap::Written
             }
             Ok(Err(kube::Error::Api(e))) if e.code == 409 => Swap::Conflict,
@@ -73,18 +84,23 @@ impl Writer {
             Ok(Err(e)) => Swap::Unconfirmed(format!("writing the lock: {e}")),
         }
     }
+}
 
-    /// Record a release allowed on proof (rules.md §7) as a NodeFence; offline, into the store.
-    /// Returns the record's name.
-    pub async fn record_release(
-        &self,
-        node: &str,
-        release: crate::model::fence::Release,
-    ) -> Result<String, String> {
-        super::reads::note();
-        match &self.remote {
+/// Record a release allowed on proof (rules.md §7) as a NodeFence; offline, into the store.
+/// Answers the record's name.
+pub struct ReleaseRecord<'a> {
+    pub node: &'a str,
+    pub release: crate::model::fence::Release,
+}
+
+impl Apply for ReleaseRecord<'_> {
+    type Answer = Result<String, String>;
+
+    async fn apply_to(self, w: &Writer) -> Result<String, String> {
+        let ReleaseRecord { node, release } = self;
+        match &w.remote {
             None => {
-                let store = &self.store;
+                let store = &w.store;
                 let mut f = crate::model::fence::NodeFence::default();
                 f.metadata.name = format!("{node}-recorded-{}", store.fences.len() + 1);
                 f.spec.node = node.to_string();

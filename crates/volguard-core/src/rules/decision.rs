@@ -274,3 +274,14 @@ impl<T> Fact<T> {
         }
     }
 }
+
+impl<T> Fact<Vec<T>> {
+    /// The first of what was found (`Missing` when nothing was).
+    pub fn first(self) -> Fact<T> {
+        match self {
+            Fact::Found(v) => v.into_iter().next().map_or(Fact::Missing, Fact::Found),
+            Fact::Missing => Fact::Missing,
+            Fact::Unknown(e) => Fact::Unknown(e),
+        }
+    }
+}

@@ -219,7 +219,7 @@ async fn controller_metric(cp: &ControlPlane, name: &str) -> f64 {
 }
 
 /// Wait for a controller just started to settle: past the lock grace (a lock it has not yet
-/// seen quiet for `BIND_GRACE` is looked at when that ends), its queue empty and no lock cleared
+/// seen quiet for `DEFAULT_GRACE` is looked at when that ends), its queue empty and no lock cleared
 /// for 10 s (at most 10 minutes). What it cost the apiserver meanwhile. The locks written for
 /// binds are left for `BIND_LOCK_TIDY` (the churn that follows takes them over or renames them):
 /// this counts the others, and what the controller's first look cost.
@@ -228,7 +228,7 @@ async fn catch_up(cp: &ControlPlane, c: &kube::Client) -> load::CatchUp {
     let a = load::sample(c).await;
     let cleared0 = controller_metric(cp, "volguard_controller_rwo_locks_cleared_total").await;
     let mut last = (cleared0, Instant::now());
-    let grace = volguard::rules::rwo_lock::BIND_GRACE + Duration::from_secs(5);
+    let grace = volguard::rules::rwo_lock::DEFAULT_GRACE + Duration::from_secs(5);
     while t.elapsed() < Duration::from_secs(600) {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let cleared = controller_metric(cp, "volguard_controller_rwo_locks_cleared_total").await;

@@ -81,7 +81,7 @@ use volguard::rules::Fact;
 use volguard::rules::claims::Claim;
 use volguard::rules::rwo::{self, ClaimFacts};
 use volguard::rules::rwo_lock::{
-    self, BIND_GRACE, LockPod, LockStep, Named, NodeHold, RwoLock, Via,
+    self, DEFAULT_GRACE as BIND_GRACE, LockAge, LockPod, LockStep, Named, NodeHold, RwoLock, Via,
 };
 
 const NODES: [&str; 2] = ["n1", "n2"];
@@ -568,7 +568,7 @@ impl LockModel {
                     .unwrap_or_else(|| self.writer(later, l).into()),
                 node: Fact::Found(&nodes[l.node as usize]),
                 gone_recorded: false,
-                observed: *observed,
+                observed: LockAge::quiet(*observed),
                 writer_stored,
             });
         let named = named_facts.as_ref().map(|(l, observed)| Named {
@@ -581,7 +581,7 @@ impl LockModel {
             } else {
                 self.writer(&truth, l).into()
             },
-            observed: *observed,
+            observed: LockAge::quiet(*observed),
             writer_stored,
         });
         let step = rwo_lock::step(
@@ -716,7 +716,7 @@ impl LockModel {
             writer: unread.unwrap_or_else(|| self.writer(&later, &l).into()),
             node: Fact::Found(&node),
             gone_recorded: false,
-            observed,
+            observed: LockAge::quiet(observed),
             writer_stored,
         };
         if rwo_lock::clearable(&named, &hold).is_some() {

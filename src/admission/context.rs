@@ -43,7 +43,11 @@ impl Admission {
         // The swap and the release record are written with no field manager, as ever. No
         // identity: the webhook's writer publishes no Event (the audit trail has its own).
         let writer = cluster.writer("volguard-webhook", String::new());
-        let locks = super::rwo_lock::RwoLocks::new(cluster.clone(), writer.clone());
+        let locks = super::rwo_lock::RwoLocks::new(
+            cluster.clone(),
+            writer.clone(),
+            crate::rules::rwo_lock::DEFAULT_GRACE,
+        );
         Admission {
             locks,
             writer,
@@ -99,6 +103,13 @@ impl Admission {
 
     pub fn with_partition_after(mut self, d: jiff::SignedDuration) -> Self {
         self.partition_after = d;
+        self
+    }
+
+    /// kube-apiserver's `--request-timeout`: the RWO lock's grace (`rwo_lock::LockAge`), made
+    /// before any request is decided (the lock clock starts anew).
+    pub fn with_apiserver_request_timeout(mut self, t: std::time::Duration) -> Self {
+        self.locks = super::rwo_lock::RwoLocks::new(self.cluster.clone(), self.writer.clone(), t);
         self
     }
 

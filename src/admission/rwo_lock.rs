@@ -52,16 +52,18 @@ pub struct LockLabels {
 impl RwoLocks {
     /// The protocol over `view`, writing with `writer`. Over a `--state` file the lock clock
     /// starts from the locks the file holds (seen since the process started).
-    pub fn new(view: View, writer: Writer) -> Self {
+    /// `request_timeout`: kube-apiserver's `--request-timeout` (the lock's grace: `LockAge`).
+    pub fn new(view: View, writer: Writer, request_timeout: std::time::Duration) -> Self {
         let clock = match view.is_file() {
             true => {
                 let pvcs = view.sweep::<Pvc>(None);
-                LockClock::offline(pvcs.iter().filter_map(|p| {
+                let locks = pvcs.iter().filter_map(|p| {
                     let raw = p.metadata.annotation(rwo_lock::RWO_LOCK)?;
                     Some((p.metadata.namespace.as_str(), p.metadata.name.as_str(), raw))
-                }))
+                });
+                LockClock::offline(locks, request_timeout)
             }
-            false => LockClock::live(),
+            false => LockClock::live(request_timeout),
         };
         RwoLocks {
             holds: LockHolds::new(view.clone(), clock),
@@ -463,19 +465,20 @@ impl RwoLocks {
         pvc: &Pvc,
         lock: &RwoLock,
         reads: Fresh,
-    ) -> (LockPod<Arc<Pod>>, std::time::Duration) {
+    ) -> (LockPod<Arc<Pod>>, rwo_lock::LockAge) {
         let raw = pvc
             .metadata
             .annotation(rwo_lock::RWO_LOCK)
             .unwrap_or_default();
-        let observed = self
-            .holds
-            .clock()
-            .quiet_for(ns, &pvc.metadata.name, raw, false)
-            .max(crate::lock_hold::cache_held(pvc));
+        let clock = self.holds.clock();
+        let observed = clock.age(
+            clock
+                .quiet_for(ns, &pvc.metadata.name, raw, false)
+                .max(crate::lock_hold::cache_held(pvc)),
+        );
         // Older than the grace, the placement is settled whatever its pod shows
         // (`placement_settled`); seen gone, it is too. Nothing is read.
-        if observed >= rwo_lock::BIND_GRACE {
+        if observed.past_grace() {
             return (LockPod::PastGrace, observed);
         }
         if self.holds.seen_gone(ns, lock) {

@@ -31,7 +31,11 @@ async fn a_refused_lock_write_refuses_the_placement_while_a_lock_stands() {
     use crate::rules::rwo_lock::{RWO_LOCK, RwoLock, Via};
     use std::sync::Arc;
     let view = crate::state::View::file(Arc::new(crate::state::Store::default()));
-    let locks = super::RwoLocks::new(view.clone(), view.writer("test", "test".into()));
+    let locks = super::RwoLocks::new(
+        view.clone(),
+        view.writer("test", "test".into()),
+        crate::rules::rwo_lock::DEFAULT_GRACE,
+    );
     let until = Instant::now() + Duration::from_secs(5);
     let pod = testing::pod("ns", "new").with_uid("u-new");
     let old = testing::pod("ns", "old").with_uid("u-old");

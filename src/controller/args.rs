@@ -85,6 +85,11 @@ pub struct ControllerArgs {
     /// a churn, is then not written twice (marked, unmarked) for a moment of disuse.
     #[arg(long, default_value = "10m", value_parser = duration, env = "VOLGUARD_UNUSED_GRACE")]
     pub unused_grace: std::time::Duration,
+    /// The webhook's --apiserver-request-timeout (keep them equal; the chart does): kube-apiserver's
+    /// `--request-timeout`, the grace a ReadWriteOnce lock nobody uses is kept before it is
+    /// cleared (never under the default minute).
+    #[arg(long, default_value = "60s", value_parser = duration, env = "VOLGUARD_APISERVER_REQUEST_TIMEOUT")]
+    pub apiserver_request_timeout: std::time::Duration,
     /// The webhook's --break-glass: with `off` no override counts, and none is lifted.
     #[arg(long, value_parser = crate::runtime::flags::choice::<crate::rules::proof::BreakGlass>(), default_value = "rbac", env = "VOLGUARD_BREAK_GLASS")]
     pub break_glass: crate::rules::proof::BreakGlass,

@@ -177,6 +177,7 @@ fn reconciler(
             unused_grace: args.unused_grace,
             qps: args.qps,
             burst: args.burst,
+            apiserver_request_timeout: args.apiserver_request_timeout,
         },
     ))
 }

@@ -62,6 +62,8 @@ pub struct ReconcilerConfig {
     /// Client-side rate limit of the controller's API calls.
     pub qps: f64,
     pub burst: u32,
+    /// kube-apiserver's `--request-timeout` (`--apiserver-request-timeout`): the lock's grace.
+    pub apiserver_request_timeout: Duration,
 }
 
 /// Finalizer removals of one batch in flight at once.
@@ -98,8 +100,8 @@ impl Reconciler {
         metrics: Arc<ControllerMetrics>,
         config: ReconcilerConfig,
     ) -> Self {
-        let holds =
-            crate::lock_hold::LockHolds::new(view.clone(), crate::lock_hold::LockClock::tidying());
+        let clock = crate::lock_hold::LockClock::tidying(config.apiserver_request_timeout);
+        let holds = crate::lock_hold::LockHolds::new(view.clone(), clock);
         Reconciler {
             writer,
             view,

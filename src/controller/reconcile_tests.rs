@@ -9,6 +9,7 @@ fn config() -> ReconcilerConfig {
         unused_grace: std::time::Duration::from_secs(120),
         qps: 100.0,
         burst: 100,
+        apiserver_request_timeout: rwo_lock::DEFAULT_GRACE,
     }
 }
 
@@ -227,7 +228,7 @@ async fn a_fresh_lock_on_a_node_in_service_is_left_without_a_live_read() {
     let (r, requests) = lock_reconciler(store);
     let outcome = r.clear_stale_lock(&freshly_locked("node-a")).await;
     assert!(
-        matches!(outcome, Outcome::RequeueAfter(d) if d > rwo_lock::BIND_GRACE && d <= rwo_lock::BIND_LOCK_TIDY + Duration::from_secs(1)),
+        matches!(outcome, Outcome::RequeueAfter(d) if d > rwo_lock::DEFAULT_GRACE && d <= rwo_lock::BIND_LOCK_TIDY + Duration::from_secs(1)),
         "a bind's lock is looked at again when its tidy time ends: {outcome:?}"
     );
     let sent = requests.lock().expect("requests").clone();

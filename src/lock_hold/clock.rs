@@ -7,40 +7,49 @@
 //! covered for a whole grace from the first time anyone here saw the node empty, whatever the
 //! lock's own age.
 
-use crate::rules::rwo_lock::{BIND_GRACE, BIND_LOCK_TIDY};
+use crate::rules::rwo_lock::{LockAge, lock_grace};
 use crate::runtime::seen::Seen;
 use std::time::Duration;
 
-/// Each claim's lock value, on the one "seen since" clock; keys nobody asked about for a grace
-/// may be dropped once many are watched (a dropped lock seen again counts as new: it holds a
-/// grace longer, never less).
+/// Each claim's lock value, on the one "seen since" clock, with the grace its ages are judged
+/// by (kube-apiserver's `--request-timeout`: `--apiserver-request-timeout`); keys nobody asked
+/// about for a grace may be dropped once many are watched (a dropped lock seen again counts as
+/// new: it holds a grace longer, never less).
 pub struct LockClock {
     seen: Seen<(String, String), String>,
+    grace: Duration,
 }
 
 impl LockClock {
     /// A lock seen for the first time is young: the placement it was written for may be in flight.
-    pub fn live() -> LockClock {
+    pub fn live(request_timeout: Duration) -> LockClock {
+        let grace = lock_grace(request_timeout);
         LockClock {
-            seen: Seen::new(Some(BIND_GRACE)),
+            seen: Seen::new(Some(grace)),
+            grace,
         }
     }
 
-    /// The controller's: it looks at a quiet lock written for a bind again only after
-    /// `BIND_LOCK_TIDY`, so an entry is kept twice that since its last look (dropped earlier, a
-    /// lock seen again would count as new and wait once more, past a prune every time).
-    pub fn tidying() -> LockClock {
+    /// The controller's: it looks at a quiet lock written for a bind again only after its tidy
+    /// time (`LockAge::tidy`), so an entry is kept twice that since its last look (dropped
+    /// earlier, a lock seen again would count as new and wait once more, past a prune every time).
+    pub fn tidying(request_timeout: Duration) -> LockClock {
+        let age = LockAge::quiet(Duration::ZERO).with_grace(request_timeout);
         LockClock {
-            seen: Seen::new(Some(2 * BIND_LOCK_TIDY)),
+            seen: Seen::new(Some(2 * age.tidy())),
+            grace: age.grace,
         }
     }
 
     /// Offline, the locks of the state file (`ns`, `name`, value) count as seen a grace ago: the
     /// file is a snapshot with nothing in flight. Locks written while serving are young as live.
-    pub fn offline<'a>(file: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> LockClock {
-        let clock = LockClock::live();
+    pub fn offline<'a>(
+        file: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+        request_timeout: Duration,
+    ) -> LockClock {
+        let clock = LockClock::live(request_timeout);
         for (ns, name, raw) in file {
-            clock.observe(ns, name, raw, BIND_GRACE);
+            clock.observe(ns, name, raw, clock.grace);
         }
         clock
     }
@@ -53,6 +62,14 @@ impl LockClock {
             return Duration::ZERO;
         }
         self.observe(ns, name, raw, Duration::ZERO)
+    }
+
+    /// `quiet` judged by this clock's grace.
+    pub fn age(&self, quiet: Duration) -> LockAge {
+        LockAge {
+            quiet,
+            grace: self.grace,
+        }
     }
 
     /// This process wrote `raw` onto `ns/name` just now.

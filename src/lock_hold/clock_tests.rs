@@ -1,14 +1,15 @@
 //! Unit tests of `src/lock_hold/clock.rs`.
 
 use super::*;
+use crate::rules::rwo_lock::DEFAULT_GRACE as BIND_GRACE;
 use crate::runtime::seen::PRUNE_ABOVE;
 
 #[test]
 fn a_new_lock_is_young_a_state_files_is_old_and_a_changed_lock_or_a_use_starts_again() {
-    let live = LockClock::live();
+    let live = LockClock::live(BIND_GRACE);
     assert!(live.quiet_for("ns", "c", "a", false) < BIND_GRACE);
     assert!(live.quiet_for("ns", "c", "a", false) < BIND_GRACE);
-    let offline = LockClock::offline([("ns", "c", "a")]);
+    let offline = LockClock::offline([("ns", "c", "a")], BIND_GRACE);
     assert!(offline.quiet_for("ns", "c", "a", false) >= BIND_GRACE);
     assert!(
         offline.quiet_for("ns", "other", "a", false) < BIND_GRACE,
@@ -35,7 +36,7 @@ fn a_new_lock_is_young_a_state_files_is_old_and_a_changed_lock_or_a_use_starts_a
 /// the very ones about to be judged (at 5,000 nodes, binds refused for minutes).
 #[test]
 fn a_lock_still_asked_about_keeps_its_age_while_thousands_of_others_are_watched() {
-    let clock = LockClock::offline([("ns", "held", "a")]);
+    let clock = LockClock::offline([("ns", "held", "a")], BIND_GRACE);
     for i in 0..PRUNE_ABOVE + 100 {
         clock.quiet_for("ns", &format!("c{i}"), "x", false);
     }
@@ -49,7 +50,7 @@ fn a_lock_still_asked_about_keeps_its_age_while_thousands_of_others_are_watched(
 /// seen again (holds longer, never less).
 #[test]
 fn locks_nobody_asked_about_for_a_grace_are_dropped_and_young_when_seen_again() {
-    let clock = LockClock::offline([("ns", "old", "a")]);
+    let clock = LockClock::offline([("ns", "old", "a")], BIND_GRACE);
     clock.seen.unlooked_for(BIND_GRACE);
     for i in 0..PRUNE_ABOVE {
         clock.quiet_for("ns", &format!("c{i}"), "x", false);
@@ -65,7 +66,7 @@ fn locks_nobody_asked_about_for_a_grace_are_dropped_and_young_when_seen_again() 
 #[test]
 fn the_controllers_clock_keeps_a_lock_past_its_tidy_time_while_thousands_come_and_go() {
     use crate::rules::rwo_lock::BIND_LOCK_TIDY;
-    let clock = LockClock::tidying();
+    let clock = LockClock::tidying(BIND_GRACE);
     // Seen quiet for the tidy time, last asked about more than a grace ago.
     clock.observe("ns", "old", "a", BIND_LOCK_TIDY);
     clock.seen.unlooked_for(BIND_LOCK_TIDY);
@@ -76,4 +77,19 @@ fn the_controllers_clock_keeps_a_lock_past_its_tidy_time_while_thousands_come_an
         clock.quiet_for("ns", "old", "a", false) >= BIND_LOCK_TIDY,
         "a lock waiting for its tidy time was dropped and counts as new"
     );
+}
+
+/// A longer `--apiserver-request-timeout` is the grace a state file's locks count as past and the
+/// age a reader judges by; a shorter one keeps the default minute.
+#[test]
+fn the_clock_judges_ages_by_the_apiservers_request_timeout_never_under_a_minute() {
+    let long = Duration::from_secs(180);
+    let clock = LockClock::offline([("ns", "c", "a")], long);
+    let quiet = clock.quiet_for("ns", "c", "a", false);
+    assert!(quiet >= long, "a state file's lock is a whole grace old");
+    assert!(clock.age(quiet).past_grace());
+    assert!(!clock.age(Duration::from_secs(90)).past_grace());
+    let short = LockClock::live(Duration::from_secs(10));
+    assert_eq!(short.age(Duration::ZERO).grace, BIND_GRACE);
+    assert!(!short.age(Duration::from_secs(30)).past_grace());
 }

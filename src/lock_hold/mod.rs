@@ -34,7 +34,7 @@ pub struct Hold {
     pub writer: LockPod<Arc<Pod>>,
     pub node: Fact<Arc<Node>>,
     pub gone_recorded: bool,
-    pub observed: Duration,
+    pub observed: rwo_lock::LockAge,
 }
 
 impl Hold {
@@ -144,7 +144,7 @@ impl LockHolds {
                 let since = reads.not_older_than(pvc.metadata.resource_version.as_deref());
                 let unread = if self.seen_gone(ns, lock) || self.absent_since(ns, lock, since) {
                     Some(LockPod::SeenGone)
-                } else if held >= rwo_lock::BIND_GRACE {
+                } else if self.clock.age(held).past_grace() {
                     Some(LockPod::PastGrace)
                 } else {
                     None
@@ -188,11 +188,12 @@ impl LockHolds {
             }
         };
         let in_use = in_use(&users);
-        let observed = self
-            .clock
-            .quiet_for(ns, claim, raw, in_use)
-            .saturating_sub(issued.elapsed())
-            .max(held);
+        let observed = self.clock.age(
+            self.clock
+                .quiet_for(ns, claim, raw, in_use)
+                .saturating_sub(issued.elapsed())
+                .max(held),
+        );
         let writer = match in_use {
             true => LockPod::InUse,
             false => writer,

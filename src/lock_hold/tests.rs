@@ -9,7 +9,7 @@ fn hold(users: Fact<Vec<Pod>>, writer: Fact<Arc<Pod>>, node: Fact<Arc<Node>>) ->
         writer: writer.into(),
         node,
         gone_recorded: false,
-        observed: Duration::ZERO,
+        observed: rwo_lock::LockAge::quiet(Duration::ZERO),
     }
 }
 

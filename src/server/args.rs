@@ -65,6 +65,12 @@ pub struct ServeArgs {
     /// Keep it equal to the controller's --partition-after.
     #[arg(long, default_value = "40s", env = "VOLGUARD_PARTITION_AFTER")]
     pub partition_after: jiff::SignedDuration,
+    /// kube-apiserver's `--request-timeout` (default 1m): no placement admitted before a
+    /// ReadWriteOnce lock was written can land later than this, so a lock nobody uses holds that
+    /// long (its grace; never under the default minute). Keep it equal to the controller's and
+    /// to the apiserver's own (rules.md §2f).
+    #[arg(long, default_value = "60s", value_parser = duration, env = "VOLGUARD_APISERVER_REQUEST_TIMEOUT")]
+    pub apiserver_request_timeout: std::time::Duration,
     /// Admission requests decided at once; more wait.
     #[arg(long, default_value_t = 512, env = "VOLGUARD_MAX_CONCURRENT_REQUESTS")]
     pub max_concurrent_requests: usize,

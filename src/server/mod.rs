@@ -194,7 +194,8 @@ async fn open_admission(
     .with_rwo_guard(rwo_guard)
     .with_break_glass(args.break_glass)
     .with_break_glass_expiry(args.break_glass_expiry)
-    .with_partition_after(args.partition_after);
+    .with_partition_after(args.partition_after)
+    .with_apiserver_request_timeout(args.apiserver_request_timeout);
     // The registered families (already at 0), not the ones the rules were built with.
     admission.locks.results = families.locks.clone();
     admission.locks.writes = families.lock_writes.clone();

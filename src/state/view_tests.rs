@@ -247,6 +247,50 @@ async fn a_file_answers_an_unbounded_read_from_its_contents() {
     ));
 }
 
+/// A file answers each kind of NodeFence read from its records: one by name (`Missing` when it
+/// holds none of that name), a node's, or all.
+#[tokio::test]
+async fn a_file_answers_the_fences_each_read_names() {
+    let s = Store::default();
+    for (name, node) in [("a", "n1"), ("b", "n2"), ("c", "n1")] {
+        let mut f = crate::model::fence::NodeFence::default();
+        f.metadata.name = name.into();
+        f.spec.node = node.into();
+        s.fences.apply(f);
+    }
+    let view = View::file(Arc::new(s));
+    let names = |fact: Fact<Vec<Arc<crate::model::fence::NodeFence>>>| match fact {
+        Fact::Found(v) => {
+            let mut n: Vec<String> = v.iter().map(|f| f.metadata.name.clone()).collect();
+            n.sort();
+            n
+        }
+        other => panic!("expected records, got {other:?}"),
+    };
+    let live = Fresh::Live;
+    assert_eq!(names(view.fences(FencesOf::Named("b"), live).await), ["b"]);
+    assert!(matches!(
+        view.fences(FencesOf::Named("z"), live).await,
+        Fact::Missing
+    ));
+    assert!(matches!(
+        view.fences(FencesOf::Named("z"), live).await.first(),
+        Fact::Missing
+    ));
+    assert_eq!(
+        names(view.fences(FencesOf::Node("n1"), live).await),
+        ["a", "c"]
+    );
+    assert_eq!(
+        names(view.fences(FencesOf::Node("n3"), live).await),
+        [""; 0]
+    );
+    assert_eq!(
+        names(view.fences(FencesOf::All, Fresh::Unbounded).await),
+        ["a", "b", "c"]
+    );
+}
+
 /// A client that records each request's target (path and query) and answers a LIST "not older
 /// than" a version as a watch cache lagging it does (504, "Too large resource version"), any
 /// other with an empty PodList.

@@ -869,7 +869,7 @@ pub(super) async fn rwo_same_node_creates(cp: &ControlPlane, ns: &str) {
 /// one that saw that pod stored and go knows its create landed, and takes the lock over at once.
 pub(super) async fn rwo_restarted_replica(cp: &ControlPlane, ns: &str) {
     use volguard::admission::{Endpoint, decode};
-    use volguard::rules::rwo_lock::{BIND_GRACE, RWO_LOCK, RwoLock, Via};
+    use volguard::rules::rwo_lock::{DEFAULT_GRACE as BIND_GRACE, RWO_LOCK, RwoLock, Via};
     let c = cp.admin().await;
     let pods = Api::<Pod>::namespaced(c.clone(), ns);
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);

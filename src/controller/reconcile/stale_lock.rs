@@ -29,10 +29,8 @@ impl Reconciler {
             node: node.as_deref(),
             via: lock.via,
         };
-        let observed = self
-            .holds
-            .clock()
-            .quiet_for(ns, name, raw, cached.seen_in_use());
+        let clock = self.holds.clock();
+        let observed = clock.age(clock.quiet_for(ns, name, raw, cached.seen_in_use()));
         let plan = match rwo_lock::cleanup_cached(&cached, observed) {
             Cleanup::ReadLive => {
                 // Sampled before the live reads, as the webhook does.

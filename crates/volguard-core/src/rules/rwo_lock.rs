@@ -16,14 +16,60 @@ use std::time::Duration;
 /// The annotation that carries the lock on a PersistentVolumeClaim.
 pub const RWO_LOCK: &str = "volguard.io/rwo-lock";
 
-/// How long a lock nobody on its node uses yet still holds: the placement it was written for is
-/// in flight (a bind persists milliseconds after admission; a pod CREATE with `spec.nodeName`
-/// after every webhook). The apiserver gives up on a request after 60 s (kube-apiserver's
-/// `--request-timeout`, whose default is that minute: a cluster that raises it must not run
-/// volguard's RWO guard, docs/rules.md §2f). Measured on the
+/// How long a lock nobody on its node uses yet still holds, unless configured (`LockAge::grace`):
+/// the placement it was written for is in flight (a bind persists milliseconds after admission; a
+/// pod CREATE with `spec.nodeName` after every webhook). The apiserver gives up on a request
+/// after its `--request-timeout`, whose default is this minute (a cluster that raises it gives
+/// volguard the same, `--apiserver-request-timeout`, docs/rules.md §2f). Measured on the
 /// observer's own monotonic clock from when it first saw the lock, never from the lock's `at`
 /// (another process's clock: one running a minute fast, or a forged date, would move it).
-pub const BIND_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+pub const DEFAULT_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The lock's grace on a cluster whose kube-apiserver runs with `request_timeout`: that, or the
+/// default minute if it is shorter (a shorter timeout is no reason to wait less).
+pub fn lock_grace(request_timeout: std::time::Duration) -> std::time::Duration {
+    request_timeout.max(DEFAULT_GRACE)
+}
+
+/// How long this process has seen a lock quiet (its own monotonic clock, or how long its cache
+/// has held the value, whichever is longer), with the grace it waits: kube-apiserver's
+/// `--request-timeout`, past which no placement admitted before the lock was written can land.
+/// The grace travels with the age, so no reader compares an age with a grace of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockAge {
+    pub quiet: std::time::Duration,
+    pub grace: std::time::Duration,
+}
+
+impl LockAge {
+    /// `quiet`, against the default grace (`DEFAULT_GRACE`).
+    pub const fn quiet(quiet: std::time::Duration) -> LockAge {
+        LockAge {
+            quiet,
+            grace: DEFAULT_GRACE,
+        }
+    }
+
+    /// The same quiet time against `grace` (kube-apiserver's `--request-timeout`, if longer
+    /// than the default: a shorter one is no reason to wait less).
+    pub fn with_grace(self, grace: std::time::Duration) -> LockAge {
+        LockAge {
+            quiet: self.quiet,
+            grace: lock_grace(grace),
+        }
+    }
+
+    /// The placement the lock was written for is over (landed, or never to land).
+    pub fn past_grace(self) -> bool {
+        self.quiet >= self.grace
+    }
+
+    /// How long the controller leaves a quiet bind's lock (`BIND_LOCK_TIDY`, never under the
+    /// grace).
+    pub fn tidy(self) -> std::time::Duration {
+        BIND_LOCK_TIDY.max(self.grace)
+    }
+}
 
 /// How long the controller leaves a lock written for a bind, on a node in service with nobody
 /// there using the claim, before it reads it live to clear it. Such a lock stops holding the
@@ -118,7 +164,7 @@ pub struct NodeHold<'a> {
     /// How long this process has seen this exact lock with nobody on its node using the claim
     /// (its own monotonic clock, restarted by a use), taken with how long its cache has held the
     /// lock's value, whichever is longer: the webhook and the controller read it alike.
-    pub observed: std::time::Duration,
+    pub observed: LockAge,
     /// This process saw the pod of the lock's UID stored (its watch delivered it): the placement
     /// the lock was written for landed, so the quorum read that misses it shows it deleted.
     pub writer_stored: bool,
@@ -185,7 +231,7 @@ pub enum Standing {
 
 /// Whether a lock still holds. The lock names a node; it holds while any non-terminal pod there
 /// uses the claim. With nobody there, it holds while the placement it was written for may still
-/// land (its pod not yet bound, or a created pod not yet stored), for `BIND_GRACE` after this
+/// land (its pod not yet bound, or a created pod not yet stored), for the grace (`LockAge`) after this
 /// process first saw the node empty. Unsure means it holds.
 pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
     match hold.node {
@@ -212,7 +258,7 @@ pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
     }
     // Past the grace the placement is over whatever its pod shows (a reader may then not have
     // read it: `LockPod::PastGrace`), so the reason names what was read.
-    if hold.observed >= BIND_GRACE {
+    if hold.observed.past_grace() {
         return Standing::Stale("nobody on its node uses it");
     }
     match placement_gone(lock, &hold.writer, hold.writer_stored) {
@@ -259,7 +305,7 @@ pub struct Named<'a> {
     /// quorum read (a cache showing another UID may be older than the lock); or not read.
     pub writer: LockPod<&'a Pod>,
     /// How long this process has seen this exact lock (its own monotonic clock).
-    pub observed: std::time::Duration,
+    pub observed: LockAge,
     /// This process saw the pod of the lock's UID stored (as `NodeHold::writer_stored`).
     pub writer_stored: bool,
 }
@@ -275,7 +321,7 @@ pub fn placement_settled(lock: &RwoLock, named: &Named<'_>) -> bool {
         return true;
     }
     placement_gone(lock, &named.writer, named.writer_stored).is_some()
-        || named.observed >= BIND_GRACE
+        || named.observed.past_grace()
 }
 
 /// What placing a pod on `node` does to one claim's lock.
@@ -476,10 +522,10 @@ pub struct CachedHold<'a> {
 impl CachedHold<'_> {
     /// How long a lock seen quiet on a node in service is left before a live read: a bind's
     /// `BIND_LOCK_TIDY`, else the grace.
-    fn wait(&self) -> Duration {
+    fn wait(&self, age: LockAge) -> Duration {
         match self.via {
-            Some(Via::Bind) => BIND_LOCK_TIDY,
-            _ => BIND_GRACE,
+            Some(Via::Bind) => age.tidy(),
+            _ => age.grace,
         }
     }
 
@@ -496,7 +542,7 @@ impl CachedHold<'_> {
 
 /// The controller's first look, from its caches; `observed` is what the lock clock answered when
 /// told `cached.seen_in_use()`.
-pub fn cleanup_cached(cached: &CachedHold<'_>, observed: Duration) -> Cleanup {
+pub fn cleanup_cached(cached: &CachedHold<'_>, observed: LockAge) -> Cleanup {
     if cached.seen_in_use() {
         return Cleanup::Keep;
     }
@@ -507,9 +553,9 @@ pub fn cleanup_cached(cached: &CachedHold<'_>, observed: Duration) -> Cleanup {
     // and pod GET raced the very bind that wrote it (the bind took 1.19× a writing no-op with
     // them, on a 2-core machine).
     if !cached.node_released() {
-        let wait = cached.wait();
-        if observed < wait {
-            return Cleanup::LookAgainAfter(wait - observed + Duration::from_secs(1));
+        let wait = cached.wait(observed);
+        if observed.quiet < wait {
+            return Cleanup::LookAgainAfter(wait - observed.quiet + Duration::from_secs(1));
         }
     }
     Cleanup::ReadLive
@@ -545,7 +591,7 @@ pub fn cleanup_live(lock: &RwoLock, hold: &NodeHold<'_>) -> Cleanup {
         // StatefulSet's restart renames the lock anyway (its pod deleted, then replaced by one of
         // the same name): clearing first would be a second write per restart. Keeping a lock is
         // never unsafe; it is looked at again when the grace ends.
-        if hold.observed < BIND_GRACE {
+        if !hold.observed.past_grace() {
             return look_again_after_grace(hold.observed);
         }
     }
@@ -556,8 +602,8 @@ pub fn cleanup_live(lock: &RwoLock, hold: &NodeHold<'_>) -> Cleanup {
 }
 
 /// Once the lock has been seen quiet for the grace, and a second more.
-fn look_again_after_grace(observed: Duration) -> Cleanup {
-    Cleanup::LookAgainAfter(BIND_GRACE.saturating_sub(observed) + Duration::from_secs(1))
+fn look_again_after_grace(observed: LockAge) -> Cleanup {
+    Cleanup::LookAgainAfter(observed.grace.saturating_sub(observed.quiet) + Duration::from_secs(1))
 }
 
 #[cfg(test)]

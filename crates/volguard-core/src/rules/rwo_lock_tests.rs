@@ -78,7 +78,7 @@ fn lock_round_trips_through_the_annotation() {
     assert_eq!(old.map(|l| l.via), Some(None));
 }
 
-const OLD: Duration = BIND_GRACE;
+const OLD: Duration = DEFAULT_GRACE;
 const YOUNG: Duration = Duration::from_secs(1);
 
 fn hold<'a>(
@@ -93,7 +93,7 @@ fn hold<'a>(
         writer: writer.into(),
         node,
         gone_recorded: false,
-        observed,
+        observed: LockAge::quiet(observed),
         writer_stored: false,
     }
 }
@@ -135,7 +135,7 @@ fn a_placement_on_the_locks_node_writes_only_when_the_lock_names_another_settled
     ] {
         let n = Named {
             writer: writer.into(),
-            observed: YOUNG,
+            observed: LockAge::quiet(YOUNG),
             writer_stored: false,
         };
         assert_eq!(step_here(&l, Some(&n)), renamed, "{what}");
@@ -158,7 +158,7 @@ fn a_placement_on_the_locks_node_waits_while_the_named_one_is_in_flight() {
     ] {
         let n = Named {
             writer: writer.into(),
-            observed: YOUNG,
+            observed: LockAge::quiet(YOUNG),
             writer_stored: false,
         };
         assert_eq!(step_here(&l, Some(&n)), LockStep::Busy(l.clone()), "{what}");
@@ -171,7 +171,7 @@ fn a_placement_on_the_locks_node_waits_while_the_named_one_is_in_flight() {
     // Past the grace on this process's clock, no request is still in flight.
     let n = Named {
         writer: Fact::Found(&unbound).into(),
-        observed: OLD,
+        observed: LockAge::quiet(OLD),
         writer_stored: false,
     };
     assert!(matches!(step_here(&l, Some(&n)), LockStep::Write { .. }));
@@ -182,14 +182,14 @@ fn a_placement_on_the_locks_node_waits_while_the_named_one_is_in_flight() {
     };
     let n = Named {
         writer: Fact::Missing.into(),
-        observed: YOUNG,
+        observed: LockAge::quiet(YOUNG),
         writer_stored: false,
     };
     assert!(matches!(step_here(&created, Some(&n)), LockStep::Busy(_)));
     // Unless this process saw that very pod stored: its create landed, a missing pod was deleted.
     let n = Named {
         writer: Fact::Missing.into(),
-        observed: YOUNG,
+        observed: LockAge::quiet(YOUNG),
         writer_stored: true,
     };
     assert!(matches!(
@@ -448,7 +448,7 @@ fn uses_on_is_a_non_terminal_pod_of_that_node_naming_the_claim() {
     assert!(!uses_on(&pending, "ns", "data", "n1"), "not placed");
 }
 
-/// A lock written for a pod create (its grace is `BIND_GRACE`).
+/// A lock written for a pod create (its grace is `DEFAULT_GRACE`).
 fn cached(in_use: bool, node: Option<&Node>) -> CachedHold<'_> {
     CachedHold {
         in_use,
@@ -463,7 +463,10 @@ fn cleanup_cached_keeps_a_lock_in_use_on_a_node_in_service() {
     let c = cached(true, Some(&n));
     // The clock is told it is in use (it restarts, and answers zero).
     assert!(c.seen_in_use());
-    assert_eq!(cleanup_cached(&c, Duration::ZERO), Cleanup::Keep);
+    assert_eq!(
+        cleanup_cached(&c, LockAge::quiet(Duration::ZERO)),
+        Cleanup::Keep
+    );
 }
 
 #[test]
@@ -472,15 +475,15 @@ fn cleanup_cached_looks_again_when_the_grace_ends_on_a_node_in_service() {
     let c = cached(false, Some(&n));
     assert!(!c.seen_in_use());
     assert_eq!(
-        cleanup_cached(&c, Duration::from_secs(20)),
+        cleanup_cached(&c, LockAge::quiet(Duration::from_secs(20))),
         Cleanup::LookAgainAfter(Duration::from_secs(41))
     );
     assert_eq!(
-        cleanup_cached(&c, Duration::ZERO),
-        Cleanup::LookAgainAfter(BIND_GRACE + Duration::from_secs(1))
+        cleanup_cached(&c, LockAge::quiet(Duration::ZERO)),
+        Cleanup::LookAgainAfter(DEFAULT_GRACE + Duration::from_secs(1))
     );
     assert_eq!(
-        cleanup_cached(&c, BIND_GRACE - Duration::from_millis(1)),
+        cleanup_cached(&c, LockAge::quiet(DEFAULT_GRACE - Duration::from_millis(1))),
         Cleanup::LookAgainAfter(Duration::from_millis(1001))
     );
 }
@@ -496,11 +499,11 @@ fn cleanup_cached_leaves_a_binds_lock_until_its_tidy_time() {
         via: Some(Via::Bind),
     };
     assert_eq!(
-        cleanup_cached(&bind(Some(&n)), BIND_GRACE),
-        Cleanup::LookAgainAfter(BIND_LOCK_TIDY - BIND_GRACE + Duration::from_secs(1))
+        cleanup_cached(&bind(Some(&n)), LockAge::quiet(DEFAULT_GRACE)),
+        Cleanup::LookAgainAfter(BIND_LOCK_TIDY - DEFAULT_GRACE + Duration::from_secs(1))
     );
     assert_eq!(
-        cleanup_cached(&bind(Some(&n)), BIND_LOCK_TIDY),
+        cleanup_cached(&bind(Some(&n)), LockAge::quiet(BIND_LOCK_TIDY)),
         Cleanup::ReadLive
     );
     // A released node is read at once, whatever wrote the lock.
@@ -508,14 +511,21 @@ fn cleanup_cached_leaves_a_binds_lock_until_its_tidy_time() {
         ("out of service", bind(Some(&oos))),
         ("not in the cache", bind(None)),
     ] {
-        assert_eq!(cleanup_cached(&c, YOUNG), Cleanup::ReadLive, "{what}");
+        assert_eq!(
+            cleanup_cached(&c, LockAge::quiet(YOUNG)),
+            Cleanup::ReadLive,
+            "{what}"
+        );
     }
     let unknown = CachedHold {
         in_use: false,
         node: Some(&n),
         via: None,
     };
-    assert_eq!(cleanup_cached(&unknown, OLD), Cleanup::ReadLive);
+    assert_eq!(
+        cleanup_cached(&unknown, LockAge::quiet(OLD)),
+        Cleanup::ReadLive
+    );
 }
 
 #[test]
@@ -523,7 +533,7 @@ fn cleanup_cached_reads_live_past_the_grace_or_on_a_released_node() {
     let n = node(false);
     let oos = node(true);
     assert_eq!(
-        cleanup_cached(&cached(false, Some(&n)), OLD),
+        cleanup_cached(&cached(false, Some(&n)), LockAge::quiet(OLD)),
         Cleanup::ReadLive
     );
     // A node the cache shows out of service or gone is read at once, even in use per the cache
@@ -535,7 +545,11 @@ fn cleanup_cached_reads_live_past_the_grace_or_on_a_released_node() {
         ("not in the cache, in use", cached(true, None)),
     ] {
         assert!(!c.seen_in_use(), "{what}");
-        assert_eq!(cleanup_cached(&c, YOUNG), Cleanup::ReadLive, "{what}");
+        assert_eq!(
+            cleanup_cached(&c, LockAge::quiet(YOUNG)),
+            Cleanup::ReadLive,
+            "{what}"
+        );
     }
 }
 
@@ -748,10 +762,80 @@ fn a_lock_pod_not_read_is_never_taken_as_deleted() {
     // A rename alike: a pod not read settles nothing before the grace.
     let named = |writer| Named {
         writer,
-        observed: YOUNG,
+        observed: LockAge::quiet(YOUNG),
         writer_stored: false,
     };
     assert!(!placement_settled(&bound, &named(LockPod::PastGrace)));
     assert!(placement_settled(&bound, &named(LockPod::SeenGone)));
     assert!(placement_settled(&bound, &named(Fact::Missing.into())));
+}
+
+/// A cluster whose apiserver waits longer on a request (`--request-timeout` 2m) gives the lock
+/// that grace: a lock quiet for 90 s still holds and the controller looks again when 2 minutes
+/// are up, where the default minute would have let it go; a bind's lock is tidied no sooner than
+/// the grace either.
+#[test]
+fn a_configured_grace_holds_a_lock_for_the_apiservers_whole_request_timeout() {
+    let long = |quiet: u64| LockAge {
+        quiet: Duration::from_secs(quiet),
+        grace: Duration::from_secs(120),
+    };
+    let l = lock("2026-11-23T09:00:00Z");
+    let n = node(false);
+    let unbound = pod("old", "u-old", None, "Pending");
+    let none: [Pod; 0] = [];
+    let at = |age: LockAge| NodeHold {
+        observed: age,
+        ..hold(
+            Fact::Found(&none),
+            Fact::Found(&unbound),
+            Fact::Found(&n),
+            Duration::ZERO,
+        )
+    };
+    let default_past = at(LockAge::quiet(Duration::from_secs(90)));
+    assert_eq!(
+        standing(&l, &default_past),
+        Standing::Stale("nobody on its node uses it")
+    );
+    assert_eq!(
+        standing(&l, &at(long(90))),
+        Standing::Holds("placement in progress")
+    );
+    assert_eq!(
+        cleanup_live(&l, &at(long(90))),
+        Cleanup::LookAgainAfter(Duration::from_secs(31))
+    );
+    assert_eq!(
+        standing(&l, &at(long(120))),
+        Standing::Stale("nobody on its node uses it")
+    );
+    let named = |age: LockAge| Named {
+        writer: LockPod::Read(Fact::Found(&unbound)),
+        observed: age,
+        writer_stored: false,
+    };
+    assert!(placement_settled(
+        &l,
+        &named(LockAge::quiet(Duration::from_secs(90)))
+    ));
+    assert!(!placement_settled(&l, &named(long(90))));
+    let c = cached(false, Some(&n));
+    assert_eq!(
+        cleanup_cached(&c, long(90)),
+        Cleanup::LookAgainAfter(Duration::from_secs(31))
+    );
+    let bind = CachedHold {
+        in_use: false,
+        node: Some(&n),
+        via: Some(Via::Bind),
+    };
+    let hour = LockAge {
+        quiet: Duration::from_secs(700),
+        grace: Duration::from_secs(3600),
+    };
+    assert_eq!(
+        cleanup_cached(&bind, hour),
+        Cleanup::LookAgainAfter(Duration::from_secs(2901))
+    );
 }

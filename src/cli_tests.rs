@@ -27,3 +27,40 @@ fn durations_read_units_and_the_former_flags_still_work() {
         .to_string();
     assert!(bad.contains("\"fast\" is not a duration like 15s"), "{bad}");
 }
+
+/// The lock's grace reaches both processes from one flag, read with units, defaulting to
+/// kube-apiserver's own minute.
+#[test]
+fn the_apiserver_request_timeout_is_read_by_serve_and_controller_alike() {
+    assert_eq!(
+        controller(&[]).apiserver_request_timeout,
+        std::time::Duration::from_secs(60)
+    );
+    assert_eq!(
+        controller(&["--apiserver-request-timeout=2m"]).apiserver_request_timeout,
+        std::time::Duration::from_secs(120)
+    );
+    let serve = |args: &[&str]| {
+        let mut all = vec!["volguard", "serve", "--tls-cert=c.pem", "--tls-key=k.pem"];
+        all.extend_from_slice(args);
+        match Cli::try_parse_from(all).expect("parse").command {
+            Command::Serve(a) => a.apiserver_request_timeout,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(serve(&[]), std::time::Duration::from_secs(60));
+    assert_eq!(
+        serve(&["--apiserver-request-timeout=90s"]),
+        std::time::Duration::from_secs(90)
+    );
+    let bad = Cli::try_parse_from([
+        "volguard",
+        "serve",
+        "--tls-cert=c.pem",
+        "--tls-key=k.pem",
+        "--apiserver-request-timeout=-1m",
+    ])
+    .expect_err("negative")
+    .to_string();
+    assert!(bad.contains("negative"), "{bad}");
+}

@@ -272,6 +272,7 @@ fn chart_values_change_what_they_name() {
             &[
                 "enforcement=force-delete=warn",
                 "rwoGuard=off",
+                "apiserverRequestTimeout=2m",
                 "image.digest=sha256:0123",
                 "fencing.backends={webhook,manual}",
                 "fencing.partitionAfter=1m",
@@ -296,6 +297,7 @@ fn chart_values_change_what_they_name() {
         // Each budget 0.5 s within what the apiserver waits for it.
         "--decide-timeout=4500ms",
         "--placement-decide-timeout=19500ms",
+        "--apiserver-request-timeout=2m",
     ] {
         assert!(serve.contains(&want.to_string()), "{want} not in {serve:?}");
     }
@@ -321,6 +323,7 @@ fn chart_values_change_what_they_name() {
         "--repair-registration",
         "--registration-check-interval=30s",
         "--policies-installed",
+        "--apiserver-request-timeout=2m",
     ] {
         assert!(
             controller.contains(&want.to_string()),

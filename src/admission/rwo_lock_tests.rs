@@ -64,3 +64,21 @@ async fn a_refused_lock_write_refuses_the_placement_while_a_lock_stands() {
         assert_eq!(d.row, row);
     }
 }
+
+/// `--apiserver-request-timeout` reaches the lock clock the webhook judges every lock's age by.
+#[test]
+fn the_webhooks_lock_clock_judges_by_the_configured_request_timeout() {
+    use std::sync::Arc;
+    let view = crate::state::View::file(Arc::new(crate::state::Store::default()));
+    let policy = crate::rules::force_delete::ForceDeletePolicy::default();
+    let default = crate::admission::Admission::new(view.clone(), policy.clone(), Vec::new());
+    assert_eq!(
+        default.locks.holds.clock().age(Duration::ZERO).grace,
+        crate::rules::rwo_lock::DEFAULT_GRACE
+    );
+    let long = crate::admission::Admission::new(view, policy, Vec::new())
+        .with_apiserver_request_timeout(Duration::from_secs(150));
+    let age = long.locks.holds.clock().age(Duration::from_secs(90));
+    assert_eq!(age.grace, Duration::from_secs(150));
+    assert!(!age.past_grace());
+}

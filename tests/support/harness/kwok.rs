@@ -101,6 +101,10 @@ impl ControlPlane {
                 .arg(format!("--kubeconfig={}", kc.display()))
                 .arg(format!("--config={}", config.display()))
                 .arg("--manage-nodes-with-label-selector=volguard.io/kwok-fleet=true")
+                // Warnings and errors only: at INFO it logged every lease renewal and pod status
+                // patch (228 MB in one run of 5,000 nodes), CPU its pod watch then lacked to keep
+                // up (`make bench-scale`, docs/performance.md).
+                .arg("--v=WARN")
                 .arg(format!(
                     "--node-lease-duration-seconds={FLEET_LEASE_SECONDS}"
                 ))

@@ -385,6 +385,7 @@ fn lock_of(l: &L) -> RwoLock {
         pod: format!("p{}", l.name),
         uid: format!("u{}", l.uid),
         via: Some(if l.create { Via::Create } else { Via::Bind }),
+        grace_seconds: None,
         at: jiff::Timestamp::from_second(i64::from(l.at)).unwrap_or(jiff::Timestamp::UNIX_EPOCH),
     }
 }

@@ -287,15 +287,7 @@ pub struct Timings {
 }
 
 fn condition_time(p: &Pod, kind: &str) -> Option<i64> {
-    p.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == kind && c.status == "True")?
-        .last_transition_time
-        .as_ref()
-        .map(|t| t.0.as_second())
+    crate::support::objects::condition_time(p, kind).map(|t| t.as_second())
 }
 
 /// The timings of pods `from..to` of `generation` (read after the window's measures: the

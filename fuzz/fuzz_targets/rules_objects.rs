@@ -117,19 +117,35 @@ fuzz_target!(|data: &[u8]| {
             writer: w.clone().into(),
             node: n,
             gone_recorded: quiet == 0,
-            observed: std::time::Duration::from_secs(quiet),
+            // The grace the lock asks (its writer's), or the default: a fuzzed lock's value never
+            // overflows a reader's arithmetic.
+            observed: rwo_lock::LockAge {
+                quiet: std::time::Duration::from_secs(quiet),
+                grace: lock.as_ref().map_or(rwo_lock::DEFAULT_GRACE, RwoLock::grace),
+            },
             writer_stored: quiet != 3600,
         };
         let node_name = pod.node_name().unwrap_or("n");
         let named = rwo_lock::Named {
             writer: w.into(),
-            observed: std::time::Duration::from_secs(quiet),
+            observed: rwo_lock::LockAge::quiet(std::time::Duration::from_secs(quiet)),
             writer_stored: quiet == 0,
         };
         for via in [rwo_lock::Via::Bind, rwo_lock::Via::Create] {
             let _ = rwo_lock::step(&pod, node_name, via, lock.as_ref(), Some(&h), None, now);
             // On the lock's own node, the named placement as read.
             let _ = rwo_lock::step(&pod, node_name, via, lock.as_ref(), None, Some(&named), now);
+        }
+        // The controller's look from its caches and after its live read: no fuzzed lock (its
+        // grace included) makes either panic.
+        let cached = rwo_lock::CachedHold {
+            in_use: quiet == 0,
+            node: Some(&node),
+            via: lock.as_ref().and_then(|l| l.via),
+        };
+        let _ = rwo_lock::cleanup_cached(&cached, h.observed);
+        if let Some(l) = &lock {
+            let _ = rwo_lock::cleanup_live(l, &h);
         }
         // A lock that holds is never cleared.
         if let Some(l) = &lock

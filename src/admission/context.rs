@@ -109,7 +109,7 @@ impl Admission {
     /// kube-apiserver's `--request-timeout`: the RWO lock's grace (`rwo_lock::LockAge`), made
     /// before any request is decided (the lock clock starts anew).
     pub fn with_apiserver_request_timeout(mut self, t: std::time::Duration) -> Self {
-        self.locks = super::rwo_lock::RwoLocks::new(self.cluster.clone(), self.writer.clone(), t);
+        self.locks.set_request_timeout(t);
         self
     }
 

@@ -54,7 +54,24 @@ impl RwoLocks {
     /// starts from the locks the file holds (seen since the process started).
     /// `request_timeout`: kube-apiserver's `--request-timeout` (the lock's grace: `LockAge`).
     pub fn new(view: View, writer: Writer, request_timeout: std::time::Duration) -> Self {
-        let clock = match view.is_file() {
+        RwoLocks {
+            holds: LockHolds::new(view.clone(), Self::clock(&view, request_timeout)),
+            view,
+            writer,
+            results: Default::default(),
+            writes: lock_write_histogram(),
+        }
+    }
+
+    /// Judge by kube-apiserver's `request_timeout` from now on (before any request is decided:
+    /// the lock clock starts anew; the metric families stay).
+    pub fn set_request_timeout(&mut self, request_timeout: std::time::Duration) {
+        self.holds = LockHolds::new(self.view.clone(), Self::clock(&self.view, request_timeout));
+    }
+
+    /// The lock clock over `view`: over a `--state` file it starts from the locks the file holds.
+    fn clock(view: &View, request_timeout: std::time::Duration) -> LockClock {
+        match view.is_file() {
             true => {
                 let pvcs = view.sweep::<Pvc>(None);
                 let locks = pvcs.iter().filter_map(|p| {
@@ -64,15 +81,9 @@ impl RwoLocks {
                 LockClock::offline(locks, request_timeout)
             }
             false => LockClock::live(request_timeout),
-        };
-        RwoLocks {
-            holds: LockHolds::new(view.clone(), clock),
-            view,
-            writer,
-            results: Default::default(),
-            writes: lock_write_histogram(),
         }
     }
+
     /// rules.md §2f: the holders in the caches first, then the lock on each RWO claim, taken by
     /// compare-and-swap. A lost swap means another placement won: read that claim again and
     /// decide again, at most `MAX_SWAPS` times, then refuse.
@@ -396,7 +407,8 @@ impl RwoLocks {
     ) -> Locked {
         let mut row = "rwo-lock-taken";
         for (i, pvc, lock, took_over) in writes {
-            let raw = lock.encode();
+            // Every reader waits at least this process's grace on it (`RwoLock::grace`).
+            let raw = lock.with_grace(self.holds.clock().grace()).encode();
             let t = std::time::Instant::now();
             let swap = self
                 .writer
@@ -475,6 +487,7 @@ impl RwoLocks {
             clock
                 .quiet_for(ns, &pvc.metadata.name, raw, false)
                 .max(crate::lock_hold::cache_held(pvc)),
+            lock,
         );
         // Older than the grace, the placement is settled whatever its pod shows
         // (`placement_settled`); seen gone, it is too. Nothing is read.

@@ -73,12 +73,53 @@ fn the_webhooks_lock_clock_judges_by_the_configured_request_timeout() {
     let policy = crate::rules::force_delete::ForceDeletePolicy::default();
     let default = crate::admission::Admission::new(view.clone(), policy.clone(), Vec::new());
     assert_eq!(
-        default.locks.holds.clock().age(Duration::ZERO).grace,
+        default.locks.holds.clock().grace(),
         crate::rules::rwo_lock::DEFAULT_GRACE
     );
     let long = crate::admission::Admission::new(view, policy, Vec::new())
         .with_apiserver_request_timeout(Duration::from_secs(150));
-    let age = long.locks.holds.clock().age(Duration::from_secs(90));
-    assert_eq!(age.grace, Duration::from_secs(150));
-    assert!(!age.past_grace());
+    assert_eq!(long.locks.holds.clock().grace(), Duration::from_secs(150));
+}
+
+/// The webhook writes its longer grace into each lock it writes, so every reader (a controller or
+/// a replica not given the flag) waits as long; at the default the lock reads as before.
+#[tokio::test]
+async fn a_lock_written_by_a_webhook_with_a_longer_grace_carries_it() {
+    use crate::model::testing;
+    use crate::rules::rwo_lock::{RWO_LOCK, RwoLock, Via};
+    use std::sync::Arc;
+    for (timeout, carried) in [
+        (Duration::from_secs(60), None),
+        (Duration::from_secs(200), Some(200)),
+    ] {
+        let store = crate::state::Store::default();
+        store
+            .pvcs
+            .apply(testing::pvc("ns", "data").with_modes(&["ReadWriteOnce"]));
+        let view = crate::state::View::file(Arc::new(store));
+        let mut locks = super::RwoLocks::new(
+            view.clone(),
+            view.writer("test", "test".into()),
+            crate::rules::rwo_lock::DEFAULT_GRACE,
+        );
+        locks.set_request_timeout(timeout);
+        let pod = testing::pod("ns", "new").with_uid("u-new");
+        let lock = RwoLock::new(&pod, "n1", Via::Bind, jiff::Timestamp::now());
+        let pvc = view
+            .held::<crate::model::Pvc>("ns", "data")
+            .expect("the claim");
+        let until = Instant::now() + Duration::from_secs(5);
+        let super::Locked::Decided(d) = locks
+            .write_locks(&pod, "n1", vec![(0, &pvc, lock, None)], until)
+            .await
+        else {
+            panic!("a written lock decides")
+        };
+        assert!(d.allowed, "{d:?}");
+        let stored = view.held::<crate::model::Pvc>("ns", "data").expect("claim");
+        let raw = stored.metadata.annotation(RWO_LOCK).expect("a lock");
+        let written = RwoLock::parse(raw).expect("parses");
+        assert_eq!(written.grace_seconds, carried, "{raw}");
+        assert_eq!(written.grace(), timeout);
+    }
 }

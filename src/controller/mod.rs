@@ -198,7 +198,10 @@ async fn serve_probes(
         }
     });
     let probe_listener = tokio::net::TcpListener::bind(&args.probe_listen).await?;
-    tracing::info!(probes = %probe_listener.local_addr()?, "volguard controller starting");
+    // The lock's grace in the log, beside the webhook's: an operator compares the two.
+    tracing::info!(probes = %probe_listener.local_addr()?,
+        rwo_lock_grace_seconds = crate::rules::rwo_lock::lock_grace(args.apiserver_request_timeout).as_secs(),
+        "volguard controller starting");
     let probe_app = probes::router_with_detail(
         metrics.clone(),
         ready,

@@ -241,7 +241,7 @@ fn held_elsewhere(
     let Some((holder, on)) = holder else {
         if let Some(l) = lock.filter(|l| elsewhere(&l.node) && stale(l)) {
             found.steps.push(format!(
-                "claim {name}'s lock still names pod {} on node {}, which no longer uses it: the next                  placement takes the lock over (volguard's controller removes it within 10 minutes)",
+                "claim {name}'s lock still names pod {} on node {}, which no longer uses it: the next                  placement takes the lock over (volguard's controller removes it within 10 minutes, or its grace if longer)",
                 l.pod, l.node
             ));
         }

@@ -103,7 +103,7 @@ fn claim_lines(e: &Explanation, out: &mut String) {
             {
                 format!(
                     "node {} (pod {}, since {}): that pod no longer uses the claim, so it holds nobody back; the \
-                     next placement takes it over, and the controller removes it within 10 minutes (volguard.io/rwo-lock)",
+                     next placement takes it over, and the controller removes it within 10 minutes, or its grace if longer (volguard.io/rwo-lock)",
                     l.node, l.pod, l.at
                 )
             }

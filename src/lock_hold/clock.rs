@@ -7,7 +7,7 @@
 //! covered for a whole grace from the first time anyone here saw the node empty, whatever the
 //! lock's own age.
 
-use crate::rules::rwo_lock::{LockAge, lock_grace};
+use crate::rules::rwo_lock::{LockAge, RwoLock, lock_grace};
 use crate::runtime::seen::Seen;
 use std::time::Duration;
 
@@ -64,12 +64,19 @@ impl LockClock {
         self.observe(ns, name, raw, Duration::ZERO)
     }
 
-    /// `quiet` judged by this clock's grace.
-    pub fn age(&self, quiet: Duration) -> LockAge {
+    /// How long `lock` has been quiet (`quiet`, from `quiet_for`), judged by this clock's grace
+    /// or the one the lock asks (its writer's), whichever is longer: a process not given
+    /// `--apiserver-request-timeout` still waits as long as the webhook that wrote the lock.
+    pub fn age(&self, quiet: Duration, lock: &RwoLock) -> LockAge {
         LockAge {
             quiet,
-            grace: self.grace,
+            grace: self.grace.max(lock.grace()),
         }
+    }
+
+    /// The grace this process writes into its locks (`RwoLock::with_grace`).
+    pub fn grace(&self) -> Duration {
+        self.grace
     }
 
     /// This process wrote `raw` onto `ns/name` just now.

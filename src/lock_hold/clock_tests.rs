@@ -87,9 +87,33 @@ fn the_clock_judges_ages_by_the_apiservers_request_timeout_never_under_a_minute(
     let clock = LockClock::offline([("ns", "c", "a")], long);
     let quiet = clock.quiet_for("ns", "c", "a", false);
     assert!(quiet >= long, "a state file's lock is a whole grace old");
-    assert!(clock.age(quiet).past_grace());
-    assert!(!clock.age(Duration::from_secs(90)).past_grace());
+    let lock = plain_lock();
+    assert!(clock.age(quiet, &lock).past_grace());
+    assert!(!clock.age(Duration::from_secs(90), &lock).past_grace());
+    assert_eq!(clock.grace(), long);
     let short = LockClock::live(Duration::from_secs(10));
-    assert_eq!(short.age(Duration::ZERO).grace, BIND_GRACE);
-    assert!(!short.age(Duration::from_secs(30)).past_grace());
+    assert_eq!(short.age(Duration::ZERO, &lock).grace, BIND_GRACE);
+    assert!(!short.age(Duration::from_secs(30), &lock).past_grace());
+}
+
+fn plain_lock() -> RwoLock {
+    RwoLock::parse(r#"{"node":"n1","pod":"p","at":"2026-11-23T09:00:00Z"}"#).expect("lock")
+}
+
+/// A process not given `--apiserver-request-timeout` (the controller, or a replica rolled out
+/// without it) judges a lock by the longer grace its writer wrote into it.
+#[test]
+fn a_clock_waits_the_longer_grace_a_lock_asks() {
+    let default = LockClock::tidying(BIND_GRACE);
+    let asked = plain_lock().with_grace(Duration::from_secs(300));
+    let age = default.age(Duration::from_secs(120), &asked);
+    assert_eq!(age.grace, Duration::from_secs(300));
+    assert!(!age.past_grace());
+    assert!(default.age(Duration::from_secs(300), &asked).past_grace());
+    // A clock's own longer grace is not shortened by a lock that asks less.
+    let long = LockClock::live(Duration::from_secs(240));
+    assert_eq!(
+        long.age(Duration::ZERO, &plain_lock()).grace,
+        Duration::from_secs(240)
+    );
 }

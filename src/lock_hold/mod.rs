@@ -144,7 +144,7 @@ impl LockHolds {
                 let since = reads.not_older_than(pvc.metadata.resource_version.as_deref());
                 let unread = if self.seen_gone(ns, lock) || self.absent_since(ns, lock, since) {
                     Some(LockPod::SeenGone)
-                } else if self.clock.age(held).past_grace() {
+                } else if self.clock.age(held, lock).past_grace() {
                     Some(LockPod::PastGrace)
                 } else {
                     None
@@ -193,6 +193,7 @@ impl LockHolds {
                 .quiet_for(ns, claim, raw, in_use)
                 .saturating_sub(issued.elapsed())
                 .max(held),
+            lock,
         );
         let writer = match in_use {
             true => LockPod::InUse,

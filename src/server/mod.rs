@@ -158,6 +158,13 @@ async fn open_admission(
     families: &ServeMetrics,
 ) -> anyhow::Result<(state::View, Arc<Admission>, Option<state::Writer>)> {
     let rwo_guard = args.rwo_guard == crate::server::args::RwoGuard::All;
+    // The lock's grace in the log, beside the controller's: an operator compares the two.
+    tracing::info!(
+        rwo_guard,
+        rwo_lock_grace_seconds =
+            crate::rules::rwo_lock::lock_grace(args.apiserver_request_timeout).as_secs(),
+        "ReadWriteOnce guard"
+    );
     let source = match args.state.as_deref() {
         Some(path) => state::Source::File(path),
         None => state::Source::Live(runtime::kube::client(args.kubeconfig.as_deref()).await?),

@@ -6,7 +6,7 @@
 //! resourceVersion: the node read is the node written).
 
 use super::fences;
-use super::write::Apply;
+use super::write::{Apply, Door};
 use super::writer::Writer;
 use crate::model::OUT_OF_SERVICE_TAINT;
 use crate::model::fence::{
@@ -26,7 +26,7 @@ pub struct GoneConfirmation<'a> {
 impl Apply for GoneConfirmation<'_> {
     type Answer = Result<NodeFence, kube::Error>;
 
-    async fn apply_to(self, w: &Writer) -> Result<NodeFence, kube::Error> {
+    async fn apply_to(self, w: &Writer, _: Door) -> Result<NodeFence, kube::Error> {
         fences::confirm_gone(w.client()?, self.node, self.by).await
     }
 }
@@ -40,7 +40,7 @@ pub struct NewFence {
 impl Apply for NewFence {
     type Answer = Result<NodeFence, kube::Error>;
 
-    async fn apply_to(self, w: &Writer) -> Result<NodeFence, kube::Error> {
+    async fn apply_to(self, w: &Writer, _: Door) -> Result<NodeFence, kube::Error> {
         let NewFence { spec, status } = self;
         let stamp = jiff::Timestamp::now().as_second();
         let node: String = spec.node.chars().take(230).collect();
@@ -54,7 +54,7 @@ impl Apply for NewFence {
             .await?;
         let mut f = fences::decode(created).map_err(kube::Error::SerdeError)?;
         f.status = status;
-        FenceStatus(&f).apply_to(w).await
+        FenceStatus(&f).apply_to(w, Door(())).await
     }
 }
 
@@ -64,7 +64,7 @@ pub struct FenceStatus<'a>(pub &'a NodeFence);
 impl Apply for FenceStatus<'_> {
     type Answer = Result<NodeFence, kube::Error>;
 
-    async fn apply_to(self, w: &Writer) -> Result<NodeFence, kube::Error> {
+    async fn apply_to(self, w: &Writer, _: Door) -> Result<NodeFence, kube::Error> {
         let f = self.0;
         let patch = serde_json::json!({
             "apiVersion": format!("{GROUP}/{VERSION}"), "kind": KIND,

@@ -3,7 +3,7 @@
 //! resourceVersion they were read at, so a concurrent taker makes a write fail (409) instead of
 //! splitting the brain.
 
-use super::write::Apply;
+use super::write::{Apply, Door};
 use super::{View, Writer};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -17,7 +17,7 @@ pub struct LeasePut<'a>(pub &'a Lease);
 impl Apply for LeasePut<'_> {
     type Answer = Result<Lease, kube::Error>;
 
-    async fn apply_to(self, w: &Writer) -> Result<Lease, kube::Error> {
+    async fn apply_to(self, w: &Writer, _: Door) -> Result<Lease, kube::Error> {
         let lease = self.0;
         let meta = &lease.metadata;
         let leases: Api<Lease> = Api::namespaced(

@@ -30,7 +30,7 @@ pub use fence_writer::{FenceStatus, GoneConfirmation, NewFence};
 pub use leases::LeasePut;
 pub use live::{NODE_PAGE, Needs, ViewChange};
 pub use view::{FencesOf, Fresh, PodsIn, Readable, View};
-pub use write::{Apply, Note, Write};
+pub use write::{Apply, Door, Note, Write};
 pub use writer::{LockSwap, ReleaseRecord, Writer};
 
 /// Where a view comes from.

@@ -1,13 +1,14 @@
 //! A write as a value: what a job decided to change, made by `Writer::apply`, the one door of
-//! every effect volguard has. A plan is then data: a job decides its writes (each carrying the
+//! every write but the webhook's audit trail. A plan is then data: a job decides its writes (each carrying the
 //! `test`, resourceVersion or uid it was decided on) and hands them over; the writer knows how
 //! each reaches the apiserver.
 //!
 //! Each kind of write names the answer its caller acts on (`Apply::Answer`): a `Write` answers
 //! done or not; the writes whose answer decides the next step answer with what was stored: the
 //! lock's swap how it ended (`LockSwap`), an incident as stored (`NewFence`, `FenceStatus`,
-//! `GoneConfirmation`), a release record its name (`ReleaseRecord`), the Lease its new
-//! resourceVersion (`LeasePut`).
+//! `GoneConfirmation`), a release record its name (`ReleaseRecord`), the Lease as stored, with its new
+//! resourceVersion (`LeasePut`). The webhook's audit trail (`audit`) keeps its own writes: Events
+//! and AuditReports folded as they come, answered by nobody.
 
 use super::writer::Writer;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -103,10 +104,17 @@ impl Write {
 /// A write the writer makes, and the answer its caller acts on.
 pub trait Apply: Send {
     type Answer;
-    /// Make this write through `w` (called by `Writer::apply`, which counts it as touching the
-    /// cluster).
-    fn apply_to(self, w: &Writer) -> impl std::future::Future<Output = Self::Answer> + Send;
+    /// Make this write through `w`: called by `Writer::apply` (which counts it as touching the
+    /// cluster) with the `Door` only `state` can make, so no job writes around the door.
+    fn apply_to(
+        self,
+        w: &Writer,
+        door: Door,
+    ) -> impl std::future::Future<Output = Self::Answer> + Send;
 }
+
+/// The writer's door, made only inside `state`: what `Apply::apply_to` asks for.
+pub struct Door(pub(super) ());
 
 impl Writer {
     /// Make `write`: the one door of every write. Each is checked by the apiserver against what
@@ -116,14 +124,14 @@ impl Writer {
     /// and any other write fails (`Offline`).
     pub async fn apply<A: Apply>(&self, write: A) -> A::Answer {
         super::reads::note();
-        write.apply_to(self).await
+        write.apply_to(self, Door(())).await
     }
 }
 
 impl Apply for Write {
     type Answer = Result<(), kube::Error>;
 
-    async fn apply_to(self, w: &Writer) -> Result<(), kube::Error> {
+    async fn apply_to(self, w: &Writer, _: Door) -> Result<(), kube::Error> {
         let client = w.client()?.clone();
         match self {
             Write::Pvc {

@@ -1,5 +1,6 @@
 //! The one writer: every write volguard makes, over the view's source, through one door
-//! (`Writer::apply`, each write a value naming its answer: `write::Apply`). Here the RWO lock's
+//! (`Writer::apply`, each write a value naming its answer: `write::Apply`) but the webhook's audit
+//! trail's, folded as it comes (`audit`). Here the RWO lock's
 //! compare-and-swap on a claim (rules.md §2f, `LockSwap`) and a release record (`ReleaseRecord`;
 //! on a `--state` file both in memory); in `write` every write answered done or not (`Write`:
 //! the controller's patches, each carrying a `test` or a resourceVersion, Events, fencing's
@@ -12,7 +13,7 @@
 //! lives in memory: the same compare and set under the store's lock.
 
 use super::decoded::Decoded;
-use super::write::Apply;
+use super::write::{Apply, Door};
 use super::{Store, View};
 use crate::model::Pvc;
 use crate::rules::rwo_lock::RWO_LOCK;
@@ -47,7 +48,7 @@ pub struct LockSwap<'a> {
 impl Apply for LockSwap<'_> {
     type Answer = Swap;
 
-    async fn apply_to(self, w: &Writer) -> Swap {
+    async fn apply_to(self, w: &Writer, _: Door) -> Swap {
         let LockSwap { pvc, lock, until } = self;
         let Some(remote) = &w.remote else {
             return swap_in_memory(&w.store, pvc, lock);
@@ -96,7 +97,7 @@ pub struct ReleaseRecord<'a> {
 impl Apply for ReleaseRecord<'_> {
     type Answer = Result<String, String>;
 
-    async fn apply_to(self, w: &Writer) -> Result<String, String> {
+    async fn apply_to(self, w: &Writer, _: Door) -> Result<String, String> {
         let ReleaseRecord { node, release } = self;
         match &w.remote {
             None => {

@@ -134,18 +134,6 @@ fn secs(a: Option<jiff::Timestamp>, b: Option<jiff::Timestamp>) -> Option<f64> {
     Some(b?.duration_since(a?).as_secs_f64())
 }
 
-fn condition_time(p: &Pod, kind: &str) -> Option<jiff::Timestamp> {
-    p.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == kind && c.status == "True")?
-        .last_transition_time
-        .as_ref()
-        .map(|t| t.0)
-}
-
 /// A one-replica StatefulSet `db` writing to its claim of `class`, placed on node-a, its pod
 /// tolerating an unreachable node for `forgive` seconds (volguard waits that out before it fences).
 async fn placed_writer(s: &mut Shared, ns: &str, class: &str, forgive: i64) -> (Pod, PathBuf, f64) {
@@ -473,8 +461,8 @@ fn recovery_split(
     let fenced = ts(st.fenced_at.as_deref());
     let released = ts(st.released_at.as_deref());
     let created = new.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    let scheduled = condition_time(new, "PodScheduled");
-    let sandbox = condition_time(new, "PodReadyToStartContainers");
+    let scheduled = support::objects::condition_time(new, "PodScheduled");
+    let sandbox = support::objects::condition_time(new, "PodReadyToStartContainers");
     let first = read(path)
         .unwrap_or_default()
         .lines()

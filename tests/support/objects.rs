@@ -223,3 +223,16 @@ pub async fn node_fences(c: &kube::Client) -> Vec<volguard::model::fence::NodeFe
         .filter_map(decode_fence)
         .collect()
 }
+
+/// When the pod's condition `kind` last turned `True` (`None`: not true, or never written).
+pub fn condition_time(p: &Pod, kind: &str) -> Option<jiff::Timestamp> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind && c.status == "True")?
+        .last_transition_time
+        .as_ref()
+        .map(|t| t.0)
+}

@@ -30,7 +30,8 @@ impl Reconciler {
             via: lock.via,
         };
         let clock = self.holds.clock();
-        let observed = clock.age(clock.quiet_for(ns, name, raw, cached.seen_in_use()));
+        let quiet = clock.quiet_for(ns, name, raw, cached.seen_in_use());
+        let observed = clock.age(quiet, &lock);
         let plan = match rwo_lock::cleanup_cached(&cached, observed) {
             Cleanup::ReadLive => {
                 // Sampled before the live reads, as the webhook does.

@@ -103,9 +103,18 @@ pub struct RwoLock {
     /// Absent in locks written before it existed: judged as `Create` (missing proves nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<Via>,
+    /// The grace of the webhook that wrote it, in seconds, when longer than the default (its
+    /// `--apiserver-request-timeout`): every reader waits at least that long, whatever its own
+    /// (a controller or another replica not given the flag). Absent: the default.
+    #[serde(default, rename = "grace", skip_serializing_if = "Option::is_none")]
+    pub grace_seconds: Option<u64>,
     #[serde(deserialize_with = "crate::model::time")]
     pub at: jiff::Timestamp,
 }
+
+/// The longest grace a lock may ask of its readers (a day): past it a value is cut, so no
+/// reader's arithmetic overflows on what a lock says.
+const MAX_LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(86_400);
 
 impl RwoLock {
     pub fn new(pod: &Pod, node: &str, via: Via, now: jiff::Timestamp) -> RwoLock {
@@ -114,8 +123,23 @@ impl RwoLock {
             pod: pod.metadata.name.clone(),
             uid: pod.metadata.uid.to_string(),
             via: Some(via),
+            grace_seconds: None,
             at: now,
         }
+    }
+
+    /// This lock, asking its readers for `grace` (written only when longer than the default, so
+    /// a default lock reads as before).
+    pub fn with_grace(mut self, grace: std::time::Duration) -> RwoLock {
+        self.grace_seconds = (grace > DEFAULT_GRACE).then(|| grace.min(MAX_LOCK_GRACE).as_secs());
+        self
+    }
+
+    /// The grace this lock asks of every reader: its writer's, never under the default, at most
+    /// a day.
+    pub fn grace(&self) -> std::time::Duration {
+        let asked = std::time::Duration::from_secs(self.grace_seconds.unwrap_or(0));
+        lock_grace(asked.min(MAX_LOCK_GRACE))
     }
 
     /// The lock on `pvc`: `None` when there is none; a value that does not parse is no lock of

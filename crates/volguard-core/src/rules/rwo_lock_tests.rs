@@ -34,6 +34,7 @@ fn lock(at: &str) -> RwoLock {
         pod: "old".into(),
         uid: "u-old".into(),
         via: Some(Via::Bind),
+        grace_seconds: None,
         at: ts(at),
     }
 }
@@ -837,5 +838,38 @@ fn a_configured_grace_holds_a_lock_for_the_apiservers_whole_request_timeout() {
     assert_eq!(
         cleanup_cached(&bind, hour),
         Cleanup::LookAgainAfter(Duration::from_secs(2901))
+    );
+}
+
+/// A lock carries its writer's grace when that is longer than the default, and every reader
+/// waits at least that long whatever its own (a controller not given the flag); a default lock
+/// reads and writes as before; what a lock asks is cut at a day.
+#[test]
+fn a_lock_carries_its_writers_longer_grace_to_every_reader() {
+    let plain = lock("2026-11-23T09:00:00Z");
+    assert_eq!(plain.clone().with_grace(DEFAULT_GRACE), plain);
+    assert!(!plain.encode().contains("grace"));
+    assert_eq!(plain.grace(), DEFAULT_GRACE);
+    let long = plain.clone().with_grace(Duration::from_secs(180));
+    let raw = long.encode();
+    assert!(raw.contains("\"grace\":180"), "{raw}");
+    let read = RwoLock::parse(&raw).expect("parses");
+    assert_eq!(read.grace(), Duration::from_secs(180));
+    // Written before the field existed, or shorter than the default: the default.
+    let old = r#"{"node":"n1","pod":"old","uid":"u-old","via":"bind","at":"2026-11-23T09:00:00Z"}"#;
+    assert_eq!(RwoLock::parse(old).expect("old").grace(), DEFAULT_GRACE);
+    let short = r#"{"node":"n1","pod":"old","grace":5,"at":"2026-11-23T09:00:00Z"}"#;
+    assert_eq!(RwoLock::parse(short).expect("short").grace(), DEFAULT_GRACE);
+    let huge = format!(
+        r#"{{"node":"n1","pod":"old","grace":{},"at":"2026-11-23T09:00:00Z"}}"#,
+        u64::MAX
+    );
+    assert_eq!(
+        RwoLock::parse(&huge).expect("huge").grace(),
+        Duration::from_secs(86_400)
+    );
+    assert_eq!(
+        plain.with_grace(Duration::from_secs(1_000_000)).grace(),
+        Duration::from_secs(86_400)
     );
 }

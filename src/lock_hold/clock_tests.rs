@@ -91,6 +91,10 @@ fn the_clock_judges_ages_by_the_apiservers_request_timeout_never_under_a_minute(
     assert!(clock.age(quiet, &lock).past_grace());
     assert!(!clock.age(Duration::from_secs(90), &lock).past_grace());
     assert_eq!(clock.grace(), long);
+    // A flag beyond any apiserver's (here u64::MAX seconds) is cut to a day, and nothing
+    // overflows building the controller's clock.
+    let huge = LockClock::tidying(Duration::from_secs(u64::MAX));
+    assert_eq!(huge.grace(), Duration::from_secs(86_400));
     let short = LockClock::live(Duration::from_secs(10));
     assert_eq!(short.age(Duration::ZERO, &lock).grace, BIND_GRACE);
     assert!(!short.age(Duration::from_secs(30), &lock).past_grace());

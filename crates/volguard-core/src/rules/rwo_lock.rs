@@ -26,9 +26,10 @@ pub const RWO_LOCK: &str = "volguard.io/rwo-lock";
 pub const DEFAULT_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The lock's grace on a cluster whose kube-apiserver runs with `request_timeout`: that, or the
-/// default minute if it is shorter (a shorter timeout is no reason to wait less).
+/// default minute if it is shorter (a shorter timeout is no reason to wait less), at most a day
+/// (no apiserver waits that long on a request, and no reader's arithmetic then overflows).
 pub fn lock_grace(request_timeout: std::time::Duration) -> std::time::Duration {
-    request_timeout.max(DEFAULT_GRACE)
+    request_timeout.clamp(DEFAULT_GRACE, MAX_LOCK_GRACE)
 }
 
 /// How long this process has seen a lock quiet (its own monotonic clock, or how long its cache
@@ -112,8 +113,7 @@ pub struct RwoLock {
     pub at: jiff::Timestamp,
 }
 
-/// The longest grace a lock may ask of its readers (a day): past it a value is cut, so no
-/// reader's arithmetic overflows on what a lock says.
+/// The longest grace (a day): a longer flag or a lock asking more is cut to it.
 const MAX_LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(86_400);
 
 impl RwoLock {
@@ -138,8 +138,9 @@ impl RwoLock {
     /// The grace this lock asks of every reader: its writer's, never under the default, at most
     /// a day.
     pub fn grace(&self) -> std::time::Duration {
-        let asked = std::time::Duration::from_secs(self.grace_seconds.unwrap_or(0));
-        lock_grace(asked.min(MAX_LOCK_GRACE))
+        lock_grace(std::time::Duration::from_secs(
+            self.grace_seconds.unwrap_or(0),
+        ))
     }
 
     /// The lock on `pvc`: `None` when there is none; a value that does not parse is no lock of
@@ -255,8 +256,8 @@ pub enum Standing {
 
 /// Whether a lock still holds. The lock names a node; it holds while any non-terminal pod there
 /// uses the claim. With nobody there, it holds while the placement it was written for may still
-/// land (its pod not yet bound, or a created pod not yet stored), for the grace (`LockAge`) after this
-/// process first saw the node empty. Unsure means it holds.
+/// land (its pod not yet bound, or a created pod not yet stored), for the grace (`LockAge`) after
+/// this process first saw the node empty. Unsure means it holds.
 pub fn standing(lock: &RwoLock, hold: &NodeHold<'_>) -> Standing {
     match hold.node {
         // A Node deleted on proof (its deletion recorded); gone without a record, its machine may

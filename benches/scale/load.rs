@@ -273,13 +273,18 @@ pub struct Window {
     pub serve_apf: (f64, f64),
     /// Where the churn's time went, from the cluster's side.
     pub pace: crate::pace::Pace,
+    /// From the churn's first delete to its last pod's own `Ready` (the window's churn time).
+    pub ready_seconds: f64,
 }
 
 /// One window as the report prints it.
 #[derive(Clone, Debug)]
 pub struct WindowLine {
     pub who: String,
+    /// To the last pod's `Ready` (`Window::ready_seconds`); `polled_seconds` to the count that
+    /// saw every pod running.
     pub seconds: f64,
+    pub polled_seconds: f64,
     pub apiserver_cpu_seconds: f64,
     pub live_reads: Vec<(String, f64)>,
     pub serve_apf: (f64, f64),

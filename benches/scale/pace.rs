@@ -280,6 +280,8 @@ pub struct Timings {
     pub ready_after_scheduled: [f64; 3],
     /// The last pod's `Ready` since the first pod's creation.
     pub last_ready: f64,
+    /// The last pod's `Ready`, in Unix seconds.
+    pub last_ready_at: Option<i64>,
     /// Pods created, scheduled and ready in each `BUCKET` seconds from the first creation.
     pub created: Vec<usize>,
     pub scheduled: Vec<usize>,
@@ -361,6 +363,7 @@ fn summarize(stamps: &[(i64, i64, i64)], expected: usize) -> Timings {
             .map(|s| s.2)
             .max()
             .map_or(0.0, |r| (r - first) as f64),
+        last_ready_at: stamps.iter().map(|s| s.2).max(),
         created: buckets(&|s| s.0),
         scheduled: buckets(&|s| s.1),
         ready: buckets(&|s| s.2),

@@ -452,7 +452,7 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
             "volguard": load_json(&a.steady[0]), "kcm": load_json(&a.steady[1]),
             "churn": {"pods": a.churned_pods, "volguard": load_json(&a.churn[0]), "kcm": load_json(&a.churn[1]),
                       "seconds": {"baseline": a.churn_seconds[0], "volguard": a.churn_seconds[1], "kcm": a.churn_seconds[2]},
-                      "windows": a.windows.iter().map(|w| json!({"who": w.who, "seconds": w.seconds, "apiserver_cpu_seconds": w.apiserver_cpu_seconds,
+                      "windows": a.windows.iter().map(|w| json!({"who": w.who, "seconds": w.seconds, "polled_seconds": w.polled_seconds, "apiserver_cpu_seconds": w.apiserver_cpu_seconds,
                                                                   "live_reads": w.live_reads.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
                                                                   "serve_apf_seats_per_request": w.serve_apf.0, "serve_apf_rejected": w.serve_apf.1,
                                                                   "pace": w.pace.json()})).collect::<Vec<_>>(),

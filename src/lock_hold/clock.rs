@@ -34,7 +34,10 @@ impl LockClock {
     /// time (`LockAge::tidy`), so an entry is kept twice that since its last look (dropped
     /// earlier, a lock seen again would count as new and wait once more, past a prune every time).
     pub fn tidying(request_timeout: Duration) -> LockClock {
-        let age = LockAge::quiet(Duration::ZERO).with_grace(request_timeout);
+        let age = LockAge {
+            quiet: Duration::ZERO,
+            grace: lock_grace(request_timeout),
+        };
         LockClock {
             seen: Seen::new(Some(2 * age.tidy())),
             grace: age.grace,

@@ -51,15 +51,6 @@ impl LockAge {
         }
     }
 
-    /// The same quiet time against `grace` (kube-apiserver's `--request-timeout`, if longer
-    /// than the default: a shorter one is no reason to wait less).
-    pub fn with_grace(self, grace: std::time::Duration) -> LockAge {
-        LockAge {
-            quiet: self.quiet,
-            grace: lock_grace(grace),
-        }
-    }
-
     /// The placement the lock was written for is over (landed, or never to land).
     pub fn past_grace(self) -> bool {
         self.quiet >= self.grace

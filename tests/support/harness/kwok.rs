@@ -95,9 +95,16 @@ impl ControlPlane {
             "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  \
              podPlayStageParallelism: 16\n  nodePlayStageParallelism: 8\n  nodeLeaseParallelism: 16\n",
         );
+        // Ahead of the control plane for the CPU (nice -10; where it may not raise its priority,
+        // `nice` says so and runs it as is): thousands of kubelets each have a machine of their
+        // own, and when this one process fell behind the apiserver closed its pod watch, it listed
+        // every pod again and played their stages twice, and that, not the setup under test, set a
+        // churn window's time (`make bench-scale`, docs/performance.md).
         let p = Proc::spawn(
             "kwok-fleet",
-            Command::new(made("VOLGUARD_KWOK_DIR").join("kwok"))
+            Command::new("nice")
+                .args(["-n", "-10"])
+                .arg(made("VOLGUARD_KWOK_DIR").join("kwok"))
                 .arg(format!("--kubeconfig={}", kc.display()))
                 .arg(format!("--config={}", config.display()))
                 .arg("--manage-nodes-with-label-selector=volguard.io/kwok-fleet=true")

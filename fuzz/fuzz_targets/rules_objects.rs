@@ -33,7 +33,19 @@ fuzz_target!(|data: &[u8]| {
     if let Some(name) = binding::newly_bound_volume(None, &pvc) {
         let _ = binding::pvc_binding(&pvc, name, Fact::Found(&pv));
     }
-    let _ = finalizer_guard::pvc_finalizer_removal(&pvc, Fact::Found(&pods));
+    // The finalizer guard's first look at an update that drops every finalizer (and at one
+    // that keeps them), then each strip judged on each kind of fact.
+    let proofs = volguard::rules::proof::Reader::new(Default::default());
+    let (bare_pvc, bare_pv) = (Pvc::default(), Pv::default());
+    for new in [&bare_pvc, &pvc] {
+        if let finalizer_guard::Look::Strip(s) =
+            finalizer_guard::look(&user, &[], &proofs, &pvc, new)
+        {
+            assert!(s.stored().metadata.has_finalizer(volguard::model::PVC_FINALIZER));
+            let _ = pods.iter().filter(|p| s.blocks(p)).count();
+            let _ = s.judge(Fact::Found(&pods));
+        }
+    }
     for c in [
         Fact::Found(&pvc),
         Fact::Missing,
@@ -41,7 +53,14 @@ fuzz_target!(|data: &[u8]| {
             what: "the fact".into(),
         }),
     ] {
-        let _ = finalizer_guard::pv_finalizer_removal(&pv, &pv, c.clone());
+        for new in [&bare_pv, &pv] {
+            if let finalizer_guard::Look::Strip(s) =
+                finalizer_guard::look(&user, &[], &proofs, &pv, new)
+            {
+                let _ = s.claim_ref();
+                let _ = s.judge(c.clone());
+            }
+        }
         let _ = release::pv_plan(&pv, c);
     }
     for n in [

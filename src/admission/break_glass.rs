@@ -10,6 +10,7 @@
 
 use super::context::Admission;
 use super::review::Request;
+use crate::state::query;
 use std::time::Duration;
 
 pub use crate::rules::proof::BreakGlass;
@@ -57,5 +58,5 @@ async fn authorized(cx: &Admission, req: &Request<'_>, rule: &str) -> Result<boo
         name: rule,
         namespace: req.namespace.as_deref(),
     };
-    Box::pin(cx.cluster.may(ask, SAR_TIMEOUT)).await
+    Box::pin(cx.cluster.read(query::May(ask, SAR_TIMEOUT))).await
 }

@@ -11,6 +11,7 @@ use crate::model::{
     Binding, DeleteOptions, Eviction, Meta, Node, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc,
 };
 use crate::rules::claims::claims_of;
+use crate::rules::finalizer_guard::Look;
 use crate::rules::force_delete::is_force;
 use crate::rules::proof::{Key, Proof, Read};
 use crate::rules::rule::{On, Rule};
@@ -18,6 +19,7 @@ use crate::rules::rwo_lock::{self, RwoLock, Via};
 use crate::rules::{
     Decision, Fact, binding, finalizer_guard, force_delete, pod_create, pod_status, protect,
 };
+use crate::state::query;
 use crate::state::{Fresh, PodsIn, View};
 use futures::FutureExt;
 use std::borrow::Cow;
@@ -278,51 +280,40 @@ async fn pvc_finalizer(cx: &Admission, req: &Request<'_>) -> Result<Decision, De
     let new = object::<Pvc>(&req.object, "object")?;
     let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
     fill_namespace(&mut old, req);
-    let confirmed = finalizer_override(cx, &old.metadata, &new.metadata, PVC_FINALIZER);
-    let ignored = confirmed.ignored().map(str::to_string);
-    if let Some(d) = needs_no_use_check(
-        cx,
-        req,
-        &old.metadata,
-        &new.metadata,
-        PVC_FINALIZER,
-        confirmed.proof(),
-    ) {
-        return Ok(with_warning(d, ignored));
-    }
-    let pvc: &Pvc = &old;
+    let strip = match finalizer_look(cx, req, &*old, &*new) {
+        Look::Decided(d) => return Ok(d),
+        Look::Strip(strip) => strip,
+    };
     // A user the cache holds refuses at once: a refusal needs no proof (a stale entry only
     // delays the strip until the cache catches up), so the consistent LIST is read only to
     // prove a claim unused. In a namespace of 20,000 pods on a saturated apiserver that LIST
     // outlasted the decide budget (make bench-scale), and a strip was refused "could not
     // list" instead of naming its pod.
     let (ns, name) = (&old.metadata.namespace, &old.metadata.name);
-    if let Fact::Found(cached) = cx.cluster.pods_naming(ns, name, Fresh::Cache).await {
-        let blocking: Vec<crate::model::Pod> = cached
+    if let Fact::Found(cached) = cx
+        .cluster
+        .read(query::PodsNaming(ns, name, Fresh::Cache))
+        .await
+    {
+        let blocking: Vec<Pod> = cached
             .iter()
-            .filter(|p| crate::rules::in_use::pod_blocks_deletion(p, pvc))
+            .filter(|p| strip.blocks(p))
             .map(|p| (**p).clone())
             .collect();
         if !blocking.is_empty() {
-            return Ok(with_warning(
-                finalizer_guard::pvc_finalizer_removal(&old, Fact::Found(&blocking[..])),
-                ignored,
-            ));
+            return Ok(strip.judge(Fact::Found(&blocking[..])));
         }
     }
     // Only the pods that block are kept while the pages stream by.
     let pods = cx
         .cluster
-        .pods(
-            PodsIn::Namespace(&old.metadata.namespace),
-            |p| crate::rules::in_use::pod_blocks_deletion(p, pvc),
+        .read(query::Pods(
+            PodsIn::Namespace(ns),
+            |p| strip.blocks(p),
             Fresh::Live,
-        )
+        ))
         .await;
-    Ok(with_warning(
-        finalizer_guard::pvc_finalizer_removal(&old, pods.as_ref().map(Vec::as_slice)),
-        ignored,
-    ))
+    Ok(strip.judge(pods.as_ref().map(Vec::as_slice)))
 }
 
 /// rules.md §2f / §3: who changed the lock annotation or a mounted ephemeral claim's owner.
@@ -370,62 +361,30 @@ async fn claim_metadata(cx: &Admission, req: &Request<'_>) -> Result<Decision, D
 async fn pv_finalizer(cx: &Admission, req: &Request<'_>) -> Result<Decision, Decision> {
     let new = object::<Pv>(&req.object, "object")?;
     let old = object::<Pv>(&req.old_object, "oldObject")?;
-    let confirmed = finalizer_override(cx, &old.metadata, &new.metadata, PV_FINALIZER);
-    let ignored = confirmed.ignored().map(str::to_string);
-    if let Some(d) = needs_no_use_check(
-        cx,
-        req,
-        &old.metadata,
-        &new.metadata,
-        PV_FINALIZER,
-        confirmed.proof(),
-    ) {
-        return Ok(with_warning(d, ignored));
-    }
-    // The claim its claimRef names, read live: a forged phase must not decide (rules.md §2c).
-    let claim = match old.spec.claim_ref.as_ref() {
-        Some(r) if !r.name.is_empty() => {
+    let strip = match finalizer_look(cx, req, &*old, &*new) {
+        Look::Decided(d) => return Ok(d),
+        Look::Strip(strip) => strip,
+    };
+    let claim = match strip.claim_ref() {
+        Some(r) => {
             cx.cluster
                 .get::<Pvc>(&r.namespace, &r.name, Fresh::Live)
                 .await
         }
-        _ => Fact::Missing,
+        None => Fact::Missing,
     };
-    Ok(with_warning(
-        finalizer_guard::pv_finalizer_removal(&old, &new, deref(&claim)),
-        ignored,
-    ))
+    Ok(strip.judge(deref(&claim)))
 }
 
-/// rules.md §8: the finalizer guard's break glass as the proof reader finds it on the stored
-/// object (read only when this update strips `finalizer`).
-fn finalizer_override(cx: &Admission, old: &Meta, new: &Meta, finalizer: &str) -> Read {
-    match finalizer_guard::strips(old, new, finalizer) {
-        true => super::break_glass::proofs(cx).read(old, Key::AllowFinalizerRemoval),
-        false => Read::Absent,
-    }
-}
-
-/// The answer when a finalizer update needs no look at use: it keeps `finalizer`, or the
-/// caller (or the object's break-glass annotation) is exempt.
-fn needs_no_use_check(
+/// The finalizer guard's first look (rules.md §2c), with this request's caller and proofs.
+fn finalizer_look<'a, T: finalizer_guard::Protected>(
     cx: &Admission,
     req: &Request<'_>,
-    old: &Meta,
-    new: &Meta,
-    finalizer: &str,
-    break_glass: Option<&Proof>,
-) -> Option<Decision> {
-    if !finalizer_guard::strips(old, new, finalizer) {
-        return Some(Decision::allow(if finalizer == PVC_FINALIZER {
-            "keeps-pvc-finalizer"
-        } else {
-            "keeps-pv-finalizer"
-        }));
-    }
-    let why = finalizer_guard::exempt(&req.user_info, &cx.own_controllers, break_glass)?;
-    tracing::info!(exemption = %why, "protection finalizer removal allowed");
-    Some(why.decision())
+    old: &'a T,
+    new: &'a T,
+) -> Look<'a, T> {
+    let proofs = super::break_glass::proofs(cx);
+    finalizer_guard::look(&req.user_info, &cx.own_controllers, &proofs, old, new)
 }
 
 async fn pvc_binding(cx: &Admission, req: &Request<'_>) -> Result<Decision, Decision> {

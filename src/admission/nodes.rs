@@ -10,6 +10,7 @@ use crate::model::Node;
 use crate::model::fence::{FENCE_INCIDENT, Release, ReleaseAction};
 use crate::rules::proof::{self, Key, Read};
 use crate::rules::{Decision, Fact, node_taint};
+use crate::state::query;
 use crate::state::{FencesOf, Fresh, PodsIn, ReleaseRecord};
 
 /// rules.md §7 guards: the incident is read live, and only for volguard's own controller; a
@@ -46,7 +47,10 @@ pub(super) async fn out_of_service(
         let own = cx.own_controllers.contains(&req.user_info.username);
         let incident = match new.metadata.annotation(FENCE_INCIDENT) {
             Some(i) if own && adds_taint => {
-                let named = cx.cluster.fences(FencesOf::Named(i), Fresh::Live).await;
+                let named = cx
+                    .cluster
+                    .read(query::Fences(FencesOf::Named(i), Fresh::Live))
+                    .await;
                 named.first()
             }
             _ => Fact::Missing,
@@ -92,11 +96,13 @@ pub(super) async fn node_delete(cx: &Admission, req: &Request<'_>) -> Result<Dec
     let (users, fences, alive) = Box::pin(async {
         let users = cx
             .cluster
-            .pods(PodsIn::Node(&name), claim_user, Fresh::Live)
+            .read(query::Pods(PodsIn::Node(&name), claim_user, Fresh::Live))
             .await;
         let fences = match &users {
             Fact::Found(u) if !u.is_empty() => {
-                cx.cluster.fences(FencesOf::Node(&name), Fresh::Live).await
+                cx.cluster
+                    .read(query::Fences(FencesOf::Node(&name), Fresh::Live))
+                    .await
             }
             _ => Fact::Found(Vec::new()),
         };

@@ -6,6 +6,7 @@ use super::objects::{deref, fill_namespace, object};
 use super::review::{Embedded, Request};
 use crate::model::{Meta, Pv, Pvc};
 use crate::rules::{Decision, Fact};
+use crate::state::query;
 use crate::state::{Fresh, PodsIn};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -151,16 +152,16 @@ async fn volume_outcome(cx: &Admission, req: &Request<'_>) -> Result<Option<Deci
         Some(c) => {
             let users = cx
                 .cluster
-                .pods(
+                .read(query::Pods(
                     PodsIn::Namespace(&c.metadata.namespace),
                     |p| crate::rules::in_use::pod_blocks_deletion(p, c),
                     Fresh::Live,
-                )
+                ))
                 .await;
             (
                 users,
                 cx.cluster
-                    .namespace(&c.metadata.namespace, Fresh::Live)
+                    .read(query::Namespace(&c.metadata.namespace, Fresh::Live))
                     .await,
             )
         }
@@ -204,7 +205,9 @@ async fn claim_behind(
         };
         (
             volume,
-            cx.cluster.namespace(&old.namespace, Fresh::Live).await,
+            cx.cluster
+                .read(query::Namespace(&old.namespace, Fresh::Live))
+                .await,
         )
     })
     .await;

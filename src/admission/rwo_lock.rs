@@ -13,6 +13,7 @@ use crate::model::{Node, Pod, Pvc};
 use crate::rules::rwo::{self, ClaimFacts};
 use crate::rules::rwo_lock::{self, LockPod, LockStep, Named, RwoLock, Via};
 use crate::rules::{Decision, Fact};
+use crate::state::query;
 use crate::state::writer::Swap;
 use crate::state::{Fresh, LockSwap, View, Writer};
 use prometheus_client::metrics::{counter::Counter, family::Family, histogram::Histogram};
@@ -226,7 +227,7 @@ impl RwoLocks {
             if rwo && !claim.read_only {
                 let pods = match self
                     .view
-                    .pods_naming(ns, &claim.name, Fresh::CacheOrLive)
+                    .read(query::PodsNaming(ns, &claim.name, Fresh::CacheOrLive))
                     .await
                 {
                     Fact::Found(pods) => pods,

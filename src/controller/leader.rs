@@ -8,6 +8,7 @@
 //! which clock skew turns into two leaders; this file is the client-go algorithm in 150 lines.
 
 use crate::state::LeasePut;
+use crate::state::query;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -118,7 +119,10 @@ impl Elector {
                 Err(e) => return Err(e),
             }
         }
-        let existing = self.view.lease(&self.cfg.namespace, &self.cfg.name).await?;
+        let existing = self
+            .view
+            .read(query::Lease(&self.cfg.namespace, &self.cfg.name))
+            .await?;
         let Some(mut lease) = existing else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -182,7 +186,11 @@ impl Elector {
     /// Give the lease up (holder cleared) so a follower need not wait for expiry.
     pub async fn release(&self) {
         *self.held.lock().await = None;
-        let Ok(Some(mut lease)) = self.view.lease(&self.cfg.namespace, &self.cfg.name).await else {
+        let Ok(Some(mut lease)) = self
+            .view
+            .read(query::Lease(&self.cfg.namespace, &self.cfg.name))
+            .await
+        else {
             return;
         };
         let Some(spec) = lease.spec.as_mut() else {

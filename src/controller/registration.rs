@@ -14,6 +14,7 @@ use crate::registration::drift::{self, Drift};
 use crate::registration::webhooks::{self, CONFIGURATIONS};
 use crate::runtime::MetricsRegistry;
 use crate::state::Write;
+use crate::state::query;
 use kube::api::DynamicObject;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -154,7 +155,11 @@ impl Watch {
         if let Some(secret) = &self.ca_secret {
             // Unknown CA (not issued yet, or not readable): nothing filled, an empty caBundle
             // still reported; the configurations are still compared.
-            match self.view.serving_ca(&self.namespace, secret).await {
+            match self
+                .view
+                .read(query::ServingCa(&self.namespace, secret))
+                .await
+            {
                 Ok(Some(ca)) => drift::with_ca(&mut expected, &ca),
                 Ok(None) => tracing::info!(secret = %secret,
                     "no ca.crt in the serving certificate's Secret yet: caBundle not filled"),
@@ -171,7 +176,7 @@ impl Watch {
         let mut live = Vec::new();
         let mut noted = Vec::new();
         for (kind, name, entries) in CONFIGURATIONS {
-            let mut o = self.view.registration(kind, name).await?;
+            let mut o = self.view.read(query::Registration(kind, name)).await?;
             if let Some(obj) = &o {
                 let annotation = |key: &str| {
                     obj.metadata

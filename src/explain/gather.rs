@@ -4,6 +4,7 @@ use super::*;
 use crate::explain::args::ExplainArgs;
 use crate::model::Node;
 use crate::rules::decision::ReadError;
+use crate::state::query;
 use crate::state::{FencesOf, Fresh, PodsIn};
 
 /// The facts of `explain pod`: the pod, each of its claims and their volumes, the volumes'
@@ -47,11 +48,11 @@ pub(super) async fn gather_pod(
         vas.push(va);
     }
     let others = match view
-        .pods(
+        .read(query::Pods(
             PodsIn::Namespace(ns),
             |o| crate::rules::claims::claims_of(o).any(|c| names.contains(&c.name)),
             Fresh::Live,
-        )
+        ))
         .await
     {
         Fact::Found(p) => p,
@@ -115,20 +116,26 @@ pub(super) async fn gather_node(
 ) -> anyhow::Result<node::NodeExplanation> {
     let name = args.name.as_str();
     let n = found(view.get::<Node>("", name, Fresh::Live).await)?;
-    let lease = match view.lease_renew_time(name, Fresh::Live).await {
+    let lease = match view.read(query::RenewTime(name, Fresh::Live)).await {
         Fact::Found(t) => Fact::Found(t.and_then(|t| t.parse().ok())),
         Fact::Missing => Fact::Found(None),
         Fact::Unknown(e) => Fact::Unknown(e),
     };
     let renewed = lease.found().copied().flatten();
-    let fences: Vec<NodeFence> = match view.fences(FencesOf::Node(name), Fresh::Live).await {
+    let fences: Vec<NodeFence> = match view
+        .read(query::Fences(FencesOf::Node(name), Fresh::Live))
+        .await
+    {
         Fact::Found(f) => f.iter().map(|f| (**f).clone()).collect(),
         Fact::Missing => Vec::new(),
         Fact::Unknown(e) => {
             anyhow::bail!("cannot read the NodeFence records of node {name:?}: {e}")
         }
     };
-    let pods = match view.pods(PodsIn::Node(name), |_| true, Fresh::Live).await {
+    let pods = match view
+        .read(query::Pods(PodsIn::Node(name), |_| true, Fresh::Live))
+        .await
+    {
         Fact::Found(p) => p,
         Fact::Missing => Vec::new(),
         Fact::Unknown(e) => anyhow::bail!("cannot list the pods on node {name:?}: {e}"),
@@ -229,11 +236,11 @@ async fn gather_pvc(
     };
     let claim = pvc.metadata.name.clone();
     let pods = match view
-        .pods(
+        .read(query::Pods(
             PodsIn::Namespace(ns),
             |p| crate::rules::claims::claims_of(p).any(|c| c.name == claim),
             Fresh::Live,
-        )
+        ))
         .await
     {
         Fact::Found(p) => p,
@@ -265,7 +272,10 @@ async fn all_fences(
     view: &state::View,
     not_read: &mut Vec<String>,
 ) -> anyhow::Result<Vec<NodeFence>> {
-    match view.fences(FencesOf::All, Fresh::Unbounded).await {
+    match view
+        .read(query::Fences(FencesOf::All, Fresh::Unbounded))
+        .await
+    {
         Fact::Found(all) => Ok(all.iter().map(|f| (**f).clone()).collect()),
         Fact::Missing | Fact::Unknown(ReadError::Refused { code: 404, .. }) => Ok(Vec::new()),
         Fact::Unknown(e) => unreadable("nodefences", e, not_read),
@@ -280,7 +290,7 @@ async fn attachments(
     pv: &str,
     not_read: &mut Vec<String>,
 ) -> anyhow::Result<Vec<crate::model::Attachment>> {
-    match view.attachments(pv, Fresh::Unbounded).await {
+    match view.read(query::Attachments(pv, Fresh::Unbounded)).await {
         Fact::Found(v) => Ok(v),
         Fact::Missing => Ok(Vec::new()),
         Fact::Unknown(e) => unreadable("volumeattachments", e, not_read),

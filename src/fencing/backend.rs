@@ -6,6 +6,7 @@ use crate::fencing::incident::Records;
 use crate::model::fence::{BackendKind, NodeFence};
 use crate::rules::Fact;
 use crate::state::Write;
+use crate::state::query;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -198,7 +199,7 @@ impl Backends {
 
     async fn network_fence(&self, records: &Records, incident: &NodeFence) -> Answer {
         let name = network_fence_name(incident);
-        match records.view.network_fence(&name).await {
+        match records.view.read(query::NetworkFence(&name)).await {
             Fact::Unknown(e) => Answer::Pending(e.to_string()),
             Fact::Found(seen) => match seen.result.as_deref() {
                 Some("Succeeded") => Answer::Done(format!(
@@ -257,7 +258,7 @@ fn manual(incident: &NodeFence) -> Answer {
 
 async fn network_unfence(records: &Records, incident: &NodeFence) -> Answer {
     let name = network_fence_name(incident);
-    match records.view.network_fence(&name).await {
+    match records.view.read(query::NetworkFence(&name)).await {
         Fact::Missing => Answer::Done(format!("NetworkFence {name} deleted (unfenced)")),
         Fact::Found(seen) if seen.deleting => {
             Answer::Pending(format!("NetworkFence {name} is being unfenced"))

@@ -6,6 +6,7 @@ use crate::fencing::args::FenceConfirmArgs;
 use crate::model::OUT_OF_SERVICE_TAINT;
 use crate::model::fence::NodeFence;
 use crate::rules::proof::Key;
+use crate::state::query;
 
 const CONFIRM_NODE_DOWN: Key = Key::ConfirmNodeDown;
 use crate::state::{GoneConfirmation, Write, Writer};
@@ -16,7 +17,7 @@ use anyhow::Context;
 
 /// Who the apiserver says the caller is.
 async fn whoami(view: &crate::state::View) -> anyhow::Result<String> {
-    view.whoami()
+    view.read(query::WhoAmI)
         .await
         .context("asking the apiserver who you are (SelfSubjectReview)")?
         .context("the apiserver did not say who you are")
@@ -48,7 +49,10 @@ pub async fn run(args: FenceConfirmArgs) -> anyhow::Result<()> {
         refuse_if_alive(&view, n, node, args.partition_after).await?;
     }
     let all: Vec<NodeFence> = match view
-        .fences(crate::state::FencesOf::All, crate::state::Fresh::Unbounded)
+        .read(query::Fences(
+            crate::state::FencesOf::All,
+            crate::state::Fresh::Unbounded,
+        ))
         .await
     {
         crate::rules::Fact::Found(all) => all.iter().map(|f| (**f).clone()).collect(),

@@ -8,6 +8,7 @@ use crate::model::fence::{
     Evidence, GROUP, KIND, NodeFence, NodeFenceSpec, NodeFenceStatus, Phase, VERSION,
 };
 use crate::rules::Fact;
+use crate::state::query;
 use crate::state::writer::Writer;
 use crate::state::{FenceStatus, FencesOf, Fresh, NewFence, View, Write};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -35,7 +36,11 @@ impl Records {
     /// Every incident, typed (one that does not decode is skipped with a warning), read live
     /// with no deadline, as fencing always read them.
     pub async fn list(&self) -> Result<Vec<NodeFence>, Error> {
-        match self.view.fences(FencesOf::All, Fresh::Unbounded).await {
+        match self
+            .view
+            .read(query::Fences(FencesOf::All, Fresh::Unbounded))
+            .await
+        {
             Fact::Found(all) => Ok(all.into_iter().map(Arc::unwrap_or_clone).collect()),
             Fact::Missing => Ok(Vec::new()),
             Fact::Unknown(e) => Err(e.into()),
@@ -46,7 +51,7 @@ impl Records {
     pub async fn get(&self, name: &str) -> Result<Option<NodeFence>, Error> {
         match self
             .view
-            .fences(FencesOf::Named(name), Fresh::Unbounded)
+            .read(query::Fences(FencesOf::Named(name), Fresh::Unbounded))
             .await
             .first()
         {

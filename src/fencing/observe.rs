@@ -9,6 +9,7 @@ use crate::model::fence::{BackendKind, FENCE_BACKENDS, FENCING};
 use crate::model::{Node, Pod, Pv, Pvc, StorageClass};
 use crate::rules::Fact;
 use crate::rules::fencing::{self, Mode, NodeHealth, Storage, Tolerates};
+use crate::state::query;
 use crate::state::{Fresh, PodsIn, View};
 use std::collections::{BTreeMap, HashMap};
 
@@ -68,7 +69,7 @@ pub async fn node(view: &View, name: &str) -> Result<Option<std::sync::Arc<Node>
 
 /// One node's Lease renewTime, read live (quorum): what proof and recovery rest on.
 pub async fn lease(view: &View, node: &str) -> Result<Option<String>, Error> {
-    Ok(known(view.lease_renew_time(node, Fresh::Live).await)?.flatten())
+    Ok(known(view.read(query::RenewTime(node, Fresh::Live)).await)?.flatten())
 }
 
 /// The pods PodGC would force-delete from `node` now (its `gcTerminating` pass: terminating, on
@@ -77,11 +78,11 @@ pub async fn pods_podgc_deletes(view: &View, node: &Node) -> Result<Vec<Pod>, Er
     use crate::rules::upstream::podgc::{PodGcReason, podgc_deletes};
     let name = node.metadata.name.as_str();
     Ok(known(
-        view.pods(
+        view.read(query::Pods(
             PodsIn::Node(name),
             |p| podgc_deletes(p, Some(node)) == Some(PodGcReason::TerminatingOutOfService),
             Fresh::Live,
-        )
+        ))
         .await,
     )?
     .unwrap_or_default())
@@ -91,7 +92,11 @@ pub async fn pods_podgc_deletes(view: &View, node: &Node) -> Result<Vec<Pod>, Er
 /// model's definitions), each with the claims it uses.
 async fn claim_users(view: &View, node: &str) -> Result<Vec<(Pod, Vec<String>)>, Error> {
     let uses = |p: &Pod| !p.is_terminal() && crate::rules::claims::uses_claims(p);
-    let pods = known(view.pods(PodsIn::Node(node), uses, Fresh::Live).await)?.unwrap_or_default();
+    let pods = known(
+        view.read(query::Pods(PodsIn::Node(node), uses, Fresh::Live))
+            .await,
+    )?
+    .unwrap_or_default();
     Ok(pods
         .into_iter()
         .map(|p| {
@@ -110,7 +115,7 @@ pub async fn affected(view: &View, node: &str) -> Result<Affected, Error> {
     for (p, claims) in claim_users(view, node).await? {
         let ns = p.metadata.namespace.clone();
         if !namespaces.contains_key(&ns) {
-            let a = known(view.namespace(&ns, Fresh::Live).await)?
+            let a = known(view.read(query::Namespace(&ns, Fresh::Live)).await)?
                 .and_then(|n| n.metadata.annotation(FENCING).map(str::to_string));
             namespaces.insert(ns.clone(), a);
         }

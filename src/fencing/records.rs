@@ -4,6 +4,7 @@
 //! `rules::fencing::gone_on_record`'s.
 
 use crate::rules::Fact;
+use crate::state::query;
 use crate::state::{FencesOf, Fresh, View};
 
 /// When `node` is gone (`fact`, as read), the NodeFence that records its deletion on proof, made
@@ -19,7 +20,10 @@ pub async fn gone_record<N>(
     if !matches!(fact, Fact::Missing) {
         return None;
     }
-    let Fact::Found(records) = view.fences(FencesOf::Node(node), Fresh::Live).await else {
+    let Fact::Found(records) = view
+        .read(query::Fences(FencesOf::Node(node), Fresh::Live))
+        .await
+    else {
         return None;
     };
     // The Lease is read only when a record could prove something.
@@ -31,7 +35,7 @@ pub async fn gone_record<N>(
 
 /// The node's Lease renewTime, read live (`Found(None)`: no Lease, never renewed, or not a time).
 pub async fn lease_renewed(view: &View, node: &str) -> Fact<Option<jiff::Timestamp>> {
-    view.lease_renew_time(node, Fresh::Live)
+    view.read(query::RenewTime(node, Fresh::Live))
         .await
         .map(|t| t.and_then(|t| t.parse().ok()))
 }

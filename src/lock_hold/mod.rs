@@ -24,6 +24,7 @@ use crate::model::{Node, Pod, Pvc};
 use crate::rules::Fact;
 use crate::rules::rwo_lock::{self, LockPod, NodeHold, RwoLock};
 use crate::runtime::rate_limit::RateLimiter;
+use crate::state::query;
 use crate::state::{Fresh, PodSeen, PodsIn, View};
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,7 +115,11 @@ impl LockHolds {
             paced(pace).await;
             node = self.view.get::<Node>("", &lock.node, reads).await;
         }
-        let cached = match self.view.pods_naming(ns, claim, Fresh::CacheOrLive).await {
+        let cached = match self
+            .view
+            .read(query::PodsNaming(ns, claim, Fresh::CacheOrLive))
+            .await
+        {
             Fact::Found(pods) => pods
                 .iter()
                 .find(|p| rwo_lock::uses_on(p, ns, claim, &lock.node))
@@ -159,16 +164,16 @@ impl LockHolds {
                 // claim's version there). Reading that pod to list from the cache instead cost
                 // more than it saved at 5,000 nodes (docs/performance.md). The LIST at the claim's
                 // version is this process's own cache once its pod watch has applied that version
-                // (`View::pods`): no request.
+                // (`query::Pods`): no request.
                 let users_read = match unread {
                     Some(LockPod::PastGrace) => reads,
                     _ => since,
                 };
-                let users = self.view.pods(
+                let users = self.view.read(query::Pods(
                     PodsIn::NamespaceOnNode(ns, &lock.node),
                     |p| rwo_lock::uses_on(p, ns, claim, &lock.node),
                     users_read,
-                );
+                ));
                 if let Some(unread) = unread {
                     (users.await, unread)
                 } else {

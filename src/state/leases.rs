@@ -36,7 +36,11 @@ impl Apply for LeasePut<'_> {
 
 impl View {
     /// The Lease as the apiserver has it now.
-    pub async fn lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, kube::Error> {
+    pub(super) async fn lease(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Lease>, kube::Error> {
         let leases: Api<Lease> = Api::namespaced(self.client()?.clone(), namespace);
         leases.get_opt(name).await
     }

@@ -31,7 +31,7 @@ pub struct Seen {
 impl super::View {
     /// The NetworkFence `name` as the apiserver has it now (a live read with no deadline, as
     /// fencing reads; a `--state` file holds none: `Unknown`).
-    pub async fn network_fence(&self, name: &str) -> Fact<Seen> {
+    pub(super) async fn network_fence(&self, name: &str) -> Fact<Seen> {
         super::reads::note();
         let what = || format!("reading NetworkFence {name:?}");
         let Some(live) = &self.live else {

@@ -10,14 +10,14 @@ use kube::api::{Api, ListParams};
 
 impl View {
     /// Who the apiserver says the caller is (a SelfSubjectReview).
-    pub async fn whoami(&self) -> Result<Option<String>, kube::Error> {
+    pub(super) async fn whoami(&self) -> Result<Option<String>, kube::Error> {
         super::fences::whoami(self.client()?).await
     }
 
     /// The VolumeAttachments naming PV `pv` (one LIST; a file holds none: empty). A refusal
     /// keeps its status code (`Refused`), so a caller without RBAC to list them can say what it
     /// did not read.
-    pub async fn attachments(&self, pv: &str, fresh: Fresh) -> Fact<Vec<Attachment>> {
+    pub(super) async fn attachments(&self, pv: &str, fresh: Fresh) -> Fact<Vec<Attachment>> {
         super::reads::note();
         let Some(l) = &self.live else {
             return Fact::Found(Vec::new());

@@ -15,7 +15,7 @@ pub(super) fn api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
 impl View {
     /// The configuration of `kind` (`ValidatingWebhookConfiguration`, ...) named `name`, as the
     /// apiserver has it now (never cached: its resourceVersion guards the repair).
-    pub async fn registration(
+    pub(super) async fn registration(
         &self,
         kind: &str,
         name: &str,
@@ -26,7 +26,7 @@ impl View {
     /// The PEM of the CA that signed volguard's serving certificate: `ca.crt` of Secret `name` in
     /// `namespace` (cert-manager writes it beside `tls.crt`). `None` while the Secret or its
     /// `ca.crt` does not exist yet (cert-manager has not issued): nothing to fill then.
-    pub async fn serving_ca(
+    pub(super) async fn serving_ca(
         &self,
         namespace: &str,
         name: &str,

@@ -208,7 +208,7 @@ impl View {
     }
 
     /// The pods held in memory that name claim `namespace/claim` (the pod-by-claim index): the
-    /// synchronous `Fresh::Cache` read of `pods_naming`.
+    /// synchronous `Fresh::Cache` read of `query::PodsNaming`.
     pub fn held_naming(&self, namespace: &str, claim: &str) -> Vec<Arc<Pod>> {
         super::reads::note();
         self.store
@@ -297,7 +297,7 @@ impl View {
     }
 
     /// A Namespace (never watched; a file holds none: `Missing`).
-    pub async fn namespace(&self, name: &str, fresh: Fresh) -> Fact<Arc<Namespace>> {
+    pub(super) async fn namespace(&self, name: &str, fresh: Fresh) -> Fact<Arc<Namespace>> {
         super::reads::note();
         let Some(l) = &self.live else {
             return Fact::Missing;
@@ -311,7 +311,7 @@ impl View {
 
     /// The node's Lease renewTime as written (`None`: no Lease, or never renewed; a file holds
     /// no Leases). Leases are watched with fencing.
-    pub async fn lease_renew_time(&self, node: &str, fresh: Fresh) -> Fact<Option<String>> {
+    pub(super) async fn lease_renew_time(&self, node: &str, fresh: Fresh) -> Fact<Option<String>> {
         match self.get::<Lease>(LEASE_NAMESPACE, node, fresh).await {
             Fact::Found(l) => Fact::Found(l.spec.renew_time.clone()),
             Fact::Missing => Fact::Found(None),
@@ -323,7 +323,11 @@ impl View {
     /// freshness asked, since they decide a release; `Unbounded` waits as long as the apiserver
     /// takes). `FencesOf::Named` answers `Missing` when there is none; a node's records fail
     /// on one that does not decode, the whole list skips it with a warning.
-    pub async fn fences(&self, which: FencesOf<'_>, fresh: Fresh) -> Fact<Vec<Arc<NodeFence>>> {
+    pub(super) async fn fences(
+        &self,
+        which: FencesOf<'_>,
+        fresh: Fresh,
+    ) -> Fact<Vec<Arc<NodeFence>>> {
         super::reads::note();
         let capped = fresh != Fresh::Unbounded;
         match (&self.live, fresh) {
@@ -354,7 +358,7 @@ impl View {
     /// The pods that name `claim` in their volumes (the RWO guard's candidate holders): the
     /// pod-by-claim index when pods are watched, else (or any live freshness) a consistent LIST
     /// of the namespace.
-    pub async fn pods_naming(
+    pub(super) async fn pods_naming(
         &self,
         namespace: &str,
         claim: &str,
@@ -381,7 +385,7 @@ impl View {
     /// The pods `which` names that `keep` accepts. `Live` (and `Whole`): a paged LIST with no
     /// resourceVersion, only the pods `keep` accepts held while the pages stream by; `LiveSince`:
     /// one not older than its version, read again consistently if the apiserver cannot serve it.
-    pub async fn pods(
+    pub(super) async fn pods(
         &self,
         which: PodsIn<'_>,
         keep: impl Fn(&Pod) -> bool + Send + Sync,

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::model::testing;
+use crate::state::query;
 
 /// A client whose every request is answered 500 at once, and how many requests it made.
 fn counting_client() -> (kube::Client, Counted) {
@@ -85,14 +86,19 @@ async fn a_file_answers_every_freshness_from_its_contents() {
             view.get::<Pv>("", "v", fresh).await,
             Fact::Missing
         ));
-        let naming = view.pods_naming("ns", "data", fresh).await;
+        let naming = view.read(query::PodsNaming("ns", "data", fresh)).await;
         assert!(matches!(naming, Fact::Found(p) if p.len() == 1));
-        let on = view.pods(PodsIn::Node("n1"), |_| true, fresh).await;
+        let on = view
+            .read(query::Pods(PodsIn::Node("n1"), |_| true, fresh))
+            .await;
         assert!(matches!(on, Fact::Found(p) if p.len() == 1));
         // A file holds no Namespaces or Leases: none known.
-        assert!(matches!(view.namespace("ns", fresh).await, Fact::Missing));
         assert!(matches!(
-            view.lease_renew_time("n1", fresh).await,
+            view.read(query::Namespace("ns", fresh)).await,
+            Fact::Missing
+        ));
+        assert!(matches!(
+            view.read(query::RenewTime("n1", fresh)).await,
             Fact::Found(None)
         ));
     }
@@ -127,26 +133,37 @@ async fn a_cache_read_of_a_kind_not_held_is_unknown_and_reads_nothing() {
         "class",
     );
     unknown(
-        matches!(view.namespace("ns", c).await, Fact::Unknown(_)),
+        matches!(view.read(query::Namespace("ns", c)).await, Fact::Unknown(_)),
         "namespace",
     );
     unknown(
-        matches!(view.lease_renew_time("n1", c).await, Fact::Unknown(_)),
+        matches!(view.read(query::RenewTime("n1", c)).await, Fact::Unknown(_)),
         "lease",
     );
     unknown(
-        matches!(view.fences(FencesOf::Named("f"), c).await, Fact::Unknown(_)),
+        matches!(
+            view.read(query::Fences(FencesOf::Named("f"), c)).await,
+            Fact::Unknown(_)
+        ),
         "fence",
     );
     unknown(
-        matches!(view.fences(FencesOf::Node("n1"), c).await, Fact::Unknown(_)),
+        matches!(
+            view.read(query::Fences(FencesOf::Node("n1"), c)).await,
+            Fact::Unknown(_)
+        ),
         "fences",
     );
     unknown(
-        matches!(view.pods_naming("ns", "data", c).await, Fact::Unknown(_)),
+        matches!(
+            view.read(query::PodsNaming("ns", "data", c)).await,
+            Fact::Unknown(_)
+        ),
         "pods naming",
     );
-    let on = view.pods(PodsIn::Node("n1"), |_| true, c).await;
+    let on = view
+        .read(query::Pods(PodsIn::Node("n1"), |_| true, c))
+        .await;
     unknown(matches!(on, Fact::Unknown(_)), "pods on a node");
     assert_eq!(requests.count(), 0, "a cache read sent a request");
 }
@@ -175,10 +192,12 @@ async fn a_cache_read_of_a_held_kind_answers_from_memory() {
         Fact::Unknown(_)
     ));
     assert!(matches!(view.get::<Node>("", "n2", c).await, Fact::Missing));
-    let naming = view.pods_naming("ns", "data", c).await;
+    let naming = view.read(query::PodsNaming("ns", "data", c)).await;
     assert!(matches!(naming, Fact::Found(p) if p.len() == 1));
     // Every namespace's pods on a node: a view of one namespace does not hold them.
-    let on = view.pods(PodsIn::Node("n1"), |_| true, c).await;
+    let on = view
+        .read(query::Pods(PodsIn::Node("n1"), |_| true, c))
+        .await;
     assert!(matches!(on, Fact::Unknown(_)));
     assert_eq!(requests.count(), 0);
 }
@@ -204,7 +223,7 @@ async fn a_miss_and_a_live_read_go_to_the_apiserver() {
         Fact::Unknown(_)
     ));
     assert!(matches!(
-        view.pods(PodsIn::Namespace("ns"), |_| true, Fresh::Live)
+        view.read(query::Pods(PodsIn::Namespace("ns"), |_| true, Fresh::Live))
             .await,
         Fact::Unknown(_)
     ));
@@ -238,11 +257,11 @@ async fn a_file_answers_an_unbounded_read_from_its_contents() {
         Fact::Found(_)
     ));
     assert!(matches!(
-        view.fences(FencesOf::All, Fresh::Unbounded).await,
+        view.read(query::Fences(FencesOf::All, Fresh::Unbounded)).await,
         Fact::Found(f) if f.is_empty()
     ));
     assert!(matches!(
-        view.attachments("v", Fresh::Unbounded).await,
+        view.read(query::Attachments("v", Fresh::Unbounded)).await,
         Fact::Found(a) if a.is_empty()
     ));
 }
@@ -268,25 +287,33 @@ async fn a_file_answers_the_fences_each_read_names() {
         other => panic!("expected records, got {other:?}"),
     };
     let live = Fresh::Live;
-    assert_eq!(names(view.fences(FencesOf::Named("b"), live).await), ["b"]);
+    assert_eq!(
+        names(view.read(query::Fences(FencesOf::Named("b"), live)).await),
+        ["b"]
+    );
     assert!(matches!(
-        view.fences(FencesOf::Named("z"), live).await,
+        view.read(query::Fences(FencesOf::Named("z"), live)).await,
         Fact::Missing
     ));
     assert!(matches!(
-        view.fences(FencesOf::Named("z"), live).await.first(),
+        view.read(query::Fences(FencesOf::Named("z"), live))
+            .await
+            .first(),
         Fact::Missing
     ));
     assert_eq!(
-        names(view.fences(FencesOf::Node("n1"), live).await),
+        names(view.read(query::Fences(FencesOf::Node("n1"), live)).await),
         ["a", "c"]
     );
     assert_eq!(
-        names(view.fences(FencesOf::Node("n3"), live).await),
+        names(view.read(query::Fences(FencesOf::Node("n3"), live)).await),
         [""; 0]
     );
     assert_eq!(
-        names(view.fences(FencesOf::All, Fresh::Unbounded).await),
+        names(
+            view.read(query::Fences(FencesOf::All, Fresh::Unbounded))
+                .await
+        ),
         ["a", "b", "c"]
     );
 }
@@ -330,7 +357,11 @@ async fn a_list_not_older_than_a_version_falls_back_to_a_consistent_one() {
     let fresh = Fresh::LiveUntil(until).not_older_than(Some("42"));
     assert_eq!(fresh, Fresh::LiveSince(42, Some(until)));
     let users = view
-        .pods(PodsIn::NamespaceOnNode("ns", "n1"), |_| true, fresh)
+        .read(query::Pods(
+            PodsIn::NamespaceOnNode("ns", "n1"),
+            |_| true,
+            fresh,
+        ))
         .await;
     assert!(
         matches!(users, Fact::Found(ref p) if p.is_empty()),
@@ -358,7 +389,11 @@ async fn a_view_with_consistent_lists_never_lists_at_a_version() {
     let view = View::from_store(client, store(), holds);
     let fresh = Fresh::Live.not_older_than(Some("42"));
     let users = view
-        .pods(PodsIn::NamespaceOnNode("ns", "n1"), |_| true, fresh)
+        .read(query::Pods(
+            PodsIn::NamespaceOnNode("ns", "n1"),
+            |_| true,
+            fresh,
+        ))
         .await;
     assert!(matches!(users, Fact::Found(p) if p.is_empty()));
     let seen = requests.lock().expect("log").clone();
@@ -401,7 +436,11 @@ async fn a_refused_list_not_older_than_a_version_is_not_read_again() {
     let view = View::from_store(client, store(), Needs::admission(true));
     let fresh = Fresh::Live.not_older_than(Some("42"));
     let users = view
-        .pods(PodsIn::NamespaceOnNode("ns", "n1"), |_| true, fresh)
+        .read(query::Pods(
+            PodsIn::NamespaceOnNode("ns", "n1"),
+            |_| true,
+            fresh,
+        ))
         .await;
     assert!(
         matches!(users, Fact::Unknown(ReadError::Refused { code: 403, .. })),
@@ -422,7 +461,11 @@ async fn a_cache_caught_up_with_a_version_answers_a_list_not_older_than_it() {
     let on_n1 = || PodsIn::NamespaceOnNode("ns", "n1");
     for v in ["42", "100"] {
         let users = view
-            .pods(on_n1(), |_| true, Fresh::Live.not_older_than(Some(v)))
+            .read(query::Pods(
+                on_n1(),
+                |_| true,
+                Fresh::Live.not_older_than(Some(v)),
+            ))
             .await;
         assert!(
             matches!(&users, Fact::Found(p) if p.len() == 1 && p[0].metadata.name == "p"),
@@ -431,7 +474,11 @@ async fn a_cache_caught_up_with_a_version_answers_a_list_not_older_than_it() {
     }
     assert_eq!(counted.count(), 0, "the cache answered");
     let ahead = view
-        .pods(on_n1(), |_| true, Fresh::Live.not_older_than(Some("101")))
+        .read(query::Pods(
+            on_n1(),
+            |_| true,
+            Fresh::Live.not_older_than(Some("101")),
+        ))
         .await;
     assert!(matches!(ahead, Fact::Unknown(_)), "{ahead:?}");
     let asked = counted.count();
@@ -441,7 +488,11 @@ async fn a_cache_caught_up_with_a_version_answers_a_list_not_older_than_it() {
     );
     store.pods.mark.relisting();
     let relisted = view
-        .pods(on_n1(), |_| true, Fresh::Live.not_older_than(Some("42")))
+        .read(query::Pods(
+            on_n1(),
+            |_| true,
+            Fresh::Live.not_older_than(Some("42")),
+        ))
         .await;
     assert!(matches!(relisted, Fact::Unknown(_)), "{relisted:?}");
     assert!(counted.count() > asked, "a relist vouches for nothing yet");

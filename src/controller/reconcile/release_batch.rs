@@ -2,6 +2,7 @@
 //! then each claim's finalizer removed with a `test` of what was read.
 
 use super::*;
+use crate::state::query;
 
 impl Reconciler {
     /// One consistent LIST for the namespace, then each PVC of the batch decided on it.
@@ -17,7 +18,7 @@ impl Reconciler {
             |p: &Pod| crate::rules::claims::claims_of(p).any(|c| names.contains(c.name.as_str()));
         let pods = match self
             .view
-            .pods(PodsIn::Namespace(namespace), keep, Fresh::Live)
+            .read(query::Pods(PodsIn::Namespace(namespace), keep, Fresh::Live))
             .await
         {
             Fact::Found(p) => p,

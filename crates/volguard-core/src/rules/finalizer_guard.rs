@@ -4,10 +4,10 @@
 //! in Terminating; while a pod still mounts the volume it destroys data. The PVC check uses a live
 //! list of the namespace's pods (never a cache), handed in by the caller.
 
-use super::in_use::{blocking_pods, describe_pods, pv_claimed, pv_in_use};
-use super::proof::{Key, Proof};
+use super::in_use::{blocking_pods, describe_pods, pod_blocks_deletion, pv_claimed, pv_in_use};
+use super::proof::{Key, Proof, Reader};
 use super::{Decision, Effect, Fact, Recorded};
-use crate::model::{Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UserInfo};
+use crate::model::{ClaimRef, Meta, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc, UserInfo};
 
 const ALLOW_FINALIZER_REMOVAL: Key = Key::AllowFinalizerRemoval;
 
@@ -80,7 +80,120 @@ pub fn exempt(
     }
 }
 
-/// PVC UPDATE that strips `kubernetes.io/pvc-protection` (caller checked `strips` and `exempt`).
+/// An object whose protection finalizer the guard keeps: a claim or a volume.
+pub trait Protected {
+    const FINALIZER: &'static str;
+    /// The row of an update that keeps the finalizer.
+    const KEEPS: &'static str;
+    fn meta(&self) -> &Meta;
+}
+
+impl Protected for Pvc {
+    const FINALIZER: &'static str = PVC_FINALIZER;
+    const KEEPS: &'static str = "keeps-pvc-finalizer";
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+}
+
+impl Protected for Pv {
+    const FINALIZER: &'static str = PV_FINALIZER;
+    const KEEPS: &'static str = "keeps-pv-finalizer";
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+}
+
+/// A finalizer update as the guard first sees it, before anything is read: judged already (it
+/// keeps the finalizer, or its caller or the stored override is exempt), or a strip that can
+/// be judged only on the volume's users. A `Strip` is made here alone, so a strip's use is
+/// never judged before those three questions were asked.
+pub enum Look<'a, T> {
+    Decided(Decision),
+    Strip(Strip<'a, T>),
+}
+
+/// A strip of `T`'s protection finalizer that no exemption allows: the stored object (`old`:
+/// ownership and namespace are read from it, never from the update, which may null
+/// `ownerReferences` in the same patch), the update, and why a stored override did not count.
+pub struct Strip<'a, T> {
+    stored: &'a T,
+    new: &'a T,
+    ignored: Option<String>,
+}
+
+/// rules.md §2c's first look at an update of `stored` into `new` by `user`: the override is
+/// read from the stored object by the one proof reader (only when the update strips).
+pub fn look<'a, T: Protected>(
+    user: &UserInfo,
+    own_controllers: &[String],
+    proofs: &Reader,
+    stored: &'a T,
+    new: &'a T,
+) -> Look<'a, T> {
+    if !strips(stored.meta(), new.meta(), T::FINALIZER) {
+        return Look::Decided(Decision::allow(T::KEEPS));
+    }
+    let read = proofs.read(stored.meta(), ALLOW_FINALIZER_REMOVAL);
+    let ignored = read.ignored().map(str::to_string);
+    match exempt(user, own_controllers, read.proof()) {
+        Some(why) => Look::Decided(warned(why.decision(), ignored)),
+        None => Look::Strip(Strip {
+            stored,
+            new,
+            ignored,
+        }),
+    }
+}
+
+/// `d`, with the warning that an override did not count, when one did not.
+fn warned(d: Decision, ignored: Option<String>) -> Decision {
+    match ignored {
+        Some(w) => d.with_warning(w),
+        None => d,
+    }
+}
+
+impl<T: Protected> Strip<'_, T> {
+    /// The stored object.
+    pub fn stored(&self) -> &T {
+        self.stored
+    }
+}
+
+impl Strip<'_, Pvc> {
+    /// Whether `pod` holds the claim against the strip (so a cache or a LIST keeps only those).
+    pub fn blocks(&self, pod: &Pod) -> bool {
+        pod_blocks_deletion(pod, self.stored)
+    }
+
+    /// The strip judged on the namespace's pods (`Found`: those that block, or all of them).
+    pub fn judge(self, pods: Fact<&[Pod]>) -> Decision {
+        warned(pvc_finalizer_removal(self.stored, pods), self.ignored)
+    }
+}
+
+impl Strip<'_, Pv> {
+    /// The claim the stored volume's `claimRef` names, to be read live (a forged phase must not
+    /// decide).
+    pub fn claim_ref(&self) -> Option<&ClaimRef> {
+        self.stored
+            .spec
+            .claim_ref
+            .as_ref()
+            .filter(|r| !r.name.is_empty())
+    }
+
+    /// The strip judged on that claim (`Missing` when it names none).
+    pub fn judge(self, claim: Fact<&Pvc>) -> Decision {
+        warned(
+            pv_finalizer_removal(self.stored, self.new, claim),
+            self.ignored,
+        )
+    }
+}
+
+/// PVC UPDATE that strips `kubernetes.io/pvc-protection`, no exemption applying (`Strip::judge`).
 /// `pvc` is the **stored** object (the request's `oldObject`): ownership and namespace are read
 /// from it, never from the update, which may null `ownerReferences` in the same patch.
 pub fn pvc_finalizer_removal(pvc: &Pvc, pods: Fact<&[Pod]>) -> Decision {
@@ -126,7 +239,7 @@ pub fn pvc_finalizer_removal(pvc: &Pvc, pods: Fact<&[Pod]>) -> Decision {
     )
 }
 
-/// PV UPDATE that strips `kubernetes.io/pv-protection` (caller checked `strips` and `exempt`).
+/// PV UPDATE that strips `kubernetes.io/pv-protection`, no exemption applying (`Strip::judge`).
 /// `claim`: the claim the stored PV's `spec.claimRef` names, read live (`Missing` when it names
 /// none): a PV is in use while Bound **or** while that claim is bound to it, whatever the phase.
 pub fn pv_finalizer_removal(old: &Pv, new: &Pv, claim: Fact<&Pvc>) -> Decision {

@@ -147,3 +147,92 @@ fn a_pv_forged_available_while_its_claim_points_at_it_is_in_use() {
         crate::rules::release::PvPlan::Release
     );
 }
+
+#[test]
+fn the_first_look_decides_what_needs_no_read() {
+    let own = vec!["system:serviceaccount:volguard-system:volguard-controller".to_string()];
+    let alice = testing::user("alice", &["system:authenticated"]);
+    let proofs = proof::Reader::new(proof::BreakGlass::Anyone);
+    let mut stored = testing::pvc("ns", "data");
+    stored.metadata.set_finalizers(&[PVC_FINALIZER, "x"]);
+    let mut kept = stored.clone();
+    kept.metadata.set_finalizers(&[PVC_FINALIZER]);
+    let mut stripped = stored.clone();
+    stripped.metadata.set_finalizers(&["x"]);
+    let row = |l: Look<'_, Pvc>| match l {
+        Look::Decided(d) => Some(d.row),
+        Look::Strip(_) => None,
+    };
+    assert_eq!(
+        row(look(&alice, &own, &proofs, &stored, &kept)),
+        Some("keeps-pvc-finalizer")
+    );
+    let controller = testing::user(&own[0], &[]);
+    assert_eq!(
+        row(look(&controller, &own, &proofs, &stored, &stripped)),
+        Some("finalizer-removal-volguard-controller")
+    );
+    // A person's stored override, stamped: decided, and recorded.
+    let mut glass = stored.clone();
+    glass.metadata = testing::annotated(&[
+        (ALLOW_FINALIZER_REMOVAL.annotation(), "true"),
+        (crate::rules::proof::CONFIRMED_BY, "bob"),
+    ]);
+    glass.metadata.name = "data".into();
+    glass.metadata.namespace = "ns".into();
+    glass.metadata.set_finalizers(&[PVC_FINALIZER, "x"]);
+    match look(&alice, &own, &proofs, &glass, &stripped) {
+        Look::Decided(d) => {
+            assert_eq!(d.row, "finalizer-removal-break-glass");
+            assert!(d.effect.is_some(), "a break glass is recorded");
+        }
+        Look::Strip(_) => panic!("a stamped override is an exemption"),
+    }
+    // Anyone else's strip is judged on the users, which the strip names.
+    let Look::Strip(strip) = look(&alice, &own, &proofs, &stored, &stripped) else {
+        panic!("a person's strip needs the users");
+    };
+    let user = using_pod(Some("n1"));
+    assert!(strip.blocks(&user));
+    assert!(!strip.blocks(&using_pod(None)));
+    assert!(!strip.judge(Fact::Found(&[user][..])).allowed);
+}
+
+#[test]
+fn an_override_that_does_not_count_warns_on_the_judgement() {
+    let proofs = proof::Reader::new(proof::BreakGlass::Off);
+    let alice = testing::user("alice", &["system:authenticated"]);
+    let mut stored = testing::pvc("ns", "data");
+    stored.metadata = testing::annotated(&[
+        (ALLOW_FINALIZER_REMOVAL.annotation(), "true"),
+        (crate::rules::proof::CONFIRMED_BY, "bob"),
+    ]);
+    stored.metadata.set_finalizers(&[PVC_FINALIZER]);
+    let stripped = testing::pvc("ns", "data");
+    let Look::Strip(strip) = look(&alice, &[], &proofs, &stored, &stripped) else {
+        panic!("break glass off: no exemption");
+    };
+    let d = strip.judge(Fact::Found(&[][..]));
+    assert!(d.allowed, "unused: allowed");
+    assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+}
+
+#[test]
+fn a_volume_strip_reads_the_claim_its_ref_names() {
+    let proofs = proof::Reader::new(proof::BreakGlass::Rbac);
+    let alice = testing::user("alice", &["system:authenticated"]);
+    let mut stored = Pv::default();
+    stored.metadata.name = "pv1".into();
+    stored.metadata.finalizers = Some(vec![PV_FINALIZER.into()]);
+    let new = Pv::default();
+    stored.spec.claim_ref = Some(ClaimRef {
+        namespace: "ns".into(),
+        name: String::new(),
+        uid: None,
+    });
+    let Look::Strip(strip) = look(&alice, &[], &proofs, &stored, &new) else {
+        panic!("a person's strip needs the claim");
+    };
+    assert!(strip.claim_ref().is_none(), "an empty name names nothing");
+    assert!(strip.judge(Fact::Missing).allowed);
+}

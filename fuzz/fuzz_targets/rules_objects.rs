@@ -37,7 +37,10 @@ fuzz_target!(|data: &[u8]| {
     // that keeps them), then each strip judged on each kind of fact.
     let proofs = volguard::rules::proof::Reader::new(Default::default());
     let (bare_pvc, bare_pv) = (Pvc::default(), Pv::default());
-    for new in [&bare_pvc, &pvc] {
+    let (mut stripped_pvc, mut stripped_pv) = (pvc.clone(), pv.clone());
+    stripped_pvc.metadata.finalizers = None;
+    stripped_pv.metadata.finalizers = None;
+    for new in [&bare_pvc, &stripped_pvc, &pvc] {
         if let finalizer_guard::Look::Strip(s) =
             finalizer_guard::look(&user, &[], &proofs, &pvc, new)
         {
@@ -53,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
             what: "the fact".into(),
         }),
     ] {
-        for new in [&bare_pv, &pv] {
+        for new in [&bare_pv, &stripped_pv, &pv] {
             if let finalizer_guard::Look::Strip(s) =
                 finalizer_guard::look(&user, &[], &proofs, &pv, new)
             {

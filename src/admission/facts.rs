@@ -11,7 +11,7 @@ use crate::model::{
     Binding, DeleteOptions, Eviction, Meta, Node, PV_FINALIZER, PVC_FINALIZER, Pod, Pv, Pvc,
 };
 use crate::rules::claims::claims_of;
-use crate::rules::finalizer_guard::Look;
+use crate::rules::finalizer_guard::{Look, Strip};
 use crate::rules::force_delete::is_force;
 use crate::rules::proof::{Key, Proof, Read};
 use crate::rules::rule::{On, Rule};
@@ -280,10 +280,7 @@ async fn pvc_finalizer(cx: &Admission, req: &Request<'_>) -> Result<Decision, De
     let new = object::<Pvc>(&req.object, "object")?;
     let mut old = object::<Pvc>(&req.old_object, "oldObject")?;
     fill_namespace(&mut old, req);
-    let strip = match finalizer_look(cx, req, &*old, &*new) {
-        Look::Decided(d) => return Ok(d),
-        Look::Strip(strip) => strip,
-    };
+    let strip = finalizer_look(cx, req, &*old, &*new)?;
     // A user the cache holds refuses at once: a refusal needs no proof (a stale entry only
     // delays the strip until the cache catches up), so the consistent LIST is read only to
     // prove a claim unused. In a namespace of 20,000 pods on a saturated apiserver that LIST
@@ -361,10 +358,7 @@ async fn claim_metadata(cx: &Admission, req: &Request<'_>) -> Result<Decision, D
 async fn pv_finalizer(cx: &Admission, req: &Request<'_>) -> Result<Decision, Decision> {
     let new = object::<Pv>(&req.object, "object")?;
     let old = object::<Pv>(&req.old_object, "oldObject")?;
-    let strip = match finalizer_look(cx, req, &*old, &*new) {
-        Look::Decided(d) => return Ok(d),
-        Look::Strip(strip) => strip,
-    };
+    let strip = finalizer_look(cx, req, &*old, &*new)?;
     let claim = match strip.claim_ref() {
         Some(r) => {
             cx.cluster
@@ -376,15 +370,23 @@ async fn pv_finalizer(cx: &Admission, req: &Request<'_>) -> Result<Decision, Dec
     Ok(strip.judge(deref(&claim)))
 }
 
-/// The finalizer guard's first look (rules.md §2c), with this request's caller and proofs.
+/// The finalizer guard's first look (rules.md §2c), with this request's caller and proofs: the
+/// strip to judge on what it names, or (`Err`) the answer already given.
 fn finalizer_look<'a, T: finalizer_guard::Protected>(
     cx: &Admission,
     req: &Request<'_>,
     old: &'a T,
     new: &'a T,
-) -> Look<'a, T> {
+) -> Result<Strip<'a, T>, Decision> {
     let proofs = super::break_glass::proofs(cx);
-    finalizer_guard::look(&req.user_info, &cx.own_controllers, &proofs, old, new)
+    match finalizer_guard::look(&req.user_info, &cx.own_controllers, &proofs, old, new) {
+        Look::Decided(d) => Err(d),
+        Look::Exempt(why, d) => {
+            tracing::info!(exemption = %why, "protection finalizer removal allowed");
+            Err(d)
+        }
+        Look::Strip(strip) => Ok(strip),
+    }
 }
 
 async fn pvc_binding(cx: &Admission, req: &Request<'_>) -> Result<Decision, Decision> {

@@ -26,7 +26,8 @@ pub trait Query: Send {
 
 impl View {
     /// Ask `query`: the one door of every read but one object of a cached kind (`get`) and the
-    /// passes over memory with no request (`sweep`, `held`, `held_naming`, `pod_seen`). The
+    /// looks at memory with no request (`sweep`, `held`, `held_naming`, `pod_seen`,
+    /// `pod_absent_since`, `synced`). The
     /// read's own future, not one around it: a request's future holds each read it makes (and
     /// moves with it through the timeouts).
     pub fn read<Q: Query>(&self, query: Q) -> impl Future<Output = Q::Answer> + Send {

@@ -53,7 +53,7 @@ pub enum Fresh {
     Unbounded,
 }
 
-/// Which NodeFence records a read asks for (`View::fences`).
+/// Which NodeFence records a read asks for (`query::Fences`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FencesOf<'a> {
     /// The one of this name.

@@ -1,5 +1,5 @@
 //! A write as a value: what a job decided to change, made by `Writer::apply`, the one door of
-//! every write but the webhook's audit trail. A plan is then data: a job decides its writes (each carrying the
+//! every write. A plan is then data: a job decides its writes (each carrying the
 //! `test`, resourceVersion or uid it was decided on) and hands them over; the writer knows how
 //! each reaches the apiserver.
 //!
@@ -7,8 +7,8 @@
 //! done or not; the writes whose answer decides the next step answer with what was stored: the
 //! lock's swap how it ended (`LockSwap`), an incident as stored (`NewFence`, `FenceStatus`,
 //! `GoneConfirmation`), a release record its name (`ReleaseRecord`), the Lease as stored, with its new
-//! resourceVersion (`LeasePut`). The webhook's audit trail (`audit`) keeps its own writes: Events
-//! and AuditReports folded as they come, answered by nobody.
+//! resourceVersion (`LeasePut`), a new audit Event its name (`audit`: `AuditEvent`; its series
+//! count and a namespace's AuditReport fold answer done or not).
 
 use super::writer::Writer;
 use k8s_openapi::api::core::v1::ObjectReference;

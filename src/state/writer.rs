@@ -1,12 +1,11 @@
 //! The one writer: every write volguard makes, over the view's source, through one door
-//! (`Writer::apply`, each write a value naming its answer: `write::Apply`) but the webhook's audit
-//! trail's, folded as it comes (`audit`). Here the RWO lock's
+//! (`Writer::apply`, each write a value naming its answer: `write::Apply`). Here the RWO lock's
 //! compare-and-swap on a claim (rules.md §2f, `LockSwap`) and a release record (`ReleaseRecord`;
 //! on a `--state` file both in memory); in `write` every write answered done or not (`Write`:
 //! the controller's patches, each carrying a `test` or a resourceVersion, Events, fencing's
 //! taints, pod deletes and NetworkFences, the registration's repair); the incidents' own
-//! compare-and-swap (`fence_writer`), the Lease (`leases`) and the webhook's audit trail
-//! (`audit`).
+//! compare-and-swap (`fence_writer`), the Lease (`leases`) and the webhook's audit trail's
+//! Events and AuditReports (`audit`: `AuditEvent`, `EventCount`, `ReportFold`).
 //!
 //! Live, the swap is a merge patch carrying the claim's `resourceVersion` as read: the apiserver
 //! stores it only if nobody wrote the claim since (409 otherwise). Offline (`--state`), the lock
@@ -225,46 +224,4 @@ impl Writer {
         };
         remote.recorder.publish(&note.event(), on).await
     }
-}
-
-/// Fold `lines` into namespace `ns`'s AuditReport (created on first use). The read's
-/// resourceVersion goes with the write: another replica's concurrent write wins (409) and the
-/// caller keeps the lines for its next write.
-pub(super) async fn fold_audit_report(
-    writer: &Writer,
-    ns: &str,
-    lines: Vec<crate::model::audit_report::AuditResult>,
-    retention: jiff::SignedDuration,
-    max: usize,
-) -> Result<(), kube::Error> {
-    use crate::model::audit_report::{AuditReport, KIND, NAME, PLURAL};
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(
-            crate::model::fence::GROUP,
-            crate::model::fence::VERSION,
-            KIND,
-        ),
-        PLURAL,
-    );
-    let api: Api<DynamicObject> = Api::namespaced_with(writer.client()?.clone(), ns, &ar);
-    let stored = api.get_opt(NAME).await?;
-    let mut report: AuditReport = stored
-        .as_ref()
-        .and_then(|o| serde_json::from_value(o.data.clone()).ok())
-        .unwrap_or_default();
-    report.fold(lines, jiff::Timestamp::now(), retention, max);
-    let data = serde_json::to_value(&report).unwrap_or_default();
-    match stored {
-        Some(mut o) => {
-            o.data = data;
-            api.replace(NAME, &PostParams::default(), &o).await?;
-        }
-        None => {
-            let mut o = DynamicObject::new(NAME, &ar).within(ns);
-            o.data = data;
-            api.create(&PostParams::default(), &o).await?;
-        }
-    }
-    Ok(())
 }

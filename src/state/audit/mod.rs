@@ -8,6 +8,7 @@
 //! occurrence, which is exactly the flood to avoid); all writes share a token bucket; entries
 //! are bounded. The request path only `try_send`s into a bounded channel and never waits.
 
+use super::write::{Apply, Door};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -498,7 +499,14 @@ async fn write_event(
             key,
             refusal,
             count: n,
-        } => match create(writer, identity, &refusal, n).await {
+        } => match writer
+            .apply(AuditEvent {
+                identity,
+                refusal: &refusal,
+                count: n,
+            })
+            .await
+        {
             Ok(name) => {
                 tracing::debug!(event = %name, "audit Event created");
                 metrics.count(EVENT, "created");
@@ -520,7 +528,13 @@ async fn write_event(
             last,
             ..
         } => {
-            match series(writer, &namespace, &event, n, last).await {
+            let count = EventCount {
+                namespace: &namespace,
+                name: &event,
+                count: n,
+                last,
+            };
+            match writer.apply(count).await {
                 Ok(()) => metrics.count(EVENT, "updated"),
                 Err(e) => {
                     tracing::warn!(namespace = %namespace, event = %event, count = n,
@@ -537,58 +551,71 @@ fn micro(t: jiff::Timestamp) -> MicroTime {
     MicroTime(t)
 }
 
-async fn create(
-    writer: &super::Writer,
-    identity: &str,
-    r: &Refusal,
+/// A new audit Event on the refusal's object (or its namespace): answers the Event's name.
+struct AuditEvent<'a> {
+    identity: &'a str,
+    refusal: &'a Refusal,
     count: i32,
-) -> Result<String, kube::Error> {
-    let now = jiff::Timestamp::now();
-    let namespace = event_namespace(&r.regarding);
-    let note = super::write::cut_note(r.note.clone());
-    let ev = Event {
-        metadata: ObjectMeta {
-            // As kubectl's events are named: the object's name and a unique suffix (the
-            // apiserver rejects a generateName ending in '.').
-            name: Some(format!(
-                "{}.{:x}",
-                r.regarding.name,
-                now.as_nanosecond().unsigned_abs()
-            )),
-            namespace: Some(namespace.clone()),
-            ..Default::default()
-        },
-        event_time: Some(micro(now)),
-        action: Some(r.action.clone()),
-        reason: Some(r.reason.to_string()),
-        regarding: Some(r.regarding.reference()),
-        note: Some(note),
-        reporting_controller: Some(CONTROLLER.to_string()),
-        reporting_instance: Some(identity.to_string()),
-        type_: Some("Warning".to_string()),
-        series: (count > 1).then(|| EventSeries {
-            count,
-            last_observed_time: micro(now),
-        }),
-        ..Default::default()
-    };
-    let api = kube::Api::<Event>::namespaced(writer.client()?.clone(), &namespace);
-    let created = api.create(&PostParams::default(), &ev).await?;
-    Ok(created.metadata.name.unwrap_or_default())
 }
 
-async fn series(
-    writer: &super::Writer,
-    namespace: &str,
-    name: &str,
+impl Apply for AuditEvent<'_> {
+    type Answer = Result<String, kube::Error>;
+
+    async fn apply_to(self, writer: &super::Writer, _: Door) -> Result<String, kube::Error> {
+        let (r, count) = (self.refusal, self.count);
+        let now = jiff::Timestamp::now();
+        let namespace = event_namespace(&r.regarding);
+        let note = super::write::cut_note(r.note.clone());
+        let ev = Event {
+            metadata: ObjectMeta {
+                // As kubectl's events are named: the object's name and a unique suffix (the
+                // apiserver rejects a generateName ending in '.').
+                name: Some(format!(
+                    "{}.{:x}",
+                    r.regarding.name,
+                    now.as_nanosecond().unsigned_abs()
+                )),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+            event_time: Some(micro(now)),
+            action: Some(r.action.clone()),
+            reason: Some(r.reason.to_string()),
+            regarding: Some(r.regarding.reference()),
+            note: Some(note),
+            reporting_controller: Some(CONTROLLER.to_string()),
+            reporting_instance: Some(self.identity.to_string()),
+            type_: Some("Warning".to_string()),
+            series: (count > 1).then(|| EventSeries {
+                count,
+                last_observed_time: micro(now),
+            }),
+            ..Default::default()
+        };
+        let api = kube::Api::<Event>::namespaced(writer.client()?.clone(), &namespace);
+        let created = api.create(&PostParams::default(), &ev).await?;
+        Ok(created.metadata.name.unwrap_or_default())
+    }
+}
+
+/// An audit Event's `series` brought up to date (its count and when it was last seen).
+struct EventCount<'a> {
+    namespace: &'a str,
+    name: &'a str,
     count: i32,
     last: jiff::Timestamp,
-) -> Result<(), kube::Error> {
-    let patch = serde_json::json!({"series": {"count": count, "lastObservedTime": micro(last)}});
-    kube::Api::<Event>::namespaced(writer.client()?.clone(), namespace)
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
+}
+
+impl Apply for EventCount<'_> {
+    type Answer = Result<(), kube::Error>;
+
+    async fn apply_to(self, writer: &super::Writer, _: Door) -> Result<(), kube::Error> {
+        let patch = serde_json::json!({"series": {"count": self.count, "lastObservedTime": micro(self.last)}});
+        kube::Api::<Event>::namespaced(writer.client()?.clone(), self.namespace)
+            .patch(self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,9 @@
 //! every `FLUSH`, bounded by age and count; lines that cannot be written wait, within a bound.
 
 use super::{AuditMetrics, REPORT, Refusal};
+use crate::state::write::{Apply, Door};
+use crate::state::writer::Writer;
+use kube::Api;
 use std::collections::HashMap;
 
 /// The durable half of the trail (`AuditReport`, one per namespace): how long a line stays and
@@ -46,15 +49,13 @@ pub(super) async fn fold_reports(
 ) {
     use crate::model::audit_report::NAME;
     for (ns, lines) in std::mem::take(pending) {
-        match crate::state::writer::fold_audit_report(
-            writer,
-            &ns,
-            lines.clone(),
-            reports.retention,
-            reports.max,
-        )
-        .await
-        {
+        let fold = ReportFold {
+            namespace: &ns,
+            lines: lines.clone(),
+            retention: reports.retention,
+            max: reports.max,
+        };
+        match writer.apply(fold).await {
             Ok(()) => metrics.count(REPORT, "written"),
             Err(e) => {
                 // A conflict (another replica wrote it) or a refusal: the lines wait for the
@@ -67,5 +68,53 @@ pub(super) async fn fold_reports(
                 pending.entry(ns).or_default().extend(lines);
             }
         }
+    }
+}
+
+/// Fold `lines` into namespace `namespace`'s AuditReport (created on first use). The read's
+/// resourceVersion goes with the write: another replica's concurrent write wins (409) and the
+/// caller keeps the lines for its next write.
+pub(super) struct ReportFold<'a> {
+    pub namespace: &'a str,
+    pub lines: Vec<crate::model::audit_report::AuditResult>,
+    pub retention: jiff::SignedDuration,
+    pub max: usize,
+}
+
+impl Apply for ReportFold<'_> {
+    type Answer = Result<(), kube::Error>;
+
+    async fn apply_to(self, writer: &Writer, _: Door) -> Result<(), kube::Error> {
+        use crate::model::audit_report::{AuditReport, KIND, NAME, PLURAL};
+        use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(
+                crate::model::fence::GROUP,
+                crate::model::fence::VERSION,
+                KIND,
+            ),
+            PLURAL,
+        );
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(writer.client()?.clone(), self.namespace, &ar);
+        let stored = api.get_opt(NAME).await?;
+        let mut report: AuditReport = stored
+            .as_ref()
+            .and_then(|o| serde_json::from_value(o.data.clone()).ok())
+            .unwrap_or_default();
+        report.fold(self.lines, jiff::Timestamp::now(), self.retention, self.max);
+        let data = serde_json::to_value(&report).unwrap_or_default();
+        match stored {
+            Some(mut o) => {
+                o.data = data;
+                api.replace(NAME, &PostParams::default(), &o).await?;
+            }
+            None => {
+                let mut o = DynamicObject::new(NAME, &ar).within(self.namespace);
+                o.data = data;
+                api.create(&PostParams::default(), &o).await?;
+            }
+        }
+        Ok(())
     }
 }

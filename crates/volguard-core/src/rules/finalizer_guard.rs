@@ -109,7 +109,10 @@ impl Protected for Pv {
 /// be judged only on the volume's users. A `Strip` is made here alone, so a strip's use is
 /// never judged before those three questions were asked.
 pub enum Look<'a, T> {
+    /// The update keeps the finalizer.
     Decided(Decision),
+    /// The caller, or a person's stored override, may always strip it: why, and the answer.
+    Exempt(Exemption, Decision),
     Strip(Strip<'a, T>),
 }
 
@@ -137,7 +140,7 @@ pub fn look<'a, T: Protected>(
     let read = proofs.read(stored.meta(), ALLOW_FINALIZER_REMOVAL);
     let ignored = read.ignored().map(str::to_string);
     match exempt(user, own_controllers, read.proof()) {
-        Some(why) => Look::Decided(warned(why.decision(), ignored)),
+        Some(why) => Look::Exempt(why, warned(why.decision(), ignored)),
         None => Look::Strip(Strip {
             stored,
             new,

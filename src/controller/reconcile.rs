@@ -155,7 +155,7 @@ impl Reconciler {
             self.metrics.queue_depth.set(self.queue.len() as i64);
             match &key {
                 Key::Pv(name) => {
-                    let out = self.reconcile_pv(name).await;
+                    let out = self.execute(self.reconcile_pv(name).await).await;
                     self.finish(&key, out);
                 }
                 Key::Pvc { namespace, name } => {
@@ -187,7 +187,8 @@ impl Reconciler {
                             self.release_batch(namespace, batch).await;
                         }
                         plan => {
-                            let out = self.reconcile_pvc(&pvc, plan, &cached).await;
+                            let action = self.reconcile_pvc(&pvc, plan, &cached).await;
+                            let out = self.execute(action).await;
                             self.finish(&key, out);
                         }
                     }
@@ -232,55 +233,50 @@ impl Reconciler {
         self.queue.done(key);
     }
 
-    async fn reconcile_pvc(&self, pvc: &Pvc, plan: PvcPlan, cached: &[Arc<Pod>]) -> Outcome {
+    /// What to do about claim `pvc` on plan `plan` (`cached`: the pods the cache shows naming it).
+    async fn reconcile_pvc(&self, pvc: &Pvc, plan: PvcPlan, cached: &[Arc<Pod>]) -> Action {
         let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
-        self.detect_multi_node(pvc, cached).await;
-        match plan {
+        let told = self.detect_multi_node(pvc, cached);
+        let action = match plan {
             PvcPlan::AddFinalizer => {
-                let Some(patch) = release::finalizer_add_patch(&pvc.metadata, PVC_FINALIZER) else {
-                    return Outcome::Done;
-                };
-                if let Err(o) = self.write(pvc_patch(pvc, Patch::Json(patch))).await {
-                    return o;
+                match release::finalizer_add_patch(&pvc.metadata, PVC_FINALIZER) {
+                    Some(patch) => Action::write(
+                        pvc_patch(pvc, Patch::Json(patch)),
+                        Done::FinalizerAdded {
+                            resource: "pvc",
+                            object: format!("{ns}/{name}"),
+                        },
+                    ),
+                    None => Action::done(),
                 }
-                self.metrics
-                    .finalizers_added
-                    .get_or_create(&ResourceLabel { resource: "pvc" })
-                    .inc();
-                tracing::info!(pvc = %format!("{ns}/{name}"), "protection finalizer backfilled");
-                Outcome::Done
             }
-            PvcPlan::Blocked(blockers) => {
-                self.announce(pvc, blockers).await;
-                Outcome::Done
-            }
+            PvcPlan::Blocked(blockers) => Action::done().telling(self.announce(pvc, blockers)),
             // A lock looked at again later does not hold up the claim's unused clock: both run,
-            // and the earlier look again wins.
-            PvcPlan::Keep => match self.clear_stale_lock(pvc).await {
-                Outcome::Done => self.maintain_unused_since(pvc, cached).await,
-                Outcome::RequeueAfter(lock) => {
-                    match self.maintain_unused_since(pvc, cached).await {
-                        Outcome::Done => Outcome::RequeueAfter(lock),
-                        Outcome::RequeueAfter(unused) => Outcome::RequeueAfter(lock.min(unused)),
-                        retry => retry,
-                    }
+            // and the earlier look again wins; a lock whose hold could not be read is asked again
+            // first.
+            PvcPlan::Keep => {
+                let lock = self.clear_stale_lock(pvc).await;
+                match lock.retries() {
+                    true => lock,
+                    false => lock.and(self.maintain_unused_since(pvc, cached)),
                 }
-                retry => retry,
-            },
-            PvcPlan::ConfirmUnused => Outcome::Retry(Retry::UnexpectedPlan),
-        }
+            }
+            PvcPlan::ConfirmUnused => Action::then(Outcome::Retry(Retry::UnexpectedPlan)),
+        };
+        action.telling(told)
     }
 
-    async fn maintain_unused_since(&self, pvc: &Pvc, cached: &[Arc<Pod>]) -> Outcome {
+    /// The claim's unused-since mark (KEP-5541) brought up to date, or when to look again.
+    fn maintain_unused_since(&self, pvc: &Pvc, cached: &[Arc<Pod>]) -> Action {
         let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
         let pods = cached.iter().map(|p| p.as_ref());
         let unmarked_unused = release::unmarked_and_unused(pvc, pods.clone());
         let (seen_for, first_seen) = self.seen_unused(ns, name, unmarked_unused);
         let grace_left = self.unused_grace.saturating_sub(seen_for);
         let value = match release::unused_since(pvc, pods, grace_left) {
-            UnusedSince::Keep => return Outcome::Done,
+            UnusedSince::Keep => return Action::done(),
             UnusedSince::Wait(left) => {
-                return Outcome::RequeueAfter(left + Duration::from_millis(100));
+                return Action::then(Outcome::RequeueAfter(left + Duration::from_millis(100)));
             }
             UnusedSince::Set { ended } => {
                 serde_json::Value::String(rfc3339(ended.map_or(first_seen, |e| e.max(first_seen))))
@@ -295,13 +291,13 @@ impl Reconciler {
         if !pvc.metadata.uid.is_empty() {
             patch["metadata"]["uid"] = serde_json::Value::from(&*pvc.metadata.uid);
         }
-        match self.write(pvc_patch(pvc, Patch::Merge(patch))).await {
-            Ok(()) => {
-                self.seen_unused(ns, name, false);
-                Outcome::Done
-            }
-            Err(o) => o,
-        }
+        Action::write(
+            pvc_patch(pvc, Patch::Merge(patch)),
+            Done::UnusedWritten {
+                namespace: ns.clone(),
+                name: name.clone(),
+            },
+        )
     }
 
     /// How long claim `ns/name` has been seen unused and unmarked (`unused`: what this look
@@ -316,9 +312,11 @@ impl Reconciler {
         (s.held, s.wall)
     }
 
-    async fn reconcile_pv(&self, name: &str) -> Outcome {
+    /// What to do about volume `name`: its finalizer backfilled, or removed once a live read
+    /// shows it bound to nothing.
+    async fn reconcile_pv(&self, name: &str) -> Action {
         let Some(pv) = self.view.held::<Pv>("", name) else {
-            return Outcome::Done;
+            return Action::done();
         };
         let cached_claim = |pv: &Pv| match pv.spec.claim_ref.as_ref() {
             Some(r) => self
@@ -328,30 +326,30 @@ impl Reconciler {
             None => Fact::Missing,
         };
         match release::pv_plan(&pv, cached_claim(&pv).as_ref().map(|c| &**c)) {
-            PvPlan::Keep => Outcome::Done,
+            PvPlan::Keep => Action::done(),
             PvPlan::AddFinalizer => {
-                let Some(patch) = release::finalizer_add_patch(&pv.metadata, PV_FINALIZER) else {
-                    return Outcome::Done;
-                };
-                match self.write(pv_patch(name, patch)).await {
-                    Ok(()) => {
-                        self.metrics
-                            .finalizers_added
-                            .get_or_create(&ResourceLabel { resource: "pv" })
-                            .inc();
-                        Outcome::Done
-                    }
-                    Err(o) => o,
+                match release::finalizer_add_patch(&pv.metadata, PV_FINALIZER) {
+                    Some(patch) => Action::write(
+                        pv_patch(name, patch),
+                        Done::FinalizerAdded {
+                            resource: "pv",
+                            object: name.to_string(),
+                        },
+                    ),
+                    None => Action::done(),
                 }
             }
             PvPlan::Release => {
+                let retry = |e: &dyn std::fmt::Display| {
+                    Action::then(Outcome::Retry(Retry::Api(e.to_string())))
+                };
                 // Confirm on a live read: the cache may lag a binding.
                 self.limiter.acquire().await;
                 // Unbounded: these reads never had a deadline (the limiter paces them).
                 let live: Pv = match self.view.get::<Pv>("", name, Fresh::Unbounded).await {
                     Fact::Found(d) => Arc::unwrap_or_clone(d),
-                    Fact::Missing => return Outcome::Done,
-                    Fact::Unknown(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+                    Fact::Missing => return Action::done(),
+                    Fact::Unknown(e) => return retry(&e),
                 };
                 // Its claim read live too: a phase forged `Available` proves nothing (§2c).
                 let claim = match live.spec.claim_ref.as_ref() {
@@ -362,38 +360,26 @@ impl Reconciler {
                             .get::<Pvc>(&r.namespace, &r.name, Fresh::Unbounded)
                             .await
                         {
-                            Fact::Unknown(e) => return Outcome::Retry(Retry::Api(e.to_string())),
+                            Fact::Unknown(e) => return retry(&e),
                             c => c.map(Arc::unwrap_or_clone),
                         }
                     }
                     None => Fact::Missing,
                 };
                 if release::pv_plan(&live, claim.as_ref()) != PvPlan::Release {
-                    return Outcome::Done;
+                    return Action::done();
                 }
-                let Some(patch) = release::finalizer_removal_patch(&live.metadata, PV_FINALIZER)
-                else {
-                    return Outcome::Done;
-                };
-                match self.write(pv_patch(name, patch)).await {
-                    Ok(()) => {
-                        self.metrics
-                            .finalizers_removed
-                            .get_or_create(&ResourceLabel { resource: "pv" })
-                            .inc();
-                        tracing::info!(pv = %name, "volume not bound; protection finalizer removed");
-                        Outcome::Done
-                    }
-                    Err(o) => o,
+                match release::finalizer_removal_patch(&live.metadata, PV_FINALIZER) {
+                    Some(patch) => Action::write(
+                        pv_patch(name, patch),
+                        Done::VolumeReleased {
+                            name: name.to_string(),
+                        },
+                    ),
+                    None => Action::done(),
                 }
             }
         }
-    }
-
-    /// Make one write, paced by the controller's limiter; its failure says how the key ends.
-    async fn write(&self, write: Write) -> Result<(), Outcome> {
-        self.limiter.acquire().await;
-        classify(self.writer.apply(write).await)
     }
 }
 
@@ -428,12 +414,14 @@ fn rfc3339(t: jiff::Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+mod action;
 mod events;
 pub mod overrides;
 mod release_batch;
 mod stale_lock;
 
 pub use crate::runtime::rate_limit::RateLimiter;
+use action::{Action, Done, Told};
 
 #[cfg(test)]
 #[path = "reconcile_tests.rs"]

@@ -226,7 +226,9 @@ async fn a_fresh_lock_on_a_node_in_service_is_left_without_a_live_read() {
     let store = Arc::new(Store::default());
     store.nodes.apply(crate::model::testing::node("node-a"));
     let (r, requests) = lock_reconciler(store);
-    let outcome = r.clear_stale_lock(&freshly_locked("node-a")).await;
+    let outcome = r
+        .execute(r.clear_stale_lock(&freshly_locked("node-a")).await)
+        .await;
     assert!(
         matches!(outcome, Outcome::RequeueAfter(d) if d > rwo_lock::DEFAULT_GRACE && d <= rwo_lock::BIND_LOCK_TIDY + Duration::from_secs(1)),
         "a bind's lock is looked at again when its tidy time ends: {outcome:?}"
@@ -239,7 +241,9 @@ async fn a_fresh_lock_on_a_node_in_service_is_left_without_a_live_read() {
 #[tokio::test]
 async fn a_lock_on_a_node_missing_from_the_cache_is_read_live() {
     let (r, requests) = lock_reconciler(Arc::new(Store::default()));
-    let outcome = r.clear_stale_lock(&freshly_locked("node-gone")).await;
+    let outcome = r
+        .execute(r.clear_stale_lock(&freshly_locked("node-gone")).await)
+        .await;
     assert!(
         matches!(outcome, Outcome::Retry(_)),
         "the failed read retries"
@@ -268,7 +272,9 @@ async fn a_young_lock_leaves_the_unused_clock_running_and_the_mark_names_its_cla
             ..config()
         },
     );
-    let outcome = r.reconcile_pvc(&pvc, PvcPlan::Keep, &[]).await;
+    let outcome = r
+        .execute(r.reconcile_pvc(&pvc, PvcPlan::Keep, &[]).await)
+        .await;
     assert!(
         matches!(outcome, Outcome::Retry(_)),
         "the mark's write was tried (and failed here): {outcome:?}"

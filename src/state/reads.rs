@@ -3,8 +3,10 @@
 //! touching it depended on the request alone: a `matchCondition` or a CEL policy could have given
 //! it inside the apiserver, without the call (`volguard_admission_unread_answers_total`).
 //!
-//! Every read passes through `View`, which bumps a per-thread count; a `Mark` taken before the
-//! decision and read after it says whether the count moved. A decision that awaits nothing runs
+//! Every read passes through `View` and every write through `Writer::apply`, which bump a
+//! per-thread count; a `Mark` taken before the decision and read after it says whether the count
+//! moved. Tasks with no mark (the audit trail's writes) bump it too: they can only make a decision
+//! that yielded look as if it read, and one that yielded had read already. A decision that awaits nothing runs
 //! from start to end on one thread with no other task in between: the count is exactly its own.
 //! One that awaits something awaits a read or write of its own (the decision's only awaits), so it
 //! counts as having read, which is the truth; one that resumed on another thread counts so too.

@@ -117,11 +117,12 @@ pub trait Apply: Send {
 pub struct Door(pub(super) ());
 
 impl Writer {
-    /// Make `write`: the one door of every write. Each is checked by the apiserver against what
-    /// it was decided on (a `test`, a resourceVersion, a uid): a write that finds its object
-    /// changed fails (409 or 422, or `Swap::Conflict`) and the job decides again from what it
-    /// reads next. On a `--state` file the lock's swap and release records are kept in memory,
-    /// and any other write fails (`Offline`).
+    /// Make `write`: the one door of every write. Each write that changes an object it decided
+    /// on is checked by the apiserver against what it was decided on (a `test`, a
+    /// resourceVersion, a uid): a write that finds its object changed fails (409 or 422, or
+    /// `Swap::Conflict`) and the job decides again from what it reads next. Events (the
+    /// controller's, the audit trail's) only add. On a `--state` file the lock's swap and release
+    /// records are kept in memory, and any other write fails (`Offline`).
     pub async fn apply<A: Apply>(&self, write: A) -> A::Answer {
         super::reads::note();
         write.apply_to(self, Door(())).await

@@ -6,7 +6,11 @@ use super::*;
 impl Reconciler {
     /// rules.md §2f detection: a `MultiNodeRWO` Warning event (once per change of the node set) and
     /// the `volguard_pvcs_multi_node_rwo` gauge when pods on several nodes use one RWO claim.
-    pub(super) async fn detect_multi_node(&self, pvc: &Pvc, cached: &[Arc<Pod>]) {
+    pub(super) fn detect_multi_node(
+        &self,
+        pvc: &Pvc,
+        cached: &[Arc<Pod>],
+    ) -> Option<(Write, Told)> {
         let nodes = crate::rules::rwo::nodes_using(pvc, cached.iter());
         let key = (pvc.metadata.namespace.clone(), pvc.metadata.name.clone());
         {
@@ -15,10 +19,10 @@ impl Reconciler {
                 if m.remove(&key).is_some() {
                     self.metrics.multi_node_rwo.set(m.len() as i64);
                 }
-                return;
+                return None;
             }
             if m.get(&key) == Some(&nodes) {
-                return;
+                return None;
             }
             m.insert(key, nodes.clone());
             self.metrics.multi_node_rwo.set(m.len() as i64);
@@ -26,10 +30,7 @@ impl Reconciler {
         let message = crate::rules::rwo::multi_node_message(pvc, &nodes);
         tracing::warn!(pvc = %format!("{}/{}", pvc.metadata.namespace, pvc.metadata.name), ?nodes, "{message}");
         let ev = Write::event(pvc_reference(pvc), true, "MultiNodeRWO", message, "Detect");
-        self.limiter.acquire().await;
-        if let Err(e) = self.writer.apply(ev).await {
-            tracing::warn!(error = %e, "could not publish MultiNodeRWO event");
-        }
+        Some((ev, Told::new("MultiNodeRWO", None)))
     }
 
     pub(super) fn lock_announced(
@@ -38,13 +39,14 @@ impl Reconciler {
         self.announced.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Emit `DeletionPostponed` when the set of blocking pods changed since the last event.
-    pub(super) async fn announce(&self, pvc: &Pvc, blockers: Vec<Blocker>) {
+    /// `DeletionPostponed`, when the set of blocking pods changed since the last event (its
+    /// failure forgets it, so the next change says it again).
+    pub(super) fn announce(&self, pvc: &Pvc, blockers: Vec<Blocker>) -> Option<(Write, Told)> {
         let key = (pvc.metadata.namespace.clone(), pvc.metadata.name.clone());
         {
             let mut a = self.lock_announced();
             if a.get(&key) == Some(&blockers) {
-                return;
+                return None;
             }
             a.insert(key.clone(), blockers.clone());
             self.metrics.blocked_pvcs.set(a.len() as i64);
@@ -57,12 +59,7 @@ impl Reconciler {
             note,
             "KeepFinalizer",
         );
-        self.limiter.acquire().await;
-        if let Err(e) = self.writer.apply(ev).await {
-            tracing::warn!(error = %e, "could not publish DeletionPostponed event");
-            // Allow a retry on the next change.
-            self.lock_announced().remove(&key);
-        }
+        Some((ev, Told::new("DeletionPostponed", Some(key))))
     }
 }
 

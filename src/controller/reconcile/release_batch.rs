@@ -40,7 +40,7 @@ impl Reconciler {
         let pods = &pods;
         let mut done = futures::stream::iter(batch)
             .map(|(key, pvc)| async move {
-                let out = self.release_one(&pvc, pods).await;
+                let out = self.execute(self.release_one(&pvc, pods)).await;
                 (key, out)
             })
             .buffer_unordered(RELEASE_IN_FLIGHT);
@@ -49,29 +49,24 @@ impl Reconciler {
         }
     }
 
-    pub(super) async fn release_one(&self, pvc: &Pvc, live_pods: &[Pod]) -> Outcome {
+    /// What to do about terminating claim `pvc` on a consistent LIST of its namespace's pods:
+    /// tell who keeps it, or release it with a `test` of what was read.
+    pub(super) fn release_one(&self, pvc: &Pvc, live_pods: &[Pod]) -> Action {
         let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
         let blockers = release::blockers(pvc, live_pods);
         if !blockers.is_empty() {
             // The cache was behind: the live list shows users.
-            self.announce(pvc, blockers).await;
-            return Outcome::Done;
+            return Action::done().telling(self.announce(pvc, blockers));
         }
-        let Some(patch) = release::finalizer_removal_patch(&pvc.metadata, PVC_FINALIZER) else {
-            return Outcome::Done;
-        };
-        if let Err(o) = self.write(pvc_patch(pvc, Patch::Json(patch))).await {
-            return o;
+        match release::finalizer_removal_patch(&pvc.metadata, PVC_FINALIZER) {
+            Some(patch) => Action::write(
+                pvc_patch(pvc, Patch::Json(patch)),
+                Done::ClaimReleased {
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                },
+            ),
+            None => Action::done(),
         }
-        self.forget_pvc(ns, name);
-        self.metrics
-            .blocked_pvcs
-            .set(self.lock_announced().len() as i64);
-        self.metrics
-            .finalizers_removed
-            .get_or_create(&ResourceLabel { resource: "pvc" })
-            .inc();
-        tracing::info!(pvc = %format!("{ns}/{name}"), "no pod uses the claim (consistent read); protection finalizer removed");
-        Outcome::Done
     }
 }

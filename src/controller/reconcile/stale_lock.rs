@@ -11,13 +11,13 @@ impl Reconciler {
     /// itself), or its node is gone (with its record) or out of service (confirmed live). The removal `test`s the lock's
     /// value, so a lock retaken meanwhile stays. A lock too young to judge is looked at again when
     /// its wait ends (no date written by anyone else sets that time).
-    pub(super) async fn clear_stale_lock(&self, pvc: &Pvc) -> Outcome {
+    pub(super) async fn clear_stale_lock(&self, pvc: &Pvc) -> Action {
         let (ns, name) = (&pvc.metadata.namespace, &pvc.metadata.name);
         let Some(raw) = pvc.metadata.annotation(RWO_LOCK) else {
-            return Outcome::Done;
+            return Action::done();
         };
         let Some(lock) = RwoLock::parse(raw) else {
-            return Outcome::Done;
+            return Action::done();
         };
         let in_use = self
             .cached_pods(ns, name)
@@ -47,10 +47,10 @@ impl Reconciler {
                 match rwo_lock::cleanup_live(&lock, &hold.judged(name, writer_stored)) {
                     // Kept because a fact it hinged on could not be read: asked again.
                     Cleanup::Keep if hold.undecided() => {
-                        return Outcome::Retry(Retry::Api(format!(
+                        return Action::then(Outcome::Retry(Retry::Api(format!(
                             "what holds the ReadWriteOnce lock on node {:?} could not be read",
                             lock.node
-                        )));
+                        ))));
                     }
                     plan => plan,
                 }
@@ -58,42 +58,38 @@ impl Reconciler {
             plan => plan,
         };
         match plan {
-            Cleanup::Keep => Outcome::Done,
-            Cleanup::LookAgainAfter(after) => Outcome::RequeueAfter(after),
-            Cleanup::Clear(why) => self.clear_lock(ns, name, raw, &lock, why).await,
+            Cleanup::Keep => Action::done(),
+            Cleanup::LookAgainAfter(after) => Action::then(Outcome::RequeueAfter(after)),
+            Cleanup::Clear(why) => clear_lock(ns, name, raw, &lock, why),
             // `cleanup_live` decides from the live read: it never asks for another.
-            Cleanup::ReadLive => Outcome::Done,
+            Cleanup::ReadLive => Action::done(),
         }
     }
+}
 
-    /// Remove the lock, `test`ing its value: a lock retaken meanwhile stays.
-    async fn clear_lock(
-        &self,
-        ns: &str,
-        name: &str,
-        raw: &str,
-        lock: &RwoLock,
-        why: &str,
-    ) -> Outcome {
-        let path = format!("/metadata/annotations/{}", RWO_LOCK.replace('/', "~1"));
-        let patch: json_patch::Patch = match serde_json::from_value(serde_json::json!([
-            {"op": "test", "path": path, "value": raw},
-            {"op": "remove", "path": path},
-        ])) {
-            Ok(p) => p,
-            Err(e) => return Outcome::Retry(Retry::Api(e.to_string())),
-        };
-        let write = Write::Pvc {
+/// Remove the lock, `test`ing its value: a lock retaken meanwhile stays.
+fn clear_lock(ns: &str, name: &str, raw: &str, lock: &RwoLock, why: &'static str) -> Action {
+    let path = format!("/metadata/annotations/{}", RWO_LOCK.replace('/', "~1"));
+    let patch: json_patch::Patch = match serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": path, "value": raw},
+        {"op": "remove", "path": path},
+    ])) {
+        Ok(p) => p,
+        Err(e) => return Action::then(Outcome::Retry(Retry::Api(e.to_string()))),
+    };
+    let write = Write::Pvc {
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        patch: Patch::Json(patch),
+    };
+    Action::write(
+        write,
+        Done::LockCleared {
             namespace: ns.to_string(),
             name: name.to_string(),
-            patch: Patch::Json(patch),
-        };
-        if let Err(o) = self.write(write).await {
-            return o;
-        }
-        self.metrics.locks_cleared.inc();
-        tracing::info!(pvc = %format!("{ns}/{name}"), first_holder = %lock.pod, node = %lock.node, reason = why,
-            "ReadWriteOnce lock cleared (read live)");
-        Outcome::Done
-    }
+            pod: lock.pod.clone(),
+            node: lock.node.clone(),
+            why,
+        },
+    )
 }

@@ -610,7 +610,8 @@ impl Apply for EventCount<'_> {
     type Answer = Result<(), kube::Error>;
 
     async fn apply_to(self, writer: &super::Writer, _: Door) -> Result<(), kube::Error> {
-        let patch = serde_json::json!({"series": {"count": self.count, "lastObservedTime": micro(self.last)}});
+        let last = micro(self.last);
+        let patch = serde_json::json!({"series": {"count": self.count, "lastObservedTime": last}});
         kube::Api::<Event>::namespaced(writer.client()?.clone(), self.namespace)
             .patch(self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await

@@ -389,6 +389,11 @@ async fn window(
 /// growing, the caches of the apiserver and of kwok) weighs on none more than on another (the run
 /// of 2026-11-29 took its three windows in a row, and the last, kcm's, was the slowest by far).
 /// Then volguard left running.
+/// Pod status patches per churned pod above which the fleet played the window's pods again (two
+/// when it plays each once), and how many times such a window is taken again.
+const REPLAYED: f64 = 2.5;
+const RETAKES: usize = 2;
+
 const ORDER: [Who; 5] = [
     Who::Baseline,
     Who::Volguard,
@@ -408,8 +413,29 @@ async fn apiserver_load(
     // its copies to them.
     load::meter(cp);
     let mut windows: Vec<(Who, load::Window)> = Vec::new();
+    let mut replayed: Vec<load::Replayed> = Vec::new();
     for who in ORDER {
-        let w = window(cp, who, ports, churn.clone(), per_node, log).await;
+        let mut w = window(cp, who, ports, churn.clone(), per_node, log).await;
+        // A window in which the fleet's kwok fell behind its watch and played every pod again
+        // measures that replay (the slowest windows of every run until it was found), not the
+        // setup: it is taken again, at most `RETAKES` times, and named in the report.
+        for _ in 0..RETAKES {
+            let per_pod = w.pace.status_patches() / churn.len().max(1) as f64;
+            if per_pod <= REPLAYED {
+                break;
+            }
+            println!(
+                "  window {} ({who:?}) replayed: {per_pod:.1} pod status patches per pod, churn {:.0} s; taken again",
+                windows.len() + 1,
+                w.ready_seconds
+            );
+            replayed.push(load::Replayed {
+                who: format!("{who:?}"),
+                seconds: w.ready_seconds,
+                status_patches_per_pod: per_pod,
+            });
+            w = window(cp, who, ports, churn.clone(), per_node, log).await;
+        }
         println!(
             "  window {} ({who:?}): churn {:.0} s, kube-apiserver {:.0} CPU s",
             windows.len() + 1,
@@ -461,6 +487,7 @@ async fn apiserver_load(
         steady: [steady(&vg), steady(&kcm)],
         churn: [churned(&vg), churned(&kcm)],
         churned_pods: churn.len(),
+        replayed,
         windows: windows
             .iter()
             .map(|(who, w)| load::WindowLine {

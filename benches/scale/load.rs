@@ -277,6 +277,15 @@ pub struct Window {
     pub ready_seconds: f64,
 }
 
+/// A window taken again because the fleet's kwok played its pods again: who, its churn seconds,
+/// and the pod status patches per churned pod that gave it away.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    pub who: String,
+    pub seconds: f64,
+    pub status_patches_per_pod: f64,
+}
+
 /// One window as the report prints it.
 #[derive(Clone, Debug)]
 pub struct WindowLine {

@@ -145,6 +145,16 @@ impl Pace {
         }
     }
 
+    /// The pod status patches the apiserver stored in the window (kwok's, for every node): two per
+    /// churned pod when the fleet plays each pod once, more when it read every pod again.
+    pub fn status_patches(&self) -> f64 {
+        self.requests
+            .iter()
+            .filter(|(k, _)| k.starts_with("PATCH pods/status 2"))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// The window as lines of the report.
     pub fn lines(&self) -> Vec<String> {
         let pairs = |v: &[(String, f64)]| {

@@ -63,6 +63,8 @@ pub struct Apiserver {
     /// Each window in its order: who, its churn's seconds, kube-apiserver's CPU seconds in it,
     /// serve's live reads and how APF treated serve in it.
     pub windows: Vec<crate::load::WindowLine>,
+    /// The windows taken again (kwok replayed their pods), in order.
+    pub replayed: Vec<crate::load::Replayed>,
     /// The mean churn seconds of each setup's windows: baseline, volguard, kcm.
     pub churn_seconds: [f64; 3],
     /// kube-apiserver's CPU seconds per 1,000 churned pods (each setup's windows' mean):
@@ -323,6 +325,12 @@ pub fn print_load(a: &Apiserver) {
         })
         .collect();
     println!("  windows in order: {}", order.join(", "));
+    for r in &a.replayed {
+        println!(
+            "  taken again: a {} window of {:.0} s in which kwok patched {:.1} pod statuses per pod (it played them again)",
+            r.who, r.seconds, r.status_patches_per_pod
+        );
+    }
     for (i, w) in a.windows.iter().filter(|w| w.who == "Volguard").enumerate() {
         let reads: Vec<String> = w
             .live_reads
@@ -456,6 +464,7 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
                                                                   "live_reads": w.live_reads.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
                                                                   "serve_apf_seats_per_request": w.serve_apf.0, "serve_apf_rejected": w.serve_apf.1,
                                                                   "pace": w.pace.json()})).collect::<Vec<_>>(),
+                      "replayed": a.replayed.iter().map(|r| json!({"who": r.who, "seconds": r.seconds, "status_patches_per_pod": r.status_patches_per_pod})).collect::<Vec<_>>(),
                       "apiserver_cpu_seconds_per_1000_pods": {"baseline": a.apiserver_cpu_per_1000[0], "volguard": a.apiserver_cpu_per_1000[1]},
                       "volguard_cpu_seconds_per_1000_pods": a.cpu_per_1000_churn},
             "serve_reads_per_admission_call": a.reads_per_admission,

@@ -39,6 +39,11 @@ fn answering_client(
         for mut stream in listener.incoming().flatten() {
             let mut buf = [0u8; 4096];
             let n = stream.read(&mut buf).unwrap_or(0);
+            // A connection closed before it sent a request (a client that gave up on it, on a
+            // loaded machine) is no request.
+            if n == 0 {
+                continue;
+            }
             let head = String::from_utf8_lossy(&buf[..n]).to_string();
             let target = head.split(' ').nth(1).unwrap_or_default().to_string();
             let (status, body) = answer(&target);

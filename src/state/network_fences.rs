@@ -32,7 +32,6 @@ impl super::View {
     /// The NetworkFence `name` as the apiserver has it now (a live read with no deadline, as
     /// fencing reads; a `--state` file holds none: `Unknown`).
     pub(super) async fn network_fence(&self, name: &str) -> Fact<Seen> {
-        super::reads::note();
         let what = || format!("reading NetworkFence {name:?}");
         let Some(live) = &self.live else {
             return Fact::Unknown(ReadError::Api {

@@ -18,7 +18,6 @@ impl View {
     /// keeps its status code (`Refused`), so a caller without RBAC to list them can say what it
     /// did not read.
     pub(super) async fn attachments(&self, pv: &str, fresh: Fresh) -> Fact<Vec<Attachment>> {
-        super::reads::note();
         let Some(l) = &self.live else {
             return Fact::Found(Vec::new());
         };

@@ -298,7 +298,6 @@ impl View {
 
     /// A Namespace (never watched; a file holds none: `Missing`).
     pub(super) async fn namespace(&self, name: &str, fresh: Fresh) -> Fact<Arc<Namespace>> {
-        super::reads::note();
         let Some(l) = &self.live else {
             return Fact::Missing;
         };
@@ -328,7 +327,6 @@ impl View {
         which: FencesOf<'_>,
         fresh: Fresh,
     ) -> Fact<Vec<Arc<NodeFence>>> {
-        super::reads::note();
         let capped = fresh != Fresh::Unbounded;
         match (&self.live, fresh) {
             (None, _) => {
@@ -364,7 +362,6 @@ impl View {
         claim: &str,
         fresh: Fresh,
     ) -> Fact<Vec<Arc<Pod>>> {
-        super::reads::note();
         let indexed = || self.held_naming(namespace, claim);
         let Some(l) = &self.live else {
             return Fact::Found(indexed());
@@ -391,7 +388,6 @@ impl View {
         keep: impl Fn(&Pod) -> bool + Send + Sync,
         fresh: Fresh,
     ) -> Fact<Vec<Pod>> {
-        super::reads::note();
         let on = |p: &Pod, node: &str| p.node_name() == Some(node);
         let cached = || -> Vec<Pod> {
             let pods = match which {

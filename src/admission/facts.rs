@@ -20,7 +20,7 @@ use crate::rules::{
     Decision, Fact, binding, finalizer_guard, force_delete, pod_create, pod_status, protect,
 };
 use crate::state::query;
-use crate::state::{Fresh, PodsIn, View};
+use crate::state::{Fresh, PodsIn, Readable, View};
 use futures::FutureExt;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -125,7 +125,11 @@ async fn eviction(cx: &Admission, req: &Request<'_>) -> Result<Decision, Decisio
         return Ok(Decision::allow("graceful-delete"));
     }
     let (ns, name) = name_of(&ev.metadata, req);
-    let pod = match cx.cluster.get::<Pod>(&ns, &name, Fresh::CacheOrLive).await {
+    let pod = match cx
+        .cluster
+        .read(Pod::named(&ns, &name, Fresh::CacheOrLive))
+        .await
+    {
         Fact::Found(p) => p,
         // Nothing to force-delete; the apiserver answers 404 itself.
         Fact::Missing => return Ok(Decision::allow("eviction-pod-missing")),
@@ -160,7 +164,11 @@ async fn force_delete(
 ) -> Decision {
     // The node is only read when the cheap rows did not decide (force delete of a scheduled pod).
     let mut node = match pod.node_name() {
-        Some(n) if is_force(grace) => cx.cluster.get::<Node>("", n, Fresh::CacheOrLive).await,
+        Some(n) if is_force(grace) => {
+            cx.cluster
+                .read(Node::named("", n, Fresh::CacheOrLive))
+                .await
+        }
         _ => Fact::Missing,
     };
     // Rows 4 and 5 allow: a cached out-of-service taint is confirmed live first (a cache miss
@@ -169,7 +177,7 @@ async fn force_delete(
     if let (Some(n), Fact::Found(cached)) = (pod.node_name(), &node)
         && cached.is_out_of_service()
     {
-        node = cx.cluster.get::<Node>("", n, Fresh::Live).await;
+        node = cx.cluster.read(Node::named("", n, Fresh::Live)).await;
     }
     let gone = match pod.node_name() {
         // Boxed: a read taken only for a node gone, kept out of every review's future.
@@ -246,7 +254,7 @@ async fn pod_status(cx: &Admission, req: &Request<'_>) -> Result<Decision, Decis
         Some(n) if ends => {
             // Boxed: both reads in one future, kept out of every review's future.
             Box::pin(async {
-                let node = cx.cluster.get::<Node>("", n, Fresh::Live).await;
+                let node = cx.cluster.read(Node::named("", n, Fresh::Live)).await;
                 let gone = crate::fencing::records::gone_record(
                     &cx.cluster,
                     n,
@@ -337,7 +345,11 @@ async fn claim_metadata(cx: &Admission, req: &Request<'_>) -> Result<Decision, D
     let pod = match crate::rules::claim_metadata::owner_changed(&old, &new) {
         Some(owner) => {
             cx.cluster
-                .get::<Pod>(&old.metadata.namespace, &owner.name, Fresh::CacheOrLive)
+                .read(Pod::named(
+                    &old.metadata.namespace,
+                    &owner.name,
+                    Fresh::CacheOrLive,
+                ))
                 .await
         }
         None => Fact::Missing,
@@ -362,7 +374,7 @@ async fn pv_finalizer(cx: &Admission, req: &Request<'_>) -> Result<Decision, Dec
     let claim = match strip.claim_ref() {
         Some(r) => {
             cx.cluster
-                .get::<Pvc>(&r.namespace, &r.name, Fresh::Live)
+                .read(Pvc::named(&r.namespace, &r.name, Fresh::Live))
                 .await
         }
         None => Fact::Missing,
@@ -398,7 +410,10 @@ async fn pvc_binding(cx: &Admission, req: &Request<'_>) -> Result<Decision, Deci
     };
     Ok(match binding::newly_bound_volume(old.as_deref(), &new) {
         Some(pv_name) => {
-            let pv = cx.cluster.get::<Pv>("", pv_name, Fresh::CacheOrLive).await;
+            let pv = cx
+                .cluster
+                .read(Pv::named("", pv_name, Fresh::CacheOrLive))
+                .await;
             binding::pvc_binding(&new, pv_name, deref(&pv))
         }
         None => Decision::allow("no-new-binding"),
@@ -440,8 +455,12 @@ async fn rwo_binding(
     // missing or replaced proves nothing until the grace has passed (adversary review).
     let uidless = b.metadata.uid.is_empty();
     let mut pod = match uidless {
-        true => cx.cluster.get::<Pod>(&ns, &name, Fresh::Live).await,
-        false => cx.cluster.get::<Pod>(&ns, &name, Fresh::CacheOrLive).await,
+        true => cx.cluster.read(Pod::named(&ns, &name, Fresh::Live)).await,
+        false => {
+            cx.cluster
+                .read(Pod::named(&ns, &name, Fresh::CacheOrLive))
+                .await
+        }
     };
     // The bind names the pod's UID: a cached pod of that name with another UID is an older
     // pod (recreated, or a lagging cache), whose claims are not this pod's. Read it live.
@@ -449,7 +468,7 @@ async fn rwo_binding(
         && !uidless
         && p.metadata.uid != b.metadata.uid
     {
-        pod = cx.cluster.get::<Pod>(&ns, &name, Fresh::Live).await;
+        pod = cx.cluster.read(Pod::named(&ns, &name, Fresh::Live)).await;
     }
     let pod = match pod {
         Fact::Found(p) => p,
@@ -512,12 +531,15 @@ pub(super) async fn claim_facts(
     // but a hit is read again below, confirmed live.
     let mut facts: Vec<Option<Fact<Arc<Pvc>>>> = claims
         .iter()
-        .map(
-            |c| match view.get::<Pvc>(ns, &c.name, Fresh::Cache).now_or_never() {
+        .map(|c| {
+            match view
+                .read(Pvc::named(ns, &c.name, Fresh::Cache))
+                .now_or_never()
+            {
                 Some(Fact::Found(p)) => Some(Fact::Found(p)),
                 _ => None,
-            },
-        )
+            }
+        })
         .collect();
     let misses: Vec<usize> = (0..facts.len()).filter(|i| facts[*i].is_none()).collect();
     if !misses.is_empty() {
@@ -531,7 +553,7 @@ pub(super) async fn claim_facts(
                 futures::future::join_all(
                     chunk
                         .iter()
-                        .map(|&i| view.get::<Pvc>(ns, &claims[i].name, Fresh::CacheOrLive)),
+                        .map(|&i| view.read(Pvc::named(ns, &claims[i].name, Fresh::CacheOrLive))),
                 )
                 .await,
             );

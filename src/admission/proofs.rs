@@ -7,7 +7,7 @@ use super::review::{Embedded, Request};
 use crate::model::{Meta, Pv, Pvc};
 use crate::rules::{Decision, Fact};
 use crate::state::query;
-use crate::state::{Fresh, PodsIn};
+use crate::state::{Fresh, PodsIn, Readable};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -129,7 +129,7 @@ async fn volume_outcome(cx: &Admission, req: &Request<'_>) -> Result<Option<Deci
             match r {
                 Some(r) => {
                     cx.cluster
-                        .get::<Pvc>(&r.namespace, &r.name, Fresh::Live)
+                        .read(Pvc::named(&r.namespace, &r.name, Fresh::Live))
                         .await
                 }
                 None => Fact::Missing,
@@ -197,7 +197,7 @@ async fn claim_behind(
     };
     let (volume, namespace) = Box::pin(async {
         let volume = match volume_name.as_deref().filter(|v| !v.is_empty()) {
-            Some(v) => cx.cluster.get::<Pv>("", v, Fresh::CacheOrLive).await,
+            Some(v) => cx.cluster.read(Pv::named("", v, Fresh::CacheOrLive)).await,
             // Bound from the volume's side only (its claimRef names this claim, the claim's
             // volumeName not yet set): the PV controller releases that volume when the claim
             // goes, as it would a fully bound one (rules.md §2i).

@@ -13,6 +13,7 @@ use crate::model::{Node, Pod, Pvc};
 use crate::rules::rwo::{self, ClaimFacts};
 use crate::rules::rwo_lock::{self, LockPod, LockStep, Named, RwoLock, Via};
 use crate::rules::{Decision, Fact};
+use crate::state::Readable;
 use crate::state::query;
 use crate::state::writer::Swap;
 use crate::state::{Fresh, LockSwap, View, Writer};
@@ -137,7 +138,7 @@ impl RwoLocks {
                     match tokio::time::timeout_at(
                         until,
                         self.view
-                            .get::<Pvc>(&pod.metadata.namespace, &name, Fresh::Live),
+                            .read(Pvc::named(&pod.metadata.namespace, &name, Fresh::Live)),
                     )
                     .await
                     {
@@ -155,7 +156,7 @@ impl RwoLocks {
             let fresh = tokio::time::timeout_at(
                 until,
                 self.view
-                    .get::<Pvc>(&pod.metadata.namespace, &name, Fresh::Live),
+                    .read(Pvc::named(&pod.metadata.namespace, &name, Fresh::Live)),
             )
             .await;
             match fresh {
@@ -245,7 +246,10 @@ impl RwoLocks {
                         && other.node_name().is_some_and(|n| n != node);
                     if elsewhere {
                         let n = other.node_name().unwrap_or_default().to_string();
-                        let mut fact = self.view.get::<Node>("", &n, Fresh::CacheOrLive).await;
+                        let mut fact = self
+                            .view
+                            .read(Node::named("", &n, Fresh::CacheOrLive))
+                            .await;
                         // A node gone counts only with a record of its deletion on proof; without
                         // one its machine may still run the holder: unsure, so it holds.
                         if matches!(fact, Fact::Missing)
@@ -500,7 +504,11 @@ impl RwoLocks {
         }
         // The cache alone first: a miss is read once, by `reads`, not also by a cache-or-live
         // lookup (two GETs of one missing pod per rename).
-        let cached = match self.view.get::<Pod>(ns, &lock.pod, Fresh::Cache).await {
+        let cached = match self
+            .view
+            .read(Pod::named(ns, &lock.pod, Fresh::Cache))
+            .await
+        {
             Fact::Found(p)
                 if *p.metadata.uid == *lock.uid && (p.node_name().is_some() || p.is_terminal()) =>
             {
@@ -510,7 +518,7 @@ impl RwoLocks {
         };
         let writer = match cached {
             Some(p) => Fact::Found(p),
-            None => self.view.get::<Pod>(ns, &lock.pod, reads).await,
+            None => self.view.read(Pod::named(ns, &lock.pod, reads)).await,
         };
         (LockPod::Read(writer), observed)
     }

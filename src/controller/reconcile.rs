@@ -8,7 +8,7 @@ use crate::rules::Fact;
 use crate::rules::release::{self, Blocker, PvPlan, PvcPlan, UnusedSince};
 use crate::rules::rwo_lock::{self, RWO_LOCK, RwoLock};
 use crate::state::live::Change;
-use crate::state::{Fresh, PodsIn, View, Write, Writer};
+use crate::state::{Fresh, PodsIn, Readable, View, Write, Writer};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as k8s;
 use kube::api::Patch;
@@ -38,7 +38,10 @@ enum Retry {
     UnexpectedPlan,
     #[error("the consistent pod list of {namespace:?} failed")]
     ListFailed { namespace: String },
-    /// An API error other than 404; a failed `test` (409/422) lands here too.
+    /// The object changed since it was read: a failed `test` or precondition (409, 422).
+    #[error("changed since read: {0}")]
+    Changed(String),
+    /// Any other API error but 404.
     #[error("{0}")]
     Api(String),
 }
@@ -346,7 +349,7 @@ impl Reconciler {
                 // Confirm on a live read: the cache may lag a binding.
                 self.limiter.acquire().await;
                 // Unbounded: these reads never had a deadline (the limiter paces them).
-                let live: Pv = match self.view.get::<Pv>("", name, Fresh::Unbounded).await {
+                let live: Pv = match self.view.read(Pv::named("", name, Fresh::Unbounded)).await {
                     Fact::Found(d) => Arc::unwrap_or_clone(d),
                     Fact::Missing => return Action::done(),
                     Fact::Unknown(e) => return retry(&e),
@@ -357,7 +360,7 @@ impl Reconciler {
                         self.limiter.acquire().await;
                         match self
                             .view
-                            .get::<Pvc>(&r.namespace, &r.name, Fresh::Unbounded)
+                            .read(Pvc::named(&r.namespace, &r.name, Fresh::Unbounded))
                             .await
                         {
                             Fact::Unknown(e) => return retry(&e),
@@ -389,6 +392,9 @@ fn classify(r: Result<(), kube::Error>) -> Result<(), Outcome> {
     match r {
         Ok(()) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Err(Outcome::Done),
+        Err(kube::Error::Api(e)) if matches!(e.code, 409 | 422) => {
+            Err(Outcome::Retry(Retry::Changed(e.to_string())))
+        }
         Err(e) => Err(Outcome::Retry(Retry::Api(e.to_string()))),
     }
 }

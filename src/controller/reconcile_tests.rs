@@ -160,8 +160,16 @@ fn classify_not_found_is_done_others_retry() {
     };
     let nf = status(404);
     assert_eq!(classify(Err(nf)), Err(Outcome::Done));
-    let conflict = status(422);
-    assert!(matches!(classify(Err(conflict)), Err(Outcome::Retry(_))));
+    for code in [409, 422] {
+        assert!(matches!(
+            classify(Err(status(code))),
+            Err(Outcome::Retry(Retry::Changed(_)))
+        ));
+    }
+    assert!(matches!(
+        classify(Err(status(500))),
+        Err(Outcome::Retry(Retry::Api(_)))
+    ));
 }
 
 /// A reconciler over `store` whose every API call fails, its queue and metrics, and the request

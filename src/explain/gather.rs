@@ -5,7 +5,7 @@ use crate::explain::args::ExplainArgs;
 use crate::model::Node;
 use crate::rules::decision::ReadError;
 use crate::state::query;
-use crate::state::{FencesOf, Fresh, PodsIn};
+use crate::state::{FencesOf, Fresh, PodsIn, Readable};
 
 /// The facts of `explain pod`: the pod, each of its claims and their volumes, the volumes'
 /// VolumeAttachments (live), the namespace's pods that name the same claims (a consistent read),
@@ -16,13 +16,14 @@ pub(super) async fn gather_pod(
     args: &ExplainArgs,
     file: Option<String>,
 ) -> anyhow::Result<pod::PodExplanation> {
-    let p =
-        found(view.get::<Pod>(ns, &args.name, Fresh::Whole).await)?.ok_or_else(|| NotFound {
+    let p = found(view.read(Pod::named(ns, &args.name, Fresh::Whole)).await)?.ok_or_else(|| {
+        NotFound {
             resource: "pods",
             name: args.name.clone(),
             namespace: Some(ns.to_string()),
             file: file.clone(),
-        })?;
+        }
+    })?;
     let names: Vec<String> = crate::rules::claims::claims_of(&p)
         .map(|c| c.name)
         .collect();
@@ -31,9 +32,9 @@ pub(super) async fn gather_pod(
     let mut pvs = Vec::new();
     let mut vas = Vec::new();
     for c in &names {
-        let pvc = found(view.get::<Pvc>(ns, c, Fresh::CacheOrLive).await)?;
+        let pvc = found(view.read(Pvc::named(ns, c, Fresh::CacheOrLive)).await)?;
         let pv = match pvc.as_ref().and_then(|p| p.volume_name()) {
-            Some(v) => match view.get::<Pv>("", v, Fresh::CacheOrLive).await {
+            Some(v) => match view.read(Pv::named("", v, Fresh::CacheOrLive)).await {
                 Fact::Unknown(crate::rules::decision::ReadError::Refused { code: 403, .. }) => None,
                 f => found(f)?,
             },
@@ -99,7 +100,7 @@ async fn holder_nodes(
     names.dedup();
     let mut nodes = Vec::new();
     for n in names {
-        if let Fact::Found(node) = view.get::<Node>("", &n, Fresh::Whole).await {
+        if let Fact::Found(node) = view.read(Node::named("", &n, Fresh::Whole)).await {
             nodes.push((*node).clone());
         }
     }
@@ -115,7 +116,7 @@ pub(super) async fn gather_node(
     file: Option<String>,
 ) -> anyhow::Result<node::NodeExplanation> {
     let name = args.name.as_str();
-    let n = found(view.get::<Node>("", name, Fresh::Live).await)?;
+    let n = found(view.read(Node::named("", name, Fresh::Live)).await)?;
     let lease = match view.read(query::RenewTime(name, Fresh::Live)).await {
         Fact::Found(t) => Fact::Found(t.and_then(|t| t.parse().ok())),
         Fact::Missing => Fact::Found(None),
@@ -180,17 +181,19 @@ pub(super) async fn gather(
     match args.kind {
         ExplainKind::Pvc => gather_pvc(view, ns, &args.name, file).await,
         ExplainKind::Pv => {
-            let pv = found(view.get::<Pv>("", &args.name, Fresh::CacheOrLive).await)?.ok_or_else(
-                || NotFound {
-                    resource: "persistentvolumes",
-                    name: args.name.clone(),
-                    namespace: None,
-                    file: file.clone(),
-                },
-            )?;
+            let pv = found(
+                view.read(Pv::named("", &args.name, Fresh::CacheOrLive))
+                    .await,
+            )?
+            .ok_or_else(|| NotFound {
+                resource: "persistentvolumes",
+                name: args.name.clone(),
+                namespace: None,
+                file: file.clone(),
+            })?;
             let claim = match &pv.spec.claim_ref {
                 Some(c) => found(
-                    view.get::<Pvc>(&c.namespace, &c.name, Fresh::CacheOrLive)
+                    view.read(Pvc::named(&c.namespace, &c.name, Fresh::CacheOrLive))
                         .await,
                 )?,
                 None => None,
@@ -216,15 +219,17 @@ async fn gather_pvc(
     file: Option<String>,
 ) -> anyhow::Result<Explanation> {
     let pvc =
-        found(view.get::<Pvc>(ns, name, Fresh::CacheOrLive).await)?.ok_or_else(|| NotFound {
-            resource: "persistentvolumeclaims",
-            name: name.to_string(),
-            namespace: Some(ns.to_string()),
-            file,
+        found(view.read(Pvc::named(ns, name, Fresh::CacheOrLive)).await)?.ok_or_else(|| {
+            NotFound {
+                resource: "persistentvolumeclaims",
+                name: name.to_string(),
+                namespace: Some(ns.to_string()),
+                file,
+            }
         })?;
     let mut not_read = Vec::new();
     let pv = match pvc.volume_name() {
-        Some(v) => match view.get::<Pv>("", v, Fresh::CacheOrLive).await {
+        Some(v) => match view.read(Pv::named("", v, Fresh::CacheOrLive)).await {
             // A namespace's user may not read PersistentVolumes (cluster-scoped).
             Fact::Unknown(crate::rules::decision::ReadError::Refused { code: 403, .. }) => {
                 not_read.push("persistentvolumes (forbidden)".to_string());

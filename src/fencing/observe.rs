@@ -10,7 +10,7 @@ use crate::model::{Node, Pod, Pv, Pvc, StorageClass};
 use crate::rules::Fact;
 use crate::rules::fencing::{self, Mode, NodeHealth, Storage, Tolerates};
 use crate::state::query;
-use crate::state::{Fresh, PodsIn, View};
+use crate::state::{Fresh, PodsIn, Readable, View};
 use std::collections::{BTreeMap, HashMap};
 
 pub use crate::model::LEASE_NAMESPACE;
@@ -64,7 +64,7 @@ fn known<T>(f: Fact<T>) -> Result<Option<T>, Error> {
 
 /// The node whole, read live (`None`: gone).
 pub async fn node(view: &View, name: &str) -> Result<Option<std::sync::Arc<Node>>, Error> {
-    known(view.get::<Node>("", name, Fresh::Whole).await)
+    known(view.read(Node::named("", name, Fresh::Whole)).await)
 }
 
 /// One node's Lease renewTime, read live (quorum): what proof and recovery rest on.
@@ -122,14 +122,17 @@ pub async fn affected(view: &View, node: &str) -> Result<Affected, Error> {
         let mut held = Vec::new();
         let mut pod_mode = Mode::Off;
         for c in claims {
-            let Some(pvc) = known(view.get::<Pvc>(&ns, &c, Fresh::CacheOrLive).await)? else {
+            let Some(pvc) = known(view.read(Pvc::named(&ns, &c, Fresh::CacheOrLive)).await)? else {
                 continue;
             };
             if !pvc.is_rwo() {
                 continue;
             }
             let class = match pvc.class_name() {
-                Some(name) => known(view.get::<StorageClass>("", name, Fresh::CacheOrLive).await)?,
+                Some(name) => known(
+                    view.read(StorageClass::named("", name, Fresh::CacheOrLive))
+                        .await,
+                )?,
                 None => None,
             };
             let annotation = |key| class.as_ref().and_then(|c| c.metadata.annotation(key));
@@ -171,10 +174,10 @@ pub async fn storage_on(view: &View, node: &str) -> Result<Vec<Storage>, Error> 
     for (p, claims) in claim_users(view, node).await? {
         let ns = &p.metadata.namespace;
         for claim in claims {
-            let volume = known(view.get::<Pvc>(ns, &claim, Fresh::CacheOrLive).await)?
+            let volume = known(view.read(Pvc::named(ns, &claim, Fresh::CacheOrLive)).await)?
                 .and_then(|c| c.volume_name().map(str::to_string));
             let pv = match volume {
-                Some(v) => known(view.get::<Pv>("", &v, Fresh::CacheOrLive).await)?,
+                Some(v) => known(view.read(Pv::named("", &v, Fresh::CacheOrLive)).await)?,
                 None => None,
             };
             out.push(match pv {

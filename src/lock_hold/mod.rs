@@ -25,7 +25,7 @@ use crate::rules::Fact;
 use crate::rules::rwo_lock::{self, LockPod, NodeHold, RwoLock};
 use crate::runtime::rate_limit::RateLimiter;
 use crate::state::query;
-use crate::state::{Fresh, PodSeen, PodsIn, View};
+use crate::state::{Fresh, PodSeen, PodsIn, Readable, View};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,19 +101,22 @@ impl LockHolds {
     ) -> Hold {
         let (ns, claim) = (&pvc.metadata.namespace, &pvc.metadata.name);
         // A node the cache lacks is read live (gone, or not watched): paced as any live read.
-        let mut node = self.view.get::<Node>("", &lock.node, Fresh::Cache).await;
+        let mut node = self
+            .view
+            .read(Node::named("", &lock.node, Fresh::Cache))
+            .await;
         if !matches!(node, Fact::Found(_)) {
             paced(pace).await;
             node = self
                 .view
-                .get::<Node>("", &lock.node, Fresh::CacheOrLive)
+                .read(Node::named("", &lock.node, Fresh::CacheOrLive))
                 .await;
         }
         if let Fact::Found(n) = &node
             && n.is_out_of_service()
         {
             paced(pace).await;
-            node = self.view.get::<Node>("", &lock.node, reads).await;
+            node = self.view.read(Node::named("", &lock.node, reads)).await;
         }
         let cached = match self
             .view
@@ -180,7 +183,7 @@ impl LockHolds {
                     paced(pace).await;
                     let (mut users, mut writer) = (
                         std::pin::pin!(users),
-                        std::pin::pin!(self.view.get::<Pod>(ns, &lock.pod, reads)),
+                        std::pin::pin!(self.view.read(Pod::named(ns, &lock.pod, reads))),
                     );
                     tokio::select! {
                         u = &mut users => match in_use(&u) {

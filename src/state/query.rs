@@ -1,5 +1,5 @@
-//! A read as a value: what a job asks of the cluster beyond one object of a cached kind
-//! (`View::get`), asked through `View::read`, the one door of those reads. Each kind of read is a
+//! A read as a value: everything a job asks of the cluster, asked through `View::read`, the one
+//! door of every read. Each kind of read is a
 //! type naming its answer (`Query::Answer`) and, where the answer can come from a cache, the
 //! freshness it needs (`Fresh`); the door notes every read it serves (`reads`: the webhook's
 //! "answered without reading" count), so no read can be made around that note. The mirror of
@@ -7,13 +7,14 @@
 
 use super::authorizer::Ask;
 use super::network_fences::Seen;
-use super::view::{FencesOf, Fresh, PodsIn, View};
+use super::view::{FencesOf, Fresh, PodsIn, Readable, View};
 use super::write::Door;
 use crate::model::fence::NodeFence;
 use crate::model::{Attachment, Pod};
 use crate::rules::Fact;
 use kube::api::DynamicObject;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,14 +26,30 @@ pub trait Query: Send {
 }
 
 impl View {
-    /// Ask `query`: the one door of every read but one object of a cached kind (`get`) and the
-    /// looks at memory with no request (`sweep`, `held`, `held_naming`, `pod_seen`,
-    /// `pod_absent_since`, `synced`). The
+    /// Ask `query`: the one door of every read but the looks at memory with no request
+    /// (`sweep`, `held`, `held_naming`, `pod_seen`, `pod_absent_since`, `synced`). The
     /// read's own future, not one around it: a request's future holds each read it makes (and
     /// moves with it through the timeouts).
     pub fn read<Q: Query>(&self, query: Q) -> impl Future<Output = Q::Answer> + Send {
         super::reads::note();
         query.ask(self, Door(()))
+    }
+}
+
+/// One object of kind `K` (`Readable::named`): from the cache or the apiserver as `fresh` asks;
+/// a kind or namespace this live view does not watch is read live, and answers `Unknown` to a
+/// cache read.
+pub struct Named<'a, K> {
+    pub(super) namespace: &'a str,
+    pub(super) name: &'a str,
+    pub(super) fresh: Fresh,
+    pub(super) kind: PhantomData<fn() -> K>,
+}
+
+impl<K: Readable> Query for Named<'_, K> {
+    type Answer = Fact<Arc<K>>;
+    fn ask(self, view: &View, _: Door) -> impl Future<Output = Self::Answer> + Send {
+        view.get::<K>(self.namespace, self.name, self.fresh)
     }
 }
 

@@ -113,13 +113,27 @@ impl Fresh {
     }
 }
 
-/// A kind `View::get` reads one object of: the store's map of it (`Held`), whether a live view
+/// A kind `View::read` reads one object of (`Readable::named`): the store's map of it (`Held`), whether a live view
 /// watches it, and where the apiserver serves it.
 pub trait Readable:
     Held + Wire + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
 {
     fn watched(needs: &Needs) -> bool;
     fn api(client: kube::Client, namespace: &str) -> Api<Decoded<Self>>;
+
+    /// The read of one object of this kind (`namespace` empty for a cluster-scoped kind), as
+    /// `fresh` asks: `view.read(Pvc::named(namespace, name, Fresh::Cache))`.
+    fn named<'a>(namespace: &'a str, name: &'a str, fresh: Fresh) -> super::query::Named<'a, Self>
+    where
+        Self: Sized,
+    {
+        super::query::Named {
+            namespace,
+            name,
+            fresh,
+            kind: std::marker::PhantomData,
+        }
+    }
 }
 
 macro_rules! readable {
@@ -274,13 +288,12 @@ impl View {
     /// One object of a kind the caches may hold (`namespace` empty for a cluster-scoped kind):
     /// from the cache or the apiserver as `fresh` asks. A kind this live view does not watch (or
     /// a namespace it does not) is read live, and answers `Unknown` to a cache read.
-    pub async fn get<K: Readable>(
+    pub(super) async fn get<K: Readable>(
         &self,
         namespace: &str,
         name: &str,
         fresh: Fresh,
     ) -> Fact<Arc<K>> {
-        super::reads::note();
         let Some(l) = &self.live else {
             return from_cache(K::map(&self.store).get(namespace, name));
         };

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::model::testing;
+use crate::state::Readable;
 use crate::state::query;
 
 /// A client whose every request is answered 500 at once, and how many requests it made.
@@ -76,19 +77,19 @@ async fn a_file_answers_every_freshness_from_its_contents() {
     let view = View::file(store());
     for fresh in ALL {
         assert!(matches!(
-            view.get::<Pvc>("ns", "data", fresh).await,
+            view.read(Pvc::named("ns", "data", fresh)).await,
             Fact::Found(_)
         ));
         assert!(matches!(
-            view.get::<Pvc>("ns", "other", fresh).await,
+            view.read(Pvc::named("ns", "other", fresh)).await,
             Fact::Missing
         ));
         assert!(matches!(
-            view.get::<Node>("", "n1", fresh).await,
+            view.read(Node::named("", "n1", fresh)).await,
             Fact::Found(_)
         ));
         assert!(matches!(
-            view.get::<Pv>("", "v", fresh).await,
+            view.read(Pv::named("", "v", fresh)).await,
             Fact::Missing
         ));
         let naming = view.read(query::PodsNaming("ns", "data", fresh)).await;
@@ -118,23 +119,29 @@ async fn a_cache_read_of_a_kind_not_held_is_unknown_and_reads_nothing() {
     let unknown = |f: bool, what: &str| assert!(f, "{what}: a cache read not held must be Unknown");
     let c = Fresh::Cache;
     unknown(
-        matches!(view.get::<Pvc>("ns", "data", c).await, Fact::Unknown(_)),
+        matches!(
+            view.read(Pvc::named("ns", "data", c)).await,
+            Fact::Unknown(_)
+        ),
         "pvc",
     );
     unknown(
-        matches!(view.get::<Pv>("", "v", c).await, Fact::Unknown(_)),
+        matches!(view.read(Pv::named("", "v", c)).await, Fact::Unknown(_)),
         "pv",
     );
     unknown(
-        matches!(view.get::<Node>("", "n1", c).await, Fact::Unknown(_)),
+        matches!(view.read(Node::named("", "n1", c)).await, Fact::Unknown(_)),
         "node",
     );
     unknown(
-        matches!(view.get::<Pod>("ns", "p", c).await, Fact::Unknown(_)),
+        matches!(view.read(Pod::named("ns", "p", c)).await, Fact::Unknown(_)),
         "pod",
     );
     unknown(
-        matches!(view.get::<StorageClass>("", "c", c).await, Fact::Unknown(_)),
+        matches!(
+            view.read(StorageClass::named("", "c", c)).await,
+            Fact::Unknown(_)
+        ),
         "class",
     );
     unknown(
@@ -185,18 +192,21 @@ async fn a_cache_read_of_a_held_kind_answers_from_memory() {
     let view = View::from_store(client, store(), holds);
     let c = Fresh::Cache;
     assert!(matches!(
-        view.get::<Pvc>("ns", "data", c).await,
+        view.read(Pvc::named("ns", "data", c)).await,
         Fact::Found(_)
     ));
     assert!(matches!(
-        view.get::<Pvc>("ns", "other", c).await,
+        view.read(Pvc::named("ns", "other", c)).await,
         Fact::Missing
     ));
     assert!(matches!(
-        view.get::<Pvc>("elsewhere", "data", c).await,
+        view.read(Pvc::named("elsewhere", "data", c)).await,
         Fact::Unknown(_)
     ));
-    assert!(matches!(view.get::<Node>("", "n2", c).await, Fact::Missing));
+    assert!(matches!(
+        view.read(Node::named("", "n2", c)).await,
+        Fact::Missing
+    ));
     let naming = view.read(query::PodsNaming("ns", "data", c)).await;
     assert!(matches!(naming, Fact::Found(p) if p.len() == 1));
     // Every namespace's pods on a node: a view of one namespace does not hold them.
@@ -213,18 +223,20 @@ async fn a_miss_and_a_live_read_go_to_the_apiserver() {
     let (client, requests) = counting_client();
     let view = View::from_store(client, store(), Needs::admission(true));
     assert!(matches!(
-        view.get::<Pvc>("ns", "data", Fresh::CacheOrLive).await,
+        view.read(Pvc::named("ns", "data", Fresh::CacheOrLive))
+            .await,
         Fact::Found(_)
     ));
     assert_eq!(requests.count(), 0);
     // The apiserver fails: unknown, never the cache's absence.
     assert!(matches!(
-        view.get::<Pvc>("ns", "other", Fresh::CacheOrLive).await,
+        view.read(Pvc::named("ns", "other", Fresh::CacheOrLive))
+            .await,
         Fact::Unknown(_)
     ));
     assert_eq!(requests.count(), 1);
     assert!(matches!(
-        view.get::<Pvc>("ns", "data", Fresh::Live).await,
+        view.read(Pvc::named("ns", "data", Fresh::Live)).await,
         Fact::Unknown(_)
     ));
     assert!(matches!(
@@ -235,7 +247,7 @@ async fn a_miss_and_a_live_read_go_to_the_apiserver() {
     assert_eq!(requests.count(), 3);
     // An unbounded read never answers from the cache either.
     assert!(matches!(
-        view.get::<Pvc>("ns", "data", Fresh::Unbounded).await,
+        view.read(Pvc::named("ns", "data", Fresh::Unbounded)).await,
         Fact::Unknown(_)
     ));
     assert_eq!(requests.count(), 4);
@@ -258,7 +270,7 @@ fn only_live_until_and_unbounded_lift_the_cap() {
 async fn a_file_answers_an_unbounded_read_from_its_contents() {
     let view = View::file(store());
     assert!(matches!(
-        view.get::<Pvc>("ns", "data", Fresh::Unbounded).await,
+        view.read(Pvc::named("ns", "data", Fresh::Unbounded)).await,
         Fact::Found(_)
     ));
     assert!(matches!(

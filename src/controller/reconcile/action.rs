@@ -43,6 +43,14 @@ pub(super) enum Done {
         namespace: String,
         name: String,
     },
+    /// A person's expired overrides lifted from a claim or volume (`object`): `lifted` keys, and
+    /// why, logged.
+    OverrideLifted {
+        resource: &'static str,
+        object: String,
+        lifted: u64,
+        why: String,
+    },
     /// A RWO lock nobody holds cleared.
     LockCleared {
         namespace: String,
@@ -96,6 +104,16 @@ impl Action {
                 },
             );
         }
+        self
+    }
+
+    /// An Event about what this action's writes did, written after them (not when one failed).
+    pub fn told_after(mut self, write: Write, told: Told) -> Action {
+        self.steps.push(Step {
+            write,
+            done: Done::Nothing,
+            told: Some(told),
+        });
         self
     }
 
@@ -175,6 +193,18 @@ impl Reconciler {
             }
             Done::UnusedWritten { namespace, name } => {
                 self.seen_unused(&namespace, &name, false);
+            }
+            Done::OverrideLifted {
+                resource,
+                object,
+                lifted,
+                why,
+            } => {
+                self.metrics
+                    .overrides_lifted
+                    .get_or_create(&ResourceLabel { resource })
+                    .inc_by(lifted);
+                tracing::info!(resource, object = %object, "{why}");
             }
             Done::LockCleared {
                 namespace,
@@ -258,5 +288,20 @@ mod tests {
             .telling(None);
         assert_eq!(names(&a), ["MultiNodeRWO", "finalizer"]);
         assert!(a.steps[0].told.is_some() && a.steps[1].told.is_none());
+    }
+
+    #[test]
+    fn what_a_write_did_is_told_after_it() {
+        let ev = Write::event(
+            Default::default(),
+            false,
+            "OverrideLifted",
+            "lifted".into(),
+            "Lift",
+        );
+        let a = Action::write(pv("override"), Done::Nothing)
+            .told_after(ev, Told::new("OverrideLifted", None));
+        assert_eq!(names(&a), ["override", "OverrideLifted"]);
+        assert!(a.steps[0].told.is_none() && a.steps[1].told.is_some());
     }
 }

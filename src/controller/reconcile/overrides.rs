@@ -16,112 +16,112 @@ const AFTER_REFUSAL: Duration = Duration::from_secs(300);
 
 /// Objects whose last lift was refused, and when it may be tried again.
 #[derive(Default)]
-pub struct Refused(Mutex<HashMap<(&'static str, String, String), Instant>>);
+pub struct Refused(Mutex<HashMap<RefusalKey, Instant>>);
 
 impl Refused {
-    fn waiting(&self, key: &(&'static str, String, String)) -> bool {
+    fn waiting(&self, key: &RefusalKey) -> bool {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         m.retain(|_, until| *until > now);
         m.contains_key(key)
     }
 
-    fn note(&self, key: (&'static str, String, String)) {
+    fn note(&self, key: RefusalKey) {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         m.insert(key, Instant::now() + AFTER_REFUSAL);
     }
 }
 
 impl Reconciler {
-    /// One pass over the cached claims and volumes; returns the overrides lifted.
-    pub async fn lift_overrides(&self, reader: Reader, refused: &Refused) -> u64 {
-        let mut lifted = 0;
+    /// One pass over the cached claims and volumes: each object with an expired override gets
+    /// an action (its lift, then an Event saying so), made as a key's are (`execute`).
+    pub async fn lift_overrides(&self, reader: Reader, refused: &Refused) {
         for pvc in self.view.sweep::<Pvc>(None) {
             let m = &pvc.metadata;
             if let Some(l) = lift(m, reader.mode, reader.expiry) {
-                lifted += self
-                    .lift_one::<k8s::PersistentVolumeClaim>("pvc", m, l, refused, |patch| {
-                        Write::Pvc {
-                            namespace: m.namespace.clone(),
-                            name: m.name.clone(),
-                            patch,
-                        }
-                    })
-                    .await;
+                let write = |patch| Write::Pvc {
+                    namespace: m.namespace.clone(),
+                    name: m.name.clone(),
+                    patch,
+                };
+                self.lift_one(
+                    lifting::<k8s::PersistentVolumeClaim>("pvc", m, l, write),
+                    refused,
+                )
+                .await;
             }
         }
         for pv in self.view.sweep::<Pv>(None) {
-            if let Some(l) = lift(&pv.metadata, reader.mode, reader.expiry) {
-                lifted += self
-                    .lift_one::<k8s::PersistentVolume>("pv", &pv.metadata, l, refused, |patch| {
-                        Write::Pv {
-                            name: pv.metadata.name.clone(),
-                            patch,
-                        }
-                    })
+            let m = &pv.metadata;
+            if let Some(l) = lift(m, reader.mode, reader.expiry) {
+                let write = |patch| Write::Pv {
+                    name: m.name.clone(),
+                    patch,
+                };
+                self.lift_one(lifting::<k8s::PersistentVolume>("pv", m, l, write), refused)
                     .await;
             }
         }
-        lifted
     }
 
-    /// Lift `l` from one object (`write`: its patch on that object) and say so in an Event on it.
-    /// A failed `test` (the object changed since the cache read it) lifts nothing: the next pass
-    /// looks again.
-    async fn lift_one<K: kube::Resource<DynamicType = ()>>(
-        &self,
-        resource: &'static str,
-        meta: &crate::model::Meta,
-        l: Lift,
-        refused: &Refused,
-        write: impl FnOnce(Patch<serde_json::Value>) -> Write,
-    ) -> u64 {
-        let namespace = (!meta.namespace.is_empty()).then_some(meta.namespace.as_str());
-        let key = (resource, meta.namespace.clone(), meta.name.clone());
+    /// Make one object's lift. A failed `test` (the object changed since the cache read it) or
+    /// a gone object lifts nothing: the next pass looks again. Any other failure waits
+    /// `AFTER_REFUSAL` before that object is tried again.
+    async fn lift_one(&self, (key, action): (RefusalKey, Action), refused: &Refused) {
         if refused.waiting(&key) {
-            return 0;
+            return;
         }
-        self.limiter.acquire().await;
-        let n = l.keys.len() as u64;
-        let labels = ResourceLabel { resource };
-        match self.writer.apply(write(Patch::Json(l.patch))).await {
-            Ok(()) => {}
-            // The `test` failed or the object is gone: it changed since the cache read it.
-            Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409 | 422) => return 0,
-            Err(e) => {
-                tracing::warn!(%resource, name = %meta.name, error = %e,
+        match self.execute(action).await {
+            Outcome::Retry(Retry::Api(e)) => {
+                let (resource, _, name) = &key;
+                tracing::warn!(%resource, %name, error = %e,
                     "could not lift an expired override; trying again in 5 minutes");
                 self.metrics
                     .override_lift_failures
-                    .get_or_create(&labels)
+                    .get_or_create(&ResourceLabel { resource })
                     .inc();
                 refused.note(key);
-                return 0;
             }
+            Outcome::Done | Outcome::RequeueAfter(_) | Outcome::Retry(_) => {}
         }
-        self.metrics
-            .overrides_lifted
-            .get_or_create(&labels)
-            .inc_by(n);
-        let note = format!(
-            "{}. volguard lifted it: setting it again (`kubectl annotate --overwrite` included) is stamped anew and counts.",
-            l.why
-        );
-        tracing::info!(%resource, name = %meta.name, "{note}");
-        let reference = k8s::ObjectReference {
-            api_version: Some(K::api_version(&()).into_owned()),
-            kind: Some(K::kind(&()).into_owned()),
-            name: Some(meta.name.clone()),
-            namespace: namespace.map(str::to_string),
-            // `kubectl describe` lists the Events whose uid is the object's.
-            uid: (!meta.uid.is_empty()).then(|| meta.uid.to_string()),
-            ..Default::default()
-        };
-        let ev = Write::event(reference, false, "OverrideLifted", note, "Lift");
-        self.limiter.acquire().await;
-        if let Err(e) = self.writer.apply(ev).await {
-            tracing::warn!(error = %e, "could not publish OverrideLifted event");
-        }
-        n
     }
+}
+
+/// Which object a refusal is remembered for: its resource, namespace and name.
+type RefusalKey = (&'static str, String, String);
+
+/// The action that lifts `l` from one object (`write`: its patch on that object) and says so in
+/// an Event on it.
+fn lifting<K: kube::Resource<DynamicType = ()>>(
+    resource: &'static str,
+    meta: &crate::model::Meta,
+    l: Lift,
+    write: impl FnOnce(Patch<serde_json::Value>) -> Write,
+) -> (RefusalKey, Action) {
+    let why = format!(
+        "{}. volguard lifted it: setting it again (`kubectl annotate --overwrite` included) is stamped anew and counts.",
+        l.why
+    );
+    let reference = k8s::ObjectReference {
+        api_version: Some(K::api_version(&()).into_owned()),
+        kind: Some(K::kind(&()).into_owned()),
+        name: Some(meta.name.clone()),
+        namespace: (!meta.namespace.is_empty()).then(|| meta.namespace.clone()),
+        // `kubectl describe` lists the Events whose uid is the object's.
+        uid: (!meta.uid.is_empty()).then(|| meta.uid.to_string()),
+        ..Default::default()
+    };
+    let event = Write::event(reference, false, "OverrideLifted", why.clone(), "Lift");
+    let done = Done::OverrideLifted {
+        resource,
+        object: meta.name.clone(),
+        lifted: l.keys.len() as u64,
+        why,
+    };
+    let action = Action::write(write(Patch::Json(l.patch)), done)
+        .told_after(event, Told::new("OverrideLifted", None));
+    (
+        (resource, meta.namespace.clone(), meta.name.clone()),
+        action,
+    )
 }

@@ -278,15 +278,23 @@ fn sigterm(server: &Server) {
 }
 
 /// Issue: on SIGTERM the listener closed before readiness turned false, so the apiserver's calls
-/// during a rollout met refused connections. Now readiness turns false at once and new
-/// connections are still served until the drain period ends; then the process exits 0.
+/// during a rollout met refused connections. Now readiness turns false before the drain period
+/// ends and new connections are still served after it did; then the process exits 0, not before
+/// the drain ends. The drain is long against the test's own steps so that a loaded machine (the
+/// test at a low priority beside a benchmark) cannot run it past its end: what is asserted is the
+/// order, not a speed.
 #[tokio::test]
 async fn sigterm_turns_unready_then_serves_new_connections_through_the_drain() {
+    const DRAIN: Duration = Duration::from_secs(8);
     let certs = Certs::new();
     let mut server = Server::start(
         &certs.cert(),
         &certs.key(),
-        &["--state", &state_arg(), "--shutdown-drain=3s"],
+        &[
+            "--state",
+            &state_arg(),
+            &format!("--shutdown-drain={}s", DRAIN.as_secs()),
+        ],
     );
     let readyz = || {
         let url = server.probe_url("/readyz");
@@ -298,30 +306,34 @@ async fn sigterm_turns_unready_then_serves_new_connections_through_the_drain() {
         }
     };
     assert_eq!(readyz().await, 200);
-    sigterm(&server);
+    // Before the signal: the server's drain starts no earlier than `t`.
     let t = Instant::now();
+    sigterm(&server);
     let mut unready = false;
-    while t.elapsed() < Duration::from_secs(1) {
+    while t.elapsed() < DRAIN / 2 {
         if readyz().await == 503 {
             unready = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(unready, "readiness still true after SIGTERM");
-    // During the drain, a fresh client (a new connection, as an apiserver whose endpoints have
-    // not caught up yet would open) is served.
+    assert!(
+        unready,
+        "readiness still true {:?} after SIGTERM",
+        t.elapsed()
+    );
+    // While unready, a fresh client (a new connection, as an apiserver whose endpoints have not
+    // caught up yet would open) is served.
     let mut served = 0;
-    while t.elapsed() < Duration::from_millis(2500) {
+    while served < 5 {
         let resp = post_ok(&client(&certs.ca_pem), &server)
             .await
-            .expect("served during the drain");
+            .unwrap_or_else(|e| panic!("not served {:?} into the drain: {e}", t.elapsed()));
         assert_eq!(resp.status(), 200);
         served += 1;
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(served > 5, "only {served} requests during the drain");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + DRAIN + Duration::from_secs(10);
     loop {
         if let Some(st) = server.child.try_wait().expect("wait") {
             assert!(st.success(), "exit status {st:?}");
@@ -332,10 +344,7 @@ async fn sigterm_turns_unready_then_serves_new_connections_through_the_drain() {
         // happens in its connection task.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(
-        t.elapsed() >= Duration::from_secs(3),
-        "exited before the drain period ended"
-    );
+    assert!(t.elapsed() >= DRAIN, "exited before the drain period ended");
 }
 
 /// Every stderr line is one JSON object with each key once (strict parsers reject a second

@@ -1,5 +1,5 @@
 //! A read as a value: everything a job asks of the cluster, asked through `View::read`, the one
-//! door of every read. Each kind of read is a
+//! door of every read but the looks at memory (`View::sweep` and its kin). Each kind of read is a
 //! type naming its answer (`Query::Answer`) and, where the answer can come from a cache, the
 //! freshness it needs (`Fresh`); the door notes every read it serves (`reads`: the webhook's
 //! "answered without reading" count), so no read can be made around that note. The mirror of

@@ -1,7 +1,7 @@
-//! What one key's reconcile decided, as a value: the writes to make, in order, what each one's
-//! success changes in this process, then how the key ends (kube-runtime's `Action`, with the
-//! writes it makes). A reconcile reads and decides; `Reconciler::execute` makes the writes, and no
-//! step of a reconcile writes by itself.
+//! What one key's reconcile (or one object of the overrides sweep) decided, as a value: the
+//! writes to make, in order, what each one's success changes in this process, then how the key
+//! ends (kube-runtime's `Action`, with the writes it makes). A reconcile reads and decides;
+//! `Reconciler::execute` makes the writes, and no step of a reconcile or sweep writes by itself.
 
 use super::*;
 
@@ -144,8 +144,9 @@ impl Told {
 
 impl Reconciler {
     /// Make `action`'s writes in order, each paced by the controller's limiter: a write's failure
-    /// ends the key there (404: done; anything else: retried with backoff after the watch
-    /// delivers fresh state), an Event's is warned. Then the key ends as the action says.
+    /// ends the action there (404: done; 409/422 `Retry::Changed`, anything else `Retry::Api`: a
+    /// key is retried with backoff after the watch delivers fresh state, the overrides sweep
+    /// says what each means for its object), an Event's is warned. Then the action ends as it says.
     pub(super) async fn execute(&self, action: Action) -> Outcome {
         for step in action.steps {
             self.limiter.acquire().await;
@@ -204,7 +205,7 @@ impl Reconciler {
                     .overrides_lifted
                     .get_or_create(&ResourceLabel { resource })
                     .inc_by(lifted);
-                tracing::info!(resource, object = %object, "{why}");
+                tracing::info!(resource, name = %object, "{why}");
             }
             Done::LockCleared {
                 namespace,

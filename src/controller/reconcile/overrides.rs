@@ -44,11 +44,8 @@ impl Reconciler {
                     name: m.name.clone(),
                     patch,
                 };
-                self.lift_one(
-                    lifting::<k8s::PersistentVolumeClaim>("pvc", m, l, write),
-                    refused,
-                )
-                .await;
+                self.lift_one::<k8s::PersistentVolumeClaim>("pvc", m, l, write, refused)
+                    .await;
             }
         }
         for pv in self.view.sweep::<Pv>(None) {
@@ -58,7 +55,7 @@ impl Reconciler {
                     name: m.name.clone(),
                     patch,
                 };
-                self.lift_one(lifting::<k8s::PersistentVolume>("pv", m, l, write), refused)
+                self.lift_one::<k8s::PersistentVolume>("pv", m, l, write, refused)
                     .await;
             }
         }
@@ -67,14 +64,21 @@ impl Reconciler {
     /// Make one object's lift. A failed `test` (the object changed since the cache read it) or
     /// a gone object lifts nothing: the next pass looks again. Any other failure waits
     /// `AFTER_REFUSAL` before that object is tried again.
-    async fn lift_one(&self, (key, action): (RefusalKey, Action), refused: &Refused) {
+    async fn lift_one<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        resource: &'static str,
+        meta: &crate::model::Meta,
+        l: Lift,
+        write: impl FnOnce(Patch<serde_json::Value>) -> Write,
+        refused: &Refused,
+    ) {
+        let key = (resource, meta.namespace.clone(), meta.name.clone());
         if refused.waiting(&key) {
             return;
         }
-        match self.execute(action).await {
+        match self.execute(lifting::<K>(resource, meta, l, write)).await {
             Outcome::Retry(Retry::Api(e)) => {
-                let (resource, _, name) = &key;
-                tracing::warn!(%resource, %name, error = %e,
+                tracing::warn!(%resource, name = %meta.name, error = %e,
                     "could not lift an expired override; trying again in 5 minutes");
                 self.metrics
                     .override_lift_failures
@@ -97,7 +101,7 @@ fn lifting<K: kube::Resource<DynamicType = ()>>(
     meta: &crate::model::Meta,
     l: Lift,
     write: impl FnOnce(Patch<serde_json::Value>) -> Write,
-) -> (RefusalKey, Action) {
+) -> Action {
     let why = format!(
         "{}. volguard lifted it: setting it again (`kubectl annotate --overwrite` included) is stamped anew and counts.",
         l.why
@@ -118,10 +122,6 @@ fn lifting<K: kube::Resource<DynamicType = ()>>(
         lifted: l.keys.len() as u64,
         why,
     };
-    let action = Action::write(write(Patch::Json(l.patch)), done)
-        .told_after(event, Told::new("OverrideLifted", None));
-    (
-        (resource, meta.namespace.clone(), meta.name.clone()),
-        action,
-    )
+    Action::write(write(Patch::Json(l.patch)), done)
+        .told_after(event, Told::new("OverrideLifted", None))
 }

@@ -29,7 +29,8 @@ pub const KCM_PVC_PROTECTION_SA: &str = "kcm-pvc-protection-sa";
 
 /// One FlowSchema per measured client (precedence 500: after `exempt` and the system schemas,
 /// before `service-accounts`); and cluster-admin for `kcm-protection`. The controller shares
-/// `workload-high` with kcm's protection controllers it is compared with. Serve's reads stay in
+/// `workload-high` with kcm's protection controllers it is compared with. Serve's lock writes match
+/// the shipped `volguard-admission-writes` first (precedence 300). Serve's reads stay in
 /// `workload-low`, where a default install's service account lands (`service-accounts`): in
 /// `workload-high` they queued behind the scheduler's binds, which hold their seats there while
 /// they wait for serve's answer (at 5,000 nodes, in the window of take-overs, 6,725 LISTs and
@@ -185,10 +186,20 @@ impl Served {
     }
 }
 
-/// Requests the apiserver dispatched for client `who` (its FlowSchema) between two samples.
+/// The FlowSchemas that hold client `who`'s requests: its own (`bench-NAME`) and, for serve, the
+/// shipped one its lock writes match first (manifests/base/flowschema.yaml).
+fn schemas(who: &str) -> Vec<String> {
+    let mut schemas = vec![format!("bench-{who}")];
+    if who == SERVE {
+        schemas.push("volguard-admission-writes".to_string());
+    }
+    schemas
+}
+
+/// Requests the apiserver dispatched for client `who` (its FlowSchemas) between two samples.
 pub fn requests(a: &Sample, b: &Sample, who: &str) -> f64 {
-    let schema = format!("bench-{who}");
-    let keep = |l: &str| label(l, "flow_schema") == Some(schema.as_str());
+    let schemas = schemas(who);
+    let keep = |l: &str| label(l, "flow_schema").is_some_and(|s| schemas.iter().any(|x| x == s));
     let name = "apiserver_flowcontrol_dispatched_requests_total";
     sum(&b.text, name, keep) - sum(&a.text, name, keep)
 }
@@ -197,8 +208,8 @@ pub fn requests(a: &Sample, b: &Sample, who: &str) -> f64 {
 /// estimated per request on average, and the requests it rejected (429). A take-over's LIST is
 /// charged by its page size, not by what the node index leaves (`state::NODE_PAGE`).
 pub fn apf(a: &Sample, b: &Sample, who: &str) -> (f64, f64) {
-    let schema = format!("bench-{who}");
-    let keep = |l: &str| label(l, "flow_schema") == Some(schema.as_str());
+    let schemas = schemas(who);
+    let keep = |l: &str| label(l, "flow_schema").is_some_and(|s| schemas.iter().any(|x| x == s));
     let d = |name: &str| sum(&b.text, name, keep) - sum(&a.text, name, keep);
     let seats = d("apiserver_flowcontrol_work_estimated_seats_sum");
     let estimated = d("apiserver_flowcontrol_work_estimated_seats_count");

@@ -186,20 +186,21 @@ impl Served {
     }
 }
 
-/// The FlowSchemas that hold client `who`'s requests: its own (`bench-NAME`) and, for serve, the
-/// shipped one its lock writes match first (manifests/base/flowschema.yaml).
-fn schemas(who: &str) -> Vec<String> {
-    let mut schemas = vec![format!("bench-{who}")];
-    if who == SERVE {
-        schemas.push("volguard-admission-writes".to_string());
+/// Whether a metric's labels name one of the FlowSchemas that hold client `who`'s requests: its
+/// own (`bench-NAME`) and, for serve, the shipped one its lock writes match first
+/// (manifests/base/flowschema.yaml).
+fn client(who: &str) -> impl Fn(&str) -> bool + Copy + '_ {
+    move |l: &str| {
+        label(l, "flow_schema").is_some_and(|s| {
+            s.strip_prefix("bench-") == Some(who)
+                || (who == SERVE && s == "volguard-admission-writes")
+        })
     }
-    schemas
 }
 
 /// Requests the apiserver dispatched for client `who` (its FlowSchemas) between two samples.
 pub fn requests(a: &Sample, b: &Sample, who: &str) -> f64 {
-    let schemas = schemas(who);
-    let keep = |l: &str| label(l, "flow_schema").is_some_and(|s| schemas.iter().any(|x| x == s));
+    let keep = client(who);
     let name = "apiserver_flowcontrol_dispatched_requests_total";
     sum(&b.text, name, keep) - sum(&a.text, name, keep)
 }
@@ -208,8 +209,7 @@ pub fn requests(a: &Sample, b: &Sample, who: &str) -> f64 {
 /// estimated per request on average, and the requests it rejected (429). A take-over's LIST is
 /// charged by its page size, not by what the node index leaves (`state::NODE_PAGE`).
 pub fn apf(a: &Sample, b: &Sample, who: &str) -> (f64, f64) {
-    let schemas = schemas(who);
-    let keep = |l: &str| label(l, "flow_schema").is_some_and(|s| schemas.iter().any(|x| x == s));
+    let keep = client(who);
     let d = |name: &str| sum(&b.text, name, keep) - sum(&a.text, name, keep);
     let seats = d("apiserver_flowcontrol_work_estimated_seats_sum");
     let estimated = d("apiserver_flowcontrol_work_estimated_seats_count");

@@ -5,6 +5,7 @@
 use libmimalloc_sys as mi;
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;
+use std::time::Duration;
 
 /// mimalloc, asked through its plain entry points when Rust's alignment is one every mimalloc
 /// block has anyway (8 bytes: blocks are word multiples on aligned pages). The `mimalloc` crate
@@ -68,4 +69,25 @@ pub fn release_free_memory() {
     // SAFETY: `mi_collect` only walks mimalloc's own heaps and is callable at any time; when
     // mimalloc is not the global allocator (tests, benchmarks) it has nothing to do.
     unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
+/// How often a long-running process hands back what it freed (`purge_while_idle`): mimalloc's own
+/// purge delay, so memory freed in a burst is back with the OS within two of them.
+pub const PURGE_PERIOD: Duration = Duration::from_secs(1);
+
+/// Hand back to the OS, once a `PURGE_PERIOD`, the memory mimalloc freed and still holds. mimalloc
+/// decommits a freed range only once its purge delay has passed *and* some thread next allocates
+/// or collects; a server whose threads idle after a burst (a cold start's LIST pages, a churn's
+/// watch events and reviews) keeps the burst's pages resident until the next burst. Each tick
+/// purges, program-wide, every arena range whose delay has passed, and frees the empty pages of
+/// the worker it runs on. Not `MIMALLOC_PURGE_DELAY=0`, which purges at every free: its CPU cost
+/// was measured (docs/performance.md); this costs one collect a second.
+pub async fn purge_while_idle() {
+    let mut tick = tokio::time::interval(PURGE_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        // SAFETY: as in `release_free_memory`; not forced, so nothing is purged before its delay.
+        unsafe { libmimalloc_sys::mi_collect(false) }
+    }
 }

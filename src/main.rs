@@ -67,6 +67,9 @@ async fn main() -> std::process::ExitCode {
             | Command::Fence(volguard::cli::FenceCommand::Agent(_))
     );
     init_logging(format, long_running);
+    if long_running {
+        tokio::spawn(volguard::alloc::purge_while_idle());
+    }
     let result = match cli.command {
         Command::Serve(args) => volguard::server::run(args).await,
         Command::Controller(args) => volguard::controller::run(args).await,

@@ -757,7 +757,7 @@ async fn run() {
             println!("writing no-op stopped: its caches did not fit in the memory left");
         }
     }
-    let (webhooks, client) = admission::compare(&mut cp, ports).await;
+    let (webhooks, client, settled) = admission::compare(&mut cp, ports).await;
     report::print_admission(&webhooks, client);
     if let Some(mut p) = writer {
         p.kill();
@@ -786,6 +786,7 @@ async fn run() {
     let e = Envelope {
         webhooks,
         client,
+        settled,
         guard,
         apiserver,
         release,

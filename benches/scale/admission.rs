@@ -172,12 +172,72 @@ fn by_mode(name: &str) -> Option<(usize, String)> {
     })
 }
 
+/// How long the comparison waited for kube-apiserver to settle, and its CPU (cores) in each
+/// `SETTLE_INTERVAL` meanwhile and over the comparison itself.
+#[derive(Clone, Default)]
+pub struct Settled {
+    pub seconds: f64,
+    pub cores: Vec<f64>,
+    pub cores_during: f64,
+}
+
+const SETTLE_INTERVAL: Duration = Duration::from_secs(30);
+/// Intervals in a row whose CPU is within 10 % of the first of them: steady.
+const SETTLE_STEADY: usize = 3;
+const SETTLE_MAX: Duration = Duration::from_secs(900);
+
+fn apiserver_cpu(cp: &ControlPlane) -> f64 {
+    let p = cp.apiserver.as_ref().expect("kube-apiserver runs");
+    proc_stat(p.child.id()).cpu_seconds
+}
+
+/// Wait until kube-apiserver's CPU is steady: after the growth, the cold starts and the peers'
+/// LISTs it stays busy for minutes, and latencies measured then are that phase's, not the
+/// webhooks' (the eleventh run: the no-op's own pod-create p50 three times the tenth run's).
+/// Steady: `SETTLE_STEADY` intervals in a row within 10 % of the first of them, or `SETTLE_MAX`.
+async fn settle(cp: &ControlPlane) -> Settled {
+    let started = Instant::now();
+    let mut cores = Vec::new();
+    let mut last = apiserver_cpu(cp);
+    loop {
+        tokio::time::sleep(SETTLE_INTERVAL).await;
+        let now = apiserver_cpu(cp);
+        cores.push((now - last) / SETTLE_INTERVAL.as_secs_f64());
+        last = now;
+        let tail = &cores[cores.len().saturating_sub(SETTLE_STEADY)..];
+        let steady = tail.len() == SETTLE_STEADY
+            && tail
+                .iter()
+                .all(|c| (c - tail[0]).abs() <= 0.1 * tail[0].max(0.05));
+        if steady || started.elapsed() >= SETTLE_MAX {
+            break;
+        }
+    }
+    Settled {
+        seconds: started.elapsed().as_secs_f64(),
+        cores,
+        cores_during: 0.0,
+    }
+}
+
 /// `ROUNDS` rounds with every served mode registered at once, each limited to its own namespaces
 /// (`ControlPlane::register_webhooks_by_namespace`, as `make bench`'s binds), so that every mode
 /// sees the same moment of the cluster: the direct creates interleaved call by call, then the
 /// StatefulSet churn of every mode at once, up to Running and down to gone (the apiserver's
-/// histogram, per mode by webhook name). Leaves volguard registered.
-pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, ClientTimed) {
+/// histogram, per mode by webhook name). Starts once kube-apiserver has settled (`settle`).
+/// Leaves volguard registered.
+pub async fn compare(
+    cp: &mut ControlPlane,
+    ports: [u16; 3],
+) -> (Vec<Compared>, ClientTimed, Settled) {
+    let mut settled = settle(cp).await;
+    println!(
+        "  kube-apiserver settled in {:.0} s (cores per {} s: {:?})",
+        settled.seconds,
+        SETTLE_INTERVAL.as_secs(),
+        settled.cores
+    );
+    let (cpu0, t0) = (apiserver_cpu(cp), Instant::now());
     let c = cp.admin().await;
     let want = CHURN_SETS * CHURN_REPLICAS as usize;
     let served: Vec<usize> = (0..MODES.len()).filter(|&m| ports[m] != 0).collect();
@@ -249,6 +309,11 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
             moved.join(", ")
         );
     }
+    settled.cores_during = (apiserver_cpu(cp) - cpu0) / t0.elapsed().as_secs_f64();
+    println!(
+        "  kube-apiserver over the comparison: {:.2} cores",
+        settled.cores_during
+    );
     cp.route_webhooks_to(ports[2]).await;
     let per_mode: Vec<Vec<Latency>> = buckets
         .iter()
@@ -281,7 +346,7 @@ pub async fn compare(cp: &mut ControlPlane, ports: [u16; 3]) -> (Vec<Compared>, 
         placed: placed.map(p50_p99),
         unplaced: unplaced.map(p50_p99),
     };
-    (compared, timed)
+    (compared, timed, settled)
 }
 
 /// serve's `volguard_rwo_locks_total` by result: where a placement's time went (taken, taken

@@ -672,7 +672,9 @@ async fn run() {
         let cc = procs::cold_controller(&mut cp, &tag).await;
         let cost = |run0: procs::ProcStat, run1: procs::ProcStat, cold: &procs::Cold| Cost {
             rss: run1.rss_bytes,
+            rss_file: run1.file_bytes,
             cold_rss: cold.stat.rss_bytes,
+            cold_rss_file: cold.stat.file_bytes,
             cold_peak: cold.stat.peak_bytes,
             cpu_per_1000: (run1.cpu_seconds - run0.cpu_seconds) / added,
             ready_seconds: cold.ready_seconds,
@@ -698,7 +700,9 @@ async fn run() {
             let (ready, cold) = procs::cold_peer(&cp, peer, &tag).await;
             peers.push(Some(Cost {
                 rss: cold.rss_bytes,
+                rss_file: cold.file_bytes,
                 cold_rss: cold.rss_bytes,
+                cold_rss_file: cold.file_bytes,
                 cold_peak: cold.peak_bytes,
                 cpu_per_1000: 0.0,
                 ready_seconds: ready,

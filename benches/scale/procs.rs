@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Default)]
 pub struct ProcStat {
     pub rss_bytes: u64,
+    /// The part of it that maps files (the binary's code, its libraries): what no cache holds.
+    pub file_bytes: u64,
     /// The peak RSS since it started (VmHWM).
     pub peak_bytes: u64,
     pub cpu_seconds: f64,
@@ -40,6 +42,7 @@ pub fn proc_stat(pid: u32) -> ProcStat {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     ProcStat {
         rss_bytes: kib("VmRSS:") * 1024,
+        file_bytes: kib("RssFile:") * 1024,
         peak_bytes: kib("VmHWM:") * 1024,
         cpu_seconds: ticks / hz,
     }

@@ -26,6 +26,9 @@ impl Objects {
 pub struct Cost {
     /// Running since the start (volguard) or started cold (the peers).
     pub rss: u64,
+    /// Of `rss` and `cold_rss`, what maps files (the binary's code).
+    pub rss_file: u64,
+    pub cold_rss_file: u64,
     /// A replica started cold, 10 s after it turned ready, and its peak.
     pub cold_rss: u64,
     pub cold_peak: u64,
@@ -397,6 +400,7 @@ pub fn print_release((k, v): (Released, Released)) {
 fn cost_json(c: &Cost, objects: usize) -> serde_json::Value {
     json!({
         "rss_bytes": c.rss, "bytes_per_object": per(c.rss, objects), "whole_bytes_per_object": per(c.rss, objects),
+        "rss_file_bytes": c.rss_file, "cold_rss_file_bytes": c.cold_rss_file,
         "cold_rss_bytes": c.cold_rss, "cold_bytes_per_object": per(c.cold_rss, objects),
         "cold_peak_rss_bytes": c.cold_peak, "cpu_seconds_per_1000_objects": c.cpu_per_1000,
         "ready_seconds": c.ready_seconds, "cold_lists": c.lists, "cold_list_bytes": c.list_bytes, "cold_requests": c.requests,

@@ -76,18 +76,20 @@ pub fn release_free_memory() {
 pub const PURGE_PERIOD: Duration = Duration::from_secs(1);
 
 /// Hand back to the OS, once a `PURGE_PERIOD`, the memory mimalloc freed and still holds. mimalloc
-/// decommits a freed range only once its purge delay has passed *and* some thread next allocates
-/// or collects; a server whose threads idle after a burst (a cold start's LIST pages, a churn's
-/// watch events and reviews) keeps the burst's pages resident until the next burst. Each tick
-/// purges, program-wide, every arena range whose delay has passed, and frees the empty pages of
-/// the worker it runs on. Not `MIMALLOC_PURGE_DELAY=0`, which purges at every free: its CPU cost
-/// was measured (docs/performance.md); this costs one collect a second.
+/// schedules a freed range's purge (an arena's deadline, set by its first pending free) and
+/// carries it out only on a later page free or allocation path; a server whose threads idle after
+/// a burst (a cold start's LIST pages, a churn's watch events and reviews) keeps the burst's pages
+/// resident until the next burst. Each tick carries out, program-wide, the purges whose arena
+/// deadline has passed (not forced: what mimalloc itself would do at its next page free) and frees
+/// the empty pages of the worker it runs on; other workers' retired pages stay theirs. Not
+/// `MIMALLOC_PURGE_DELAY=0`, which purges at every free: its CPU cost was measured
+/// (docs/performance.md); this is one collect a second, under a microsecond on an idle heap.
 pub async fn purge_while_idle() {
     let mut tick = tokio::time::interval(PURGE_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        // SAFETY: as in `release_free_memory`; not forced, so nothing is purged before its delay.
+        // SAFETY: as in `release_free_memory`; not forced: only purges already due.
         unsafe { libmimalloc_sys::mi_collect(false) }
     }
 }

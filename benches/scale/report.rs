@@ -482,7 +482,7 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
             "p50_ratio_vs_noop": pod_create.map(|w| w.modes[2].0 / w.modes[0].0.max(1e-9)),
             "p99_ratio_vs_noop": pod_create.map(|w| w.modes[2].1 / w.modes[0].1.max(1e-9)),
             "by_webhook": webhook,
-            "settled": {"seconds": e.settled.seconds, "apiserver_cores": e.settled.cores, "apiserver_cores_during": e.settled.cores_during},
+            "settled": {"seconds": e.settled.seconds, "steady": e.settled.steady, "apiserver_cores": e.settled.cores, "apiserver_cores_during": e.settled.cores_during},
             "calls_per_1000_pods": a.calls_per_1000.iter()
                 .map(|(entry, (calls, noop))| (entry.clone(), json!({"calls": calls, "noop_answers": noop})))
                 .collect::<serde_json::Map<_, _>>(),

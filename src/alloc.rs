@@ -83,7 +83,7 @@ pub const PURGE_PERIOD: Duration = Duration::from_secs(1);
 /// deadline has passed (not forced: what mimalloc itself would do at its next page free) and frees
 /// the empty pages of the worker it runs on; other workers' retired pages stay theirs. Not
 /// `MIMALLOC_PURGE_DELAY=0`, which purges at every free: its CPU cost was measured
-/// (docs/performance.md); this is one collect a second, under a microsecond on an idle heap.
+/// (docs/performance.md); this is one collect a second (its cost: the same page, "The twelfth run").
 pub async fn purge_while_idle() {
     let mut tick = tokio::time::interval(PURGE_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -185,9 +185,9 @@ pub struct Settled {
 
 const SETTLE_INTERVAL: Duration = Duration::from_secs(30);
 /// Intervals in a window: steady once a window's mean CPU is within 10 % of the window's before.
-/// Means of windows, not intervals one by one: at 5,000 nodes the apiserver's CPU swings between
-/// ~0.4 and ~0.6 cores every other 30 s, settled (the twelfth run waited its whole 15 minutes on
-/// intervals within 10 % of each other).
+/// Means of windows, not intervals one by one: at 5,000 nodes the apiserver's CPU swings every
+/// other interval once settled, and intervals within 10 % of each other never came
+/// (docs/performance.md, "The twelfth run").
 const SETTLE_WINDOW: usize = 4;
 const SETTLE_MAX: Duration = Duration::from_secs(900);
 

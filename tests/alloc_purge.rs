@@ -1,7 +1,8 @@
 //! `volguard::alloc::purge_while_idle`: what a burst freed goes back to the OS while every thread
-//! idles. mimalloc alone keeps it (no thread allocates again to trigger its purge); with the task
-//! running, the process's RSS falls back within a few periods. One test in its own binary: RSS is
-//! the whole process's.
+//! idles. mimalloc alone keeps it (no later page free or allocation carries out its scheduled
+//! purge); with the task running, the process's RSS falls back within a few periods. One test in
+//! its own binary: RSS is the whole process's. Assumes mimalloc's default purge delay (not run with
+//! `MIMALLOC_PURGE_DELAY=0` in the environment).
 
 #[global_allocator]
 static ALLOC: volguard::alloc::Allocator = volguard::alloc::Allocator;

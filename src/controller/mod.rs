@@ -3,6 +3,7 @@
 //! `volguard.io/unused-since` (rules.md §4). Decisions come from `rules::release` and `rules::in_use`.
 
 pub mod args;
+pub mod follow;
 pub mod leader;
 pub mod metrics;
 pub mod queue;
@@ -11,54 +12,12 @@ pub mod registration;
 
 use crate::controller::args::ControllerArgs;
 use crate::runtime::{MetricsRegistry, probes, shutdown_signal};
-use crate::state::live::Change;
-use crate::state::{self, Needs, ViewChange};
+use crate::state::{self, Needs};
+use follow::Leads;
 use queue::{Backoff, Queue};
-use reconcile::{Key, Reconciler, ReconcilerConfig};
+use reconcile::{Reconciler, ReconcilerConfig};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The view's changes to the queue: every change enqueues the keys rules.md §4 names. A
-/// subscriber that fell behind looks at everything again.
-async fn follow(mut changes: tokio::sync::broadcast::Receiver<ViewChange>, r: Arc<Reconciler>) {
-    use tokio::sync::broadcast::error::RecvError;
-    loop {
-        match changes.recv().await {
-            Ok(ViewChange::Pvc(c)) => match c {
-                Change::Applied { new, .. } => r
-                    .queue
-                    .add(Key::pvc(&new.metadata.namespace, &new.metadata.name)),
-                Change::Deleted(old) => r.forget_pvc(&old.metadata.namespace, &old.metadata.name),
-                Change::Relisted => enqueue_all(&r),
-            },
-            Ok(ViewChange::Pv(c)) => match c {
-                Change::Applied { new, .. } => r.queue.add(Key::Pv(new.metadata.name.clone())),
-                Change::Deleted(_) => {}
-                Change::Relisted => enqueue_all(&r),
-            },
-            Ok(ViewChange::Pod(c)) => r.on_pod_change(c),
-            Ok(ViewChange::Node(_)) => {}
-            Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(
-                    missed,
-                    "fell behind the cluster view's changes; looking at every volume again"
-                );
-                enqueue_all(&r);
-            }
-            Err(RecvError::Closed) => return,
-        }
-    }
-}
-
-fn enqueue_all(r: &Reconciler) {
-    for p in r.view.sweep::<crate::model::Pvc>(None) {
-        r.queue
-            .add(Key::pvc(&p.metadata.namespace, &p.metadata.name));
-    }
-    for p in r.view.sweep::<crate::model::Pv>(None) {
-        r.queue.add(Key::Pv(p.metadata.name.clone()));
-    }
-}
 
 /// The controller's registry as it starts, each known series at 0 (the fencing families join it
 /// with `--fencing`, the registration watch's on leadership).
@@ -86,7 +45,12 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let writer = |field_manager: &str| view.writer(field_manager, args.identity());
     let reconciler = reconciler(&args, writer("volguard-controller"), &view, &cmetrics);
     let queue = reconciler.queue.clone();
-    tokio::spawn(follow(view.subscribe(), reconciler.clone()));
+    let leads = Leads::default();
+    tokio::spawn(follow::follow(
+        view.subscribe(),
+        reconciler.clone(),
+        leads.clone(),
+    ));
     let registration_status = registration::Status::default();
     serve_probes(&args, &metrics, &view, registration_status.clone()).await?;
     // Parsed before leadership: a bad fencing flag fails at start, not at takeover.
@@ -133,6 +97,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
             }
         }
     }
+    // Everything once: what this replica let pass as a follower, or saw before it subscribed.
+    leads.lead(&reconciler);
     let lead = Leading::start(
         &args,
         registration_writer,
@@ -288,8 +254,6 @@ impl Leading {
                 Some(args.break_glass_expiry).filter(|_| args.lift_expired_overrides),
             ),
         ];
-        // Everything once: changes published before this subscriber existed are not missed.
-        enqueue_all(reconciler);
         let workers = (0..args.workers.max(1))
             .map(|_| {
                 let r = reconciler.clone();

@@ -431,4 +431,4 @@ use action::{Action, Done, Told};
 
 #[cfg(test)]
 #[path = "reconcile_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -174,14 +174,14 @@ fn classify_not_found_is_done_others_retry() {
 
 /// A reconciler over `store` whose every API call fails, its queue and metrics, and the request
 /// lines it sent.
-struct Harness {
-    r: Reconciler,
-    queue: Arc<Queue<Key>>,
+pub(crate) struct Harness {
+    pub(crate) r: Reconciler,
+    pub(crate) queue: Arc<Queue<Key>>,
     metrics: crate::runtime::MetricsRegistry,
     requests: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-fn harness(store: Arc<Store>) -> Harness {
+pub(crate) fn harness(store: Arc<Store>) -> Harness {
     harness_with(store, config())
 }
 

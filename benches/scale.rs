@@ -261,13 +261,24 @@ async fn window(
     log: &std::path::Path,
 ) -> load::Window {
     let c = cp.admin().await;
-    let mut kcm = None;
+    // The process beside the cluster this window starts, stopped at its end.
+    let mut beside: Option<(&str, support::harness::Proc)> = None;
     match who {
         Who::Baseline => stop_volguard(cp, ports[0]).await,
         Who::Volguard => start_volguard(cp, ports[2]).await,
         Who::KcmProtection => {
             stop_volguard(cp, ports[0]).await;
-            kcm = Some(cp.spawn_kcm_protection());
+            beside = Some(("kcm-protection", cp.spawn_kcm_protection()));
+        }
+        Who::WritingNoop => {
+            stop_volguard(cp, ports[0]).await;
+            let (p, port) = cp.spawn_writing_floor_as(load::WRITER, &[]);
+            // Its reflectors list every pod and claim before it answers a bind.
+            if settle_writer(&p).await.is_none() {
+                println!("  the writing no-op reached the machine's memory floor while it listed");
+            }
+            cp.route_webhooks_to(port).await;
+            beside = Some(("writing no-op", p));
         }
     }
     // Past the cold start's LISTs: the steady state is what is measured.
@@ -305,12 +316,12 @@ async fn window(
             .map_or(0.0, |p| proc_stat(p.child.id()).cpu_seconds)
     };
     let api0 = api_cpu(cp);
-    let kcm_pid = kcm.as_ref().map(|p| p.child.id());
-    let cluster0 = pace::cpu(cp, kcm_pid);
+    let beside_pid = beside.as_ref().map(|(name, p)| (*name, p.child.id()));
+    let cluster0 = pace::cpu(cp, beside_pid);
     let began = jiff::Timestamp::now();
     let (_, generation) = grow::churn(cp, &c, churn.start, churn.end, per_node).await;
     let apiserver_cpu_seconds = api_cpu(cp) - api0;
-    let cluster1 = pace::cpu(cp, kcm_pid);
+    let cluster1 = pace::cpu(cp, beside_pid);
     let s2 = load::sample(&c).await;
     let mut pace = pace::Pace::between(&cluster0, &cluster1, &s1, &s2);
     let t2 = jiff::Timestamp::now();
@@ -359,7 +370,7 @@ async fn window(
     };
     let (w0, w1) = (writes(serve0), writes(serve1));
     let churn_cpu_seconds = volguard_cpu(cp) - cpu0;
-    if let Some(mut p) = kcm {
+    if let Some((_, mut p)) = beside {
         p.kill();
     }
     load::Window {
@@ -384,19 +395,22 @@ async fn window(
     }
 }
 
-/// The windows in a mirrored order, baseline, volguard, kcm, volguard, baseline: each setup's
-/// windows sit at the same mean time, so a drift of the cluster over the phase (etcd's history
-/// growing, the caches of the apiserver and of kwok) weighs on none more than on another (the run
-/// of 2026-11-29 took its three windows in a row, and the last, kcm's, was the slowest by far).
+/// The windows in a mirrored order, baseline, volguard, writing no-op, kcm, volguard, baseline:
+/// each setup's windows sit at about the same mean time, so a drift of the cluster over the phase
+/// (etcd's history growing, the caches of the apiserver and of kwok) weighs on none more than on
+/// another (the run of 2026-11-29 took its three windows in a row, and the last, kcm's, was the
+/// slowest by far). The writing no-op's window is the floor under volguard's: the same webhook
+/// calls, one lock write per placement, nothing else.
 /// Then volguard left running.
 /// Pod status patches per churned pod above which the fleet played the window's pods again (two
 /// when it plays each once), and how many times such a window is taken again.
 const REPLAYED: f64 = 2.5;
 const RETAKES: usize = 2;
 
-const ORDER: [Who; 5] = [
+const ORDER: [Who; 6] = [
     Who::Baseline,
     Who::Volguard,
+    Who::WritingNoop,
     Who::KcmProtection,
     Who::Volguard,
     Who::Baseline,
@@ -415,6 +429,12 @@ async fn apiserver_load(
     let mut windows: Vec<(Who, load::Window)> = Vec::new();
     let mut replayed: Vec<load::Replayed> = Vec::new();
     for who in ORDER {
+        // Without memory for the writing no-op's caches at this size (the comparison's check),
+        // its window is left out.
+        if who == Who::WritingNoop && ports[1] == 0 {
+            println!("  the writing no-op's window left out: its caches did not fit");
+            continue;
+        }
         let mut w = window(cp, who, ports, churn.clone(), per_node, log).await;
         // A window in which the fleet's kwok fell behind its watch and played every pod again
         // measures that replay (the slowest windows of every run until it was found), not the
@@ -453,7 +473,12 @@ async fn apiserver_load(
             .map(|(_, w)| w)
             .collect()
     };
-    let (base, vg, kcm) = (of(Who::Baseline), of(Who::Volguard), of(Who::KcmProtection));
+    let (base, vg, kcm, writing) = (
+        of(Who::Baseline),
+        of(Who::Volguard),
+        of(Who::KcmProtection),
+        of(Who::WritingNoop),
+    );
     let mean = |ws: &[&load::Window], f: fn(&load::Window) -> f64| {
         ws.iter().map(|w| f(w)).sum::<f64>() / ws.len().max(1) as f64
     };
@@ -505,6 +530,12 @@ async fn apiserver_load(
             mean(&vg, |w| w.ready_seconds),
             mean(&kcm, |w| w.ready_seconds),
         ],
+        writing_noop: (!writing.is_empty()).then(|| {
+            (
+                mean(&writing, |w| w.ready_seconds),
+                mean(&writing, |w| w.apiserver_cpu_seconds) / per_1000,
+            )
+        }),
         apiserver_cpu_per_1000: [
             mean(&base, |w| w.apiserver_cpu_seconds) / per_1000,
             mean(&vg, |w| w.apiserver_cpu_seconds) / per_1000,

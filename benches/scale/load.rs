@@ -25,6 +25,9 @@ const RESOURCES: [&str; 4] = [
 pub const SERVE: &str = "volguard-serve";
 pub const CONTROLLER: &str = "volguard-controller";
 pub const KCM_PROTECTION: &str = "kcm-protection";
+/// The writing no-op of a churn window (`Who::WritingNoop`): a user of its own, outside
+/// `system:masters` (whose requests APF exempts), queued as volguard's are.
+pub const WRITER: &str = "floor-writer-window";
 pub const KCM_PVC_PROTECTION_SA: &str = "kcm-pvc-protection-sa";
 
 /// One FlowSchema per measured client (precedence 500: after `exempt` and the system schemas,
@@ -60,6 +63,11 @@ pub async fn install(c: &kube::Client) {
             sa("kube-system", "pvc-protection-controller"),
             "workload-high",
         ),
+        (
+            WRITER,
+            json!({"kind": "User", "user": {"name": WRITER}}),
+            "workload-low",
+        ),
     ];
     let api = Api::<FlowSchema>::all(c.clone());
     for (name, subject, level) in schemas {
@@ -77,16 +85,32 @@ pub async fn install(c: &kube::Client) {
             .await
             .expect("create flowschema");
     }
-    let crb: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "bench-kcm-protection"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kcm-protection"}]
+    // The writing no-op's claim writes where serve's lock writes go (the shipped
+    // `volguard-admission`, installed with the manifests), its reads in `workload-low` as serve's.
+    let writes: FlowSchema = serde_json::from_value(json!({
+        "metadata": {"name": format!("bench-{WRITER}-writes")},
+        "spec": {"priorityLevelConfiguration": {"name": "volguard-admission"}, "matchingPrecedence": 300,
+                 "distinguisherMethod": {"type": "ByNamespace"},
+                 "rules": [{"subjects": [{"kind": "User", "user": {"name": WRITER}}],
+                            "resourceRules": [{"verbs": ["patch"], "apiGroups": [""],
+                                               "resources": ["persistentvolumeclaims"], "namespaces": ["*"]}]}]}
     }))
-    .expect("crb");
-    Api::<ClusterRoleBinding>::all(c.clone())
-        .create(&PostParams::default(), &crb)
+    .expect("flowschema");
+    api.create(&PostParams::default(), &writes)
         .await
-        .expect("create crb");
+        .expect("create flowschema");
+    for user in [KCM_PROTECTION, WRITER] {
+        let crb: ClusterRoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": format!("bench-{user}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+        }))
+        .expect("crb");
+        Api::<ClusterRoleBinding>::all(c.clone())
+            .create(&PostParams::default(), &crb)
+            .await
+            .expect("create crb");
+    }
 }
 
 /// Each measured client's relay, by client name (`SERVE`, `CONTROLLER`, `KCM_PROTECTION`).
@@ -105,6 +129,7 @@ pub fn meter(cp: &mut ControlPlane) {
             "system:serviceaccount:volguard-system:volguard-controller",
         ),
         (KCM_PROTECTION, "kcm-protection"),
+        (WRITER, WRITER),
     ]
     .map(|(name, identity)| (name, cp.meter(identity)))
     .to_vec();
@@ -251,6 +276,10 @@ pub enum Who {
     /// The no-op webhook, and a kube-controller-manager with only its pvc-protection and
     /// pv-protection controllers.
     KcmProtection,
+    /// The writing no-op answers (one compare-and-swap write onto the claim per placement, its
+    /// facts from reflectors of pods and claims): what a lock costs at least, the floor under
+    /// volguard's window.
+    WritingNoop,
 }
 
 /// A window's figures: what the apiserver served at steady state (`STEADY`) and during the churn.
@@ -366,6 +395,7 @@ pub fn window_requests(who: Who, a: &Sample, b: &Sample) -> f64 {
         Who::Baseline => 0.0,
         Who::Volguard => requests(a, b, SERVE) + requests(a, b, CONTROLLER),
         Who::KcmProtection => requests(a, b, KCM_PROTECTION),
+        Who::WritingNoop => requests(a, b, WRITER),
     }
 }
 
@@ -376,6 +406,7 @@ fn sent_now(who: Who) -> u64 {
         Who::Baseline => &[],
         Who::Volguard => &[SERVE, CONTROLLER],
         Who::KcmProtection => &[KCM_PROTECTION],
+        Who::WritingNoop => &[WRITER],
     };
     METERS
         .get()
@@ -408,5 +439,6 @@ pub fn window_bytes(who: Who, a: &Sample, b: &Sample) -> f64 {
         Who::Baseline => 0.0,
         Who::Volguard => sent(a, b, SERVE) + sent(a, b, CONTROLLER),
         Who::KcmProtection => sent(a, b, KCM_PROTECTION),
+        Who::WritingNoop => sent(a, b, WRITER),
     }
 }

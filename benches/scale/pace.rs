@@ -46,13 +46,13 @@ fn machine_cpu() -> MachineCpu {
 }
 
 /// Every process of the cluster (`procs::components`), kcm-protection's when it runs.
-pub fn cpu(cp: &ControlPlane, kcm_protection: Option<u32>) -> Cpu {
+pub fn cpu(cp: &ControlPlane, beside: Option<(&str, u32)>) -> Cpu {
     let mut by_process: Vec<(String, f64)> = crate::procs::components(cp)
         .into_iter()
         .map(|(name, s)| (name, s.cpu_seconds))
         .collect();
-    if let Some(pid) = kcm_protection {
-        by_process.push(("kcm-protection".into(), proc_stat(pid).cpu_seconds));
+    if let Some((name, pid)) = beside {
+        by_process.push((name.into(), proc_stat(pid).cpu_seconds));
     }
     Cpu {
         by_process,

@@ -70,6 +70,9 @@ pub struct Apiserver {
     pub replayed: Vec<crate::load::Replayed>,
     /// The mean churn seconds of each setup's windows: baseline, volguard, kcm.
     pub churn_seconds: [f64; 3],
+    /// The writing no-op's window, when it ran: its churn seconds and kube-apiserver's CPU seconds
+    /// per 1,000 churned pods (the floor under volguard's).
+    pub writing_noop: Option<(f64, f64)>,
     /// kube-apiserver's CPU seconds per 1,000 churned pods (each setup's windows' mean):
     /// baseline, volguard.
     pub apiserver_cpu_per_1000: [f64; 2],
@@ -319,6 +322,15 @@ pub fn print_load(a: &Apiserver) {
         a.cpu_per_1000_churn,
         a.reads_per_admission
     );
+    if let Some((seconds, cpu)) = a.writing_noop {
+        println!(
+            "  the writing no-op (one lock write per placement, nothing else): churn {seconds:.0} s (×{:.2} the baseline; volguard ×{:.2} it), kube-apiserver CPU s per 1,000 pods {cpu:.1} (×{:.2} the baseline; volguard ×{:.2} it)",
+            seconds / a.churn_seconds[0].max(1e-9),
+            a.churn_seconds[1] / seconds.max(1e-9),
+            cpu / a.apiserver_cpu_per_1000[0].max(1e-9),
+            a.apiserver_cpu_per_1000[1] / cpu.max(1e-9),
+        );
+    }
     let order: Vec<String> = a
         .windows
         .iter()
@@ -465,13 +477,15 @@ pub fn json(rows: &[Row], e: &Envelope) -> serde_json::Value {
         "apiserver_load": {
             "volguard": load_json(&a.steady[0]), "kcm": load_json(&a.steady[1]),
             "churn": {"pods": a.churned_pods, "volguard": load_json(&a.churn[0]), "kcm": load_json(&a.churn[1]),
-                      "seconds": {"baseline": a.churn_seconds[0], "volguard": a.churn_seconds[1], "kcm": a.churn_seconds[2]},
+                      "seconds": {"baseline": a.churn_seconds[0], "volguard": a.churn_seconds[1], "kcm": a.churn_seconds[2],
+                                  "writing_noop": a.writing_noop.map(|w| w.0)},
                       "windows": a.windows.iter().map(|w| json!({"who": w.who, "seconds": w.seconds, "polled_seconds": w.polled_seconds, "apiserver_cpu_seconds": w.apiserver_cpu_seconds,
                                                                   "live_reads": w.live_reads.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
                                                                   "serve_apf_seats_per_request": w.serve_apf.0, "serve_apf_rejected": w.serve_apf.1,
                                                                   "pace": w.pace.json()})).collect::<Vec<_>>(),
                       "replayed": a.replayed.iter().map(|r| json!({"who": r.who, "seconds": r.seconds, "status_patches_per_pod": r.status_patches_per_pod})).collect::<Vec<_>>(),
-                      "apiserver_cpu_seconds_per_1000_pods": {"baseline": a.apiserver_cpu_per_1000[0], "volguard": a.apiserver_cpu_per_1000[1]},
+                      "apiserver_cpu_seconds_per_1000_pods": {"baseline": a.apiserver_cpu_per_1000[0], "volguard": a.apiserver_cpu_per_1000[1],
+                                                               "writing_noop": a.writing_noop.map(|w| w.1)},
                       "volguard_cpu_seconds_per_1000_pods": a.cpu_per_1000_churn},
             "serve_reads_per_admission_call": a.reads_per_admission,
             "volguard_requests": a.volguard_requests.iter().map(|[steady, churn]| json!({"steady": steady, "churn": churn})).collect::<Vec<_>>(),

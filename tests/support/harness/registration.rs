@@ -90,7 +90,13 @@ impl ControlPlane {
 
     /// The writing floor: on each bind one resourceVersion-checked write onto the claim.
     pub fn spawn_writing_floor(&self) -> (Proc, u16) {
-        let kc = self.kubeconfig_file("floor-writer", "floor-writer", &["system:masters"]);
+        self.spawn_writing_floor_as("floor-writer", &["system:masters"])
+    }
+
+    /// The writing floor acting as `user` in `groups` (outside `system:masters`, its requests
+    /// are queued by the FlowSchemas that match `user`, as volguard's are by its own).
+    pub fn spawn_writing_floor_as(&self, user: &str, groups: &[&str]) -> (Proc, u16) {
+        let kc = self.kubeconfig_file(user, user, groups);
         let args = ["--write-claims".to_string(), kc.display().to_string()];
         self.floor_process("floor (writing no-op webhook)", &args)
     }

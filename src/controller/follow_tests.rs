@@ -45,12 +45,25 @@ async fn a_follower_queues_nothing_and_leading_queues_what_it_let_pass() {
     )
     .await;
     assert_eq!(r.queue.len(), 0, "a follower queued work");
+    // A claim and a volume that arrive while it follows: applied to the caches, then published
+    // (the order the watches keep), and dropped.
+    let later = testing::pvc("ns1", "data-1");
+    store.pvcs.apply(later.clone());
+    let mut volume = crate::model::Pv::default();
+    volume.metadata.name = "pv-1".into();
+    store.pvs.apply(volume.clone());
+    let pv_applied = ViewChange::Pv(Change::Applied {
+        old: None,
+        new: Arc::new(volume),
+    });
+    followed(&r, &leads, vec![applied_pvc(&later), pv_applied]).await;
+    assert_eq!(r.queue.len(), 0, "a follower queued work");
 
     leads.lead(&r);
     assert_eq!(
         r.queue.len(),
-        1,
-        "taking the lead queues every claim the caches hold"
+        3,
+        "taking the lead queues every claim and volume the caches hold"
     );
 }
 

@@ -250,6 +250,30 @@ async fn catch_up(cp: &ControlPlane, c: &kube::Client) -> load::CatchUp {
     }
 }
 
+/// The placement hint's webhook taken out of the registration, until the next one
+/// (`start_volguard` registers every webhook again).
+async fn drop_placement_hint(c: &kube::Client) {
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    let api = Api::<MutatingWebhookConfiguration>::all(c.clone());
+    let all = api
+        .list(&Default::default())
+        .await
+        .expect("list mutating webhooks");
+    for mut m in all.items {
+        let Some(hooks) = m.webhooks.as_mut() else {
+            continue;
+        };
+        let before = hooks.len();
+        hooks.retain(|h| !h.name.starts_with("rwo-placement-hint."));
+        if hooks.len() != before {
+            let name = m.metadata.name.clone().unwrap_or_default();
+            api.replace(&name, &kube::api::PostParams::default(), &m)
+                .await
+                .expect("replace mutating webhooks");
+        }
+    }
+}
+
 /// One window of the apiserver-load measure: `who` set up, `STEADY` seconds idle, then the churn
 /// of pods `churn`.
 async fn window(
@@ -266,6 +290,10 @@ async fn window(
     match who {
         Who::Baseline => stop_volguard(cp, ports[0]).await,
         Who::Volguard => start_volguard(cp, ports[2]).await,
+        Who::VolguardNoHint => {
+            start_volguard(cp, ports[2]).await;
+            drop_placement_hint(&c).await;
+        }
         Who::KcmProtection => {
             stop_volguard(cp, ports[0]).await;
             beside = Some(("kcm-protection", cp.spawn_kcm_protection()));
@@ -290,7 +318,7 @@ async fn window(
     // volguard's controller first catches up with what changed while it was stopped (the
     // baseline's churn left locks naming pods that are gone): its own figure, not the steady state.
     let catch_up = match who {
-        Who::Volguard => Some(catch_up(cp, &c).await),
+        w if w.runs_volguard() => Some(catch_up(cp, &c).await),
         _ => None,
     };
     let t0 = jiff::Timestamp::now();
@@ -307,7 +335,7 @@ async fn window(
             .sum()
     };
     let serve0 = match who {
-        Who::Volguard => support::objects::metrics_text(probe).await,
+        w if w.runs_volguard() => support::objects::metrics_text(probe).await,
         _ => String::new(),
     };
     let api_cpu = |cp: &ControlPlane| {
@@ -330,18 +358,18 @@ async fn window(
         audit::lines(&all, seconds, 8)
     };
     let requests = match who {
-        Who::Volguard => [
+        w if w.runs_volguard() => [
             kinds(t0, t1, load::STEADY.as_secs_f64()),
             kinds(t1, t2, (t2 - t1).total(jiff::Unit::Second).unwrap_or(1.0)),
         ],
         _ => Default::default(),
     };
     let serve1 = match who {
-        Who::Volguard => support::objects::metrics_text(probe).await,
+        w if w.runs_volguard() => support::objects::metrics_text(probe).await,
         _ => String::new(),
     };
     let calls = match who {
-        Who::Volguard => calls::per_1000_pods(
+        w if w.runs_volguard() => calls::per_1000_pods(
             &calls::entries(&c).await,
             (
                 &calls::apiserver_calls(&s1.text),
@@ -416,6 +444,21 @@ const ORDER: [Who; 6] = [
     Who::Baseline,
 ];
 
+/// The windows `VOLGUARD_SCALE_WINDOWS` names, comma-separated (`Who::parse`: an experiment's
+/// order, e.g. with `volguard-no-hint`), else `ORDER`.
+fn order() -> Vec<Who> {
+    let Ok(list) = std::env::var("VOLGUARD_SCALE_WINDOWS") else {
+        return ORDER.to_vec();
+    };
+    list.split(',')
+        .map(|n| {
+            Who::parse(n).unwrap_or_else(|| {
+                panic!("VOLGUARD_SCALE_WINDOWS: no window {n:?} (baseline, volguard, volguard-no-hint, writing-noop, kcm)")
+            })
+        })
+        .collect()
+}
+
 async fn apiserver_load(
     cp: &mut ControlPlane,
     ports: Ports,
@@ -428,7 +471,7 @@ async fn apiserver_load(
     load::meter(cp);
     let mut windows: Vec<(Who, load::Window)> = Vec::new();
     let mut replayed: Vec<load::Replayed> = Vec::new();
-    for who in ORDER {
+    for who in order() {
         // Without memory for the writing no-op's caches at this size (the comparison's check),
         // its window is left out.
         if who == Who::WritingNoop && ports[1] == 0 {

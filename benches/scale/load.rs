@@ -276,10 +276,33 @@ pub enum Who {
     /// The no-op webhook, and a kube-controller-manager with only its pvc-protection and
     /// pv-protection controllers.
     KcmProtection,
+    /// As `Volguard`, with the placement hint unregistered (its pods are created as they come):
+    /// what the hint costs the cluster, in a window of its own when asked for
+    /// (`VOLGUARD_SCALE_WINDOWS`).
+    VolguardNoHint,
     /// The writing no-op answers (one compare-and-swap write onto the claim per placement, its
     /// facts from reflectors of pods and claims): what a lock costs at least, the floor under
     /// volguard's window.
     WritingNoop,
+}
+
+impl Who {
+    /// `baseline`, `volguard`, `volguard-no-hint`, `writing-noop`, `kcm`.
+    pub fn parse(name: &str) -> Option<Who> {
+        Some(match name.trim() {
+            "baseline" => Who::Baseline,
+            "volguard" => Who::Volguard,
+            "volguard-no-hint" => Who::VolguardNoHint,
+            "writing-noop" => Who::WritingNoop,
+            "kcm" => Who::KcmProtection,
+            _ => return None,
+        })
+    }
+
+    /// volguard's serve and controller run in this window.
+    pub fn runs_volguard(self) -> bool {
+        matches!(self, Who::Volguard | Who::VolguardNoHint)
+    }
 }
 
 /// A window's figures: what the apiserver served at steady state (`STEADY`) and during the churn.
@@ -393,7 +416,7 @@ pub const STEADY: Duration = Duration::from_secs(60);
 pub fn window_requests(who: Who, a: &Sample, b: &Sample) -> f64 {
     match who {
         Who::Baseline => 0.0,
-        Who::Volguard => requests(a, b, SERVE) + requests(a, b, CONTROLLER),
+        Who::Volguard | Who::VolguardNoHint => requests(a, b, SERVE) + requests(a, b, CONTROLLER),
         Who::KcmProtection => requests(a, b, KCM_PROTECTION),
         Who::WritingNoop => requests(a, b, WRITER),
     }
@@ -404,7 +427,7 @@ pub fn window_requests(who: Who, a: &Sample, b: &Sample) -> f64 {
 fn sent_now(who: Who) -> u64 {
     let names: &[&str] = match who {
         Who::Baseline => &[],
-        Who::Volguard => &[SERVE, CONTROLLER],
+        Who::Volguard | Who::VolguardNoHint => &[SERVE, CONTROLLER],
         Who::KcmProtection => &[KCM_PROTECTION],
         Who::WritingNoop => &[WRITER],
     };
@@ -437,7 +460,7 @@ pub async fn quiet(who: Who, least: Duration) -> Duration {
 pub fn window_bytes(who: Who, a: &Sample, b: &Sample) -> f64 {
     match who {
         Who::Baseline => 0.0,
-        Who::Volguard => sent(a, b, SERVE) + sent(a, b, CONTROLLER),
+        Who::Volguard | Who::VolguardNoHint => sent(a, b, SERVE) + sent(a, b, CONTROLLER),
         Who::KcmProtection => sent(a, b, KCM_PROTECTION),
         Who::WritingNoop => sent(a, b, WRITER),
     }
